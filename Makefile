@@ -1,0 +1,43 @@
+# Shale's build. `make run` and `make test` are the whole set-up on a fresh machine.
+GO        ?= go
+BIN       := bin/shale
+DATA_DIR  ?= $(CURDIR)/data
+PKGS      := ./...
+# Fuzz targets run for FUZZTIME each; `make fuzz FUZZTIME=5m` for a longer session.
+FUZZTIME  ?= 10s
+
+.PHONY: all build run test test-deps bench fuzz lint proto clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN) ./cmd/shale
+
+# A single node (broker and controller in one process) on localhost:9092, data under ./data.
+run: build
+	$(BIN) serve --log.dirs=$(DATA_DIR)
+
+# Installs what the tests need when it is missing, then vets and runs every test with -race.
+test: test-deps build
+	$(GO) vet $(PKGS)
+	$(GO) test -race -timeout 25m $(PKGS)
+
+test-deps:
+	@bash tests/deps.sh
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 2x ./log/
+	$(BIN) bench compare --duration 10s
+
+fuzz:
+	@bash tests/fuzz.sh $(FUZZTIME)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+proto:
+	@bash controller/proto/generate.sh
+
+clean:
+	rm -rf bin $(DATA_DIR)

@@ -1,0 +1,111 @@
+package metadata
+
+import (
+	"context"
+	"time"
+)
+
+// Store is what a broker needs from the metadata quorum. Every mutating call is committed
+// through the controller before it returns; the resulting image then arrives through
+// Watch. Errors returned for a whole call or inside results wrap a *kerr.Error
+// (github.com/twmb/franz-go/pkg/kerr) whenever Kafka has a code for the failure, so that
+// protocol handlers can answer with errors.As; anything else is a transport failure that
+// handlers report as a retriable error (REQUEST_TIMED_OUT / NOT_CONTROLLER).
+type Store interface {
+	// Current returns the latest committed image this broker has seen. Never nil.
+	Current() *Image
+	// Watch returns a channel that receives each new image (coalesced: a slow reader
+	// sees the newest one). The channel is closed when ctx is done or the Store closes.
+	Watch(ctx context.Context) <-chan *Image
+	// LeaseValid reports whether this broker is registered, unfenced, and its heartbeat
+	// lease has not lapsed by its own clock. A broker must not act as a leader otherwise.
+	LeaseValid() bool
+	// BrokerEpoch is the epoch of this broker's current registration, -1 before one.
+	BrokerEpoch() int64
+
+	CreateTopics(ctx context.Context, specs []TopicSpec, validateOnly bool) []TopicResult
+	DeleteTopics(ctx context.Context, names []string) []error
+	CreatePartitions(ctx context.Context, specs []PartitionsSpec, validateOnly bool) []error
+	// AlterTopicConfigs changes one topic's configs. With incremental false the ops are a
+	// whole new set (Kafka's AlterConfigs: unnamed configs revert to defaults).
+	AlterTopicConfigs(ctx context.Context, topic string, ops []ConfigOp, incremental, validateOnly bool) error
+	// AlterPartition proposes a new ISR for a partition this broker leads. It fails with
+	// FENCED_LEADER_EPOCH or INVALID_UPDATE_VERSION when the epochs are stale.
+	AlterPartition(ctx context.Context, req AlterPartitionRequest) (Partition, error)
+	// AllocateProducerIDs hands this broker a block of producer ids unique in the cluster.
+	AllocateProducerIDs(ctx context.Context) (first int64, count int32, err error)
+
+	// CommitOffsets stores a group's committed offsets (batched through the quorum).
+	CommitOffsets(ctx context.Context, group string, offsets []CommittedOffset) error
+	// FetchOffsets returns a group's committed offsets; nil topics means all of them.
+	FetchOffsets(ctx context.Context, group string, topics map[string][]int32) ([]CommittedOffset, error)
+	// DeleteGroupOffsets removes a group's committed offsets; nil topics means all.
+	DeleteGroupOffsets(ctx context.Context, group string, topics map[string][]int32) error
+	// ListOffsetGroups lists the groups that have committed offsets.
+	ListOffsetGroups(ctx context.Context) ([]string, error)
+
+	Close() error
+}
+
+// TopicSpec asks for a new topic. NumPartitions and ReplicationFactor of -1 take the
+// broker defaults (num.partitions, default.replication.factor); Assignments, when set,
+// gives the replicas of each partition explicitly.
+type TopicSpec struct {
+	Name              string
+	NumPartitions     int32
+	ReplicationFactor int16
+	Assignments       [][]int32
+	Configs           map[string]string
+}
+
+// TopicResult is the outcome of creating one topic.
+type TopicResult struct {
+	Name  string
+	Err   error
+	Topic *Topic // the created (or validated) topic when Err is nil
+}
+
+// PartitionsSpec grows a topic to Count partitions.
+type PartitionsSpec struct {
+	Topic       string
+	Count       int32
+	Assignments [][]int32 // replicas for each new partition, optional
+}
+
+// ConfigOpType follows IncrementalAlterConfigs' operation codes.
+type ConfigOpType int8
+
+const (
+	ConfigSet      ConfigOpType = 0
+	ConfigDelete   ConfigOpType = 1
+	ConfigAppend   ConfigOpType = 2
+	ConfigSubtract ConfigOpType = 3
+)
+
+// ConfigOp is one change to a config.
+type ConfigOp struct {
+	Name  string
+	Value *string
+	Op    ConfigOpType
+}
+
+// AlterPartitionRequest carries the leader's view of the state it wants to change.
+type AlterPartitionRequest struct {
+	Topic          string
+	Partition      int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	NewISR         []int32
+}
+
+// CommittedOffset is one committed consumer-group offset.
+type CommittedOffset struct {
+	Topic       string
+	Partition   int32
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    string
+	CommitTime  time.Time
+	// ExpireTime is zero when the offset follows offsets.retention.minutes.
+	ExpireTime time.Time
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs every Fuzz target in the module for a bounded time each (go test runs one fuzz
+# target per invocation). Usage: tests/fuzz.sh [duration]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+t=${1:-10s}
+for pkg in $(go list ./...); do
+	dir=$(go list -f '{{.Dir}}' "$pkg")
+	for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //'); do
+		echo "== $pkg $f ($t)"
+		go test -run '^$' -fuzz "^$f\$" -fuzztime "$t" "$pkg"
+	done
+done
