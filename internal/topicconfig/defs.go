@@ -1,0 +1,189 @@
+package topicconfig
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Type is a config's type, numbered as DescribeConfigs reports it.
+type Type int8
+
+const (
+	TypeBoolean Type = 1
+	TypeString  Type = 2
+	TypeInt     Type = 3
+	TypeShort   Type = 4
+	TypeLong    Type = 5
+	TypeDouble  Type = 6
+	TypeList    Type = 7
+)
+
+// Def describes one topic config.
+type Def struct {
+	Name string
+	// BrokerName is the broker config that sets this config's default for all topics
+	// ("" when there is none).
+	BrokerName string
+	Type       Type
+	Default    string
+	Doc        string
+	// Unsupported, when set, says why Shale refuses values other than the default.
+	Unsupported string
+	check       func(string) error
+}
+
+// Validate checks one value against the definition.
+func (d *Def) Validate(v string) error {
+	if err := d.parse(v); err != nil {
+		return err
+	}
+	if d.check != nil {
+		return d.check(v)
+	}
+	return nil
+}
+
+func (d *Def) parse(v string) error {
+	var err error
+	switch d.Type {
+	case TypeBoolean:
+		if v != "true" && v != "false" {
+			err = fmt.Errorf("expected true or false")
+		}
+	case TypeInt:
+		_, err = strconv.ParseInt(v, 10, 32)
+	case TypeShort:
+		_, err = strconv.ParseInt(v, 10, 16)
+	case TypeLong:
+		_, err = strconv.ParseInt(v, 10, 64)
+	case TypeDouble:
+		_, err = strconv.ParseFloat(v, 64)
+	}
+	if err != nil {
+		return fmt.Errorf("invalid value %q for configuration %s: %w", v, d.Name, err)
+	}
+	return nil
+}
+
+func atLeast(min int64) func(string) error {
+	return func(v string) error {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		if n < min {
+			return fmt.Errorf("value %d must be at least %d", n, min)
+		}
+		return nil
+	}
+}
+
+func oneOf(allowed ...string) func(string) error {
+	return func(v string) error {
+		if !slices.Contains(allowed, v) {
+			return fmt.Errorf("value %q must be one of %s", v, strings.Join(allowed, ", "))
+		}
+		return nil
+	}
+}
+
+var maxLongString = strconv.FormatInt(math.MaxInt64, 10)
+
+// Names of the configs Shale acts on. Others in the table are accepted and reported so
+// that tools that set them keep working, but only these change behaviour.
+const (
+	CleanupPolicy               = "cleanup.policy"
+	CompressionType             = "compression.type"
+	FlushMessages               = "flush.messages"
+	FlushMs                     = "flush.ms"
+	IndexIntervalBytes          = "index.interval.bytes"
+	MaxMessageBytes             = "max.message.bytes"
+	MessageTimestampDiffMaxMs   = "message.timestamp.difference.max.ms"
+	MessageTimestampType        = "message.timestamp.type"
+	MinInsyncReplicas           = "min.insync.replicas"
+	RetentionBytes              = "retention.bytes"
+	RetentionMs                 = "retention.ms"
+	SegmentBytes                = "segment.bytes"
+	SegmentIndexBytes           = "segment.index.bytes"
+	SegmentMs                   = "segment.ms"
+	UncleanLeaderElectionEnable = "unclean.leader.election.enable"
+)
+
+// defs is Kafka's topic config table, with Kafka's defaults.
+var defs = sortedByName([]*Def{
+	{Name: CleanupPolicy, BrokerName: "log.cleanup.policy", Type: TypeList, Default: "delete",
+		Doc: "Retention policy for old segments: delete.", check: func(v string) error {
+			for _, p := range strings.Split(v, ",") {
+				switch strings.TrimSpace(p) {
+				case "delete":
+				case "compact":
+					return fmt.Errorf("cleanup.policy=compact is not supported by Shale yet")
+				default:
+					return fmt.Errorf("value %q must be delete (or compact, not yet supported)", p)
+				}
+			}
+			return nil
+		}},
+	{Name: CompressionType, BrokerName: "compression.type", Type: TypeString, Default: "producer",
+		Doc:   "Codec the broker stores batches with; producer keeps the producer's codec.",
+		check: oneOf("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")},
+	{Name: "delete.retention.ms", BrokerName: "log.cleaner.delete.retention.ms", Type: TypeLong, Default: "86400000",
+		Doc: "Accepted for compatibility; applies to compacted topics only.", check: atLeast(0)},
+	{Name: "file.delete.delay.ms", BrokerName: "log.segment.delete.delay.ms", Type: TypeLong, Default: "60000",
+		Doc: "Accepted for compatibility; Shale deletes a segment once no reader holds it.", check: atLeast(0)},
+	{Name: FlushMessages, BrokerName: "log.flush.interval.messages", Type: TypeLong, Default: maxLongString,
+		Doc: "Fsync after this many messages; 1 fsyncs every append.", check: atLeast(1)},
+	{Name: FlushMs, BrokerName: "log.flush.interval.ms", Type: TypeLong, Default: maxLongString,
+		Doc: "Fsync when the oldest unflushed message is this old.", check: atLeast(0)},
+	{Name: IndexIntervalBytes, BrokerName: "log.index.interval.bytes", Type: TypeInt, Default: "4096",
+		Doc: "Bytes between offset index entries.", check: atLeast(0)},
+	{Name: "max.compaction.lag.ms", BrokerName: "log.cleaner.max.compaction.lag.ms", Type: TypeLong, Default: maxLongString,
+		Doc: "Accepted for compatibility; applies to compacted topics only.", check: atLeast(1)},
+	{Name: MaxMessageBytes, BrokerName: "message.max.bytes", Type: TypeInt, Default: "1048588",
+		Doc: "Largest record batch the topic accepts.", check: atLeast(0)},
+	{Name: "message.downconversion.enable", BrokerName: "log.message.downconversion.enable", Type: TypeBoolean, Default: "true",
+		Doc: "Accepted for compatibility; Shale serves only message format v2."},
+	{Name: MessageTimestampDiffMaxMs, BrokerName: "log.message.timestamp.difference.max.ms", Type: TypeLong, Default: maxLongString,
+		Doc: "Largest allowed difference between a CreateTime timestamp and the broker's clock.", check: atLeast(0)},
+	{Name: MessageTimestampType, BrokerName: "log.message.timestamp.type", Type: TypeString, Default: "CreateTime",
+		Doc: "CreateTime keeps the producer's timestamps; LogAppendTime stamps the broker's.", check: oneOf("CreateTime", "LogAppendTime")},
+	{Name: "min.cleanable.dirty.ratio", BrokerName: "log.cleaner.min.cleanable.ratio", Type: TypeDouble, Default: "0.5",
+		Doc: "Accepted for compatibility; applies to compacted topics only."},
+	{Name: "min.compaction.lag.ms", BrokerName: "log.cleaner.min.compaction.lag.ms", Type: TypeLong, Default: "0",
+		Doc: "Accepted for compatibility; applies to compacted topics only.", check: atLeast(0)},
+	{Name: MinInsyncReplicas, BrokerName: "min.insync.replicas", Type: TypeInt, Default: "1",
+		Doc: "Fewest in-sync replicas that must hold an acks=all write.", check: atLeast(1)},
+	{Name: "preallocate", BrokerName: "log.preallocate", Type: TypeBoolean, Default: "false",
+		Doc: "Accepted for compatibility; Shale always reserves the active segment's space ahead of writes."},
+	{Name: RetentionBytes, BrokerName: "log.retention.bytes", Type: TypeLong, Default: "-1",
+		Doc: "Bytes of log each partition keeps before deleting old segments; -1 no limit."},
+	{Name: RetentionMs, BrokerName: "log.retention.ms", Type: TypeLong, Default: "604800000",
+		Doc: "How long segments are kept; -1 forever.", check: atLeast(-1)},
+	{Name: SegmentBytes, BrokerName: "log.segment.bytes", Type: TypeInt, Default: "1073741824",
+		Doc: "Size at which a segment is rolled.", check: atLeast(14)},
+	{Name: SegmentIndexBytes, BrokerName: "log.index.size.max.bytes", Type: TypeInt, Default: "10485760",
+		Doc: "Size of a segment's offset index.", check: atLeast(4)},
+	{Name: "segment.jitter.ms", BrokerName: "log.roll.jitter.ms", Type: TypeLong, Default: "0",
+		Doc: "Accepted for compatibility; Shale does not add jitter to rolls.", check: atLeast(0)},
+	{Name: SegmentMs, BrokerName: "log.roll.ms", Type: TypeLong, Default: "604800000",
+		Doc: "Time after which the active segment is rolled.", check: atLeast(1)},
+	{Name: UncleanLeaderElectionEnable, BrokerName: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false",
+		Doc: "Whether a replica outside the ISR may become leader, losing data."},
+})
+
+// Lookup returns the definition of a topic config.
+func Lookup(name string) (*Def, bool) {
+	i, ok := slices.BinarySearchFunc(defs, name, func(d *Def, n string) int { return strings.Compare(d.Name, n) })
+	if !ok {
+		return nil, false
+	}
+	return defs[i], true
+}
+
+// All returns every definition, sorted by name. Callers must not modify them.
+func All() []*Def { return defs }
+
+func sortedByName(ds []*Def) []*Def {
+	slices.SortFunc(ds, func(a, b *Def) int { return strings.Compare(a.Name, b.Name) })
+	return ds
+}
