@@ -1,0 +1,200 @@
+// Package server assembles a Shale node from its configuration: the metadata store (the
+// controller quorum, or its single-node stand-in), the broker's partitions, the Kafka
+// protocol listener and the HTTP listener for metrics and health, and shuts them down
+// in order.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/shalelog/shale/internal/config"
+	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/internal/metadata/memstore"
+	"github.com/shalelog/shale/partition"
+	"github.com/shalelog/shale/protocol"
+)
+
+// shutdownGrace is how long in-flight requests may take to finish on SIGTERM.
+const shutdownGrace = 10 * time.Second
+
+// Run starts a node and blocks until ctx is cancelled, then shuts it down cleanly:
+// stop accepting, finish in-flight requests, close every log with its clean marker.
+func Run(ctx context.Context, cfg *config.Config) error {
+	lg := slog.Default()
+	for _, w := range cfg.Warnings {
+		lg.Warn("configuration", "warning", w)
+	}
+	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
+		return fmt.Errorf("create log dir: %w", err)
+	}
+	n := &node{cfg: cfg, lg: lg, reg: prometheus.NewRegistry()}
+	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	defer n.close()
+	if err := n.start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	lg.Info("shutting down")
+	return n.close()
+}
+
+type node struct {
+	cfg *config.Config
+	lg  *slog.Logger
+	reg *prometheus.Registry
+
+	store  metadata.Store
+	broker *Broker
+	kafka  *protocol.Server
+	http   *http.Server
+
+	cancel  context.CancelFunc
+	serving chan struct{}
+	closed  bool
+}
+
+func (n *node) start(parent context.Context) error {
+	ctx, cancel := context.WithCancel(parent)
+	n.cancel = cancel
+	cfg := n.cfg
+
+	store, err := n.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	n.store = store
+
+	kafkaHost, kafkaPort := cfg.KafkaListener()
+	ln, err := net.Listen("tcp", net.JoinHostPort(kafkaHost, strconv.Itoa(kafkaPort)))
+	if err != nil {
+		return fmt.Errorf("listen for Kafka clients: %w", err)
+	}
+
+	n.broker, err = NewBroker(BrokerConfig{
+		NodeID:                 cfg.NodeID,
+		LogDir:                 cfg.LogDir,
+		TopicDefaults:          cfg.TopicDefaults(),
+		RetentionCheckInterval: cfg.LogRetentionCheckInterval(),
+		Logger:                 n.lg,
+		Registry:               n.reg,
+	}, store)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	go n.broker.Run(ctx)
+
+	brokerConfigs := map[string]string{}
+	for _, s := range cfg.Settings() {
+		brokerConfigs[s.Key] = s.Value
+	}
+	n.kafka = protocol.NewServer(protocol.Config{
+		NodeID:                   cfg.NodeID,
+		MaxRequestBytes:          cfg.SocketRequestMaxBytes,
+		AutoCreateTopics:         cfg.AutoCreateTopicsEnable,
+		DeleteTopicEnable:        cfg.DeleteTopicEnable,
+		DefaultPartitions:        cfg.NumPartitions,
+		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+		TopicDefaults:            cfg.TopicDefaults(),
+		BrokerConfigs:            brokerConfigs,
+		Logger:                   n.lg,
+		Metrics:                  protocol.NewMetrics(n.reg),
+	}, protocol.Deps{
+		Meta:        store,
+		Partitions:  n.broker.Partitions(),
+		ProducerIDs: protocol.NewProducerIDs(store),
+	})
+	n.serving = make(chan struct{})
+	go func() {
+		defer close(n.serving)
+		if err := n.kafka.Serve(ctx, ln); err != nil {
+			n.lg.Error("Kafka listener stopped", "err", err)
+		}
+	}()
+	n.lg.Info("serving Kafka clients", "listener", ln.Addr().String(), "node_id", cfg.NodeID, "log_dir", cfg.LogDir)
+
+	if cfg.HTTPListener != "" {
+		if err := n.startHTTP(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openStore opens the metadata store this node's roles call for.
+func (n *node) openStore(ctx context.Context) (metadata.Store, error) {
+	host, port := n.cfg.AdvertisedKafka()
+	return memstore.New(memstore.Config{
+		Broker:            metadata.Broker{ID: n.cfg.NodeID, Host: host, Port: int32(port), Rack: n.cfg.BrokerRack},
+		Path:              filepath.Join(n.cfg.LogDir, "__shale_metadata.json"),
+		DefaultPartitions: n.cfg.NumPartitions,
+	})
+}
+
+func (n *node) startHTTP() error {
+	ln, err := net.Listen("tcp", n.cfg.HTTPListener)
+	if err != nil {
+		return fmt.Errorf("listen on http.listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !n.store.LeaseValid() {
+			http.Error(w, "not registered with the controller", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := n.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.lg.Error("HTTP listener stopped", "err", err)
+		}
+	}()
+	n.lg.Info("serving metrics and health", "listener", ln.Addr().String())
+	return nil
+}
+
+// close shuts everything down in dependency order; safe to call twice.
+func (n *node) close() error {
+	if n.closed {
+		return nil
+	}
+	n.closed = true
+	var errs []error
+	if n.http != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		n.http.Shutdown(sctx)
+		cancel()
+	}
+	if n.kafka != nil {
+		n.kafka.Close(shutdownGrace)
+		<-n.serving
+	}
+	if n.cancel != nil {
+		n.cancel()
+	}
+	if n.broker != nil {
+		errs = append(errs, n.broker.Close())
+	}
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,232 @@
+package partition
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	shalelog "github.com/shalelog/shale/log"
+)
+
+// retainedBatches is how many recent batches per producer are remembered to recognise
+// retries, as Kafka does (max.in.flight.requests.per.connection is at most 5 with
+// idempotence).
+const retainedBatches = 5
+
+// batchMeta identifies one appended batch of an idempotent producer.
+type batchMeta struct {
+	FirstSeq   int32
+	LastSeq    int32
+	BaseOffset int64
+	LastOffset int64
+	Timestamp  int64
+}
+
+// producerEntry is the state of one producer id on this partition.
+type producerEntry struct {
+	Epoch   int16
+	Batches []batchMeta // oldest first, at most retainedBatches
+	// LastTimestamp is the newest batch's max timestamp, for expiry.
+	LastTimestamp int64
+}
+
+func (e *producerEntry) lastSeq() int32 {
+	if len(e.Batches) == 0 {
+		return -1
+	}
+	return e.Batches[len(e.Batches)-1].LastSeq
+}
+
+// producerState tracks idempotent producers for one partition. The Partition's mutex
+// guards it.
+type producerState struct {
+	producers map[int64]*producerEntry
+}
+
+func newProducerState() *producerState {
+	return &producerState{producers: make(map[int64]*producerEntry)}
+}
+
+// seqAdd adds n to a sequence number; sequences wrap from MaxInt32 to 0.
+func seqAdd(seq int32, n int32) int32 {
+	return int32((int64(seq) + int64(n)) % (math.MaxInt32 + 1))
+}
+
+// inSequence reports whether next directly follows last.
+func inSequence(last, next int32) bool {
+	return next == seqAdd(last, 1)
+}
+
+// errDuplicate carries the original placement of a retried batch.
+type errDuplicate struct{ meta batchMeta }
+
+func (e *errDuplicate) Error() string {
+	return fmt.Sprintf("duplicate of the batch at offset %d", e.meta.BaseOffset)
+}
+
+// check decides whether an idempotent batch may be appended. It returns *errDuplicate for
+// a retry of a batch already in the log, and Kafka's error otherwise.
+func (s *producerState) check(h shalelog.Header) error {
+	if !h.HasProducer() {
+		return nil
+	}
+	if h.BaseSequence < 0 {
+		return fmt.Errorf("%w: idempotent batch without a base sequence", kerr.InvalidRecord)
+	}
+	lastSeq := seqAdd(h.BaseSequence, h.LastOffsetDelta)
+	e := s.producers[h.ProducerID]
+	if e == nil {
+		// Kafka accepts any sequence from a producer it has no state for (its state may
+		// have been removed by retention or DeleteRecords).
+		return nil
+	}
+	if h.ProducerEpoch < e.Epoch {
+		return fmt.Errorf("%w: producer %d epoch %d is older than %d", kerr.InvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.Epoch)
+	}
+	if h.ProducerEpoch > e.Epoch {
+		if h.BaseSequence != 0 {
+			return fmt.Errorf("%w: producer %d starts epoch %d at sequence %d, not 0", kerr.OutOfOrderSequenceNumber, h.ProducerID, h.ProducerEpoch, h.BaseSequence)
+		}
+		return nil
+	}
+	for _, b := range e.Batches {
+		if b.FirstSeq == h.BaseSequence && b.LastSeq == lastSeq {
+			return &errDuplicate{meta: b}
+		}
+	}
+	if last := e.lastSeq(); last >= 0 && !inSequence(last, h.BaseSequence) {
+		return fmt.Errorf("%w: producer %d expected sequence %d, got %d", kerr.OutOfOrderSequenceNumber, h.ProducerID, seqAdd(last, 1), h.BaseSequence)
+	}
+	return nil
+}
+
+// record notes an appended batch (on the leader after check, or while replaying the log).
+func (s *producerState) record(h shalelog.Header) {
+	if !h.HasProducer() {
+		return
+	}
+	e := s.producers[h.ProducerID]
+	if e == nil || h.ProducerEpoch > e.Epoch {
+		e = &producerEntry{Epoch: h.ProducerEpoch}
+		s.producers[h.ProducerID] = e
+	} else if h.ProducerEpoch < e.Epoch {
+		return
+	}
+	e.Batches = append(e.Batches, batchMeta{
+		FirstSeq:   h.BaseSequence,
+		LastSeq:    seqAdd(h.BaseSequence, h.LastOffsetDelta),
+		BaseOffset: h.BaseOffset,
+		LastOffset: h.LastOffset(),
+		Timestamp:  h.MaxTimestamp,
+	})
+	if len(e.Batches) > retainedBatches {
+		e.Batches = append(e.Batches[:0], e.Batches[len(e.Batches)-retainedBatches:]...)
+	}
+	e.LastTimestamp = h.MaxTimestamp
+}
+
+// truncateFrom forgets batches at or after offset (log truncation).
+func (s *producerState) truncateFrom(offset int64) {
+	for id, e := range s.producers {
+		n := 0
+		for _, b := range e.Batches {
+			if b.BaseOffset < offset {
+				e.Batches[n] = b
+				n++
+			}
+		}
+		e.Batches = e.Batches[:n]
+		if n == 0 {
+			delete(s.producers, id)
+		}
+	}
+}
+
+// removeBefore forgets producers whose every batch is below the log start offset.
+func (s *producerState) removeBefore(start int64) {
+	for id, e := range s.producers {
+		if n := len(e.Batches); n == 0 || e.Batches[n-1].LastOffset < start {
+			delete(s.producers, id)
+		}
+	}
+}
+
+// expire forgets producers idle since before cutoff (Kafka's
+// transactional.id.expiration / producer.id.expiration.ms, default 1 day).
+func (s *producerState) expire(cutoffMs int64) {
+	for id, e := range s.producers {
+		if e.LastTimestamp < cutoffMs {
+			delete(s.producers, id)
+		}
+	}
+}
+
+// producerSnapshot is the on-disk form, written on clean close so that a restart need not
+// replay the whole log: replay starts at Offset.
+type producerSnapshot struct {
+	Offset    int64                    `json:"offset"`
+	Producers map[int64]*producerEntry `json:"producers"`
+}
+
+const producerSnapshotFile = "producer-state.json"
+
+func (s *producerState) save(dir string, offset int64) error {
+	b, err := json.Marshal(producerSnapshot{Offset: offset, Producers: s.producers})
+	if err != nil {
+		return fmt.Errorf("encode producer state: %w", err)
+	}
+	tmp := filepath.Join(dir, producerSnapshotFile+".tmp")
+	if err := writeFileSync(tmp, b); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, producerSnapshotFile)); err != nil {
+		return fmt.Errorf("install producer state: %w", err)
+	}
+	return nil
+}
+
+// load reads the snapshot and returns the offset replay must start from; 0 (replay all)
+// when there is none or it is unusable.
+func (s *producerState) load(dir string) int64 {
+	b, err := os.ReadFile(filepath.Join(dir, producerSnapshotFile))
+	if err != nil {
+		return 0
+	}
+	var snap producerSnapshot
+	if err := json.Unmarshal(b, &snap); err != nil || snap.Producers == nil {
+		return 0
+	}
+	s.producers = snap.Producers
+	return snap.Offset
+}
+
+// removeSnapshot deletes the snapshot once it no longer matches the log: a crash after
+// this point replays the log instead of trusting stale state.
+func removeSnapshot(dir string) error {
+	err := os.Remove(filepath.Join(dir, producerSnapshotFile))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove producer state snapshot: %w", err)
+	}
+	return nil
+}
+
+func writeFileSync(path string, b []byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	return f.Close()
+}

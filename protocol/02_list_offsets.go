@@ -1,0 +1,162 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/internal/records"
+	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/partition"
+)
+
+// Special ListOffsets timestamps.
+const (
+	listLatest       = -1
+	listEarliest     = -2
+	listMaxTimestamp = -3 // KIP-734, v7+
+)
+
+func (s *Server) handleListOffsets(_ context.Context, r *Request) Result {
+	req := r.Kreq.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	im := s.deps.Meta.Current()
+	leaseOK := s.deps.Meta.LeaseValid()
+	for _, t := range req.Topics {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, lp := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition = lp.Partition
+			rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
+			var p *partition.Partition
+			switch {
+			case im.Partition(t.Topic, lp.Partition) == nil:
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			default:
+				p = s.deps.Partitions.Get(t.Topic, lp.Partition)
+				if p == nil || p.Role() != partition.RoleLeader || !leaseOK {
+					rp.ErrorCode = kerr.NotLeaderForPartition.Code
+				} else if code := checkLeaderEpoch(lp.CurrentLeaderEpoch, p.LeaderEpoch()); code != 0 {
+					rp.ErrorCode = code
+				}
+			}
+			if rp.ErrorCode == 0 {
+				if err := listOffset(p, lp.Timestamp, req.ReplicaID >= 0, &rp); err != nil {
+					rp.ErrorCode = errorCode(err)
+				}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return Result{Resp: resp}
+}
+
+// listOffset fills rp with the offset for ts. Consumers see up to the high watermark
+// (read_committed equals it while Shale has no transactions); followers see the log end.
+func listOffset(p *partition.Partition, ts int64, follower bool, rp *kmsg.ListOffsetsResponseTopicPartition) error {
+	limit := p.HighWatermark()
+	if follower {
+		limit = p.LogEndOffset()
+	}
+	switch ts {
+	case listLatest:
+		rp.Offset, rp.LeaderEpoch = limit, p.LeaderEpoch()
+		return nil
+	case listEarliest:
+		rp.Offset = p.LogStartOffset()
+		rp.LeaderEpoch = epochAt(p, rp.Offset)
+		return nil
+	case listMaxTimestamp:
+		return findMaxTimestamp(p, limit, rp)
+	}
+	if ts < 0 {
+		return fmt.Errorf("%w: timestamp %d", kerr.InvalidRequest, ts)
+	}
+	base, ok, err := p.OffsetForTimestamp(ts)
+	if err != nil || !ok || base >= limit {
+		return err
+	}
+	return refineToRecord(p, base, limit, func(recTS int64) bool { return recTS >= ts }, rp)
+}
+
+// refineToRecord finds, from the batch at base on, the first record whose timestamp
+// satisfies match, and fills rp with it.
+func refineToRecord(p *partition.Partition, base, limit int64, match func(int64) bool, rp *kmsg.ListOffsetsResponseTopicPartition) error {
+	for off := base; off < limit; {
+		view, err := p.Read(off, 1, false, true)
+		if err != nil {
+			return err
+		}
+		if view.Size == 0 {
+			view.Release()
+			return nil
+		}
+		batch := view.Chunks[0]
+		h, recs, err := records.Records(batch)
+		if err != nil {
+			view.Release()
+			return err
+		}
+		for _, rec := range recs {
+			recTS := h.FirstTimestamp + rec.TimestampDelta
+			if h.LogAppendTime() {
+				recTS = h.MaxTimestamp
+			}
+			if o := h.BaseOffset + int64(rec.OffsetDelta); o < limit && match(recTS) {
+				rp.Offset, rp.Timestamp, rp.LeaderEpoch = o, recTS, h.PartitionLeaderEpoch
+				view.Release()
+				return nil
+			}
+		}
+		off = h.LastOffset() + 1
+		view.Release()
+	}
+	return nil
+}
+
+func findMaxTimestamp(p *partition.Partition, limit int64, rp *kmsg.ListOffsetsResponseTopicPartition) error {
+	var best shalelog.Header
+	found := false
+	err := p.ScanHeaders(p.LogStartOffset(), func(h shalelog.Header) bool {
+		if h.BaseOffset >= limit {
+			return false
+		}
+		if !found || h.MaxTimestamp > best.MaxTimestamp {
+			best, found = h, true
+		}
+		return true
+	})
+	if err != nil || !found {
+		return err
+	}
+	return refineToRecord(p, best.BaseOffset, limit, func(ts int64) bool { return ts == best.MaxTimestamp }, rp)
+}
+
+// epochAt is the leader epoch of the batch holding offset, -1 when unknown.
+func epochAt(p *partition.Partition, offset int64) int32 {
+	epoch := int32(-1)
+	p.ScanHeaders(offset, func(h shalelog.Header) bool {
+		epoch = h.PartitionLeaderEpoch
+		return false
+	})
+	return epoch
+}
+
+func listOffsetsError(req *kmsg.ListOffsetsRequest, code int16) *kmsg.ListOffsetsResponse {
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.Timestamp, rp.Offset, rp.LeaderEpoch = p.Partition, code, -1, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

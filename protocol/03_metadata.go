@@ -1,0 +1,175 @@
+package protocol
+
+import (
+	"context"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/internal/metadata"
+)
+
+// authorizedOpsUnset is Kafka's value for authorized operations nobody asked for.
+const authorizedOpsUnset = -2147483648
+
+// topicAllOps is the bitfield of every topic operation (READ 3, WRITE 4, CREATE 5,
+// DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11): Shale has no
+// authorizer, so a client may do them all.
+const topicAllOps = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
+
+// clusterAllOps: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
+// ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+const clusterAllOps = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
+
+func (s *Server) handleMetadata(ctx context.Context, r *Request) Result {
+	req := r.Kreq.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	im := s.deps.Meta.Current()
+
+	// v0: an empty list means every topic; v1+: null means every topic, empty none.
+	all := req.Topics == nil || (r.Version == 0 && len(req.Topics) == 0)
+	autoCreate := s.cfg.AutoCreateTopics && (r.Version < 4 || req.AllowAutoTopicCreation)
+
+	if !all {
+		var missing []string
+		for _, t := range req.Topics {
+			if t.Topic != nil && im.Topic(*t.Topic) == nil {
+				missing = append(missing, *t.Topic)
+			}
+		}
+		if autoCreate && len(missing) > 0 {
+			s.autoCreate(ctx, missing)
+			im = s.deps.Meta.Current()
+		}
+	}
+
+	fillBrokers(resp, im)
+	clusterID := im.ClusterID
+	resp.ClusterID = &clusterID
+	resp.ControllerID = s.cfg.NodeID // any broker forwards controller requests
+	if req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = clusterAllOps
+	}
+
+	if all {
+		names := make([]string, 0, len(im.Topics))
+		for name := range im.Topics {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			resp.Topics = append(resp.Topics, s.metadataTopic(im.Topics[name], req))
+		}
+		return Result{Resp: resp}
+	}
+	for _, rt := range req.Topics {
+		var t *metadata.Topic
+		switch {
+		case rt.Topic != nil:
+			t = im.Topic(*rt.Topic)
+		case rt.TopicID != [16]byte{}:
+			t = topicByID(im, rt.TopicID)
+		}
+		if t == nil {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.TopicID = rt.Topic, rt.TopicID
+			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if rt.Topic == nil {
+				mt.ErrorCode = kerr.UnknownTopicID.Code
+			} else if err := metadata.ValidateTopicName(*rt.Topic); err != nil {
+				mt.ErrorCode = kerr.InvalidTopicException.Code
+			} else if autoCreate {
+				// Created just now but not yet seen in the image, or creation failed
+				// retriably: the client asks again.
+				mt.ErrorCode = kerr.LeaderNotAvailable.Code
+			}
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		resp.Topics = append(resp.Topics, s.metadataTopic(t, req))
+	}
+	return Result{Resp: resp}
+}
+
+func fillBrokers(resp *kmsg.MetadataResponse, im *metadata.Image) {
+	ids := make([]int32, 0, len(im.Brokers))
+	for id, b := range im.Brokers {
+		if !b.Fenced {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		b := im.Brokers[id]
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = b.ID, b.Host, b.Port
+		if b.Rack != "" {
+			rack := b.Rack
+			mb.Rack = &rack
+		}
+		resp.Brokers = append(resp.Brokers, mb)
+	}
+}
+
+func topicByID(im *metadata.Image, id [16]byte) *metadata.Topic {
+	for _, t := range im.Topics {
+		if t.ID == id {
+			return t
+		}
+	}
+	return nil
+}
+
+func (s *Server) metadataTopic(t *metadata.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name
+	mt.Topic, mt.TopicID = &name, t.ID
+	mt.AuthorizedOperations = authorizedOpsUnset
+	if req.IncludeTopicAuthorizedOperations {
+		mt.AuthorizedOperations = topicAllOps
+	}
+	im := s.deps.Meta.Current()
+	for _, p := range t.Partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = p.Index
+		mp.Leader = p.Leader
+		// The real epoch even without a leader, so clients' KIP-320 checks keep working.
+		mp.LeaderEpoch = p.LeaderEpoch
+		mp.Replicas = append([]int32(nil), p.Replicas...)
+		mp.ISR = append([]int32(nil), p.ISR...)
+		for _, id := range p.Replicas {
+			if b, ok := im.Brokers[id]; !ok || b.Fenced {
+				mp.OfflineReplicas = append(mp.OfflineReplicas, id)
+			}
+		}
+		if p.Leader < 0 {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}
+
+// autoCreate creates missing topics with the broker's defaults, as Kafka's
+// auto.create.topics.enable does; names that are invalid are left for the caller to
+// report.
+func (s *Server) autoCreate(ctx context.Context, names []string) {
+	var specs []metadata.TopicSpec
+	for _, n := range names {
+		if metadata.ValidateTopicName(n) != nil {
+			continue
+		}
+		specs = append(specs, metadata.TopicSpec{Name: n, NumPartitions: s.cfg.DefaultPartitions, ReplicationFactor: s.cfg.DefaultReplicationFactor})
+	}
+	if len(specs) == 0 {
+		return
+	}
+	for _, res := range s.deps.Meta.CreateTopics(ctx, specs, false) {
+		if res.Err != nil && errorCode(res.Err) != kerr.TopicAlreadyExists.Code {
+			s.lg.Warn("auto-creating topic failed", "topic", res.Name, "err", res.Err)
+		} else if res.Err == nil {
+			s.lg.Info("auto-created topic", "topic", res.Name, "partitions", s.cfg.DefaultPartitions)
+		}
+	}
+}

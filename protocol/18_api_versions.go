@@ -1,0 +1,67 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// handleApiVersions answers with every registered API. A version newer than Shale serves
+// gets a v0-format response with UNSUPPORTED_VERSION that still lists the ranges
+// (KIP-511), so that the client retries at a version both sides know.
+func (s *Server) handleApiVersions(_ context.Context, r *Request) Result {
+	req := r.Kreq.(*kmsg.ApiVersionsRequest)
+	h := s.handlers[kmsg.ApiVersions.Int16()]
+	resp := kmsg.NewPtrApiVersionsResponse()
+	if r.Version > h.max || r.Version < h.min {
+		resp.Version = 0
+		resp.ErrorCode = codeUnsupportedVersion
+		resp.ApiKeys = s.supportedKeys()
+		return Result{Resp: resp}
+	}
+	resp.Version = r.Version
+	if r.Version >= 3 && !validClientSoftware(req.ClientSoftwareName, req.ClientSoftwareVersion) {
+		resp.ErrorCode = 42 // INVALID_REQUEST, as Kafka answers a malformed client software name
+		resp.ApiKeys = s.supportedKeys()
+		return Result{Resp: resp}
+	}
+	resp.ApiKeys = s.supportedKeys()
+	return Result{Resp: resp}
+}
+
+// validClientSoftware applies KIP-511's pattern to the client's self-description:
+// [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?. Empty strings are allowed, as clients that
+// predate the fields send them.
+func validClientSoftware(name, version string) bool {
+	for _, s := range []string{name, version} {
+		if s == "" {
+			continue
+		}
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+			if !alnum && ((c != '-' && c != '.') || i == 0 || i == len(s)-1) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (s *Server) registerBuiltins() {
+	s.Register(kmsg.Produce, 3, 9, s.handleProduce)
+	s.Register(kmsg.Fetch, 4, 12, s.handleFetch)
+	s.Register(kmsg.ListOffsets, 1, 7, s.handleListOffsets)
+	s.Register(kmsg.Metadata, 0, 12, s.handleMetadata)
+	s.Register(kmsg.ApiVersions, 0, 3, s.handleApiVersions)
+	s.Register(kmsg.CreateTopics, 0, 5, s.handleCreateTopics)
+	s.Register(kmsg.DeleteTopics, 0, 4, s.handleDeleteTopics)
+	s.Register(kmsg.DeleteRecords, 0, 2, s.handleDeleteRecords)
+	s.Register(kmsg.InitProducerID, 0, 4, s.handleInitProducerID)
+	s.Register(kmsg.OffsetForLeaderEpoch, 0, 4, s.handleOffsetForLeaderEpoch)
+	s.Register(kmsg.DescribeConfigs, 0, 4, s.handleDescribeConfigs)
+	s.Register(kmsg.AlterConfigs, 0, 1, s.handleAlterConfigs)
+	s.Register(kmsg.CreatePartitions, 0, 3, s.handleCreatePartitions)
+	s.Register(kmsg.IncrementalAlterConfigs, 0, 1, s.handleIncrementalAlterConfigs)
+	s.Register(kmsg.DescribeCluster, 0, 1, s.handleDescribeCluster)
+}

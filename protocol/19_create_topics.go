@@ -1,0 +1,86 @@
+package protocol
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/internal/topicconfig"
+)
+
+func (s *Server) handleCreateTopics(ctx context.Context, r *Request) Result {
+	req := r.Kreq.(*kmsg.CreateTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	ctx, cancel := requestContext(ctx, req.TimeoutMillis)
+	defer cancel()
+
+	specs := make([]metadata.TopicSpec, 0, len(req.Topics))
+	for _, t := range req.Topics {
+		spec := metadata.TopicSpec{Name: t.Topic, NumPartitions: t.NumPartitions, ReplicationFactor: t.ReplicationFactor}
+		if len(t.ReplicaAssignment) > 0 {
+			spec.Assignments = make([][]int32, len(t.ReplicaAssignment))
+			for _, a := range t.ReplicaAssignment {
+				if a.Partition >= 0 && int(a.Partition) < len(spec.Assignments) {
+					spec.Assignments[a.Partition] = a.Replicas
+				}
+			}
+		}
+		if len(t.Configs) > 0 {
+			spec.Configs = make(map[string]string, len(t.Configs))
+			for _, c := range t.Configs {
+				if c.Value != nil {
+					spec.Configs[c.Name] = *c.Value
+				}
+			}
+		}
+		specs = append(specs, spec)
+	}
+	results := s.deps.Meta.CreateTopics(ctx, specs, req.ValidateOnly)
+	for i, t := range req.Topics {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic = t.Topic
+		rt.NumPartitions, rt.ReplicationFactor = -1, -1
+		var res metadata.TopicResult
+		if i < len(results) {
+			res = results[i]
+		}
+		if res.Err != nil {
+			rt.ErrorCode = errorCode(res.Err)
+			rt.ErrorMessage = errorMessage(res.Err)
+		} else if res.Topic != nil {
+			rt.TopicID = res.Topic.ID
+			rt.NumPartitions = int32(len(res.Topic.Partitions))
+			if len(res.Topic.Partitions) > 0 {
+				rt.ReplicationFactor = int16(len(res.Topic.Partitions[0].Replicas))
+			}
+			rt.Configs = s.createdConfigs(res.Topic.Configs)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return Result{Resp: resp}
+}
+
+// createdConfigs is the v5+ description of a new topic's effective configs.
+func (s *Server) createdConfigs(set map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
+	resolved := topicconfig.Resolve(set, s.cfg.TopicDefaults)
+	var out []kmsg.CreateTopicsResponseTopicConfig
+	for _, d := range topicconfig.All() {
+		v, src := resolved.Get(d.Name)
+		c := kmsg.NewCreateTopicsResponseTopicConfig()
+		c.Name = d.Name
+		c.Value = &v
+		c.Source = int8(src)
+		out = append(out, c)
+	}
+	return out
+}
+
+// requestContext bounds a controller call by the request's own timeout.
+func requestContext(ctx context.Context, timeoutMillis int32) (context.Context, context.CancelFunc) {
+	if timeoutMillis <= 0 {
+		timeoutMillis = 30_000
+	}
+	return context.WithTimeout(ctx, time.Duration(timeoutMillis)*time.Millisecond)
+}

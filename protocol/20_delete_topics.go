@@ -1,0 +1,51 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (s *Server) handleDeleteTopics(ctx context.Context, r *Request) Result {
+	req := r.Kreq.(*kmsg.DeleteTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	ctx, cancel := requestContext(ctx, req.TimeoutMillis)
+	defer cancel()
+	names := deleteTopicNames(req)
+	var errs []error
+	if s.cfg.DeleteTopicEnable {
+		errs = s.deps.Meta.DeleteTopics(ctx, names)
+	}
+	for i, name := range names {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		n := name
+		rt.Topic = &n
+		var err error
+		switch {
+		case !s.cfg.DeleteTopicEnable:
+			err = fmt.Errorf("%w: delete.topic.enable is false", kerr.TopicDeletionDisabled)
+		case i < len(errs):
+			err = errs[i]
+		}
+		if err != nil {
+			rt.ErrorCode = errorCode(err)
+			rt.ErrorMessage = errorMessage(err)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return Result{Resp: resp}
+}
+
+// deleteTopicNames lists the topics of a DeleteTopics request: by name in v0-v5, and
+// in v6+ by name or by id (ids are not served yet: Shale advertises up to v4).
+func deleteTopicNames(req *kmsg.DeleteTopicsRequest) []string {
+	names := append([]string(nil), req.TopicNames...)
+	for _, t := range req.Topics {
+		if t.Topic != nil {
+			names = append(names, *t.Topic)
+		}
+	}
+	return names
+}

@@ -1,0 +1,45 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/internal/metadata"
+)
+
+// handleAlterConfigs replaces a topic's whole config set (configs left out revert to
+// their defaults), as Kafka's legacy AlterConfigs does.
+func (s *Server) handleAlterConfigs(ctx context.Context, r *Request) Result {
+	req := r.Kreq.(*kmsg.AlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	for _, res := range req.Resources {
+		rr := kmsg.NewAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
+		ops := make([]metadata.ConfigOp, 0, len(res.Configs))
+		for _, c := range res.Configs {
+			ops = append(ops, metadata.ConfigOp{Name: c.Name, Value: c.Value, Op: metadata.ConfigSet})
+		}
+		err := s.alterConfigs(ctx, res.ResourceType, res.ResourceName, ops, false, req.ValidateOnly)
+		rr.ErrorCode, rr.ErrorMessage = errorCode(err), errorMessage(err)
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return Result{Resp: resp}
+}
+
+func (s *Server) alterConfigs(ctx context.Context, resourceType kmsg.ConfigResourceType, name string, ops []metadata.ConfigOp, incremental, validateOnly bool) error {
+	switch resourceType {
+	case resourceTopic:
+		for _, op := range ops {
+			if op.Value == nil && op.Op != metadata.ConfigDelete {
+				return fmt.Errorf("%w: null value for config %s", kerr.InvalidRequest, op.Name)
+			}
+		}
+		return s.deps.Meta.AlterTopicConfigs(ctx, name, ops, incremental, validateOnly)
+	case resourceBroker, resourceBrokerLogger:
+		return fmt.Errorf("%w: Shale's broker configs are static; set them in server.properties or flags", kerr.InvalidRequest)
+	}
+	return fmt.Errorf("%w: resource type %d is not supported", kerr.InvalidRequest, resourceType)
+}

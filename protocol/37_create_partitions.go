@@ -1,0 +1,34 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/internal/metadata"
+)
+
+func (s *Server) handleCreatePartitions(ctx context.Context, r *Request) Result {
+	req := r.Kreq.(*kmsg.CreatePartitionsRequest)
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	ctx, cancel := requestContext(ctx, req.TimeoutMillis)
+	defer cancel()
+	specs := make([]metadata.PartitionsSpec, 0, len(req.Topics))
+	for _, t := range req.Topics {
+		spec := metadata.PartitionsSpec{Topic: t.Topic, Count: t.Count}
+		for _, a := range t.Assignment {
+			spec.Assignments = append(spec.Assignments, a.Replicas)
+		}
+		specs = append(specs, spec)
+	}
+	errs := s.deps.Meta.CreatePartitions(ctx, specs, req.ValidateOnly)
+	for i, t := range req.Topics {
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic = t.Topic
+		if i < len(errs) && errs[i] != nil {
+			rt.ErrorCode, rt.ErrorMessage = errorCode(errs[i]), errorMessage(errs[i])
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return Result{Resp: resp}
+}

@@ -1,0 +1,26 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/internal/metadata"
+)
+
+func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, r *Request) Result {
+	req := r.Kreq.(*kmsg.IncrementalAlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	for _, res := range req.Resources {
+		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
+		ops := make([]metadata.ConfigOp, 0, len(res.Configs))
+		for _, c := range res.Configs {
+			ops = append(ops, metadata.ConfigOp{Name: c.Name, Value: c.Value, Op: metadata.ConfigOpType(c.Op)})
+		}
+		err := s.alterConfigs(ctx, res.ResourceType, res.ResourceName, ops, true, req.ValidateOnly)
+		rr.ErrorCode, rr.ErrorMessage = errorCode(err), errorMessage(err)
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return Result{Resp: resp}
+}

@@ -1,0 +1,314 @@
+package protocol
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Request is one decoded client request.
+type Request struct {
+	Key         int16
+	Version     int16
+	Correlation int32
+	ClientID    string
+	Kreq        kmsg.Request
+	Remote      net.Addr
+	Received    time.Time
+}
+
+// Result is a handler's answer. Exactly one of Resp, Encoded or NoResponse applies;
+// Wait, when set, is called in response order and its Result replaces this one, so a
+// handler can finish its ordered work (appends) at once and wait (for replication, or a
+// fetch's MinBytes) without holding up the requests behind it.
+type Result struct {
+	Resp kmsg.Response
+	// Encoded is a response body already encoded (fetch responses pointing into the log);
+	// Flexible says whether the response header needs its tag byte.
+	Encoded  net.Buffers
+	Flexible bool
+	// Release is called once the response is written or dropped.
+	Release func()
+	// NoResponse: write nothing (Produce with acks=0).
+	NoResponse bool
+	// CloseConn closes the connection after this result (acks=0 produce that failed).
+	CloseConn bool
+	Wait      func(ctx context.Context) Result
+}
+
+type pending struct {
+	req *Request
+	res Result
+}
+
+type conn struct {
+	s  *Server
+	nc net.Conn
+	lg *slog.Logger
+
+	stopOnce sync.Once
+	stopRead chan struct{}
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	return &conn{s: s, nc: nc, lg: s.lg.With("remote", nc.RemoteAddr().String()), stopRead: make(chan struct{})}
+}
+
+// stopReading makes the connection take no new requests; those read already are answered.
+func (c *conn) stopReading() {
+	c.stopOnce.Do(func() {
+		close(c.stopRead)
+		// Unblock a read in progress; the writer keeps going.
+		c.nc.SetReadDeadline(time.Now())
+	})
+}
+
+// serve runs the connection: a reader decodes requests, a processor handles them in
+// order, a writer sends responses in order. It returns when all three are done.
+func (c *conn) serve(parent context.Context) {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	reqs := make(chan *Request, c.s.cfg.MaxInFlight)
+	resps := make(chan pending, c.s.cfg.MaxInFlight)
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		defer close(resps)
+		c.process(ctx, reqs, resps)
+	}()
+	go func() {
+		defer wg.Done()
+		c.write(ctx, resps)
+		cancel()
+		c.nc.Close() // a write failure ends the reader too
+	}()
+	err := c.read(ctx, reqs)
+	close(reqs)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, context.Canceled) {
+		c.lg.Debug("closing connection", "err", err)
+	}
+	wg.Wait()
+	c.nc.Close()
+}
+
+func (c *conn) read(ctx context.Context, reqs chan<- *Request) error {
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	var sizeBuf [4]byte
+	for {
+		select {
+		case <-c.stopRead:
+			return nil
+		default:
+		}
+		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
+			return err
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < 8 || size > c.s.cfg.MaxRequestBytes {
+			c.s.cfg.Metrics.RejectedRequests.Inc()
+			return fmt.Errorf("request of %d bytes is outside [8, socket.request.max.bytes=%d]", size, c.s.cfg.MaxRequestBytes)
+		}
+		body := make([]byte, size)
+		if _, err := io.ReadFull(br, body); err != nil {
+			return fmt.Errorf("read request body: %w", err)
+		}
+		req, err := c.decode(body)
+		if err != nil {
+			c.s.cfg.Metrics.RejectedRequests.Inc()
+			return err
+		}
+		c.s.cfg.Metrics.BytesIn.Add(float64(size + 4))
+		select {
+		case reqs <- req:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// decode parses the request header and body. An unknown key, an undecodable body or a
+// version kmsg cannot parse is an error that closes the connection, as in Kafka; a
+// known key at a version Shale does not serve is decoded far enough to answer with
+// UNSUPPORTED_VERSION.
+func (c *conn) decode(body []byte) (*Request, error) {
+	rd := kbin.Reader{Src: body}
+	key, version, corr := rd.Int16(), rd.Int16(), rd.Int32()
+	clientID := rd.NullableString()
+	if err := rd.Complete(); err != nil {
+		return nil, fmt.Errorf("malformed request header: %w", err)
+	}
+	req := &Request{Key: key, Version: version, Correlation: corr, Remote: c.nc.RemoteAddr(), Received: time.Now()}
+	if clientID != nil {
+		req.ClientID = *clientID
+	}
+	kreq := kmsg.RequestForKey(key)
+	if kreq == nil {
+		return nil, fmt.Errorf("%w %d (correlation %d)", errUnknownKey, key, corr)
+	}
+	req.Kreq = kreq
+	if key == kmsg.ApiVersions.Int16() && version > kreq.MaxVersion() {
+		// KIP-511: a too-new ApiVersions is answered at v0; its body is not parsed.
+		return req, nil
+	}
+	if version < 0 || version > kreq.MaxVersion() {
+		return nil, fmt.Errorf("%s version %d cannot be parsed (correlation %d)", describeKey(key), version, corr)
+	}
+	kreq.SetVersion(version)
+	if kreq.IsFlexible() {
+		kmsg.SkipTags(&rd)
+	}
+	if err := rd.Complete(); err != nil {
+		return nil, fmt.Errorf("malformed %s v%d header tags: %w", describeKey(key), version, err)
+	}
+	if err := kreq.ReadFrom(rd.Src); err != nil {
+		return nil, fmt.Errorf("malformed %s v%d request: %w", describeKey(key), version, err)
+	}
+	return req, nil
+}
+
+func (c *conn) process(ctx context.Context, reqs <-chan *Request, resps chan<- pending) {
+	for req := range reqs {
+		res := c.dispatch(ctx, req)
+		select {
+		case resps <- pending{req: req, res: res}:
+		case <-ctx.Done():
+			if res.Release != nil {
+				res.Release()
+			}
+		}
+	}
+}
+
+func (c *conn) dispatch(ctx context.Context, req *Request) (res Result) {
+	m := c.s.cfg.Metrics
+	m.Requests.WithLabelValues(describeKey(req.Key)).Inc()
+	defer func() {
+		if p := recover(); p != nil {
+			c.lg.Error("handler panicked", "api", describeKey(req.Key), "version", req.Version, "panic", p, "stack", string(debug.Stack()))
+			m.HandlerPanics.Inc()
+			res = Result{NoResponse: true, CloseConn: true}
+			if resp := errorResponse(req.Kreq, codeUnknownServerError); resp != nil {
+				res = Result{Resp: resp}
+			}
+		}
+	}()
+	if req.Key == kmsg.ApiVersions.Int16() {
+		return c.s.handleApiVersions(ctx, req)
+	}
+	h, ok := c.s.handlers[req.Key]
+	if !ok || req.Version < h.min || req.Version > h.max {
+		if resp := errorResponse(req.Kreq, codeUnsupportedVersion); resp != nil {
+			return Result{Resp: resp}
+		}
+		c.lg.Debug("closing connection on an API Shale does not serve", "api", describeKey(req.Key), "version", req.Version)
+		return Result{NoResponse: true, CloseConn: true}
+	}
+	return h.fn(ctx, req)
+}
+
+func (c *conn) write(ctx context.Context, resps <-chan pending) {
+	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	var hdr []byte
+	failed := false
+	m := c.s.cfg.Metrics
+	for p := range resps {
+		res := p.res
+		for res.Wait != nil && !failed {
+			wait := res.Wait
+			res = wait(ctx)
+		}
+		if failed {
+			if res.Release != nil {
+				res.Release()
+			}
+			continue
+		}
+		if !res.NoResponse {
+			if err := c.writeOne(bw, &hdr, p.req, res); err != nil {
+				c.lg.Debug("write failed", "err", err)
+				failed = true
+			} else if len(resps) == 0 {
+				// Nothing queued behind this response: send now rather than wait to
+				// fill the buffer.
+				if err := bw.Flush(); err != nil {
+					failed = true
+				}
+			}
+		}
+		if res.Release != nil {
+			res.Release()
+		}
+		m.Latency.WithLabelValues(describeKey(p.req.Key)).Observe(time.Since(p.req.Received).Seconds())
+		if res.CloseConn {
+			bw.Flush()
+			failed = true
+			c.nc.Close()
+		}
+	}
+	if !failed {
+		bw.Flush()
+	}
+}
+
+// writeOne frames one response: size, correlation id, header tags (flexible responses
+// other than ApiVersions, whose header is always v0), body.
+func (c *conn) writeOne(bw *bufio.Writer, hdr *[]byte, req *Request, res Result) error {
+	var body []byte
+	var bodyLen int
+	flexible := res.Flexible
+	if res.Resp != nil {
+		body = res.Resp.AppendTo(nil)
+		bodyLen = len(body)
+		flexible = res.Resp.IsFlexible()
+	} else {
+		for _, b := range res.Encoded {
+			bodyLen += len(b)
+		}
+	}
+	h := (*hdr)[:0]
+	h = append(h, 0, 0, 0, 0)
+	h = binary.BigEndian.AppendUint32(h, uint32(req.Correlation))
+	if flexible && req.Key != kmsg.ApiVersions.Int16() {
+		h = append(h, 0)
+	}
+	binary.BigEndian.PutUint32(h, uint32(len(h)-4+bodyLen))
+	*hdr = h
+	if _, err := bw.Write(h); err != nil {
+		return err
+	}
+	if res.Resp != nil {
+		_, err := bw.Write(body)
+		c.s.cfg.Metrics.BytesOut.Add(float64(len(h) + bodyLen))
+		return err
+	}
+	c.s.cfg.Metrics.BytesOut.Add(float64(len(h) + bodyLen))
+	// Large chunks (record batches in the mmap) go straight to the socket with writev
+	// rather than through the buffer.
+	if bodyLen > bw.Available() {
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		bufs := res.Encoded
+		_, err := bufs.WriteTo(c.nc)
+		return err
+	}
+	for _, b := range res.Encoded {
+		if _, err := bw.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}

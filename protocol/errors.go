@@ -1,0 +1,164 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	shalelog "github.com/shalelog/shale/log"
+)
+
+// Kafka error codes used directly.
+const (
+	codeNone               int16 = 0
+	codeUnknownServerError int16 = -1
+	codeUnsupportedVersion int16 = 35
+)
+
+// errorCode maps an error from any layer to the code Kafka would send. Errors that wrap
+// a *kerr.Error carry their own code; storage errors map to KAFKA_STORAGE_ERROR so that
+// clients retry elsewhere instead of hanging (a full disk is not BROKER_NOT_AVAILABLE).
+func errorCode(err error) int16 {
+	if err == nil {
+		return codeNone
+	}
+	var ke *kerr.Error
+	switch {
+	case errors.As(err, &ke):
+		return ke.Code
+	case errors.Is(err, shalelog.ErrCorruptMessage):
+		return kerr.CorruptMessage.Code
+	case errors.Is(err, shalelog.ErrMessageTooLarge):
+		return kerr.MessageTooLarge.Code
+	case errors.Is(err, shalelog.ErrInvalidRecord):
+		return kerr.InvalidRecord.Code
+	case errors.Is(err, shalelog.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, shalelog.ErrStorage), errors.Is(err, shalelog.ErrClosed):
+		return kerr.KafkaStorageError.Code
+	case errors.Is(err, context.DeadlineExceeded):
+		return kerr.RequestTimedOut.Code
+	case errors.Is(err, context.Canceled):
+		return kerr.RequestTimedOut.Code
+	}
+	return codeUnknownServerError
+}
+
+// errorMessage is the text sent beside a code where the response has a message field.
+func errorMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}
+
+// errorResponse builds the response Kafka's getErrorResponse would: every topic and
+// partition of the request answered with code. It returns nil for request kinds that
+// have no builder, and the connection is then closed.
+func errorResponse(kreq kmsg.Request, code int16) kmsg.Response {
+	switch req := kreq.(type) {
+	case *kmsg.ProduceRequest:
+		return produceError(req, code)
+	case *kmsg.FetchRequest:
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.ListOffsetsRequest:
+		return listOffsetsError(req, code)
+	case *kmsg.MetadataRequest:
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		for _, t := range req.Topics {
+			rt := kmsg.NewMetadataResponseTopic()
+			rt.Topic, rt.TopicID, rt.ErrorCode = t.Topic, t.TopicID, code
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	case *kmsg.CreateTopicsRequest:
+		resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+		for _, t := range req.Topics {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, code
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	case *kmsg.DeleteTopicsRequest:
+		resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+		for _, name := range deleteTopicNames(req) {
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			n := name
+			rt.Topic, rt.ErrorCode = &n, code
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	case *kmsg.DeleteRecordsRequest:
+		resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+		for _, t := range req.Topics {
+			rt := kmsg.NewDeleteRecordsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, code, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	case *kmsg.InitProducerIDRequest:
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = code, -1, -1
+		return resp
+	case *kmsg.OffsetForLeaderEpochRequest:
+		resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+		for _, t := range req.Topics {
+			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, code, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	case *kmsg.DescribeConfigsRequest:
+		resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		for _, r := range req.Resources {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp
+	case *kmsg.AlterConfigsRequest:
+		resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+		for _, r := range req.Resources {
+			rr := kmsg.NewAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp
+	case *kmsg.IncrementalAlterConfigsRequest:
+		resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+		for _, r := range req.Resources {
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp
+	case *kmsg.CreatePartitionsRequest:
+		resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+		for _, t := range req.Topics {
+			rt := kmsg.NewCreatePartitionsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, code
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	case *kmsg.DescribeClusterRequest:
+		resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+		resp.ErrorCode = code
+		return resp
+	}
+	return nil
+}

@@ -1,0 +1,38 @@
+package protocol
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the listener's Prometheus series.
+type Metrics struct {
+	Connections      prometheus.Gauge
+	Requests         *prometheus.CounterVec
+	Latency          *prometheus.HistogramVec
+	BytesIn          prometheus.Counter
+	BytesOut         prometheus.Counter
+	BytesFetched     prometheus.Counter
+	MessagesIn       *prometheus.CounterVec
+	TopicBytesIn     *prometheus.CounterVec
+	RejectedRequests prometheus.Counter
+	HandlerPanics    prometheus.Counter
+}
+
+// NewMetrics creates the series and registers them with reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Connections: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "shale", Name: "connections", Help: "Open Kafka client connections."}),
+		Requests:    prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "shale", Name: "requests_total", Help: "Kafka requests received, by API."}, []string{"api"}),
+		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "shale", Name: "request_duration_seconds", Help: "Time from reading a request to writing its response, by API.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14)}, []string{"api"}),
+		BytesIn:          prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shale", Name: "network_bytes_in_total", Help: "Request bytes read from clients."}),
+		BytesOut:         prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shale", Name: "network_bytes_out_total", Help: "Response bytes written to clients."}),
+		BytesFetched:     prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shale", Name: "fetch_bytes_total", Help: "Record bytes returned by fetches."}),
+		MessagesIn:       prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "shale", Name: "messages_in_total", Help: "Records appended, by topic."}, []string{"topic"}),
+		TopicBytesIn:     prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "shale", Name: "topic_bytes_in_total", Help: "Record batch bytes appended, by topic."}, []string{"topic"}),
+		RejectedRequests: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shale", Name: "rejected_requests_total", Help: "Requests that closed their connection: oversized, malformed or unknown."}),
+		HandlerPanics:    prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shale", Name: "handler_panics_total", Help: "Handler panics recovered (each is a bug)."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Connections, m.Requests, m.Latency, m.BytesIn, m.BytesOut, m.BytesFetched, m.MessagesIn, m.TopicBytesIn, m.RejectedRequests, m.HandlerPanics)
+	}
+	return m
+}

@@ -1,0 +1,200 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/internal/topicconfig"
+	"github.com/shalelog/shale/partition"
+)
+
+// Config configures the Kafka listener.
+type Config struct {
+	NodeID int32
+	// MaxRequestBytes is socket.request.max.bytes: larger requests close the connection
+	// before any allocation. Default 100 MiB.
+	MaxRequestBytes int32
+	// MaxInFlight bounds the requests read ahead on one connection while earlier ones are
+	// still being answered. Default 64.
+	MaxInFlight int
+	// AutoCreateTopics is auto.create.topics.enable (default true in Kafka).
+	AutoCreateTopics bool
+	// DeleteTopicEnable is delete.topic.enable (default true).
+	DeleteTopicEnable bool
+	// DefaultPartitions and DefaultReplicationFactor are num.partitions and
+	// default.replication.factor, used by Metadata's auto-creation.
+	DefaultPartitions        int32
+	DefaultReplicationFactor int16
+	// TopicDefaults are the broker-level overrides of topic config defaults.
+	TopicDefaults topicconfig.BrokerDefaults
+	// BrokerConfigs is what DescribeConfigs reports for this broker (name -> value).
+	BrokerConfigs map[string]string
+	Logger        *slog.Logger
+	Metrics       *Metrics
+}
+
+// Deps are the broker services handlers use.
+type Deps struct {
+	Meta       metadata.Store
+	Partitions *partition.Manager
+	// ProducerIDs hands out idempotent producer ids.
+	ProducerIDs *ProducerIDs
+	// Followers, when set, learns the position of every follower fetch.
+	Followers FollowerTracker
+}
+
+// Handler answers one decoded request.
+type Handler func(ctx context.Context, r *Request) Result
+
+type handlerEntry struct {
+	min, max int16
+	fn       Handler
+}
+
+// Server accepts Kafka client connections.
+type Server struct {
+	cfg      Config
+	deps     Deps
+	lg       *slog.Logger
+	handlers map[int16]handlerEntry
+	sentinel [sentinelLen]byte
+
+	mu        sync.Mutex
+	listeners []net.Listener
+	conns     map[*conn]struct{}
+	closing   bool
+	wg        sync.WaitGroup
+}
+
+// NewServer builds a server with every built-in API handler registered.
+func NewServer(cfg Config, deps Deps) *Server {
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = 100 << 20
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 64
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	s := &Server{cfg: cfg, deps: deps, lg: cfg.Logger, handlers: map[int16]handlerEntry{}, conns: map[*conn]struct{}{}, sentinel: newSentinel()}
+	s.registerBuiltins()
+	return s
+}
+
+// Register adds (or replaces) the handler of an API key; ApiVersions then advertises
+// [min, max]. Other packages (the group coordinator) plug their APIs in this way.
+func (s *Server) Register(key kmsg.Key, min, max int16, fn Handler) {
+	s.handlers[key.Int16()] = handlerEntry{min: min, max: max, fn: fn}
+}
+
+// supportedKeys returns the advertised APIs sorted by key.
+func (s *Server) supportedKeys() []kmsg.ApiVersionsResponseApiKey {
+	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(s.handlers))
+	for k, h := range s.handlers {
+		out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: h.min, MaxVersion: h.max})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ApiKey < out[j].ApiKey })
+	return out
+}
+
+// Serve accepts connections on ln until ctx is done or the server is closed.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return net.ErrClosed
+	}
+	s.listeners = append(s.listeners, ln)
+	s.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+				return nil
+			}
+			// Out of file descriptors and the like: back off rather than spin.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.lg.Warn("accept failed", "err", err, "retry_in", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+		}
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			nc.Close()
+			return nil
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		s.cfg.Metrics.Connections.Inc()
+		go func() {
+			defer s.wg.Done()
+			c.serve(ctx)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+			s.cfg.Metrics.Connections.Dec()
+		}()
+	}
+}
+
+// Close stops accepting, lets in-flight requests finish for up to grace, then closes
+// every connection.
+func (s *Server) Close(grace time.Duration) error {
+	s.mu.Lock()
+	s.closing = true
+	for _, ln := range s.listeners {
+		ln.Close()
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.stopReading()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		for _, c := range conns {
+			c.nc.Close()
+		}
+		<-done
+	}
+	return nil
+}
+
+// errUnknownKey closes the connection, as Kafka does for an API key it does not know.
+var errUnknownKey = errors.New("unknown API key")
+
+func describeKey(key int16) string {
+	if n := kmsg.NameForKey(key); n != "" {
+		return n
+	}
+	return fmt.Sprintf("key %d", key)
+}
