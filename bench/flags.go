@@ -1,0 +1,364 @@
+package bench
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// valueFunc adapts a getter and a setter to flag.Value.
+type valueFunc struct {
+	get func() string
+	set func(string) error
+}
+
+func (v *valueFunc) String() string {
+	if v == nil || v.get == nil {
+		return ""
+	}
+	return v.get()
+}
+
+func (v *valueFunc) Set(s string) error { return v.set(s) }
+
+// parseByteSize parses a byte count: a number with an optional unit, B,
+// KiB/k, MiB/m, GiB/g (powers of 1024) or KB, MB, GB (powers of 1000).
+func parseByteSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := len(t)
+	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') {
+		i--
+	}
+	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
+	mult := map[string]int64{
+		"": 1, "b": 1,
+		"k": 1 << 10, "ki": 1 << 10, "kib": 1 << 10, "kb": 1e3,
+		"m": 1 << 20, "mi": 1 << 20, "mib": 1 << 20, "mb": 1e6,
+		"g": 1 << 30, "gi": 1 << 30, "gib": 1 << 30, "gb": 1e9,
+	}[unit]
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || mult == 0 || n < 0 {
+		return 0, fmt.Errorf("bad size %q (want e.g. 1024, 1KiB, 1MiB)", s)
+	}
+	if n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("size %q too large", s)
+	}
+	return n * mult, nil
+}
+
+func sizeFlag(p *int64) *valueFunc {
+	return &valueFunc{
+		get: func() string { return strconv.FormatInt(*p, 10) },
+		set: func(s string) error {
+			n, err := parseByteSize(s)
+			if err == nil {
+				*p = n
+			}
+			return err
+		},
+	}
+}
+
+func intSizeFlag(p *int, max int64) *valueFunc {
+	return &valueFunc{
+		get: func() string { return strconv.Itoa(*p) },
+		set: func(s string) error {
+			n, err := parseByteSize(s)
+			if err != nil {
+				return err
+			}
+			if n > max {
+				return fmt.Errorf("%q exceeds %d", s, max)
+			}
+			*p = int(n)
+			return nil
+		},
+	}
+}
+
+// commonFlags are the flags every run command has besides the workload.
+type commonFlags struct {
+	bootstrap string
+	json      bool
+	progress  bool
+	preset    string
+}
+
+func bindWorkload(fs *flag.FlagSet, w *Workload, c *commonFlags) {
+	fs.StringVar(&c.bootstrap, "bootstrap-server", "127.0.0.1:9092", "comma-separated `host:port` list of seed brokers")
+	fs.BoolVar(&c.json, "json", false, "print the report as JSON on stdout instead of a table")
+	fs.BoolVar(&c.progress, "progress", true, "print a progress line to stderr every second")
+	fs.StringVar(&c.preset, "preset", "", "start from a named workload (see `shale bench presets`); other flags override it")
+
+	fs.StringVar(&w.Topic, "topic", w.Topic, "topic to use, created if missing")
+	fs.Var(&valueFunc{
+		get: func() string { return strconv.Itoa(int(w.Partitions)) },
+		set: func(s string) error {
+			n, err := strconv.ParseInt(s, 10, 32)
+			if err != nil {
+				return errors.New("not an integer")
+			}
+			w.Partitions = int32(n)
+			return nil
+		},
+	}, "partitions", "partitions of a created topic")
+	fs.Var(&valueFunc{
+		get: func() string { return strconv.Itoa(int(w.ReplicationFactor)) },
+		set: func(s string) error {
+			n, err := strconv.ParseInt(s, 10, 16)
+			if err != nil {
+				return errors.New("not an integer")
+			}
+			w.ReplicationFactor = int16(n)
+			return nil
+		},
+	}, "replication-factor", "replication factor of a created topic (-1: broker default)")
+	fs.Var(intSizeFlag(&w.RecordSize, 1<<30), "record-size", "record value size (bytes, or with a unit: 1KiB)")
+	fs.Var(&valueFunc{get: func() string { return w.Keys.String() }, set: func(s string) error {
+		k, err := ParseKeyDist(s)
+		if err == nil {
+			w.Keys = k
+		}
+		return err
+	}}, "keys", "record keys: none, random, or fixed:N (drawn from N keys); keys are 16 bytes")
+	fs.Var(&valueFunc{get: func() string { return w.Acks.String() }, set: func(s string) error {
+		a, err := ParseAcks(s)
+		if err == nil {
+			w.Acks = a
+		}
+		return err
+	}}, "acks", "required acks: all (-1), 1 or 0; 0 and 1 turn idempotence off")
+	fs.Var(&valueFunc{get: func() string { return w.Compression }, set: func(s string) error {
+		if err := validCompression(s); err != nil {
+			return err
+		}
+		w.Compression = s
+		return nil
+	}}, "compression", "batch compression: none, gzip, snappy, lz4 or zstd")
+	fs.DurationVar(&w.Linger, "linger", w.Linger, "how long a partition's batch waits to fill")
+	fs.Var(&valueFunc{
+		get: func() string { return strconv.Itoa(int(w.BatchMaxBytes)) },
+		set: func(s string) error {
+			n, err := parseByteSize(s)
+			if err != nil {
+				return err
+			}
+			if n > 1<<30 {
+				return errors.New("at most 1GiB")
+			}
+			w.BatchMaxBytes = int32(n)
+			return nil
+		},
+	}, "batch-max-bytes", "largest batch per partition")
+	fs.Var(sizeFlag(&w.BufferBytes), "buffer-bytes", "records each producer keeps in flight, in bytes (at most 50000 records)")
+	fs.IntVar(&w.Producers, "producers", w.Producers, "producer clients")
+	fs.IntVar(&w.Consumers, "consumers", w.Consumers, "consumer clients")
+	fs.StringVar(&w.Group, "group", w.Group, "consume as a consumer group with this name prefix (default: assign partitions directly)")
+	fs.DurationVar(&w.Duration, "duration", w.Duration, "how long to measure producing (or consuming); 0 with --records")
+	fs.DurationVar(&w.Warmup, "warmup", w.Warmup, "produce this long before measuring (not counted in any figure)")
+	fs.Int64Var(&w.Records, "records", w.Records, "records to produce (or consume) in all; the first of --duration and --records ends the run")
+	fs.Float64Var(&w.Rate, "rate", w.Rate, "total records/s offered open loop (0: as fast as acknowledged); latency counts from each record's intended send time")
+	fs.BoolVar(&w.Preload, "preload", w.Preload, "consume: produce the records to read first (with the producer flags and limits)")
+}
+
+// parseWorkloadArgs parses `shale bench produce|consume|e2e` flags. With
+// --preset the preset is the base, and flags given explicitly override it.
+func parseWorkloadArgs(mode Mode, args []string, stderr io.Writer) (Workload, commonFlags, error) {
+	parse := func(w *Workload, c *commonFlags, quiet bool) error {
+		fs := flag.NewFlagSet("shale bench "+string(mode), flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		if quiet {
+			fs.SetOutput(io.Discard)
+		}
+		bindWorkload(fs, w, c)
+		fs.Usage = func() {
+			fmt.Fprintf(fs.Output(), "usage: shale bench %s [flags]\n\n%s\n\nflags:\n", mode, modeHelp[mode])
+			fs.PrintDefaults()
+		}
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() > 0 {
+			return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		}
+		return nil
+	}
+	w, c := DefaultWorkload(mode), commonFlags{}
+	if err := parse(&w, &c, false); err != nil {
+		return Workload{}, c, err
+	}
+	if c.preset != "" {
+		p, err := LookupPreset(c.preset)
+		if err != nil {
+			return Workload{}, c, err
+		}
+		if p.Workload.Mode != mode {
+			return Workload{}, c, fmt.Errorf("preset %s is a %s workload; run `shale bench %s --preset %s`",
+				c.preset, p.Workload.Mode, p.Workload.Mode, c.preset)
+		}
+		w, c = p.Workload, commonFlags{}
+		if err := parse(&w, &c, true); err != nil {
+			return Workload{}, c, err
+		}
+	}
+	if w.Rate > 0 {
+		w.RateOfPeak = 0
+	}
+	return w, c, w.Validate()
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// listFlag collects a repeatable flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, " ") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+// compareFlags is `shale bench compare`'s command line.
+type compareFlags struct {
+	presets       string
+	duration      time.Duration
+	targets       string
+	shaleBinary   string
+	shaleArgs     listFlag
+	external      listFlag
+	kfakeMode     string
+	limits        bool
+	probeDuration time.Duration
+	diskDir       string
+	json          bool
+	progress      bool
+}
+
+func parseCompareArgs(args []string, stderr io.Writer) (compareFlags, error) {
+	f := compareFlags{}
+	fs := flag.NewFlagSet("shale bench compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.presets, "preset", "default", "comma-separated presets or groups ("+strings.Join(sortedKeys(presetGroups), ", ")+")")
+	fs.DurationVar(&f.duration, "duration", 10*time.Second, "how long each workload runs on each target")
+	fs.StringVar(&f.targets, "targets", "shale,kfake", "targets to run, in order: shale, kfake (plus every --external)")
+	fs.StringVar(&f.shaleBinary, "shale-binary", "", "the shale binary to start with `serve` (default: this binary, when it is shale)")
+	fs.Var(&f.shaleArgs, "shale-arg", "extra flag for `shale serve` (repeatable)")
+	fs.Var(&f.external, "external", "also run against a running cluster: `name=host:port[,host:port]` (repeatable)")
+	fs.StringVar(&f.kfakeMode, "kfake-mode", "auto", "run kfake in its own process (process), in this one (inprocess), or process when this binary is shale (auto)")
+	fs.BoolVar(&f.limits, "limits", true, "measure loopback TCP and disk write limits first")
+	fs.DurationVar(&f.probeDuration, "probe-duration", 2*time.Second, "how long each machine-limit probe runs")
+	fs.StringVar(&f.diskDir, "disk-dir", os.TempDir(), "directory for the disk probe (Shale's data goes under the temp dir too)")
+	fs.BoolVar(&f.json, "json", false, "print the comparison as JSON on stdout instead of tables")
+	fs.BoolVar(&f.progress, "progress", true, "print a progress line to stderr every second")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: shale bench compare [flags]\n\n%s\n\nflags:\n", compareHelp)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if f.duration <= 0 {
+		return f, errors.New("--duration must be positive")
+	}
+	if f.limits && f.probeDuration <= 0 {
+		return f, errors.New("--probe-duration must be positive")
+	}
+	switch f.kfakeMode {
+	case "auto", "process", "inprocess":
+	default:
+		return f, fmt.Errorf("--kfake-mode must be auto, process or inprocess, got %q", f.kfakeMode)
+	}
+	for _, t := range splitList(f.targets) {
+		if t != "shale" && t != "kfake" {
+			return f, fmt.Errorf("unknown target %q in --targets (want shale, kfake; add others with --external)", t)
+		}
+	}
+	for _, e := range f.external {
+		name, addrs, ok := strings.Cut(e, "=")
+		if !ok || name == "" || len(splitList(addrs)) == 0 {
+			return f, fmt.Errorf("--external %q: want name=host:port", e)
+		}
+		if name == "shale" || name == "kfake" {
+			return f, fmt.Errorf("--external %q: the names shale and kfake are taken", e)
+		}
+	}
+	return f, nil
+}
+
+// selfBinary is how compare finds programs to start: the running
+// executable, and whether it is the shale binary (the test binary is not).
+type selfBinary struct {
+	path    string
+	isShale bool
+	// kfakePrefix precedes `kfake-serve` on the child's command line, and
+	// kfakeEnv is added to its environment.
+	kfakePrefix []string
+	kfakeEnv    []string
+}
+
+func defaultSelf() selfBinary {
+	exe, err := os.Executable()
+	if err != nil {
+		return selfBinary{}
+	}
+	return selfBinary{path: exe, isShale: filepath.Base(exe) == "shale", kfakePrefix: []string{"bench"}}
+}
+
+// buildTargets turns the flags into the ordered target list, plus the
+// targets that cannot run and why.
+func buildTargets(f compareFlags, self selfBinary) ([]target, []TargetStatus) {
+	var ts []target
+	var skipped []TargetStatus
+	for _, name := range splitList(f.targets) {
+		switch name {
+		case "shale":
+			bin := f.shaleBinary
+			if bin == "" && self.isShale {
+				bin = self.path
+			}
+			if bin == "" {
+				skipped = append(skipped, TargetStatus{Name: "shale", Description: "Shale single node",
+					Reason: "no shale binary: not running as shale and no --shale-binary (Shale: pending)"})
+				continue
+			}
+			if st, err := os.Stat(bin); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+				reason := fmt.Sprintf("%s is not an executable file", bin)
+				if err != nil {
+					reason = err.Error()
+				}
+				skipped = append(skipped, TargetStatus{Name: "shale", Description: "Shale single node", Reason: reason})
+				continue
+			}
+			ts = append(ts, shaleTarget(bin, f.shaleArgs))
+			// A 3-broker Shale cluster target goes here once clustering
+			// exists: a processTarget per node sharing one quorum.
+		case "kfake":
+			useProcess := f.kfakeMode == "process" || (f.kfakeMode == "auto" && self.isShale)
+			if useProcess && self.path != "" {
+				ts = append(ts, kfakeProcessTarget(self.path, self.kfakePrefix, self.kfakeEnv))
+			} else {
+				ts = append(ts, inprocKfake{})
+			}
+		}
+	}
+	for _, e := range f.external {
+		name, addrs, _ := strings.Cut(e, "=")
+		ts = append(ts, &externalTarget{label: name, bootstrap: splitList(addrs)})
+	}
+	return ts, skipped
+}

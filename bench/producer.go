@@ -1,0 +1,152 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// flushTimeout bounds the wait for in-flight records once a producer has
+// sent its last one.
+const flushTimeout = 30 * time.Second
+
+// deliveryTimeout fails a record the cluster has not acknowledged in this
+// time, so a wedged broker ends the run with errors rather than a hang.
+const deliveryTimeout = 60 * time.Second
+
+// producerSpec is what one producer worker needs from its run.
+type producerSpec struct {
+	w         *Workload
+	bootstrap []string
+	epoch     time.Time
+	runID     uint64
+	pattern   []byte
+	meter     *meter
+	index     int
+	quota     int64         // records to send; 0: until end
+	rate      float64       // this producer's records/s; 0: closed loop
+	start     time.Duration // when the first record is due
+	end       time.Duration // no record is sent at or after end; 0: no end
+}
+
+// producer is one franz-go client producing the workload's records.
+type producer struct {
+	spec   producerSpec
+	cl     *kgo.Client
+	clock  *realClock // the producer goroutine's own (its timer is not shared)
+	pacer  *pacer
+	pool   *slotPool
+	keys   *keySource
+	rec    *recorder
+	e2e    bool
+	bytes  int64
+	onAckF func(*kgo.Record, error)
+}
+
+func producerOpts(w *Workload, bootstrap []string, slots int) []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(bootstrap...),
+		kgo.ClientID("shale-bench-producer"),
+		kgo.ProducerLinger(w.Linger),
+		kgo.ProducerBatchMaxBytes(w.BatchMaxBytes),
+		kgo.ProducerBatchCompression(compressionCodecs[w.Compression]()),
+		// A little headroom over the slots: the promise hands a slot back
+		// before franz-go stops counting its record as buffered.
+		kgo.MaxBufferedRecords(slots + 64),
+		kgo.RecordDeliveryTimeout(deliveryTimeout),
+	}
+	return append(opts, w.Acks.clientOpts()...)
+}
+
+func newProducer(ctx context.Context, spec producerSpec) (*producer, error) {
+	w := spec.w
+	slots := w.slots()
+	cl, err := kgo.NewClient(producerOpts(w, spec.bootstrap, slots)...)
+	if err != nil {
+		return nil, fmt.Errorf("producer %d: %w", spec.index, err)
+	}
+	p := &producer{
+		spec:  spec,
+		cl:    cl,
+		clock: newRealClock(spec.epoch),
+		pool:  newSlotPool(ctx, slots, w.RecordSize, spec.pattern),
+		keys:  newKeySource(w.Keys, uint64(spec.index)+1),
+		rec:   spec.meter.newRecorder(),
+		e2e:   w.Mode == ModeE2E,
+		bytes: w.recordBytes(),
+	}
+	p.pacer = &pacer{clock: p.clock, end: spec.end, quota: spec.quota}
+	if spec.rate > 0 {
+		p.pacer.sched = newSchedule(spec.start, spec.rate)
+	}
+	p.onAckF = p.onAck
+	return p, nil
+}
+
+// run sends records until the pacer says stop, then waits for the last
+// acknowledgements. Send errors are counted in the meter, not returned.
+func (p *producer) run(ctx context.Context) error {
+	topic := p.spec.w.Topic
+	if p.pacer.sched == nil {
+		if err := p.clock.sleepUntil(ctx, p.spec.start); err != nil {
+			return nil
+		}
+	}
+loop:
+	for {
+		intended, ok := p.pacer.next(ctx)
+		if !ok {
+			break
+		}
+		var s *slot
+		select {
+		case s = <-p.pool.free:
+		case <-ctx.Done():
+			break loop
+		}
+		if !p.pacer.openLoop() {
+			intended = p.clock.now()
+		}
+		s.intended = intended
+		if p.e2e {
+			putE2EHeader(s.value, p.spec.runID, intended)
+		}
+		s.rec = kgo.Record{Topic: topic, Key: p.keys.key(s.key), Value: s.value, Context: s}
+		p.cl.Produce(ctx, &s.rec, p.onAckF)
+	}
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+	defer cancel()
+	if ctx.Err() != nil {
+		// Interrupted: give in-flight records a moment, not the full wait.
+		flushCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+	}
+	if err := p.cl.Flush(flushCtx); err != nil && !errors.Is(ctx.Err(), context.Canceled) {
+		return fmt.Errorf("producer %d: records still unacknowledged %v after the last send: %w",
+			p.spec.index, flushTimeout, err)
+	}
+	return nil
+}
+
+// onAck is the promise of every record; franz-go calls a client's promises
+// one at a time.
+func (p *producer) onAck(r *kgo.Record, err error) {
+	s := r.Context.(*slot)
+	now := p.clock.now()
+	if err != nil {
+		p.spec.meter.fail(err)
+	} else {
+		if p.spec.meter.measuring(s.intended) {
+			p.rec.record(now - s.intended)
+		}
+		p.spec.meter.add(1, p.bytes, now)
+	}
+	// franz-go reads nothing of the record after its promise returns, and
+	// the headroom in MaxBufferedRecords covers its bookkeeping lag.
+	p.pool.free <- s
+}
+
+func (p *producer) close() { p.cl.Close() }
