@@ -1,0 +1,317 @@
+package config
+
+import (
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Config is a node's configuration. Each field's comment gives its key and its default;
+// unless it says otherwise the key, the meaning and the default are Kafka's. Fields are
+// filled and checked by Load or Default; code that builds a Config by hand must keep the
+// same invariants (one log dir, PLAINTEXT listeners, voters including a controller's own
+// node.id).
+type Config struct {
+	// NodeID is node.id (default 1): the broker and controller id of this process.
+	NodeID int32
+	// ProcessRoles is process.roles (default "broker,controller"): "broker",
+	// "controller" or both. Shale has no ZooKeeper mode, so it is never empty.
+	ProcessRoles []string
+	// ControllerQuorumVoters is controller.quorum.voters, "id@host:port,...". Default "":
+	// a controller node votes alone, as <node.id>@<its controller listener>; a
+	// broker-only node must be told the voters.
+	ControllerQuorumVoters []Voter
+	// Listeners is listeners (default
+	// "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"), NAME://host:port each.
+	// An empty host or 0.0.0.0 binds every interface; port 0 binds a free port (see
+	// SetBoundPort). Kafka's default is PLAINTEXT://:9092; Shale binds loopback so that a
+	// node started for a try is not open to the network.
+	Listeners []Listener
+	// AdvertisedListeners is advertised.listeners: the addresses given to clients in
+	// Metadata. Default: the non-controller listeners, with 127.0.0.1 for an empty or
+	// wildcard host (Kafka would advertise the machine's canonical hostname; Shale warns
+	// instead, since only an operator knows the name clients can reach).
+	AdvertisedListeners []Listener
+	// ListenerSecurityProtocolMap is listener.security.protocol.map (default
+	// "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+	// listener name to security protocol. As in Kafka, a controller listener missing from
+	// it is PLAINTEXT. Shale serves PLAINTEXT only for now and refuses other listeners.
+	ListenerSecurityProtocolMap map[string]string
+	// ControllerListenerNames is controller.listener.names (default "CONTROLLER"). The
+	// first is the listener a controller serves its quorum on.
+	ControllerListenerNames []string
+	// InterBrokerListenerName is inter.broker.listener.name (default "PLAINTEXT"): the
+	// listener other brokers (replica fetchers) connect to.
+	InterBrokerListenerName string
+	// LogDir is log.dirs, or log.dir when log.dirs is unset (Shale's default "./data";
+	// Kafka's is /tmp/kafka-logs). Shale keeps all partitions in one directory, so a list
+	// of more than one is refused.
+	LogDir string
+
+	// NumPartitions is num.partitions (default 1): partitions of an auto-created topic or
+	// of a CreateTopics request that asks for the broker default (-1).
+	NumPartitions int32
+	// DefaultReplicationFactor is default.replication.factor (default 1).
+	DefaultReplicationFactor int16
+	// MinInsyncReplicas is min.insync.replicas (default 1): the fewest in-sync replicas
+	// that must hold an acks=all write; topic config min.insync.replicas.
+	MinInsyncReplicas int32
+	// AutoCreateTopicsEnable is auto.create.topics.enable (default true): Metadata and
+	// Produce for an unknown topic create it.
+	AutoCreateTopicsEnable bool
+	// DeleteTopicEnable is delete.topic.enable (default true).
+	DeleteTopicEnable bool
+	// UncleanLeaderElectionEnable is unclean.leader.election.enable (default false).
+	UncleanLeaderElectionEnable bool
+
+	// LogSegmentBytes is log.segment.bytes (default 1073741824); topic segment.bytes.
+	LogSegmentBytes int32
+	// LogRollMs is log.roll.ms, or log.roll.hours (default 168) in ms when log.roll.ms is
+	// unset; topic segment.ms.
+	LogRollMs int64
+	// LogRetentionMs is log.retention.ms, else log.retention.minutes, else
+	// log.retention.hours (default 168), in ms; -1 (any negative value) keeps segments
+	// forever. Topic retention.ms.
+	LogRetentionMs int64
+	// LogRetentionBytes is log.retention.bytes (default -1, no limit); topic
+	// retention.bytes.
+	LogRetentionBytes int64
+	// LogRetentionCheckIntervalMs is log.retention.check.interval.ms (default 300000).
+	LogRetentionCheckIntervalMs int64
+	// LogFlushIntervalMessages is log.flush.interval.messages (default MaxInt64); topic
+	// flush.messages.
+	LogFlushIntervalMessages int64
+	// LogFlushIntervalMs is log.flush.interval.ms (unset: MaxInt64, never by time); topic
+	// flush.ms.
+	LogFlushIntervalMs int64
+	// LogIndexIntervalBytes is log.index.interval.bytes (default 4096); topic
+	// index.interval.bytes.
+	LogIndexIntervalBytes int32
+	// LogIndexSizeMaxBytes is log.index.size.max.bytes (default 10485760); topic
+	// segment.index.bytes.
+	LogIndexSizeMaxBytes int32
+	// MessageMaxBytes is message.max.bytes (default 1048588): the largest record batch;
+	// topic max.message.bytes.
+	MessageMaxBytes int32
+	// LogMessageTimestampType is log.message.timestamp.type (default CreateTime); topic
+	// message.timestamp.type.
+	LogMessageTimestampType string
+	// CompressionType is compression.type (default producer); topic compression.type.
+	CompressionType string
+
+	// SocketRequestMaxBytes is socket.request.max.bytes (default 104857600): the largest
+	// request the Kafka listener reads.
+	SocketRequestMaxBytes int32
+	// BrokerRack is broker.rack (default "", none).
+	BrokerRack string
+	// BrokerSessionTimeoutMs is broker.session.timeout.ms (default 9000): how long the
+	// controller keeps a broker's lease without a heartbeat before fencing it.
+	BrokerSessionTimeoutMs int32
+	// BrokerHeartbeatIntervalMs is broker.heartbeat.interval.ms (default 2000).
+	BrokerHeartbeatIntervalMs int32
+
+	// OffsetsRetentionMinutes is offsets.retention.minutes (default 10080): how long an
+	// empty group's committed offsets are kept.
+	OffsetsRetentionMinutes int32
+	// GroupInitialRebalanceDelayMs is group.initial.rebalance.delay.ms (default 3000).
+	GroupInitialRebalanceDelayMs int32
+	// GroupMinSessionTimeoutMs is group.min.session.timeout.ms (default 6000).
+	GroupMinSessionTimeoutMs int32
+	// GroupMaxSessionTimeoutMs is group.max.session.timeout.ms (default 1800000).
+	GroupMaxSessionTimeoutMs int32
+
+	// ReplicaLagTimeMaxMs is replica.lag.time.max.ms (default 30000): a follower that has
+	// not caught up for this long leaves the ISR.
+	ReplicaLagTimeMaxMs int64
+	// ReplicaFetchMaxBytes is replica.fetch.max.bytes (default 1048576) per partition.
+	ReplicaFetchMaxBytes int32
+	// ReplicaFetchWaitMaxMs is replica.fetch.wait.max.ms (default 500).
+	ReplicaFetchWaitMaxMs int32
+	// NumReplicaFetchers is num.replica.fetchers (default 1) per source broker.
+	NumReplicaFetchers int32
+
+	// ClusterID is cluster.id (default "", optional): when set, the 22-character base64
+	// UUID the node's data must belong to (kafka-storage.sh random-uuid makes one).
+	ClusterID string
+	// HTTPListener is http.listener (Shale's own; default "127.0.0.1:9644"): host:port
+	// for metrics and health; "" turns it off.
+	HTTPListener string
+	// LogLevel is log.level (Shale's own; default info): debug, info, warn or error.
+	LogLevel slog.Level
+
+	// Warnings are messages about the configuration that are not errors (unknown keys in
+	// a file, a wildcard host advertised as 127.0.0.1); the caller logs them once it has
+	// a logger.
+	Warnings []string
+
+	// extraTopicDefaults holds broker-level synonyms of topic configs that Shale accepts
+	// only to pass on as topic defaults (log.cleanup.policy, log.preallocate, ...), by
+	// broker key.
+	extraTopicDefaults map[string]string
+	// origins says where each key's value came from, by canonical key.
+	origins map[string]origin
+	// derivedAdvertised and derivedVoters record that those settings were computed from
+	// the listeners, so SetBoundPort may update them.
+	derivedAdvertised, derivedVoters bool
+}
+
+// Listener is one entry of listeners or advertised.listeners.
+type Listener struct {
+	Name string // upper-case listener name, e.g. PLAINTEXT
+	Host string // "" binds every interface
+	Port int
+}
+
+// Addr is host:port, for net.Listen or net.Dial.
+func (l Listener) Addr() string { return net.JoinHostPort(l.Host, strconv.Itoa(l.Port)) }
+
+// String formats the listener as Kafka writes it, NAME://host:port.
+func (l Listener) String() string { return l.Name + "://" + l.Addr() }
+
+// Voter is one entry of controller.quorum.voters.
+type Voter struct {
+	ID   int32
+	Host string
+	Port int
+}
+
+// Addr is host:port.
+func (v Voter) Addr() string { return net.JoinHostPort(v.Host, strconv.Itoa(v.Port)) }
+
+// String formats the voter as Kafka writes it, id@host:port.
+func (v Voter) String() string { return strconv.Itoa(int(v.ID)) + "@" + v.Addr() }
+
+// IsBroker reports whether process.roles includes broker.
+func (c *Config) IsBroker() bool { return slices.Contains(c.ProcessRoles, RoleBroker) }
+
+// IsController reports whether process.roles includes controller.
+func (c *Config) IsController() bool { return slices.Contains(c.ProcessRoles, RoleController) }
+
+// Process roles.
+const (
+	RoleBroker     = "broker"
+	RoleController = "controller"
+)
+
+// Voters returns the controller quorum.
+func (c *Config) Voters() []Voter { return slices.Clone(c.ControllerQuorumVoters) }
+
+// BrokerListeners returns the listeners that serve Kafka clients: every listener that is
+// not a controller listener.
+func (c *Config) BrokerListeners() []Listener {
+	var ls []Listener
+	for _, l := range c.Listeners {
+		if !slices.Contains(c.ControllerListenerNames, l.Name) {
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
+// KafkaListener returns the bind address of the inter-broker listener, the main Kafka
+// listener (host "" means every interface). ("", 0) on a node that is not a broker.
+func (c *Config) KafkaListener() (host string, port int) {
+	l, ok := findListener(c.Listeners, c.InterBrokerListenerName)
+	if !ok || !c.IsBroker() {
+		return "", 0
+	}
+	return l.Host, l.Port
+}
+
+// AdvertisedKafka returns the address advertised for the inter-broker listener, which
+// Metadata gives to clients and other brokers. ("", 0) on a node that is not a broker.
+func (c *Config) AdvertisedKafka() (host string, port int) {
+	l, ok := c.Advertised(c.InterBrokerListenerName)
+	if !ok || !c.IsBroker() {
+		return "", 0
+	}
+	return l.Host, l.Port
+}
+
+// Advertised returns the advertised address of the named listener.
+func (c *Config) Advertised(name string) (Listener, bool) {
+	return findListener(c.AdvertisedListeners, name)
+}
+
+// ControllerListener returns the bind address of the listener the controller serves the
+// quorum on (the first of controller.listener.names). ("", 0) on a node that is not a
+// controller.
+func (c *Config) ControllerListener() (host string, port int) {
+	if !c.IsController() || len(c.ControllerListenerNames) == 0 {
+		return "", 0
+	}
+	l, ok := findListener(c.Listeners, c.ControllerListenerNames[0])
+	if !ok {
+		return "", 0
+	}
+	return l.Host, l.Port
+}
+
+// SetBoundPort records the port a listener configured with port 0 was bound to, updating
+// the settings the configuration derived from that listener: its advertised address when
+// advertised.listeners was not given, and this node's voter entry when
+// controller.quorum.voters was not given. Listeners with a non-zero port are left alone.
+func (c *Config) SetBoundPort(name string, port int) {
+	for i, l := range c.Listeners {
+		if l.Name != name || l.Port != 0 {
+			continue
+		}
+		c.Listeners[i].Port = port
+		if c.derivedAdvertised {
+			for j := range c.AdvertisedListeners {
+				if c.AdvertisedListeners[j].Name == name {
+					c.AdvertisedListeners[j].Port = port
+				}
+			}
+		}
+		if c.derivedVoters && len(c.ControllerListenerNames) > 0 && c.ControllerListenerNames[0] == name {
+			for j := range c.ControllerQuorumVoters {
+				if c.ControllerQuorumVoters[j].ID == c.NodeID {
+					c.ControllerQuorumVoters[j].Port = port
+				}
+			}
+		}
+	}
+}
+
+func findListener(ls []Listener, name string) (Listener, bool) {
+	for _, l := range ls {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return Listener{}, false
+}
+
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// BrokerSessionTimeout is broker.session.timeout.ms as a duration.
+func (c *Config) BrokerSessionTimeout() time.Duration { return ms(int64(c.BrokerSessionTimeoutMs)) }
+
+// BrokerHeartbeatInterval is broker.heartbeat.interval.ms as a duration.
+func (c *Config) BrokerHeartbeatInterval() time.Duration {
+	return ms(int64(c.BrokerHeartbeatIntervalMs))
+}
+
+// LogRetentionCheckInterval is log.retention.check.interval.ms as a duration.
+func (c *Config) LogRetentionCheckInterval() time.Duration {
+	return ms(c.LogRetentionCheckIntervalMs)
+}
+
+// ReplicaLagTimeMax is replica.lag.time.max.ms as a duration.
+func (c *Config) ReplicaLagTimeMax() time.Duration { return ms(c.ReplicaLagTimeMaxMs) }
+
+// ReplicaFetchWaitMax is replica.fetch.wait.max.ms as a duration.
+func (c *Config) ReplicaFetchWaitMax() time.Duration { return ms(int64(c.ReplicaFetchWaitMaxMs)) }
+
+// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms as a duration.
+func (c *Config) GroupInitialRebalanceDelay() time.Duration {
+	return ms(int64(c.GroupInitialRebalanceDelayMs))
+}
+
+// OffsetsRetention is offsets.retention.minutes as a duration.
+func (c *Config) OffsetsRetention() time.Duration {
+	return time.Duration(c.OffsetsRetentionMinutes) * time.Minute
+}
