@@ -1,0 +1,229 @@
+package controller
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/shalelog/shale/internal/metadata"
+
+	pb "github.com/shalelog/shale/controller/proto"
+)
+
+// change collects what one record does to the state, as an overlay on the image before
+// it: handlers read through it (seeing their own earlier changes) and write into it. The
+// FSM turns it into a delta and applies it only when the record commits; a validate-only
+// request runs the same handler and throws the change away.
+type change struct {
+	f      *fsm
+	base   *metadata.Image
+	offset uint64
+
+	clusterID    *string
+	controllerID *int32
+	brokers      map[int32]*pb.BrokerState
+	created      map[string]*pb.TopicDelta
+	deleted      map[string]bool
+	configs      map[string]map[string]string       // existing topics with new configs
+	parts        map[string]map[int32]*pb.PartitionState // existing topics' changed or new partitions
+	// sideEffects change the FSM's state outside the image (offsets, producer ids...).
+	sideEffects []func()
+}
+
+func newChange(f *fsm, offset uint64) *change {
+	return &change{f: f, base: f.img, offset: offset}
+}
+
+func (c *change) after(fn func()) { c.sideEffects = append(c.sideEffects, fn) }
+
+// broker returns a broker's state as of this change, or nil.
+func (c *change) broker(id int32) *pb.BrokerState {
+	if b, ok := c.brokers[id]; ok {
+		return b
+	}
+	return c.f.brokers[id]
+}
+
+func (c *change) setBroker(b *pb.BrokerState) {
+	if c.brokers == nil {
+		c.brokers = map[int32]*pb.BrokerState{}
+	}
+	c.brokers[b.Id] = b
+}
+
+// eligible reports whether a broker may hold leadership or join an ISR.
+func (c *change) eligible(id int32) bool {
+	b := c.broker(id)
+	return b != nil && !b.Fenced
+}
+
+// brokerIDs returns the registered brokers' ids, sorted.
+func (c *change) brokerIDs() []int32 {
+	ids := slices.Collect(maps.Keys(c.f.brokers))
+	for id := range c.brokers {
+		if c.f.brokers[id] == nil {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// topicExists reports whether a topic of that name exists as of this change.
+func (c *change) topicExists(name string) bool {
+	if c.created[name] != nil {
+		return true
+	}
+	return c.base.Topics[name] != nil && !c.deleted[name]
+}
+
+// existingTopic returns a topic that existed before this change and is not deleted by it.
+func (c *change) existingTopic(name string) *metadata.Topic {
+	if c.deleted[name] {
+		return nil
+	}
+	return c.base.Topics[name]
+}
+
+// partitionCount returns a topic's partition count as of this change.
+func (c *change) partitionCount(name string) int32 {
+	if td := c.created[name]; td != nil {
+		return int32(len(td.Partitions))
+	}
+	t := c.existingTopic(name)
+	if t == nil {
+		return 0
+	}
+	n := int32(len(t.Partitions))
+	for idx := range c.parts[name] {
+		n = max(n, idx+1)
+	}
+	return n
+}
+
+// partition returns a partition's state as of this change. The returned value's slices
+// must not be modified; set a changed copy with setPartition.
+func (c *change) partition(topic string, idx int32) (*pb.PartitionState, bool) {
+	if td := c.created[topic]; td != nil {
+		if idx < 0 || int(idx) >= len(td.Partitions) {
+			return nil, false
+		}
+		return td.Partitions[idx], true
+	}
+	if p, ok := c.parts[topic][idx]; ok {
+		return p, true
+	}
+	t := c.existingTopic(topic)
+	if t == nil || idx < 0 || int(idx) >= len(t.Partitions) {
+		return nil, false
+	}
+	return partitionToPB(&t.Partitions[idx]), true
+}
+
+func (c *change) setPartition(topic string, p *pb.PartitionState) {
+	if td := c.created[topic]; td != nil {
+		td.Partitions[p.Index] = p
+		return
+	}
+	if c.parts == nil {
+		c.parts = map[string]map[int32]*pb.PartitionState{}
+	}
+	if c.parts[topic] == nil {
+		c.parts[topic] = map[int32]*pb.PartitionState{}
+	}
+	c.parts[topic][p.Index] = p
+}
+
+// topicConfigs returns a topic's configs as of this change.
+func (c *change) topicConfigs(name string) map[string]string {
+	if td := c.created[name]; td != nil {
+		return td.Configs
+	}
+	if cfg, ok := c.configs[name]; ok {
+		return cfg
+	}
+	if t := c.existingTopic(name); t != nil {
+		return t.Configs
+	}
+	return nil
+}
+
+func (c *change) createTopic(td *pb.TopicDelta) {
+	if c.created == nil {
+		c.created = map[string]*pb.TopicDelta{}
+	}
+	td.Created = true
+	c.created[td.Name] = td
+}
+
+func (c *change) deleteTopic(name string) {
+	if c.deleted == nil {
+		c.deleted = map[string]bool{}
+	}
+	c.deleted[name] = true
+	delete(c.parts, name)
+	delete(c.configs, name)
+}
+
+func (c *change) setConfigs(name string, cfg map[string]string) {
+	if td := c.created[name]; td != nil {
+		td.Configs = cfg
+		return
+	}
+	if c.configs == nil {
+		c.configs = map[string]map[string]string{}
+	}
+	c.configs[name] = cfg
+}
+
+// topicNames returns the names of the topics as of this change, sorted.
+func (c *change) topicNames() []string {
+	var names []string
+	for name := range c.base.Topics {
+		if !c.deleted[name] {
+			names = append(names, name)
+		}
+	}
+	for name := range c.created {
+		if c.base.Topics[name] == nil || c.deleted[name] {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// delta builds the change as a delta, nil when it changes nothing in the image. Entries
+// are sorted so that every controller produces the same bytes.
+func (c *change) delta() *pb.MetadataDelta {
+	d := &pb.MetadataDelta{Offset: c.offset, PrevOffset: c.base.Offset, ClusterId: c.clusterID, ControllerId: c.controllerID}
+	for _, id := range slices.Sorted(maps.Keys(c.brokers)) {
+		d.Brokers = append(d.Brokers, c.brokers[id])
+	}
+	d.DeletedTopics = slices.Sorted(maps.Keys(c.deleted))
+	topics := map[string]*pb.TopicDelta{}
+	for name, cfg := range c.configs {
+		t := c.base.Topics[name]
+		topics[name] = &pb.TopicDelta{Name: name, Id: slices.Clone(t.ID[:]), ConfigsChanged: true, Configs: cfg}
+	}
+	for name, ps := range c.parts {
+		td := topics[name]
+		if td == nil {
+			t := c.base.Topics[name]
+			td = &pb.TopicDelta{Name: name, Id: slices.Clone(t.ID[:])}
+			topics[name] = td
+		}
+		for _, idx := range slices.Sorted(maps.Keys(ps)) {
+			td.Partitions = append(td.Partitions, ps[idx])
+		}
+	}
+	for name, td := range c.created {
+		topics[name] = td
+	}
+	for _, name := range slices.Sorted(maps.Keys(topics)) {
+		d.Topics = append(d.Topics, topics[name])
+	}
+	if d.ClusterId == nil && d.ControllerId == nil && len(d.Brokers) == 0 && len(d.Topics) == 0 && len(d.DeletedTopics) == 0 {
+		return nil
+	}
+	return d
+}

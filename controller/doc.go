@@ -1,0 +1,14 @@
+// Package controller is Shale's metadata quorum, modelled on Kafka's KRaft: a hashicorp/raft
+// cluster of controllers whose replicated state machine holds the cluster metadata
+// (brokers and their leases, topics, partition leaders, ISRs and epochs, topic configs,
+// producer-id blocks and committed consumer-group offsets), the gRPC service brokers call,
+// and BrokerClient, the broker-side implementation of metadata.Store over that service.
+//
+// The active controller (the Raft leader) is the only writer: it validates a request,
+// fixes every non-deterministic input (topic ids, timestamps, placement seeds), proposes a
+// record, and answers once the record is applied. Every controller applies the same log
+// into the same state; each applied record that changes the image yields a delta, and
+// brokers follow those deltas (WatchMetadata) into a local cache.
+//
+// One TCP port per controller carries both Raft and gRPC: see mux.go.
+package controller

@@ -1,0 +1,223 @@
+package controller
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/shalelog/shale/internal/metadata"
+
+	pb "github.com/shalelog/shale/controller/proto"
+)
+
+// The same applyDelta builds the controllers' images from their FSM's deltas and the
+// brokers' caches from the deltas they watch, so the two cannot drift apart.
+
+func emptyImage() *metadata.Image {
+	return &metadata.Image{ControllerID: -1, Brokers: map[int32]metadata.Broker{}, Topics: map[string]*metadata.Topic{}}
+}
+
+func brokerFromPB(b *pb.BrokerState) metadata.Broker {
+	out := metadata.Broker{ID: b.Id, Rack: b.Rack, Incarnation: b.Incarnation, Epoch: b.Epoch, Fenced: b.Fenced}
+	if len(b.Listeners) > 0 {
+		out.Host, out.Port = b.Listeners[0].Host, b.Listeners[0].Port
+	}
+	return out
+}
+
+func partitionFromPB(topic string, p *pb.PartitionState) metadata.Partition {
+	return metadata.Partition{
+		Topic:          topic,
+		Index:          p.Index,
+		Replicas:       slices.Clone(p.Replicas),
+		ISR:            slices.Clone(p.Isr),
+		Leader:         p.Leader,
+		LeaderEpoch:    p.LeaderEpoch,
+		PartitionEpoch: p.PartitionEpoch,
+	}
+}
+
+func partitionToPB(p *metadata.Partition) *pb.PartitionState {
+	return &pb.PartitionState{
+		Index:          p.Index,
+		Replicas:       slices.Clone(p.Replicas),
+		Isr:            slices.Clone(p.ISR),
+		Leader:         p.Leader,
+		LeaderEpoch:    p.LeaderEpoch,
+		PartitionEpoch: p.PartitionEpoch,
+	}
+}
+
+func topicToPB(t *metadata.Topic) *pb.TopicState {
+	out := &pb.TopicState{Name: t.Name, Id: slices.Clone(t.ID[:]), Configs: maps.Clone(t.Configs)}
+	out.Partitions = make([]*pb.PartitionState, len(t.Partitions))
+	for i := range t.Partitions {
+		out.Partitions[i] = partitionToPB(&t.Partitions[i])
+	}
+	return out
+}
+
+func topicFromPB(t *pb.TopicState) (*metadata.Topic, error) {
+	out := &metadata.Topic{Name: t.Name, Configs: maps.Clone(t.Configs)}
+	if out.Configs == nil {
+		out.Configs = map[string]string{}
+	}
+	if len(t.Id) != len(out.ID) {
+		return nil, fmt.Errorf("topic %q: id has %d bytes, want 16", t.Name, len(t.Id))
+	}
+	copy(out.ID[:], t.Id)
+	out.Partitions = make([]metadata.Partition, len(t.Partitions))
+	for i, p := range t.Partitions {
+		if p.Index != int32(i) {
+			return nil, fmt.Errorf("topic %q: partition %d at position %d", t.Name, p.Index, i)
+		}
+		out.Partitions[i] = partitionFromPB(t.Name, p)
+	}
+	return out, nil
+}
+
+func topicIDOf(b []byte) (id [16]byte, ok bool) {
+	if len(b) != 16 {
+		return id, false
+	}
+	copy(id[:], b)
+	return id, true
+}
+
+// applyDelta returns the image that results from applying d to im, which it leaves
+// untouched. It fails when d does not follow im or does not fit it, which for a broker
+// means its cache must be rebuilt from a complete image.
+func applyDelta(im *metadata.Image, d *pb.MetadataDelta) (*metadata.Image, error) {
+	if d.PrevOffset != im.Offset {
+		return nil, fmt.Errorf("delta at offset %d follows offset %d, image is at %d", d.Offset, d.PrevOffset, im.Offset)
+	}
+	if d.Offset <= im.Offset {
+		return nil, fmt.Errorf("delta offset %d does not advance image offset %d", d.Offset, im.Offset)
+	}
+	out := *im
+	out.Offset = d.Offset
+	if d.ClusterId != nil {
+		out.ClusterID = *d.ClusterId
+	}
+	if d.ControllerId != nil {
+		out.ControllerID = *d.ControllerId
+	}
+	if len(d.Brokers) > 0 {
+		out.Brokers = maps.Clone(im.Brokers)
+		for _, b := range d.Brokers {
+			out.Brokers[b.Id] = brokerFromPB(b)
+		}
+	}
+	if len(d.Topics) == 0 && len(d.DeletedTopics) == 0 {
+		return &out, nil
+	}
+	out.Topics = maps.Clone(im.Topics)
+	for _, name := range d.DeletedTopics {
+		if out.Topics[name] == nil {
+			return nil, fmt.Errorf("delta at offset %d deletes unknown topic %q", d.Offset, name)
+		}
+		delete(out.Topics, name)
+	}
+	for _, td := range d.Topics {
+		t, err := applyTopicDelta(out.Topics[td.Name], td)
+		if err != nil {
+			return nil, fmt.Errorf("delta at offset %d: %w", d.Offset, err)
+		}
+		out.Topics[td.Name] = t
+	}
+	return &out, nil
+}
+
+func applyTopicDelta(old *metadata.Topic, td *pb.TopicDelta) (*metadata.Topic, error) {
+	id, ok := topicIDOf(td.Id)
+	if !ok {
+		return nil, fmt.Errorf("topic %q: bad id", td.Name)
+	}
+	var t metadata.Topic
+	switch {
+	case td.Created:
+		if old != nil {
+			return nil, fmt.Errorf("topic %q created twice", td.Name)
+		}
+		t = metadata.Topic{Name: td.Name, ID: id, Configs: map[string]string{}}
+	case old == nil:
+		return nil, fmt.Errorf("topic %q changed but unknown", td.Name)
+	case old.ID != id:
+		return nil, fmt.Errorf("topic %q changed under another id", td.Name)
+	default:
+		t = *old
+		t.Partitions = slices.Clone(old.Partitions)
+	}
+	if td.Created || td.ConfigsChanged {
+		t.Configs = maps.Clone(td.Configs)
+		if t.Configs == nil {
+			t.Configs = map[string]string{}
+		}
+	}
+	for _, p := range td.Partitions {
+		switch {
+		case int(p.Index) < len(t.Partitions) && p.Index >= 0:
+			t.Partitions[p.Index] = partitionFromPB(t.Name, p)
+		case int(p.Index) == len(t.Partitions):
+			t.Partitions = append(t.Partitions, partitionFromPB(t.Name, p))
+		default:
+			return nil, fmt.Errorf("topic %q: partition %d out of order (have %d)", t.Name, p.Index, len(t.Partitions))
+		}
+	}
+	return &t, nil
+}
+
+// imageChunks splits a complete image into WatchMetadata chunks of about maxPartitions
+// partitions each. brokers gives each broker's complete state (with listeners).
+func imageChunks(im *metadata.Image, brokers []*pb.BrokerState, maxPartitions int) []*pb.MetadataImageChunk {
+	first := &pb.MetadataImageChunk{Offset: im.Offset, ClusterId: im.ClusterID, ControllerId: im.ControllerID,
+		Brokers: brokers, First: true}
+	chunks := []*pb.MetadataImageChunk{first}
+	cur, n := first, 0
+	for _, name := range slices.Sorted(maps.Keys(im.Topics)) {
+		t := im.Topics[name]
+		if n > 0 && n+len(t.Partitions) > maxPartitions {
+			cur = &pb.MetadataImageChunk{Offset: im.Offset, ClusterId: im.ClusterID, ControllerId: im.ControllerID}
+			chunks = append(chunks, cur)
+			n = 0
+		}
+		cur.Topics = append(cur.Topics, topicToPB(t))
+		n += len(t.Partitions)
+	}
+	cur.Last = true
+	return chunks
+}
+
+// imageAssembler rebuilds an image from chunks.
+type imageAssembler struct {
+	im *metadata.Image
+}
+
+// add takes the next chunk and returns the image once the last chunk is in.
+func (a *imageAssembler) add(c *pb.MetadataImageChunk) (*metadata.Image, error) {
+	if c.First {
+		a.im = emptyImage()
+		a.im.Offset, a.im.ClusterID, a.im.ControllerID = c.Offset, c.ClusterId, c.ControllerId
+		for _, b := range c.Brokers {
+			a.im.Brokers[b.Id] = brokerFromPB(b)
+		}
+	}
+	if a.im == nil || a.im.Offset != c.Offset {
+		a.im = nil
+		return nil, fmt.Errorf("image chunk at offset %d out of sequence", c.Offset)
+	}
+	for _, ts := range c.Topics {
+		t, err := topicFromPB(ts)
+		if err != nil {
+			a.im = nil
+			return nil, err
+		}
+		a.im.Topics[t.Name] = t
+	}
+	if !c.Last {
+		return nil, nil
+	}
+	im := a.im
+	a.im = nil
+	return im, nil
+}

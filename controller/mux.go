@@ -1,0 +1,192 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// One port per controller carries both Raft and gRPC. Every Raft connection is opened by
+// raftStreamLayer.Dial, which writes raftStreamTag before anything else; every gRPC
+// connection starts with the HTTP/2 client preface ("PRI * HTTP/2.0...", first byte 'P').
+// The mux reads the first byte of each accepted connection and hands it to the Raft
+// transport or to the gRPC server, replaying the byte for gRPC. A single byte cannot be
+// mistaken: the preface never starts with 0x01, and anything else goes to gRPC, which
+// rejects what is not HTTP/2.
+const raftStreamTag byte = 0x01
+
+// classifyTimeout bounds how long a new connection may take to send its first byte, so
+// that idle sockets do not pile up in the mux.
+const classifyTimeout = 10 * time.Second
+
+// connMux accepts on the controller port and routes each connection by its first byte.
+type connMux struct {
+	ln   net.Listener
+	log  *slog.Logger
+	raft *subListener
+	grpc *subListener
+
+	done      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+}
+
+func newConnMux(ln net.Listener, advertise net.Addr, log *slog.Logger) *connMux {
+	m := &connMux{ln: ln, log: log, done: make(chan struct{})}
+	m.raft = newSubListener(m, advertise)
+	m.grpc = newSubListener(m, ln.Addr())
+	return m
+}
+
+func (m *connMux) start() {
+	m.wg.Add(1)
+	go m.acceptLoop()
+}
+
+func (m *connMux) acceptLoop() {
+	defer m.wg.Done()
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := m.ln.Accept()
+		if err != nil {
+			select {
+			case <-m.done:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			m.log.Warn("controller listener accept failed", "err", err)
+			select {
+			case <-time.After(backoff):
+			case <-m.done:
+				return
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		m.wg.Add(1)
+		go m.classify(c)
+	}
+}
+
+func (m *connMux) classify(c net.Conn) {
+	defer m.wg.Done()
+	var first [1]byte
+	_ = c.SetReadDeadline(time.Now().Add(classifyTimeout))
+	if _, err := c.Read(first[:]); err != nil {
+		c.Close()
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	if first[0] == raftStreamTag {
+		m.raft.deliver(c)
+		return
+	}
+	m.grpc.deliver(&prefixConn{Conn: c, prefix: first[:]})
+}
+
+// close stops accepting and closes both sub-listeners; connections already handed out
+// belong to Raft and gRPC, which close them themselves.
+func (m *connMux) close() error {
+	var err error
+	m.closeOnce.Do(func() {
+		close(m.done)
+		err = m.ln.Close()
+		m.raft.Close()
+		m.grpc.Close()
+	})
+	m.wg.Wait()
+	return err
+}
+
+// subListener is the net.Listener the Raft transport or the gRPC server accepts from.
+type subListener struct {
+	mux       *connMux
+	addr      net.Addr
+	conns     chan net.Conn
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func newSubListener(m *connMux, addr net.Addr) *subListener {
+	return &subListener{mux: m, addr: addr, conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (l *subListener) deliver(c net.Conn) {
+	select {
+	case l.conns <- c:
+	case <-l.closed:
+		c.Close()
+	case <-l.mux.done:
+		c.Close()
+	}
+}
+
+func (l *subListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	case <-l.mux.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *subListener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *subListener) Addr() net.Addr { return l.addr }
+
+// prefixConn replays bytes the mux already read.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(p, c.prefix)
+		c.prefix = c.prefix[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// raftStreamLayer is the hashicorp/raft StreamLayer over the shared port.
+type raftStreamLayer struct {
+	*subListener
+}
+
+var _ raft.StreamLayer = raftStreamLayer{}
+
+func (s raftStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout}
+	c, err := d.Dial("tcp", string(address))
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte{raftStreamTag}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("raft dial %s: %w", address, err)
+	}
+	_ = c.SetWriteDeadline(time.Time{})
+	return c, nil
+}
+
+// staticAddr is the address this controller advertises to its peers.
+type staticAddr string
+
+func (a staticAddr) Network() string { return "tcp" }
+func (a staticAddr) String() string  { return string(a) }

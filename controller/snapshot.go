@@ -1,0 +1,175 @@
+package controller
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/encoding/protodelim"
+
+	"github.com/shalelog/shale/internal/metadata"
+
+	pb "github.com/shalelog/shale/controller/proto"
+)
+
+// snapshotVersion is the format Persist writes; Restore refuses newer ones.
+const snapshotVersion = 1
+
+// fsmSnapshot is a point-in-time copy of the state. The image is immutable and shared;
+// the offsets are copied because the FSM keeps changing them.
+type fsmSnapshot struct {
+	header  *pb.SnapshotHeader
+	img     *metadata.Image
+	brokers []*pb.BrokerState
+	groups  map[string]map[topicPartition]offsetValue
+}
+
+// Snapshot captures the state for Raft; Persist then writes it while Apply carries on.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	groups := make(map[string]map[topicPartition]offsetValue, len(f.groups))
+	for name, g := range f.groups {
+		groups[name] = maps.Clone(g)
+	}
+	s := &fsmSnapshot{
+		header: &pb.SnapshotHeader{
+			Version:               snapshotVersion,
+			MetadataOffset:        f.img.Offset,
+			ClusterId:             f.img.ClusterID,
+			ControllerId:          f.img.ControllerID,
+			UncleanLeaderElection: f.unclean,
+			NextProducerId:        f.nextProducerID,
+		},
+		img:     f.img,
+		brokers: f.sortedBrokersLocked(),
+		groups:  groups,
+	}
+	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups))
+	return s, nil
+}
+
+// Persist writes a length-delimited stream: the header, then one item per broker, topic
+// and group, so that no single message grows with the cluster.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.write(sink); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("persist metadata snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) write(sink io.Writer) error {
+	w := bufio.NewWriterSize(sink, 256<<10)
+	if _, err := protodelim.MarshalTo(w, s.header); err != nil {
+		return err
+	}
+	item := func(it *pb.SnapshotItem) error {
+		_, err := protodelim.MarshalTo(w, it)
+		return err
+	}
+	for _, b := range s.brokers {
+		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_Broker{Broker: b}}); err != nil {
+			return err
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.img.Topics)) {
+		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_Topic{Topic: topicToPB(s.img.Topics[name])}}); err != nil {
+			return err
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.groups)) {
+		g := s.groups[name]
+		gs := &pb.GroupOffsets{Group: name}
+		for _, tp := range slices.SortedFunc(maps.Keys(g), compareTopicPartition) {
+			v := g[tp]
+			gs.Offsets = append(gs.Offsets, &pb.OffsetEntry{Topic: tp.topic, Partition: tp.partition, Offset: v.offset,
+				LeaderEpoch: v.leaderEpoch, Metadata: v.metadata, CommitTimeMs: v.commitMs, ExpireTimeMs: v.expireMs})
+		}
+		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_Group{Group: gs}}); err != nil {
+			return err
+		}
+	}
+	return w.Flush()
+}
+
+func (s *fsmSnapshot) Release() {}
+
+// maxSnapshotItemSize bounds one decoded item (a topic with maxNewPartitions partitions
+// and long configs fits comfortably).
+const maxSnapshotItemSize = 256 << 20
+
+// Restore replaces the whole state with a snapshot's.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	st, err := readSnapshot(bufio.NewReaderSize(rc, 256<<10))
+	if err != nil {
+		return fmt.Errorf("restore metadata snapshot: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.img, f.brokers, f.groups = st.img, st.brokers, st.groups
+	f.unclean, f.nextProducerID = st.unclean, st.nextProducerID
+	f.deltas.reset(st.img.Offset)
+	return nil
+}
+
+type restoredState struct {
+	img            *metadata.Image
+	brokers        map[int32]*pb.BrokerState
+	groups         map[string]map[topicPartition]offsetValue
+	unclean        bool
+	nextProducerID int64
+}
+
+func readSnapshot(r *bufio.Reader) (*restoredState, error) {
+	opts := protodelim.UnmarshalOptions{MaxSize: maxSnapshotItemSize}
+	var h pb.SnapshotHeader
+	if err := opts.UnmarshalFrom(r, &h); err != nil {
+		return nil, fmt.Errorf("header: %w", err)
+	}
+	if h.Version == 0 || h.Version > snapshotVersion {
+		return nil, fmt.Errorf("snapshot format version %d is not supported (this build reads up to %d)", h.Version, snapshotVersion)
+	}
+	st := &restoredState{
+		img:            emptyImage(),
+		brokers:        map[int32]*pb.BrokerState{},
+		groups:         map[string]map[topicPartition]offsetValue{},
+		unclean:        h.UncleanLeaderElection,
+		nextProducerID: h.NextProducerId,
+	}
+	st.img.Offset, st.img.ClusterID, st.img.ControllerID = h.MetadataOffset, h.ClusterId, h.ControllerId
+	for i := uint64(0); i < h.ItemCount; i++ {
+		var it pb.SnapshotItem
+		if err := opts.UnmarshalFrom(r, &it); err != nil {
+			return nil, fmt.Errorf("item %d of %d: %w", i, h.ItemCount, err)
+		}
+		switch x := it.Item.(type) {
+		case *pb.SnapshotItem_Broker:
+			st.brokers[x.Broker.Id] = x.Broker
+			st.img.Brokers[x.Broker.Id] = brokerFromPB(x.Broker)
+		case *pb.SnapshotItem_Topic:
+			t, err := topicFromPB(x.Topic)
+			if err != nil {
+				return nil, fmt.Errorf("item %d: %w", i, err)
+			}
+			st.img.Topics[t.Name] = t
+		case *pb.SnapshotItem_Group:
+			g := make(map[topicPartition]offsetValue, len(x.Group.Offsets))
+			for _, e := range x.Group.Offsets {
+				g[topicPartition{e.Topic, e.Partition}] = offsetValue{offset: e.Offset, leaderEpoch: e.LeaderEpoch,
+					metadata: e.Metadata, commitMs: e.CommitTimeMs, expireMs: e.ExpireTimeMs}
+			}
+			st.groups[x.Group.Group] = g
+		default:
+			return nil, fmt.Errorf("item %d: unknown kind", i)
+		}
+	}
+	if _, err := r.ReadByte(); err != io.EOF {
+		return nil, fmt.Errorf("trailing data after %d items", h.ItemCount)
+	}
+	return st, nil
+}
