@@ -23,7 +23,7 @@ type change struct {
 	brokers      map[int32]*pb.BrokerState
 	created      map[string]*pb.TopicDelta
 	deleted      map[string]bool
-	configs      map[string]map[string]string       // existing topics with new configs
+	configs      map[string]map[string]string            // existing topics with new configs
 	parts        map[string]map[int32]*pb.PartitionState // existing topics' changed or new partitions
 	// sideEffects change the FSM's state outside the image (offsets, producer ids...).
 	sideEffects []func()
