@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/klauspost/compress/snappy"
@@ -334,4 +335,28 @@ func TestConcurrentCodecs(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// TestCodecsStartNoGoroutines checks that using a Codecs leaves no goroutines behind,
+// even unclosed (the Default one is never closed).
+func TestCodecsStartNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	c, err := NewCodecs(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := payloads()["text"]
+	for _, codec := range allCodecs {
+		comp, err := c.Compress(codec, src, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Decompress(codec, comp, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines before, %d while the Codecs is idle", before, n)
+	}
+	c.Close()
 }
