@@ -65,6 +65,7 @@ func runCell(t *testing.T, d clientDriver, codec string) {
 	}
 	problems := checkCell(spec, out)
 	problems = append(problems, checkTopicShape(ctx, spec.Topic)...)
+	problems = append(problems, checkStored(ctx, spec, out)...)
 	if len(problems) == 0 {
 		results.record(d.name, codec, statusPass, "")
 		t.Logf("%d records produced and consumed back intact (%d acknowledgements checked)", len(spec.Records), len(out.Produced))

@@ -25,6 +25,7 @@ var kcatCaps = clientCaps{
 	emptyKeyHashed:     false,
 	partitioner:        librdkafkaPartition,
 	partitionerName:    "librdkafka's consistent_random (CRC32)",
+	compressionGate:    librdkafkaCompressionGate,
 }
 
 func TestKcat(t *testing.T) {
@@ -76,7 +77,7 @@ func runKcatCell(ctx context.Context, t *testing.T, spec *cellSpec) (*cellOutput
 		stdin.WriteByte('\n')
 	}
 	out := &cellOutput{}
-	if err := runLines(ctx, nil, produce, &stdin, func(line []byte) error {
+	if _, err := runLines(ctx, nil, produce, &stdin, func(line []byte) error {
 		return fmt.Errorf("unexpected output from kcat -P: %q", line)
 	}, &out.ProduceStart); err != nil {
 		return nil, fmt.Errorf("producing: %w", err)
@@ -86,7 +87,7 @@ func runKcatCell(ctx context.Context, t *testing.T, spec *cellSpec) (*cellOutput
 	consume := append([]string{"kcat", "-C", "-J", "-o", "beginning", "-e",
 		"-c", fmt.Sprint(len(spec.Records)),
 	}, common...)
-	err := runLines(ctx, nil, consume, nil, func(line []byte) error {
+	_, err := runLines(ctx, nil, consume, nil, func(line []byte) error {
 		var env kcatEnvelope
 		if err := json.Unmarshal(line, &env); err != nil {
 			return fmt.Errorf("unparseable kcat -J line %q: %w", line, err)

@@ -26,6 +26,9 @@ const (
 	envServeArgs = "SHALE_INTEROP_SERVE_ARGS"
 	// envMatrixOut names a file the run writes its client x codec results to (markdown).
 	envMatrixOut = "SHALE_INTEROP_MATRIX_OUT"
+	// envTrace set to anything logs each client script's stderr (with -v), where the
+	// scripts also trace their phases.
+	envTrace = "SHALE_INTEROP_TRACE"
 )
 
 // suiteTarget is the broker every test talks to, set up once by TestMain.

@@ -62,7 +62,9 @@ func (m *matrix) markdown(targetName string) string {
 	slices.SortFunc(clients, func(a, b string) int { return clientOrder(a) - clientOrder(b) })
 	var b strings.Builder
 	fmt.Fprintf(&b, "Target: %s\n\n", targetName)
-	fmt.Fprintf(&b, "| client | %s |\n|---|%s\n", strings.Join(codecs, " | "), strings.Repeat("---|", len(codecs)))
+	if len(clients) > 0 {
+		fmt.Fprintf(&b, "| client | %s |\n|---|%s\n", strings.Join(codecs, " | "), strings.Repeat("---|", len(codecs)))
+	}
 	var notes []string
 	for _, c := range clients {
 		row := make([]string, len(codecs))

@@ -2,6 +2,7 @@ package interop
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -61,6 +62,9 @@ type clientCaps struct {
 	// (kafka-go's reader returns nil for both), so an empty one may come back null. The
 	// producer side is still held to writing empty, which other clients' cells read.
 	readsEmptyAsNull bool
+	// compressionGate, when set, explains from the broker's advertised versions why the
+	// client would send a codec uncompressed ("" when nothing should stop it).
+	compressionGate func(ctx context.Context, codec string) string
 	// partitioner is the client's default placement for a non-null key, the one the
 	// checks hold every keyed record to.
 	partitioner partitionerFunc

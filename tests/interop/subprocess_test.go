@@ -118,7 +118,7 @@ func runScript(ctx context.Context, t *testing.T, spec *cellSpec, env []string, 
 	}
 	out := &cellOutput{}
 	var produceEnd time.Time
-	err = runLines(ctx, env, append(argv, specPath), nil, func(line []byte) error {
+	stderr, err := runLines(ctx, env, append(argv, specPath), nil, func(line []byte) error {
 		var ev scriptEvent
 		if err := json.Unmarshal(line, &ev); err != nil {
 			return fmt.Errorf("unparseable line %q: %w", line, err)
@@ -152,6 +152,9 @@ func runScript(ctx context.Context, t *testing.T, spec *cellSpec, env []string, 
 	if err != nil {
 		return nil, err
 	}
+	if os.Getenv(envTrace) != "" {
+		t.Logf("%s stderr:\n%s", filepath.Base(argv[len(argv)-1]), stderr)
+	}
 	if produceEnd.IsZero() {
 		return nil, errors.New("script exited without reporting produced_all")
 	}
@@ -160,9 +163,10 @@ func runScript(ctx context.Context, t *testing.T, spec *cellSpec, env []string, 
 }
 
 // runLines runs argv with stdin (may be nil), handing every non-empty stdout line to
-// onLine. The process is killed with its group when ctx ends. The error carries the
-// tail of stderr. started, when not nil, is set just before the process starts.
-func runLines(ctx context.Context, env []string, argv []string, stdin io.Reader, onLine func([]byte) error, started *time.Time) error {
+// onLine, and returns the tail of its stderr. The process is killed with its group when
+// ctx ends. The error carries the tail of stderr too. started, when not nil, is set just
+// before the process starts.
+func runLines(ctx context.Context, env []string, argv []string, stdin io.Reader, onLine func([]byte) error, started *time.Time) (string, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = stdin
@@ -173,13 +177,13 @@ func runLines(ctx context.Context, env []string, argv []string, stdin io.Reader,
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return err
+		return "", err
 	}
 	if started != nil {
 		*started = time.Now()
 	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", argv[0], err)
+		return "", fmt.Errorf("starting %s: %w", argv[0], err)
 	}
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
@@ -196,9 +200,9 @@ func runLines(ctx context.Context, env []string, argv []string, stdin io.Reader,
 		waitErr = fmt.Errorf("%w (killed: %w)", waitErr, ctx.Err())
 	}
 	if err := errors.Join(waitErr, lineErr, sc.Err()); err != nil {
-		return fmt.Errorf("%s: %w\nstderr:\n%s", strings.Join(shortArgv(argv), " "), err, stderr.String())
+		return stderr.String(), fmt.Errorf("%s: %w\nstderr:\n%s", strings.Join(shortArgv(argv), " "), err, stderr.String())
 	}
-	return nil
+	return stderr.String(), nil
 }
 
 // shortArgv keeps error messages readable: script paths lose their directories.

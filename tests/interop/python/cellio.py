@@ -1,0 +1,58 @@
+"""Shared I/O for the interop suite's Python client scripts.
+
+A script reads the cell spec (JSON, see tests/interop/subprocess_test.go) from the file
+named by its last argument and prints one JSON event per line on stdout; everything else
+goes to stderr.
+"""
+
+import json
+import sys
+import time
+
+
+def load_spec():
+    if len(sys.argv) < 2:
+        sys.exit("usage: %s CELL_SPEC.json" % sys.argv[0])
+    with open(sys.argv[-1]) as f:
+        return json.load(f)
+
+
+def deadline(spec):
+    """Monotonic time by which the script must be done."""
+    return time.monotonic() + spec["timeout_ms"] / 1000.0
+
+
+def to_bytes(s):
+    return None if s is None else s.encode("utf-8")
+
+
+def to_str(b):
+    if b is None:
+        return None
+    if isinstance(b, str):
+        return b
+    return bytes(b).decode("utf-8", errors="surrogateescape")
+
+
+def emit(event, **fields):
+    fields["event"] = event
+    sys.stdout.write(json.dumps(fields) + "\n")
+    sys.stdout.flush()
+
+
+def emit_consumed(partition, offset, key, value, headers, timestamp, timestamp_type):
+    emit(
+        "consumed",
+        partition=partition,
+        offset=offset,
+        key=to_str(key),
+        value=to_str(value),
+        headers=[[k, to_str(v)] for k, v in (headers or [])],
+        timestamp=timestamp,
+        timestamp_type=timestamp_type,
+    )
+
+
+def log(msg):
+    sys.stderr.write("%s: %s\n" % (sys.argv[0].rsplit("/", 1)[-1], msg))
+    sys.stderr.flush()

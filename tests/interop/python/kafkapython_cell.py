@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""kafka-python cell of the Shale interop suite.
+
+Creates the topic with KafkaAdminClient, produces the spec's records with the spec's
+codec (keys, headers, explicit timestamps, kafka-python's default murmur2 partitioner),
+reports each acknowledgement, then consumes them back through a consumer group and
+commits. Run by tests/interop (python_test.go), not by hand.
+"""
+
+import time
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import NewTopic
+
+import cellio
+
+CLIENT_ID = "shale-interop-kafka-python"
+
+
+def create_topic(spec):
+    admin = KafkaAdminClient(bootstrap_servers=spec["bootstrap"], client_id=CLIENT_ID, request_timeout_ms=15000)
+    try:
+        resp = admin.create_topics(
+            [NewTopic(spec["topic"], num_partitions=spec["partitions"], replication_factor=1)],
+            timeout_ms=10000,
+        )
+        for topic, code, *rest in resp.topic_errors:
+            if code != 0:
+                raise SystemExit("CreateTopics %s: error code %d %s" % (topic, code, rest))
+    finally:
+        admin.close()
+
+
+def produce(spec, deadline):
+    codec = None if spec["codec"] == "none" else spec["codec"]
+    producer = KafkaProducer(
+        bootstrap_servers=spec["bootstrap"],
+        client_id=CLIENT_ID,
+        compression_type=codec,
+        acks="all",
+        linger_ms=5,
+        batch_size=16384,
+    )
+    failures = []
+    futures = []
+    for r in spec["records"]:
+        fut = producer.send(
+            spec["topic"],
+            key=cellio.to_bytes(r["key"]),
+            value=cellio.to_bytes(r["value"]),
+            headers=[(k, cellio.to_bytes(v)) for k, v in r["headers"]],
+            timestamp_ms=r["timestamp"] or None,
+        )
+        futures.append((r["index"], fut))
+    producer.flush(timeout=max(1.0, deadline - time.monotonic()))
+    for index, fut in futures:
+        try:
+            md = fut.get(timeout=max(0.1, deadline - time.monotonic()))
+        except Exception as e:  # any failure is the cell's failure, reported below
+            failures.append("record #%d: %r" % (index, e))
+            continue
+        cellio.emit("produced", index=index, partition=md.partition, offset=md.offset)
+    producer.close(timeout=5)
+    if failures:
+        raise SystemExit("delivery failed: " + "; ".join(failures[:10]))
+    cellio.emit("produced_all")
+
+
+TIMESTAMP_TYPES = {0: "create", 1: "append"}
+
+
+def consume(spec, deadline):
+    consumer = KafkaConsumer(
+        spec["topic"],
+        bootstrap_servers=spec["bootstrap"],
+        client_id=CLIENT_ID,
+        group_id=spec["group"],
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=10000,
+        heartbeat_interval_ms=1000,
+    )
+    want = len(spec["records"])
+    got = 0
+    try:
+        while got < want:
+            if time.monotonic() > deadline:
+                raise SystemExit("consumed %d of %d records by the deadline" % (got, want))
+            batches = consumer.poll(timeout_ms=500)
+            for records in batches.values():
+                for m in records:
+                    cellio.emit_consumed(
+                        m.partition, m.offset, m.key, m.value, m.headers,
+                        m.timestamp, TIMESTAMP_TYPES.get(m.timestamp_type, ""),
+                    )
+                    got += 1
+        consumer.commit()
+    finally:
+        consumer.close()
+
+
+def main():
+    spec = cellio.load_spec()
+    deadline = cellio.deadline(spec)
+    create_topic(spec)
+    produce(spec, deadline)
+    consume(spec, deadline)
+
+
+if __name__ == "__main__":
+    main()
