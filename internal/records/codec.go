@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"sync"
 
@@ -24,7 +25,8 @@ const DefaultMaxDecompressedBytes = 32 << 20
 // Config tunes a Codecs. The zero value means every default.
 type Config struct {
 	// MaxDecompressedBytes bounds the decompressed size of one records payload.
-	// Default DefaultMaxDecompressedBytes. A broker should set it to at least a few
+	// Default DefaultMaxDecompressedBytes; at most math.MaxInt32 (a batch's length
+	// field cannot describe more). A broker should set it to at least a few
 	// times the largest max.message.bytes it accepts.
 	MaxDecompressedBytes int
 
@@ -46,6 +48,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxDecompressedBytes <= 0 {
 		c.MaxDecompressedBytes = DefaultMaxDecompressedBytes
 	}
+	// No batch payload can exceed 2 GiB; clamping also keeps limit arithmetic from
+	// overflowing.
+	c.MaxDecompressedBytes = min(c.MaxDecompressedBytes, math.MaxInt32)
 	if c.GzipLevel == 0 {
 		c.GzipLevel = gzip.DefaultCompression
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -359,4 +360,18 @@ func TestCodecsStartNoGoroutines(t *testing.T) {
 		t.Errorf("%d goroutines before, %d while the Codecs is idle", before, n)
 	}
 	c.Close()
+}
+
+func TestConfigHugeLimit(t *testing.T) {
+	c := newCodecs(t, Config{MaxDecompressedBytes: math.MaxInt})
+	if got := c.Config().MaxDecompressedBytes; got != math.MaxInt32 {
+		t.Fatalf("limit %d", got)
+	}
+	src := payloads()["text"]
+	for _, codec := range allCodecs {
+		comp, _ := c.Compress(codec, src, nil)
+		if out, err := c.Decompress(codec, comp, nil); err != nil || !bytes.Equal(out, src) {
+			t.Fatalf("%s: %v", CodecName(codec), err)
+		}
+	}
 }
