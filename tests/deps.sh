@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Brings what the test suites need when it is missing: Go modules, and the real Kafka
 # clients the interop suite drives (Debian's kcat, confluent-kafka-python and
-# kafka-python; npm's kafkajs). Safe to run again: it installs only what is absent.
+# kafka-python with its codec modules; npm's kafkajs with its codec plugins). Safe to run
+# again: it installs only what is absent or out of date. Run as root on Debian.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,15 @@ command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 /usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || need_apt+=(python3-confluent-kafka)
 /usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || need_apt+=(python3-kafka)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+# kafka-python's optional codecs (it has gzip only without them).
+/usr/bin/python3 -c 'import snappy' >/dev/null 2>&1 || need_apt+=(python3-snappy)
+/usr/bin/python3 -c 'import lz4.frame' >/dev/null 2>&1 || need_apt+=(python3-lz4)
+/usr/bin/python3 -c 'import zstandard' >/dev/null 2>&1 || need_apt+=(python3-zstandard)
+# kafkajs runs on node; kafkajs-lz4's lz4 module compiles with node-gyp (make, g++, python3).
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)
+command -v make >/dev/null 2>&1 || need_apt+=(make)
+command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
 if [ ${#need_apt[@]} -gt 0 ]; then
 	echo "tests/deps.sh: installing ${need_apt[*]}"
 	export DEBIAN_FRONTEND=noninteractive
@@ -19,7 +29,16 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 	apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-if [ -f tests/interop/node/package.json ] && [ ! -d tests/interop/node/node_modules/kafkajs ]; then
-	echo "tests/deps.sh: installing npm packages for tests/interop/node"
-	(cd tests/interop/node && npm ci --no-audit --no-fund --silent 2>/dev/null || npm install --no-audit --no-fund --silent)
+# npm packages for tests/interop/node, reinstalled whenever package-lock.json changes.
+# kafkajs-lz4 is optional there: when its native build fails npm goes on without it and
+# the suite reports kafkajs/lz4 as unsupported.
+node_dir=tests/interop/node
+if [ -f "$node_dir/package-lock.json" ]; then
+	stamp="$node_dir/node_modules/.shale-deps-stamp"
+	want=$(sha256sum "$node_dir/package-lock.json" | cut -d' ' -f1)
+	if [ ! -d "$node_dir/node_modules/kafkajs" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+		echo "tests/deps.sh: installing npm packages for $node_dir"
+		(cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
+		echo "$want" >"$stamp"
+	fi
 fi
