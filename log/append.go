@@ -1,0 +1,173 @@
+package log
+
+import (
+	"fmt"
+	"math"
+)
+
+// AppendInfo says where an appended batch went.
+type AppendInfo struct {
+	BaseOffset   int64
+	LastOffset   int64
+	MaxTimestamp int64
+	RecordCount  int32
+	Size         int
+}
+
+// Append validates one whole RecordBatch v2 (CRC and header invariants; larger than
+// max.message.bytes is ErrMessageTooLarge), gives it the next offsets and the leader
+// epoch, and copies it into the active segment. The caller's batch is not modified and
+// may be reused afterwards.
+//
+// A failed write (ErrStorage) leaves nothing visible. A failed flush under flush.messages
+// or flush.ms returns the AppendInfo together with an ErrStorage error: the batch is in
+// the log but not known to be durable.
+func (l *Log) Append(batch []byte, leaderEpoch int32) (AppendInfo, error) {
+	cfg := l.config()
+	h, err := validateBatch(batch)
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	if len(batch) > int(cfg.MaxMessageBytes) {
+		return AppendInfo{}, fmt.Errorf("%w: %d bytes, max.message.bytes is %d", ErrMessageTooLarge, len(batch), cfg.MaxMessageBytes)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return AppendInfo{}, l.errClosed()
+	}
+	return l.appendLocked(batch, h, l.end.Load(), leaderEpoch, true, cfg)
+}
+
+// AppendReplica appends a batch whose offsets a leader assigned (the follower path). Its
+// base offset must be at least EndOffset() (normally equal; a gap is kept as it is,
+// like Kafka's compacted logs), else ErrUnexpectedOffset. Its leader epoch is kept.
+// max.message.bytes is not applied: the leader accepted the batch.
+func (l *Log) AppendReplica(batch []byte) (AppendInfo, error) {
+	cfg := l.config()
+	h, err := validateBatch(batch)
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return AppendInfo{}, l.errClosed()
+	}
+	if end := l.end.Load(); h.BaseOffset < end {
+		return AppendInfo{}, fmt.Errorf("%w: batch base offset %d is below the log end offset %d", ErrUnexpectedOffset, h.BaseOffset, end)
+	}
+	return l.appendLocked(batch, h, h.BaseOffset, 0, false, cfg)
+}
+
+// validateBatch checks that b is exactly one valid batch.
+func validateBatch(b []byte) (Header, error) {
+	h, err := ValidateHeader(b)
+	if err != nil {
+		return h, err
+	}
+	if h.Size() != len(b) {
+		return h, fmt.Errorf("%w: %d bytes after a %d-byte batch", ErrCorruptMessage, len(b)-h.Size(), h.Size())
+	}
+	if h.BaseOffset > math.MaxInt64-int64(h.LastOffsetDelta)-1 {
+		return h, fmt.Errorf("%w: base offset %d overflows", ErrInvalidRecord, h.BaseOffset)
+	}
+	return h, nil
+}
+
+func (l *Log) appendLocked(batch []byte, h Header, base int64, epoch int32, setEpoch bool, cfg *Config) (AppendInfo, error) {
+	n := int64(len(batch))
+	last := base + int64(h.LastOffsetDelta)
+	now := cfg.Now().UnixMilli()
+	s := l.active()
+	if l.rollNeeded(s, n, last, h.MaxTimestamp, cfg, now) {
+		newBase := l.end.Load()
+		if !fitsRelative(newBase, last) {
+			newBase = base
+		}
+		var err error
+		if s, err = l.roll(newBase, n, cfg, now); err != nil {
+			return AppendInfo{}, err
+		}
+	}
+	if err := s.append(batch, h, base, epoch, setEpoch); err != nil {
+		return AppendInfo{}, err
+	}
+	l.end.Store(last + 1)
+	info := AppendInfo{
+		BaseOffset:   base,
+		LastOffset:   last,
+		MaxTimestamp: h.MaxTimestamp,
+		RecordCount:  h.RecordCount,
+		Size:         len(batch),
+	}
+	return info, l.maybeFlush(cfg, now)
+}
+
+// rollNeeded reports whether a batch of n bytes ending at offset last must go into a
+// new segment: the active one is full (segment.bytes, its capacity or an index), too
+// old (segment.ms), or cannot store the offset relative to its base.
+func (l *Log) rollNeeded(s *segment, n, last, maxTs int64, cfg *Config, now int64) bool {
+	size := s.size.Load()
+	switch {
+	case !fitsRelative(s.base, last) || size+n > s.capacity:
+		return true
+	case size == 0:
+		return false
+	case size+n > cfg.SegmentBytes || s.indexesFull():
+		return true
+	}
+	return s.timeToRoll(maxTs, now, cfg.SegmentMs)
+}
+
+// timeToRoll applies segment.ms on append, as Kafka does: the incoming batch's
+// timestamp against the first batch's, or the wall clock against the segment's
+// creation when the first batch has no timestamp.
+func (s *segment) timeToRoll(batchTs, now, segmentMs int64) bool {
+	if s.rollTs >= 0 {
+		return batchTs-s.rollTs >= segmentMs
+	}
+	return now-s.created >= segmentMs
+}
+
+// idleTooLong applies segment.ms without an append (EnforceRetention): the wall clock
+// against the later of the first batch's timestamp and the segment's creation, so that
+// old producer timestamps do not roll it at every check.
+func (s *segment) idleTooLong(now, segmentMs int64) bool {
+	return now-max(s.rollTs, s.created) >= segmentMs
+}
+
+// roll makes a new active segment at base, big enough for a batch of batchSize bytes,
+// and seals the old one (or, if it is empty, drops it). On error the old segment stays
+// active and nothing changed.
+func (l *Log) roll(base, batchSize int64, cfg *Config, now int64) (*segment, error) {
+	old := l.active()
+	s, err := createSegment(l.fsys, l.dir, base, paramsFor(*cfg, batchSize), now)
+	if err != nil {
+		return nil, err
+	}
+	segs := l.segments()
+	next := make([]*segment, 0, len(segs)+1)
+	next = append(next, segs[:len(segs)-1]...)
+	if old.size.Load() == 0 {
+		// Nothing to keep. With the same base, createSegment already replaced its files.
+		next = append(next, s)
+		l.publish(next)
+		old.retire()
+		if old.base != base {
+			if err := old.removeFiles(); err != nil {
+				l.logger().Warn("removing empty segment", "dir", l.dir, "err", err)
+			}
+		}
+		old.release()
+		return s, nil
+	}
+	next = append(next, old, s)
+	l.publish(next)
+	if err := old.seal(now); err != nil {
+		// The flusher retries the trim before syncing; until then recovery scans it.
+		l.logger().Warn("sealing rolled segment", "dir", l.dir, "base_offset", old.base, "err", err)
+	}
+	l.kickFlusher()
+	return s, nil
+}

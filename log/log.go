@@ -1,0 +1,211 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+)
+
+// Log is one partition's log: a directory of segments, the last of which is active.
+//
+// One appender at a time: Append, AppendReplica, Truncate, DeleteRecordsBefore,
+// EnforceRetention and Close are serialized by an internal mutex. Readers (Read,
+// ScanHeaders, OffsetForTimestamp, the offset accessors) never take it: the end offset
+// is published atomically after the batch bytes, the segment list is replaced
+// copy-on-write, and a View pins the segments it points into.
+type Log struct {
+	dir  string
+	fsys fileSystem
+	cfg  atomic.Pointer[Config]
+
+	// mu is the appender's lock.
+	mu     sync.Mutex
+	segs   atomic.Pointer[[]*segment] // sorted by base offset; the last is active
+	end    atomic.Int64
+	start  atomic.Int64
+	closed atomic.Bool
+
+	// Flush-policy bookkeeping, under mu.
+	flushedEnd int64 // end offset at the last policy or explicit flush
+	lastFlush  int64 // unix ms of the last flush
+
+	// flushMu serializes full syncs and the recovery-point checkpoint.
+	flushMu       sync.Mutex
+	recoveryPoint int64
+
+	// The background flusher syncs rolled segments and advances the recovery point.
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+// Open opens the log in dir, creating the directory if it is missing. After an unclean
+// shutdown it scans the segments from the recovery point, verifies every batch, cuts
+// the log at the first torn or invalid one and rebuilds missing or damaged indexes.
+func Open(dir string, cfg Config) (*Log, error) {
+	return openLog(dir, cfg, osFS{})
+}
+
+func openLog(dir string, cfg Config, fsys fileSystem) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	cfg = cfg.withDefaults()
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return nil, storageError("create log directory", err)
+	}
+	l := &Log{
+		dir:  dir,
+		fsys: fsys,
+		kick: make(chan struct{}, 1),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	l.cfg.Store(&cfg)
+	if err := l.load(); err != nil {
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	now := cfg.Now().UnixMilli()
+	l.flushedEnd, l.lastFlush = l.end.Load(), now
+	go l.flushLoop()
+	l.kickFlusher() // segments recovered unclean are synced before the recovery point moves
+	return l, nil
+}
+
+func (l *Log) config() *Config { return l.cfg.Load() }
+
+func (l *Log) logger() *slog.Logger { return l.config().Logger }
+
+func (l *Log) nowMs() int64 { return l.config().Now().UnixMilli() }
+
+// segments returns the current segment list; it must not be modified.
+func (l *Log) segments() []*segment { return *l.segs.Load() }
+
+// publish replaces the segment list.
+func (l *Log) publish(segs []*segment) { l.segs.Store(&segs) }
+
+func (l *Log) active() *segment {
+	segs := l.segments()
+	return segs[len(segs)-1]
+}
+
+// StartOffset is the log start offset: the first offset that may be read.
+func (l *Log) StartOffset() int64 { return l.start.Load() }
+
+// EndOffset is the log end offset: the offset the next appended record gets.
+func (l *Log) EndOffset() int64 { return l.end.Load() }
+
+// Dir is the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Size is the number of bytes in all segments.
+func (l *Log) Size() int64 {
+	var n int64
+	for _, s := range l.segments() {
+		n += s.size.Load()
+	}
+	return n
+}
+
+// NumSegments is the number of segments, the active one included.
+func (l *Log) NumSegments() int { return len(l.segments()) }
+
+// SetConfig changes the configuration, as a dynamic topic config change does. New
+// sizes apply from the next roll, retention from the next EnforceRetention. An invalid
+// configuration is logged and ignored (check it first with Config.Validate); a nil
+// Logger or Now keeps the current one.
+func (l *Log) SetConfig(cfg Config) {
+	old := l.config()
+	if cfg.Logger == nil {
+		cfg.Logger = old.Logger
+	}
+	if cfg.Now == nil {
+		cfg.Now = old.Now
+	}
+	if err := cfg.Validate(); err != nil {
+		old.Logger.Warn("ignoring invalid log config", "dir", l.dir, "err", err)
+		return
+	}
+	cfg = cfg.withDefaults()
+	l.cfg.Store(&cfg)
+}
+
+// Close shuts the log down cleanly: it syncs everything, trims the active segment's
+// files to their contents, writes the recovery point and the clean-shutdown marker.
+// Views obtained before stay valid until released. Closing twice is a no-op.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Swap(true) {
+		return nil
+	}
+	l.stopFlusher()
+	return l.shutdown()
+}
+
+func (l *Log) shutdown() error {
+	segs := l.segments()
+	var errs []error
+	if err := segs[len(segs)-1].seal(l.nowMs()); err != nil {
+		errs = append(errs, err)
+	}
+	l.flushMu.Lock()
+	for _, s := range segs {
+		if s.synced.Load() {
+			continue
+		}
+		if err := s.load(int64(l.config().IndexIntervalBytes)); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := s.trim(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := s.sync(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		if err := writeCheckpoint(l.fsys, l.dir, recoveryPointFile, l.end.Load()); err != nil {
+			errs = append(errs, err)
+		} else if err := writeFileAtomic(l.fsys, filepath.Join(l.dir, cleanShutdownFile), encodeCheckpoint(l.end.Load())); err != nil {
+			errs = append(errs, storageError("write clean-shutdown marker", err))
+		}
+	}
+	l.flushMu.Unlock()
+	l.publish(nil)
+	for _, s := range segs {
+		s.release()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close log %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// Delete closes the log without syncing and removes its directory, as topic deletion
+// does. Views obtained before stay valid until released.
+func (l *Log) Delete() error {
+	l.mu.Lock()
+	if !l.closed.Swap(true) {
+		l.stopFlusher()
+		segs := l.segments()
+		l.publish(nil)
+		for _, s := range segs {
+			s.retire()
+			s.release()
+		}
+	}
+	l.mu.Unlock()
+	if err := l.fsys.RemoveAll(l.dir); err != nil {
+		return storageError("delete log directory", err)
+	}
+	return nil
+}
+
+// errClosed wraps ErrClosed with the directory.
+func (l *Log) errClosed() error { return fmt.Errorf("%w: %s", ErrClosed, l.dir) }
