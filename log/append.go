@@ -162,12 +162,13 @@ func (l *Log) roll(base, batchSize int64, cfg *Config, now int64) (*segment, err
 		old.release()
 		return s, nil
 	}
-	next = append(next, old, s)
-	l.publish(next)
+	// Seal before publishing: once the old segment is not the last, the flusher owns it.
 	if err := old.seal(now); err != nil {
 		// The flusher retries the trim before syncing; until then recovery scans it.
 		l.logger().Warn("sealing rolled segment", "dir", l.dir, "base_offset", old.base, "err", err)
 	}
+	next = append(next, old, s)
+	l.publish(next)
 	l.kickFlusher()
 	return s, nil
 }
