@@ -168,7 +168,7 @@ func (s *Server) produceOne(pp *producePart, acks int16) {
 		pp.err = fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", kerr.MessageTooLarge, h.Size(), max)
 		return
 	}
-	h, err = records.Validate(pp.records, records.ValidateOptions{MaxTimestampDiffMs: set.MaxTimestampDiffMs, NowMs: time.Now().UnixMilli()})
+	h, err = records.Validate(pp.records, records.ValidateOptions{MaxTimestampDiffMs: set.MaxTimestampDiffMs, NowMs: time.Now().UnixMilli(), LogAppendTime: set.LogAppendTime})
 	if err != nil {
 		pp.err = err
 		return

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
 )
 
@@ -25,15 +26,13 @@ func errorCode(err error) int16 {
 		return codeNone
 	}
 	var ke *kerr.Error
-	switch {
-	case errors.As(err, &ke):
+	if errors.As(err, &ke) {
 		return ke.Code
-	case errors.Is(err, shalelog.ErrCorruptMessage):
-		return kerr.CorruptMessage.Code
-	case errors.Is(err, shalelog.ErrMessageTooLarge):
-		return kerr.MessageTooLarge.Code
-	case errors.Is(err, shalelog.ErrInvalidRecord):
-		return kerr.InvalidRecord.Code
+	}
+	if code, ok := records.ErrorCode(err); ok {
+		return code
+	}
+	switch {
 	case errors.Is(err, shalelog.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, shalelog.ErrStorage), errors.Is(err, shalelog.ErrClosed):

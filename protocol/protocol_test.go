@@ -551,8 +551,8 @@ func TestAdminAPIs(t *testing.T) {
 		}
 	}
 
-	cluster, err := adm.DescribeCluster(ctx)
-	if err != nil || len(cluster.Brokers) != 1 {
+	cluster, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, tb.client())
+	if err != nil || cluster.ErrorCode != 0 || len(cluster.Brokers) != 1 || cluster.ClusterID == "" {
 		t.Fatal(err, cluster)
 	}
 

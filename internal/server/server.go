@@ -23,7 +23,6 @@ import (
 	"github.com/shalelog/shale/internal/config"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/metadata/memstore"
-	"github.com/shalelog/shale/partition"
 	"github.com/shalelog/shale/protocol"
 )
 
