@@ -162,6 +162,9 @@ type EachOptions struct {
 	Max int
 	// Idle stops when no record arrives for this long (0: wait forever).
 	Idle time.Duration
+	// AfterPoll, when set, runs after each poll's records have gone to fn: the place to
+	// flush buffered output.
+	AfterPoll func() error
 }
 
 // Each hands records to fn one at a time until Max records, Idle time without records,
@@ -187,6 +190,11 @@ func (c *Consumer) Each(ctx context.Context, eo EachOptions, fn func(*kgo.Record
 			}
 			c.Commit(r)
 			n++
+		}
+		if eo.AfterPoll != nil && len(recs) > 0 {
+			if err := eo.AfterPoll(); err != nil {
+				return n, err
+			}
 		}
 		if err != nil {
 			if ctx.Err() != nil {

@@ -26,7 +26,7 @@ type TopicSpec struct {
 // Topic describes an existing topic.
 type Topic struct {
 	Name       string
-	ID         string // base64, as Kafka prints it; all zeroes from brokers without topic ids
+	ID         string // URL-safe base64 without padding, as Kafka prints it; AAAAAAAAAAAAAAAAAAAAAA from brokers without topic ids
 	Internal   bool
 	Partitions []Partition // sorted by partition number
 	// Configs are the topic's effective configs, sorted by name; filled by DescribeTopics.
@@ -133,7 +133,7 @@ func (c *Client) metadata(ctx context.Context, names []string) ([]Topic, error) 
 		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
 			return nil, fmt.Errorf("topic %s: %w", name, err)
 		}
-		t := Topic{Name: name, ID: base64.StdEncoding.EncodeToString(rt.TopicID[:]), Internal: rt.IsInternal}
+		t := Topic{Name: name, ID: base64.RawURLEncoding.EncodeToString(rt.TopicID[:]), Internal: rt.IsInternal}
 		for _, p := range rt.Partitions {
 			t.Partitions = append(t.Partitions, Partition{
 				Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,

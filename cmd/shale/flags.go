@@ -1,0 +1,163 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shalelog/shale/client"
+)
+
+// command is one subcommand's flag set with its usage text.
+type command struct {
+	fs       *flag.FlagSet
+	synopsis string // "shale topic create --topic T [flags]"
+	about    string
+}
+
+func newCommand(name, synopsis, about string) *command {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors and usage are printed by parse
+	return &command{fs: fs, synopsis: synopsis, about: about}
+}
+
+// usage prints the synopsis and every flag as --name, which is how Kafka's tools and
+// this help spell them (the flag package accepts -name too).
+func (c *command) usage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: %s\n\n%s\n\nFlags:\n", c.synopsis, c.about)
+	c.fs.VisitAll(func(f *flag.Flag) {
+		name, text := flag.UnquoteUsage(f)
+		if name != "" {
+			name = " " + name
+		}
+		fmt.Fprintf(w, "  --%s%s\n        %s", f.Name, name, strings.ReplaceAll(text, "\n", "\n        "))
+		switch def := f.DefValue; {
+		case def == "" || def == "false" || def == "0":
+		case strings.TrimSpace(def) != def || strings.ContainsAny(def, "\t\n"):
+			fmt.Fprintf(w, " (default %s)", strconv.Quote(def))
+		default:
+			fmt.Fprintf(w, " (default %s)", def)
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+// parse parses flags, allowing positional arguments among them (shale topic create T
+// --partitions 3). It prints usage for --help (returning exitOK) and an error with a hint
+// for bad flags (returning exitUsage); ok is false in both cases.
+func (c *command) parse(args []string, stdout, stderr io.Writer) (positional []string, code int, ok bool) {
+	for {
+		if err := c.fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				c.usage(stdout)
+				return nil, exitOK, false
+			}
+			fmt.Fprintf(stderr, "%s: %v\nRun \"%s --help\" for its flags.\n", c.fs.Name(), err, c.fs.Name())
+			return nil, exitUsage, false
+		}
+		if c.fs.NArg() == 0 {
+			return positional, exitOK, true
+		}
+		positional = append(positional, c.fs.Arg(0))
+		args = c.fs.Args()[1:]
+	}
+}
+
+// usageErr reports a usage error the flag package cannot detect.
+func (c *command) usageErr(stderr io.Writer, format string, args ...any) int {
+	fmt.Fprintf(stderr, "%s: %s\nRun \"%s --help\" for its flags.\n", c.fs.Name(), fmt.Sprintf(format, args...), c.fs.Name())
+	return exitUsage
+}
+
+// connFlags are the flags every client command shares.
+type connFlags struct {
+	bootstrap string
+	clientID  string
+}
+
+func (cf *connFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&cf.bootstrap, "bootstrap-server", "localhost:9092", "`host:port`[,host:port...] of brokers to start from")
+	fs.StringVar(&cf.clientID, "client-id", "shale-cli", "client id sent to the brokers")
+}
+
+func (cf *connFlags) options() client.Options {
+	var brokers []string
+	for b := range strings.SplitSeq(cf.bootstrap, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			brokers = append(brokers, b)
+		}
+	}
+	return client.Options{Brokers: brokers, ClientID: cf.clientID, DialTimeout: 5 * time.Second}
+}
+
+// keyValues is a repeatable k=v flag.
+type keyValues struct {
+	order []string
+	m     map[string]string
+}
+
+func (kv *keyValues) String() string {
+	var items []string
+	for _, k := range kv.order {
+		items = append(items, k+"="+kv.m[k])
+	}
+	return strings.Join(items, ",")
+}
+
+func (kv *keyValues) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q is not key=value", s)
+	}
+	if kv.m == nil {
+		kv.m = map[string]string{}
+	}
+	if _, dup := kv.m[k]; !dup {
+		kv.order = append(kv.order, k)
+	}
+	kv.m[k] = v
+	return nil
+}
+
+// names is a repeatable flag whose values may also be comma-separated.
+type names []string
+
+func (n *names) String() string { return strings.Join(*n, ",") }
+
+func (n *names) Set(s string) error {
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			*n = append(*n, item)
+		}
+	}
+	return nil
+}
+
+// durationValue accepts a Go duration (5s, 1m30s) or, as Kafka's --timeout-ms does, a
+// bare number of milliseconds.
+type durationValue struct{ d *time.Duration }
+
+func (v durationValue) String() string {
+	if v.d == nil || *v.d == 0 {
+		return ""
+	}
+	return v.d.String()
+}
+
+func (v durationValue) Set(s string) error {
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		*v.d = time.Duration(ms) * time.Millisecond
+	} else if d, err := time.ParseDuration(s); err == nil {
+		*v.d = d
+	} else {
+		return fmt.Errorf("%q is not a duration (like 5s) or a number of milliseconds", s)
+	}
+	if *v.d < 0 {
+		return fmt.Errorf("%q is negative", s)
+	}
+	return nil
+}

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shalelog/shale/client"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+const topicUsage = `Usage: shale topic <create|list|describe|delete|alter> [flags]
+
+  create    --topic T [--partitions N] [--replication-factor R] [--config k=v]...
+  list      [--exclude-internal]
+  describe  [--topic T]... (every topic when none is named)
+  delete    --topic T...
+  alter     --topic T [--add-config k=v]... [--delete-config k]... [--partitions N]
+
+Every subcommand takes --bootstrap-server host:port (default localhost:9092).
+Topic names may also be given as arguments. Run "shale topic <subcommand> --help".
+`
+
+// topicFlags are what every topic subcommand shares.
+type topicFlags struct {
+	conn    connFlags
+	topics  names
+	timeout time.Duration
+}
+
+func (tf *topicFlags) register(c *command) {
+	tf.conn.register(c.fs)
+	c.fs.Var(&tf.topics, "topic", "topic `name` (repeatable)")
+	tf.timeout = 30 * time.Second
+	c.fs.Var(durationValue{&tf.timeout}, "timeout", "give up after this `duration`")
+}
+
+func topicCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, topicUsage)
+		return exitUsage
+	}
+	sub, rest := args[0], args[1:]
+	switch sub {
+	case "create":
+		return topicCreate(ctx, rest, stdout, stderr)
+	case "list":
+		return topicList(ctx, rest, stdout, stderr)
+	case "describe":
+		return topicDescribe(ctx, rest, stdout, stderr)
+	case "delete":
+		return topicDelete(ctx, rest, stdout, stderr)
+	case "alter":
+		return topicAlter(ctx, rest, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, topicUsage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "shale topic: unknown subcommand %q\n\n%s", sub, topicUsage)
+	return exitUsage
+}
+
+// setup parses flags, folds positional topic names in and connects.
+func (tf *topicFlags) setup(ctx context.Context, c *command, args []string, stdout, stderr io.Writer) (cl *client.Client, opCtx context.Context, cancel context.CancelFunc, code int, ok bool) {
+	positional, code, ok := c.parse(args, stdout, stderr)
+	if !ok {
+		return nil, nil, nil, code, false
+	}
+	tf.topics = append(tf.topics, positional...)
+	o := tf.conn.options()
+	o.RequestTimeout = tf.timeout
+	cl, err := client.New(o)
+	if err != nil {
+		return nil, nil, nil, c.usageErr(stderr, "%v", err), false
+	}
+	opCtx, cancel = context.WithTimeout(ctx, tf.timeout)
+	return cl, opCtx, cancel, exitOK, true
+}
+
+func failed(stderr io.Writer, name string, err error) int {
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	return exitFailed
+}
+
+func topicCreate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("shale topic create", "shale topic create --topic T [flags]",
+		"Creates a topic. Partitions and replication factor default to the broker's\nnum.partitions and default.replication.factor.")
+	var tf topicFlags
+	tf.register(c)
+	partitions := c.fs.Int("partitions", -1, "number of partitions (-1: the broker's default)")
+	rf := c.fs.Int("replication-factor", -1, "replicas per partition (-1: the broker's default)")
+	var configs keyValues
+	c.fs.Var(&configs, "config", "topic config `key=value` (repeatable), e.g. retention.ms=86400000")
+	ifNotExists := c.fs.Bool("if-not-exists", false, "succeed when the topic already exists")
+	cl, opCtx, cancel, code, ok := tf.setup(ctx, c, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	defer cl.Close()
+	defer cancel()
+	switch {
+	case len(tf.topics) != 1:
+		return c.usageErr(stderr, "name exactly one topic with --topic")
+	case *partitions == 0 || *partitions < -1 || *partitions > 1<<31-1:
+		return c.usageErr(stderr, "--partitions %d: want a positive count, or -1 for the broker's default", *partitions)
+	case *rf == 0 || *rf < -1 || *rf > 1<<15-1:
+		return c.usageErr(stderr, "--replication-factor %d: want a positive count, or -1 for the broker's default", *rf)
+	}
+	p, r, err := cl.CreateTopic(opCtx, client.TopicSpec{Name: tf.topics[0], Partitions: int32(*partitions),
+		ReplicationFactor: int16(*rf), Configs: configs.m})
+	if err != nil {
+		if *ifNotExists && errors.Is(err, kerr.TopicAlreadyExists) {
+			return exitOK
+		}
+		return failed(stderr, c.fs.Name(), err)
+	}
+	if p > 0 {
+		fmt.Fprintf(stdout, "Created topic %s with %d partitions, replication factor %d.\n", tf.topics[0], p, r)
+	} else {
+		fmt.Fprintf(stdout, "Created topic %s.\n", tf.topics[0])
+	}
+	return exitOK
+}
+
+func topicList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("shale topic list", "shale topic list [flags]", "Prints the cluster's topic names, one a line.")
+	var tf topicFlags
+	tf.register(c)
+	excludeInternal := c.fs.Bool("exclude-internal", false, "leave out internal topics such as __consumer_offsets")
+	cl, opCtx, cancel, code, ok := tf.setup(ctx, c, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	defer cl.Close()
+	defer cancel()
+	if len(tf.topics) > 0 {
+		return c.usageErr(stderr, "list takes no topic; use describe")
+	}
+	topics, err := cl.ListTopics(opCtx, !*excludeInternal)
+	if err != nil {
+		return failed(stderr, c.fs.Name(), err)
+	}
+	for _, t := range topics {
+		fmt.Fprintln(stdout, t)
+	}
+	return exitOK
+}
+
+func topicDescribe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("shale topic describe", "shale topic describe [--topic T]... [flags]",
+		"Prints topics' partitions (leader, replicas, in-sync replicas) and the configs\nset for them or by the broker, as kafka-topics.sh --describe does.")
+	var tf topicFlags
+	tf.register(c)
+	allConfigs := c.fs.Bool("all-configs", false, "print every config, defaults included")
+	cl, opCtx, cancel, code, ok := tf.setup(ctx, c, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	defer cl.Close()
+	defer cancel()
+	topics, err := cl.DescribeTopics(opCtx, tf.topics...)
+	if err != nil {
+		return failed(stderr, c.fs.Name(), err)
+	}
+	for _, t := range topics {
+		var configs []string
+		for _, cfg := range t.Configs {
+			if cfg.IsDefault() && !*allConfigs {
+				continue
+			}
+			v := cfg.Value
+			if cfg.Sensitive {
+				v = "<sensitive>"
+			}
+			configs = append(configs, cfg.Name+"="+v)
+		}
+		fmt.Fprintf(stdout, "Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
+			t.Name, t.ID, len(t.Partitions), t.ReplicationFactor(), strings.Join(configs, ","))
+		for _, p := range t.Partitions {
+			leader := "none"
+			if p.Leader >= 0 {
+				leader = strconv.Itoa(int(p.Leader))
+			}
+			fmt.Fprintf(stdout, "\tTopic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s", t.Name, p.Partition, leader, ids(p.Replicas), ids(p.ISR))
+			if len(p.OfflineReplicas) > 0 {
+				fmt.Fprintf(stdout, "\tOffline: %s", ids(p.OfflineReplicas))
+			}
+			if p.Err != nil {
+				fmt.Fprintf(stdout, "\tError: %v", p.Err)
+			}
+			fmt.Fprintln(stdout)
+		}
+	}
+	return exitOK
+}
+
+func ids(ns []int32) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(int(n))
+	}
+	return strings.Join(s, ",")
+}
+
+func topicDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("shale topic delete", "shale topic delete --topic T... [flags]", "Deletes topics and all their records.")
+	var tf topicFlags
+	tf.register(c)
+	ifExists := c.fs.Bool("if-exists", false, "succeed when a topic does not exist")
+	cl, opCtx, cancel, code, ok := tf.setup(ctx, c, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	defer cl.Close()
+	defer cancel()
+	if len(tf.topics) == 0 {
+		return c.usageErr(stderr, "name the topics to delete with --topic")
+	}
+	status := exitOK
+	for _, t := range tf.topics {
+		err := cl.DeleteTopics(opCtx, t)
+		switch {
+		case err == nil:
+			fmt.Fprintf(stdout, "Deleted topic %s.\n", t)
+		case *ifExists && errors.Is(err, kerr.UnknownTopicOrPartition):
+		default:
+			status = failed(stderr, c.fs.Name(), err)
+		}
+	}
+	return status
+}
+
+func topicAlter(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("shale topic alter", "shale topic alter --topic T [--add-config k=v]... [--delete-config k]... [--partitions N]",
+		"Changes a topic's configs incrementally (others are left as they are) and/or\nraises its partition count.")
+	var tf topicFlags
+	tf.register(c)
+	var add keyValues
+	var del names
+	c.fs.Var(&add, "add-config", "set topic config `key=value` (repeatable)")
+	c.fs.Var(&del, "delete-config", "return config `key` to its default (repeatable, or comma-separated)")
+	partitions := c.fs.Int("partitions", 0, "raise the partition count to `N`")
+	cl, opCtx, cancel, code, ok := tf.setup(ctx, c, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	defer cl.Close()
+	defer cancel()
+	switch {
+	case len(tf.topics) != 1:
+		return c.usageErr(stderr, "name exactly one topic with --topic")
+	case len(add.m) == 0 && len(del) == 0 && *partitions == 0:
+		return c.usageErr(stderr, "nothing to change: give --add-config, --delete-config or --partitions")
+	case *partitions < 0:
+		return c.usageErr(stderr, "--partitions %d is negative", *partitions)
+	}
+	topic := tf.topics[0]
+	if len(add.m) > 0 || len(del) > 0 {
+		if err := cl.AlterTopicConfigs(opCtx, topic, add.m, del); err != nil {
+			return failed(stderr, c.fs.Name(), err)
+		}
+		fmt.Fprintf(stdout, "Altered configs of topic %s.\n", topic)
+	}
+	if *partitions > 0 {
+		if err := cl.SetPartitions(opCtx, topic, *partitions); err != nil {
+			return failed(stderr, c.fs.Name(), err)
+		}
+		fmt.Fprintf(stdout, "Topic %s now has %d partitions.\n", topic, *partitions)
+	}
+	return exitOK
+}
