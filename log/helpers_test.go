@@ -345,3 +345,21 @@ func copyDir(t testing.TB, src string) string {
 func isErr(err, target error) bool { return errors.Is(err, target) }
 
 var errEIO = syscall.EIO
+
+// noSyncFS is the real file system without fsync, for tests that simulate crashes by
+// editing files and so gain nothing from durability.
+type noSyncFS struct{ osFS }
+
+func (noSyncFS) SyncDir(string) error { return nil }
+
+func (n noSyncFS) OpenFile(name string, flag int, perm os.FileMode) (file, error) {
+	f, err := n.osFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return noSyncFile{f}, nil
+}
+
+type noSyncFile struct{ file }
+
+func (noSyncFile) Sync() error { return nil }

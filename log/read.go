@@ -104,7 +104,12 @@ func (l *Log) tryRead(offset int64, maxBytes int, maxOffset int64, minOne bool) 
 		full := false
 		for pos < size {
 			b, ok := batchAt(s.data, pos, size)
-			if !ok || b.base >= limit {
+			if !ok {
+				// Not a batch: a truncation racing this read, or damage in a segment that
+				// recovery trusted. Go on with the next segment rather than get stuck.
+				break
+			}
+			if b.base >= limit {
 				full = true
 				break
 			}

@@ -106,7 +106,10 @@ func (l *Log) load() error {
 			lg.Warn("truncating segment at invalid batch", "segment", filepath.Base(path),
 				"position", r.valid, "dropped_bytes", size-r.valid, "reason", r.stop)
 		}
-		if !last && r.valid < size {
+		// Zeros after batches that reach the next segment's base are a preallocated tail
+		// whose trim did not reach the disk (a crash during a roll), not lost data.
+		rollTail := r.zeroTail && r.next == limit
+		if !last && r.valid < size && !rollTail {
 			// Data after a hole or a damaged batch is not a valid prefix: drop the rest.
 			for _, later := range bases[i+1:] {
 				lg.Warn("deleting segment after a truncated one", "base_offset", later)
