@@ -339,6 +339,7 @@ type WatchMetadataRequest struct {
 	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
 	FromOffset    uint64                 `protobuf:"varint,2,opt,name=from_offset,json=fromOffset,proto3" json:"from_offset,omitempty"` // the broker's cache; 0 for none
 	ClusterId     string                 `protobuf:"bytes,3,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`     // of the broker's cache, "" for none
+	WantImage     bool                   `protobuf:"varint,4,opt,name=want_image,json=wantImage,proto3" json:"want_image,omitempty"`    // send a complete image first, whatever from_offset says
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -392,6 +393,13 @@ func (x *WatchMetadataRequest) GetClusterId() string {
 		return x.ClusterId
 	}
 	return ""
+}
+
+func (x *WatchMetadataRequest) GetWantImage() bool {
+	if x != nil {
+		return x.WantImage
+	}
+	return false
 }
 
 type MetadataUpdate struct {
@@ -1823,13 +1831,15 @@ const file_controller_proto_rawDesc = "" +
 	"\x17BrokerHeartbeatResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12\x16\n" +
 	"\x06fenced\x18\x02 \x01(\bR\x06fenced\x12,\n" +
-	"\x12session_timeout_ms\x18\x03 \x01(\x03R\x10sessionTimeoutMs\"s\n" +
+	"\x12session_timeout_ms\x18\x03 \x01(\x03R\x10sessionTimeoutMs\"\x92\x01\n" +
 	"\x14WatchMetadataRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x1f\n" +
 	"\vfrom_offset\x18\x02 \x01(\x04R\n" +
 	"fromOffset\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\xb5\x01\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\x12\x1d\n" +
+	"\n" +
+	"want_image\x18\x04 \x01(\bR\twantImage\"\xb5\x01\n" +
 	"\x0eMetadataUpdate\x12:\n" +
 	"\x05delta\x18\x01 \x01(\v2\".shale.controller.v1.MetadataDeltaH\x00R\x05delta\x12?\n" +
 	"\x05image\x18\x02 \x01(\v2'.shale.controller.v1.MetadataImageChunkH\x00R\x05image\x12\x1c\n" +

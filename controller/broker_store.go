@@ -1,0 +1,257 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/shalelog/shale/internal/metadata"
+
+	pb "github.com/shalelog/shale/controller/proto"
+)
+
+// The metadata.Store operations: each is forwarded to the active controller and retried
+// across leader changes until ctx is done.
+
+func (c *BrokerClient) call(ctx context.Context, fn func(context.Context, pb.ControllerClient) error) error {
+	return c.q.call(ctx, c.cfg.RequestTimeout, fn)
+}
+
+func replicaLists(as [][]int32) []*pb.ReplicaList {
+	if len(as) == 0 {
+		return nil
+	}
+	out := make([]*pb.ReplicaList, len(as))
+	for i, a := range as {
+		out[i] = &pb.ReplicaList{Replicas: slices.Clone(a)}
+	}
+	return out
+}
+
+// CreateTopics creates topics (or, with validateOnly, checks that they could be created).
+func (c *BrokerClient) CreateTopics(ctx context.Context, specs []metadata.TopicSpec, validateOnly bool) []metadata.TopicResult {
+	req := &pb.CreateTopicsRequest{ValidateOnly: validateOnly}
+	for _, s := range specs {
+		req.Topics = append(req.Topics, &pb.CreatableTopic{Name: s.Name, NumPartitions: s.NumPartitions,
+			ReplicationFactor: int32(s.ReplicationFactor), Assignments: replicaLists(s.Assignments), Configs: maps.Clone(s.Configs)})
+	}
+	out := make([]metadata.TopicResult, len(specs))
+	for i, s := range specs {
+		out[i].Name = s.Name
+	}
+	var resp *pb.CreateTopicsResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.CreateTopics(ctx, req)
+		return err
+	})
+	if err == nil && len(resp.Results) != len(specs) {
+		err = fmt.Errorf("controller answered %d results for %d topics", len(resp.Results), len(specs))
+	}
+	for i := range out {
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		r := resp.Results[i]
+		if out[i].Err = fromPBError(r.Error); out[i].Err == nil && r.Topic != nil {
+			if out[i].Topic, out[i].Err = topicFromPB(r.Topic); out[i].Err != nil {
+				out[i].Topic = nil
+			}
+		}
+	}
+	return out
+}
+
+func errorList(n int, errs []*pb.Error, err error) []error {
+	out := make([]error, n)
+	if err == nil && len(errs) != n {
+		err = fmt.Errorf("controller answered %d results for %d requests", len(errs), n)
+	}
+	for i := range out {
+		if err != nil {
+			out[i] = err
+		} else {
+			out[i] = fromPBError(errs[i])
+		}
+	}
+	return out
+}
+
+// DeleteTopics deletes topics by name.
+func (c *BrokerClient) DeleteTopics(ctx context.Context, names []string) []error {
+	var resp *pb.DeleteTopicsResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.DeleteTopics(ctx, &pb.DeleteTopicsRequest{Names: names})
+		return err
+	})
+	if err != nil {
+		return errorList(len(names), nil, err)
+	}
+	return errorList(len(names), resp.Errors, nil)
+}
+
+// CreatePartitions grows topics.
+func (c *BrokerClient) CreatePartitions(ctx context.Context, specs []metadata.PartitionsSpec, validateOnly bool) []error {
+	req := &pb.CreatePartitionsRequest{ValidateOnly: validateOnly}
+	for _, s := range specs {
+		req.Specs = append(req.Specs, &pb.PartitionsSpec{Topic: s.Topic, Count: s.Count, Assignments: replicaLists(s.Assignments)})
+	}
+	var resp *pb.CreatePartitionsResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.CreatePartitions(ctx, req)
+		return err
+	})
+	if err != nil {
+		return errorList(len(specs), nil, err)
+	}
+	return errorList(len(specs), resp.Errors, nil)
+}
+
+// AlterTopicConfigs changes one topic's configs.
+func (c *BrokerClient) AlterTopicConfigs(ctx context.Context, topic string, ops []metadata.ConfigOp, incremental, validateOnly bool) error {
+	req := &pb.AlterTopicConfigsRequest{Topic: topic, Incremental: incremental, ValidateOnly: validateOnly}
+	for _, op := range ops {
+		req.Ops = append(req.Ops, &pb.ConfigOp{Name: op.Name, Value: op.Value, Op: int32(op.Op)})
+	}
+	var resp *pb.AlterTopicConfigsResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.AlterTopicConfigs(ctx, req)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return fromPBError(resp.Error)
+}
+
+// AlterPartition proposes a new ISR for a partition this broker leads.
+func (c *BrokerClient) AlterPartition(ctx context.Context, r metadata.AlterPartitionRequest) (metadata.Partition, error) {
+	req := &pb.AlterPartitionRequest{BrokerId: c.cfg.NodeID, BrokerEpoch: c.BrokerEpoch(), Topic: r.Topic, Partition: r.Partition,
+		LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch, NewIsr: slices.Clone(r.NewISR)}
+	var resp *pb.AlterPartitionResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.AlterPartition(ctx, req)
+		return err
+	})
+	if err != nil {
+		return metadata.Partition{}, err
+	}
+	if err := fromPBError(resp.Error); err != nil {
+		return metadata.Partition{}, err
+	}
+	if resp.Partition == nil {
+		return metadata.Partition{}, fmt.Errorf("controller answered AlterPartition without a partition")
+	}
+	return partitionFromPB(r.Topic, resp.Partition), nil
+}
+
+// AllocateProducerIDs hands this broker a block of producer ids unique in the cluster.
+func (c *BrokerClient) AllocateProducerIDs(ctx context.Context) (int64, int32, error) {
+	var resp *pb.AllocateProducerIdsResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.AllocateProducerIds(ctx, &pb.AllocateProducerIdsRequest{BrokerId: c.cfg.NodeID, BrokerEpoch: c.BrokerEpoch()})
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := fromPBError(resp.Error); err != nil {
+		return 0, 0, err
+	}
+	return resp.FirstProducerId, resp.Count, nil
+}
+
+func offsetEntryToPB(o metadata.CommittedOffset) *pb.OffsetEntry { return offsetToPB(o) }
+
+func offsetFromPB(e *pb.OffsetEntry) metadata.CommittedOffset {
+	o := metadata.CommittedOffset{Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, LeaderEpoch: e.LeaderEpoch, Metadata: e.Metadata}
+	if e.CommitTimeMs != 0 {
+		o.CommitTime = time.UnixMilli(e.CommitTimeMs)
+	}
+	if e.ExpireTimeMs != 0 {
+		o.ExpireTime = time.UnixMilli(e.ExpireTimeMs)
+	}
+	return o
+}
+
+func topicPartitionsPB(topics map[string][]int32) []*pb.TopicPartitions {
+	out := make([]*pb.TopicPartitions, 0, len(topics))
+	for _, t := range slices.Sorted(maps.Keys(topics)) {
+		out = append(out, &pb.TopicPartitions{Topic: t, Partitions: slices.Clone(topics[t])})
+	}
+	return out
+}
+
+// CommitOffsets stores a group's committed offsets. The controller gathers concurrent
+// commits into one Raft record. A zero CommitTime is set by the controller.
+func (c *BrokerClient) CommitOffsets(ctx context.Context, group string, offsets []metadata.CommittedOffset) error {
+	req := &pb.CommitOffsetsRequest{Group: group, Offsets: make([]*pb.OffsetEntry, len(offsets))}
+	for i, o := range offsets {
+		req.Offsets[i] = offsetEntryToPB(o)
+	}
+	var resp *pb.CommitOffsetsResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.CommitOffsets(ctx, req)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return fromPBError(resp.Error)
+}
+
+// FetchOffsets returns a group's committed offsets (only partitions that have one),
+// sorted by topic and partition; nil topics means all of them, a topic with no
+// partitions all of that topic's. The active controller confirms its leadership first,
+// so a commit acknowledged before the call is always seen.
+func (c *BrokerClient) FetchOffsets(ctx context.Context, group string, topics map[string][]int32) ([]metadata.CommittedOffset, error) {
+	req := &pb.FetchOffsetsRequest{Group: group, AllTopics: topics == nil, Topics: topicPartitionsPB(topics)}
+	var resp *pb.FetchOffsetsResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.FetchOffsets(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := fromPBError(resp.Error); err != nil {
+		return nil, err
+	}
+	out := make([]metadata.CommittedOffset, len(resp.Offsets))
+	for i, e := range resp.Offsets {
+		out[i] = offsetFromPB(e)
+	}
+	return out, nil
+}
+
+// DeleteGroupOffsets removes a group's committed offsets; nil topics means all.
+func (c *BrokerClient) DeleteGroupOffsets(ctx context.Context, group string, topics map[string][]int32) error {
+	req := &pb.DeleteGroupOffsetsRequest{Group: group, AllTopics: topics == nil, Topics: topicPartitionsPB(topics)}
+	var resp *pb.DeleteGroupOffsetsResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.DeleteGroupOffsets(ctx, req)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return fromPBError(resp.Error)
+}
+
+// ListOffsetGroups lists the groups that have committed offsets.
+func (c *BrokerClient) ListOffsetGroups(ctx context.Context) ([]string, error) {
+	var resp *pb.ListOffsetGroupsResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.ListOffsetGroups(ctx, &pb.ListOffsetGroupsRequest{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := fromPBError(resp.Error); err != nil {
+		return nil, err
+	}
+	return resp.Groups, nil
+}

@@ -1,0 +1,141 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"time"
+)
+
+// Config configures one controller of the quorum.
+type Config struct {
+	// NodeID is this controller's node.id; it must be one of Voters.
+	NodeID int32
+	// Voters is controller.quorum.voters: every controller of the quorum.
+	Voters []Voter
+	// ListenAddr is the host:port of this controller's CONTROLLER listener, which carries
+	// both Raft and the gRPC service. Empty: this node's address in Voters.
+	ListenAddr string
+	// Listener, when set, is an already bound listener used instead of ListenAddr.
+	Listener net.Listener
+	// DataDir holds the Raft log and stable store (raft.db, raft-boltdb) and snapshots.
+	DataDir string
+	// SessionTimeout is broker.session.timeout.ms: a broker whose heartbeats stop for this
+	// long is fenced. Default 9s.
+	SessionTimeout time.Duration
+	// DefaultPartitions is num.partitions, for CreateTopics without a count. Default 1.
+	DefaultPartitions int32
+	// DefaultReplicationFactor is default.replication.factor. Default 1.
+	DefaultReplicationFactor int16
+	// UncleanLeaderElection is unclean.leader.election.enable, the default for topics
+	// that do not set it. Default false.
+	UncleanLeaderElection bool
+	// Logger receives the controller's and Raft's logs. Default slog.Default().
+	Logger *slog.Logger
+
+	// HeartbeatTimeout and ElectionTimeout are Raft's (controller.quorum.election.timeout.ms
+	// in KRaft terms): how long a follower waits without a leader before it stands for
+	// election. Default 1s each.
+	HeartbeatTimeout time.Duration
+	ElectionTimeout  time.Duration
+	// LeaderLeaseTimeout is how long a Raft leader stays leader without reaching a
+	// majority. Default 500ms; at most HeartbeatTimeout.
+	LeaderLeaseTimeout time.Duration
+	// SnapshotThreshold is how many records since the last snapshot trigger a new one,
+	// checked every SnapshotInterval. Defaults 8192 and 30s.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	// TrailingLogs is how many records a snapshot leaves in the log, so that a follower
+	// slightly behind catches up from the log rather than by a snapshot. Default 10240.
+	TrailingLogs uint64
+	// OffsetCommitBatch is the most offset operations gathered into one Raft record.
+	// Default 2048.
+	OffsetCommitBatch int
+}
+
+// Defaults of Config.
+const (
+	DefaultSessionTimeout     = 9 * time.Second
+	DefaultHeartbeatInterval  = 2 * time.Second
+	defaultRaftTimeout        = time.Second
+	defaultLeaderLease        = 500 * time.Millisecond
+	defaultSnapshotThreshold  = 8192
+	defaultSnapshotInterval   = 30 * time.Second
+	defaultTrailingLogs       = 10240
+	defaultOffsetCommitBatch  = 2048
+	offsetMetadataMaxBytes    = 4096 // offset.metadata.max.bytes
+	defaultProducerIDsPerCall = producerIDBlockSize
+)
+
+func (c *Config) withDefaults() (Config, error) {
+	out := *c
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	if out.SessionTimeout <= 0 {
+		out.SessionTimeout = DefaultSessionTimeout
+	}
+	if out.DefaultPartitions == 0 {
+		out.DefaultPartitions = 1
+	}
+	if out.DefaultReplicationFactor == 0 {
+		out.DefaultReplicationFactor = 1
+	}
+	if out.HeartbeatTimeout <= 0 {
+		out.HeartbeatTimeout = defaultRaftTimeout
+	}
+	if out.ElectionTimeout <= 0 {
+		out.ElectionTimeout = defaultRaftTimeout
+	}
+	if out.LeaderLeaseTimeout <= 0 {
+		out.LeaderLeaseTimeout = min(defaultLeaderLease, out.HeartbeatTimeout)
+	}
+	if out.SnapshotThreshold == 0 {
+		out.SnapshotThreshold = defaultSnapshotThreshold
+	}
+	if out.SnapshotInterval <= 0 {
+		out.SnapshotInterval = defaultSnapshotInterval
+	}
+	if out.TrailingLogs == 0 {
+		out.TrailingLogs = defaultTrailingLogs
+	}
+	if out.OffsetCommitBatch <= 0 {
+		out.OffsetCommitBatch = defaultOffsetCommitBatch
+	}
+	switch {
+	case out.NodeID < 0:
+		return out, fmt.Errorf("controller: node.id %d is negative", out.NodeID)
+	case len(out.Voters) == 0:
+		return out, errors.New("controller: controller.quorum.voters is empty")
+	case out.DataDir == "":
+		return out, errors.New("controller: no data directory")
+	case out.DefaultPartitions < 1:
+		return out, fmt.Errorf("controller: num.partitions %d must be at least 1", out.DefaultPartitions)
+	case out.DefaultReplicationFactor < 1:
+		return out, fmt.Errorf("controller: default.replication.factor %d must be at least 1", out.DefaultReplicationFactor)
+	case out.LeaderLeaseTimeout > out.HeartbeatTimeout:
+		return out, errors.New("controller: LeaderLeaseTimeout must not exceed HeartbeatTimeout")
+	}
+	if !slices.ContainsFunc(out.Voters, func(v Voter) bool { return v.ID == out.NodeID }) {
+		return out, fmt.Errorf("controller: node.id %d is not in controller.quorum.voters %s", out.NodeID, FormatVoters(out.Voters))
+	}
+	seen := map[int32]bool{}
+	for _, v := range out.Voters {
+		if seen[v.ID] {
+			return out, fmt.Errorf("controller: voter %d listed twice", v.ID)
+		}
+		seen[v.ID] = true
+	}
+	return out, nil
+}
+
+func (c *Config) selfAddr() string {
+	for _, v := range c.Voters {
+		if v.ID == c.NodeID {
+			return v.Addr
+		}
+	}
+	return ""
+}

@@ -1,0 +1,402 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shalelog/shale/internal/metadata"
+
+	pb "github.com/shalelog/shale/controller/proto"
+)
+
+const (
+	// maxMessageSize bounds gRPC messages both ways; a full image is sent in chunks well
+	// below it, but one delta (a fence touching every partition) can be large.
+	maxMessageSize = 64 << 20
+	// raftIOTimeout bounds one Raft RPC, so that a stopped peer does not hold a
+	// replication stream for long.
+	raftIOTimeout = 5 * time.Second
+	// enqueueTimeout bounds how long a proposal waits to enter Raft's queue.
+	enqueueTimeout = 5 * time.Second
+	// retainedSnapshots is how many snapshots stay on disk.
+	retainedSnapshots = 2
+)
+
+// Server is one controller: Raft, the metadata FSM, and the gRPC service on one port.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	fsm   *fsm
+	store *raftboltdb.BoltStore
+	snaps *raft.FileSnapshotStore
+
+	mu        sync.Mutex // guards the fields below until Start has run
+	started   bool
+	raft      *raft.Raft
+	trans     *raft.NetworkTransport
+	mux       *connMux
+	grpc      *grpc.Server
+	committer *offsetCommitter
+
+	// adminMu serialises topic and config changes on the leader, so that each is
+	// validated against the state the previous one left.
+	adminMu sync.Mutex
+
+	sessMu sync.Mutex
+	sess   *leaderSession
+
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewServer opens the controller's data directory: the Raft log and stable store and the
+// snapshots. Nothing listens until Start.
+func NewServer(cfg Config) (*Server, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	log := c.Logger.With("component", "controller", "node.id", c.NodeID)
+	if err := os.MkdirAll(c.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("controller: data directory: %w", err)
+	}
+	if err := checkNodeID(c.DataDir, c.NodeID); err != nil {
+		return nil, err
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(c.DataDir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("controller: open raft log: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.DataDir, retainedSnapshots, newRaftLogger(log).Named("snapshot"))
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("controller: open snapshot store: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cfg: c, log: log, fsm: newFSM(log), store: store, snaps: snaps, ctx: ctx, cancel: cancel}
+	return s, nil
+}
+
+// checkNodeID refuses a data directory that another node id created.
+func checkNodeID(dir string, id int32) error {
+	path := filepath.Join(dir, "meta.properties")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		content := fmt.Sprintf("# Written by the Shale controller; do not edit.\nversion=1\nnode.id=%d\n", id)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			return fmt.Errorf("controller: write %s: %w", path, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("controller: read %s: %w", path, err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "node.id="); ok {
+			if v != strconv.Itoa(int(id)) {
+				return fmt.Errorf("controller: %s belongs to node.id %s, not %d", dir, v, id)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("controller: %s has no node.id", path)
+}
+
+// Start binds the CONTROLLER listener and starts Raft and the gRPC service in the
+// background. A node without Raft state bootstraps the quorum from Voters: every voter
+// does so with the same configuration, which Raft accepts, so a new quorum forms whichever
+// voters come up first; a node with state never bootstraps again. ctx bounds start-up
+// only; Close stops the server.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errors.New("controller: already started")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.ctx.Err() != nil {
+		return errors.New("controller: closed")
+	}
+	ln := s.cfg.Listener
+	if ln == nil {
+		addr := s.cfg.ListenAddr
+		if addr == "" {
+			addr = s.cfg.selfAddr()
+		}
+		var lc net.ListenConfig
+		var err error
+		if ln, err = lc.Listen(ctx, "tcp", addr); err != nil {
+			return fmt.Errorf("controller: listen: %w", err)
+		}
+	}
+	hlog := newRaftLogger(s.log)
+	mux := newConnMux(ln, staticAddr(s.cfg.selfAddr()), s.log)
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  raftStreamLayer{mux.raft},
+		MaxPool: 3,
+		Timeout: raftIOTimeout,
+		Logger:  hlog.Named("net"),
+	})
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(strconv.Itoa(int(s.cfg.NodeID)))
+	rc.HeartbeatTimeout = s.cfg.HeartbeatTimeout
+	rc.ElectionTimeout = s.cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = s.cfg.LeaderLeaseTimeout
+	rc.SnapshotThreshold = s.cfg.SnapshotThreshold
+	rc.SnapshotInterval = s.cfg.SnapshotInterval
+	rc.TrailingLogs = s.cfg.TrailingLogs
+	rc.Logger = hlog
+	rc.NoLegacyTelemetry = true
+
+	hasState, err := raft.HasExistingState(s.store, s.store, s.snaps)
+	if err != nil {
+		trans.Close()
+		mux.close()
+		return fmt.Errorf("controller: inspect raft state: %w", err)
+	}
+	r, err := raft.NewRaft(rc, s.fsm, s.store, s.store, s.snaps, trans)
+	if err != nil {
+		trans.Close()
+		mux.close()
+		return fmt.Errorf("controller: start raft: %w", err)
+	}
+	if !hasState {
+		var servers []raft.Server
+		for _, v := range s.cfg.Voters {
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(strconv.Itoa(int(v.ID))), Address: raft.ServerAddress(v.Addr)})
+		}
+		s.log.Info("bootstrapping a new controller quorum", "voters", FormatVoters(s.cfg.Voters))
+		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			r.Shutdown()
+			trans.Close()
+			mux.close()
+			return fmt.Errorf("controller: bootstrap: %w", err)
+		}
+	} else {
+		s.warnOnVoterMismatch(r)
+	}
+
+	gs := grpc.NewServer(
+		grpc.MaxRecvMsgSize(maxMessageSize),
+		grpc.MaxSendMsgSize(maxMessageSize),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
+	)
+	pb.RegisterControllerServer(gs, &service{s: s})
+
+	s.raft, s.trans, s.mux, s.grpc = r, trans, mux, gs
+	s.committer = newOffsetCommitter(s, s.cfg.OffsetCommitBatch)
+	s.started = true
+	mux.start()
+	s.wg.Add(3)
+	go func() {
+		defer s.wg.Done()
+		if err := gs.Serve(mux.grpc); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.log.Error("controller gRPC server stopped", "err", err)
+		}
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.followLeadership()
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.committer.run(s.ctx)
+	}()
+	s.log.Info("controller started", "listen", ln.Addr().String(), "voters", FormatVoters(s.cfg.Voters), "existing_state", hasState)
+	return nil
+}
+
+func (s *Server) warnOnVoterMismatch(r *raft.Raft) {
+	f := r.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return
+	}
+	var have []string
+	for _, srv := range f.Configuration().Servers {
+		have = append(have, string(srv.ID)+"@"+string(srv.Address))
+	}
+	slices.Sort(have)
+	var want []string
+	for _, v := range s.cfg.Voters {
+		want = append(want, strconv.Itoa(int(v.ID))+"@"+v.Addr)
+	}
+	slices.Sort(want)
+	if !slices.Equal(have, want) {
+		s.log.Warn("controller.quorum.voters differs from the quorum stored in the raft log; the stored one is used",
+			"stored", strings.Join(have, ","), "configured", strings.Join(want, ","))
+	}
+}
+
+// Close stops the gRPC service, Raft and the stores. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		s.mu.Lock()
+		started := s.started
+		s.mu.Unlock()
+		if started {
+			s.stopSession()
+			s.grpc.Stop()
+			if err := s.raft.Shutdown().Error(); err != nil {
+				s.closeErr = errors.Join(s.closeErr, fmt.Errorf("raft shutdown: %w", err))
+			}
+			s.trans.Close()
+			s.mux.close()
+		}
+		s.wg.Wait()
+		s.stopSession()
+		if err := s.store.Close(); err != nil {
+			s.closeErr = errors.Join(s.closeErr, fmt.Errorf("close raft log: %w", err))
+		}
+		s.log.Info("controller stopped")
+	})
+	return s.closeErr
+}
+
+// Addr is the address the CONTROLLER listener is bound to (after Start).
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mux == nil {
+		return ""
+	}
+	return s.mux.ln.Addr().String()
+}
+
+// Leader returns the Raft leader's node id and address as this controller knows them,
+// (-1, "") when it knows none.
+func (s *Server) Leader() (int32, string) {
+	s.mu.Lock()
+	r := s.raft
+	s.mu.Unlock()
+	if r == nil {
+		return -1, ""
+	}
+	addr, id := r.LeaderWithID()
+	n, err := strconv.ParseInt(string(id), 10, 32)
+	if err != nil || addr == "" {
+		return -1, ""
+	}
+	return int32(n), string(addr)
+}
+
+// IsActive reports whether this controller is the Raft leader and ready to serve.
+func (s *Server) IsActive() bool {
+	ls := s.session()
+	if ls == nil {
+		return false
+	}
+	select {
+	case <-ls.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// Image returns the metadata this controller has applied.
+func (s *Server) Image() *metadata.Image { return s.fsm.image() }
+
+// Snapshot takes a snapshot now and compacts the log behind it.
+func (s *Server) Snapshot() error {
+	s.mu.Lock()
+	r := s.raft
+	s.mu.Unlock()
+	if r == nil {
+		return errors.New("controller: not started")
+	}
+	return r.Snapshot().Error()
+}
+
+// AppliedIndex is the Raft index of the last record this controller applied.
+func (s *Server) AppliedIndex() uint64 {
+	s.fsm.mu.RLock()
+	defer s.fsm.mu.RUnlock()
+	return s.fsm.lastApplied
+}
+
+// propose commits a record through Raft and returns what the FSM made of it. It must be
+// called on the leader; errors that mean "ask the new leader" wrap raft's sentinel errors.
+func (s *Server) propose(ctx context.Context, rec *pb.Record) (applyResult, uint64, error) {
+	fut, err := s.enqueue(rec)
+	if err != nil {
+		return applyResult{}, 0, err
+	}
+	return s.waitApplied(ctx, fut)
+}
+
+func (s *Server) enqueue(rec *pb.Record) (raft.ApplyFuture, error) {
+	data, err := proto.Marshal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("encode metadata record: %w", err)
+	}
+	return s.raft.Apply(data, enqueueTimeout), nil
+}
+
+func (s *Server) waitApplied(ctx context.Context, fut raft.ApplyFuture) (applyResult, uint64, error) {
+	done := make(chan error, 1)
+	go func() { done <- fut.Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return applyResult{}, 0, err
+		}
+		res, _ := fut.Response().(applyResult)
+		return res, fut.Index(), nil
+	case <-ctx.Done():
+		return applyResult{}, 0, ctx.Err()
+	}
+}
+
+// isLeadershipError reports whether err means the caller should find the new leader.
+func isLeadershipError(err error) bool {
+	return errors.Is(err, errNotLeader) || errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+		errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, raft.ErrEnqueueTimeout) ||
+		errors.Is(err, raft.ErrAbortedByRestore) || errors.Is(err, raft.ErrLeadershipTransferInProgress)
+}
+
+func newClusterID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func newTopicID() []byte {
+	var b [16]byte
+	for b == [16]byte{} {
+		_, _ = rand.Read(b[:])
+	}
+	return b[:]
+}
+
+func randomSeed() uint32 {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}

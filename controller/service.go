@@ -1,0 +1,548 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/internal/topicconfig"
+
+	pb "github.com/shalelog/shale/controller/proto"
+)
+
+const (
+	// watchProgressInterval is how often a quiet WatchMetadata stream says it is alive.
+	watchProgressInterval = time.Second
+	// imageChunkPartitions is about how many partitions one image chunk carries.
+	imageChunkPartitions = 20_000
+)
+
+// service is the gRPC face of a Server. Requests that a Kafka error answers get it in the
+// response; a controller that is not active answers UNAVAILABLE with a NotLeader detail.
+type service struct {
+	pb.UnimplementedControllerServer
+	s *Server
+}
+
+func (v *service) rpcError(err error) error {
+	switch {
+	case isLeadershipError(err):
+		id, addr := v.s.Leader()
+		if id == v.s.cfg.NodeID {
+			id, addr = -1, "" // still taking office, or just lost it
+		}
+		return notLeaderStatus(id, addr)
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	default:
+		return status.Error(codes.Internal, err.Error())
+	}
+}
+
+// outcome splits an error into a Kafka error for the response and a transport error.
+func (v *service) outcome(err error) (*pb.Error, error) {
+	if err == nil {
+		return nil, nil
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return toPBError(err), nil
+	}
+	return nil, v.rpcError(err)
+}
+
+func (v *service) RegisterBroker(ctx context.Context, req *pb.RegisterBrokerRequest) (*pb.RegisterBrokerResponse, error) {
+	ls, err := v.s.awaitSession(ctx)
+	if err != nil {
+		return nil, v.rpcError(err)
+	}
+	fail := func(err error) (*pb.RegisterBrokerResponse, error) {
+		return &pb.RegisterBrokerResponse{Error: toPBError(err)}, nil
+	}
+	switch {
+	case req.BrokerId < 0:
+		return fail(kafkaErrorf(kerr.InvalidRequest, "broker id %d is negative", req.BrokerId))
+	case req.Incarnation == "":
+		return fail(kafkaErrorf(kerr.InvalidRequest, "broker %d registers without an incarnation id", req.BrokerId))
+	case len(req.Listeners) == 0:
+		return fail(kafkaErrorf(kerr.InvalidRequest, "broker %d registers without a listener", req.BrokerId))
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if old := v.s.fsm.brokerState(req.BrokerId); old != nil && old.Incarnation != req.Incarnation && !old.Fenced {
+		if seen, ok := ls.lastSeen[req.BrokerId]; ok && time.Since(seen) <= v.s.cfg.SessionTimeout {
+			return fail(kafkaErrorf(kerr.DuplicateBrokerRegistration,
+				"broker %d is registered by another process whose session is alive", req.BrokerId))
+		}
+	}
+	res, _, err := v.s.propose(ctx, &pb.Record{Record: &pb.Record_RegisterBroker{RegisterBroker: &pb.RegisterBrokerRecord{
+		BrokerId: req.BrokerId, Incarnation: req.Incarnation, Listeners: req.Listeners, Rack: req.Rack}}})
+	if err != nil {
+		return nil, v.rpcError(err)
+	}
+	if res.err != nil {
+		return fail(res.err)
+	}
+	ls.lastSeen[req.BrokerId] = time.Now()
+	epoch := res.value.(registerResult).epoch
+	v.s.log.Info("broker registered", "broker", req.BrokerId, "epoch", epoch, "rack", req.Rack)
+	return &pb.RegisterBrokerResponse{BrokerEpoch: epoch, ClusterId: v.s.fsm.image().ClusterID}, nil
+}
+
+func (v *service) BrokerHeartbeat(ctx context.Context, req *pb.BrokerHeartbeatRequest) (*pb.BrokerHeartbeatResponse, error) {
+	ls, err := v.s.awaitSession(ctx)
+	if err != nil {
+		return nil, v.rpcError(err)
+	}
+	resp := &pb.BrokerHeartbeatResponse{SessionTimeoutMs: v.s.cfg.SessionTimeout.Milliseconds()}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	b := v.s.fsm.brokerState(req.BrokerId)
+	switch {
+	case b == nil:
+		resp.Error = toPBError(kafkaErrorf(kerr.BrokerIDNotRegistered, "broker %d is not registered", req.BrokerId))
+		return resp, nil
+	case b.Epoch != req.BrokerEpoch:
+		resp.Error = toPBError(kafkaErrorf(kerr.StaleBrokerEpoch, "broker %d has epoch %d, not %d", req.BrokerId, b.Epoch, req.BrokerEpoch))
+		return resp, nil
+	}
+	ls.lastSeen[req.BrokerId] = time.Now()
+	switch {
+	case req.WantShutdown && !b.Fenced:
+		err = v.s.fenceLocked(ls, &pb.FenceBrokersRecord{BrokerIds: []int32{b.Id}, BrokerEpochs: []int64{b.Epoch}, Reason: "controlled shutdown"})
+		if err == nil {
+			v.s.log.Info("broker fenced for shutdown", "broker", b.Id)
+		}
+	case !req.WantShutdown && b.Fenced && req.MetadataOffset >= max(uint64(b.Epoch), ls.fencedAt[b.Id]):
+		// It has caught up with its registration and with its fencing: it knows what it
+		// no longer leads.
+		var res applyResult
+		res, _, err = v.s.propose(ctx, &pb.Record{Record: &pb.Record_UnfenceBroker{UnfenceBroker: &pb.UnfenceBrokerRecord{BrokerId: b.Id, BrokerEpoch: b.Epoch}}})
+		if err == nil && res.err != nil {
+			err = res.err
+		}
+		if err == nil {
+			delete(ls.fencedAt, b.Id)
+			v.s.log.Info("broker unfenced", "broker", b.Id, "epoch", b.Epoch)
+		}
+	}
+	if resp.Error, err = v.outcome(err); err != nil {
+		return nil, err
+	}
+	if b = v.s.fsm.brokerState(req.BrokerId); b != nil {
+		resp.Fenced = b.Fenced
+	}
+	return resp, nil
+}
+
+func (v *service) WatchMetadata(req *pb.WatchMetadataRequest, stream pb.Controller_WatchMetadataServer) error {
+	ctx := stream.Context()
+	ls, err := v.s.awaitSession(ctx)
+	if err != nil {
+		return v.rpcError(err)
+	}
+	offset, clusterID := req.FromOffset, req.ClusterId
+	ping := time.NewTicker(watchProgressInterval)
+	defer ping.Stop()
+	f := v.s.fsm
+	for {
+		f.mu.RLock()
+		im := f.img
+		ds, ok := f.deltas.since(offset, im.Offset)
+		if req.WantImage {
+			ok, req.WantImage = false, false
+		}
+		if clusterID != "" && im.ClusterID != "" && clusterID != im.ClusterID {
+			ok = false
+		}
+		var brokers []*pb.BrokerState
+		if !ok {
+			brokers = f.sortedBrokersLocked()
+		}
+		changed := f.deltas.changed
+		f.mu.RUnlock()
+
+		if ok {
+			for _, d := range ds {
+				if err := stream.Send(&pb.MetadataUpdate{Update: &pb.MetadataUpdate_Delta{Delta: d}}); err != nil {
+					return err
+				}
+			}
+		} else {
+			for _, c := range imageChunks(im, brokers, imageChunkPartitions) {
+				if err := stream.Send(&pb.MetadataUpdate{Update: &pb.MetadataUpdate_Image{Image: c}}); err != nil {
+					return err
+				}
+			}
+		}
+		offset, clusterID = im.Offset, im.ClusterID
+
+		select {
+		case <-changed:
+		case <-ping.C:
+			if err := stream.Send(&pb.MetadataUpdate{Update: &pb.MetadataUpdate_Progress{Progress: offset}}); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-ls.ctx.Done():
+			return v.rpcError(errNotLeader)
+		}
+	}
+}
+
+func (v *service) CreateTopics(ctx context.Context, req *pb.CreateTopicsRequest) (*pb.CreateTopicsResponse, error) {
+	if _, err := v.s.awaitSession(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	v.s.adminMu.Lock()
+	defer v.s.adminMu.Unlock()
+	resp := &pb.CreateTopicsResponse{Results: make([]*pb.CreateTopicResult, len(req.Topics))}
+	counts := map[string]int{}
+	for _, t := range req.Topics {
+		counts[t.Name]++
+	}
+	rec := &pb.CreateTopicsRecord{}
+	var positions []int
+	for i, t := range req.Topics {
+		resp.Results[i] = &pb.CreateTopicResult{Name: t.Name}
+		nt, err := v.newTopic(t, counts[t.Name])
+		if err != nil {
+			resp.Results[i].Error = toPBError(err)
+			continue
+		}
+		rec.Topics = append(rec.Topics, nt)
+		positions = append(positions, i)
+	}
+	if len(rec.Topics) == 0 {
+		return resp, nil
+	}
+	full := &pb.Record{Record: &pb.Record_CreateTopics{CreateTopics: rec}}
+	var res applyResult
+	if req.ValidateOnly {
+		res = v.s.fsm.dryRun(full)
+	} else {
+		var err error
+		if res, _, err = v.s.propose(ctx, full); err != nil {
+			return nil, v.rpcError(err)
+		}
+	}
+	results, _ := res.value.([]createTopicResult)
+	for j, pos := range positions {
+		switch {
+		case res.err != nil:
+			resp.Results[pos].Error = toPBError(res.err)
+		case j >= len(results):
+			resp.Results[pos].Error = toPBError(errors.New("missing result"))
+		case results[j].err != nil:
+			resp.Results[pos].Error = toPBError(results[j].err)
+		default:
+			resp.Results[pos].Topic = topicToPB(results[j].topic)
+		}
+	}
+	if !req.ValidateOnly {
+		for _, r := range resp.Results {
+			if r.Error == nil {
+				v.s.log.Info("topic created", "topic", r.Name, "partitions", len(r.Topic.Partitions))
+			}
+		}
+	}
+	return resp, nil
+}
+
+// newTopic resolves the defaults of one requested topic and validates what only the
+// leader checks (configs, request shape); the FSM checks the rest against the state.
+func (v *service) newTopic(t *pb.CreatableTopic, count int) (*pb.NewTopic, error) {
+	if count > 1 {
+		return nil, kafkaErrorf(kerr.InvalidRequest, "topic %q is listed more than once", t.Name)
+	}
+	if err := validateTopicName(t.Name); err != nil {
+		return nil, err
+	}
+	nt := &pb.NewTopic{Name: t.Name, Id: newTopicID(), Seed: randomSeed(), Configs: t.Configs}
+	if len(t.Assignments) > 0 {
+		if t.NumPartitions != -1 || t.ReplicationFactor != -1 {
+			return nil, kafkaErrorf(kerr.InvalidRequest,
+				"topic %q: with replica assignments, the partition count and replication factor must be -1", t.Name)
+		}
+		nt.Assignments = t.Assignments
+	} else {
+		nt.NumPartitions, nt.ReplicationFactor = t.NumPartitions, t.ReplicationFactor
+		if nt.NumPartitions == -1 {
+			nt.NumPartitions = v.s.cfg.DefaultPartitions
+		}
+		if nt.ReplicationFactor == -1 {
+			nt.ReplicationFactor = int32(v.s.cfg.DefaultReplicationFactor)
+		}
+	}
+	if err := topicconfig.Validate(t.Configs); err != nil {
+		return nil, err
+	}
+	return nt, nil
+}
+
+func (v *service) DeleteTopics(ctx context.Context, req *pb.DeleteTopicsRequest) (*pb.DeleteTopicsResponse, error) {
+	if _, err := v.s.awaitSession(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	v.s.adminMu.Lock()
+	defer v.s.adminMu.Unlock()
+	resp := &pb.DeleteTopicsResponse{Errors: make([]*pb.Error, len(req.Names))}
+	counts := map[string]int{}
+	for _, n := range req.Names {
+		counts[n]++
+	}
+	im := v.s.fsm.image()
+	rec := &pb.DeleteTopicsRecord{}
+	var positions []int
+	for i, name := range req.Names {
+		t := im.Topics[name]
+		switch {
+		case counts[name] > 1:
+			resp.Errors[i] = toPBError(kafkaErrorf(kerr.InvalidRequest, "topic %q is listed more than once", name))
+		case t == nil:
+			resp.Errors[i] = toPBError(kafkaErrorf(kerr.UnknownTopicOrPartition, "topic %q does not exist", name))
+		default:
+			rec.Topics = append(rec.Topics, &pb.TopicRef{Name: name, Id: t.ID[:]})
+			positions = append(positions, i)
+		}
+	}
+	if len(rec.Topics) == 0 {
+		return resp, nil
+	}
+	res, _, err := v.s.propose(ctx, &pb.Record{Record: &pb.Record_DeleteTopics{DeleteTopics: rec}})
+	if err != nil {
+		return nil, v.rpcError(err)
+	}
+	errs, _ := res.value.([]error)
+	for j, pos := range positions {
+		if j < len(errs) && errs[j] != nil {
+			resp.Errors[pos] = toPBError(errs[j])
+		} else {
+			v.s.log.Info("topic deleted", "topic", req.Names[pos])
+		}
+	}
+	return resp, nil
+}
+
+func (v *service) CreatePartitions(ctx context.Context, req *pb.CreatePartitionsRequest) (*pb.CreatePartitionsResponse, error) {
+	if _, err := v.s.awaitSession(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	v.s.adminMu.Lock()
+	defer v.s.adminMu.Unlock()
+	resp := &pb.CreatePartitionsResponse{Errors: make([]*pb.Error, len(req.Specs))}
+	counts := map[string]int{}
+	for _, sp := range req.Specs {
+		counts[sp.Topic]++
+	}
+	im := v.s.fsm.image()
+	rec := &pb.CreatePartitionsRecord{}
+	var positions []int
+	for i, sp := range req.Specs {
+		t := im.Topics[sp.Topic]
+		switch {
+		case counts[sp.Topic] > 1:
+			resp.Errors[i] = toPBError(kafkaErrorf(kerr.InvalidRequest, "topic %q is listed more than once", sp.Topic))
+		case t == nil:
+			resp.Errors[i] = toPBError(kafkaErrorf(kerr.UnknownTopicOrPartition, "topic %q does not exist", sp.Topic))
+		default:
+			rec.Specs = append(rec.Specs, &pb.NewPartitions{Topic: sp.Topic, TopicId: t.ID[:], Count: sp.Count,
+				Assignments: sp.Assignments, Seed: randomSeed()})
+			positions = append(positions, i)
+		}
+	}
+	if len(rec.Specs) == 0 {
+		return resp, nil
+	}
+	full := &pb.Record{Record: &pb.Record_CreatePartitions{CreatePartitions: rec}}
+	var res applyResult
+	if req.ValidateOnly {
+		res = v.s.fsm.dryRun(full)
+	} else {
+		var err error
+		if res, _, err = v.s.propose(ctx, full); err != nil {
+			return nil, v.rpcError(err)
+		}
+	}
+	errs, _ := res.value.([]error)
+	for j, pos := range positions {
+		if j < len(errs) {
+			resp.Errors[pos] = toPBError(errs[j])
+		}
+	}
+	return resp, nil
+}
+
+func (v *service) AlterTopicConfigs(ctx context.Context, req *pb.AlterTopicConfigsRequest) (*pb.AlterTopicConfigsResponse, error) {
+	if _, err := v.s.awaitSession(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	v.s.adminMu.Lock()
+	defer v.s.adminMu.Unlock()
+	fail := func(err error) (*pb.AlterTopicConfigsResponse, error) {
+		return &pb.AlterTopicConfigsResponse{Error: toPBError(err)}, nil
+	}
+	t := v.s.fsm.image().Topics[req.Topic]
+	if t == nil {
+		return fail(kafkaErrorf(kerr.UnknownTopicOrPartition, "topic %q does not exist", req.Topic))
+	}
+	ops := make([]metadata.ConfigOp, len(req.Ops))
+	for i, op := range req.Ops {
+		ops[i] = metadata.ConfigOp{Name: op.Name, Value: op.Value, Op: metadata.ConfigOpType(op.Op)}
+	}
+	cfg, err := applyConfigOps(t.Configs, ops, req.Incremental)
+	if err != nil {
+		return fail(err)
+	}
+	if err := topicconfig.Validate(cfg); err != nil {
+		return fail(err)
+	}
+	if req.ValidateOnly {
+		return &pb.AlterTopicConfigsResponse{}, nil
+	}
+	res, _, err := v.s.propose(ctx, &pb.Record{Record: &pb.Record_SetTopicConfigs{SetTopicConfigs: &pb.SetTopicConfigsRecord{
+		Topic: req.Topic, TopicId: t.ID[:], Configs: cfg}}})
+	if err != nil {
+		return nil, v.rpcError(err)
+	}
+	return &pb.AlterTopicConfigsResponse{Error: toPBError(res.err)}, nil
+}
+
+func (v *service) AlterPartition(ctx context.Context, req *pb.AlterPartitionRequest) (*pb.AlterPartitionResponse, error) {
+	if _, err := v.s.awaitSession(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	rec := &pb.Record{Record: &pb.Record_AlterPartition{AlterPartition: &pb.AlterPartitionRecord{
+		BrokerId: req.BrokerId, BrokerEpoch: req.BrokerEpoch, Topic: req.Topic, Partition: req.Partition,
+		LeaderEpoch: req.LeaderEpoch, PartitionEpoch: req.PartitionEpoch, NewIsr: req.NewIsr}}}
+	// A stale request is answered without growing the log; the FSM checks again at apply.
+	res := v.s.fsm.dryRun(rec)
+	if res.err == nil {
+		var err error
+		if res, _, err = v.s.propose(ctx, rec); err != nil {
+			return nil, v.rpcError(err)
+		}
+	}
+	if res.err != nil {
+		return &pb.AlterPartitionResponse{Error: toPBError(res.err)}, nil
+	}
+	p := res.value.(alterPartitionResult).partition
+	return &pb.AlterPartitionResponse{Partition: partitionToPB(&p)}, nil
+}
+
+func (v *service) AllocateProducerIds(ctx context.Context, req *pb.AllocateProducerIdsRequest) (*pb.AllocateProducerIdsResponse, error) {
+	if _, err := v.s.awaitSession(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	res, _, err := v.s.propose(ctx, &pb.Record{Record: &pb.Record_AllocateProducerIds{AllocateProducerIds: &pb.AllocateProducerIdsRecord{
+		BrokerId: req.BrokerId, BrokerEpoch: req.BrokerEpoch, Count: defaultProducerIDsPerCall}}})
+	if err != nil {
+		return nil, v.rpcError(err)
+	}
+	if res.err != nil {
+		return &pb.AllocateProducerIdsResponse{Error: toPBError(res.err)}, nil
+	}
+	b := res.value.(producerIDBlock)
+	return &pb.AllocateProducerIdsResponse{FirstProducerId: b.first, Count: b.count}, nil
+}
+
+func validateCommit(group string, offsets []*pb.OffsetEntry) error {
+	if group == "" {
+		return kafkaErrorf(kerr.InvalidGroupID, "group id is empty")
+	}
+	for _, o := range offsets {
+		if len(o.Metadata) > offsetMetadataMaxBytes {
+			return kafkaErrorf(kerr.OffsetMetadataTooLarge, "%s-%d: metadata of %d bytes exceeds offset.metadata.max.bytes %d",
+				o.Topic, o.Partition, len(o.Metadata), offsetMetadataMaxBytes)
+		}
+	}
+	return nil
+}
+
+func (v *service) CommitOffsets(ctx context.Context, req *pb.CommitOffsetsRequest) (*pb.CommitOffsetsResponse, error) {
+	if _, err := v.s.awaitSession(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	if err := validateCommit(req.Group, req.Offsets); err != nil {
+		return &pb.CommitOffsetsResponse{Error: toPBError(err)}, nil
+	}
+	now := time.Now().UnixMilli()
+	for _, o := range req.Offsets {
+		if o.CommitTimeMs == 0 {
+			o.CommitTimeMs = now
+		}
+	}
+	kafkaErr, err := v.outcome(v.s.committer.submit(ctx, &pb.OffsetOp{Group: req.Group, Commits: req.Offsets}))
+	if err != nil {
+		return nil, err
+	}
+	return &pb.CommitOffsetsResponse{Error: kafkaErr}, nil
+}
+
+func topicFilter(all bool, tps []*pb.TopicPartitions) map[string][]int32 {
+	if all {
+		return nil
+	}
+	out := make(map[string][]int32, len(tps))
+	for _, tp := range tps {
+		out[tp.Topic] = append(out[tp.Topic], tp.Partitions...)
+	}
+	return out
+}
+
+func (v *service) FetchOffsets(ctx context.Context, req *pb.FetchOffsetsRequest) (*pb.FetchOffsetsResponse, error) {
+	if _, err := v.s.awaitSession(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	if err := v.s.verifyLeader(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	resp := &pb.FetchOffsetsResponse{}
+	for _, o := range v.s.fsm.fetchOffsets(req.Group, topicFilter(req.AllTopics, req.Topics)) {
+		resp.Offsets = append(resp.Offsets, offsetToPB(o))
+	}
+	return resp, nil
+}
+
+func offsetToPB(o metadata.CommittedOffset) *pb.OffsetEntry {
+	e := &pb.OffsetEntry{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
+	if !o.CommitTime.IsZero() {
+		e.CommitTimeMs = o.CommitTime.UnixMilli()
+	}
+	if !o.ExpireTime.IsZero() {
+		e.ExpireTimeMs = o.ExpireTime.UnixMilli()
+	}
+	return e
+}
+
+func (v *service) DeleteGroupOffsets(ctx context.Context, req *pb.DeleteGroupOffsetsRequest) (*pb.DeleteGroupOffsetsResponse, error) {
+	if _, err := v.s.awaitSession(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	if req.Group == "" {
+		return &pb.DeleteGroupOffsetsResponse{Error: toPBError(kafkaErrorf(kerr.InvalidGroupID, "group id is empty"))}, nil
+	}
+	op := &pb.OffsetOp{Group: req.Group, Delete: true, DeleteAll: req.AllTopics, DeleteTopics: req.Topics}
+	kafkaErr, err := v.outcome(v.s.committer.submit(ctx, op))
+	if err != nil {
+		return nil, err
+	}
+	return &pb.DeleteGroupOffsetsResponse{Error: kafkaErr}, nil
+}
+
+func (v *service) ListOffsetGroups(ctx context.Context, _ *pb.ListOffsetGroupsRequest) (*pb.ListOffsetGroupsResponse, error) {
+	if _, err := v.s.awaitSession(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	if err := v.s.verifyLeader(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	return &pb.ListOffsetGroupsResponse{Groups: v.s.fsm.offsetGroups()}, nil
+}
+
