@@ -545,4 +545,3 @@ func (v *service) ListOffsetGroups(ctx context.Context, _ *pb.ListOffsetGroupsRe
 	}
 	return &pb.ListOffsetGroupsResponse{Groups: v.s.fsm.offsetGroups()}, nil
 }
-
