@@ -20,7 +20,7 @@ import (
 
 // testBroker is one in-process broker on a loopback port, backed by memstore.
 type testBroker struct {
-	t      *testing.T
+	t      testing.TB
 	addr   string
 	dir    string
 	store  *memstore.Store
@@ -39,12 +39,12 @@ func withMaxRequestBytes(n int32) brokerOpt {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func startBroker(t *testing.T, opts ...brokerOpt) *testBroker {
+func startBroker(t testing.TB, opts ...brokerOpt) *testBroker {
 	t.Helper()
 	return startBrokerIn(t, t.TempDir(), opts...)
 }
 
-func startBrokerIn(t *testing.T, dir string, opts ...brokerOpt) *testBroker {
+func startBrokerIn(t testing.TB, dir string, opts ...brokerOpt) *testBroker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
