@@ -53,7 +53,7 @@ func runCell(t *testing.T, d clientDriver, codec string) {
 	t.Logf("topic %s", spec.Topic)
 	timeout := d.cellTimeout
 	if timeout == 0 {
-		timeout = 60 * time.Second
+		timeout = 40 * time.Second
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -111,35 +111,56 @@ func runKafkaGoCell(ctx context.Context, t *testing.T, spec *cellSpec) (*cellOut
 		return nil, fmt.Errorf("produce: %w", err)
 	}
 
-	// A consumer-group reader, committing once at the end.
-	reader := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:           target.seeds,
-		GroupID:           spec.Group,
-		Topic:             spec.Topic,
-		MinBytes:          1,
-		MaxBytes:          4 << 20,
-		MaxWait:           250 * time.Millisecond,
-		StartOffset:       kafka.FirstOffset,
-		HeartbeatInterval: time.Second,
-		SessionTimeout:    10 * time.Second,
-		RebalanceTimeout:  10 * time.Second,
-	})
-	defer reader.Close()
-	var last []kafka.Message
-	for len(out.Consumed) < len(spec.Records) {
-		m, err := reader.FetchMessage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("consumed %d of %d records, then: %w", len(out.Consumed), len(spec.Records), err)
-		}
-		c := consumedRecord{Partition: int32(m.Partition), Offset: m.Offset, Key: m.Key, Value: m.Value, Timestamp: m.Time}
-		for _, h := range m.Headers {
-			c.Headers = append(c.Headers, header{Key: h.Key, Value: h.Value})
-		}
-		out.Consumed = append(out.Consumed, c)
-		last = append(last, m)
+	// One Reader per partition, without a group (TestConsumerGroups covers kafka-go's
+	// group reader).
+	recs := make(chan consumedRecord)
+	errs := make(chan error, partitionCount)
+	var readers sync.WaitGroup
+	defer readers.Wait() // runs after stopReading
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	for p := range partitionCount {
+		reader := kafka.NewReader(kafka.ReaderConfig{
+			Brokers:   target.seeds,
+			Topic:     spec.Topic,
+			Partition: p,
+			MinBytes:  1,
+			MaxBytes:  4 << 20,
+			MaxWait:   250 * time.Millisecond,
+		})
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			defer reader.Close()
+			for {
+				m, err := reader.ReadMessage(readCtx)
+				if err != nil {
+					if readCtx.Err() == nil {
+						errs <- fmt.Errorf("partition %d: %w", p, err)
+					}
+					return
+				}
+				c := consumedRecord{Partition: int32(m.Partition), Offset: m.Offset, Key: m.Key, Value: m.Value, Timestamp: m.Time}
+				for _, h := range m.Headers {
+					c.Headers = append(c.Headers, header{Key: h.Key, Value: h.Value})
+				}
+				select {
+				case recs <- c:
+				case <-readCtx.Done():
+					return
+				}
+			}
+		}()
 	}
-	if err := reader.CommitMessages(ctx, last...); err != nil {
-		return nil, fmt.Errorf("committing offsets: %w", err)
+	for len(out.Consumed) < len(spec.Records) {
+		select {
+		case c := <-recs:
+			out.Consumed = append(out.Consumed, c)
+		case err := <-errs:
+			return nil, fmt.Errorf("consumed %d of %d records, then: %w", len(out.Consumed), len(spec.Records), err)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("consumed %d of %d records before %w", len(out.Consumed), len(spec.Records), ctx.Err())
+		}
 	}
 	return out, nil
 }

@@ -35,17 +35,9 @@ func TestKafkaJS(t *testing.T) {
 		t.Fatal(err)
 	}
 	runClientMatrix(t, clientDriver{
-		name: "kafkajs",
-		caps: kafkajsCaps,
-		missing: func() string {
-			if _, err := exec.LookPath("node"); err != nil {
-				return "no node on PATH"
-			}
-			if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", "kafkajs", "package.json")); err != nil {
-				return "kafkajs not installed in tests/interop/node/node_modules"
-			}
-			return ""
-		},
+		name:    "kafkajs",
+		caps:    kafkajsCaps,
+		missing: kafkajsMissing(nodeDir),
 		unsupported: func(codec string) string {
 			if codec == "zstd" {
 				// @kafkajs/zstd 0.1.1 is the only zstd codec kafkajs documents; it depends on
@@ -65,9 +57,25 @@ func TestKafkaJS(t *testing.T) {
 			}
 			return ""
 		},
-		run: func(ctx context.Context, t *testing.T, spec *cellSpec) (*cellOutput, error) {
-			return runScript(ctx, t, spec, []string{"KAFKAJS_NO_PARTITIONER_WARNING=1"},
-				"node", filepath.Join(nodeDir, "kafkajs_cell.js"))
-		},
+		run: kafkajsScript(nodeDir, modeCell),
 	})
+}
+
+func kafkajsScript(nodeDir, mode string) func(context.Context, *testing.T, *cellSpec) (*cellOutput, error) {
+	return func(ctx context.Context, t *testing.T, spec *cellSpec) (*cellOutput, error) {
+		return runScript(ctx, t, spec, mode, []string{"KAFKAJS_NO_PARTITIONER_WARNING=1"},
+			"node", filepath.Join(nodeDir, "kafkajs_cell.js"))
+	}
+}
+
+func kafkajsMissing(nodeDir string) func() string {
+	return func() string {
+		if _, err := exec.LookPath("node"); err != nil {
+			return "no node on PATH"
+		}
+		if _, err := os.Stat(filepath.Join(nodeDir, "node_modules", "kafkajs", "package.json")); err != nil {
+			return "kafkajs not installed in tests/interop/node/node_modules"
+		}
+		return ""
+	}
 }

@@ -38,6 +38,8 @@ type suiteTarget struct {
 	name      string
 	bootstrap string
 	seeds     []string
+	// client is the suite's own franz-go client, for raw requests.
+	client *kgo.Client
 	// admin is a franz-go admin client used to create topics for clients that cannot and
 	// to check what clients created.
 	admin *kadm.Client
@@ -73,6 +75,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer admin.Close()
+	broker.client = admin
 	broker.admin = kadm.NewClient(admin)
 	target = broker
 	fmt.Printf("interop: target %s at %s\n", broker.name, broker.bootstrap)

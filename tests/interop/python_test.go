@@ -68,12 +68,16 @@ func pythonModuleMissing(module string) func() string {
 }
 
 func pythonCell(script string) func(context.Context, *testing.T, *cellSpec) (*cellOutput, error) {
+	return pythonScript(script, modeCell)
+}
+
+func pythonScript(script, mode string) func(context.Context, *testing.T, *cellSpec) (*cellOutput, error) {
 	return func(ctx context.Context, t *testing.T, spec *cellSpec) (*cellOutput, error) {
 		path, err := filepath.Abs(filepath.Join("python", script))
 		if err != nil {
 			return nil, err
 		}
 		// -u: unbuffered, so events arrive as they happen; -B: no __pycache__ in the tree.
-		return runScript(ctx, t, spec, []string{"PYTHONDONTWRITEBYTECODE=1"}, debianPython, "-u", "-B", path)
+		return runScript(ctx, t, spec, mode, []string{"PYTHONDONTWRITEBYTECODE=1"}, debianPython, "-u", "-B", path)
 	}
 }

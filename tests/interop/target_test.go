@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -55,16 +56,20 @@ func startKfake() (*suiteTarget, func(), error) {
 }
 
 // shaleServeArgs is the one place that knows `shale serve`'s command line: a single node
-// that is both broker and controller, with Kafka's own flag names.
+// that is both broker and controller (the default process.roles), voting alone on its
+// controller listener, with Kafka's own flag names.
 func shaleServeArgs(dataDir string, kafkaPort, httpPort, controllerPort int) []string {
 	args := []string{
 		"serve",
 		"--node.id=1",
 		"--log.dirs=" + dataDir,
-		fmt.Sprintf("--listeners=PLAINTEXT://127.0.0.1:%d", kafkaPort),
+		fmt.Sprintf("--listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", kafkaPort, controllerPort),
 		fmt.Sprintf("--advertised.listeners=PLAINTEXT://127.0.0.1:%d", kafkaPort),
 		fmt.Sprintf("--http.listener=127.0.0.1:%d", httpPort),
-		fmt.Sprintf("--controller.quorum.voters=1@127.0.0.1:%d", controllerPort),
+		fmt.Sprintf("--num.partitions=%d", partitionCount),
+		// Kafka's own test set-ups do the same: no 3 s wait before each new group's
+		// first rebalance, which the suite would otherwise pay in every consumer cell.
+		"--group.initial.rebalance.delay.ms=0",
 	}
 	return append(args, strings.Fields(os.Getenv(envServeArgs))...)
 }
@@ -114,6 +119,7 @@ func startShale(ctx context.Context) (*suiteTarget, func(), error) {
 	}
 	args := shaleServeArgs(dataDir, ports[0], ports[1], ports[2])
 	cmd := exec.Command(bin, args...)
+	cmd.Env = brokerEnv(os.Environ())
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -178,6 +184,20 @@ func startShale(ctx context.Context) (*suiteTarget, func(), error) {
 		seeds:     seeds,
 		logTail:   tail,
 	}, stop, nil
+}
+
+// brokerEnv drops the suite's own SHALE_* variables from the broker's environment:
+// shale reads SHALE_<KEY> as settings and warns about names it does not know.
+func brokerEnv(environ []string) []string {
+	suite := []string{envBootstrap, envTarget, envShaleBin, envServeArgs, envMatrixOut, envTrace}
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(suite, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // waitForBroker polls until the broker answers a Metadata request that lists itself.

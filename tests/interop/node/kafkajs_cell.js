@@ -2,10 +2,12 @@
 // kafkajs cell of the Shale interop suite. Run by tests/interop (kafkajs_test.go), not by
 // hand: `node kafkajs_cell.js CELL_SPEC.json`.
 //
-// Creates the topic with the admin client, produces the spec's records with the spec's
-// codec (keys, headers, explicit timestamps, kafkajs' DefaultPartitioner: Java-compatible
-// murmur2), reports each acknowledged offset, then consumes the records back through a
-// consumer group and commits. One JSON event per line on stdout; logs on stderr.
+// In "cell" mode: creates the topic with the admin client, produces the spec's records
+// with the spec's codec (keys, headers, explicit timestamps, kafkajs' DefaultPartitioner:
+// Java-compatible murmur2), reports each acknowledged offset, then consumes the records
+// back through a consumer group (kafkajs has no other way to consume) and commits. In
+// "group" mode: only the consuming part, on a topic already filled. One JSON event per
+// line on stdout; logs on stderr.
 'use strict'
 
 const fs = require('fs')
@@ -60,9 +62,6 @@ const logToStderr = () => ({ namespace, level, label, log }) => {
 }
 
 async function main () {
-  if (!(spec.codec in codecs)) fail(`unknown codec ${spec.codec}`)
-  const compression = codecs[spec.codec]()
-
   const kafka = new Kafka({
     clientId: 'shale-interop-kafkajs',
     brokers: spec.bootstrap.split(','),
@@ -70,6 +69,13 @@ async function main () {
     logCreator: logToStderr,
     retry: { retries: 8, initialRetryTime: 100 },
   })
+  if (spec.mode !== 'group') await createAndProduce(kafka)
+  await consume(kafka)
+}
+
+async function createAndProduce (kafka) {
+  if (!(spec.codec in codecs)) fail(`unknown codec ${spec.codec}`)
+  const compression = codecs[spec.codec]()
 
   const admin = kafka.admin()
   await admin.connect()
@@ -119,12 +125,19 @@ async function main () {
   await producer.disconnect()
   emit('produced_all', {})
   trace('produced')
+}
 
+async function consume (kafka) {
   const consumer = kafka.consumer({
     groupId: spec.group,
     sessionTimeout: 10000,
     heartbeatInterval: 1000,
     maxWaitTimeInMs: 250,
+  })
+  // A crash kafkajs will not restart from would otherwise leave us waiting to time out.
+  consumer.on(consumer.events.CRASH, ({ payload }) => {
+    process.stderr.write(`kafkajs_cell: consumer crashed (restart: ${payload.restart}): ${payload.error && payload.error.stack}\n`)
+    if (!payload.restart) fail('consumer crashed for good')
   })
   await consumer.connect()
   trace('consumer connected')

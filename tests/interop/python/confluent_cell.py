@@ -1,16 +1,17 @@
 #!/usr/bin/python3
 """confluent-kafka-python (librdkafka) cell of the Shale interop suite.
 
-Creates the topic with AdminClient, produces the spec's records with the spec's codec
-(keys, headers, explicit timestamps, librdkafka's default consistent_random partitioner),
-reports each delivery, then consumes them back through a consumer group and commits.
-Run by tests/interop (python_test.go), not by hand.
+In "cell" mode: creates the topic with AdminClient, produces the spec's records with the
+spec's codec (keys, headers, explicit timestamps, librdkafka's default consistent_random
+partitioner), reports each delivery, then reads every partition back from the beginning
+with assign(). In "group" mode: consumes the (already filled) topic through a consumer
+group with subscribe() and commits. Run by tests/interop (python_test.go), not by hand.
 """
 
 import time
 
 import confluent_kafka
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import cellio
@@ -69,16 +70,23 @@ def produce(spec, deadline):
     cellio.emit("produced_all")
 
 
-def consume(spec, deadline):
+def consume(spec, deadline, group):
+    """Reads len(records) records: through the group if group, else by assigning every
+    partition from the beginning (librdkafka insists on a group.id even then, but does not
+    join the group)."""
     consumer = Consumer({
         "bootstrap.servers": spec["bootstrap"],
         "client.id": "shale-interop-confluent",
         "group.id": spec["group"],
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
         "session.timeout.ms": 10000,
     })
-    consumer.subscribe([spec["topic"]])
+    if group:
+        consumer.subscribe([spec["topic"]])
+    else:
+        consumer.assign([TopicPartition(spec["topic"], p, OFFSET_BEGINNING) for p in range(spec["partitions"])])
     want = len(spec["records"])
     got = 0
     try:
@@ -95,8 +103,11 @@ def consume(spec, deadline):
                 msg.partition(), msg.offset(), msg.key(), msg.value(),
                 msg.headers(), ts, TIMESTAMP_TYPES.get(ts_type, ""),
             )
+            if group:
+                consumer.store_offsets(msg)
             got += 1
-        consumer.commit(asynchronous=False)
+        if group:
+            consumer.commit(asynchronous=False)
     finally:
         consumer.close()
 
@@ -104,9 +115,12 @@ def consume(spec, deadline):
 def main():
     spec = cellio.load_spec()
     deadline = cellio.deadline(spec)
+    if spec["mode"] == "group":
+        consume(spec, deadline, group=True)
+        return
     create_topic(spec, deadline)
     produce(spec, deadline)
-    consume(spec, deadline)
+    consume(spec, deadline, group=False)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,16 @@
 #!/usr/bin/python3
 """kafka-python cell of the Shale interop suite.
 
-Creates the topic with KafkaAdminClient, produces the spec's records with the spec's
-codec (keys, headers, explicit timestamps, kafka-python's default murmur2 partitioner),
-reports each acknowledgement, then consumes them back through a consumer group and
-commits. Run by tests/interop (python_test.go), not by hand.
+In "cell" mode: creates the topic with KafkaAdminClient, produces the spec's records with
+the spec's codec (keys, headers, explicit timestamps, kafka-python's default murmur2
+partitioner), reports each acknowledgement, then reads every partition back from the
+beginning with assign() and no group. In "group" mode: consumes the (already filled) topic
+through a consumer group and commits. Run by tests/interop (python_test.go), not by hand.
 """
 
 import time
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 import cellio
@@ -69,17 +70,23 @@ def produce(spec, deadline):
 TIMESTAMP_TYPES = {0: "create", 1: "append"}
 
 
-def consume(spec, deadline):
-    consumer = KafkaConsumer(
-        spec["topic"],
+def consume(spec, deadline, group):
+    """Reads len(records) records: through the group if group, else by assigning every
+    partition from the beginning without a group."""
+    kwargs = dict(
         bootstrap_servers=spec["bootstrap"],
         client_id=CLIENT_ID,
-        group_id=spec["group"],
         auto_offset_reset="earliest",
         enable_auto_commit=False,
-        session_timeout_ms=10000,
-        heartbeat_interval_ms=1000,
     )
+    if group:
+        consumer = KafkaConsumer(
+            spec["topic"], group_id=spec["group"], session_timeout_ms=10000, heartbeat_interval_ms=1000, **kwargs)
+    else:
+        consumer = KafkaConsumer(group_id=None, **kwargs)
+        parts = [TopicPartition(spec["topic"], p) for p in range(spec["partitions"])]
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
     want = len(spec["records"])
     got = 0
     try:
@@ -94,7 +101,8 @@ def consume(spec, deadline):
                         m.timestamp, TIMESTAMP_TYPES.get(m.timestamp_type, ""),
                     )
                     got += 1
-        consumer.commit()
+        if group:
+            consumer.commit()
     finally:
         consumer.close()
 
@@ -102,9 +110,12 @@ def consume(spec, deadline):
 def main():
     spec = cellio.load_spec()
     deadline = cellio.deadline(spec)
+    if spec["mode"] == "group":
+        consume(spec, deadline, group=True)
+        return
     create_topic(spec)
     produce(spec, deadline)
-    consume(spec, deadline)
+    consume(spec, deadline, group=False)
 
 
 if __name__ == "__main__":
