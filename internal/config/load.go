@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -156,7 +157,7 @@ func envLayer(environ []string) (layer, []string) {
 		byEnv[EnvName(name)] = name
 	}
 	l := layer{}
-	var warnings []string
+	var unknown []string
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(name, "SHALE_") {
@@ -164,12 +165,17 @@ func envLayer(environ []string) (layer, []string) {
 		}
 		key, ok := byEnv[name]
 		if !ok {
-			warnings = append(warnings, fmt.Sprintf("ignoring environment variable %s: no setting of that name", name))
+			unknown = append(unknown, name)
 			continue
 		}
 		l[key] = origin{source: "environment " + name, key: key, value: value}
 	}
-	return l, warnings
+	if len(unknown) == 0 {
+		return l, nil
+	}
+	// One line: test harnesses and scripts keep their own SHALE_* variables around.
+	slices.Sort(unknown)
+	return l, []string{"ignoring environment variables that name no setting: " + strings.Join(unknown, ", ")}
 }
 
 // build turns merged settings into a Config: each key parsed into its field (values

@@ -113,12 +113,15 @@ func TestPrecedence(t *testing.T) {
 
 func TestWarningsAndUnknowns(t *testing.T) {
 	file := writeFile(t, "num.network.threads=3\nzookeeper.connect=localhost:2181\nnode.id=1\n")
-	c, err := Load([]string{"--config", file}, []string{"SHALE_NO_SUCH=1"})
+	c, err := Load([]string{"--config", file}, []string{"SHALE_NO_SUCH=1", "SHALE_BIN=/bin/shale"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	joined := strings.Join(c.Warnings, "\n")
-	for _, want := range []string{"server.properties:1: ignoring num.network.threads", "server.properties:2: ignoring zookeeper.connect", "SHALE_NO_SUCH"} {
+	if len(c.Warnings) != 3 {
+		t.Errorf("warnings %q, want 2 for the file and 1 for the environment", c.Warnings)
+	}
+	for _, want := range []string{"server.properties:1: ignoring num.network.threads", "server.properties:2: ignoring zookeeper.connect", "SHALE_BIN, SHALE_NO_SUCH"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("warnings %q lack %q", joined, want)
 		}

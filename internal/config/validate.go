@@ -33,7 +33,7 @@ func (c *Config) finish() error {
 	_, hasControllerListener := findListener(c.Listeners, controllerName)
 	switch {
 	case c.IsController() && !hasControllerListener:
-		fail("listeners", "a controller needs a listener named %s (the first of controller.listener.names)", controllerName)
+		fail("listeners", "a controller needs a listener named %s (the first of controller.listener.names): add one, e.g. %s://127.0.0.1:9093, or set process.roles=broker with controller.quorum.voters", controllerName, controllerName)
 	case !c.IsController():
 		for _, l := range c.Listeners {
 			if slices.Contains(c.ControllerListenerNames, l.Name) {
