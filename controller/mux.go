@@ -34,10 +34,15 @@ type connMux struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
+
+	// raftConns are the inbound Raft connections: hashicorp/raft's transport does not
+	// close them when it shuts down, so the mux does.
+	connMu    sync.Mutex
+	raftConns map[*trackedConn]struct{}
 }
 
 func newConnMux(ln net.Listener, advertise net.Addr, log *slog.Logger) *connMux {
-	m := &connMux{ln: ln, log: log, done: make(chan struct{})}
+	m := &connMux{ln: ln, log: log, done: make(chan struct{}), raftConns: map[*trackedConn]struct{}{}}
 	m.raft = newSubListener(m, advertise)
 	m.grpc = newSubListener(m, ln.Addr())
 	return m
@@ -87,7 +92,18 @@ func (m *connMux) classify(c net.Conn) {
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	if first[0] == raftStreamTag {
-		m.raft.deliver(c)
+		tc := &trackedConn{Conn: c, mux: m}
+		m.connMu.Lock()
+		select {
+		case <-m.done:
+			m.connMu.Unlock()
+			c.Close()
+			return
+		default:
+		}
+		m.raftConns[tc] = struct{}{}
+		m.connMu.Unlock()
+		m.raft.deliver(tc)
 		return
 	}
 	m.grpc.deliver(&prefixConn{Conn: c, prefix: first[:]})
@@ -104,7 +120,29 @@ func (m *connMux) close() error {
 		m.grpc.Close()
 	})
 	m.wg.Wait()
+	m.connMu.Lock()
+	for c := range m.raftConns {
+		c.Conn.Close()
+		delete(m.raftConns, c)
+	}
+	m.connMu.Unlock()
 	return err
+}
+
+// trackedConn forgets itself in the mux when closed.
+type trackedConn struct {
+	net.Conn
+	mux  *connMux
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.mux.connMu.Lock()
+		delete(c.mux.raftConns, c)
+		c.mux.connMu.Unlock()
+	})
+	return c.Conn.Close()
 }
 
 // subListener is the net.Listener the Raft transport or the gRPC server accepts from.

@@ -266,6 +266,7 @@ func (s *Server) Close() error {
 			if err := s.raft.Shutdown().Error(); err != nil {
 				s.closeErr = errors.Join(s.closeErr, fmt.Errorf("raft shutdown: %w", err))
 			}
+			s.trans.CloseStreams()
 			s.trans.Close()
 			s.mux.close()
 		}

@@ -43,6 +43,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 			ControllerId:          f.img.ControllerID,
 			UncleanLeaderElection: f.unclean,
 			NextProducerId:        f.nextProducerID,
+			AppliedIndex:          f.lastApplied,
 		},
 		img:     f.img,
 		brokers: f.sortedBrokersLocked(),
@@ -112,7 +113,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.img, f.brokers, f.groups = st.img, st.brokers, st.groups
-	f.unclean, f.nextProducerID = st.unclean, st.nextProducerID
+	f.unclean, f.nextProducerID, f.lastApplied = st.unclean, st.nextProducerID, st.appliedIndex
 	f.deltas.reset(st.img.Offset)
 	return nil
 }
@@ -123,6 +124,7 @@ type restoredState struct {
 	groups         map[string]map[topicPartition]offsetValue
 	unclean        bool
 	nextProducerID int64
+	appliedIndex   uint64
 }
 
 func readSnapshot(r *bufio.Reader) (*restoredState, error) {
@@ -140,6 +142,7 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 		groups:         map[string]map[topicPartition]offsetValue{},
 		unclean:        h.UncleanLeaderElection,
 		nextProducerID: h.NextProducerId,
+		appliedIndex:   h.AppliedIndex,
 	}
 	st.img.Offset, st.img.ClusterID, st.img.ControllerID = h.MetadataOffset, h.ClusterId, h.ControllerId
 	for i := uint64(0); i < h.ItemCount; i++ {

@@ -1248,6 +1248,7 @@ type SnapshotHeader struct {
 	UncleanLeaderElection bool                   `protobuf:"varint,5,opt,name=unclean_leader_election,json=uncleanLeaderElection,proto3" json:"unclean_leader_election,omitempty"`
 	NextProducerId        int64                  `protobuf:"varint,6,opt,name=next_producer_id,json=nextProducerId,proto3" json:"next_producer_id,omitempty"`
 	ItemCount             uint64                 `protobuf:"varint,7,opt,name=item_count,json=itemCount,proto3" json:"item_count,omitempty"`
+	AppliedIndex          uint64                 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"` // Raft index of the last record applied
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
 }
@@ -1327,6 +1328,13 @@ func (x *SnapshotHeader) GetNextProducerId() int64 {
 func (x *SnapshotHeader) GetItemCount() uint64 {
 	if x != nil {
 		return x.ItemCount
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
 	}
 	return 0
 }
@@ -1574,7 +1582,7 @@ const file_records_proto_rawDesc = "" +
 	"\rdelete_topics\x18\x05 \x03(\v2$.shale.controller.v1.TopicPartitionsR\fdeleteTopics\"B\n" +
 	"\x0fOffsetOpsRecord\x12/\n" +
 	"\x03ops\x18\x01 \x03(\v2\x1d.shale.controller.v1.OffsetOpR\x03ops\"\x14\n" +
-	"\x12ElectLeadersRecord\"\x98\x02\n" +
+	"\x12ElectLeadersRecord\"\xbd\x02\n" +
 	"\x0eSnapshotHeader\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12'\n" +
 	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\x12\x1d\n" +
@@ -1584,7 +1592,8 @@ const file_records_proto_rawDesc = "" +
 	"\x17unclean_leader_election\x18\x05 \x01(\bR\x15uncleanLeaderElection\x12(\n" +
 	"\x10next_producer_id\x18\x06 \x01(\x03R\x0enextProducerId\x12\x1d\n" +
 	"\n" +
-	"item_count\x18\a \x01(\x04R\titemCount\"`\n" +
+	"item_count\x18\a \x01(\x04R\titemCount\x12#\n" +
+	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
 	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xc6\x01\n" +
