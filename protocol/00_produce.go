@@ -24,6 +24,8 @@ type producePart struct {
 	part    *partition.Partition
 	res     partition.AppendResult
 	err     error
+	// legacy: Produce v0-v2, whose records are magic 0/1 message sets.
+	legacy bool
 }
 
 func (s *Server) handleProduce(ctx context.Context, r *Request) Result {
@@ -48,7 +50,7 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Result {
 			rp := kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
 			rt.Partitions = append(rt.Partitions, rp)
-			pp := &producePart{topic: t.Topic, rt: i, rp: j, records: p.Records}
+			pp := &producePart{topic: t.Topic, rt: i, rp: j, records: p.Records, legacy: r.Version < 3}
 			switch {
 			case reqErr != nil:
 				pp.err = reqErr
@@ -155,6 +157,14 @@ func (s *Server) appendAll(parts []*producePart, acks int16) {
 func (s *Server) produceOne(pp *producePart, acks int16) {
 	p := pp.part
 	set := p.Settings()
+	if pp.legacy {
+		batch, err := records.UpconvertMessageSet(pp.records, time.Now().UnixMilli())
+		if err != nil {
+			pp.err = err
+			return
+		}
+		pp.records = batch
+	}
 	h, err := shalelog.ParseHeader(pp.records)
 	if err != nil {
 		pp.err = err

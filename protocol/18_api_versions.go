@@ -49,7 +49,9 @@ func validClientSoftware(name, version string) bool {
 }
 
 func (s *Server) registerBuiltins() {
-	s.Register(kmsg.Produce, 3, 9, s.handleProduce)
+	// Produce v0-v2 carry legacy message sets, up-converted on append; librdkafka < 2.10
+	// compresses only when v0 is in range.
+	s.Register(kmsg.Produce, 0, 9, s.handleProduce)
 	s.Register(kmsg.Fetch, 4, 12, s.handleFetch)
 	s.Register(kmsg.ListOffsets, 1, 7, s.handleListOffsets)
 	s.Register(kmsg.Metadata, 0, 12, s.handleMetadata)

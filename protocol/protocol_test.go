@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"sync"
 	"testing"
 	"time"
@@ -582,4 +583,49 @@ func kadmOffsets(topic string, tb *testBroker) kadm.Offsets {
 		}
 	}
 	return os
+}
+
+// TestProduceLegacyMessageSets sends Produce v2 with a gzip-wrapped v1 message set, as
+// librdkafka does against brokers that list Produce v0, and reads it back as v2 records.
+func TestProduceLegacyMessageSets(t *testing.T) {
+	tb := startBroker(t)
+	tb.createTopic("legacy", 1, nil)
+	var inner []byte
+	for i := 0; i < 3; i++ {
+		m := kmsg.MessageV1{Magic: 1, Timestamp: 1000 + int64(i), Key: []byte("k"), Value: []byte(fmt.Sprint("v", i))}
+		inner = append(inner, fixLegacyMessage(m.AppendTo(nil))...)
+	}
+	gz, err := records.Compress(1, inner, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapper := kmsg.MessageV1{Magic: 1, Attributes: 1, Timestamp: 1002, Value: gz}
+	set := fixLegacyMessage(wrapper.AppendTo(nil))
+	rc := dialRaw(t, tb.addr)
+	req := kmsg.NewPtrProduceRequest()
+	req.Version = 2
+	req.Acks = 1
+	req.TimeoutMillis = 5000
+	req.Topics = []kmsg.ProduceRequestTopic{{Topic: "legacy", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: set}}}}
+	p := rc.roundTrip(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+	if p.ErrorCode != 0 || p.BaseOffset != 0 {
+		t.Fatalf("legacy produce: code %d offset %d", p.ErrorCode, p.BaseOffset)
+	}
+	cl := tb.client(kgo.ConsumeTopics("legacy"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx := ctxTimeout(t, 10*time.Second)
+	var got []string
+	for len(got) < 3 && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			got = append(got, fmt.Sprintf("%s=%s@%d", r.Key, r.Value, r.Timestamp.UnixMilli()))
+		})
+	}
+	if fmt.Sprint(got) != "[k=v0@1000 k=v1@1001 k=v2@1002]" {
+		t.Fatalf("consumed %v", got)
+	}
+}
+
+func fixLegacyMessage(b []byte) []byte {
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
+	binary.BigEndian.PutUint32(b[12:], crc32.ChecksumIEEE(b[16:]))
+	return b
 }
