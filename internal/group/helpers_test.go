@@ -1,0 +1,174 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/internal/metadata/memstore"
+)
+
+// clusterStore is a memstore whose broker list the test controls, to exercise
+// coordinator selection and moves without a controller quorum.
+type clusterStore struct {
+	*memstore.Store
+	mu       sync.Mutex
+	brokers  map[int32]metadata.Broker
+	watchers []chan *metadata.Image
+}
+
+func (s *clusterStore) Current() *metadata.Image {
+	im := *s.Store.Current()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.brokers != nil {
+		im.Brokers = s.brokers
+	}
+	return &im
+}
+
+func (s *clusterStore) Watch(ctx context.Context) <-chan *metadata.Image {
+	ch := make(chan *metadata.Image, 1)
+	s.mu.Lock()
+	s.watchers = append(s.watchers, ch)
+	s.mu.Unlock()
+	out := make(chan *metadata.Image)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case im := <-ch:
+				select {
+				case out <- im:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// setBrokers publishes a new broker list to watchers.
+func (s *clusterStore) setBrokers(brokers map[int32]metadata.Broker) {
+	s.mu.Lock()
+	s.brokers = brokers
+	ws := append([]chan *metadata.Image(nil), s.watchers...)
+	s.mu.Unlock()
+	im := s.Current()
+	for _, w := range ws {
+		select {
+		case <-w:
+		default:
+		}
+		w <- im
+	}
+}
+
+func newTestStore(t *testing.T) *clusterStore {
+	t.Helper()
+	ms, err := memstore.New(memstore.Config{Broker: metadata.Broker{ID: 1, Host: "127.0.0.1", Port: 9092}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ms.Close() })
+	res := ms.CreateTopics(context.Background(), []metadata.TopicSpec{
+		{Name: "t", NumPartitions: 4, ReplicationFactor: 1},
+		{Name: "u", NumPartitions: 2, ReplicationFactor: 1},
+	}, false)
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	return &clusterStore{Store: ms}
+}
+
+func testConfig() Config {
+	return Config{NodeID: 1, MinSessionTimeout: 10 * time.Millisecond, MaxSessionTimeout: time.Minute,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+func newTestCoordinator(t *testing.T, cfg Config, store metadata.Store) *Coordinator {
+	t.Helper()
+	c := New(cfg, store)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func consumerMeta(topics ...string) []byte {
+	m := kmsg.NewConsumerMemberMetadata()
+	m.Topics = topics
+	return m.AppendTo(nil)
+}
+
+func joinReq(group, member string) JoinRequest {
+	return JoinRequest{
+		Group: group, MemberID: member, ClientID: "cl", ClientHost: "/127.0.0.1",
+		SessionTimeout: 10 * time.Second, RebalanceTimeout: 5 * time.Second,
+		ProtocolType: "consumer", Protocols: []Protocol{{Name: "range", Metadata: consumerMeta("t")}},
+		RequireKnownMemberID: true,
+	}
+}
+
+func wait[T any](t *testing.T, w interface{ Wait(context.Context) T }) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return w.Wait(ctx)
+}
+
+// joinNew runs the MEMBER_ID_REQUIRED round trip and returns the pending second join.
+func joinNew(t *testing.T, c *Coordinator, req JoinRequest) *JoinCall {
+	t.Helper()
+	req.MemberID = ""
+	first := wait[JoinResult](t, c.Join(req))
+	if !errors.Is(first.Err, errMemberIDRequired) || first.MemberID == "" {
+		t.Fatalf("first join: %+v, want MEMBER_ID_REQUIRED with an id", first)
+	}
+	req.MemberID = first.MemberID
+	return c.Join(req)
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// eventually polls cond for up to 10s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func (c *Coordinator) stateOf(id string) (State, int32, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[id]
+	if g == nil {
+		return Dead, -1, 0
+	}
+	return g.state, g.generation, len(g.members)
+}
+
+var errMemberIDRequired = kerr.MemberIDRequired
