@@ -73,6 +73,7 @@ type Comparison struct {
 type compareConfig struct {
 	presets       []Preset
 	duration      time.Duration
+	warmup        time.Duration // negative: each preset's own
 	targets       []target
 	unavailable   []TargetStatus // targets that could not even be set up
 	limits        bool
@@ -123,6 +124,9 @@ func runCompare(ctx context.Context, cfg compareConfig) (*Comparison, error) {
 		}
 		w := p.Workload
 		w.Duration, w.Records = cfg.duration, 0
+		if cfg.warmup >= 0 {
+			w.Warmup = cfg.warmup
+		}
 		wr := WorkloadResult{Preset: w.Name, Description: w.Description, Summary: w.Summary(), Source: p.Source}
 		for _, t := range cfg.targets {
 			st := status[t.name()]

@@ -234,6 +234,7 @@ func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 type compareFlags struct {
 	presets       string
 	duration      time.Duration
+	warmup        time.Duration
 	targets       string
 	shaleBinary   string
 	shaleArgs     listFlag
@@ -251,7 +252,8 @@ func parseCompareArgs(args []string, stderr io.Writer) (compareFlags, error) {
 	fs := flag.NewFlagSet("shale bench compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.presets, "preset", "default", "comma-separated presets or groups ("+strings.Join(sortedKeys(presetGroups), ", ")+")")
-	fs.DurationVar(&f.duration, "duration", 10*time.Second, "how long each workload runs on each target")
+	fs.DurationVar(&f.duration, "duration", 10*time.Second, "how long each workload is measured on each target")
+	fs.DurationVar(&f.warmup, "warmup", -1, "warm-up before each measurement (default: the presets' own, 1s)")
 	fs.StringVar(&f.targets, "targets", "shale,kfake", "targets to run, in order: shale, kfake (plus every --external)")
 	fs.StringVar(&f.shaleBinary, "shale-binary", "", "the shale binary to start with `serve` (default: this binary, when it is shale)")
 	fs.Var(&f.shaleArgs, "shale-arg", "extra flag for `shale serve` (repeatable)")

@@ -129,6 +129,7 @@ func compareCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	cfg := compareConfig{
 		presets:       presets,
 		duration:      f.duration,
+		warmup:        f.warmup,
 		targets:       targets,
 		unavailable:   skipped,
 		limits:        f.limits,

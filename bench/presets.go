@@ -74,6 +74,7 @@ func Presets() map[string]Preset {
 	// 6-partition topic of 100-byte records written above.
 	krepsConsume := kreps
 	krepsConsume.Mode = ModeConsume
+	krepsConsume.Topic = "bench-kreps-consume"
 	krepsConsume.Preload = true
 	add("kreps-consume", "Kreps 2014: the same topic read back by 1 consumer",
 		"Kreps 2014, single consumer", krepsConsume)

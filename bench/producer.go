@@ -26,10 +26,8 @@ type producerSpec struct {
 	pattern   []byte
 	meter     *meter
 	index     int
-	quota     int64         // records to send; 0: until end
-	rate      float64       // this producer's records/s; 0: closed loop
-	start     time.Duration // when the first record is due
-	end       time.Duration // no record is sent at or after end; 0: no end
+	quota     int64   // records to send; 0: until the end of the window
+	rate      float64 // this producer's records/s; 0: closed loop
 }
 
 // producer is one franz-go client producing the workload's records.
@@ -38,6 +36,7 @@ type producer struct {
 	cl     *kgo.Client
 	clock  *realClock // the producer goroutine's own (its timer is not shared)
 	pacer  *pacer
+	start  time.Duration
 	pool   *slotPool
 	keys   *keySource
 	rec    *recorder
@@ -78,12 +77,19 @@ func newProducer(ctx context.Context, spec producerSpec) (*producer, error) {
 		e2e:   w.Mode == ModeE2E,
 		bytes: w.recordBytes(),
 	}
-	p.pacer = &pacer{clock: p.clock, end: spec.end, quota: spec.quota}
-	if spec.rate > 0 {
-		p.pacer.sched = newSchedule(spec.start, spec.rate)
-	}
 	p.onAckF = p.onAck
 	return p, nil
+}
+
+// setWindow fixes when producer i of n starts and when it must stop. Open
+// loop, the n schedules are staggered so that together they are even.
+func (p *producer) setWindow(start, end time.Duration, i, n int) {
+	p.start = start
+	p.pacer = &pacer{clock: p.clock, end: end, quota: p.spec.quota}
+	if p.spec.rate > 0 {
+		total := p.spec.rate * float64(n)
+		p.pacer.sched = newSchedule(start+time.Duration(float64(i)*float64(time.Second)/total), p.spec.rate)
+	}
 }
 
 // run sends records until the pacer says stop, then waits for the last
@@ -91,7 +97,7 @@ func newProducer(ctx context.Context, spec producerSpec) (*producer, error) {
 func (p *producer) run(ctx context.Context) error {
 	topic := p.spec.w.Topic
 	if p.pacer.sched == nil {
-		if err := p.clock.sleepUntil(ctx, p.spec.start); err != nil {
+		if err := p.clock.sleepUntil(ctx, p.start); err != nil {
 			return nil
 		}
 	}

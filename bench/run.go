@@ -193,10 +193,11 @@ func progressLine(label string, elapsed time.Duration, meters []*meter) string {
 	return b.String()
 }
 
-// runProducers runs the workload's producers from startAt to the end of
-// their quota or of the measurement, which opens at measureFrom, and waits
-// for their acknowledgements.
-func (r *run) runProducers(ctx context.Context, m *meter, startAt, measureFrom time.Duration) error {
+// runProducers sets up the workload's producers, then runs them for the
+// warm-up and the measurement (or their quota) and waits for their
+// acknowledgements. The measurement window of m and of every meter in also
+// opens when the warm-up ends.
+func (r *run) runProducers(ctx context.Context, m *meter, warmup time.Duration, also ...*meter) error {
 	w := &r.w
 	n := w.Producers
 	var ps []*producer
@@ -205,10 +206,6 @@ func (r *run) runProducers(ctx context.Context, m *meter, startAt, measureFrom t
 			p.close()
 		}
 	}()
-	var end time.Duration
-	if w.Duration > 0 {
-		end = measureFrom + w.Duration
-	}
 	for i := range n {
 		spec := producerSpec{
 			w:         w,
@@ -218,8 +215,6 @@ func (r *run) runProducers(ctx context.Context, m *meter, startAt, measureFrom t
 			pattern:   r.pattern,
 			meter:     m,
 			index:     i,
-			start:     startAt,
-			end:       end,
 		}
 		if w.Records > 0 {
 			spec.quota = w.Records / int64(n)
@@ -232,8 +227,6 @@ func (r *run) runProducers(ctx context.Context, m *meter, startAt, measureFrom t
 		}
 		if w.Rate > 0 {
 			spec.rate = w.Rate / float64(n)
-			// Stagger the producers' schedules so the total is even.
-			spec.start += time.Duration(float64(i) * float64(time.Second) / w.Rate)
 		}
 		p, err := newProducer(ctx, spec)
 		if err != nil {
@@ -241,7 +234,21 @@ func (r *run) runProducers(ctx context.Context, m *meter, startAt, measureFrom t
 		}
 		ps = append(ps, p)
 	}
+	// The clock starts once the producers exist: filling their slots can
+	// take longer than a short run.
+	startAt := r.clock.now()
+	measureFrom := startAt + warmup
+	var end time.Duration
+	if w.Duration > 0 {
+		end = measureFrom + w.Duration
+	}
+	for i, p := range ps {
+		p.setWindow(startAt, end, i, len(ps))
+	}
 	m.begin(measureFrom)
+	for _, o := range also {
+		o.begin(measureFrom)
+	}
 	errs := make([]error, len(ps))
 	var wg sync.WaitGroup
 	for i, p := range ps {
@@ -258,8 +265,7 @@ func (r *run) runProducers(ctx context.Context, m *meter, startAt, measureFrom t
 func (r *run) produce(ctx context.Context) error {
 	m := newMeter("produce", "send→ack")
 	stop := r.startProgress(m)
-	startAt := r.clock.now()
-	err := r.runProducers(ctx, m, startAt, startAt+r.w.Warmup)
+	err := r.runProducers(ctx, m, r.w.Warmup)
 	stop()
 	r.report.Roles = append(r.report.Roles, m.stats(r.clock.now()))
 	return err
@@ -330,6 +336,9 @@ func (r *run) runGroup() string {
 	return fmt.Sprintf("%s-%016x", r.w.Group, r.runID)
 }
 
+// consumeCap bounds a consume measurement of a topic preloaded for d.
+func consumeCap(d time.Duration) time.Duration { return 2*d + 5*time.Second }
+
 func (r *run) consume(ctx context.Context) error {
 	w := &r.w
 	starts, err := r.adm.offsets(ctx, w.Topic, r.parts, w.Preload)
@@ -339,8 +348,7 @@ func (r *run) consume(ctx context.Context) error {
 	if w.Preload {
 		pm := newMeter("preload", "send→ack")
 		stop := r.startProgress(pm)
-		startAt := r.clock.now()
-		err := r.runProducers(ctx, pm, startAt, startAt)
+		err := r.runProducers(ctx, pm, 0)
 		stop()
 		r.report.Roles = append(r.report.Roles, pm.stats(r.clock.now()))
 		if err != nil {
@@ -369,7 +377,9 @@ func (r *run) consume(ctx context.Context) error {
 	stopProgress := r.startProgress(cm)
 	var deadline <-chan time.Time
 	if w.Duration > 0 {
-		t := time.NewTimer(w.Duration)
+		// Reading back what took Duration to write normally ends well
+		// before this; the cap only stops a consumer that falls far behind.
+		t := time.NewTimer(consumeCap(w.Duration))
 		defer t.Stop()
 		deadline = t.C
 	}
@@ -387,7 +397,7 @@ func (r *run) consume(ctx context.Context) error {
 		total += ends[p] - starts[p]
 	}
 	if !goal.reached() && ctx.Err() == nil {
-		r.report.Notes = append(r.report.Notes, fmt.Sprintf("consumers stopped at the %v limit before reading all %d records", w.Duration, total))
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("consumers stopped at the %v limit before reading all %d records", consumeCap(w.Duration), total))
 	}
 	return ctx.Err()
 }
@@ -428,11 +438,8 @@ func (r *run) e2e(ctx context.Context) error {
 		}
 		t.Stop()
 	}
-	startAt := r.clock.now()
-	measureFrom := startAt + w.Warmup
-	cm.begin(measureFrom)
 	stopProgress := r.startProgress(pm, cm)
-	perr := r.runProducers(ctx, pm, startAt, measureFrom)
+	perr := r.runProducers(ctx, pm, w.Warmup, cm)
 	goal.setWant(pm.all.Load())
 	r.drain(ctx, goal, cm)
 	end := r.clock.now()

@@ -34,6 +34,9 @@ type runningTarget struct {
 	// died is closed if the cluster exits on its own; nil if it cannot.
 	died <-chan struct{}
 	stop func() error
+	// pid and dataDir are a subprocess's, for diagnostics; zero otherwise.
+	pid     int
+	dataDir string
 }
 
 // readyWait bounds how long a started cluster may take to answer
@@ -175,7 +178,7 @@ func (t *processTarget) start(ctx context.Context) (*runningTarget, error) {
 		_ = stop()
 		return nil, fmt.Errorf("%s (%s %s): %w; output:\n%s", t.label, t.path, strings.Join(args, " "), err, logs.String())
 	}
-	return &runningTarget{bootstrap: []string{addr}, died: died, stop: stop}, nil
+	return &runningTarget{bootstrap: []string{addr}, died: died, stop: stop, pid: cmd.Process.Pid, dataDir: dir}, nil
 }
 
 func isSignalExit(err error, sig syscall.Signal) bool {

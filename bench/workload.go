@@ -204,7 +204,8 @@ type Workload struct {
 	Warmup time.Duration `json:"warmup_ns"`
 	// Duration bounds the measurement; Records, when positive, bounds the
 	// records produced (or consumed), warm-up included. The first limit
-	// reached ends the run.
+	// reached ends the run. A consume run reads the whole preload, for at
+	// most 2*Duration+5s.
 	Duration time.Duration `json:"duration_ns"`
 	Records  int64         `json:"records,omitempty"`
 

@@ -1,0 +1,275 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// small is a quick workload for tests against kfake.
+func small(mode Mode, topic string) Workload {
+	w := DefaultWorkload(mode)
+	w.Topic = topic
+	w.Partitions = 3
+	w.RecordSize = 256
+	w.Warmup = 0
+	w.Duration = 0
+	w.BufferBytes = 1 << 20
+	return w
+}
+
+func mustRun(t *testing.T, w Workload, bootstrap []string) *Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, w, RunOptions{Bootstrap: bootstrap, Target: "kfake"})
+	if err != nil {
+		t.Fatalf("%s: %v", w.Name, err)
+	}
+	for _, r := range rep.Roles {
+		if r.Errors != 0 {
+			t.Errorf("%s %s: %d errors: %s", w.Name, r.Role, r.Errors, r.FirstError)
+		}
+	}
+	return rep
+}
+
+func TestRunProduceRecords(t *testing.T) {
+	addr := startKfake(t)
+	w := small(ModeProduce, "p-records")
+	w.Records = 501
+	w.Producers = 2
+	w.Keys = KeyDist{Kind: KeysRandom}
+	rep := mustRun(t, w, addr)
+	p := rep.Role("produce")
+	if p.Records != 501 || p.Bytes != 501*(256+keySize) {
+		t.Errorf("produced %d records, %d bytes; want 501, %d", p.Records, p.Bytes, 501*(256+keySize))
+	}
+	if p.Latency == nil || p.Latency.Count != 501 || p.LatencyKind != "send→ack" || p.RecordsPerSec <= 0 {
+		t.Errorf("produce stats %+v", p)
+	}
+}
+
+func TestRunProduceOpenLoop(t *testing.T) {
+	addr := startKfake(t)
+	w := small(ModeProduce, "p-rate")
+	w.Rate = 400
+	w.Duration = 500 * time.Millisecond
+	w.Producers = 2
+	w.Acks = 1
+	w.Compression = "lz4"
+	rep := mustRun(t, w, addr)
+	// Open loop sends exactly the records due in the window, however fast
+	// the cluster is: 400/s for 0.5 s.
+	if p := rep.Role("produce"); p.Records != 200 {
+		t.Errorf("open loop at 400/s for 0.5s produced %d records, want 200", p.Records)
+	}
+	if rep.Rate != 400 {
+		t.Errorf("report rate %v", rep.Rate)
+	}
+}
+
+func TestRunConsume(t *testing.T) {
+	addr := startKfake(t)
+	for _, group := range []string{"", "bench-test"} {
+		w := small(ModeConsume, "c-"+group)
+		w.Records = 300
+		w.Producers, w.Consumers = 2, 2
+		w.Group = group
+		w.Keys = KeyDist{Kind: KeysFixed, Count: 10}
+		rep := mustRun(t, w, addr)
+		pre, c := rep.Role("preload"), rep.Role("consume")
+		if pre.Records != 300 || c.Records != 300 || c.Bytes != pre.Bytes {
+			t.Errorf("group %q: preloaded %d (%d B), consumed %d (%d B)", group, pre.Records, pre.Bytes, c.Records, c.Bytes)
+		}
+		if c.Latency != nil {
+			t.Errorf("consume of a preloaded topic has no meaningful latency, got %+v", c.Latency)
+		}
+		// A second run on the same topic reads only what it preloaded.
+		rep = mustRun(t, w, addr)
+		if c := rep.Role("consume"); c.Records != 300 {
+			t.Errorf("group %q second run consumed %d, want 300", group, c.Records)
+		}
+	}
+
+	// Without a preload the consumers read what is there and stop.
+	w := small(ModeConsume, "c-")
+	w.Preload = false
+	w.Duration = 30 * time.Second
+	rep := mustRun(t, w, addr)
+	if c := rep.Role("consume"); c.Records != 600 || c.Seconds > 20 {
+		t.Errorf("reading the existing 600 records: got %d in %.1fs", c.Records, c.Seconds)
+	}
+	if len(rep.Roles) != 1 {
+		t.Errorf("roles %v", rep.Roles)
+	}
+}
+
+func TestRunE2E(t *testing.T) {
+	addr := startKfake(t)
+	for _, group := range []string{"", "bench-e2e"} {
+		w := small(ModeE2E, "e2e-"+group)
+		w.Rate = 600
+		w.Duration = 500 * time.Millisecond
+		w.Producers, w.Consumers = 2, 2
+		w.Group = group
+		rep := mustRun(t, w, addr)
+		p, c := rep.Role("produce"), rep.Role("consume")
+		if p.Records != 300 || c.Records != 300 || rep.Lost != 0 {
+			t.Errorf("group %q: produced %d consumed %d lost %d, want 300/300/0; notes %v", group, p.Records, c.Records, rep.Lost, rep.Notes)
+		}
+		if c.Latency == nil || c.Latency.Count != 300 || c.LatencyKind != "send→receive" {
+			t.Errorf("group %q: e2e latency %+v", group, c)
+		}
+		// Receipt follows acknowledgement's send: e2e p50 is not below zero
+		// and the histograms agree on counts.
+		if p.Latency == nil || p.Latency.Count != 300 {
+			t.Errorf("group %q: produce latency %+v", group, p.Latency)
+		}
+	}
+}
+
+func TestRunWarmupExcluded(t *testing.T) {
+	addr := startKfake(t)
+	w := small(ModeE2E, "e2e-warm")
+	w.Rate = 1000
+	w.Warmup = 200 * time.Millisecond
+	w.Duration = 300 * time.Millisecond
+	rep := mustRun(t, w, addr)
+	p, c := rep.Role("produce"), rep.Role("consume")
+	// 500 records are sent; only those due after the warm-up have
+	// latencies (300), and the counts cover what completed in the window.
+	if p.Latency == nil || p.Latency.Count != 300 || c.Latency == nil || c.Latency.Count != 300 {
+		t.Errorf("latency counts produce %+v consume %+v, want 300 each", p.Latency, c.Latency)
+	}
+	if p.Records < 300 || p.Records > 500 || rep.Lost != 0 {
+		t.Errorf("window records %d lost %d", p.Records, rep.Lost)
+	}
+}
+
+func TestRunRateOfPeak(t *testing.T) {
+	addr := startKfake(t)
+	w := small(ModeE2E, "e2e-peak")
+	w.Duration = 300 * time.Millisecond
+	w.RateOfPeak = 0.5
+	rep := mustRun(t, w, addr)
+	if rep.Peak == nil || rep.PeakRate <= 0 {
+		t.Fatalf("no peak measured: %+v", rep)
+	}
+	if got := rep.Peak.Role("produce").RecordsPerSec; math.Abs(got-rep.PeakRate) > 1e-9 {
+		t.Errorf("peak rate %v, peak run %v", rep.PeakRate, got)
+	}
+	if math.Abs(rep.Rate-rep.PeakRate/2) > 1e-6 {
+		t.Errorf("rate %v, want half of %v", rep.Rate, rep.PeakRate)
+	}
+	want := int64(rep.Rate * 0.3)
+	if p := rep.Role("produce"); p.Records < want-2 || p.Records > want+2 {
+		t.Errorf("at %v rec/s for 0.3s produced %d, want about %d", rep.Rate, p.Records, want)
+	}
+	// With a peak given, none is measured.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, w, RunOptions{Bootstrap: addr, Peak: 1000})
+	if err != nil || rep.Peak != nil || rep.Rate != 500 {
+		t.Errorf("given peak: err %v peak %v rate %v", err, rep.Peak, rep.Rate)
+	}
+}
+
+func TestMainRunCommands(t *testing.T) {
+	addr := startKfake(t)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, mode := range []string{"produce", "consume", "e2e"} {
+		var out, errb bytes.Buffer
+		args := []string{mode, "--bootstrap-server", addr, "--topic", "main-" + mode, "--records", "120",
+			"--duration", "0", "--warmup", "0", "--record-size", "64", "--json"}
+		if code := mainWith(ctx, args, &out, &errb, selfBinary{}); code != 0 {
+			t.Fatalf("%s: exit %d: %s", mode, code, errb.String())
+		}
+		var rep Report
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("%s: %v\n%s", mode, err, out.String())
+		}
+		role := "produce"
+		if mode != "produce" {
+			role = "consume"
+		}
+		if rep.Role(role).Records != 120 {
+			t.Errorf("%s: %s records %d", mode, role, rep.Role(role).Records)
+		}
+	}
+	// A table and progress lines.
+	var out, errb bytes.Buffer
+	code := mainWith(ctx, []string{"produce", "--bootstrap-server", addr, "--topic", "main-table", "--duration", "1200ms",
+		"--warmup", "0", "--rate", "100"}, &out, &errb, selfBinary{})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "p99.9 ms") || !strings.Contains(out.String(), "offered rate: 100 rec/s") {
+		t.Errorf("table:\n%s", out.String())
+	}
+	if !strings.Contains(errb.String(), "[custom @ "+addr+"]") {
+		t.Errorf("no progress line on stderr: %q", errb.String())
+	}
+}
+
+func TestMainUsage(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "usage: shale bench"},
+		{[]string{"help"}, 0, "usage: shale bench"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+		{[]string{"produce", "--acks", "7"}, 2, "unknown acks"},
+		{[]string{"produce", "-h"}, 0, "-record-size"},
+		{[]string{"compare", "--preset", "nope"}, 2, "unknown preset"},
+		{[]string{"compare", "-h"}, 0, "-shale-binary"},
+		{[]string{"presets"}, 0, "omb-1k"},
+		{[]string{"kfake-serve", "--listen", "nonsense"}, 1, "--listen"},
+	}
+	for _, c := range cases {
+		var out, errb bytes.Buffer
+		code := mainWith(ctx, c.args, &out, &errb, selfBinary{})
+		if code != c.code || !strings.Contains(out.String()+errb.String(), c.want) {
+			t.Errorf("%v: exit %d, output %q; want exit %d and %q", c.args, code, out.String()+errb.String(), c.code, c.want)
+		}
+	}
+	var out bytes.Buffer
+	if code := mainWith(ctx, []string{"presets", "--json"}, &out, &out, selfBinary{}); code != 0 {
+		t.Fatal(code)
+	}
+	var ps []Preset
+	if err := json.Unmarshal(out.Bytes(), &ps); err != nil || len(ps) != len(presetOrder) {
+		t.Errorf("presets JSON: %v, %d presets", err, len(ps))
+	}
+}
+
+// An unreachable cluster ends in an error when the context ends, not a hang.
+func TestRunUnreachable(t *testing.T) {
+	ports, err := freePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	addr := "127.0.0.1:" + itoa(ports[0])
+	start := time.Now()
+	code := mainWith(ctx, []string{"produce", "--bootstrap-server", addr, "--records", "10", "--progress=false"}, &out, &errb, selfBinary{})
+	if code != 1 || !strings.Contains(errb.String(), "create topic") {
+		t.Errorf("exit %d stderr %q", code, errb.String())
+	}
+	if time.Since(start) > 20*time.Second {
+		t.Errorf("took %v to give up", time.Since(start))
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
