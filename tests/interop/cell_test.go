@@ -19,7 +19,7 @@ type clientDriver struct {
 	// are skipped and marked unsupported in the matrix.
 	unsupported func(codec string) string
 	// run creates spec.Topic (or has it created), produces spec.Records with spec.Codec
-	// and consumes them back.
+	// and consumes them back. On error it may still return what it did until then.
 	run func(ctx context.Context, t *testing.T, spec *cellSpec) (*cellOutput, error)
 	// cellTimeout bounds one cell, start-up to the last consumed record.
 	cellTimeout time.Duration
@@ -60,7 +60,20 @@ func runCell(t *testing.T, d clientDriver, codec string) {
 
 	out, err := d.run(ctx, t, spec)
 	if err != nil {
-		results.record(d.name, codec, statusFail, firstLine(err.Error()))
+		note := firstLine(err.Error())
+		// A client that failed after producing everything (kafkajs without consumer
+		// groups, say) still shows whether its writes were stored right.
+		if out != nil && !out.ProduceEnd.IsZero() {
+			if stored := checkStored(ctx, spec, out); len(stored) > 0 {
+				note += fmt.Sprintf("; what it produced is stored wrong too: %s (%d problems)", stored[0], len(stored))
+				for _, p := range stored {
+					t.Error(p)
+				}
+			} else {
+				note += "; what it produced was stored intact (checked by the franz-go reference read)"
+			}
+		}
+		results.record(d.name, codec, statusFail, note)
 		t.Fatalf("%s/%s: %v", d.name, codec, err)
 	}
 	problems := checkCell(spec, out)

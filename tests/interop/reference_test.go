@@ -103,27 +103,43 @@ func checkStored(ctx context.Context, spec *cellSpec, out *cellOutput) []string 
 }
 
 // librdkafkaCompressionGate explains, from the versions the broker advertises, why
-// librdkafka 2.0.2 sends a codec uncompressed (it logs "Broker does not support
-// compression type"): it compresses gzip, snappy and lz4 only when the broker's Produce
-// range includes v0, and zstd only when it includes Produce v7 and Fetch v10
-// (confluentinc/librdkafka#4956, fixed in releases after 2.0.2). It returns "" when the
-// advertised ranges should let librdkafka compress.
+// librdkafka 2.0.2 sends a codec uncompressed (logging "Broker does not support
+// compression type"). It gates codecs on features it derives from ApiVersions by exact
+// versions: gzip, snappy and lz4 need Produce v0 in range (confluentinc/librdkafka#4956,
+// fixed after 2.0.2), lz4 also its "LZ4" feature, which is FindCoordinator v0 in range,
+// and zstd needs Produce v7 and Fetch v10 in range. It returns "" when the advertised
+// ranges should let librdkafka compress.
 func librdkafkaCompressionGate(ctx context.Context, codec string) string {
 	versions, err := target.admin.ApiVersions(ctx)
 	if err != nil {
 		return fmt.Sprintf("(could not read the broker's ApiVersions: %v)", err)
 	}
+	inRange := func(v kadm.BrokerApiVersions, key, version int16) bool {
+		lo, hi, ok := v.KeyVersions(key)
+		return ok && lo <= version && version <= hi
+	}
+	describe := func(v kadm.BrokerApiVersions, key int16, name string) string {
+		lo, hi, ok := v.KeyVersions(key)
+		if !ok {
+			return name + " not advertised"
+		}
+		return fmt.Sprintf("%s v%d-%d", name, lo, hi)
+	}
 	for _, v := range versions.Sorted() {
 		if v.Err != nil {
 			continue
 		}
-		pmin, pmax, _ := v.KeyVersions(0)
-		fmin, fmax, _ := v.KeyVersions(1)
+		const produce, fetch, findCoordinator = 0, 1, 10
 		switch {
-		case codec == "zstd" && (pmin > 7 || pmax < 7 || fmin > 10 || fmax < 10):
-			return fmt.Sprintf("broker advertises Produce v%d-%d, Fetch v%d-%d; librdkafka 2.0.2 compresses zstd only with Produce v7 and Fetch v10 in range", pmin, pmax, fmin, fmax)
-		case codec != "zstd" && pmin > 0:
-			return fmt.Sprintf("broker advertises Produce v%d-%d; librdkafka 2.0.2 compresses %s only when Produce v0 is advertised (confluentinc/librdkafka#4956)", pmin, pmax, codec)
+		case codec == "zstd" && !(inRange(v, produce, 7) && inRange(v, fetch, 10)):
+			return fmt.Sprintf("broker's ApiVersions: %s, %s; librdkafka 2.0.2 compresses zstd only with Produce v7 and Fetch v10 in range",
+				describe(v, produce, "Produce"), describe(v, fetch, "Fetch"))
+		case codec != "zstd" && codec != "none" && !inRange(v, produce, 0):
+			return fmt.Sprintf("broker's ApiVersions: %s; librdkafka 2.0.2 compresses %s only when Produce v0 is advertised (confluentinc/librdkafka#4956)",
+				describe(v, produce, "Produce"), codec)
+		case codec == "lz4" && !inRange(v, findCoordinator, 0):
+			return fmt.Sprintf("broker's ApiVersions: %s; librdkafka 2.0.2 enables lz4 only when FindCoordinator v0 is advertised",
+				describe(v, findCoordinator, "FindCoordinator"))
 		}
 	}
 	return ""

@@ -160,8 +160,10 @@ func runScript(ctx context.Context, t *testing.T, spec *cellSpec, mode string, e
 		}
 		return nil
 	}, &out.ProduceStart)
+	out.ProduceEnd = produceEnd
 	if err != nil {
-		return nil, err
+		// What the script did before failing lets the caller check the produce side.
+		return out, err
 	}
 	if os.Getenv(envTrace) != "" {
 		t.Logf("%s stderr:\n%s", filepath.Base(argv[len(argv)-1]), stderr)
@@ -169,7 +171,6 @@ func runScript(ctx context.Context, t *testing.T, spec *cellSpec, mode string, e
 	if mode == modeCell && produceEnd.IsZero() {
 		return nil, errors.New("script exited without reporting produced_all")
 	}
-	out.ProduceEnd = produceEnd
 	return out, nil
 }
 
@@ -211,9 +212,15 @@ func runLines(ctx context.Context, env []string, argv []string, stdin io.Reader,
 		waitErr = fmt.Errorf("%w (killed: %w)", waitErr, ctx.Err())
 	}
 	if err := errors.Join(waitErr, lineErr, sc.Err()); err != nil {
-		return stderr.String(), fmt.Errorf("%s: %w\nstderr:\n%s", strings.Join(shortArgv(argv), " "), err, stderr.String())
+		return stderr.String(), fmt.Errorf("%s: %w: %s\nstderr:\n%s", strings.Join(shortArgv(argv), " "), err, lastLine(stderr.String()), stderr.String())
 	}
 	return stderr.String(), nil
+}
+
+// lastLine is the last non-empty line of s, the one a failing script ends with.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // shortArgv keeps error messages readable: script paths lose their directories.

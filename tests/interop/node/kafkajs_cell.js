@@ -137,7 +137,7 @@ async function consume (kafka) {
   // A crash kafkajs will not restart from would otherwise leave us waiting to time out.
   consumer.on(consumer.events.CRASH, ({ payload }) => {
     process.stderr.write(`kafkajs_cell: consumer crashed (restart: ${payload.restart}): ${payload.error && payload.error.stack}\n`)
-    if (!payload.restart) fail('consumer crashed for good')
+    if (!payload.restart) fail(`consumer crashed for good: ${payload.error}`)
   })
   await consumer.connect()
   trace('consumer connected')
