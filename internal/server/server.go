@@ -20,9 +20,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/shalelog/shale/controller"
 	"github.com/shalelog/shale/internal/config"
 	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/metadata/memstore"
 	"github.com/shalelog/shale/protocol"
 )
 
@@ -55,10 +55,11 @@ type node struct {
 	lg  *slog.Logger
 	reg *prometheus.Registry
 
-	store  metadata.Store
-	broker *Broker
-	kafka  *protocol.Server
-	http   *http.Server
+	controller *controller.Server
+	store      metadata.Store
+	broker     *Broker
+	kafka      *protocol.Server
+	http       *http.Server
 
 	cancel  context.CancelFunc
 	serving chan struct{}
@@ -70,17 +71,103 @@ func (n *node) start(parent context.Context) error {
 	n.cancel = cancel
 	cfg := n.cfg
 
-	store, err := n.openStore(ctx)
-	if err != nil {
+	// Bind first, so that port-0 listeners are known before they are advertised or
+	// registered with the quorum.
+	var kafkaLn net.Listener
+	if cfg.IsBroker() {
+		host, port := cfg.KafkaListener()
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			return fmt.Errorf("listen for Kafka clients: %w", err)
+		}
+		kafkaLn = ln
+		cfg.SetBoundPort(cfg.InterBrokerListenerName, ln.Addr().(*net.TCPAddr).Port)
+	}
+	if cfg.IsController() {
+		if err := n.startController(ctx); err != nil {
+			if kafkaLn != nil {
+				kafkaLn.Close()
+			}
+			return err
+		}
+	}
+	if cfg.HTTPListener != "" {
+		if err := n.startHTTP(); err != nil {
+			if kafkaLn != nil {
+				kafkaLn.Close()
+			}
+			return err
+		}
+	}
+	if !cfg.IsBroker() {
+		return nil
+	}
+	if err := n.startBroker(ctx, kafkaLn); err != nil {
+		kafkaLn.Close()
 		return err
 	}
-	n.store = store
+	return nil
+}
 
-	kafkaHost, kafkaPort := cfg.KafkaListener()
-	ln, err := net.Listen("tcp", net.JoinHostPort(kafkaHost, strconv.Itoa(kafkaPort)))
+func (n *node) startController(ctx context.Context) error {
+	cfg := n.cfg
+	host, port := cfg.ControllerListener()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return fmt.Errorf("listen for Kafka clients: %w", err)
+		return fmt.Errorf("listen on the controller listener: %w", err)
 	}
+	cfg.SetBoundPort(cfg.ControllerListenerNames[0], ln.Addr().(*net.TCPAddr).Port)
+	var voters []controller.Voter
+	for _, v := range cfg.Voters() {
+		voters = append(voters, controller.Voter{ID: v.ID, Addr: v.Addr()})
+	}
+	c, err := controller.NewServer(controller.Config{
+		NodeID:                   cfg.NodeID,
+		Voters:                   voters,
+		Listener:                 ln,
+		DataDir:                  filepath.Join(cfg.LogDir, "__cluster_metadata"),
+		SessionTimeout:           cfg.BrokerSessionTimeout(),
+		DefaultPartitions:        cfg.NumPartitions,
+		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+		UncleanLeaderElection:    cfg.UncleanLeaderElectionEnable,
+		Logger:                   n.lg,
+	})
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("controller: %w", err)
+	}
+	if err := c.Start(ctx); err != nil {
+		c.Close()
+		return fmt.Errorf("start controller: %w", err)
+	}
+	n.controller = c
+	n.lg.Info("controller started", "listener", ln.Addr().String(), "voters", len(voters))
+	return nil
+}
+
+func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
+	cfg := n.cfg
+	host, port := cfg.AdvertisedKafka()
+	var addrs []string
+	for _, v := range cfg.Voters() {
+		addrs = append(addrs, v.Addr())
+	}
+	n.lg.Info("registering with the controller quorum", "voters", addrs)
+	store, err := controller.NewBrokerClient(ctx, controller.BrokerConfig{
+		NodeID:            cfg.NodeID,
+		Host:              host,
+		Port:              int32(port),
+		Rack:              cfg.BrokerRack,
+		ListenerName:      cfg.InterBrokerListenerName,
+		ControllerAddrs:   addrs,
+		HeartbeatInterval: cfg.BrokerHeartbeatInterval(),
+		SessionTimeout:    cfg.BrokerSessionTimeout(),
+		Logger:            n.lg,
+	})
+	if err != nil {
+		return fmt.Errorf("register broker: %w", err)
+	}
+	n.store = store
 
 	n.broker, err = NewBroker(BrokerConfig{
 		NodeID:                 cfg.NodeID,
@@ -91,7 +178,6 @@ func (n *node) start(parent context.Context) error {
 		Registry:               n.reg,
 	}, store)
 	if err != nil {
-		ln.Close()
 		return err
 	}
 	go n.broker.Run(ctx)
@@ -123,24 +209,8 @@ func (n *node) start(parent context.Context) error {
 			n.lg.Error("Kafka listener stopped", "err", err)
 		}
 	}()
-	n.lg.Info("serving Kafka clients", "listener", ln.Addr().String(), "node_id", cfg.NodeID, "log_dir", cfg.LogDir)
-
-	if cfg.HTTPListener != "" {
-		if err := n.startHTTP(); err != nil {
-			return err
-		}
-	}
+	n.lg.Info("serving Kafka clients", "listener", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(port)), "node_id", cfg.NodeID, "log_dir", cfg.LogDir)
 	return nil
-}
-
-// openStore opens the metadata store this node's roles call for.
-func (n *node) openStore(ctx context.Context) (metadata.Store, error) {
-	host, port := n.cfg.AdvertisedKafka()
-	return memstore.New(memstore.Config{
-		Broker:            metadata.Broker{ID: n.cfg.NodeID, Host: host, Port: int32(port), Rack: n.cfg.BrokerRack},
-		Path:              filepath.Join(n.cfg.LogDir, "__shale_metadata.json"),
-		DefaultPartitions: n.cfg.NumPartitions,
-	})
 }
 
 func (n *node) startHTTP() error {
@@ -154,7 +224,12 @@ func (n *node) startHTTP() error {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !n.store.LeaseValid() {
+		if !n.cfg.IsBroker() {
+			if n.controller == nil {
+				http.Error(w, "controller not started", http.StatusServiceUnavailable)
+				return
+			}
+		} else if n.store == nil || !n.store.LeaseValid() {
 			http.Error(w, "not registered with the controller", http.StatusServiceUnavailable)
 			return
 		}
@@ -194,6 +269,9 @@ func (n *node) close() error {
 	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())
+	}
+	if n.controller != nil {
+		errs = append(errs, n.controller.Close())
 	}
 	return errors.Join(errs...)
 }
