@@ -443,7 +443,7 @@ func (c *BrokerClient) watchLoop() {
 		if !sleepCtx(c.ctx, backoff) {
 			return
 		}
-		backoff = min(2*backoff, 500*time.Millisecond)
+		backoff = min(2*backoff, 200*time.Millisecond)
 	}
 }
 

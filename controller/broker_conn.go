@@ -122,7 +122,7 @@ func (q *quorumConns) call(ctx context.Context, attempt time.Duration, fn func(c
 		if !sleepCtx(ctx, backoff) {
 			return fmt.Errorf("%w: %w (last error: %v)", errQuorumUnreachable, ctx.Err(), last)
 		}
-		backoff = min(2*backoff, 500*time.Millisecond)
+		backoff = min(2*backoff, 200*time.Millisecond)
 	}
 }
 

@@ -22,14 +22,14 @@ import (
 // fsmHarness feeds records to an FSM as Raft would, and mirrors every delta into a
 // broker-side image to check that the two stay identical.
 type fsmHarness struct {
-	t      *testing.T
+	t      testing.TB
 	f      *fsm
 	index  uint64
 	mirror *metadata.Image
 	log    [][]byte
 }
 
-func newHarness(t *testing.T) *fsmHarness {
+func newHarness(t testing.TB) *fsmHarness {
 	t.Helper()
 	return &fsmHarness{t: t, f: newFSM(slog.New(slog.DiscardHandler)), mirror: emptyImage()}
 }
@@ -507,7 +507,7 @@ func (s *memSink) ID() string    { return "mem" }
 func (s *memSink) Cancel() error { s.cancelled = true; return nil }
 func (s *memSink) Close() error  { return nil }
 
-func snapshotBytes(t *testing.T, f *fsm) []byte {
+func snapshotBytes(t testing.TB, f *fsm) []byte {
 	t.Helper()
 	snap, err := f.Snapshot()
 	if err != nil {
@@ -521,7 +521,7 @@ func snapshotBytes(t *testing.T, f *fsm) []byte {
 }
 
 // buildBusyFSM runs a mixed workload through a harness.
-func buildBusyFSM(t *testing.T) *fsmHarness {
+func buildBusyFSM(t testing.TB) *fsmHarness {
 	h := newHarness(t)
 	for id := int32(1); id <= 4; id++ {
 		h.register(id, fmt.Sprintf("r%d", id%2))
