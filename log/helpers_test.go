@@ -363,3 +363,5 @@ func (n noSyncFS) OpenFile(name string, flag int, perm os.FileMode) (file, error
 type noSyncFile struct{ file }
 
 func (noSyncFile) Sync() error { return nil }
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

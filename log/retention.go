@@ -221,9 +221,8 @@ func (l *Log) deleteOldest(n int) {
 	for _, s := range segs[:n] {
 		l.dropSegment(s)
 	}
-	l.flushMu.Lock()
-	l.recoveryPoint = max(l.recoveryPoint, newFirst)
-	l.flushMu.Unlock()
+	// The recovery point is left alone: taking flushMu here would stall appends behind a
+	// background fsync, and the next flush moves it past the deleted segments anyway.
 }
 
 // EnforceRetention rolls the active segment when segment.ms has passed, then deletes
