@@ -263,6 +263,11 @@ func (s *Server) Close() error {
 		if started {
 			s.stopSession()
 			s.grpc.Stop()
+			// A snapshot of everything applied makes the next start restore it and
+			// replay nothing, however long the log has grown.
+			if err := s.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+				s.log.Warn("snapshot on shutdown failed", "err", err)
+			}
 			if err := s.raft.Shutdown().Error(); err != nil {
 				s.closeErr = errors.Join(s.closeErr, fmt.Errorf("raft shutdown: %w", err))
 			}
