@@ -40,6 +40,12 @@ func (s *clusterStore) Watch(ctx context.Context) <-chan *metadata.Image {
 	s.mu.Lock()
 	s.watchers = append(s.watchers, ch)
 	s.mu.Unlock()
+	// Like the real stores, the current image comes first (a setBrokers racing with
+	// this replaces it with a newer one, never an older).
+	select {
+	case ch <- s.Current():
+	default:
+	}
 	out := make(chan *metadata.Image)
 	go func() {
 		defer close(out)
@@ -172,3 +178,20 @@ func (c *Coordinator) stateOf(id string) (State, int32, int) {
 }
 
 var errMemberIDRequired = kerr.MemberIDRequired
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeClock) advance(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+}

@@ -89,6 +89,10 @@ func (c *Coordinator) expireGroupOffsets(ctx context.Context, id string) (int, e
 	if n == 0 {
 		return len(offs), nil
 	}
+	if n == len(offs) {
+		// Everything expired: drop the group's entry as a whole.
+		expired = nil
+	}
 	if err := c.store.DeleteGroupOffsets(sctx, id, expired); err != nil {
 		return 0, err
 	}
