@@ -218,12 +218,12 @@ func TestBuildTargets(t *testing.T) {
 	if !ok || st.name() != "shale" || st.path != shale {
 		t.Fatalf("shale target %#v", ts[0])
 	}
-	args := strings.Join(st.args(9092, 8080, "/data"), " ")
-	if args != "serve --log.dirs=/data --listeners=PLAINTEXT://127.0.0.1:9092 --http.listener=127.0.0.1:8080" {
+	args := strings.Join(st.args([]int{9092, 8080, 9093}, "/data"), " ")
+	if args != "serve --log.dirs=/data --listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093 --http.listener=127.0.0.1:8080" {
 		t.Errorf("shale args %q", args)
 	}
 	kt, ok := ts[1].(*processTarget)
-	if !ok || strings.Join(kt.args(1234, 0, ""), " ") != "bench kfake-serve --listen=127.0.0.1:1234" {
+	if !ok || strings.Join(kt.args([]int{1234}, ""), " ") != "bench kfake-serve --listen=127.0.0.1:1234" {
 		t.Errorf("kfake target %#v", ts[1])
 	}
 

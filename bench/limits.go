@@ -141,15 +141,19 @@ func ProbeLoopback(ctx context.Context, msgSize, streams int, d time.Duration) (
 		}()
 	}
 
-	// Senders.
-	start := time.Now()
-	deadline := start.Add(d)
-	for i := range streams {
+	// Senders. The clock starts once every connection is up.
+	senders := make([]net.Conn, streams)
+	for i := range senders {
 		c, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {
 			return l, fmt.Errorf("loopback probe: %w", err)
 		}
 		track(c)
+		senders[i] = c
+	}
+	start := time.Now()
+	deadline := start.Add(d)
+	for i, c := range senders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -159,7 +163,7 @@ func ProbeLoopback(ctx context.Context, msgSize, streams int, d time.Duration) (
 			for j := range msg[4:] {
 				msg[4+j] = byte('A' + (i+j)%26)
 			}
-			for n := 0; ; n++ {
+			for n := 1; ; n++ {
 				if n%256 == 0 && (time.Now().After(deadline) || ctx.Err() != nil) {
 					break
 				}
@@ -185,6 +189,9 @@ func ProbeLoopback(ctx context.Context, msgSize, streams int, d time.Duration) (
 		return l, fmt.Errorf("loopback probe: %w", err)
 	}
 	l.Bytes = received.Load()
+	if l.Bytes == 0 {
+		return l, errors.New("loopback probe: no data arrived")
+	}
 	l.Seconds = elapsed.Seconds()
 	l.MBPerSec = float64(l.Bytes) / l.Seconds / 1e6
 	l.RecordsPerSec = float64(messages.Load()) / l.Seconds
@@ -220,7 +227,7 @@ func ProbeDisk(ctx context.Context, dir string, blockSize int, fsync bool, d tim
 	start := time.Now()
 	deadline := start.Add(d)
 	var written int64
-	for written+int64(blockSize) <= diskProbeMaxBytes && time.Now().Before(deadline) && ctx.Err() == nil {
+	for written == 0 || (written+int64(blockSize) <= diskProbeMaxBytes && time.Now().Before(deadline) && ctx.Err() == nil) {
 		if _, err := f.Write(block); err != nil {
 			return l, fmt.Errorf("disk probe: write %s: %w", f.Name(), err)
 		}

@@ -31,7 +31,7 @@ func childMain(args []string) int {
 		var listen, dirs string
 		for _, a := range args[1:] {
 			if v, ok := strings.CutPrefix(a, "--listeners=PLAINTEXT://"); ok {
-				listen = v
+				listen, _, _ = strings.Cut(v, ",")
 			}
 			if v, ok := strings.CutPrefix(a, "--log.dirs="); ok {
 				dirs = v

@@ -76,9 +76,10 @@ type processTarget struct {
 	label string
 	about string
 	path  string
-	// args builds the command line from the Kafka port, a second free port
-	// (for an HTTP listener) and the data directory.
-	args func(port, port2 int, dataDir string) []string
+	// args builds the command line from free ports (the first serves
+	// Kafka) and the data directory.
+	ports int
+	args  func(ports []int, dataDir string) []string
 	env  []string
 }
 
@@ -92,12 +93,15 @@ func shaleTarget(binary string, extra []string) *processTarget {
 		label: "shale",
 		about: fmt.Sprintf("Shale single node (%s serve)", binary),
 		path:  binary,
-		args: func(port, port2 int, dir string) []string {
+		ports: 3,
+		// The node is broker and controller in one; its controller needs
+		// a listener of its own.
+		args: func(ports []int, dir string) []string {
 			a := []string{
 				"serve",
 				"--log.dirs=" + dir,
-				"--listeners=PLAINTEXT://127.0.0.1:" + strconv.Itoa(port),
-				"--http.listener=127.0.0.1:" + strconv.Itoa(port2),
+				"--listeners=PLAINTEXT://127.0.0.1:" + strconv.Itoa(ports[0]) + ",CONTROLLER://127.0.0.1:" + strconv.Itoa(ports[2]),
+				"--http.listener=127.0.0.1:" + strconv.Itoa(ports[1]),
 			}
 			return append(a, extra...)
 		},
@@ -114,14 +118,15 @@ func kfakeProcessTarget(binary string, prefix []string, env []string) *processTa
 		about: "franz-go pkg/kfake (in-memory), 1 broker, own process",
 		path:  binary,
 		env:   env,
-		args: func(port, _ int, _ string) []string {
-			return append(append([]string(nil), prefix...), "kfake-serve", "--listen=127.0.0.1:"+strconv.Itoa(port))
+		ports: 1,
+		args: func(ports []int, _ string) []string {
+			return append(append([]string(nil), prefix...), "kfake-serve", "--listen=127.0.0.1:"+strconv.Itoa(ports[0]))
 		},
 	}
 }
 
 func (t *processTarget) start(ctx context.Context) (*runningTarget, error) {
-	ports, err := freePorts(2)
+	ports, err := freePorts(max(t.ports, 1))
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +134,7 @@ func (t *processTarget) start(ctx context.Context) (*runningTarget, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s data dir: %w", t.label, err)
 	}
-	args := t.args(ports[0], ports[1], dir)
+	args := t.args(ports, dir)
 	// Not CommandContext: the process must get SIGTERM and time to exit,
 	// never an immediate kill because some context ended.
 	cmd := exec.Command(t.path, args...)
