@@ -80,7 +80,7 @@ type processTarget struct {
 	// Kafka) and the data directory.
 	ports int
 	args  func(ports []int, dataDir string) []string
-	env  []string
+	env   []string
 }
 
 func (t *processTarget) name() string     { return t.label }
