@@ -65,6 +65,8 @@ func runKcatCell(ctx context.Context, t *testing.T, spec *cellSpec) (*cellOutput
 		"-X", "linger.ms=5",
 		"-X", "batch.num.messages=40",
 		"-X", "request.required.acks=-1",
+		// Kafka keeps a partition's order across retries only for idempotent producers.
+		"-X", "enable.idempotence=true",
 	}, common...)
 	for _, h := range spec.Records[0].Headers {
 		produce = append(produce, "-H", h.Key+"="+string(h.Value))

@@ -45,12 +45,16 @@ func saramaCodec(codec string) (sarama.CompressionCodec, error) {
 }
 
 // saramaConfig is sarama as a user gets it, with its default protocol version
-// (V2_8_0_0 in v1.61), plus delivery reports and acks=all.
+// (V2_8_0_0 in v1.61), plus delivery reports, acks=all and idempotence.
 func saramaConfig(codec sarama.CompressionCodec) *sarama.Config {
 	cfg := sarama.NewConfig()
 	cfg.ClientID = "shale-interop-sarama"
 	cfg.Producer.Compression = codec
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	// Idempotent (which needs one open request per broker): what keeps a partition's
+	// order across retries.
+	cfg.Producer.Idempotent = true
+	cfg.Net.MaxOpenRequests = 1
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.Return.Errors = true
 	cfg.Producer.Flush.Frequency = 5 * time.Millisecond

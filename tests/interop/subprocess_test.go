@@ -186,6 +186,9 @@ func runLines(ctx context.Context, env []string, argv []string, stdin io.Reader,
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 3 * time.Second
 	stderr := &tailBuffer{max: 8 << 10}
+	if os.Getenv(envTrace) != "" {
+		stderr.max = 8 << 20 // client debug logs are long
+	}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -99,7 +99,8 @@ async function createAndProduce (kafka) {
       return p
     }
   }
-  const producer = kafka.producer({ createPartitioner, allowAutoTopicCreation: false, idempotent: false })
+  // Idempotent, one request in flight: what keeps a partition's order across retries.
+  const producer = kafka.producer({ createPartitioner, allowAutoTopicCreation: false, idempotent: true, maxInFlightRequests: 1 })
   await producer.connect()
   const chunk = 40
   for (let i = 0; i < spec.records.length; i += chunk) {

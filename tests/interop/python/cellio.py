@@ -6,6 +6,7 @@ goes to stderr.
 """
 
 import json
+import os
 import sys
 import time
 
@@ -51,6 +52,11 @@ def emit_consumed(partition, offset, key, value, headers, timestamp, timestamp_t
         timestamp=timestamp,
         timestamp_type=timestamp_type,
     )
+
+
+def tracing():
+    """SHALE_INTEROP_TRACE set: the scripts turn on their client's debug logging."""
+    return bool(os.environ.get("SHALE_INTEROP_TRACE"))
 
 
 def log(msg):

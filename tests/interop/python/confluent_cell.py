@@ -32,12 +32,20 @@ def create_topic(spec, deadline):
     futures[spec["topic"]].result()
 
 
+def debug_conf():
+    return {"debug": "msg,protocol,topic,broker"} if cellio.tracing() else {}
+
+
 def produce(spec, deadline):
     producer = Producer({
+        **debug_conf(),
         "bootstrap.servers": spec["bootstrap"],
         "client.id": "shale-interop-confluent",
         "compression.codec": spec["codec"],
         "acks": "all",
+        # Kafka keeps a partition's order across retries only for idempotent producers
+        # (or one request in flight); librdkafka's default is neither.
+        "enable.idempotence": True,
         "linger.ms": 5,
         "batch.num.messages": 40,
     })

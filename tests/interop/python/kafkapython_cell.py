@@ -39,6 +39,9 @@ def produce(spec, deadline):
         client_id=CLIENT_ID,
         compression_type=codec,
         acks="all",
+        # kafka-python has no idempotent producer: one request in flight is what keeps
+        # a partition's order across retries.
+        max_in_flight_requests_per_connection=1,
         linger_ms=5,
         batch_size=16384,
     )
