@@ -32,9 +32,9 @@ func TestMemoryBoundedUnderLongProduce(t *testing.T) {
 	if _, err := adm.CreateTopic(context.Background(), 4, 1, nil, "mem"); err != nil {
 		t.Fatal(err)
 	}
-	cl := mustClient(t, n.addr(), kgo.DefaultProduceTopic("mem"), kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerLinger(5*time.Millisecond))
+	cl := mustClient(t, n.addr(), kgo.DefaultProduceTopic("mem"), kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerLinger(5*time.Millisecond), kgo.RecordDeliveryTimeout(time.Minute))
 	value := make([]byte, 1024)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var peak int64
 	done := make(chan struct{})
