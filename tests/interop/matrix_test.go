@@ -85,7 +85,9 @@ func (m *matrix) markdown(targetName string) string {
 		b.WriteString("\n" + strings.Join(notes, "\n") + "\n")
 	}
 	if len(m.extra) > 0 {
-		b.WriteString("\n" + strings.Join(m.extra, "\n") + "\n")
+		extra := slices.Clone(m.extra)
+		slices.Sort(extra)
+		b.WriteString("\n" + strings.Join(extra, "\n") + "\n")
 	}
 	return b.String()
 }
