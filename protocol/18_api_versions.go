@@ -66,4 +66,19 @@ func (s *Server) registerBuiltins() {
 	s.Register(kmsg.CreatePartitions, 0, 3, s.handleCreatePartitions)
 	s.Register(kmsg.IncrementalAlterConfigs, 0, 1, s.handleIncrementalAlterConfigs)
 	s.Register(kmsg.DescribeCluster, 0, 1, s.handleDescribeCluster)
+	if s.deps.Groups != nil {
+		// Capped below KIP-848 (OffsetCommit/OffsetFetch v9, ConsumerGroupHeartbeat) and
+		// topic ids (v10); FindCoordinator v4 and OffsetFetch v8 are the batched forms.
+		s.Register(kmsg.OffsetCommit, 2, 8, s.handleOffsetCommit)
+		s.Register(kmsg.OffsetFetch, 1, 8, s.handleOffsetFetch)
+		s.Register(kmsg.FindCoordinator, 0, 4, s.handleFindCoordinator)
+		s.Register(kmsg.JoinGroup, 0, 9, s.handleJoinGroup)
+		s.Register(kmsg.Heartbeat, 0, 4, s.handleHeartbeat)
+		s.Register(kmsg.LeaveGroup, 0, 5, s.handleLeaveGroup)
+		s.Register(kmsg.SyncGroup, 0, 5, s.handleSyncGroup)
+		s.Register(kmsg.DescribeGroups, 0, 5, s.handleDescribeGroups)
+		s.Register(kmsg.ListGroups, 0, 5, s.handleListGroups)
+		s.Register(kmsg.DeleteGroups, 0, 2, s.handleDeleteGroups)
+		s.Register(kmsg.OffsetDelete, 0, 0, s.handleOffsetDelete)
+	}
 }

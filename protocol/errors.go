@@ -158,6 +158,59 @@ func errorResponse(kreq kmsg.Request, code int16) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 		resp.ErrorCode = code
 		return resp
+	case *kmsg.OffsetCommitRequest:
+		return offsetCommitError(req, code)
+	case *kmsg.OffsetFetchRequest:
+		return offsetFetchError(req, code)
+	case *kmsg.FindCoordinatorRequest:
+		resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		resp.ErrorCode, resp.NodeID, resp.Port = code, -1, -1
+		for _, key := range req.CoordinatorKeys {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key, c.NodeID, c.Port, c.ErrorCode = key, -1, -1, code
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		return resp
+	case *kmsg.JoinGroupRequest:
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode, resp.Generation, resp.MemberID = code, -1, req.MemberID
+		return resp
+	case *kmsg.HeartbeatRequest:
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.LeaveGroupRequest:
+		resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.SyncGroupRequest:
+		resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+		resp.ErrorCode, resp.MemberAssignment = code, []byte{}
+		return resp
+	case *kmsg.DescribeGroupsRequest:
+		resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+		for _, g := range req.Groups {
+			rg := kmsg.NewDescribeGroupsResponseGroup()
+			rg.Group, rg.ErrorCode, rg.State = g, code, "Dead"
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return resp
+	case *kmsg.ListGroupsRequest:
+		resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.DeleteGroupsRequest:
+		resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
+		for _, g := range req.Groups {
+			rg := kmsg.NewDeleteGroupsResponseGroup()
+			rg.Group, rg.ErrorCode = g, code
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return resp
+	case *kmsg.OffsetDeleteRequest:
+		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+		resp.ErrorCode = code
+		return resp
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/topicconfig"
 	"github.com/shalelog/shale/partition"
@@ -50,6 +51,9 @@ type Deps struct {
 	ProducerIDs *ProducerIDs
 	// Followers, when set, learns the position of every follower fetch.
 	Followers FollowerTracker
+	// Groups, when set, is the consumer-group coordinator; without it the group APIs are
+	// not advertised.
+	Groups *group.Coordinator
 }
 
 // Handler answers one decoded request.

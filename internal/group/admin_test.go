@@ -250,7 +250,6 @@ func TestLagCollector(t *testing.T) {
 	want := map[string]float64{
 		"shale_consumer_group_lag,group=g,partition=0,topic=t":              60,
 		"shale_consumer_group_committed_offset,group=g,partition=0,topic=t": 40,
-		"shale_consumer_group_committed_offset,group=g,partition=1,topic=t": 7,
 		"shale_consumer_group_members,group=g,state=Empty":                  0,
 		"shale_consumer_group_rebalances_total":                             0,
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // HighWatermarkFunc tells the lag collector a partition's high watermark; ok is false
-// when this broker does not hold the partition.
+// when this broker does not lead the partition.
 type HighWatermarkFunc func(topic string, partition int32) (hw int64, ok bool)
 
 // lagCollector computes consumer lag at scrape time, so commits and fetches pay nothing
@@ -20,10 +20,13 @@ type lagCollector struct {
 	lag, committed, members, rebalances *prometheus.Desc
 }
 
-// LagCollector returns a Prometheus collector of the groups this broker coordinates:
-// per group, topic and partition the committed offset and the lag (high watermark minus
-// committed offset, for partitions whose high watermark hw knows), per group the member
-// count, and the rebalances completed.
+// LagCollector returns a Prometheus collector of consumer lag: per group, topic and
+// partition the committed offset and the lag (high watermark minus committed offset), for
+// every group with committed offsets and every partition whose high watermark hw knows.
+// Given a hw that answers for the partitions this broker leads, each series appears on
+// exactly one broker of the cluster, so a Prometheus scraping every broker sees the
+// whole lag. It also reports the member count of the groups this broker coordinates and
+// the rebalances it completed.
 func (c *Coordinator) LagCollector(hw HighWatermarkFunc) prometheus.Collector {
 	labels := []string{"group", "topic", "partition"}
 	return &lagCollector{
@@ -60,25 +63,23 @@ func (l *lagCollector) Collect(ch chan<- prometheus.Metric) {
 		c.lg.Warn("lag metrics: listing groups failed", "err", err)
 		return
 	}
+	if l.hw == nil {
+		return
+	}
 	for _, id := range ids {
-		c.mu.Lock()
-		owned := c.owns(id) == nil
-		c.mu.Unlock()
-		if !owned {
-			continue
-		}
 		offs, err := c.store.FetchOffsets(ctx, id, nil)
 		if err != nil {
 			c.lg.Warn("lag metrics: fetching offsets failed", "group", id, "err", err)
 			return
 		}
 		for _, o := range offs {
-			labels := []string{id, o.Topic, strconv.Itoa(int(o.Partition))}
-			ch <- prometheus.MustNewConstMetric(l.committed, prometheus.GaugeValue, float64(o.Offset), labels...)
-			if l.hw == nil || o.Offset < 0 {
+			hw, ok := l.hw(o.Topic, o.Partition)
+			if !ok {
 				continue
 			}
-			if hw, ok := l.hw(o.Topic, o.Partition); ok {
+			labels := []string{id, o.Topic, strconv.Itoa(int(o.Partition))}
+			ch <- prometheus.MustNewConstMetric(l.committed, prometheus.GaugeValue, float64(o.Offset), labels...)
+			if o.Offset >= 0 {
 				ch <- prometheus.MustNewConstMetric(l.lag, prometheus.GaugeValue, float64(max(hw-o.Offset, 0)), labels...)
 			}
 		}

@@ -22,7 +22,9 @@ import (
 
 	"github.com/shalelog/shale/controller"
 	"github.com/shalelog/shale/internal/config"
+	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/partition"
 	"github.com/shalelog/shale/protocol"
 )
 
@@ -58,6 +60,7 @@ type node struct {
 	controller *controller.Server
 	store      metadata.Store
 	broker     *Broker
+	groups     *group.Coordinator
 	kafka      *protocol.Server
 	http       *http.Server
 
@@ -201,6 +204,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		Meta:        store,
 		Partitions:  n.broker.Partitions(),
 		ProducerIDs: protocol.NewProducerIDs(store),
+		Groups:      n.startGroups(store),
 	})
 	n.serving = make(chan struct{})
 	go func() {
@@ -211,6 +215,29 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 	}()
 	n.lg.Info("serving Kafka clients", "listener", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(port)), "node_id", cfg.NodeID, "log_dir", cfg.LogDir)
 	return nil
+}
+
+// startGroups starts the consumer-group coordinator and its lag metrics.
+func (n *node) startGroups(store metadata.Store) *group.Coordinator {
+	cfg := n.cfg
+	n.groups = group.New(group.Config{
+		NodeID:                cfg.NodeID,
+		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay(),
+		MinSessionTimeout:     time.Duration(cfg.GroupMinSessionTimeoutMs) * time.Millisecond,
+		MaxSessionTimeout:     time.Duration(cfg.GroupMaxSessionTimeoutMs) * time.Millisecond,
+		OffsetsRetention:      cfg.OffsetsRetention(),
+		Logger:                n.lg,
+	}, store)
+	parts := n.broker.Partitions()
+	n.reg.MustRegister(n.groups.LagCollector(func(topic string, index int32) (int64, bool) {
+		// Only leaders: every (group, partition) series then comes from one broker.
+		p := parts.Get(topic, index)
+		if p == nil || p.Role() != partition.RoleLeader {
+			return 0, false
+		}
+		return p.HighWatermark(), true
+	}))
+	return n.groups
 }
 
 func (n *node) startHTTP() error {
@@ -256,6 +283,12 @@ func (n *node) close() error {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		n.http.Shutdown(sctx)
 		cancel()
+	}
+	if n.groups != nil {
+		// First, so that JoinGroup and SyncGroup calls waiting for a rebalance are
+		// answered (NOT_COORDINATOR: clients move to the next coordinator) instead of
+		// holding their connections past the shutdown grace.
+		errs = append(errs, n.groups.Close())
 	}
 	if n.kafka != nil {
 		n.kafka.Close(shutdownGrace)

@@ -1,0 +1,164 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/internal/metadata"
+)
+
+// fetchedPartition is one partition of an OffsetFetch answer; v0-v7 and v8+ use
+// different (but same-shaped) kmsg types.
+type fetchedPartition struct {
+	Partition   int32
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    string
+	ErrorCode   int16
+}
+
+type fetchedTopic struct {
+	Topic      string
+	Partitions []fetchedPartition
+}
+
+// fetchGroupOffsets answers one group: the requested partitions (those without a
+// commit at offset -1), or every committed one when topics is nil.
+func (s *Server) fetchGroupOffsets(ctx context.Context, groupID string, topics map[string][]int32, order []string) ([]fetchedTopic, error) {
+	offs, err := s.deps.Groups.FetchOffsets(ctx, groupID, topics)
+	if err != nil {
+		return nil, err
+	}
+	byTP := map[string]map[int32]metadata.CommittedOffset{}
+	var stored []string
+	for _, o := range offs {
+		if byTP[o.Topic] == nil {
+			byTP[o.Topic] = map[int32]metadata.CommittedOffset{}
+			stored = append(stored, o.Topic)
+		}
+		byTP[o.Topic][o.Partition] = o
+	}
+	found := func(o metadata.CommittedOffset) fetchedPartition {
+		return fetchedPartition{Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
+	}
+	var out []fetchedTopic
+	if topics == nil {
+		for _, t := range stored { // the store returns offsets sorted by topic, partition
+			ft := fetchedTopic{Topic: t}
+			for _, o := range offs {
+				if o.Topic == t {
+					ft.Partitions = append(ft.Partitions, found(o))
+				}
+			}
+			out = append(out, ft)
+		}
+		return out, nil
+	}
+	for _, t := range order {
+		ft := fetchedTopic{Topic: t}
+		for _, p := range topics[t] {
+			if o, ok := byTP[t][p]; ok {
+				ft.Partitions = append(ft.Partitions, found(o))
+			} else {
+				ft.Partitions = append(ft.Partitions, fetchedPartition{Partition: p, Offset: -1, LeaderEpoch: -1})
+			}
+		}
+		out = append(out, ft)
+	}
+	return out, nil
+}
+
+func (s *Server) handleOffsetFetch(ctx context.Context, r *Request) Result {
+	req := r.Kreq.(*kmsg.OffsetFetchRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if r.Version >= 8 {
+		for _, g := range req.Groups {
+			rg := kmsg.NewOffsetFetchResponseGroup()
+			rg.Group = g.Group
+			var topics map[string][]int32
+			var order []string
+			if g.Topics != nil {
+				topics = map[string][]int32{}
+				for _, t := range g.Topics {
+					if _, ok := topics[t.Topic]; !ok {
+						order = append(order, t.Topic)
+					}
+					topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
+				}
+			}
+			fts, err := s.fetchGroupOffsets(ctx, g.Group, topics, order)
+			rg.ErrorCode = errorCode(err)
+			for _, ft := range fts {
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.Topic = ft.Topic
+				for _, fp := range ft.Partitions {
+					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					md := fp.Metadata
+					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = fp.Partition, fp.Offset, fp.LeaderEpoch, &md, fp.ErrorCode
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rg.Topics = append(rg.Topics, rt)
+			}
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return Result{Resp: resp}
+	}
+	var topics map[string][]int32
+	var order []string
+	// v0 and v1 always name their topics; from v2 null means every committed offset.
+	if req.Topics != nil || r.Version < 2 {
+		topics = map[string][]int32{}
+		for _, t := range req.Topics {
+			if _, ok := topics[t.Topic]; !ok {
+				order = append(order, t.Topic)
+			}
+			topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
+		}
+	}
+	fts, err := s.fetchGroupOffsets(ctx, req.Group, topics, order)
+	if err != nil {
+		return Result{Resp: offsetFetchError(req, errorCode(err))}
+	}
+	for _, ft := range fts {
+		rt := kmsg.NewOffsetFetchResponseTopic()
+		rt.Topic = ft.Topic
+		for _, fp := range ft.Partitions {
+			rp := kmsg.NewOffsetFetchResponseTopicPartition()
+			md := fp.Metadata
+			rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = fp.Partition, fp.Offset, fp.LeaderEpoch, &md, fp.ErrorCode
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return Result{Resp: resp}
+}
+
+// offsetFetchError is Kafka's OffsetFetch error response: v0-v1 carry the error on every
+// requested partition, v2-v7 at the top level, v8+ on every group.
+func offsetFetchError(req *kmsg.OffsetFetchRequest, code int16) *kmsg.OffsetFetchResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	switch {
+	case req.Version >= 8:
+		for _, g := range req.Groups {
+			rg := kmsg.NewOffsetFetchResponseGroup()
+			rg.Group, rg.ErrorCode = g.Group, code
+			resp.Groups = append(resp.Groups, rg)
+		}
+	case req.Version >= 2:
+		resp.ErrorCode = code
+	default:
+		for _, t := range req.Topics {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				empty := ""
+				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p, -1, -1, &empty, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
+	return resp
+}

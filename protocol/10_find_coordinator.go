@@ -1,0 +1,68 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/internal/metadata"
+)
+
+// Coordinator key types of FindCoordinator.
+const (
+	coordinatorGroup       int8 = 0
+	coordinatorTransaction int8 = 1
+)
+
+// handleFindCoordinator answers from the image every broker shares, so any broker gives
+// the same answer. Transactional ids hash like group ids; the transaction coordinator
+// itself does not exist yet (InitProducerId refuses transactional ids).
+func (s *Server) handleFindCoordinator(_ context.Context, r *Request) Result {
+	req := r.Kreq.(*kmsg.FindCoordinatorRequest)
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	find := func(key string) (metadata.Broker, error) {
+		if req.CoordinatorType != coordinatorGroup && req.CoordinatorType != coordinatorTransaction {
+			return metadata.Broker{}, kerr.InvalidRequest
+		}
+		return s.deps.Groups.CoordinatorFor(key)
+	}
+	if r.Version >= 4 {
+		for _, key := range req.CoordinatorKeys {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key = key
+			b, err := find(key)
+			c.NodeID, c.Host, c.Port = coordinatorAddress(b, err)
+			c.ErrorCode, c.ErrorMessage = errorCode(err), errorMessage(err)
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		return Result{Resp: resp}
+	}
+	b, err := find(req.CoordinatorKey)
+	resp.NodeID, resp.Host, resp.Port = coordinatorAddress(b, err)
+	resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
+	return Result{Resp: resp}
+}
+
+func coordinatorAddress(b metadata.Broker, err error) (int32, string, int32) {
+	if err != nil {
+		return -1, "", -1
+	}
+	return b.ID, b.Host, b.Port
+}
+
+// optString is a nullable Kafka string as Go's "" for null.
+func optString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// nullableString is "" as null.
+func nullableString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,22 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/internal/group"
+)
+
+func (s *Server) handleHeartbeat(_ context.Context, r *Request) Result {
+	req := r.Kreq.(*kmsg.HeartbeatRequest)
+	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	err := s.deps.Groups.Heartbeat(group.HeartbeatRequest{
+		Group:      req.Group,
+		MemberID:   req.MemberID,
+		InstanceID: optString(req.InstanceID),
+		Generation: req.Generation,
+	})
+	resp.ErrorCode = errorCode(err)
+	return Result{Resp: resp}
+}

@@ -1,0 +1,40 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/internal/group"
+)
+
+// handleLeaveGroup: v0-v2 name one member and carry its error at the top level; v3+
+// name several (by member id, or by instance id alone for an admin removal) with an
+// error each.
+func (s *Server) handleLeaveGroup(_ context.Context, r *Request) Result {
+	req := r.Kreq.(*kmsg.LeaveGroupRequest)
+	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	var leaving []group.LeavingMember
+	if r.Version < 3 {
+		leaving = []group.LeavingMember{{MemberID: req.MemberID}}
+	} else {
+		for _, m := range req.Members {
+			leaving = append(leaving, group.LeavingMember{MemberID: m.MemberID, InstanceID: optString(m.InstanceID), Reason: optString(m.Reason)})
+		}
+	}
+	errs, err := s.deps.Groups.Leave(req.Group, leaving)
+	if err != nil {
+		resp.ErrorCode = errorCode(err)
+		return Result{Resp: resp}
+	}
+	if r.Version < 3 {
+		resp.ErrorCode = errorCode(errs[0])
+		return Result{Resp: resp}
+	}
+	for i, m := range req.Members {
+		rm := kmsg.NewLeaveGroupResponseMember()
+		rm.MemberID, rm.InstanceID, rm.ErrorCode = m.MemberID, m.InstanceID, errorCode(errs[i])
+		resp.Members = append(resp.Members, rm)
+	}
+	return Result{Resp: resp}
+}

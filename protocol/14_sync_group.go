@@ -1,0 +1,49 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/internal/group"
+)
+
+// handleSyncGroup: followers wait (in Result.Wait, like JoinGroup) for the leader's
+// assignment.
+func (s *Server) handleSyncGroup(ctx context.Context, r *Request) Result {
+	req := r.Kreq.(*kmsg.SyncGroupRequest)
+	sr := group.SyncRequest{
+		Group:      req.Group,
+		MemberID:   req.MemberID,
+		InstanceID: optString(req.InstanceID),
+		Generation: req.Generation,
+	}
+	if r.Version >= 5 {
+		sr.ProtocolType, sr.Protocol = req.ProtocolType, req.Protocol
+	}
+	if len(req.GroupAssignment) > 0 {
+		sr.Assignments = make(map[string][]byte, len(req.GroupAssignment))
+		for _, a := range req.GroupAssignment {
+			sr.Assignments[a.MemberID] = a.MemberAssignment
+		}
+	}
+	call := s.deps.Groups.Sync(sr)
+	build := func(res group.SyncResult) Result {
+		resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+		resp.ErrorCode = errorCode(res.Err)
+		if res.Err == nil {
+			resp.ProtocolType, resp.Protocol = &res.ProtocolType, &res.Protocol
+			resp.MemberAssignment = res.Assignment
+		}
+		if resp.MemberAssignment == nil {
+			resp.MemberAssignment = []byte{}
+		}
+		return Result{Resp: resp}
+	}
+	select {
+	case <-call.Done():
+		return build(call.Wait(ctx))
+	default:
+	}
+	return Result{Wait: func(ctx context.Context) Result { return build(call.Wait(ctx)) }}
+}

@@ -1,0 +1,34 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (s *Server) handleOffsetDelete(ctx context.Context, r *Request) Result {
+	req := r.Kreq.(*kmsg.OffsetDeleteRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	parts := map[string][]int32{}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			parts[t.Topic] = append(parts[t.Topic], p.Partition)
+		}
+	}
+	res, err := s.deps.Groups.DeleteOffsets(ctx, req.Group, parts)
+	if err != nil {
+		resp.ErrorCode = errorCode(err)
+		return Result{Resp: resp}
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetDeleteResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, errorCode(res[t.Topic][p.Partition])
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return Result{Resp: resp}
+}
