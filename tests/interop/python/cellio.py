@@ -8,6 +8,7 @@ goes to stderr.
 import json
 import os
 import sys
+import threading
 import time
 
 
@@ -18,9 +19,28 @@ def load_spec():
         return json.load(f)
 
 
+_phase = ["start"]
+
+
+def phase(name):
+    """Names what the script is doing, for the watchdog's message."""
+    _phase[0] = name
+
+
 def deadline(spec):
-    """Monotonic time by which the script must be done."""
-    return time.monotonic() + spec["timeout_ms"] / 1000.0
+    """Monotonic time by which the script must be done. A watchdog ends the process a
+    second after it, naming the phase it was stuck in: some client calls block past any
+    timeout they are given (kafka-python's poll() while no group coordinator is found)."""
+    timeout = spec["timeout_ms"] / 1000.0
+
+    def expire():
+        log("still in phase %r %.0f s after start: giving up" % (_phase[0], timeout + 1))
+        os._exit(3)
+
+    t = threading.Timer(timeout + 1, expire)
+    t.daemon = True
+    t.start()
+    return time.monotonic() + timeout
 
 
 def to_bytes(s):

@@ -124,10 +124,14 @@ def main():
     spec = cellio.load_spec()
     deadline = cellio.deadline(spec)
     if spec["mode"] == "group":
+        cellio.phase("consume through a group")
         consume(spec, deadline, group=True)
         return
+    cellio.phase("create topic")
     create_topic(spec, deadline)
+    cellio.phase("produce")
     produce(spec, deadline)
+    cellio.phase("consume by assignment")
     consume(spec, deadline, group=False)
 
 

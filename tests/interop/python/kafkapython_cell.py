@@ -40,8 +40,11 @@ def produce(spec, deadline):
         compression_type=codec,
         acks="all",
         # kafka-python has no idempotent producer: one request in flight is what keeps
-        # a partition's order across retries.
+        # a partition's order across retries. Its default of no retries fails a send on
+        # the first NOT_LEADER_OR_FOLLOWER, which a broker may answer for a moment after
+        # creating a topic (see MATRIX.md).
         max_in_flight_requests_per_connection=1,
+        retries=3,
         linger_ms=5,
         batch_size=16384,
     )
@@ -114,10 +117,14 @@ def main():
     spec = cellio.load_spec()
     deadline = cellio.deadline(spec)
     if spec["mode"] == "group":
+        cellio.phase("consume through a group")
         consume(spec, deadline, group=True)
         return
+    cellio.phase("create topic")
     create_topic(spec)
+    cellio.phase("produce")
     produce(spec, deadline)
+    cellio.phase("consume by assignment")
     consume(spec, deadline, group=False)
 
 
