@@ -3,6 +3,7 @@ package log
 import (
 	"fmt"
 	"math"
+	"time"
 )
 
 // AppendInfo says where an appended batch went.
@@ -78,7 +79,7 @@ func validateBatch(b []byte) (Header, error) {
 func (l *Log) appendLocked(batch []byte, h Header, base int64, epoch int32, setEpoch bool, cfg *Config) (AppendInfo, error) {
 	n := int64(len(batch))
 	last := base + int64(h.LastOffsetDelta)
-	now := cfg.Now().UnixMilli()
+	now := &lazyClock{now: cfg.Now}
 	s := l.active()
 	if l.rollNeeded(s, n, last, h.MaxTimestamp, cfg, now) {
 		newBase := l.end.Load()
@@ -86,7 +87,7 @@ func (l *Log) appendLocked(batch []byte, h Header, base int64, epoch int32, setE
 			newBase = base
 		}
 		var err error
-		if s, err = l.roll(newBase, n, cfg, now); err != nil {
+		if s, err = l.roll(newBase, n, cfg, now.ms()); err != nil {
 			return AppendInfo{}, err
 		}
 	}
@@ -107,7 +108,7 @@ func (l *Log) appendLocked(batch []byte, h Header, base int64, epoch int32, setE
 // rollNeeded reports whether a batch of n bytes ending at offset last must go into a
 // new segment: the active one is full (segment.bytes, its capacity or an index), too
 // old (segment.ms), or cannot store the offset relative to its base.
-func (l *Log) rollNeeded(s *segment, n, last, maxTs int64, cfg *Config, now int64) bool {
+func (l *Log) rollNeeded(s *segment, n, last, maxTs int64, cfg *Config, now *lazyClock) bool {
 	size := s.size.Load()
 	switch {
 	case !fitsRelative(s.base, last) || size+n > s.capacity:
@@ -123,11 +124,25 @@ func (l *Log) rollNeeded(s *segment, n, last, maxTs int64, cfg *Config, now int6
 // timeToRoll applies segment.ms on append, as Kafka does: the incoming batch's
 // timestamp against the first batch's, or the wall clock against the segment's
 // creation when the first batch has no timestamp.
-func (s *segment) timeToRoll(batchTs, now, segmentMs int64) bool {
+func (s *segment) timeToRoll(batchTs int64, now *lazyClock, segmentMs int64) bool {
 	if s.rollTs >= 0 {
 		return batchTs-s.rollTs >= segmentMs
 	}
-	return now-s.created >= segmentMs
+	return now.ms()-s.created >= segmentMs
+}
+
+// lazyClock reads the clock once, and only when asked: most appends never need it.
+type lazyClock struct {
+	now  func() time.Time
+	read bool
+	val  int64
+}
+
+func (c *lazyClock) ms() int64 {
+	if !c.read {
+		c.val, c.read = c.now().UnixMilli(), true
+	}
+	return c.val
 }
 
 // idleTooLong applies segment.ms without an append (EnforceRetention): the wall clock

@@ -138,6 +138,9 @@ func checkView(v *View, offset int64) error {
 	if size != v.Size {
 		return errorf("Size %d, chunks hold %d", v.Size, size)
 	}
+	if next >= 0 && v.NextOffset != next {
+		return errorf("NextOffset %d, last batch ends at %d", v.NextOffset, next-1)
+	}
 	return nil
 }
 

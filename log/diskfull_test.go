@@ -111,12 +111,12 @@ func TestDiskFullOnIndexReservation(t *testing.T) {
 	mustAppend(t, l, batch, 0)
 	// The log's first chunk is reserved; let the index run dry: fill its reserved part.
 	x := l.active().offsets
-	for x.res.reserved >= (x.entries()+1)*offsetEntrySize {
+	for x.res.reserved.Load() >= (x.entries()+1)*offsetEntrySize {
 		mustAppend(t, l, batch, 0)
 	}
 	fsys.setBudget(0)
 	before := l.EndOffset()
-	if l.active().res.reserved < l.active().size.Load()+int64(len(batch)) {
+	if l.active().res.reserved.Load() < l.active().size.Load()+int64(len(batch)) {
 		t.Fatal("the log itself needs a reservation; the test wants only the index to")
 	}
 	if _, err := l.Append(batch, 0); !isErr(err, ErrStorage) || !isErr(err, syscall.ENOSPC) {

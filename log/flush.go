@@ -133,11 +133,11 @@ func (l *Log) RecoveryPoint() int64 {
 
 // maybeFlush applies flush.messages and flush.ms after an append, under the append
 // lock. It syncs only data: the recovery point moves with full syncs only.
-func (l *Log) maybeFlush(cfg *Config, now int64) error {
+func (l *Log) maybeFlush(cfg *Config, now *lazyClock) error {
 	end := l.end.Load()
 	due := end-l.flushedEnd >= cfg.FlushMessages
 	if !due && cfg.FlushMs != DefaultFlushMs {
-		due = now-l.lastFlush >= cfg.FlushMs
+		due = now.ms()-l.lastFlush >= cfg.FlushMs
 	}
 	if !due {
 		return nil
@@ -155,6 +155,6 @@ func (l *Log) maybeFlush(cfg *Config, now int64) error {
 			return fmt.Errorf("flush log %s: %w", l.dir, err)
 		}
 	}
-	l.flushedEnd, l.lastFlush = end, now
+	l.flushedEnd, l.lastFlush = end, now.ms()
 	return nil
 }

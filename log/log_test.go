@@ -160,6 +160,13 @@ func TestReadSemantics(t *testing.T) {
 			if n != tc.wantN || v.FirstOffset != tc.wantFirst || v.Size != size {
 				t.Fatalf("got %d batches from %d (size %d/%d), want %d from %d", n, v.FirstOffset, v.Size, size, tc.wantN, tc.wantFirst)
 			}
+			wantNext := tc.offset // empty
+			if n > 0 {
+				wantNext = tc.wantFirst + int64(3*n)
+			}
+			if v.NextOffset != wantNext {
+				t.Fatalf("NextOffset %d, want %d", v.NextOffset, wantNext)
+			}
 			if !tc.minOne && v.Size > tc.maxBytes {
 				t.Fatalf("size %d exceeds maxBytes %d", v.Size, tc.maxBytes)
 			}

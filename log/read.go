@@ -16,6 +16,9 @@ type View struct {
 	// FirstOffset is the base offset of the first batch, or the requested offset when
 	// the view is empty.
 	FirstOffset int64
+	// NextOffset is the offset after the last batch, where a sequential reader goes on;
+	// the requested offset when the view is empty.
+	NextOffset int64
 
 	segs []*segment
 }
@@ -70,7 +73,7 @@ func (l *Log) tryRead(offset int64, maxBytes int, maxOffset int64, minOne bool) 
 		return nil, false, err
 	}
 	limit := min(maxOffset, end)
-	v := &View{FirstOffset: offset}
+	v := &View{FirstOffset: offset, NextOffset: offset}
 	if offset >= limit {
 		return v, false, nil
 	}
@@ -122,6 +125,7 @@ func (l *Log) tryRead(offset int64, maxBytes int, maxOffset int64, minOne bool) 
 				first = false
 			}
 			budget -= min(budget, b.size)
+			v.NextOffset = b.last + 1
 			pos += b.size
 		}
 		if pos > from {

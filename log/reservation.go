@@ -1,47 +1,135 @@
 package log
 
-// reserveChunk is how far ahead of the write position the active segment's blocks are
-// reserved: large enough that fallocate runs once per several MiB of appends, small
-// enough that a nearly full disk is noticed early and little space sits idle.
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// reserveChunk is how much of the active segment one fallocate reserves: large enough
+// that it runs once per several MiB of appends, small enough that a nearly full disk is
+// noticed early and little space sits idle.
 const reserveChunk = 4 << 20
 
+// reserveAhead is how far ahead of the write position the background keeps the active
+// segment reserved and pre-faulted, so that appends rarely wait for either.
+const reserveAhead = 2 * reserveChunk
+
 // indexReserveChunk is the same for index files, which grow 8 or 12 bytes per
-// index.interval.bytes of log.
+// index.interval.bytes of log; they are reserved synchronously.
 const indexReserveChunk = 64 << 10
 
 // reservation keeps real disk blocks allocated ahead of the write position of a
 // preallocated (sparse) file that is written through a mapping. Writing into a hole on
-// a full disk raises SIGBUS; writing into a reserved block cannot fail for lack of space.
-// A failed reservation becomes ErrStorage before anything is written.
+// a full disk raises SIGBUS; writing into a reserved block cannot fail for lack of
+// space. A failed reservation becomes ErrStorage before anything is written.
+//
+// With background set, a short-lived goroutine keeps reserveAhead bytes reserved and
+// pre-faults them (MADV_POPULATE_WRITE), off the appender's path: fallocate waits on the
+// file system journal and faults cost a trap per page, either of which can take longer
+// than the copy itself. The appender reserves synchronously only when it catches up.
 type reservation struct {
-	f        file
-	mapping  []byte // the writable mapping of f, pre-faulted as blocks are reserved
-	reserved int64  // [0, reserved) is allocated
-	limit    int64  // the file's (preallocated) size; nothing is reserved beyond it
-	chunk    int64
+	f       file
+	mapping []byte // the writable mapping of f
+	limit   int64  // the file's (preallocated) size; nothing is reserved beyond it
+	chunk   int64
+
+	mu       sync.Mutex   // serializes Allocate calls
+	reserved atomic.Int64 // [0, reserved) is allocated
+
+	background bool
+	running    atomic.Bool // a background reservation is in flight
+	stopped    atomic.Bool
+	wg         sync.WaitGroup
+	populated  int64 // [0, populated) was pre-faulted; background goroutine only
 }
 
 // ensure reserves at least [0, end).
 func (r *reservation) ensure(end int64) error {
-	if end <= r.reserved {
+	if end <= r.reserved.Load() {
+		r.kick(end)
 		return nil
 	}
 	if end > r.limit {
 		return storageError("reserve", errBeyondCapacity)
 	}
-	target := min(max(end, r.reserved+r.chunk), r.limit)
-	err := r.f.Allocate(r.reserved, target-r.reserved)
-	if err != nil && target > end {
+	r.mu.Lock()
+	err := r.allocateLocked(end, true)
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if !r.background && int64(len(r.mapping)) >= end {
+		// Pre-fault what the synchronous path reserved, as the background would.
+		r.populateTo(r.reserved.Load())
+	}
+	r.kick(end)
+	return nil
+}
+
+// allocateLocked reserves from the current end up to at least end, a chunk at a time;
+// with fallback, a chunk that does not fit is retried as exactly what end needs.
+func (r *reservation) allocateLocked(end int64, fallback bool) error {
+	reserved := r.reserved.Load()
+	if end <= reserved {
+		return nil
+	}
+	target := min(max(end, reserved+r.chunk), r.limit)
+	err := r.f.Allocate(reserved, target-reserved)
+	if err != nil && fallback && target > end {
 		// A nearly full disk may still hold what this write needs.
 		target = end
-		err = r.f.Allocate(r.reserved, target-r.reserved)
+		err = r.f.Allocate(reserved, target-reserved)
 	}
 	if err != nil {
 		return storageError("reserve space in "+r.f.Name(), err)
 	}
-	if int64(len(r.mapping)) >= target {
-		populate(r.mapping[r.reserved:target])
-	}
-	r.reserved = target
+	r.reserved.Store(target)
 	return nil
+}
+
+// kick starts a background reservation when the reserved space ahead of end runs low.
+func (r *reservation) kick(end int64) {
+	if !r.background || r.stopped.Load() || r.reserved.Load()-end >= reserveAhead || r.reserved.Load() >= r.limit {
+		return
+	}
+	if !r.running.CompareAndSwap(false, true) {
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer r.running.Store(false)
+		target := min(end+reserveAhead, r.limit)
+		for !r.stopped.Load() {
+			r.mu.Lock()
+			// No fallback: on a nearly full disk the appender reserves exactly what it
+			// needs itself, and reports the failure.
+			err := r.allocateLocked(min(r.reserved.Load()+r.chunk, target), false)
+			r.mu.Unlock()
+			if err != nil {
+				return
+			}
+			r.populateTo(r.reserved.Load())
+			if r.reserved.Load() >= target {
+				return
+			}
+		}
+	}()
+}
+
+// populateTo pre-faults the mapping up to end. Concurrent appends into the same pages
+// are harmless: populating never changes their contents.
+func (r *reservation) populateTo(end int64) {
+	end = min(end, int64(len(r.mapping)))
+	if r.populated < end {
+		populate(r.mapping[r.populated:end])
+		r.populated = end
+	}
+}
+
+// stop ends background work and waits for it; needed before the file is trimmed or the
+// mapping released.
+func (r *reservation) stop() {
+	r.stopped.Store(true)
+	r.wg.Wait()
 }

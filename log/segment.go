@@ -133,7 +133,7 @@ func (s *segment) makeWritable(p segmentParams) {
 	s.writable = true
 	s.params = p
 	s.capacity = int64(len(s.data))
-	s.res = &reservation{f: s.logFile, mapping: s.data, limit: s.capacity, chunk: reserveChunk}
+	s.res = &reservation{f: s.logFile, mapping: s.data, limit: s.capacity, chunk: reserveChunk, background: true}
 }
 
 // openActiveSegment reopens the segment at base, whose log file holds size valid bytes,
@@ -494,6 +494,7 @@ func (s *segment) seal(now int64) error {
 		return nil
 	}
 	s.writable = false
+	s.res.stop()
 	s.modTime.Store(now)
 	var errs []error
 	if err := s.times.sealAdd(s.idx.maxTs, s.idx.maxTsOffset); err != nil {
@@ -596,6 +597,9 @@ func (s *segment) closeIndexes() {
 }
 
 func (s *segment) closeFiles() {
+	if s.res != nil {
+		s.res.stop()
+	}
 	s.closeIndexes()
 	if s.data != nil {
 		unmap(s.data)
