@@ -370,7 +370,9 @@ func TestAdminGroupsWithKadm(t *testing.T) {
 	}
 	// Commit partition by partition: p0 fully, p1 half, p2 not at all.
 	var commitErr error
-	cons.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{"lag": {0: {Epoch: -1, Offset: 10}, 1: {Epoch: -1, Offset: 5}}}, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) { commitErr = err })
+	cons.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{"lag": {0: {Epoch: -1, Offset: 10}, 1: {Epoch: -1, Offset: 5}}}, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
+		commitErr = err
+	})
 	if commitErr != nil {
 		t.Fatal(commitErr)
 	}
