@@ -4,4 +4,35 @@
 // The package knows nothing of Kafka beyond the RecordBatch header: it appends, reads,
 // truncates, deletes old segments for retention, and recovers a torn tail after a crash.
 // Offsets, leader epochs and producer state are decided by its callers.
+//
+// # Files
+//
+// A log directory holds, per segment, NNNNNNNNNNNNNNNNNNNN.log (the batches, named by the
+// segment's base offset), .index (offset index: relative offset uint32, position
+// uint32) and .timeindex (time index: timestamp int64, relative offset uint32), as in
+// Kafka; and per log recovery-point-offset-checkpoint, log-start-offset-checkpoint and,
+// after a clean Close, the clean-shutdown marker. Other files are left alone.
+//
+// The active segment's .log is preallocated (sparse) to segment.bytes and mapped; appends
+// copy into the mapping. Writing into a hole of a sparse mapping on a full disk raises
+// SIGBUS, so real blocks are reserved with fallocate ahead of the write position (a
+// background goroutine keeps a few MiB reserved and pre-faulted; the appender reserves
+// itself when it catches up) and a failed reservation is ErrStorage with nothing
+// visible. A rolled segment is trimmed to its length, synced in the background, and the
+// recovery point advanced past it.
+//
+// # Concurrency
+//
+// One appender at a time (an internal mutex), any number of readers that never take it:
+// the end offset is published atomically after the bytes, the segment list is replaced
+// copy-on-write, and a View pins the segments it points into by reference count, so
+// retention, truncation and Close never unmap memory a View still uses.
+//
+// # Recovery
+//
+// Open trusts segments wholly below the recovery point (and everything after a clean
+// shutdown). It scans the rest, verifying every batch's CRC and header, cuts the log at
+// the first torn or invalid batch (zeros after the last batch are the normal end of a
+// preallocated file), deletes the segments after a damaged one, and rebuilds missing or
+// damaged indexes.
 package log

@@ -95,7 +95,15 @@ func (r *reservation) kick(end int64) {
 	if !r.running.CompareAndSwap(false, true) {
 		return
 	}
+	// Under mu, so that stop cannot miss a goroutine starting as it stops.
+	r.mu.Lock()
+	if r.stopped.Load() {
+		r.mu.Unlock()
+		r.running.Store(false)
+		return
+	}
 	r.wg.Add(1)
+	r.mu.Unlock()
 	go func() {
 		defer r.wg.Done()
 		defer r.running.Store(false)
@@ -130,6 +138,8 @@ func (r *reservation) populateTo(end int64) {
 // stop ends background work and waits for it; needed before the file is trimmed or the
 // mapping released.
 func (r *reservation) stop() {
+	r.mu.Lock()
 	r.stopped.Store(true)
+	r.mu.Unlock()
 	r.wg.Wait()
 }
