@@ -23,8 +23,10 @@ type meter struct {
 	all      atomic.Int64
 	allBytes atomic.Int64
 	errors   atomic.Int64
-	start    atomic.Int64 // ns since epoch when the window opens
-	last     atomic.Int64 // ns since epoch of the last counted record
+	// abandoned counts records given up unsent at the end of a closed loop.
+	abandoned atomic.Int64
+	start     atomic.Int64 // ns since epoch when the window opens
+	last      atomic.Int64 // ns since epoch of the last counted record
 
 	errMu    sync.Mutex
 	firstErr error
@@ -112,10 +114,11 @@ func (m *meter) interval() (records, bytes int64, lat *hdrhistogram.Histogram) {
 // the role's start to its last record, or to end when nothing was counted.
 func (m *meter) stats(end time.Duration) RoleStats {
 	s := RoleStats{
-		Role:    m.role,
-		Records: m.records.Load(),
-		Bytes:   m.bytes.Load(),
-		Errors:  m.errors.Load(),
+		Role:      m.role,
+		Records:   m.records.Load(),
+		Bytes:     m.bytes.Load(),
+		Errors:    m.errors.Load(),
+		Abandoned: m.abandoned.Load(),
 	}
 	if err := m.err(); err != nil {
 		s.FirstError = err.Error()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -32,17 +33,19 @@ type producerSpec struct {
 
 // producer is one franz-go client producing the workload's records.
 type producer struct {
-	spec   producerSpec
-	cl     *kgo.Client
-	clock  *realClock // the producer goroutine's own (its timer is not shared)
-	pacer  *pacer
-	start  time.Duration
-	pool   *slotPool
-	keys   *keySource
-	rec    *recorder
-	e2e    bool
-	bytes  int64
-	onAckF func(*kgo.Record, error)
+	spec  producerSpec
+	cl    *kgo.Client
+	clock *realClock // the producer goroutine's own (its timer is not shared)
+	pacer *pacer
+	start time.Duration
+	pool  *slotPool
+	keys  *keySource
+	rec   *recorder
+	e2e   bool
+	bytes int64
+	// aborting is set once a closed loop gives up its buffered records.
+	aborting atomic.Bool
+	onAckF   func(*kgo.Record, error)
 }
 
 func producerOpts(w *Workload, bootstrap []string, slots int) []kgo.Opt {
@@ -130,7 +133,17 @@ loop:
 		flushCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
 	}
-	if err := p.cl.Flush(flushCtx); err != nil && !errors.Is(ctx.Err(), context.Canceled) {
+	wait := p.cl.Flush
+	if p.pacer.sched == nil && p.pacer.end > 0 && (p.pacer.quota == 0 || p.pacer.sent < p.pacer.quota) {
+		// A closed loop that ran out of time keeps its buffer full to the
+		// end; draining it would stretch the run by the buffer's worth at
+		// the measured rate and add nothing to the figures. Records not yet
+		// sent are failed and counted as abandoned; those already in a
+		// request are waited for.
+		p.aborting.Store(true)
+		wait = p.cl.AbortBufferedRecords
+	}
+	if err := wait(flushCtx); err != nil && !errors.Is(ctx.Err(), context.Canceled) {
 		return fmt.Errorf("producer %d: records still unacknowledged %v after the last send: %w",
 			p.spec.index, flushTimeout, err)
 	}
@@ -142,9 +155,12 @@ loop:
 func (p *producer) onAck(r *kgo.Record, err error) {
 	s := r.Context.(*slot)
 	now := p.clock.now()
-	if err != nil {
+	switch {
+	case err != nil && p.aborting.Load() && errors.Is(err, kgo.ErrAborting):
+		p.spec.meter.abandoned.Add(1)
+	case err != nil:
 		p.spec.meter.fail(err)
-	} else {
+	default:
 		if p.spec.meter.measuring(s.intended) {
 			p.rec.record(now - s.intended)
 		}

@@ -26,6 +26,10 @@ type RoleStats struct {
 	LatencyKind   string          `json:"latency_kind,omitempty"`
 	Errors        int64           `json:"errors,omitempty"`
 	FirstError    string          `json:"first_error,omitempty"`
+	// Abandoned counts closed-loop records still buffered in the producer
+	// when the measurement ended: failed unsent instead of waited for, and
+	// in no figure.
+	Abandoned int64 `json:"abandoned,omitempty"`
 }
 
 // Report is the outcome of one workload run against one cluster.
@@ -42,9 +46,12 @@ type Report struct {
 	PeakRate float64 `json:"peak_rate,omitempty"`
 	Peak     *Report `json:"peak,omitempty"`
 	// Lost counts acknowledged records an e2e run never received.
-	Lost  int64    `json:"lost,omitempty"`
-	Notes []string `json:"notes,omitempty"`
-	Error string   `json:"error,omitempty"`
+	Lost int64 `json:"lost,omitempty"`
+	// GroupFallback is set when the workload asked for a consumer group
+	// and the cluster has none.
+	GroupFallback bool     `json:"group_fallback,omitempty"`
+	Notes         []string `json:"notes,omitempty"`
+	Error         string   `json:"error,omitempty"`
 }
 
 // Role returns the named role's figures, or zero figures if it did not run.

@@ -135,6 +135,9 @@ func runOnce(ctx context.Context, w Workload, opt RunOptions) (*Report, error) {
 		err = r.e2e(ctx)
 	}
 	for _, rs := range r.report.Roles {
+		if rs.Abandoned > 0 {
+			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s: %d records still buffered when the closed loop ended were abandoned unsent (in no figure)", rs.Role, rs.Abandoned))
+		}
 		if rs.Errors > 0 {
 			err = errors.Join(err, fmt.Errorf("%s: %d records failed, first: %s", rs.Role, rs.Errors, rs.FirstError))
 		}
@@ -328,12 +331,23 @@ func (r *run) startConsumers(ctx context.Context, m *meter, goal *consumeGoal, s
 }
 
 // runGroup names a fresh group for this run, so committed offsets of an
-// earlier run never leak into it.
-func (r *run) runGroup() string {
+// earlier run never leak into it. A cluster without consumer groups gets
+// direct assignment instead, and the report says so.
+func (r *run) runGroup(ctx context.Context) (string, error) {
 	if r.w.Group == "" {
-		return ""
+		return "", nil
 	}
-	return fmt.Sprintf("%s-%016x", r.w.Group, r.runID)
+	missing, err := r.adm.missingGroupAPIs(ctx)
+	if err != nil {
+		return "", err
+	}
+	if len(missing) > 0 {
+		r.report.Notes = append(r.report.Notes, fmt.Sprintf("the cluster does not support consumer groups (no %s): consumers were assigned partitions directly",
+			strings.Join(missing, ", ")))
+		r.report.GroupFallback = true
+		return "", nil
+	}
+	return fmt.Sprintf("%s-%016x", r.w.Group, r.runID), nil
 }
 
 // consumeCap bounds a consume measurement of a topic preloaded for d.
@@ -359,7 +373,10 @@ func (r *run) consume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	group := r.runGroup()
+	group, err := r.runGroup(ctx)
+	if err != nil {
+		return err
+	}
 	var tracker *assignTracker
 	if group != "" {
 		if err := r.adm.commitStart(ctx, group, w.Topic, starts); err != nil {
@@ -408,7 +425,10 @@ func (r *run) e2e(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	group := r.runGroup()
+	group, err := r.runGroup(ctx)
+	if err != nil {
+		return err
+	}
 	var tracker *assignTracker
 	if group != "" {
 		if err := r.adm.commitStart(ctx, group, w.Topic, ends); err != nil {

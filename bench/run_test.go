@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // small is a quick workload for tests against kfake.
@@ -273,3 +276,49 @@ func TestRunUnreachable(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A cluster without consumer groups still runs a group workload, with the
+// partitions assigned directly, and the report says so.
+func TestRunGroupFallback(t *testing.T) {
+	vs := kversion.Stable()
+	vs.SetMaxKeyVersion(11, -1) // no JoinGroup
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(0), kfake.MaxVersions(vs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w := small(ModeE2E, "fallback")
+	w.Group = "g"
+	w.Rate = 400
+	w.Duration = 250 * time.Millisecond
+	rep := mustRun(t, w, c.ListenAddrs())
+	if !rep.GroupFallback || !strings.Contains(strings.Join(rep.Notes, " "), "no JoinGroup") {
+		t.Errorf("fallback not reported: %+v", rep.Notes)
+	}
+	if p, c := rep.Role("produce"), rep.Role("consume"); p.Records != 100 || c.Records != 100 {
+		t.Errorf("produced %d consumed %d, want 100 each", p.Records, c.Records)
+	}
+}
+
+// A closed loop that runs out of time abandons what it still has buffered
+// instead of draining it, and counts it.
+func TestRunClosedLoopAbandons(t *testing.T) {
+	addr := startKfake(t)
+	w := small(ModeProduce, "abandon")
+	w.Duration = 300 * time.Millisecond
+	w.BufferBytes = 32 << 20
+	w.Linger = 50 * time.Millisecond
+	rep := mustRun(t, w, addr)
+	p := rep.Role("produce")
+	if p.Records == 0 || p.Errors != 0 {
+		t.Fatalf("produce %+v", p)
+	}
+	// 50000 records of 256 B fill the buffer far faster than one broker
+	// takes them, so some are always left at the end.
+	if p.Abandoned == 0 || !strings.Contains(strings.Join(rep.Notes, " "), "abandoned") {
+		t.Errorf("abandoned %d, notes %v", p.Abandoned, rep.Notes)
+	}
+	if p.Latency == nil || p.Latency.Count != p.Records {
+		t.Errorf("latency count %v, records %d", p.Latency, p.Records)
+	}
+}

@@ -141,6 +141,31 @@ func (a *admin) commitStart(ctx context.Context, group, topic string, offsets []
 	return nil
 }
 
+// groupKeys are the requests a consumer group needs: FindCoordinator,
+// OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, SyncGroup.
+var groupKeys = map[int16]string{10: "FindCoordinator", 8: "OffsetCommit", 9: "OffsetFetch", 11: "JoinGroup", 12: "Heartbeat", 14: "SyncGroup"}
+
+// missingGroupAPIs names the consumer-group requests some broker does not
+// advertise; empty when groups can work.
+func (a *admin) missingGroupAPIs(ctx context.Context) ([]string, error) {
+	vs, err := a.adm.ApiVersions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("api versions: %w", err)
+	}
+	missing := map[string]bool{}
+	for _, v := range vs {
+		if v.Err != nil {
+			return nil, fmt.Errorf("api versions of broker %d: %w", v.NodeID, v.Err)
+		}
+		for key, name := range groupKeys {
+			if _, ok := v.KeyMaxVersion(key); !ok {
+				missing[name] = true
+			}
+		}
+	}
+	return sortedKeys(missing), nil
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
