@@ -41,3 +41,6 @@ var errBeyondCapacity = errors.New("write beyond the preallocated file size")
 // errCorruptIndex marks an index file that disagrees with itself or its segment; the
 // index is rebuilt from the segment.
 var errCorruptIndex = errors.New("corrupt index")
+
+// errLocked: another Log (in this process or another) has the directory open.
+var errLocked = errors.New("log directory is in use by another open log")

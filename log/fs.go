@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -21,6 +22,9 @@ type fileSystem interface {
 	RemoveAll(path string) error
 	// SyncDir makes renames and removals inside the directory durable.
 	SyncDir(path string) error
+	// Lock takes an exclusive advisory lock on the file at path (creating it), failing
+	// at once if another holder has it; closing the result releases it.
+	Lock(path string) (io.Closer, error)
 }
 
 // file is an open file of a fileSystem.
@@ -68,6 +72,21 @@ func (osFS) SyncDir(path string) error {
 		err = cerr
 	}
 	return err
+}
+
+func (osFS) Lock(path string) (io.Closer, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if err == unix.EWOULDBLOCK {
+			return nil, errLocked
+		}
+		return nil, err
+	}
+	return f, nil
 }
 
 type osFile struct {

@@ -166,6 +166,7 @@ func (l *Log) crashForTest() {
 	for _, s := range segs {
 		s.release()
 	}
+	l.lock.Close() // a dead process's locks go with it
 }
 
 // checkIndexes verifies that every segment's indexes are exactly what a rebuild from

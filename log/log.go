@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -36,6 +37,8 @@ type Log struct {
 	flushMu       sync.Mutex
 	recoveryPoint int64
 
+	lock io.Closer // the directory lock, held while open
+
 	// The background flusher syncs rolled segments and advances the recovery point.
 	kick chan struct{}
 	stop chan struct{}
@@ -65,7 +68,13 @@ func openLog(dir string, cfg Config, fsys fileSystem) (*Log, error) {
 		done: make(chan struct{}),
 	}
 	l.cfg.Store(&cfg)
+	lock, err := fsys.Lock(filepath.Join(dir, lockFile))
+	if err != nil {
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	l.lock = lock
 	if err := l.load(); err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
 	now := cfg.Now().UnixMilli()
@@ -143,7 +152,9 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.stopFlusher()
-	return l.shutdown()
+	err := l.shutdown()
+	l.lock.Close()
+	return err
 }
 
 func (l *Log) shutdown() error {
@@ -199,6 +210,7 @@ func (l *Log) Delete() error {
 			s.retire()
 			s.release()
 		}
+		l.lock.Close()
 	}
 	l.mu.Unlock()
 	if err := l.fsys.RemoveAll(l.dir); err != nil {

@@ -17,6 +17,7 @@ const (
 	recoveryPointFile = "recovery-point-offset-checkpoint"
 	logStartFile      = "log-start-offset-checkpoint"
 	cleanShutdownFile = "clean-shutdown"
+	lockFile          = "log.lock"
 )
 
 func segmentFileName(base int64, suffix string) string {
