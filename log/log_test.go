@@ -896,3 +896,33 @@ func segmentFiles(t testing.TB, dir, suffix string) []string {
 	sort.Strings(out)
 	return out
 }
+
+func TestConfigChangesAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(nil)
+	cfg.SegmentBytes = 16 << 10
+	l := mustOpen(t, dir, cfg)
+	for i := 0; i < 10; i++ {
+		mustAppend(t, l, sizedBatch(t, 1000, int64(i)), 0)
+	}
+	l.Close()
+	// A smaller segment.bytes than the active segment holds: the next append rolls.
+	cfg.SegmentBytes = 4096
+	l = mustOpen(t, dir, cfg)
+	mustAppend(t, l, sizedBatch(t, 1000, 10), 0)
+	if l.NumSegments() != 2 {
+		t.Fatalf("%d segments", l.NumSegments())
+	}
+	l.crashForTest()
+	// Kafka's minimum segment.bytes and segment.index.bytes: one batch per segment.
+	cfg.SegmentBytes, cfg.SegmentIndexBytes = minSegmentBytes, minSegmentIndexBytes
+	l = mustOpen(t, dir, cfg)
+	defer l.Close()
+	for i := 0; i < 5; i++ {
+		mustAppend(t, l, sizedBatch(t, 1000, int64(20+i)), 0)
+	}
+	if l.NumSegments() != 7 || len(readAll(t, l, 0)) != 16 {
+		t.Fatalf("%d segments, %d batches", l.NumSegments(), len(readAll(t, l, 0)))
+	}
+	checkIndexes(t, l)
+}
