@@ -383,8 +383,11 @@ func (c *BrokerClient) heartbeat() {
 			c.fenced, c.leaseUntil = true, time.Time{}
 			c.signalLeaseLocked()
 			c.mu.Unlock()
-			if err := c.register(c.ctx); err != nil && c.ctx.Err() == nil {
-				c.log.Warn("re-registration failed", "err", err)
+			if err := c.register(c.ctx); err != nil {
+				if c.ctx.Err() == nil {
+					c.log.Warn("re-registration failed; retrying at the next heartbeat", "err", err)
+				}
+				return
 			}
 			c.kickHeartbeat()
 			return

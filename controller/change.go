@@ -116,7 +116,17 @@ func (c *change) partition(topic string, idx int32) (*pb.PartitionState, bool) {
 	if t == nil || idx < 0 || int(idx) >= len(t.Partitions) {
 		return nil, false
 	}
-	return partitionToPB(&t.Partitions[idx]), true
+	// The image's slices are immutable, so the overlay can share them: every change
+	// builds new slices (setPartitionState clones).
+	bp := &t.Partitions[idx]
+	return &pb.PartitionState{Index: bp.Index, Replicas: bp.Replicas, Isr: bp.ISR, Leader: bp.Leader,
+		LeaderEpoch: bp.LeaderEpoch, PartitionEpoch: bp.PartitionEpoch}, true
+}
+
+// partitionExists reports whether a partition exists as of this change, without
+// building its state.
+func (c *change) partitionExists(topic string, idx int32) bool {
+	return idx >= 0 && idx < c.partitionCount(topic)
 }
 
 func (c *change) setPartition(topic string, p *pb.PartitionState) {

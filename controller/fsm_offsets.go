@@ -54,7 +54,7 @@ func (f *fsm) applyOffsetOps(c *change, r *pb.OffsetOpsRecord) applyResult {
 			continue
 		}
 		for _, e := range op.Commits {
-			if _, ok := c.partition(e.Topic, e.Partition); !ok {
+			if !c.partitionExists(e.Topic, e.Partition) {
 				errs[i] = kafkaErrorf(kerr.UnknownTopicOrPartition, "group %q: %s-%d does not exist", op.Group, e.Topic, e.Partition)
 				break
 			}

@@ -278,3 +278,33 @@ func TestSnapshotRestart(t *testing.T) {
 		t.Fatal("follower's offsets differ after catching up")
 	}
 }
+
+// TestDuplicateBrokerID: a second process with a live broker's id waits until the first
+// one's session lapses, then takes over; the first, resuming, is refused (its epoch is
+// stale and the newcomer's session is alive) and holds no lease.
+func TestDuplicateBrokerID(t *testing.T) {
+	checkNoGoroutineLeak(t)
+	q := newTestQuorum(t, 1, nil)
+	q.leader()
+	first := q.broker(1, "")
+	first.heartbeatsPaused.Store(true)
+	start := time.Now()
+	second := q.broker(1, "") // blocks while the first's session is alive
+	if waited := time.Since(start); waited < testSessionTimeout/2 {
+		t.Fatalf("second registration accepted after %v, while the first session was alive", waited)
+	}
+	if second.BrokerEpoch() == first.BrokerEpoch() {
+		t.Fatal("same epoch for two processes")
+	}
+	first.heartbeatsPaused.Store(false)
+	time.Sleep(5 * testHeartbeatInterval)
+	if first.LeaseValid() {
+		t.Fatal("the superseded process holds a lease")
+	}
+	if !second.LeaseValid() {
+		t.Fatal("the new process lost its lease")
+	}
+	if b := q.servers[0].Image().Brokers[1]; b.Incarnation != second.Incarnation() || b.Fenced {
+		t.Fatalf("registration %+v", b)
+	}
+}
