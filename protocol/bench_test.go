@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ func acksInt(a kgo.Acks) int {
 }
 
 func benchProduce(b *testing.B, addr string, size int, acks kgo.Acks) {
-	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("bench"), kgo.RequiredAcks(acks), kgo.ProducerLinger(time.Millisecond), kgo.MaxBufferedRecords(100_000)}
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("bench"), kgo.RequiredAcks(acks), kgo.ProducerLinger(time.Millisecond), kgo.MaxBufferedRecords(100_000), kgo.ProducerBatchCompression(kgo.NoCompression())}
 	if acks != kgo.AllISRAcks() {
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}
@@ -57,7 +58,9 @@ func benchProduce(b *testing.B, addr string, size int, acks kgo.Acks) {
 	}
 	defer cl.Close()
 	ctx := context.Background()
+	// Incompressible values, as real payloads mostly are not runs of zeros.
 	value := make([]byte, size)
+	rand.Read(value)
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
 		b.Fatal(err)
 	}
