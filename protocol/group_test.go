@@ -27,9 +27,21 @@ type groupBroker struct {
 	groups *group.Coordinator
 }
 
+// groupBrokerConfig shapes a groupBroker.
+type groupBrokerConfig struct {
+	group group.Config
+	// memoryOnly keeps metadata (and so committed offsets) in memory, without the
+	// fsynced file every change otherwise writes.
+	memoryOnly bool
+}
+
+type groupBrokerOpt func(*groupBrokerConfig)
+
+func metadataInMemory() groupBrokerOpt { return func(c *groupBrokerConfig) { c.memoryOnly = true } }
+
 // startGroupBroker starts a broker whose coordinator has no initial rebalance delay and
 // accepts short session timeouts, so tests can wait for expiries.
-func startGroupBroker(t testing.TB, opts ...func(*group.Config)) *groupBroker {
+func startGroupBroker(t testing.TB, opts ...groupBrokerOpt) *groupBroker {
 	t.Helper()
 	dir := t.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -37,10 +49,15 @@ func startGroupBroker(t testing.TB, opts ...func(*group.Config)) *groupBroker {
 		t.Fatal(err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	store, err := memstore.New(memstore.Config{
-		Broker: metadata.Broker{ID: 1, Host: "127.0.0.1", Port: int32(port)},
-		Path:   dir + "/meta.json",
-	})
+	gbc := groupBrokerConfig{group: group.Config{NodeID: 1, MinSessionTimeout: 100 * time.Millisecond, Logger: quietLogger()}}
+	for _, o := range opts {
+		o(&gbc)
+	}
+	mcfg := memstore.Config{Broker: metadata.Broker{ID: 1, Host: "127.0.0.1", Port: int32(port)}}
+	if !gbc.memoryOnly {
+		mcfg.Path = dir + "/meta.json"
+	}
+	store, err := memstore.New(mcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,11 +65,7 @@ func startGroupBroker(t testing.TB, opts ...func(*group.Config)) *groupBroker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gcfg := group.Config{NodeID: 1, MinSessionTimeout: 100 * time.Millisecond, Logger: quietLogger()}
-	for _, o := range opts {
-		o(&gcfg)
-	}
-	groups := group.New(gcfg, store)
+	groups := group.New(gbc.group, store)
 	cfg := protocol.Config{NodeID: 1, AutoCreateTopics: true, DeleteTopicEnable: true, DefaultPartitions: 3, DefaultReplicationFactor: 1, Logger: quietLogger()}
 	srv := protocol.NewServer(cfg, protocol.Deps{Meta: store, Partitions: b.Partitions(), ProducerIDs: protocol.NewProducerIDs(store), Groups: groups})
 	ctx, cancel := context.WithCancel(context.Background())

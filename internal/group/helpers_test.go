@@ -81,7 +81,7 @@ func (s *clusterStore) setBrokers(brokers map[int32]metadata.Broker) {
 	}
 }
 
-func newTestStore(t *testing.T) *clusterStore {
+func newTestStore(t testing.TB) *clusterStore {
 	t.Helper()
 	ms, err := memstore.New(memstore.Config{Broker: metadata.Broker{ID: 1, Host: "127.0.0.1", Port: 9092}})
 	if err != nil {
