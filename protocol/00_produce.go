@@ -40,7 +40,7 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Result {
 		reqErr = fmt.Errorf("%w: Shale does not support transactions yet", kerr.TransactionalIDAuthorizationFailed)
 	}
 
-	im := s.deps.Meta.Current()
+	im := s.image()
 	leaseOK := s.deps.Meta.LeaseValid()
 	var parts []*producePart
 	for i, t := range req.Topics {

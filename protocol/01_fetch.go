@@ -100,7 +100,7 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, timer <-chan time.Tim
 // (an error, as Kafka does), and the waiters to park on otherwise.
 func (s *Server) buildFetch(req *kmsg.FetchRequest, version int16) (*kmsg.FetchResponse, []fetchPart, int, bool, []<-chan struct{}) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	im := s.deps.Meta.Current()
+	im := s.image()
 	leaseOK := s.deps.Meta.LeaseValid()
 	follower := req.ReplicaID >= 0
 	remaining := int(req.MaxBytes)

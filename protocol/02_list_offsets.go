@@ -22,7 +22,7 @@ const (
 func (s *Server) handleListOffsets(_ context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-	im := s.deps.Meta.Current()
+	im := s.image()
 	leaseOK := s.deps.Meta.LeaseValid()
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()

@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,7 +26,7 @@ const clusterAllOps = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
 func (s *Server) handleMetadata(ctx context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	im := s.deps.Meta.Current()
+	im := s.image()
 
 	// v0: an empty list means every topic; v1+: null means every topic, empty none.
 	all := req.Topics == nil || (r.Version == 0 && len(req.Topics) == 0)
@@ -40,7 +41,10 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Result {
 		}
 		if autoCreate && len(missing) > 0 {
 			s.autoCreate(ctx, missing)
-			im = s.deps.Meta.Current()
+			wctx, cancel := context.WithTimeout(ctx, autoCreateWait)
+			s.waitApplied(wctx, func(im *metadata.Image) bool { return hasTopics(im, missing) })
+			cancel()
+			im = s.image()
 		}
 	}
 
@@ -92,6 +96,20 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Result {
 	return Result{Resp: resp}
 }
 
+// autoCreateWait bounds how long Metadata waits for an auto-created topic to reach this
+// broker's replicas; past it the client sees LEADER_NOT_AVAILABLE and asks again.
+const autoCreateWait = 2 * time.Second
+
+// hasTopics reports whether every named topic is in the image.
+func hasTopics(im *metadata.Image, names []string) bool {
+	for _, n := range names {
+		if im.Topic(n) == nil && metadata.ValidateTopicName(n) == nil {
+			return false
+		}
+	}
+	return true
+}
+
 func fillBrokers(resp *kmsg.MetadataResponse, im *metadata.Image) {
 	ids := make([]int32, 0, len(im.Brokers))
 	for id, b := range im.Brokers {
@@ -129,7 +147,7 @@ func (s *Server) metadataTopic(t *metadata.Topic, req *kmsg.MetadataRequest) kms
 	if req.IncludeTopicAuthorizedOperations {
 		mt.AuthorizedOperations = topicAllOps
 	}
-	im := s.deps.Meta.Current()
+	im := s.image()
 	for _, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index

@@ -38,6 +38,17 @@ func (s *Server) handleCreateTopics(ctx context.Context, r *Request) Result {
 		specs = append(specs, spec)
 	}
 	results := s.deps.Meta.CreateTopics(ctx, specs, req.ValidateOnly)
+	if !req.ValidateOnly {
+		// Answer once this broker serves the new topics, so that a client that goes on
+		// to produce through it finds them (other brokers catch up on their own).
+		var created []string
+		for _, res := range results {
+			if res.Err == nil {
+				created = append(created, res.Name)
+			}
+		}
+		s.waitApplied(ctx, func(im *metadata.Image) bool { return hasTopics(im, created) })
+	}
 	for i, t := range req.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic = t.Topic

@@ -12,7 +12,7 @@ import (
 func (s *Server) handleDeleteRecords(_ context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
-	im := s.deps.Meta.Current()
+	im := s.image()
 	leaseOK := s.deps.Meta.LeaseValid()
 	for _, t := range req.Topics {
 		rt := kmsg.NewDeleteRecordsResponseTopic()

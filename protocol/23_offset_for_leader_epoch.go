@@ -14,7 +14,7 @@ import (
 func (s *Server) handleOffsetForLeaderEpoch(_ context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
-	im := s.deps.Meta.Current()
+	im := s.image()
 	leaseOK := s.deps.Meta.LeaseValid()
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()

@@ -56,7 +56,7 @@ func wanted(names []string) func(string) bool {
 }
 
 func (s *Server) describeTopicConfigs(res kmsg.DescribeConfigsRequestResource, req *kmsg.DescribeConfigsRequest, version int16) ([]kmsg.DescribeConfigsResponseResourceConfig, error) {
-	t := s.deps.Meta.Current().Topic(res.ResourceName)
+	t := s.image().Topic(res.ResourceName)
 	if t == nil {
 		return nil, fmt.Errorf("%w: topic %q", kerr.UnknownTopicOrPartition, res.ResourceName)
 	}

@@ -10,7 +10,7 @@ import (
 func (s *Server) handleDescribeCluster(_ context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.DescribeClusterRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
-	im := s.deps.Meta.Current()
+	im := s.image()
 	resp.ClusterID = im.ClusterID
 	resp.ControllerID = s.cfg.NodeID
 	resp.EndpointType = 1

@@ -66,7 +66,7 @@ func startBrokerIn(t testing.TB, dir string, opts ...brokerOpt) *testBroker {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv := protocol.NewServer(cfg, protocol.Deps{Meta: store, Partitions: b.Partitions(), ProducerIDs: protocol.NewProducerIDs(store)})
+	srv := protocol.NewServer(cfg, protocol.Deps{Meta: store, Applied: b, Partitions: b.Partitions(), ProducerIDs: protocol.NewProducerIDs(store)})
 	ctx, cancel := context.WithCancel(context.Background())
 	tb := &testBroker{t: t, addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, store: store, broker: b, srv: srv, cancel: cancel, done: make(chan struct{})}
 	go b.Run(ctx)

@@ -54,6 +54,34 @@ type Deps struct {
 	// Groups, when set, is the consumer-group coordinator; without it the group APIs are
 	// not advertised.
 	Groups *group.Coordinator
+	// Applied, when set, is the metadata the broker's replicas have caught up with;
+	// handlers answer from it so that a client is never told of a leader that does not
+	// yet take requests. Nil: Meta.Current.
+	Applied AppliedMetadata
+}
+
+// AppliedMetadata is the broker's applied view of cluster metadata.
+type AppliedMetadata interface {
+	// Image returns the newest image whose changes this broker's replicas reflect.
+	Image() *metadata.Image
+	// WaitApplied blocks until ready holds for the applied image or ctx ends, and
+	// reports whether it held.
+	WaitApplied(ctx context.Context, ready func(*metadata.Image) bool) bool
+}
+
+// image is the metadata handlers answer from.
+func (s *Server) image() *metadata.Image {
+	if s.deps.Applied != nil {
+		return s.deps.Applied.Image()
+	}
+	return s.deps.Meta.Current()
+}
+
+// waitApplied waits, bounded by ctx, until the broker has applied what ready asks for.
+func (s *Server) waitApplied(ctx context.Context, ready func(*metadata.Image) bool) {
+	if s.deps.Applied != nil {
+		s.deps.Applied.WaitApplied(ctx, ready)
+	}
 }
 
 // Handler answers one decoded request.

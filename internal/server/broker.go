@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +39,40 @@ type Broker struct {
 	mu      sync.Mutex
 	configs map[string]map[string]string // topic -> configs last applied
 	done    chan struct{}
+
+	// applied is the newest image the replicas reflect; appliedCh is closed and
+	// replaced each time it changes, for WaitApplied.
+	applied   atomic.Pointer[metadata.Image]
+	appliedMu sync.Mutex
+	appliedCh chan struct{}
+}
+
+// Image implements protocol.AppliedMetadata.
+func (b *Broker) Image() *metadata.Image { return b.applied.Load() }
+
+// WaitApplied implements protocol.AppliedMetadata.
+func (b *Broker) WaitApplied(ctx context.Context, ready func(*metadata.Image) bool) bool {
+	for {
+		b.appliedMu.Lock()
+		ch := b.appliedCh
+		b.appliedMu.Unlock()
+		if ready(b.applied.Load()) {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (b *Broker) publishApplied(im *metadata.Image) {
+	b.applied.Store(im)
+	b.appliedMu.Lock()
+	close(b.appliedCh)
+	b.appliedCh = make(chan struct{})
+	b.appliedMu.Unlock()
 }
 
 // NewBroker opens the partition manager.
@@ -46,7 +81,7 @@ func NewBroker(cfg BrokerConfig, store metadata.Store) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: cfg, store: store, parts: parts, lg: cfg.Logger, configs: map[string]map[string]string{}, done: make(chan struct{})}
+	b := &Broker{cfg: cfg, store: store, parts: parts, lg: cfg.Logger, configs: map[string]map[string]string{}, done: make(chan struct{}), appliedCh: make(chan struct{})}
 	if cfg.Registry != nil {
 		cfg.Registry.MustRegister(newPartitionCollector(parts))
 	}
@@ -137,6 +172,7 @@ func (b *Broker) reconcile(im *metadata.Image, startup bool) {
 			}
 		}
 	}
+	b.publishApplied(im)
 	if startup {
 		// Replicas of topics deleted while this broker was down.
 		onDisk, err := b.parts.OnDisk()

@@ -203,6 +203,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		Metrics:                  protocol.NewMetrics(n.reg),
 	}, protocol.Deps{
 		Meta:        store,
+		Applied:     n.broker,
 		Partitions:  n.broker.Partitions(),
 		ProducerIDs: protocol.NewProducerIDs(store),
 		Groups:      n.startGroups(store),
