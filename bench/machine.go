@@ -18,6 +18,9 @@ type Machine struct {
 	MemoryGiB int    `json:"memory_gib,omitempty"`
 	Kernel    string `json:"kernel,omitempty"`
 	Go        string `json:"go"`
+	// LoadAvg is /proc/loadavg's 1, 5 and 15 minute load when the run
+	// began: on a shared machine it says how much else was running.
+	LoadAvg string `json:"load_avg,omitempty"`
 }
 
 // DescribeMachine reads what it can about this host; fields it cannot
@@ -35,6 +38,11 @@ func DescribeMachine() Machine {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
 	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			m.LoadAvg = strings.Join(f[:3], " ")
+		}
+	}
 	return m
 }
 
@@ -51,6 +59,9 @@ func (m Machine) String() string {
 		fmt.Fprintf(&b, ", kernel %s", m.Kernel)
 	}
 	fmt.Fprintf(&b, ", %s", m.Go)
+	if m.LoadAvg != "" {
+		fmt.Fprintf(&b, ", load average %s at start", m.LoadAvg)
+	}
 	return b.String()
 }
 

@@ -94,8 +94,11 @@ func roleRow(s RoleStats) string {
 // WriteTable prints a run's figures as a table.
 func (r *Report) WriteTable(out io.Writer) {
 	fmt.Fprintf(out, "%s: %s\n", r.Workload.Name, r.Workload.Summary())
-	if r.Target != "" || len(r.Bootstrap) > 0 {
-		fmt.Fprintf(out, "target: %s %s\n", r.Target, strings.Join(r.Bootstrap, ","))
+	switch boot := strings.Join(r.Bootstrap, ","); {
+	case r.Target == "" || r.Target == boot:
+		fmt.Fprintf(out, "target: %s\n", boot)
+	default:
+		fmt.Fprintf(out, "target: %s (%s)\n", r.Target, boot)
 	}
 	if r.Peak != nil {
 		fmt.Fprintln(out, "peak run (closed loop):")
