@@ -75,6 +75,7 @@ func mapIndexWritable(f file, entrySize, capacity, n int64) (*indexFile, error) 
 	}
 	x := &indexFile{entrySize: entrySize, f: f, data: data, capacity: capacity}
 	x.res = &reservation{f: f, mapping: data, limit: size, chunk: indexReserveChunk}
+	x.res.startAt(n * entrySize)
 	x.n.Store(n)
 	// Entries left from before (a reopened index) were written when the file was
 	// written; reserve from there so that new entries never land in a hole.

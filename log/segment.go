@@ -134,6 +134,7 @@ func (s *segment) makeWritable(p segmentParams) {
 	s.params = p
 	s.capacity = int64(len(s.data))
 	s.res = &reservation{f: s.logFile, mapping: s.data, limit: s.capacity, chunk: reserveChunk, background: true}
+	s.res.startAt(s.size.Load())
 }
 
 // openActiveSegment reopens the segment at base, whose log file holds size valid bytes,
