@@ -30,13 +30,14 @@ const (
 Commands:
   serve     run a Shale node (broker and/or controller)
   topic     create, list, describe, delete or alter topics
+  group     list, describe (with lag), delete consumer groups, reset their offsets
   produce   send lines from stdin as records
   consume   print records as lines
   bench     benchmark a Kafka-compatible cluster
   version   print the version
   help      print help for a command
 
-The topic, produce, consume and bench commands work against any Kafka cluster.
+The topic, group, produce, consume and bench commands work against any Kafka cluster.
 Run "shale help <command>" or "shale <command> --help" for a command's flags.
 `
 )
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return serveCommand(ctx, rest, os.Environ(), stdout, stderr)
 	case "topic", "topics":
 		return topicCommand(ctx, rest, stdout, stderr)
+	case "group", "groups":
+		return groupCommand(ctx, rest, stdout, stderr)
 	case "produce":
 		return produceCommand(ctx, rest, stdin, stdout, stderr)
 	case "consume":
@@ -86,7 +89,7 @@ func helpCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return exitOK
 	}
 	switch args[0] {
-	case "serve", "topic", "topics", "produce", "consume", "bench":
+	case "serve", "topic", "topics", "group", "groups", "produce", "consume", "bench":
 		return run(ctx, []string{args[0], "--help"}, nil, stdout, stderr)
 	case "version", "help":
 		fmt.Fprint(stdout, usageHeader)

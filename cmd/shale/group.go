@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/shalelog/shale/client"
+)
+
+const groupUsage = `Usage: shale group <list|describe|delete|reset-offsets> [flags]
+
+  list           every consumer group, with its state
+  describe       --group G...: members, assignments, committed offset, log end offset and lag
+  delete         --group G...: delete empty groups and their committed offsets
+  reset-offsets  --group G --topic T (--to-earliest | --to-latest | --to-offset N) [--execute]
+
+Every subcommand takes --bootstrap-server host:port (default localhost:9092).
+reset-offsets prints the plan and changes nothing unless --execute is given; like
+Kafka's kafka-consumer-groups, it needs the group to have no active members.
+`
+
+type groupFlags struct {
+	conn    connFlags
+	groups  names
+	timeout time.Duration
+}
+
+func (gf *groupFlags) register(c *command) {
+	gf.conn.register(c.fs)
+	c.fs.Var(&gf.groups, "group", "group `id` (repeatable)")
+	gf.timeout = 30 * time.Second
+	c.fs.Var(durationValue{&gf.timeout}, "timeout", "give up after this `duration`")
+}
+
+func (gf *groupFlags) setup(ctx context.Context, c *command, args []string, stdout, stderr io.Writer) (*client.Client, context.Context, context.CancelFunc, int, bool) {
+	positional, code, ok := c.parse(args, stdout, stderr)
+	if !ok {
+		return nil, nil, nil, code, false
+	}
+	gf.groups = append(gf.groups, positional...)
+	o := gf.conn.options()
+	o.RequestTimeout = gf.timeout
+	cl, err := client.New(o)
+	if err != nil {
+		return nil, nil, nil, c.usageErr(stderr, "%v", err), false
+	}
+	opCtx, cancel := context.WithTimeout(ctx, gf.timeout)
+	return cl, opCtx, cancel, exitOK, true
+}
+
+func groupCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, groupUsage)
+		return exitUsage
+	}
+	sub, rest := args[0], args[1:]
+	switch sub {
+	case "list":
+		return groupList(ctx, rest, stdout, stderr)
+	case "describe":
+		return groupDescribe(ctx, rest, stdout, stderr)
+	case "delete":
+		return groupDelete(ctx, rest, stdout, stderr)
+	case "reset-offsets":
+		return groupResetOffsets(ctx, rest, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, groupUsage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "shale group: unknown subcommand %q\n\n%s", sub, groupUsage)
+	return exitUsage
+}
+
+func groupList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("shale group list", "shale group list [flags]", "Prints every consumer group with its state and coordinator.")
+	var gf groupFlags
+	gf.register(c)
+	cl, opCtx, cancel, code, ok := gf.setup(ctx, c, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	defer cl.Close()
+	defer cancel()
+	listed, err := cl.Admin().ListGroups(opCtx)
+	if err != nil {
+		return failed(stderr, c.fs.Name(), err)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tSTATE\tPROTOCOL-TYPE\tCOORDINATOR")
+	for _, g := range listed.Sorted() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", g.Group, g.State, g.ProtocolType, g.Coordinator)
+	}
+	tw.Flush()
+	return exitOK
+}
+
+func groupDescribe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("shale group describe", "shale group describe --group G [flags]",
+		"Prints each group's members and, per partition, the committed offset, the log end\noffset and the lag, as kafka-consumer-groups --describe does.")
+	var gf groupFlags
+	gf.register(c)
+	cl, opCtx, cancel, code, ok := gf.setup(ctx, c, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	defer cl.Close()
+	defer cancel()
+	if len(gf.groups) == 0 {
+		return c.usageErr(stderr, "name at least one group with --group")
+	}
+	lags, err := cl.Admin().Lag(opCtx, gf.groups...)
+	if err != nil {
+		return failed(stderr, c.fs.Name(), err)
+	}
+	status := exitOK
+	for _, g := range gf.groups {
+		l, ok := lags[g]
+		if !ok {
+			fmt.Fprintf(stderr, "%s: group %s: no answer\n", c.fs.Name(), g)
+			status = exitFailed
+			continue
+		}
+		if err := l.Error(); err != nil {
+			fmt.Fprintf(stderr, "%s: group %s: %v\n", c.fs.Name(), g, err)
+			status = exitFailed
+			continue
+		}
+		fmt.Fprintf(stdout, "Group %s: state %s, protocol %s, %d members, coordinator %d\n\n", g, l.State, l.Protocol, len(l.Members), l.Coordinator.NodeID)
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
+		for _, ml := range l.Lag.Sorted() {
+			cur, lag := "-", "-"
+			if ml.Commit.At >= 0 {
+				cur = strconv.FormatInt(ml.Commit.At, 10)
+			}
+			if ml.Lag >= 0 {
+				lag = strconv.FormatInt(ml.Lag, 10)
+			}
+			member, host, clientID := "-", "-", "-"
+			if ml.Member != nil {
+				member, host, clientID = ml.Member.MemberID, ml.Member.ClientHost, ml.Member.ClientID
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", ml.Topic, ml.Partition, cur, ml.End.Offset, lag, member, host, clientID)
+		}
+		tw.Flush()
+		fmt.Fprintf(stdout, "\nTotal lag: %d\n\n", l.Lag.Total())
+	}
+	return status
+}
+
+func groupDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("shale group delete", "shale group delete --group G [flags]", "Deletes empty groups and their committed offsets.")
+	var gf groupFlags
+	gf.register(c)
+	cl, opCtx, cancel, code, ok := gf.setup(ctx, c, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	defer cl.Close()
+	defer cancel()
+	if len(gf.groups) == 0 {
+		return c.usageErr(stderr, "name at least one group with --group")
+	}
+	resps, err := cl.Admin().DeleteGroups(opCtx, gf.groups...)
+	if err != nil {
+		return failed(stderr, c.fs.Name(), err)
+	}
+	status := exitOK
+	for _, g := range gf.groups {
+		if r, ok := resps[g]; ok && r.Err != nil {
+			fmt.Fprintf(stderr, "%s: group %s: %v\n", c.fs.Name(), g, r.Err)
+			status = exitFailed
+			continue
+		}
+		fmt.Fprintf(stdout, "Deleted group %s.\n", g)
+	}
+	return status
+}
+
+func groupResetOffsets(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("shale group reset-offsets", "shale group reset-offsets --group G --topic T (--to-earliest | --to-latest | --to-offset N) [--execute]",
+		"Sets a group's committed offsets for every partition of the topics. Without --execute\nit only prints the plan. The group must have no active members.")
+	var gf groupFlags
+	gf.register(c)
+	var topics names
+	c.fs.Var(&topics, "topic", "topic `name` (repeatable)")
+	earliest := c.fs.Bool("to-earliest", false, "reset to each partition's log start offset")
+	latest := c.fs.Bool("to-latest", false, "reset to each partition's log end offset")
+	toOffset := c.fs.Int64("to-offset", -1, "reset every partition to this `offset` (clamped into the log's range)")
+	execute := c.fs.Bool("execute", false, "apply the plan (default: only print it)")
+	cl, opCtx, cancel, code, ok := gf.setup(ctx, c, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	defer cl.Close()
+	defer cancel()
+	modes := 0
+	for _, b := range []bool{*earliest, *latest, *toOffset >= 0} {
+		if b {
+			modes++
+		}
+	}
+	switch {
+	case len(gf.groups) != 1:
+		return c.usageErr(stderr, "name exactly one group with --group")
+	case len(topics) == 0:
+		return c.usageErr(stderr, "name at least one topic with --topic")
+	case modes != 1:
+		return c.usageErr(stderr, "give exactly one of --to-earliest, --to-latest, --to-offset N")
+	}
+	adm := cl.Admin()
+	starts, err := adm.ListStartOffsets(opCtx, topics...)
+	if err != nil {
+		return failed(stderr, c.fs.Name(), err)
+	}
+	ends, err := adm.ListEndOffsets(opCtx, topics...)
+	if err != nil {
+		return failed(stderr, c.fs.Name(), err)
+	}
+	if err := starts.Error(); err != nil {
+		return failed(stderr, c.fs.Name(), err)
+	}
+	plan := kadm.Offsets{}
+	ends.Each(func(e kadm.ListedOffset) {
+		s, _ := starts.Lookup(e.Topic, e.Partition)
+		at := e.Offset
+		switch {
+		case *earliest:
+			at = s.Offset
+		case *toOffset >= 0:
+			at = min(max(*toOffset, s.Offset), e.Offset)
+		}
+		plan.Add(kadm.Offset{Topic: e.Topic, Partition: e.Partition, At: at, LeaderEpoch: -1})
+	})
+	var rows []kadm.Offset
+	plan.Each(func(o kadm.Offset) { rows = append(rows, o) })
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].Topic != rows[j].Topic {
+			return rows[i].Topic < rows[j].Topic
+		}
+		return rows[i].Partition < rows[j].Partition
+	})
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tNEW-OFFSET")
+	for _, o := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", gf.groups[0], o.Topic, o.Partition, o.At)
+	}
+	tw.Flush()
+	if !*execute {
+		fmt.Fprintln(stdout, "\nDry run: nothing changed. Add --execute to apply.")
+		return exitOK
+	}
+	resps, err := adm.CommitOffsets(opCtx, gf.groups[0], plan)
+	if err != nil {
+		return failed(stderr, c.fs.Name(), err)
+	}
+	if err := resps.Error(); err != nil {
+		return failed(stderr, c.fs.Name(), fmt.Errorf("%w (a group with active members cannot be reset; stop its consumers first)", err))
+	}
+	fmt.Fprintln(stdout, "\nOffsets reset.")
+	return exitOK
+}
