@@ -35,7 +35,8 @@ func TestConcurrentReadersDuringAppendsAndRetention(t *testing.T) {
 	go func() { // the appender
 		defer wg.Done()
 		defer done.Store(true)
-		for i := 0; i < appends; i++ {
+		// Keep going until retention has deleted something, so that readers race it.
+		for i := 0; i < appends || (l.StartOffset() == 0 && i < 50*appends); i++ {
 			b := makeBatch(t, batchSpec{records: 1 + i%5, valueSize: 20 + i%300, timestamp: int64(i)})
 			if _, err := l.Append(b, int32(i/100)); err != nil {
 				fail("append %d: %v", i, err)
