@@ -148,7 +148,7 @@ func runCompare(ctx context.Context, cfg compareConfig) (*Comparison, error) {
 				}
 			}
 			if rep != nil && rep.Error == "" && w.Rate == 0 && w.RateOfPeak == 0 {
-				peaks[t.name()+"|"+shapeKey(w)] = rep.Role("produce").RecordsPerSec
+				peaks[t.name()+"|"+shapeKey(w)] = peakRate(rep)
 			}
 			wr.Results = append(wr.Results, res)
 		}

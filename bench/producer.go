@@ -116,8 +116,11 @@ loop:
 		case <-ctx.Done():
 			break loop
 		}
-		if !p.pacer.openLoop() {
-			intended = p.clock.now()
+		// Closed loop, latency runs from now. Open loop, from the intended
+		// time, or from now when the pacer let the record go a few
+		// microseconds early: never from the later of the two.
+		if now := p.clock.now(); !p.pacer.openLoop() || now < intended {
+			intended = now
 		}
 		s.intended = intended
 		if p.e2e {

@@ -59,7 +59,7 @@ func Run(ctx context.Context, w Workload, opt RunOptions) (*Report, error) {
 		if err != nil {
 			return peakReport, fmt.Errorf("measuring the peak for %s: %w", w.Name, err)
 		}
-		peak = peakReport.Role("produce").RecordsPerSec
+		peak = peakRate(peakReport)
 	}
 	if peak <= 0 {
 		return peakReport, fmt.Errorf("%s: the peak run acknowledged no records", w.Name)
@@ -71,6 +71,16 @@ func Run(ctx context.Context, w Workload, opt RunOptions) (*Report, error) {
 		r.Peak = peakReport
 	}
 	return r, err
+}
+
+// peakRate is a closed-loop run's sustained rate: the produce rate, or the
+// consume rate when consumers kept up less well.
+func peakRate(r *Report) float64 {
+	peak := r.Role("produce").RecordsPerSec
+	if c := r.Role("consume"); c.RecordsPerSec > 0 && r.Workload.Mode == ModeE2E && c.RecordsPerSec < peak {
+		peak = c.RecordsPerSec
+	}
+	return peak
 }
 
 // run is one measurement's shared state.
