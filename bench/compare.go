@@ -481,12 +481,7 @@ func firstLines(s string, n int) string {
 // target's rate and p99, every pair's rate ratio and each target's share of
 // the loopback limit. Then the goals.
 func writeSummary(out io.Writer, cmp *Comparison) {
-	var names []string
-	for _, t := range cmp.Targets {
-		if t.Available {
-			names = append(names, t.Name)
-		}
-	}
+	names := cmp.availableTargets()
 	fmt.Fprintf(out, "== summary (%v per workload and target; total %.0fs)\n", time.Duration(cmp.DurationSeconds*float64(time.Second)), cmp.Seconds)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "workload\trole\t")
@@ -507,20 +502,7 @@ func writeSummary(out io.Writer, cmp *Comparison) {
 	presets := Presets()
 	for _, wr := range cmp.Workloads {
 		w := presets[wr.Preset].Workload
-		roles := map[string]bool{}
-		var order []string
-		for _, r := range wr.Results {
-			if r.Report == nil {
-				continue
-			}
-			for _, s := range r.Report.Roles {
-				if !roles[s.Role] {
-					roles[s.Role] = true
-					order = append(order, s.Role)
-				}
-			}
-		}
-		for _, role := range order {
+		for _, role := range workloadRoles(&wr) {
 			fmt.Fprintf(tw, "%s\t%s\t", wr.Preset, role)
 			for _, n := range names {
 				s, ok := resultRole(&wr, n, role)

@@ -126,8 +126,18 @@ func TestCompareGoalsAndPeakReuse(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
+	var md bytes.Buffer
+	cmp.WriteMarkdown(&md)
+	for _, want := range []string{"| machine limit | MB/s | messages/s |", "| loopback-tcp 1 KiB x4 |",
+		"| workload | role | shale rec/s | shale MB/s | shale p50 / p99 / p99.9 ms | kfake rec/s", "shale/kfake rec/s", "shale % of loopback",
+		"| `omb-1k` | consume |", "offered", "| goal (shale) |", "| e2e latency at half of peak: p99 <= 10 ms | `e2e-latency` |"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
 	if t.Failed() {
 		t.Log(text)
+		t.Log(md.String())
 	}
 }
 

@@ -244,6 +244,7 @@ type compareFlags struct {
 	probeDuration time.Duration
 	diskDir       string
 	json          bool
+	markdown      bool
 	progress      bool
 }
 
@@ -263,6 +264,7 @@ func parseCompareArgs(args []string, stderr io.Writer) (compareFlags, error) {
 	fs.DurationVar(&f.probeDuration, "probe-duration", 2*time.Second, "how long each machine-limit probe runs")
 	fs.StringVar(&f.diskDir, "disk-dir", os.TempDir(), "directory for the disk probe (Shale's data goes under the temp dir too)")
 	fs.BoolVar(&f.json, "json", false, "print the comparison as JSON on stdout instead of tables")
+	fs.BoolVar(&f.markdown, "markdown", false, "print the comparison as Markdown tables (as in bench/RESULTS.md) instead")
 	fs.BoolVar(&f.progress, "progress", true, "print a progress line to stderr every second")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: shale bench compare [flags]\n\n%s\n\nflags:\n", compareHelp)
@@ -276,6 +278,9 @@ func parseCompareArgs(args []string, stderr io.Writer) (compareFlags, error) {
 	}
 	if f.duration <= 0 {
 		return f, errors.New("--duration must be positive")
+	}
+	if f.json && f.markdown {
+		return f, errors.New("--json and --markdown are alternatives")
 	}
 	if f.limits && f.probeDuration <= 0 {
 		return f, errors.New("--probe-duration must be positive")

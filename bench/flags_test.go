@@ -181,6 +181,7 @@ func TestParseCompareArgs(t *testing.T) {
 		{"--external", "kfake=h:1"},
 		{"--kfake-mode", "remote"},
 		{"--probe-duration", "0"},
+		{"--json", "--markdown"},
 		{"extra"},
 	} {
 		if _, err := parseCompareArgs(bad, io.Discard); err == nil {

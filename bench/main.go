@@ -139,15 +139,18 @@ func compareCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	if f.progress {
 		cfg.progress = stderr
 	}
-	if !f.json {
+	if !f.json && !f.markdown {
 		cfg.out = stdout
 	}
 	cmp, err := runCompare(ctx, cfg)
-	if f.json && cmp != nil {
+	switch {
+	case f.json:
 		if jerr := WriteJSON(stdout, cmp); jerr != nil {
 			fmt.Fprintf(stderr, "shale bench compare: %v\n", jerr)
 			return 1
 		}
+	case f.markdown:
+		cmp.WriteMarkdown(stdout)
 	}
 	for _, ts := range cmp.Targets {
 		if !ts.Available {
