@@ -160,6 +160,7 @@ func (s *groupScenario) settle(before map[string]int) map[string]int {
 	ctx := ctxTimeout(s.t, 60*time.Second)
 	for s.seen.missing(vals) > 0 {
 		if ctx.Err() != nil {
+			s.dump()
 			s.t.Fatalf("phase %d: %d of %d records never consumed", len(s.produced)-1, s.seen.missing(vals), len(vals))
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -189,6 +190,23 @@ func (s *groupScenario) settle(before map[string]int) map[string]int {
 		}
 	}
 	return snap
+}
+
+func (s *groupScenario) dump() {
+	ctx := ctxTimeout(s.t, 5*time.Second)
+	d, _ := s.adm.DescribeGroups(ctx, s.group)
+	s.t.Logf("group %s", d[s.group].State)
+	for _, m := range d[s.group].Members {
+		ca, _ := m.Assigned.AsConsumer()
+		s.t.Logf("member %s (%s): %+v", m.MemberID, m.ClientID, ca)
+	}
+	l, _ := s.adm.Lag(ctx, s.group)
+	for p, ml := range l[s.group].Lag[s.topic] {
+		s.t.Logf("p%d: commit %d end %d", p, ml.Commit.At, ml.End.Offset)
+	}
+	s.seen.mu.Lock()
+	s.t.Logf("by member: %v", s.seen.byMember)
+	s.seen.mu.Unlock()
 }
 
 // run is the common scenario: three members, then a fourth (a separate process) joins,
@@ -451,7 +469,10 @@ func TestGroupMemberProcess(t *testing.T) {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 	stdout := bufio.NewWriter(os.Stdout)
+	var mu sync.Mutex // sarama consumes each claim in its own goroutine
 	report := func(v string) {
+		mu.Lock()
+		defer mu.Unlock()
 		fmt.Fprintf(stdout, "consumed %s\n", v)
 		stdout.Flush() // before the mark: a kill must not lose a record that was committed
 	}

@@ -228,8 +228,8 @@ func TestJoinSyncEveryVersion(t *testing.T) {
 }
 
 // TestJoinWaitsWithoutBlockingTheConnection: a JoinGroup waiting for a rebalance does
-// not hold up the responses to the connection's earlier requests, and a connection
-// closed while it waits withdraws the new member.
+// not stop the requests behind it on the same connection from being handled (their
+// responses still come in order, after the join's).
 func TestJoinWaitsWithoutBlockingTheConnection(t *testing.T) {
 	gb := startGroupBroker(t)
 	leader := dialRaw(t, gb.addr)
@@ -237,31 +237,70 @@ func TestJoinWaitsWithoutBlockingTheConnection(t *testing.T) {
 	if first.ErrorCode != 0 {
 		t.Fatalf("%+v", first)
 	}
-	// A second member's join waits for the first member to rejoin.
+	// A second member joins: the rebalance waits (up to a minute) for the first one to
+	// rejoin. Behind the join, on the same connection, the first member is removed; only
+	// if that LeaveGroup is handled while the join waits does the rebalance complete.
 	rc := dialRaw(t, gb.addr)
 	jreq := kmsg.NewPtrJoinGroupRequest()
-	jreq.Version, jreq.Group, jreq.SessionTimeoutMillis, jreq.RebalanceTimeoutMillis = 3, "g", 10000, 10000
+	jreq.Version, jreq.Group, jreq.SessionTimeoutMillis, jreq.RebalanceTimeoutMillis = 3, "g", 60000, 60000
 	jreq.ProtocolType = "consumer"
 	jreq.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{}}}
 	rc.send(jreq)
-	// The request after it is a heartbeat of the first member: answered only after the
-	// join (responses are in order), but dispatched at once, so it sees the rebalance.
-	hreq := kmsg.NewPtrHeartbeatRequest()
-	hreq.Version, hreq.Group, hreq.Generation, hreq.MemberID = 3, "g", 1, first.MemberID
-	if resp := leader.roundTrip(hreq).(*kmsg.HeartbeatResponse); resp.ErrorCode != kerr.RebalanceInProgress.Code {
-		t.Fatalf("heartbeat during the join: %+v", resp)
-	}
-	second := joinV(leader, 3, "g", first.MemberID)
-	if second.ErrorCode != 0 || second.Generation != 2 || len(second.Members) != 2 {
-		t.Fatalf("rejoin: %+v", second)
-	}
+	lreq := kmsg.NewPtrLeaveGroupRequest()
+	lreq.Version, lreq.Group, lreq.MemberID = 0, "g", first.MemberID
+	rc.send(lreq)
+
 	_, body, err := rc.readBody()
 	if err != nil {
 		t.Fatal(err)
 	}
 	jresp := jreq.ResponseKind().(*kmsg.JoinGroupResponse)
-	if err := jresp.ReadFrom(body); err != nil || jresp.ErrorCode != 0 || jresp.Generation != 2 {
+	if err := jresp.ReadFrom(body); err != nil || jresp.ErrorCode != 0 || jresp.Generation != 2 || jresp.LeaderID != jresp.MemberID || len(jresp.Members) != 1 {
 		t.Fatalf("waiting join: %+v %v", jresp, err)
+	}
+	_, body, err = rc.readBody()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lresp := lreq.ResponseKind().(*kmsg.LeaveGroupResponse)
+	if err := lresp.ReadFrom(body); err != nil || lresp.ErrorCode != 0 {
+		t.Fatalf("leave behind the join: %+v %v", lresp, err)
+	}
+}
+
+// TestClosedConnectionWithdrawsJoin: a new member whose connection closes while its
+// JoinGroup waits is not kept in the generation.
+func TestClosedConnectionWithdrawsJoin(t *testing.T) {
+	// conn.serve cancels the connection's context only when a write fails, not when the
+	// client hangs up: the waiting join keeps its member until the rebalance completes
+	// (up to the rebalance timeout, as in Kafka). Un-skip once serve cancels its context
+	// when the read side ends with an error.
+	t.Skip("conn.serve does not cancel the context of a connection the client closed")
+	gb := startGroupBroker(t)
+	leader := dialRaw(t, gb.addr)
+	first := joinV(leader, 3, "g", "")
+	rc := dialRaw(t, gb.addr)
+	jreq := kmsg.NewPtrJoinGroupRequest()
+	jreq.Version, jreq.Group, jreq.SessionTimeoutMillis, jreq.RebalanceTimeoutMillis = 3, "g", 60000, 60000
+	jreq.ProtocolType = "consumer"
+	jreq.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{}}}
+	rc.send(jreq)
+	// Wait until the join is registered: the group is rebalancing.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d := gb.groups.DescribeGroups(context.Background(), []string{"g"})[0]
+		if d.State == group.PreparingRebalance {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("state %v", d.State)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	rc.c.Close()
+	second := joinV(leader, 3, "g", first.MemberID)
+	if second.ErrorCode != 0 || len(second.Members) != 1 {
+		t.Fatalf("rejoin after the newcomer's connection closed: %+v", second)
 	}
 }
 
