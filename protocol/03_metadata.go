@@ -111,23 +111,32 @@ func hasTopics(im *metadata.Image, names []string) bool {
 }
 
 func fillBrokers(resp *kmsg.MetadataResponse, im *metadata.Image) {
-	ids := make([]int32, 0, len(im.Brokers))
-	for id, b := range im.Brokers {
-		if !b.Fenced {
-			ids = append(ids, id)
-		}
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	for _, id := range ids {
-		b := im.Brokers[id]
+	for _, b := range liveBrokers(im) {
 		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port = b.ID, b.Host, b.Port
-		if b.Rack != "" {
-			rack := b.Rack
-			mb.Rack = &rack
-		}
+		mb.NodeID, mb.Host, mb.Port, mb.Rack = b.ID, b.Host, b.Port, rackOf(b)
 		resp.Brokers = append(resp.Brokers, mb)
 	}
+}
+
+// liveBrokers are the unfenced brokers, by id: what clients may connect to.
+func liveBrokers(im *metadata.Image) []metadata.Broker {
+	out := make([]metadata.Broker, 0, len(im.Brokers))
+	for _, b := range im.Brokers {
+		if !b.Fenced {
+			out = append(out, b)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// rackOf is a broker's rack as the protocol's nullable string.
+func rackOf(b metadata.Broker) *string {
+	if b.Rack == "" {
+		return nil
+	}
+	rack := b.Rack
+	return &rack
 }
 
 func topicByID(im *metadata.Image, id [16]byte) *metadata.Topic {

@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"context"
-	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -25,21 +24,9 @@ func (s *Server) handleDescribeCluster(_ context.Context, r *Request) Result {
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterAllOps
 	}
-	ids := make([]int32, 0, len(im.Brokers))
-	for id, b := range im.Brokers {
-		if !b.Fenced {
-			ids = append(ids, id)
-		}
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	for _, id := range ids {
-		b := im.Brokers[id]
+	for _, b := range liveBrokers(im) {
 		rb := kmsg.NewDescribeClusterResponseBroker()
-		rb.NodeID, rb.Host, rb.Port = b.ID, b.Host, b.Port
-		if b.Rack != "" {
-			rack := b.Rack
-			rb.Rack = &rack
-		}
+		rb.NodeID, rb.Host, rb.Port, rb.Rack = b.ID, b.Host, b.Port, rackOf(b)
 		resp.Brokers = append(resp.Brokers, rb)
 	}
 	return Result{Resp: resp}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -160,4 +161,36 @@ func (v durationValue) Set(s string) error {
 		return fmt.Errorf("%q is negative", s)
 	}
 	return nil
+}
+
+// adminFlags are what the topic and group subcommands share: the connection, the names
+// they act on (by a repeatable flag, or as arguments) and a timeout.
+type adminFlags struct {
+	conn    connFlags
+	names   names
+	timeout time.Duration
+}
+
+func (af *adminFlags) register(c *command, nameFlag, usage string) {
+	af.conn.register(c.fs)
+	c.fs.Var(&af.names, nameFlag, usage)
+	af.timeout = 30 * time.Second
+	c.fs.Var(durationValue{&af.timeout}, "timeout", "give up after this `duration`")
+}
+
+// setup parses flags, folds positional names in and connects.
+func (af *adminFlags) setup(ctx context.Context, c *command, args []string, stdout, stderr io.Writer) (cl *client.Client, opCtx context.Context, cancel context.CancelFunc, code int, ok bool) {
+	positional, code, ok := c.parse(args, stdout, stderr)
+	if !ok {
+		return nil, nil, nil, code, false
+	}
+	af.names = append(af.names, positional...)
+	o := af.conn.options()
+	o.RequestTimeout = af.timeout
+	cl, err := client.New(o)
+	if err != nil {
+		return nil, nil, nil, c.usageErr(stderr, "%v", err), false
+	}
+	opCtx, cancel = context.WithTimeout(ctx, af.timeout)
+	return cl, opCtx, cancel, exitOK, true
 }

@@ -7,11 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"text/tabwriter"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-
-	"github.com/shalelog/shale/client"
 )
 
 const groupUsage = `Usage: shale group <list|describe|delete|reset-offsets> [flags]
@@ -26,33 +23,10 @@ reset-offsets prints the plan and changes nothing unless --execute is given; lik
 Kafka's kafka-consumer-groups, it needs the group to have no active members.
 `
 
-type groupFlags struct {
-	conn    connFlags
-	groups  names
-	timeout time.Duration
-}
+type groupFlags struct{ adminFlags }
 
 func (gf *groupFlags) register(c *command) {
-	gf.conn.register(c.fs)
-	c.fs.Var(&gf.groups, "group", "group `id` (repeatable)")
-	gf.timeout = 30 * time.Second
-	c.fs.Var(durationValue{&gf.timeout}, "timeout", "give up after this `duration`")
-}
-
-func (gf *groupFlags) setup(ctx context.Context, c *command, args []string, stdout, stderr io.Writer) (*client.Client, context.Context, context.CancelFunc, int, bool) {
-	positional, code, ok := c.parse(args, stdout, stderr)
-	if !ok {
-		return nil, nil, nil, code, false
-	}
-	gf.groups = append(gf.groups, positional...)
-	o := gf.conn.options()
-	o.RequestTimeout = gf.timeout
-	cl, err := client.New(o)
-	if err != nil {
-		return nil, nil, nil, c.usageErr(stderr, "%v", err), false
-	}
-	opCtx, cancel := context.WithTimeout(ctx, gf.timeout)
-	return cl, opCtx, cancel, exitOK, true
+	gf.adminFlags.register(c, "group", "group `id` (repeatable)")
 }
 
 func groupCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -112,15 +86,15 @@ func groupDescribe(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	defer cl.Close()
 	defer cancel()
-	if len(gf.groups) == 0 {
+	if len(gf.names) == 0 {
 		return c.usageErr(stderr, "name at least one group with --group")
 	}
-	lags, err := cl.Admin().Lag(opCtx, gf.groups...)
+	lags, err := cl.Admin().Lag(opCtx, gf.names...)
 	if err != nil {
 		return failed(stderr, c.fs.Name(), err)
 	}
 	status := exitOK
-	for _, g := range gf.groups {
+	for _, g := range gf.names {
 		l, ok := lags[g]
 		if !ok {
 			fmt.Fprintf(stderr, "%s: group %s: no answer\n", c.fs.Name(), g)
@@ -165,15 +139,15 @@ func groupDelete(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	defer cl.Close()
 	defer cancel()
-	if len(gf.groups) == 0 {
+	if len(gf.names) == 0 {
 		return c.usageErr(stderr, "name at least one group with --group")
 	}
-	resps, err := cl.Admin().DeleteGroups(opCtx, gf.groups...)
+	resps, err := cl.Admin().DeleteGroups(opCtx, gf.names...)
 	if err != nil {
 		return failed(stderr, c.fs.Name(), err)
 	}
 	status := exitOK
-	for _, g := range gf.groups {
+	for _, g := range gf.names {
 		if r, ok := resps[g]; ok && r.Err != nil {
 			fmt.Fprintf(stderr, "%s: group %s: %v\n", c.fs.Name(), g, r.Err)
 			status = exitFailed
@@ -208,7 +182,7 @@ func groupResetOffsets(ctx context.Context, args []string, stdout, stderr io.Wri
 		}
 	}
 	switch {
-	case len(gf.groups) != 1:
+	case len(gf.names) != 1:
 		return c.usageErr(stderr, "name exactly one group with --group")
 	case len(topics) == 0:
 		return c.usageErr(stderr, "name at least one topic with --topic")
@@ -250,14 +224,14 @@ func groupResetOffsets(ctx context.Context, args []string, stdout, stderr io.Wri
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tNEW-OFFSET")
 	for _, o := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", gf.groups[0], o.Topic, o.Partition, o.At)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", gf.names[0], o.Topic, o.Partition, o.At)
 	}
 	tw.Flush()
 	if !*execute {
 		fmt.Fprintln(stdout, "\nDry run: nothing changed. Add --execute to apply.")
 		return exitOK
 	}
-	resps, err := adm.CommitOffsets(opCtx, gf.groups[0], plan)
+	resps, err := adm.CommitOffsets(opCtx, gf.names[0], plan)
 	if err != nil {
 		return failed(stderr, c.fs.Name(), err)
 	}

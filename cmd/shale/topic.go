@@ -7,7 +7,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/shalelog/shale/client"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -26,17 +25,10 @@ Topic names may also be given as arguments. Run "shale topic <subcommand> --help
 `
 
 // topicFlags are what every topic subcommand shares.
-type topicFlags struct {
-	conn    connFlags
-	topics  names
-	timeout time.Duration
-}
+type topicFlags struct{ adminFlags }
 
 func (tf *topicFlags) register(c *command) {
-	tf.conn.register(c.fs)
-	c.fs.Var(&tf.topics, "topic", "topic `name` (repeatable)")
-	tf.timeout = 30 * time.Second
-	c.fs.Var(durationValue{&tf.timeout}, "timeout", "give up after this `duration`")
+	tf.adminFlags.register(c, "topic", "topic `name` (repeatable)")
 }
 
 func topicCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -64,23 +56,6 @@ func topicCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return exitUsage
 }
 
-// setup parses flags, folds positional topic names in and connects.
-func (tf *topicFlags) setup(ctx context.Context, c *command, args []string, stdout, stderr io.Writer) (cl *client.Client, opCtx context.Context, cancel context.CancelFunc, code int, ok bool) {
-	positional, code, ok := c.parse(args, stdout, stderr)
-	if !ok {
-		return nil, nil, nil, code, false
-	}
-	tf.topics = append(tf.topics, positional...)
-	o := tf.conn.options()
-	o.RequestTimeout = tf.timeout
-	cl, err := client.New(o)
-	if err != nil {
-		return nil, nil, nil, c.usageErr(stderr, "%v", err), false
-	}
-	opCtx, cancel = context.WithTimeout(ctx, tf.timeout)
-	return cl, opCtx, cancel, exitOK, true
-}
-
 func failed(stderr io.Writer, name string, err error) int {
 	fmt.Fprintf(stderr, "%s: %v\n", name, err)
 	return exitFailed
@@ -103,14 +78,14 @@ func topicCreate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	defer cl.Close()
 	defer cancel()
 	switch {
-	case len(tf.topics) != 1:
+	case len(tf.names) != 1:
 		return c.usageErr(stderr, "name exactly one topic with --topic")
 	case *partitions == 0 || *partitions < -1 || *partitions > 1<<31-1:
 		return c.usageErr(stderr, "--partitions %d: want a positive count, or -1 for the broker's default", *partitions)
 	case *rf == 0 || *rf < -1 || *rf > 1<<15-1:
 		return c.usageErr(stderr, "--replication-factor %d: want a positive count, or -1 for the broker's default", *rf)
 	}
-	p, r, err := cl.CreateTopic(opCtx, client.TopicSpec{Name: tf.topics[0], Partitions: int32(*partitions),
+	p, r, err := cl.CreateTopic(opCtx, client.TopicSpec{Name: tf.names[0], Partitions: int32(*partitions),
 		ReplicationFactor: int16(*rf), Configs: configs.m})
 	if err != nil {
 		if *ifNotExists && errors.Is(err, kerr.TopicAlreadyExists) {
@@ -119,9 +94,9 @@ func topicCreate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return failed(stderr, c.fs.Name(), err)
 	}
 	if p > 0 {
-		fmt.Fprintf(stdout, "Created topic %s with %d partitions, replication factor %d.\n", tf.topics[0], p, r)
+		fmt.Fprintf(stdout, "Created topic %s with %d partitions, replication factor %d.\n", tf.names[0], p, r)
 	} else {
-		fmt.Fprintf(stdout, "Created topic %s.\n", tf.topics[0])
+		fmt.Fprintf(stdout, "Created topic %s.\n", tf.names[0])
 	}
 	return exitOK
 }
@@ -137,7 +112,7 @@ func topicList(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	defer cl.Close()
 	defer cancel()
-	if len(tf.topics) > 0 {
+	if len(tf.names) > 0 {
 		return c.usageErr(stderr, "list takes no topic; use describe")
 	}
 	topics, err := cl.ListTopics(opCtx, !*excludeInternal)
@@ -162,7 +137,7 @@ func topicDescribe(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	defer cl.Close()
 	defer cancel()
-	topics, err := cl.DescribeTopics(opCtx, tf.topics...)
+	topics, err := cl.DescribeTopics(opCtx, tf.names...)
 	if err != nil {
 		return failed(stderr, c.fs.Name(), err)
 	}
@@ -217,11 +192,11 @@ func topicDelete(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	defer cl.Close()
 	defer cancel()
-	if len(tf.topics) == 0 {
+	if len(tf.names) == 0 {
 		return c.usageErr(stderr, "name the topics to delete with --topic")
 	}
 	status := exitOK
-	for _, t := range tf.topics {
+	for _, t := range tf.names {
 		err := cl.DeleteTopics(opCtx, t)
 		switch {
 		case err == nil:
@@ -251,14 +226,14 @@ func topicAlter(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer cl.Close()
 	defer cancel()
 	switch {
-	case len(tf.topics) != 1:
+	case len(tf.names) != 1:
 		return c.usageErr(stderr, "name exactly one topic with --topic")
 	case len(add.m) == 0 && len(del) == 0 && *partitions == 0:
 		return c.usageErr(stderr, "nothing to change: give --add-config, --delete-config or --partitions")
 	case *partitions < 0:
 		return c.usageErr(stderr, "--partitions %d is negative", *partitions)
 	}
-	topic := tf.topics[0]
+	topic := tf.names[0]
 	if len(add.m) > 0 || len(del) > 0 {
 		if err := cl.AlterTopicConfigs(opCtx, topic, add.m, del); err != nil {
 			return failed(stderr, c.fs.Name(), err)
