@@ -348,7 +348,7 @@ func (w *Workload) recordBytes() int64 {
 // Summary is the workload's shape in one line, for table headings.
 func (w *Workload) Summary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s, %s records, %d partitions, rf %d", w.Mode, formatBytes(int64(w.RecordSize)), w.Partitions, w.ReplicationFactor)
+	fmt.Fprintf(&b, "%s, %s records, %d partition%s, rf %d", w.Mode, formatBytes(int64(w.RecordSize)), w.Partitions, plural(int(w.Partitions)), w.ReplicationFactor)
 	if w.Mode != ModeConsume || w.Preload {
 		fmt.Fprintf(&b, ", %d producer%s, acks=%s", w.Producers, plural(w.Producers), w.Acks)
 		if w.Compression != "none" {
