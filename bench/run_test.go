@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -320,5 +321,41 @@ func TestRunClosedLoopAbandons(t *testing.T) {
 	}
 	if p.Latency == nil || p.Latency.Count != p.Records {
 		t.Errorf("latency count %v, records %d", p.Latency, p.Records)
+	}
+}
+
+// Every goroutine a run starts is gone once it returns and its cluster is
+// closed.
+func TestRunNoGoroutineLeak(t *testing.T) {
+	before := runtime.NumGoroutine()
+	func() {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		w := small(ModeE2E, "leak")
+		w.Group = "g"
+		w.Rate, w.Duration = 500, 200*time.Millisecond
+		mustRun(t, w, c.ListenAddrs())
+		w = small(ModeConsume, "leak-c")
+		w.Records = 100
+		mustRun(t, w, c.ListenAddrs())
+		w = small(ModeProduce, "leak-p")
+		w.Duration = 200 * time.Millisecond
+		var progress bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := Run(ctx, w, RunOptions{Bootstrap: c.ListenAddrs(), Progress: &progress}); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<20)
+		t.Errorf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
 }
