@@ -85,6 +85,22 @@ type groupScenario struct {
 	prod     *kgo.Client
 	adm      *kadm.Client
 	produced [][]string // values per phase
+	// seeds, when set, makes every admin call use a new client of these brokers: kgo
+	// keeps a group's coordinator cached through dial failures on sharded requests
+	// (DescribeGroups, OffsetFetch), so a long-lived client never leaves a dead one.
+	seeds []string
+}
+
+// admin returns the client for one admin call and its release.
+func (s *groupScenario) admin() (*kadm.Client, func()) {
+	if s.seeds == nil {
+		return s.adm, func() {}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.seeds...))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return kadm.NewClient(cl), cl.Close
 }
 
 func newGroupScenario(t *testing.T, topic string) *groupScenario {
@@ -103,7 +119,13 @@ func (s *groupScenario) waitStable(n int) {
 	ctx := ctxTimeout(s.t, 60*time.Second)
 	var last string
 	for {
-		described, err := s.adm.DescribeGroups(ctx, s.group)
+		// Each attempt on its own short deadline: a client may need a retry to drop a
+		// coordinator that died.
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		adm, release := s.admin()
+		described, err := adm.DescribeGroups(actx, s.group)
+		release()
+		cancel()
 		if err == nil {
 			d := described[s.group]
 			owned := map[int32]bool{}
@@ -166,7 +188,11 @@ func (s *groupScenario) settle(before map[string]int) map[string]int {
 		time.Sleep(10 * time.Millisecond)
 	}
 	for {
-		lags, err := s.adm.Lag(ctx, s.group)
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		adm, release := s.admin()
+		lags, err := adm.Lag(actx, s.group)
+		release()
+		cancel()
 		if err == nil {
 			l := lags[s.group]
 			if l.Error() == nil && l.Lag.Total() == 0 && len(l.Lag[s.topic]) == groupTestPartitions {
