@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -261,4 +262,14 @@ func TestLagCollector(t *testing.T) {
 			t.Fatalf("series %v, want %v", series, want)
 		}
 	}
+}
+
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	store := newTestStore(t)
+	before := runtime.NumGoroutine()
+	c := New(testConfig(), store)
+	stableGroup(t, c, "g", 3)
+	joinNew(t, c, joinReq("g", "")) // a waiting join, a pending rebalance timer
+	c.Close()
+	eventually(t, "the coordinator's goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }
