@@ -27,7 +27,7 @@ test-deps:
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2x ./log/
-	$(BIN) bench compare --duration 10s
+	$(BIN) bench compare --duration 5s
 
 fuzz:
 	@bash tests/fuzz.sh $(FUZZTIME)
