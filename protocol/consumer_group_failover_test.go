@@ -28,7 +28,10 @@ type shaleNode struct {
 }
 
 func (n *shaleNode) kill() {
-	if n.cmd.ProcessState == nil {
+	// done, not cmd.ProcessState: the Wait goroutine writes that field.
+	select {
+	case <-n.done:
+	default:
 		syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
 		<-n.done
 	}

@@ -117,10 +117,12 @@ func TestNotCoordinatorAndMove(t *testing.T) {
 	stableGroup(t, c, mine, 1)
 	pending := joinNew(t, c, joinReq(mine, ""))
 	b, _ := c.CoordinatorFor(mine)
-	delete(brokers, b.ID)
+	// A new map: the store's image still holds brokers, and the coordinator reads it.
 	moved := map[int32]metadata.Broker{}
 	for id, br := range brokers {
-		moved[id] = br
+		if id != b.ID {
+			moved[id] = br
+		}
 	}
 	moved[4] = metadata.Broker{ID: 4}
 	// Fence broker 1 (this one): every group goes elsewhere.
