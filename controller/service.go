@@ -396,7 +396,7 @@ func (v *service) AlterTopicConfigs(ctx context.Context, req *pb.AlterTopicConfi
 	for i, op := range req.Ops {
 		ops[i] = metadata.ConfigOp{Name: op.Name, Value: op.Value, Op: metadata.ConfigOpType(op.Op)}
 	}
-	cfg, err := applyConfigOps(t.Configs, ops, req.Incremental)
+	cfg, err := metadata.ApplyConfigOps(t.Configs, ops, req.Incremental)
 	if err != nil {
 		return fail(err)
 	}

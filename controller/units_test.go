@@ -72,7 +72,7 @@ func TestDataDirBelongsToOneNode(t *testing.T) {
 
 func TestApplyConfigOps(t *testing.T) {
 	cur := map[string]string{"retention.ms": "1000", "segment.bytes": "2048"}
-	got, err := applyConfigOps(cur, []metadata.ConfigOp{
+	got, err := metadata.ApplyConfigOps(cur, []metadata.ConfigOp{
 		{Name: "retention.ms", Op: metadata.ConfigDelete},
 		{Name: "max.message.bytes", Value: strp("10"), Op: metadata.ConfigSet},
 		{Name: "cleanup.policy", Value: strp("compact"), Op: metadata.ConfigAppend},
@@ -86,11 +86,11 @@ func TestApplyConfigOps(t *testing.T) {
 	if cur["retention.ms"] != "1000" {
 		t.Fatal("current configs modified")
 	}
-	got, _ = applyConfigOps(got, []metadata.ConfigOp{{Name: "cleanup.policy", Value: strp("delete"), Op: metadata.ConfigSubtract}}, true)
+	got, _ = metadata.ApplyConfigOps(got, []metadata.ConfigOp{{Name: "cleanup.policy", Value: strp("delete"), Op: metadata.ConfigSubtract}}, true)
 	if got["cleanup.policy"] != "compact" {
 		t.Fatalf("subtract: %v", got)
 	}
-	got, _ = applyConfigOps(cur, []metadata.ConfigOp{{Name: "flush.ms", Value: strp("5")}}, false)
+	got, _ = metadata.ApplyConfigOps(cur, []metadata.ConfigOp{{Name: "flush.ms", Value: strp("5")}}, false)
 	if len(got) != 1 || got["flush.ms"] != "5" {
 		t.Fatalf("whole set: %v", got)
 	}
@@ -106,7 +106,7 @@ func TestApplyConfigOps(t *testing.T) {
 		{[]metadata.ConfigOp{{Name: "nope", Value: strp("1"), Op: metadata.ConfigAppend}}, true, kerr.InvalidConfig},
 		{[]metadata.ConfigOp{{Name: "retention.ms", Value: strp("1"), Op: 9}}, true, kerr.InvalidRequest},
 	} {
-		if _, err := applyConfigOps(cur, c.ops, c.inc); !errors.Is(err, c.want) {
+		if _, err := metadata.ApplyConfigOps(cur, c.ops, c.inc); !errors.Is(err, c.want) {
 			t.Errorf("%+v: got %v, want %s", c.ops, err, c.want.Message)
 		}
 	}

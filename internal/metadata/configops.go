@@ -11,68 +11,79 @@ import (
 	"github.com/shalelog/shale/internal/topicconfig"
 )
 
-// ApplyConfigOps returns the config set that results from applying ops to current, as
-// AlterConfigs (incremental false: ops are the whole new set) and
-// IncrementalAlterConfigs (set, delete, append and subtract on list configs) do. The
-// result is validated; current is not modified.
+// ApplyConfigOps computes a topic's new configs, as AlterConfigs (incremental false:
+// the ops are the whole new set and every config they do not name reverts to its
+// default) and IncrementalAlterConfigs (set, delete, append and subtract on list
+// configs) do. current is not modified. The result is not validated: callers check it
+// with topicconfig.Validate where they decide (the controller only on its leader, so
+// that replaying an old log never fails against a newer table).
 func ApplyConfigOps(current map[string]string, ops []ConfigOp, incremental bool) (map[string]string, error) {
-	next := map[string]string{}
-	if incremental {
-		next = maps.Clone(current)
-		if next == nil {
-			next = map[string]string{}
-		}
-	}
 	seen := map[string]bool{}
 	for _, op := range ops {
 		if seen[op.Name] {
-			return nil, fmt.Errorf("%w: config %s appears twice", kerr.InvalidRequest, op.Name)
+			return nil, fmt.Errorf("%w: config %q is named more than once", kerr.InvalidRequest, op.Name)
 		}
 		seen[op.Name] = true
-		d, ok := topicconfig.Lookup(op.Name)
-		if !ok {
-			return nil, fmt.Errorf("%w: unknown topic config %q", kerr.InvalidConfig, op.Name)
+	}
+	if !incremental {
+		out := map[string]string{}
+		for _, op := range ops {
+			if op.Value == nil {
+				return nil, fmt.Errorf("%w: null value for config %q", kerr.InvalidRequest, op.Name)
+			}
+			out[op.Name] = *op.Value
 		}
-		value := ""
-		if op.Value != nil {
-			value = *op.Value
-		}
+		return out, nil
+	}
+	out := maps.Clone(current)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for _, op := range ops {
 		switch op.Op {
 		case ConfigSet:
-			next[op.Name] = value
+			if op.Value == nil {
+				return nil, fmt.Errorf("%w: null value not supported for config %q", kerr.InvalidRequest, op.Name)
+			}
+			out[op.Name] = *op.Value
 		case ConfigDelete:
-			delete(next, op.Name)
+			delete(out, op.Name)
 		case ConfigAppend, ConfigSubtract:
-			if d.Type != topicconfig.TypeList {
-				return nil, fmt.Errorf("%w: %s is not a list config; append and subtract need one", kerr.InvalidConfig, op.Name)
-			}
-			cur, ok := next[op.Name]
+			def, ok := topicconfig.Lookup(op.Name)
 			if !ok {
-				cur = d.Default
+				return nil, fmt.Errorf("%w: unknown topic config %q", kerr.InvalidConfig, op.Name)
 			}
-			items := splitList(cur)
-			for _, v := range splitList(value) {
-				has := slices.Contains(items, v)
-				if op.Op == ConfigAppend && !has {
-					items = append(items, v)
-				} else if op.Op == ConfigSubtract && has {
-					items = slices.DeleteFunc(items, func(x string) bool { return x == v })
+			if def.Type != topicconfig.TypeList {
+				return nil, fmt.Errorf("%w: config %q is not a list: APPEND and SUBTRACT do not apply", kerr.InvalidConfig, op.Name)
+			}
+			if op.Value == nil {
+				return nil, fmt.Errorf("%w: null value not supported for config %q", kerr.InvalidRequest, op.Name)
+			}
+			cur, ok := out[op.Name]
+			if !ok {
+				cur = def.Default
+			}
+			list := splitList(cur)
+			for _, item := range splitList(*op.Value) {
+				i := slices.Index(list, item)
+				switch {
+				case op.Op == ConfigAppend && i < 0:
+					list = append(list, item)
+				case op.Op == ConfigSubtract && i >= 0:
+					list = slices.Delete(list, i, i+1)
 				}
 			}
-			next[op.Name] = strings.Join(items, ",")
+			out[op.Name] = strings.Join(list, ",")
 		default:
-			return nil, fmt.Errorf("%w: config operation %d", kerr.InvalidRequest, op.Op)
+			return nil, fmt.Errorf("%w: unknown config operation %d for %q", kerr.InvalidRequest, op.Op, op.Name)
 		}
 	}
-	if err := topicconfig.Validate(next); err != nil {
-		return nil, err
-	}
-	return next, nil
+	return out, nil
 }
 
-func splitList(s string) []string {
+func splitList(v string) []string {
 	var out []string
-	for _, p := range strings.Split(s, ",") {
+	for _, p := range strings.Split(v, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			out = append(out, p)
 		}

@@ -338,6 +338,9 @@ func (s *Store) AlterTopicConfigs(_ context.Context, topic string, ops []metadat
 	if err != nil {
 		return err
 	}
+	if err := topicconfig.Validate(configs); err != nil {
+		return err
+	}
 	if validateOnly {
 		return nil
 	}
