@@ -223,14 +223,9 @@ func (v *service) CreateTopics(ctx context.Context, req *pb.CreateTopicsRequest)
 		return resp, nil
 	}
 	full := &pb.Record{Record: &pb.Record_CreateTopics{CreateTopics: rec}}
-	var res applyResult
-	if req.ValidateOnly {
-		res = v.s.fsm.dryRun(full)
-	} else {
-		var err error
-		if res, _, err = v.s.propose(ctx, full); err != nil {
-			return nil, v.rpcError(err)
-		}
+	res, err := v.applyOrValidate(ctx, full, req.ValidateOnly)
+	if err != nil {
+		return nil, err
 	}
 	results, _ := res.value.([]createTopicResult)
 	for j, pos := range positions {
@@ -361,14 +356,9 @@ func (v *service) CreatePartitions(ctx context.Context, req *pb.CreatePartitions
 		return resp, nil
 	}
 	full := &pb.Record{Record: &pb.Record_CreatePartitions{CreatePartitions: rec}}
-	var res applyResult
-	if req.ValidateOnly {
-		res = v.s.fsm.dryRun(full)
-	} else {
-		var err error
-		if res, _, err = v.s.propose(ctx, full); err != nil {
-			return nil, v.rpcError(err)
-		}
+	res, err := v.applyOrValidate(ctx, full, req.ValidateOnly)
+	if err != nil {
+		return nil, err
 	}
 	errs, _ := res.value.([]error)
 	for j, pos := range positions {
@@ -544,4 +534,17 @@ func (v *service) ListOffsetGroups(ctx context.Context, _ *pb.ListOffsetGroupsRe
 		return nil, v.rpcError(err)
 	}
 	return &pb.ListOffsetGroupsResponse{Groups: v.s.fsm.offsetGroups()}, nil
+}
+
+// applyOrValidate commits rec through Raft, or with validateOnly only runs it against a
+// copy of the state, as CreateTopics and CreatePartitions' validate_only ask.
+func (v *service) applyOrValidate(ctx context.Context, rec *pb.Record, validateOnly bool) (applyResult, error) {
+	if validateOnly {
+		return v.s.fsm.dryRun(rec), nil
+	}
+	res, _, err := v.s.propose(ctx, rec)
+	if err != nil {
+		return applyResult{}, v.rpcError(err)
+	}
+	return res, nil
 }
