@@ -155,7 +155,23 @@ func NewBrokerClient(ctx context.Context, cfg BrokerConfig) (*BrokerClient, erro
 			return nil, fmt.Errorf("controller client: broker %d registered but not unfenced: %w", cfg.NodeID, ctx.Err())
 		}
 	}
-	return c, nil
+	// The lease comes from a heartbeat answer; the cache may not yet hold the record that
+	// unfenced this broker. Wait for it too, so that the first image the broker serves
+	// lists it as live.
+	for {
+		c.imgMu.Lock()
+		im, ch := c.img.Load(), c.imgCh
+		c.imgMu.Unlock()
+		if b, ok := im.Brokers[cfg.NodeID]; ok && !b.Fenced {
+			return c, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			c.Close()
+			return nil, fmt.Errorf("controller client: broker %d unfenced but its metadata cache never showed it: %w", cfg.NodeID, ctx.Err())
+		}
+	}
 }
 
 // register registers this process, retrying while another process's session for the
