@@ -96,12 +96,24 @@ func (c *conn) serve(parent context.Context) {
 		c.nc.Close() // a write failure ends the reader too
 	}()
 	err := c.read(ctx, reqs)
+	if peerGone(err) {
+		// Nobody will read the answers: end the waits (long polls, joins, acks=all)
+		// now rather than when they time out.
+		cancel()
+	}
 	close(reqs)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, context.Canceled) {
 		c.lg.Debug("closing connection", "err", err)
 	}
 	wg.Wait()
 	c.nc.Close()
+}
+
+// peerGone reports whether a read error means the client hung up or the socket
+// failed, as opposed to a request Shale refused (whose earlier answers still go out).
+func peerGone(err error) bool {
+	var opErr *net.OpError
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &opErr) && !opErr.Timeout()
 }
 
 func (c *conn) read(ctx context.Context, reqs chan<- *Request) error {
