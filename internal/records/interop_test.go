@@ -112,12 +112,18 @@ func TestInteropFranzProducer(t *testing.T) {
 			var got []Record
 			batches := fetchRaw(ctx, t, cl)
 			t.Logf("%d records came back in %d batches", n, len(batches))
+			withCodec := 0
 			for _, batch := range batches {
 				h, err := shalelog.ParseHeader(batch)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if h.Codec() != codec && codec != shalelog.CodecNone {
+				// franz-go sends a batch uncompressed when compressing does not shrink
+				// it (a lone small record under a slow scheduler), so only require that
+				// the codec shows up.
+				if h.Codec() == codec {
+					withCodec++
+				} else if h.Codec() != shalelog.CodecNone {
 					t.Fatalf("franz-go wrote codec %d", h.Codec())
 				}
 				if !h.HasProducer() {
@@ -147,6 +153,9 @@ func TestInteropFranzProducer(t *testing.T) {
 			}
 			if len(got) != n {
 				t.Fatalf("decoded %d records, produced %d", len(got), n)
+			}
+			if codec != shalelog.CodecNone && withCodec == 0 {
+				t.Fatalf("no batch came back compressed with %s", CodecName(codec))
 			}
 			for i, r := range got {
 				w := want[i]
