@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -44,7 +45,25 @@ func (r *raftLogger) Log(level hclog.Level, msg string, args ...any) {
 	all = append(all, "component", r.name)
 	all = append(all, r.args...)
 	all = append(all, args...)
-	r.l.Log(context.Background(), lvl, msg, all...)
+	r.l.Log(context.Background(), lvl, msg, renderFormats(all)...)
+}
+
+// renderFormats turns hclog.Format values (a printf format and its operands, which Raft
+// uses for e.g. its initial configuration) into the string hclog would have printed;
+// slog would otherwise show the raw slice.
+func renderFormats(kv []any) []any {
+	for i := 1; i < len(kv); i += 2 {
+		f, ok := kv[i].(hclog.Format)
+		if !ok || len(f) == 0 {
+			continue
+		}
+		if format, ok := f[0].(string); ok {
+			kv[i] = fmt.Sprintf(format, f[1:]...)
+		} else {
+			kv[i] = fmt.Sprint(f...)
+		}
+	}
+	return kv
 }
 
 func (r *raftLogger) Trace(msg string, args ...any) { r.Log(hclog.Trace, msg, args...) }
