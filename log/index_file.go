@@ -73,6 +73,9 @@ func mapIndexWritable(f file, entrySize, capacity, n int64) (*indexFile, error) 
 	if err != nil {
 		return nil, storageError("map index", err)
 	}
+	// Lookups are binary searches, and the preallocated tail is unwritten: read-around
+	// would only zero-fill pages nobody asked for (see adviseRandom).
+	adviseRandom(data, 0)
 	x := &indexFile{entrySize: entrySize, f: f, data: data, capacity: capacity}
 	x.res = &reservation{f: f, mapping: data, limit: size, chunk: indexReserveChunk}
 	x.res.startAt(n * entrySize)

@@ -112,6 +112,7 @@ func createSegment(fsys fileSystem, dir string, base int64, p segmentParams, now
 	if err != nil {
 		return fail(storageError("map segment", err))
 	}
+	adviseRandom(data, 0)
 	s.logFile, s.data, f = f, data, nil
 	oi, err := createIndexFile(fsys, s.indexPath(), offsetEntrySize, p.offsetEntries)
 	if err != nil {
@@ -158,6 +159,8 @@ func openActiveSegment(fsys fileSystem, dir string, base, size int64, p segmentP
 		f.Close()
 		return nil, storageError("map segment", err)
 	}
+	// What is already written keeps read-around for readers catching up after a restart.
+	adviseRandom(data, size)
 	s.logFile, s.data = f, data
 	s.size.Store(size)
 	if scan == nil {
@@ -496,6 +499,7 @@ func (s *segment) seal(now int64) error {
 	}
 	s.writable = false
 	s.res.stop()
+	adviseNormal(s.data)
 	s.modTime.Store(now)
 	var errs []error
 	if err := s.times.sealAdd(s.idx.maxTs, s.idx.maxTsOffset); err != nil {
