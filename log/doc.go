@@ -18,8 +18,11 @@
 // SIGBUS, so real blocks are reserved with fallocate ahead of the write position (a
 // background goroutine keeps a few MiB reserved and pre-faulted; the appender reserves
 // itself when it catches up) and a failed reservation is ErrStorage with nothing
-// visible. A rolled segment is trimmed to its length, synced in the background, and the
-// recovery point advanced past it.
+// visible. The writable mappings are MADV_RANDOM: a fault in the preallocated tail would
+// otherwise read around it by read_ahead_kb, and the kernel zero-fills all those unwritten
+// pages in one stretch that can hold a core for tens of milliseconds. A rolled segment
+// gets default read-around back for its readers; it is trimmed to its length, synced in
+// the background, and the recovery point advanced past it.
 //
 // # Concurrency
 //
