@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -34,15 +35,6 @@ func vmFlags(t *testing.T, b []byte) []string {
 	return nil
 }
 
-func hasFlag(flags []string, f string) bool {
-	for _, x := range flags {
-		if x == f {
-			return true
-		}
-	}
-	return false
-}
-
 // TestActiveSegmentMappingHasNoReadAround guards the fix for 20-40 ms produce stalls: a
 // fault in the preallocated tail must not read around (zero-fill) megabytes at once.
 func TestActiveSegmentMappingHasNoReadAround(t *testing.T) {
@@ -53,16 +45,16 @@ func TestActiveSegmentMappingHasNoReadAround(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.release()
-	if flags := vmFlags(t, s.data); !hasFlag(flags, "rr") {
+	if flags := vmFlags(t, s.data); !slices.Contains(flags, "rr") {
 		t.Fatalf("active segment mapping flags %v: want rr (MADV_RANDOM)", flags)
 	}
-	if flags := vmFlags(t, s.offsets.data); !hasFlag(flags, "rr") {
+	if flags := vmFlags(t, s.offsets.data); !slices.Contains(flags, "rr") {
 		t.Fatalf("active offset index mapping flags %v: want rr (MADV_RANDOM)", flags)
 	}
 	if err := s.seal(1); err != nil {
 		t.Fatal(err)
 	}
-	if flags := vmFlags(t, s.data); hasFlag(flags, "rr") {
+	if flags := vmFlags(t, s.data); slices.Contains(flags, "rr") {
 		t.Fatalf("sealed segment mapping flags %v: read-around should be back", flags)
 	}
 }
