@@ -172,9 +172,13 @@ func unmap(b []byte) error {
 // populate pre-faults a writable mapping's pages so that appends copy into resident
 // pages instead of taking a page fault every 4 KiB. It is only an optimisation: kernels
 // without MADV_POPULATE_WRITE (before 5.14) just skip it.
-func populate(b []byte) {
+func populate(b []byte) { advise(b, unix.MADV_POPULATE_WRITE) }
+
+// advise passes a hint about a mapping to the kernel. Every use is an optimisation, so
+// a kernel that refuses one only loses the speed-up.
+func advise(b []byte, advice int) {
 	if len(b) > 0 {
-		_ = unix.Madvise(b, unix.MADV_POPULATE_WRITE)
+		_ = unix.Madvise(b, advice)
 	}
 }
 
@@ -188,23 +192,15 @@ func populate(b []byte) {
 func adviseRandom(b []byte, off int64) {
 	off = off &^ int64(os.Getpagesize()-1)
 	if off < int64(len(b)) {
-		_ = unix.Madvise(b[off:], unix.MADV_RANDOM)
+		advise(b[off:], unix.MADV_RANDOM)
 	}
 }
 
 // adviseNormal restores default read-around, for a sealed segment that is only read.
-func adviseNormal(b []byte) {
-	if len(b) > 0 {
-		_ = unix.Madvise(b, unix.MADV_NORMAL)
-	}
-}
+func adviseNormal(b []byte) { advise(b, unix.MADV_NORMAL) }
 
 // adviseSequential tells the kernel a mapping is about to be read front to back.
-func adviseSequential(b []byte) {
-	if len(b) > 0 {
-		_ = unix.Madvise(b, unix.MADV_SEQUENTIAL)
-	}
-}
+func adviseSequential(b []byte) { advise(b, unix.MADV_SEQUENTIAL) }
 
 // readWholeFile reads a small file through fsys.
 func readWholeFile(fsys fileSystem, name string) ([]byte, error) {
