@@ -2,6 +2,8 @@ package partition
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,27 +27,48 @@ func (tp TopicPartition) String() string { return tp.Topic + "-" + strconv.Itoa(
 type ManagerConfig struct {
 	// Dir is the log directory (log.dirs); each replica lives in Dir/<topic>-<partition>.
 	Dir string
+	// NodeID is this broker's id, to tell its own replica from its followers.
+	NodeID int32
 	// RetentionCheckInterval is log.retention.check.interval.ms (default 5 minutes).
 	RetentionCheckInterval time.Duration
-	Logger                 *slog.Logger
+	// HWCheckpointInterval is replica.high.watermark.checkpoint.interval.ms (default 5 s).
+	HWCheckpointInterval time.Duration
+	// FileDeleteDelay is file.delete.delay.ms: how long a replica directory set aside
+	// (deleted topic, stale topic id) stays before it is removed (default 60 s).
+	FileDeleteDelay time.Duration
+	Logger          *slog.Logger
 }
 
-// Manager owns every partition replica on this broker.
+// Manager owns every partition replica on this broker's log directory.
 type Manager struct {
 	cfg ManagerConfig
 	lg  *slog.Logger
 
 	mu    sync.RWMutex
 	parts map[TopicPartition]*Partition
+	// hwAtStart is the high-watermark checkpoint read at startup, for replicas opened later.
+	hwAtStart map[TopicPartition]int64
+	// cpMu serializes checkpoint writes.
+	cpMu sync.Mutex
 
 	stop chan struct{}
 	done chan struct{}
 }
 
-// NewManager creates the log directory if needed and starts the retention loop.
+// deleteSuffix marks a replica directory set aside for deletion, as Kafka's "-delete".
+const deleteSuffix = "-delete"
+
+// NewManager creates the log directory if needed, reads the high-watermark checkpoint and
+// starts the retention, checkpoint and cleanup loop.
 func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if cfg.RetentionCheckInterval <= 0 {
 		cfg.RetentionCheckInterval = 5 * time.Minute
+	}
+	if cfg.HWCheckpointInterval <= 0 {
+		cfg.HWCheckpointInterval = 5 * time.Second
+	}
+	if cfg.FileDeleteDelay <= 0 {
+		cfg.FileDeleteDelay = time.Minute
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -53,14 +76,26 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create log dir: %w", err)
 	}
-	m := &Manager{
-		cfg:   cfg,
-		lg:    cfg.Logger,
-		parts: make(map[TopicPartition]*Partition),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+	hws := map[TopicPartition]int64{}
+	if b, err := os.ReadFile(filepath.Join(cfg.Dir, hwCheckpointFile)); err == nil {
+		if hws, err = decodeHighWatermarks(b); err != nil {
+			// Safe to lose: every high watermark restarts at 0 and is raised again by
+			// the leaders; nothing uncommitted becomes visible.
+			cfg.Logger.Warn("ignoring an unreadable replication-offset-checkpoint", "err", err)
+			hws = map[TopicPartition]int64{}
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read %s: %w", hwCheckpointFile, err)
 	}
-	go m.retentionLoop()
+	m := &Manager{
+		cfg:       cfg,
+		lg:        cfg.Logger,
+		parts:     make(map[TopicPartition]*Partition),
+		hwAtStart: hws,
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	go m.loop()
 	return m, nil
 }
 
@@ -82,13 +117,18 @@ func (m *Manager) All() []*Partition {
 	return out
 }
 
-// Open returns the replica, opening or creating its log on first use.
-func (m *Manager) Open(topic string, index int32, cfg Settings) (*Partition, error) {
+// Open returns the replica, opening or creating its log on first use. A directory that
+// holds another topic id (a topic of the same name deleted while this broker was away)
+// is set aside for deletion and the replica starts empty.
+func (m *Manager) Open(topic string, topicID [16]byte, index int32, cfg Settings) (*Partition, error) {
 	tp := TopicPartition{topic, index}
 	m.mu.RLock()
 	p := m.parts[tp]
 	m.mu.RUnlock()
 	if p != nil {
+		if p.topicID != topicID && topicID != ([16]byte{}) {
+			return nil, fmt.Errorf("%w: %s is open for topic id %x", ErrTopicIDMismatch, tp, p.topicID)
+		}
 		return p, nil
 	}
 	m.mu.Lock()
@@ -96,7 +136,20 @@ func (m *Manager) Open(topic string, index int32, cfg Settings) (*Partition, err
 	if p := m.parts[tp]; p != nil {
 		return p, nil
 	}
-	p, err := open(topic, index, filepath.Join(m.cfg.Dir, tp.String()), cfg, m.lg)
+	dir := filepath.Join(m.cfg.Dir, tp.String())
+	hw, ok := m.hwAtStart[tp]
+	if !ok {
+		hw = -1
+	}
+	p, err := open(topic, topicID, index, m.cfg.NodeID, dir, hw, cfg, m.lg)
+	if errors.Is(err, ErrTopicIDMismatch) {
+		m.lg.Warn("replica directory belongs to an older topic of the same name; setting it aside", "partition", tp, "err", err)
+		if err := m.setAside(tp); err != nil {
+			return nil, err
+		}
+		delete(m.hwAtStart, tp)
+		p, err = open(topic, topicID, index, m.cfg.NodeID, dir, -1, cfg, m.lg)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -104,21 +157,42 @@ func (m *Manager) Open(topic string, index int32, cfg Settings) (*Partition, err
 	return p, nil
 }
 
-// Remove deletes a replica and its files (the topic was deleted or the replica moved).
+// setAside renames a replica directory to <name>.<random>-delete; the cleanup loop removes
+// it after file.delete.delay.ms. Renaming is atomic, so a crash leaves the directory
+// either in place or set aside, never half deleted under its live name.
+func (m *Manager) setAside(tp TopicPartition) error {
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	src := filepath.Join(m.cfg.Dir, tp.String())
+	dst := filepath.Join(m.cfg.Dir, tp.String()+"."+hex.EncodeToString(r[:])+deleteSuffix)
+	if err := os.Rename(src, dst); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("set aside %s: %w", src, err)
+	}
+	return syncDir(m.cfg.Dir)
+}
+
+// Remove closes a replica and sets its directory aside for deletion (its topic was deleted
+// or the replica moved away).
 func (m *Manager) Remove(topic string, index int32) error {
 	tp := TopicPartition{topic, index}
 	m.mu.Lock()
 	p := m.parts[tp]
 	delete(m.parts, tp)
+	delete(m.hwAtStart, tp)
 	m.mu.Unlock()
-	if p == nil {
-		return nil
+	if p != nil {
+		if err := p.close(); err != nil {
+			m.lg.Warn("closing a removed replica", "partition", tp, "err", err)
+		}
 	}
-	return p.delete()
+	return m.setAside(tp)
 }
 
 // OnDisk lists the replica directories in the log dir, held open or not, so that the
-// broker can remove those of topics deleted while it was down.
+// broker can set aside those of topics deleted while it was down.
 func (m *Manager) OnDisk() ([]TopicPartition, error) {
 	entries, err := os.ReadDir(m.cfg.Dir)
 	if err != nil {
@@ -126,43 +200,92 @@ func (m *Manager) OnDisk() ([]TopicPartition, error) {
 	}
 	var out []TopicPartition
 	for _, e := range entries {
-		if !e.IsDir() {
-			continue
+		if tp, ok := parseReplicaDir(e); ok {
+			out = append(out, tp)
 		}
-		name := e.Name()
-		i := strings.LastIndexByte(name, '-')
-		if i <= 0 {
-			continue
-		}
-		n, err := strconv.ParseInt(name[i+1:], 10, 32)
-		if err != nil || n < 0 {
-			continue
-		}
-		out = append(out, TopicPartition{name[:i], int32(n)})
 	}
 	return out, nil
 }
 
-// RemoveDir removes a replica directory that is not open.
-func (m *Manager) RemoveDir(tp TopicPartition) error {
-	if m.Get(tp.Topic, tp.Index) != nil {
-		return m.Remove(tp.Topic, tp.Index)
+func parseReplicaDir(e os.DirEntry) (TopicPartition, bool) {
+	name := e.Name()
+	if !e.IsDir() || strings.HasSuffix(name, deleteSuffix) || strings.HasPrefix(name, "__cluster_metadata") {
+		return TopicPartition{}, false
 	}
-	return os.RemoveAll(filepath.Join(m.cfg.Dir, tp.String()))
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 {
+		return TopicPartition{}, false
+	}
+	n, err := strconv.ParseInt(name[i+1:], 10, 32)
+	if err != nil || n < 0 {
+		return TopicPartition{}, false
+	}
+	return TopicPartition{name[:i], int32(n)}, true
 }
 
-func (m *Manager) retentionLoop() {
+// RemoveDir sets aside a replica directory (closing the replica first when it is open).
+func (m *Manager) RemoveDir(tp TopicPartition) error { return m.Remove(tp.Topic, tp.Index) }
+
+func (m *Manager) loop() {
 	defer close(m.done)
-	t := time.NewTicker(m.cfg.RetentionCheckInterval)
-	defer t.Stop()
+	retention := time.NewTicker(m.cfg.RetentionCheckInterval)
+	defer retention.Stop()
+	checkpoint := time.NewTicker(m.cfg.HWCheckpointInterval)
+	defer checkpoint.Stop()
+	cleanup := time.NewTicker(max(m.cfg.FileDeleteDelay/4, time.Second))
+	defer cleanup.Stop()
 	for {
 		select {
 		case <-m.stop:
 			return
-		case <-t.C:
+		case <-retention.C:
 			m.EnforceRetention(context.Background())
+		case <-checkpoint.C:
+			if err := m.CheckpointHighWatermarks(); err != nil {
+				m.lg.Warn("high watermark checkpoint failed", "err", err)
+			}
+		case <-cleanup.C:
+			m.removeSetAside(time.Now())
 		}
 	}
+}
+
+// removeSetAside deletes directories set aside longer ago than file.delete.delay.ms.
+func (m *Manager) removeSetAside(now time.Time) {
+	entries, err := os.ReadDir(m.cfg.Dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasSuffix(e.Name(), deleteSuffix) {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || now.Sub(info.ModTime()) < m.cfg.FileDeleteDelay {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(m.cfg.Dir, e.Name())); err != nil {
+			m.lg.Warn("cannot remove a replica directory set aside", "dir", e.Name(), "err", err)
+		}
+	}
+}
+
+// CheckpointHighWatermarks writes every open replica's high watermark to the log
+// directory's replication-offset-checkpoint. Replicas opened at startup but not yet
+// reopened keep their checkpointed value.
+func (m *Manager) CheckpointHighWatermarks() error {
+	m.cpMu.Lock()
+	defer m.cpMu.Unlock()
+	m.mu.RLock()
+	hws := make(map[TopicPartition]int64, len(m.parts)+len(m.hwAtStart))
+	for tp, hw := range m.hwAtStart {
+		hws[tp] = hw
+	}
+	for tp, p := range m.parts {
+		hws[tp] = p.HighWatermark()
+	}
+	m.mu.RUnlock()
+	return writeFileAtomic(filepath.Join(m.cfg.Dir, hwCheckpointFile), encodeHighWatermarks(hws))
 }
 
 // EnforceRetention applies every replica's retention settings now.
@@ -177,15 +300,19 @@ func (m *Manager) EnforceRetention(ctx context.Context) {
 	}
 }
 
-// Close stops the retention loop and closes every replica cleanly.
+// Close stops the background loop, checkpoints the high watermarks and closes every
+// replica cleanly.
 func (m *Manager) Close() error {
 	close(m.stop)
 	<-m.done
+	var errs []error
+	if err := m.CheckpointHighWatermarks(); err != nil {
+		errs = append(errs, err)
+	}
 	m.mu.Lock()
 	parts := m.parts
 	m.parts = map[TopicPartition]*Partition{}
 	m.mu.Unlock()
-	var errs []error
 	for tp, p := range parts {
 		if err := p.close(); err != nil {
 			errs = append(errs, fmt.Errorf("close %s: %w", tp, err))

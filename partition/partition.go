@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +27,16 @@ const (
 	RoleFollower
 )
 
+func (r Role) String() string {
+	switch r {
+	case RoleLeader:
+		return "leader"
+	case RoleFollower:
+		return "follower"
+	}
+	return "none"
+}
+
 // State is the controller-committed state of a partition as this replica last applied it.
 type State struct {
 	Role           Role
@@ -36,18 +49,28 @@ type State struct {
 
 // Partition is one replica of one partition on this broker.
 type Partition struct {
-	topic string
-	index int32
-	dir   string
-	log   *shalelog.Log
-	lg    *slog.Logger
+	topic   string
+	topicID [16]byte
+	index   int32
+	nodeID  int32
+	dir     string
+	log     *shalelog.Log
+	lg      *slog.Logger
 
-	// mu serializes appends, truncation and state changes; reads do not take it.
+	// mu serializes appends, truncation, role and ISR changes, and the leader's view of
+	// its followers; reads of the log do not take it.
 	mu        sync.Mutex
 	producers *producerState
 	epochs    epochCache
 	state     State
 	cfg       Settings
+	// Leader only: what each follower has fetched, and the ISR proposed to the controller
+	// and not yet seen committed (nil when none is in flight).
+	followers  map[int32]*followerState
+	pendingISR []int32
+	// epochStart is the log end offset when this replica became leader of its current
+	// epoch: a follower is caught up only once it has reached it.
+	epochStart int64
 
 	hw          atomic.Int64
 	leaderEpoch atomic.Int32
@@ -68,15 +91,24 @@ type Settings struct {
 	MaxTimestampDiffMs int64 // message.timestamp.difference.max.ms; <= 0 disables
 }
 
-// open opens (or creates) the replica's log at dir and rebuilds its in-memory state.
-func open(topic string, index int32, dir string, cfg Settings, lg *slog.Logger) (*Partition, error) {
+// open opens (or creates) the replica's log at dir and rebuilds its in-memory state. hw
+// is the checkpointed high watermark, -1 when none was checkpointed.
+func open(topic string, topicID [16]byte, index, nodeID int32, dir string, hw int64, cfg Settings, lg *slog.Logger) (*Partition, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
+	}
+	if err := checkTopicID(dir, topicID); err != nil {
+		return nil, err
+	}
 	l, err := shalelog.Open(dir, cfg.Log)
 	if err != nil {
 		return nil, fmt.Errorf("open log of %s-%d: %w", topic, index, err)
 	}
 	p := &Partition{
 		topic:     topic,
+		topicID:   topicID,
 		index:     index,
+		nodeID:    nodeID,
 		dir:       dir,
 		log:       l,
 		lg:        lg.With("topic", topic, "partition", index),
@@ -84,26 +116,28 @@ func open(topic string, index int32, dir string, cfg Settings, lg *slog.Logger) 
 		cfg:       cfg,
 	}
 	p.leaderEpoch.Store(-1)
+	p.state.LeaderEpoch, p.state.PartitionEpoch, p.state.Leader = -1, -1, -1
 	if err := p.rebuild(); err != nil {
 		l.Close()
 		return nil, err
 	}
-	// A lone replica's high watermark is its log end; with replication the leader
-	// recomputes it from the followers before serving consumers.
-	p.hw.Store(l.EndOffset())
+	// Only what was known replicated before the restart is visible; the leader raises it
+	// again as its followers report their positions.
+	p.hw.Store(min(max(hw, 0), l.EndOffset()))
 	return p, nil
 }
 
-// rebuild restores the epoch cache and producer state from the batch headers, starting
-// the producer replay at the clean-shutdown snapshot when there is one.
+// rebuild restores the epoch cache and producer state from the checkpoint and the batch
+// headers, starting the producer replay at the clean-shutdown snapshot when there is one.
 func (p *Partition) rebuild() error {
 	from := p.producers.load(p.dir)
 	if from > p.log.EndOffset() || from < 0 {
 		p.producers = newProducerState()
 		from = 0
 	}
+	var scanned epochCache
 	err := p.log.ScanHeaders(p.log.StartOffset(), func(h shalelog.Header) bool {
-		p.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset)
+		scanned.assign(h.PartitionLeaderEpoch, h.BaseOffset)
 		if h.BaseOffset >= from {
 			p.producers.record(h)
 		}
@@ -113,12 +147,46 @@ func (p *Partition) rebuild() error {
 		return fmt.Errorf("rebuild state of %s-%d: %w", p.topic, p.index, err)
 	}
 	p.producers.removeBefore(p.log.StartOffset())
+	// The checkpoint knows epochs that began without a batch; the log knows epochs whose
+	// checkpoint write a crash may have lost. Entries past the log end are gone with the
+	// records they described.
+	if b, err := os.ReadFile(filepath.Join(p.dir, epochCheckpointFile)); err == nil {
+		if entries, err := decodeEpochs(b); err == nil {
+			p.epochs.entries = entries
+		} else {
+			p.lg.Warn("ignoring an unreadable leader-epoch-checkpoint; rebuilt from the log", "err", err)
+		}
+	}
+	p.epochs.truncateFrom(p.log.EndOffset() + 1)
+	for _, e := range scanned.entries {
+		p.epochs.assign(e.Epoch, e.StartOffset)
+	}
+	p.epochs.truncateBefore(p.log.StartOffset())
+	return p.saveEpochsLocked()
+}
+
+func (p *Partition) saveEpochsLocked() error {
+	if err := writeFileAtomic(filepath.Join(p.dir, epochCheckpointFile), encodeEpochs(p.epochs.entries)); err != nil {
+		return fmt.Errorf("%w: leader-epoch-checkpoint of %s-%d: %w", shalelog.ErrStorage, p.topic, p.index, err)
+	}
 	return nil
+}
+
+// assignEpochLocked records that epoch began at offset, persisting a new entry.
+func (p *Partition) assignEpochLocked(epoch int32, offset int64) error {
+	if epoch <= p.epochs.latest() {
+		return nil
+	}
+	p.epochs.assign(epoch, offset)
+	return p.saveEpochsLocked()
 }
 
 // Topic and Index name the partition.
 func (p *Partition) Topic() string { return p.topic }
 func (p *Partition) Index() int32  { return p.index }
+
+// TopicID is the id of the topic this replica belongs to (zero when unknown).
+func (p *Partition) TopicID() [16]byte { return p.topicID }
 
 // HighWatermark is the offset below which records are committed and visible to consumers.
 func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
@@ -143,8 +211,8 @@ func (p *Partition) State() State {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.state
-	s.Replicas = append([]int32(nil), s.Replicas...)
-	s.ISR = append([]int32(nil), s.ISR...)
+	s.Replicas = slices.Clone(s.Replicas)
+	s.ISR = slices.Clone(s.ISR)
 	return s
 }
 
@@ -155,19 +223,6 @@ func (p *Partition) Settings() Settings {
 	return p.cfg
 }
 
-// ApplyState installs controller-committed state (leadership, epochs, ISR).
-func (p *Partition) ApplyState(s State) {
-	p.mu.Lock()
-	p.state = s
-	p.leaderEpoch.Store(s.LeaderEpoch)
-	p.role.Store(int32(s.Role))
-	if s.Role == RoleLeader && len(s.Replicas) <= 1 {
-		p.hw.Store(p.log.EndOffset())
-	}
-	p.mu.Unlock()
-	p.wake()
-}
-
 // ApplySettings installs changed topic configs.
 func (p *Partition) ApplySettings(cfg Settings) {
 	p.mu.Lock()
@@ -176,11 +231,75 @@ func (p *Partition) ApplySettings(cfg Settings) {
 	p.log.SetConfig(cfg.Log)
 }
 
+// Transition says what ApplyState did.
+type Transition int
+
+const (
+	// Stale: the state is older than what the replica has applied; nothing changed.
+	Stale Transition = iota
+	// Unchanged: same epochs and role; nothing to do.
+	Unchanged
+	// Updated: same leader epoch and role, new ISR or replicas (a newer partition epoch).
+	Updated
+	// NewEpoch: a new leader epoch or role.
+	NewEpoch
+)
+
+// ApplyState installs controller-committed state. States are applied in epoch order and
+// never backwards: one with an older leader epoch, or the same leader epoch and an older
+// partition epoch, is refused as Stale. Becoming leader of a new epoch records the epoch
+// at the log end and starts tracking the followers afresh.
+func (p *Partition) ApplyState(s State, now time.Time) (Transition, error) {
+	p.mu.Lock()
+	defer p.wake()
+	defer p.mu.Unlock()
+	cur := p.state
+	switch {
+	case s.LeaderEpoch < cur.LeaderEpoch:
+		return Stale, nil
+	case s.LeaderEpoch == cur.LeaderEpoch && s.PartitionEpoch < cur.PartitionEpoch:
+		return Stale, nil
+	case s.LeaderEpoch == cur.LeaderEpoch && s.Role == cur.Role:
+		if s.PartitionEpoch == cur.PartitionEpoch {
+			return Unchanged, nil
+		}
+		p.state = s
+		p.pendingISR = nil
+		if s.Role == RoleLeader {
+			p.resetFollowersLocked(now, false)
+			p.maybeAdvanceHWLocked()
+		}
+		return Updated, nil
+	}
+	p.state = s
+	p.pendingISR = nil
+	p.followers = nil
+	if s.Role == RoleLeader {
+		if err := p.assignEpochLocked(s.LeaderEpoch, p.log.EndOffset()); err != nil {
+			// Not leading without the epoch on disk: a restart could not fence our writes.
+			p.role.Store(int32(RoleNone))
+			p.leaderEpoch.Store(s.LeaderEpoch)
+			return NewEpoch, err
+		}
+		p.epochStart = p.log.EndOffset()
+		p.resetFollowersLocked(now, true)
+	}
+	p.leaderEpoch.Store(s.LeaderEpoch)
+	p.role.Store(int32(s.Role))
+	if s.Role == RoleLeader {
+		p.maybeAdvanceHWLocked()
+	}
+	return NewEpoch, nil
+}
+
 // AppendResult says where a produced batch went.
 type AppendResult struct {
 	BaseOffset    int64
 	LastOffset    int64
 	LogAppendTime int64 // -1 unless the topic uses LogAppendTime
+	// LeaderEpoch is the epoch the batch was appended in: an acks=all wait completes
+	// only while the replica still leads in it.
+	LeaderEpoch int32
 	// Duplicate is set when the batch was a retry of one already in the log; the offsets
 	// are the original batch's.
 	Duplicate bool
@@ -190,16 +309,23 @@ type AppendResult struct {
 var ErrNotLeader = fmt.Errorf("%w: this broker does not lead the partition", kerr.NotLeaderForPartition)
 
 // AppendAsLeader appends one validated RecordBatch (offsets are assigned here). batch may
-// be modified in place (base offset, leader epoch, append time); it is copied into the log.
-func (p *Partition) AppendAsLeader(batch []byte, h shalelog.Header) (AppendResult, error) {
+// be modified in place (leader epoch, append time); it is copied into the log. With
+// acks=-1 the ISR is checked against min.insync.replicas under the same lock as the
+// append, so no ISR shrink can slip in between.
+func (p *Partition) AppendAsLeader(batch []byte, h shalelog.Header, acks int16) (AppendResult, error) {
 	p.mu.Lock()
 	if p.Role() != RoleLeader {
 		p.mu.Unlock()
 		return AppendResult{}, ErrNotLeader
 	}
+	if acks == -1 && len(p.state.ISR) < p.cfg.MinInsyncReplicas {
+		isr, want := len(p.state.ISR), p.cfg.MinInsyncReplicas
+		p.mu.Unlock()
+		return AppendResult{}, fmt.Errorf("%w: %d in-sync replicas, min.insync.replicas is %d", kerr.NotEnoughReplicas, isr, want)
+	}
 	res, err := p.appendLocked(batch, h)
-	if err == nil && len(p.state.ISR) <= 1 {
-		p.hw.Store(p.log.EndOffset())
+	if err == nil {
+		p.maybeAdvanceHWLocked()
 	}
 	p.mu.Unlock()
 	if err == nil {
@@ -212,7 +338,7 @@ func (p *Partition) appendLocked(batch []byte, h shalelog.Header) (AppendResult,
 	if err := p.producers.check(h); err != nil {
 		var dup *errDuplicate
 		if errors.As(err, &dup) {
-			return AppendResult{BaseOffset: dup.meta.BaseOffset, LastOffset: dup.meta.LastOffset, LogAppendTime: -1, Duplicate: true}, nil
+			return AppendResult{BaseOffset: dup.meta.BaseOffset, LastOffset: dup.meta.LastOffset, LogAppendTime: -1, LeaderEpoch: p.state.LeaderEpoch, Duplicate: true}, nil
 		}
 		return AppendResult{}, err
 	}
@@ -221,54 +347,37 @@ func (p *Partition) appendLocked(batch []byte, h shalelog.Header) (AppendResult,
 		res.LogAppendTime = time.Now().UnixMilli()
 		shalelog.SetLogAppendTime(batch, res.LogAppendTime)
 	}
-	epoch := p.leaderEpoch.Load()
+	epoch := p.state.LeaderEpoch
 	info, err := p.log.Append(batch, epoch)
 	if err != nil {
 		return AppendResult{}, err
 	}
 	h.BaseOffset = info.BaseOffset
 	h.PartitionLeaderEpoch = epoch
-	p.epochs.assign(epoch, info.BaseOffset)
 	p.producers.record(h)
-	res.BaseOffset, res.LastOffset = info.BaseOffset, info.LastOffset
+	res.BaseOffset, res.LastOffset, res.LeaderEpoch = info.BaseOffset, info.LastOffset, epoch
 	return res, nil
 }
 
-// AppendAsFollower appends batches fetched from the leader, keeping their offsets.
-func (p *Partition) AppendAsFollower(batches [][]byte) error {
+// ReplicationDone reports whether an acks=all batch ending at lastOffset, appended in
+// leader epoch epoch, is committed. It fails with NOT_LEADER_OR_FOLLOWER once the replica
+// no longer leads in that epoch (the batch may be truncated by the new leader), and with
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the batch is committed but the ISR has shrunk
+// below min.insync.replicas, as Kafka answers.
+func (p *Partition) ReplicationDone(lastOffset int64, epoch int32) (bool, error) {
+	if p.Role() != RoleLeader || p.LeaderEpoch() != epoch {
+		return false, fmt.Errorf("%w: leadership changed before the batch was replicated", kerr.NotLeaderForPartition)
+	}
+	if p.hw.Load() <= lastOffset {
+		return false, nil
+	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, b := range batches {
-		h, err := shalelog.ParseHeader(b)
-		if err != nil {
-			return err
-		}
-		if h.BaseOffset < p.log.EndOffset() {
-			continue // already have it (a retried fetch)
-		}
-		if _, err := p.log.AppendReplica(b); err != nil {
-			return err
-		}
-		p.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset)
-		p.producers.record(h)
+	isr, want := len(p.state.ISR), p.cfg.MinInsyncReplicas
+	p.mu.Unlock()
+	if isr < want {
+		return true, fmt.Errorf("%w: %d in-sync replicas, min.insync.replicas is %d", kerr.NotEnoughReplicasAfterAppend, isr, want)
 	}
-	return nil
-}
-
-// SetHighWatermark moves the high watermark (replication decides it). It never moves
-// past the log end.
-func (p *Partition) SetHighWatermark(hw int64) {
-	hw = min(hw, p.log.EndOffset())
-	for {
-		cur := p.hw.Load()
-		if hw == cur {
-			return
-		}
-		if p.hw.CompareAndSwap(cur, hw) {
-			break
-		}
-	}
-	p.wake()
+	return true, nil
 }
 
 // Read returns batches from offset for a consumer (up to the high watermark) or a
@@ -285,7 +394,7 @@ func (p *Partition) Read(offset int64, maxBytes int, toLogEnd, minOne bool) (*sh
 	return p.log.Read(offset, maxBytes, limit, minOne)
 }
 
-// Waiter returns a channel closed at the next append or high-watermark change.
+// Waiter returns a channel closed at the next append, high-watermark or role change.
 func (p *Partition) Waiter() <-chan struct{} {
 	p.waitMu.Lock()
 	defer p.waitMu.Unlock()
@@ -317,23 +426,12 @@ func (p *Partition) EndOffsetForEpoch(epoch int32) (int32, int64) {
 	return p.epochs.endOffsetFor(epoch, p.log.EndOffset())
 }
 
-// Truncate removes everything at and after offset (a follower diverged from its leader).
-func (p *Partition) Truncate(offset int64) error {
+// LatestEpoch is the newest leader epoch in the epoch cache, -1 when empty; a follower
+// sends it as its last fetched epoch.
+func (p *Partition) LatestEpoch() int32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := removeSnapshot(p.dir); err != nil {
-		return err
-	}
-	if err := p.log.Truncate(offset); err != nil {
-		return err
-	}
-	end := p.log.EndOffset()
-	p.epochs.truncateFrom(end)
-	p.producers.truncateFrom(end)
-	if p.hw.Load() > end {
-		p.hw.Store(end)
-	}
-	return nil
+	return p.epochs.latest()
 }
 
 // DeleteRecordsBefore advances the log start offset (Kafka's DeleteRecords). offset -1
@@ -341,6 +439,9 @@ func (p *Partition) Truncate(offset int64) error {
 func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.Role() != RoleLeader {
+		return 0, ErrNotLeader
+	}
 	hw := p.hw.Load()
 	if offset == -1 {
 		offset = hw
@@ -348,13 +449,20 @@ func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
 	if offset < 0 || offset > hw {
 		return 0, fmt.Errorf("%w: offset %d is outside [%d, %d]", kerr.OffsetOutOfRange, offset, p.log.StartOffset(), hw)
 	}
+	return p.deleteBeforeLocked(offset)
+}
+
+func (p *Partition) deleteBeforeLocked(offset int64) (int64, error) {
+	if offset <= p.log.StartOffset() {
+		return p.log.StartOffset(), nil
+	}
 	if err := p.log.DeleteRecordsBefore(offset); err != nil {
 		return 0, err
 	}
 	start := p.log.StartOffset()
 	p.epochs.truncateBefore(start)
 	p.producers.removeBefore(start)
-	return start, nil
+	return start, p.saveEpochsLocked()
 }
 
 // EnforceRetention deletes old segments by the topic's retention settings.
@@ -368,8 +476,10 @@ func (p *Partition) EnforceRetention() error {
 		start := p.log.StartOffset()
 		p.epochs.truncateBefore(start)
 		p.producers.removeBefore(start)
+		err := p.saveEpochsLocked()
 		p.mu.Unlock()
 		p.lg.Debug("retention deleted segments", "segments", n, "log_start_offset", start)
+		return err
 	}
 	return nil
 }
@@ -381,18 +491,12 @@ func (p *Partition) Flush() error { return p.log.Flush() }
 func (p *Partition) close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.role.Store(int32(RoleNone))
 	snapErr := p.producers.save(p.dir, p.log.EndOffset())
 	if err := p.log.Close(); err != nil {
 		return err
 	}
 	return snapErr
-}
-
-// delete closes the replica and removes its files (topic deletion).
-func (p *Partition) delete() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.Delete()
 }
 
 // ScanHeaders walks the batch headers from the batch holding offset onward.

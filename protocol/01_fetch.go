@@ -2,22 +2,15 @@ package protocol
 
 import (
 	"context"
-	"errors"
 	"reflect"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	shalelog "github.com/shalelog/shale/log"
-	"github.com/shalelog/shale/partition"
+	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/replication"
 )
-
-// FollowerTracker is told of every follower fetch, so the leader side of replication can
-// track follower positions and advance the high watermark. Nil on a broker without it.
-type FollowerTracker interface {
-	FollowerFetched(p *partition.Partition, replicaID int32, fetchOffset int64)
-}
 
 // defaultFetchMaxBytes is fetch.max.bytes' default, for Fetch v0-v2 that carry no limit.
 const defaultFetchMaxBytes = 50 << 20
@@ -101,8 +94,7 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, timer <-chan time.Tim
 func (s *Server) buildFetch(req *kmsg.FetchRequest, version int16) (*kmsg.FetchResponse, []fetchPart, int, bool, []<-chan struct{}) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	im := s.image()
-	leaseOK := s.deps.Meta.LeaseValid()
-	follower := req.ReplicaID >= 0
+	who := fetchReader(req, version)
 	remaining := int(req.MaxBytes)
 	if version < 3 || remaining <= 0 {
 		remaining = defaultFetchMaxBytes
@@ -118,72 +110,77 @@ func (s *Server) buildFetch(req *kmsg.FetchRequest, version int16) (*kmsg.FetchR
 		rt := &resp.Topics[i]
 		*rt = kmsg.NewFetchResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		name := t.Topic
+		unknownID := false
+		if version >= 13 {
+			// Fetch v13+ names topics by id only.
+			name, unknownID = topicNameByID(im, t.TopicID)
+		}
 		rt.Partitions = make([]kmsg.FetchResponseTopicPartition, len(t.Partitions))
 		for j, fp := range t.Partitions {
 			rp := &rt.Partitions[j]
 			*rp = kmsg.NewFetchResponseTopicPartition()
 			rp.Partition = fp.Partition
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
-			var p *partition.Partition
-			if im.Partition(t.Topic, fp.Partition) == nil {
-				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			} else if p = s.deps.Partitions.Get(t.Topic, fp.Partition); p == nil || p.Role() != partition.RoleLeader || !leaseOK {
-				rp.ErrorCode = kerr.NotLeaderForPartition.Code
-			} else if code := checkLeaderEpoch(fp.CurrentLeaderEpoch, p.LeaderEpoch()); code != 0 {
-				rp.ErrorCode = code
-			}
-			if rp.ErrorCode != 0 {
+			if unknownID {
+				rp.ErrorCode = kerr.UnknownTopicID.Code
 				stop = true
 				continue
 			}
-			if follower && s.deps.Followers != nil {
-				s.deps.Followers.FollowerFetched(p, req.ReplicaID, fp.FetchOffset)
+			if who.IsFollower() && version < 15 {
+				// Only Fetch v15+ carries the broker epoch that proves a replica is current.
+				rp.ErrorCode = kerr.NotLeaderForPartition.Code
+				stop = true
+				continue
 			}
-			hw := p.HighWatermark()
-			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, p.LogStartOffset()
-			if fp.LastFetchedEpoch >= 0 {
-				epoch, end := p.EndOffsetForEpoch(fp.LastFetchedEpoch)
-				if epoch != fp.LastFetchedEpoch || end < fp.FetchOffset {
-					// The fetcher's log diverged from ours: tell it where to truncate.
-					rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = epoch, end
-					stop = true
-					continue
-				}
-			}
-			waiters = append(waiters, p.Waiter())
 			maxBytes := min(int(fp.PartitionMaxBytes), remaining)
 			if maxBytes <= 0 && total > 0 {
-				continue
+				maxBytes = 0
 			}
-			view, err := p.Read(fp.FetchOffset, max(maxBytes, 0), follower, total == 0)
-			if err != nil {
-				rp.ErrorCode = errorCode(err)
-				if errors.Is(err, shalelog.ErrOffsetOutOfRange) {
-					rp.ErrorCode = kerr.OffsetOutOfRange.Code
-				}
+			res := s.deps.Replicas.Fetch(who, replication.FetchPartition{
+				Topic: name, Index: fp.Partition, CurrentLeaderEpoch: fp.CurrentLeaderEpoch, FetchOffset: fp.FetchOffset,
+				LastFetchedEpoch: fp.LastFetchedEpoch, MaxBytes: max(maxBytes, 0), MinOne: total == 0,
+			})
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = res.HighWatermark, res.HighWatermark, res.LogStartOffset
+			if res.Err != nil {
+				rp.ErrorCode = errorCode(res.Err)
 				stop = true
 				continue
 			}
-			total += view.Size
-			remaining -= view.Size
-			parts = append(parts, fetchPart{rp: rp, view: view})
+			if res.DivergingEpoch >= 0 || res.DivergingEndOffset >= 0 {
+				// The fetcher's log diverged from ours: tell it where to truncate.
+				rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = res.DivergingEpoch, res.DivergingEndOffset
+				stop = true
+				continue
+			}
+			waiters = append(waiters, res.Waiter)
+			if res.View == nil {
+				continue
+			}
+			total += res.View.Size
+			remaining -= res.View.Size
+			parts = append(parts, fetchPart{rp: rp, view: res.View})
 		}
 	}
 	s.cfg.Metrics.BytesFetched.Add(float64(total))
 	return resp, parts, total, stop, waiters
 }
 
-// checkLeaderEpoch applies KIP-320's fencing: a client that knows a newer epoch than
-// this replica talks to a stale leader (UNKNOWN_LEADER_EPOCH, retriable); one with an
-// older epoch must refresh its metadata (FENCED_LEADER_EPOCH).
-func checkLeaderEpoch(requested, current int32) int16 {
-	switch {
-	case requested < 0:
-		return 0
-	case requested < current:
-		return kerr.FencedLeaderEpoch.Code
-	case requested > current:
-		return kerr.UnknownLeaderEpoch.Code
+// fetchReader says who sends a fetch: a follower names itself in ReplicaState (v15+) or
+// ReplicaID (earlier versions, which cannot prove their broker epoch).
+func fetchReader(req *kmsg.FetchRequest, version int16) replication.Reader {
+	if version >= 15 {
+		return replication.Reader{ReplicaID: req.ReplicaState.ID, BrokerEpoch: req.ReplicaState.Epoch}
 	}
-	return 0
+	return replication.Reader{ReplicaID: req.ReplicaID, BrokerEpoch: -1}
+}
+
+// topicNameByID resolves a topic id; unknown is true when no topic has it.
+func topicNameByID(im *metadata.Image, id [16]byte) (name string, unknown bool) {
+	for _, t := range im.Topics {
+		if t.ID == id {
+			return t.Name, false
+		}
+	}
+	return "", true
 }

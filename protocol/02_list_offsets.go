@@ -22,8 +22,6 @@ const (
 func (s *Server) handleListOffsets(_ context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-	im := s.image()
-	leaseOK := s.deps.Meta.LeaseValid()
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
@@ -31,17 +29,9 @@ func (s *Server) handleListOffsets(_ context.Context, r *Request) Result {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = lp.Partition
 			rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
-			var p *partition.Partition
-			switch {
-			case im.Partition(t.Topic, lp.Partition) == nil:
-				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			default:
-				p = s.deps.Partitions.Get(t.Topic, lp.Partition)
-				if p == nil || p.Role() != partition.RoleLeader || !leaseOK {
-					rp.ErrorCode = kerr.NotLeaderForPartition.Code
-				} else if code := checkLeaderEpoch(lp.CurrentLeaderEpoch, p.LeaderEpoch()); code != 0 {
-					rp.ErrorCode = code
-				}
+			p, err := s.deps.Replicas.Leader(t.Topic, lp.Partition, lp.CurrentLeaderEpoch)
+			if err != nil {
+				rp.ErrorCode = errorCode(err)
 			}
 			if rp.ErrorCode == 0 {
 				if err := listOffset(p, lp.Timestamp, req.ReplicaID >= 0, &rp); err != nil {

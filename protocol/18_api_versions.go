@@ -52,7 +52,7 @@ func (s *Server) registerBuiltins() {
 	// Produce v0-v2 carry legacy message sets, up-converted on append; librdkafka < 2.10
 	// compresses only when v0 is in range.
 	s.Register(kmsg.Produce, 0, 9, s.handleProduce)
-	s.Register(kmsg.Fetch, 4, 12, s.handleFetch)
+	s.Register(kmsg.Fetch, 4, 15, s.handleFetch)
 	s.Register(kmsg.ListOffsets, 1, 7, s.handleListOffsets)
 	s.Register(kmsg.Metadata, 0, 12, s.handleMetadata)
 	s.Register(kmsg.ApiVersions, 0, 3, s.handleApiVersions)

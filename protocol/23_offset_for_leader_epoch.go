@@ -3,10 +3,7 @@ package protocol
 import (
 	"context"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/shalelog/shale/partition"
 )
 
 // handleOffsetForLeaderEpoch tells a follower or a KIP-320 consumer where an epoch of
@@ -14,23 +11,17 @@ import (
 func (s *Server) handleOffsetForLeaderEpoch(_ context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
-	im := s.image()
-	leaseOK := s.deps.Meta.LeaseValid()
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		rt.Topic = t.Topic
 		for _, ep := range t.Partitions {
 			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			rp.Partition, rp.LeaderEpoch, rp.EndOffset = ep.Partition, -1, -1
-			var p *partition.Partition
-			if im.Partition(t.Topic, ep.Partition) == nil {
-				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			} else if p = s.deps.Partitions.Get(t.Topic, ep.Partition); p == nil || p.Role() != partition.RoleLeader || !leaseOK {
-				rp.ErrorCode = kerr.NotLeaderForPartition.Code
-			} else if code := checkLeaderEpoch(ep.CurrentLeaderEpoch, p.LeaderEpoch()); code != 0 {
-				rp.ErrorCode = code
+			epoch, end, err := s.deps.Replicas.EndOffsetForEpoch(t.Topic, ep.Partition, ep.CurrentLeaderEpoch, ep.LeaderEpoch)
+			if err != nil {
+				rp.ErrorCode = errorCode(err)
 			} else {
-				rp.LeaderEpoch, rp.EndOffset = p.EndOffsetForEpoch(ep.LeaderEpoch)
+				rp.LeaderEpoch, rp.EndOffset = epoch, end
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}

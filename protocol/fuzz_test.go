@@ -14,8 +14,7 @@ import (
 
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/metadata/memstore"
-	shalelog "github.com/shalelog/shale/log"
-	"github.com/shalelog/shale/partition"
+	"github.com/shalelog/shale/replication"
 )
 
 // fuzzServer is a server with one topic whose replica leads, for driving decode and
@@ -27,26 +26,18 @@ func fuzzServer(f *testing.F) *Server {
 		f.Fatal(err)
 	}
 	lg := slog.New(slog.NewTextHandler(io.Discard, nil))
-	parts, err := partition.NewManager(partition.ManagerConfig{Dir: dir, Logger: lg})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { parts.Close() })
-	res := store.CreateTopics(context.Background(), []metadata.TopicSpec{{Name: "t", NumPartitions: 2, ReplicationFactor: 1}}, false)
+	res := store.CreateTopics(context.Background(), []metadata.TopicSpec{{Name: "t", NumPartitions: 2, ReplicationFactor: 1,
+		Configs: map[string]string{"segment.bytes": "1048576"}}}, false)
 	if res[0].Err != nil {
 		f.Fatal(res[0].Err)
 	}
-	cfg := partition.Settings{Log: shalelog.DefaultConfig(), MinInsyncReplicas: 1, Codec: -1}
-	cfg.Log.SegmentBytes = 1 << 20
-	for i := int32(0); i < 2; i++ {
-		p, err := parts.Open("t", i, cfg)
-		if err != nil {
-			f.Fatal(err)
-		}
-		p.ApplyState(partition.State{Role: partition.RoleLeader, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}})
+	replicas, err := replication.NewManager(replication.Config{NodeID: 1, LogDir: dir, Logger: lg}, store)
+	if err != nil {
+		f.Fatal(err)
 	}
+	f.Cleanup(func() { replicas.Close() })
 	return NewServer(Config{NodeID: 1, AutoCreateTopics: false, DeleteTopicEnable: true, Logger: lg, MaxRequestBytes: 1 << 20},
-		Deps{Meta: store, Partitions: parts, ProducerIDs: NewProducerIDs(store)})
+		Deps{Meta: store, Replicas: replicas, ProducerIDs: NewProducerIDs(store)})
 }
 
 // seedRequest frames a request body (header + payload) the way a client sends it.

@@ -17,8 +17,8 @@ import (
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/metadata/memstore"
-	"github.com/shalelog/shale/internal/server"
 	"github.com/shalelog/shale/protocol"
+	"github.com/shalelog/shale/replication"
 )
 
 // groupBroker is a testBroker with a group coordinator.
@@ -61,13 +61,13 @@ func startGroupBroker(t testing.TB, opts ...groupBrokerOpt) *groupBroker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := server.NewBroker(server.BrokerConfig{NodeID: 1, LogDir: dir, Logger: quietLogger()}, store)
+	b, err := replication.NewManager(replication.Config{NodeID: 1, LogDir: dir, Logger: quietLogger()}, store)
 	if err != nil {
 		t.Fatal(err)
 	}
 	groups := group.New(gbc.group, store)
 	cfg := protocol.Config{NodeID: 1, AutoCreateTopics: true, DeleteTopicEnable: true, DefaultPartitions: 3, DefaultReplicationFactor: 1, Logger: quietLogger()}
-	srv := protocol.NewServer(cfg, protocol.Deps{Meta: store, Partitions: b.Partitions(), ProducerIDs: protocol.NewProducerIDs(store), Groups: groups})
+	srv := protocol.NewServer(cfg, protocol.Deps{Meta: store, Replicas: b, ProducerIDs: protocol.NewProducerIDs(store), Groups: groups})
 	ctx, cancel := context.WithCancel(context.Background())
 	tb := &testBroker{t: t, addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, store: store, broker: b, srv: srv, cancel: cancel, done: make(chan struct{})}
 	go b.Run(ctx)

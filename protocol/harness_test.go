@@ -14,8 +14,8 @@ import (
 
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/metadata/memstore"
-	"github.com/shalelog/shale/internal/server"
 	"github.com/shalelog/shale/protocol"
+	"github.com/shalelog/shale/replication"
 )
 
 // testBroker is one in-process broker on a loopback port, backed by memstore.
@@ -24,7 +24,7 @@ type testBroker struct {
 	addr   string
 	dir    string
 	store  *memstore.Store
-	broker *server.Broker
+	broker *replication.Manager
 	srv    *protocol.Server
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -58,7 +58,7 @@ func startBrokerIn(t testing.TB, dir string, opts ...brokerOpt) *testBroker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := server.NewBroker(server.BrokerConfig{NodeID: 1, LogDir: dir, Logger: quietLogger()}, store)
+	b, err := replication.NewManager(replication.Config{NodeID: 1, LogDir: dir, Logger: quietLogger()}, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func startBrokerIn(t testing.TB, dir string, opts ...brokerOpt) *testBroker {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv := protocol.NewServer(cfg, protocol.Deps{Meta: store, Applied: b, Partitions: b.Partitions(), ProducerIDs: protocol.NewProducerIDs(store)})
+	srv := protocol.NewServer(cfg, protocol.Deps{Meta: store, Replicas: b, ProducerIDs: protocol.NewProducerIDs(store)})
 	ctx, cancel := context.WithCancel(context.Background())
 	tb := &testBroker{t: t, addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, store: store, broker: b, srv: srv, cancel: cancel, done: make(chan struct{})}
 	go b.Run(ctx)

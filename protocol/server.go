@@ -15,7 +15,7 @@ import (
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/topicconfig"
-	"github.com/shalelog/shale/partition"
+	"github.com/shalelog/shale/replication"
 )
 
 // Config configures the Kafka listener.
@@ -45,43 +45,24 @@ type Config struct {
 
 // Deps are the broker services handlers use.
 type Deps struct {
-	Meta       metadata.Store
-	Partitions *partition.Manager
+	Meta metadata.Store
+	// Replicas is the replica manager: the only way to this broker's partitions.
+	// Handlers answer metadata questions from the image it has applied, so that a client
+	// is never told of a leader that does not yet take requests.
+	Replicas *replication.Manager
 	// ProducerIDs hands out idempotent producer ids.
 	ProducerIDs *ProducerIDs
-	// Followers, when set, learns the position of every follower fetch.
-	Followers FollowerTracker
 	// Groups, when set, is the consumer-group coordinator; without it the group APIs are
 	// not advertised.
 	Groups *group.Coordinator
-	// Applied, when set, is the metadata the broker's replicas have caught up with;
-	// handlers answer from it so that a client is never told of a leader that does not
-	// yet take requests. Nil: Meta.Current.
-	Applied AppliedMetadata
-}
-
-// AppliedMetadata is the broker's applied view of cluster metadata.
-type AppliedMetadata interface {
-	// Image returns the newest image whose changes this broker's replicas reflect.
-	Image() *metadata.Image
-	// WaitApplied blocks until ready holds for the applied image or ctx ends, and
-	// reports whether it held.
-	WaitApplied(ctx context.Context, ready func(*metadata.Image) bool) bool
 }
 
 // image is the metadata handlers answer from.
-func (s *Server) image() *metadata.Image {
-	if s.deps.Applied != nil {
-		return s.deps.Applied.Image()
-	}
-	return s.deps.Meta.Current()
-}
+func (s *Server) image() *metadata.Image { return s.deps.Replicas.Image() }
 
 // waitApplied waits, bounded by ctx, until the broker has applied what ready asks for.
 func (s *Server) waitApplied(ctx context.Context, ready func(*metadata.Image) bool) {
-	if s.deps.Applied != nil {
-		s.deps.Applied.WaitApplied(ctx, ready)
-	}
+	s.deps.Replicas.WaitApplied(ctx, ready)
 }
 
 // Handler answers one decoded request.

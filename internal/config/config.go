@@ -66,6 +66,12 @@ type Config struct {
 	// UncleanLeaderElectionEnable is unclean.leader.election.enable (default false).
 	UncleanLeaderElectionEnable bool
 
+	// ReplicaFetchBackoffMs is replica.fetch.backoff.ms (default 1000).
+	ReplicaFetchBackoffMs int64
+	// ReplicaHighWatermarkCheckpointIntervalMs is
+	// replica.high.watermark.checkpoint.interval.ms (default 5000).
+	ReplicaHighWatermarkCheckpointIntervalMs int64
+
 	// LogSegmentBytes is log.segment.bytes (default 1073741824); topic segment.bytes.
 	LogSegmentBytes int32
 	// LogRollMs is log.roll.ms, or log.roll.hours (default 168) in ms when log.roll.ms is

@@ -191,6 +191,10 @@ func buildKeys() []*keyDef {
 			boolField(func(c *Config) *bool { return &c.DeleteTopicEnable })),
 		key("unclean.leader.election.enable", "false", "Let a replica outside the ISR become leader, losing data.",
 			boolField(func(c *Config) *bool { return &c.UncleanLeaderElectionEnable })),
+		key("replica.fetch.backoff.ms", "1000", "Pause after a failed follower fetch.",
+			i64(func(c *Config) *int64 { return &c.ReplicaFetchBackoffMs }, 1)),
+		key("replica.high.watermark.checkpoint.interval.ms", "5000", "How often high watermarks are written to disk.",
+			i64(func(c *Config) *int64 { return &c.ReplicaHighWatermarkCheckpointIntervalMs }, 1)),
 
 		key("log.segment.bytes", "1073741824", "Size at which a segment is rolled.",
 			i32(func(c *Config) *int32 { return &c.LogSegmentBytes }, noMin)),

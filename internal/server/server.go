@@ -27,6 +27,7 @@ import (
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/partition"
 	"github.com/shalelog/shale/protocol"
+	"github.com/shalelog/shale/replication"
 )
 
 // shutdownGrace is how long in-flight requests may take to finish on SIGTERM.
@@ -60,7 +61,7 @@ type node struct {
 
 	controller *controller.Server
 	store      metadata.Store
-	broker     *Broker
+	replicas   *replication.Manager
 	groups     *group.Coordinator
 	kafka      *protocol.Server
 	http       *http.Server
@@ -173,18 +174,24 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 	}
 	n.store = store
 
-	n.broker, err = NewBroker(BrokerConfig{
+	n.replicas, err = replication.NewManager(replication.Config{
 		NodeID:                 cfg.NodeID,
 		LogDir:                 cfg.LogDir,
 		TopicDefaults:          cfg.TopicDefaults(),
 		RetentionCheckInterval: cfg.LogRetentionCheckInterval(),
+		ReplicaLagTimeMax:      time.Duration(cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
+		NumReplicaFetchers:     int(cfg.NumReplicaFetchers),
+		ReplicaFetchWaitMax:    time.Duration(cfg.ReplicaFetchWaitMaxMs) * time.Millisecond,
+		ReplicaFetchBackoff:    time.Duration(cfg.ReplicaFetchBackoffMs) * time.Millisecond,
+		ReplicaFetchMaxBytes:   cfg.ReplicaFetchMaxBytes,
+		HWCheckpointInterval:   time.Duration(cfg.ReplicaHighWatermarkCheckpointIntervalMs) * time.Millisecond,
 		Logger:                 n.lg,
 		Registry:               n.reg,
 	}, store)
 	if err != nil {
 		return err
 	}
-	go n.broker.Run(ctx)
+	go n.replicas.Run(ctx)
 
 	brokerConfigs := map[string]string{}
 	for _, s := range cfg.Settings() {
@@ -203,8 +210,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		Metrics:                  protocol.NewMetrics(n.reg),
 	}, protocol.Deps{
 		Meta:        store,
-		Applied:     n.broker,
-		Partitions:  n.broker.Partitions(),
+		Replicas:    n.replicas,
 		ProducerIDs: protocol.NewProducerIDs(store),
 		Groups:      n.startGroups(store),
 	})
@@ -230,7 +236,7 @@ func (n *node) startGroups(store metadata.Store) *group.Coordinator {
 		OffsetsRetention:      cfg.OffsetsRetention(),
 		Logger:                n.lg,
 	}, store)
-	parts := n.broker.Partitions()
+	parts := n.replicas.Partitions()
 	n.reg.MustRegister(n.groups.LagCollector(func(topic string, index int32) (int64, bool) {
 		// Only leaders: every (group, partition) series then comes from one broker.
 		p := parts.Get(topic, index)
@@ -305,8 +311,8 @@ func (n *node) close() error {
 	if n.cancel != nil {
 		n.cancel()
 	}
-	if n.broker != nil {
-		errs = append(errs, n.broker.Close())
+	if n.replicas != nil {
+		errs = append(errs, n.replicas.Close())
 	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())

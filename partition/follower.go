@@ -1,0 +1,120 @@
+package partition
+
+import (
+	"fmt"
+
+	shalelog "github.com/shalelog/shale/log"
+)
+
+// AppendAsFollower appends the record batches of a fetch response from the leader,
+// keeping their offsets and leader epochs. A partial batch at the end (a fetch may cut
+// one) and batches this replica already holds are skipped. It returns the bytes appended.
+func (p *Partition) AppendAsFollower(records []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.Role() != RoleFollower {
+		return 0, fmt.Errorf("%w: not a follower any more", ErrNotLeader)
+	}
+	n := 0
+	for len(records) >= shalelog.BatchHeaderSize {
+		h, err := shalelog.ParseHeader(records)
+		if err != nil {
+			return n, fmt.Errorf("batch from the leader at offset %d: %w", p.log.EndOffset(), err)
+		}
+		size := h.Size()
+		if size > len(records) {
+			break // truncated by the fetch size
+		}
+		b := records[:size]
+		records = records[size:]
+		if h.LastOffset() < p.log.EndOffset() {
+			continue
+		}
+		if _, err := p.log.AppendReplica(b); err != nil {
+			return n, err
+		}
+		if err := p.assignEpochLocked(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
+			return n, err
+		}
+		p.producers.record(h)
+		n += size
+	}
+	if n > 0 {
+		defer p.wake()
+	}
+	return n, nil
+}
+
+// SetFollowerHighWatermark takes the leader's high watermark from a fetch response. It
+// never exceeds this replica's log end and never moves backwards.
+func (p *Partition) SetFollowerHighWatermark(hw int64) {
+	hw = min(hw, p.log.EndOffset())
+	for {
+		cur := p.hw.Load()
+		if hw <= cur {
+			return
+		}
+		if p.hw.CompareAndSwap(cur, hw) {
+			break
+		}
+	}
+	p.wake()
+}
+
+// TruncateTo removes everything at and after offset: this follower's log diverged from
+// its leader's (the leader's epoch ended there). The high watermark, epochs and producer
+// state follow the log back.
+func (p *Partition) TruncateTo(offset int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if offset >= p.log.EndOffset() {
+		return nil
+	}
+	if offset < p.hw.Load() {
+		p.lg.Warn("truncating below the high watermark (an unclean election or a lost disk)", "offset", offset, "high_watermark", p.hw.Load())
+	}
+	if err := removeSnapshot(p.dir); err != nil {
+		return err
+	}
+	if err := p.log.Truncate(offset); err != nil {
+		return err
+	}
+	end := p.log.EndOffset()
+	p.epochs.truncateFrom(end)
+	p.producers.truncateFrom(end)
+	if p.hw.Load() > end {
+		p.hw.Store(end)
+	}
+	p.lg.Info("truncated to the leader's log", "offset", end)
+	return p.saveEpochsLocked()
+}
+
+// RestartAt empties the log and restarts it at offset: the leader's log starts after
+// this follower's end, so nothing it holds is still wanted.
+func (p *Partition) RestartAt(offset int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := removeSnapshot(p.dir); err != nil {
+		return err
+	}
+	if err := p.log.TruncateFully(offset); err != nil {
+		return err
+	}
+	p.epochs.entries = nil
+	p.producers = newProducerState()
+	p.hw.Store(offset)
+	p.lg.Info("restarted the log at the leader's log start", "offset", offset)
+	return p.saveEpochsLocked()
+}
+
+// FollowLogStart advances the log start offset to the leader's (DeleteRecords and
+// retention on the leader), never past this replica's high watermark.
+func (p *Partition) FollowLogStart(leaderStart int64) error {
+	if leaderStart <= p.log.StartOffset() {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, err := p.deleteBeforeLocked(min(leaderStart, p.hw.Load()))
+	return err
+}

@@ -1,0 +1,201 @@
+package partition
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// followerState is the leader's view of one follower, as Kafka's Replica keeps it.
+type followerState struct {
+	// leo is the follower's log end offset, from its last fetch; -1 until it fetches in
+	// this leader epoch.
+	leo int64
+	// lastCaughtUp is the last time the follower had fetched up to the leader's log end
+	// (or to where the log end was at its previous fetch): ISR membership is judged on it.
+	lastCaughtUp time.Time
+	// lastFetch and leaderEndAtLastFetch implement Kafka's rule that a follower that
+	// reaches the leader's log end as it was at its previous fetch was caught up then.
+	lastFetch            time.Time
+	leaderEndAtLastFetch int64
+}
+
+// resetFollowersLocked starts tracking the replicas afresh. ISR members count as caught
+// up now, so that a new leader gives them replica.lag.time.max.ms before shrinking.
+func (p *Partition) resetFollowersLocked(now time.Time, newEpoch bool) {
+	old := p.followers
+	p.followers = map[int32]*followerState{}
+	for _, id := range p.state.Replicas {
+		if id == p.nodeID {
+			continue
+		}
+		if f, ok := old[id]; ok && !newEpoch {
+			p.followers[id] = f
+			continue
+		}
+		f := &followerState{leo: -1, leaderEndAtLastFetch: -1}
+		if slices.Contains(p.state.ISR, id) {
+			f.lastCaughtUp = now
+		}
+		p.followers[id] = f
+	}
+}
+
+// maximalISRLocked is the ISR the high watermark must respect: the committed one plus any
+// member an in-flight AlterPartition adds (Kafka's "maximal ISR"), so that a record is
+// never committed without a replica that may be in the ISR once the change commits.
+func (p *Partition) maximalISRLocked() []int32 {
+	if p.pendingISR == nil {
+		return p.state.ISR
+	}
+	out := slices.Clone(p.state.ISR)
+	for _, id := range p.pendingISR {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// maybeAdvanceHWLocked moves the high watermark to the least log end offset over the
+// maximal ISR. It never moves backwards.
+func (p *Partition) maybeAdvanceHWLocked() bool {
+	if p.Role() != RoleLeader {
+		return false
+	}
+	hw := p.log.EndOffset()
+	for _, id := range p.maximalISRLocked() {
+		if id == p.nodeID {
+			continue
+		}
+		f := p.followers[id]
+		if f == nil || f.leo < 0 {
+			return false
+		}
+		hw = min(hw, f.leo)
+	}
+	if hw <= p.hw.Load() {
+		return false
+	}
+	p.hw.Store(hw)
+	return true
+}
+
+// ErrNotReplica refuses a replica fetch from a broker outside the replica set.
+var ErrNotReplica = fmt.Errorf("%w: the fetching broker is not a replica of the partition", kerr.NotLeaderForPartition)
+
+// FollowerFetched records that follower id fetched from fetchOffset (so it holds
+// everything below it) and advances the high watermark. It reports whether the high
+// watermark moved, and whether the follower, outside the ISR, has caught up and should
+// be added to it.
+func (p *Partition) FollowerFetched(id int32, fetchOffset int64, now time.Time) (hwMoved, expand bool, err error) {
+	p.mu.Lock()
+	if p.Role() != RoleLeader {
+		p.mu.Unlock()
+		return false, false, ErrNotLeader
+	}
+	f := p.followers[id]
+	if f == nil {
+		p.mu.Unlock()
+		return false, false, ErrNotReplica
+	}
+	leo := p.log.EndOffset()
+	fetchOffset = min(fetchOffset, leo)
+	switch {
+	case fetchOffset >= leo:
+		f.lastCaughtUp = now
+	case fetchOffset >= f.leaderEndAtLastFetch && f.leaderEndAtLastFetch >= 0:
+		if f.lastFetch.After(f.lastCaughtUp) {
+			f.lastCaughtUp = f.lastFetch
+		}
+	}
+	f.leo = fetchOffset
+	f.lastFetch, f.leaderEndAtLastFetch = now, leo
+	hwMoved = p.maybeAdvanceHWLocked()
+	inISR := slices.Contains(p.maximalISRLocked(), id)
+	expand = !inISR && p.pendingISR == nil && f.leo >= p.hw.Load() && f.leo >= p.epochStart
+	p.mu.Unlock()
+	if hwMoved {
+		p.wake()
+	}
+	return hwMoved, expand, nil
+}
+
+// ISRChange is an AlterPartition the leader should propose.
+type ISRChange struct {
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	NewISR         []int32
+}
+
+// ProposeExpand returns the ISR change that adds follower id, and marks it in flight; ok
+// is false when the follower is no longer eligible or a change is already in flight.
+func (p *Partition) ProposeExpand(id int32) (ISRChange, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.followers[id]
+	if p.Role() != RoleLeader || p.pendingISR != nil || f == nil || slices.Contains(p.state.ISR, id) ||
+		f.leo < p.hw.Load() || f.leo < p.epochStart {
+		return ISRChange{}, false
+	}
+	isr := append(slices.Clone(p.state.ISR), id)
+	p.pendingISR = isr
+	return ISRChange{LeaderEpoch: p.state.LeaderEpoch, PartitionEpoch: p.state.PartitionEpoch, NewISR: slices.Clone(isr)}, true
+}
+
+// ProposeShrink returns the ISR change that drops the followers that have not caught up
+// within maxLag, and marks it in flight; ok is false when none lag or a change is in
+// flight.
+func (p *Partition) ProposeShrink(now time.Time, maxLag time.Duration) (ISRChange, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.Role() != RoleLeader || p.pendingISR != nil {
+		return ISRChange{}, false
+	}
+	var isr []int32
+	for _, id := range p.state.ISR {
+		if f := p.followers[id]; id != p.nodeID && (f == nil || now.Sub(f.lastCaughtUp) > maxLag) {
+			continue
+		}
+		isr = append(isr, id)
+	}
+	if len(isr) == len(p.state.ISR) || !slices.Contains(isr, p.nodeID) {
+		return ISRChange{}, false
+	}
+	// The shrunk ISR applies to the high watermark only once committed (pendingISR is a
+	// subset of the committed ISR, so the maximal ISR stays the committed one).
+	p.pendingISR = isr
+	return ISRChange{LeaderEpoch: p.state.LeaderEpoch, PartitionEpoch: p.state.PartitionEpoch, NewISR: slices.Clone(isr)}, true
+}
+
+// ISRChangeFailed clears an in-flight change that the controller refused or never
+// answered, so that the next check may propose again.
+func (p *Partition) ISRChangeFailed(c ISRChange) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state.PartitionEpoch == c.PartitionEpoch && slices.Equal(p.pendingISR, c.NewISR) {
+		p.pendingISR = nil
+	}
+}
+
+// ReplicaLag describes one follower for metrics and describe output.
+type ReplicaLag struct {
+	ID           int32
+	LogEndOffset int64 // -1 until it fetched in this epoch
+	LastCaughtUp time.Time
+}
+
+// Followers returns the leader's view of its followers (nil unless leader).
+func (p *Partition) Followers() []ReplicaLag {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []ReplicaLag
+	for _, id := range p.state.Replicas {
+		if f := p.followers[id]; f != nil {
+			out = append(out, ReplicaLag{ID: id, LogEndOffset: f.leo, LastCaughtUp: f.lastCaughtUp})
+		}
+	}
+	return out
+}

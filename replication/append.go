@@ -1,0 +1,203 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/shalelog/shale/internal/records"
+	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/partition"
+)
+
+// ProducePartition is one partition's share of a produce request and, after Append, its
+// outcome.
+type ProducePartition struct {
+	Topic   string
+	Index   int32
+	Records []byte
+	// Legacy marks Produce v0-v2 records: magic 0/1 message sets, up-converted here.
+	Legacy bool
+
+	// Set by Append.
+	Result partition.AppendResult
+	Err    error
+	// RecordCount and Bytes describe what was appended (zero for a duplicate).
+	RecordCount int32
+	Bytes       int
+
+	p *partition.Partition
+}
+
+// LogStartOffset is the partition's log start offset after the append, -1 on error.
+func (pp *ProducePartition) LogStartOffset() int64 {
+	if pp.p == nil || pp.Err != nil {
+		return -1
+	}
+	return pp.p.LogStartOffset()
+}
+
+// Append validates and appends every partition's records as leader, as Kafka's
+// LogValidator and Partition.appendRecordsToLeader do: the batch header is parsed once
+// and the records validated once, then recompressed only when the topic's
+// compression.type asks for it. Partitions of one request run in parallel so that a
+// single producer connection can use every core. acks=-1 is checked against
+// min.insync.replicas under the partition lock.
+func (m *Manager) Append(acks int16, parts []*ProducePartition) {
+	var todo []*ProducePartition
+	for _, pp := range parts {
+		if pp.Err != nil {
+			continue
+		}
+		p, err := m.Leader(pp.Topic, pp.Index, -1)
+		if err != nil {
+			pp.Err = err
+			continue
+		}
+		pp.p = p
+		todo = append(todo, pp)
+	}
+	if len(todo) <= 1 {
+		for _, pp := range todo {
+			m.appendOne(pp, acks)
+		}
+		return
+	}
+	workers := min(len(todo), runtime.GOMAXPROCS(0))
+	var next int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if next == len(todo) {
+					mu.Unlock()
+					return
+				}
+				pp := todo[next]
+				next++
+				mu.Unlock()
+				m.appendOne(pp, acks)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (m *Manager) appendOne(pp *ProducePartition, acks int16) {
+	p := pp.p
+	set := p.Settings()
+	if pp.Legacy {
+		batch, err := records.UpconvertMessageSet(pp.Records, time.Now().UnixMilli())
+		if err != nil {
+			pp.Err = err
+			return
+		}
+		pp.Records = batch
+	}
+	// The header alone first: the size checks need no CRC or decompression.
+	h, err := shalelog.ParseHeader(pp.Records)
+	if err != nil {
+		pp.Err = err
+		return
+	}
+	if h.Size() != len(pp.Records) {
+		pp.Err = fmt.Errorf("%w: produce requests may carry exactly one record batch per partition", kerr.InvalidRecord)
+		return
+	}
+	if max := set.Log.MaxMessageBytes; max > 0 && int64(h.Size()) > int64(max) {
+		pp.Err = fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", kerr.MessageTooLarge, h.Size(), max)
+		return
+	}
+	h, err = records.Validate(pp.Records, records.ValidateOptions{MaxTimestampDiffMs: set.MaxTimestampDiffMs, NowMs: time.Now().UnixMilli(), LogAppendTime: set.LogAppendTime})
+	if err != nil {
+		pp.Err = err
+		return
+	}
+	batch := pp.Records
+	if set.Codec >= 0 && set.Codec != h.Codec() {
+		batch, err = records.Recompress(batch, set.Codec)
+		if err != nil {
+			pp.Err = fmt.Errorf("recompress to the topic's compression.type: %w", err)
+			return
+		}
+		if h, err = shalelog.ParseHeader(batch); err != nil {
+			pp.Err = err
+			return
+		}
+	}
+	res, err := p.AppendAsLeader(batch, h, acks)
+	if err != nil {
+		if isStorageError(err) {
+			m.lg.Error("append failed", "topic", pp.Topic, "partition", pp.Index, "err", err)
+		}
+		pp.Err = err
+		return
+	}
+	pp.Result = res
+	if !res.Duplicate {
+		pp.RecordCount, pp.Bytes = h.RecordCount, len(batch)
+	}
+}
+
+// NeedsReplication reports whether an acks=-1 append still waits for its ISR.
+func (pp *ProducePartition) NeedsReplication() bool {
+	if pp.Err != nil || pp.p == nil {
+		return false
+	}
+	done, err := pp.p.ReplicationDone(pp.Result.LastOffset, pp.Result.LeaderEpoch)
+	if err != nil {
+		pp.Err = err
+		return false
+	}
+	return !done
+}
+
+// AwaitReplication waits until every partition's batch is committed in the leader epoch
+// it was appended in (the high watermark passed it), the leader steps down
+// (NOT_LEADER_OR_FOLLOWER), the timeout passes (REQUEST_TIMED_OUT) or ctx ends (the
+// client hung up).
+func (m *Manager) AwaitReplication(ctx context.Context, parts []*ProducePartition, timeout time.Duration) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for _, pp := range parts {
+		for pp.Err == nil {
+			w := pp.p.Waiter()
+			done, err := pp.p.ReplicationDone(pp.Result.LastOffset, pp.Result.LeaderEpoch)
+			if err != nil {
+				pp.Err = err
+			}
+			if done || err != nil {
+				break
+			}
+			select {
+			case <-w:
+			case <-deadline.C:
+				for _, rest := range parts {
+					if rest.Err == nil {
+						if done, err := rest.p.ReplicationDone(rest.Result.LastOffset, rest.Result.LeaderEpoch); err != nil {
+							rest.Err = err
+						} else if !done {
+							rest.Err = fmt.Errorf("%w: not replicated to the in-sync replicas within %v", kerr.RequestTimedOut, timeout)
+						}
+					}
+				}
+				return
+			case <-ctx.Done():
+				pp.Err = ctx.Err()
+				return
+			}
+		}
+	}
+}
+
+// ErrStorage reports whether err is a log-directory failure (KAFKA_STORAGE_ERROR).
+func ErrStorage(err error) bool { return errors.Is(err, shalelog.ErrStorage) }

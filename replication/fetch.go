@@ -1,0 +1,120 @@
+package replication
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/partition"
+)
+
+// Reader says who fetches: a consumer (ReplicaID < 0), or a follower broker, which must
+// be registered at BrokerEpoch and in the partition's replica set.
+type Reader struct {
+	ReplicaID   int32
+	BrokerEpoch int64
+}
+
+// IsFollower reports whether the reader is a replica.
+func (r Reader) IsFollower() bool { return r.ReplicaID >= 0 }
+
+// FetchPartition is one partition of a fetch.
+type FetchPartition struct {
+	Topic              string
+	Index              int32
+	CurrentLeaderEpoch int32
+	FetchOffset        int64
+	// LastFetchedEpoch is the epoch of the fetcher's last batch (-1 unknown): a log that
+	// diverged from this leader's is told where to truncate instead of getting data.
+	LastFetchedEpoch int32
+	MaxBytes         int
+	// MinOne returns the first batch whole even when it is larger than MaxBytes.
+	MinOne bool
+}
+
+// FetchResult is one partition's answer. View, when not nil, must be released.
+type FetchResult struct {
+	View           *shalelog.View
+	HighWatermark  int64
+	LogStartOffset int64
+	// DivergingEpoch is >= 0 when the fetcher must truncate to DivergingEndOffset first.
+	DivergingEpoch     int32
+	DivergingEndOffset int64
+	Err                error
+	// Waiter, when not nil, is closed at the next append or high-watermark change.
+	Waiter <-chan struct{}
+}
+
+// ErrStaleReplica refuses a replica fetch from a broker that is not registered at the
+// broker epoch it claims (a zombie process, or a client pretending to be a replica).
+var ErrStaleReplica = fmt.Errorf("%w: the fetching replica's broker epoch is not current", kerr.NotLeaderForPartition)
+
+// Fetch reads one partition for a consumer (up to the high watermark) or a follower (up
+// to the log end; its fetch offset is its log end offset, which moves the high watermark).
+func (m *Manager) Fetch(who Reader, f FetchPartition) FetchResult {
+	res := FetchResult{HighWatermark: -1, LogStartOffset: -1, DivergingEpoch: -1, DivergingEndOffset: -1}
+	p, err := m.Leader(f.Topic, f.Index, f.CurrentLeaderEpoch)
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	if who.IsFollower() {
+		if b, ok := m.Image().Brokers[who.ReplicaID]; !ok || b.Epoch != who.BrokerEpoch {
+			res.Err = ErrStaleReplica
+			return res
+		}
+	}
+	if f.LastFetchedEpoch >= 0 {
+		epoch, end := p.EndOffsetForEpoch(f.LastFetchedEpoch)
+		if epoch < 0 {
+			// Older than every epoch this log still holds: the fetcher shares nothing
+			// with it before the log start.
+			epoch, end = -1, p.LogStartOffset()
+		}
+		if epoch != f.LastFetchedEpoch || end < f.FetchOffset {
+			res.DivergingEpoch, res.DivergingEndOffset = epoch, end
+			res.HighWatermark, res.LogStartOffset = p.HighWatermark(), p.LogStartOffset()
+			return res
+		}
+	}
+	if who.IsFollower() {
+		_, expand, err := p.FollowerFetched(who.ReplicaID, f.FetchOffset, time.Now())
+		if err != nil {
+			res.Err = err
+			return res
+		}
+		if expand {
+			m.proposeExpand(p, who.ReplicaID)
+		}
+	}
+	res.Waiter = p.Waiter()
+	res.HighWatermark, res.LogStartOffset = p.HighWatermark(), p.LogStartOffset()
+	view, err := p.Read(f.FetchOffset, max(f.MaxBytes, 0), who.IsFollower(), f.MinOne)
+	if err != nil {
+		if errors.Is(err, shalelog.ErrOffsetOutOfRange) {
+			err = fmt.Errorf("%w: %w", kerr.OffsetOutOfRange, err)
+		}
+		res.Err = err
+		return res
+	}
+	res.View = view
+	return res
+}
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch for a partition this broker leads.
+func (m *Manager) EndOffsetForEpoch(topic string, index, currentLeaderEpoch, epoch int32) (int32, int64, error) {
+	p, err := m.Leader(topic, index, currentLeaderEpoch)
+	if err != nil {
+		return -1, -1, err
+	}
+	e, off := p.EndOffsetForEpoch(epoch)
+	return e, off, nil
+}
+
+// Replica returns this broker's replica of a partition whatever its role, or nil.
+func (m *Manager) Replica(topic string, index int32) *partition.Partition {
+	return m.parts.Get(topic, index)
+}

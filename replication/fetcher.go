@@ -1,0 +1,394 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/partition"
+)
+
+// followTarget is a partition this broker follows and the leader it follows.
+type followTarget struct {
+	p           *partition.Partition
+	leader      metadata.Broker
+	leaderEpoch int32
+	topicID     [16]byte
+}
+
+// fetcherKey picks a fetcher: one per source broker and fetcher index
+// (num.replica.fetchers), as Kafka's ReplicaFetcherManager does.
+type fetcherKey struct {
+	source int32
+	index  int
+	addr   string
+}
+
+// fetcherPool owns the follower fetchers.
+type fetcherPool struct {
+	m        *Manager
+	mu       sync.Mutex
+	fetchers map[fetcherKey]*fetcher
+}
+
+func newFetcherPool(m *Manager) *fetcherPool {
+	return &fetcherPool{m: m, fetchers: map[fetcherKey]*fetcher{}}
+}
+
+func (fp *fetcherPool) keyFor(tp partition.TopicPartition, leader metadata.Broker) fetcherKey {
+	h := fnv.New32a()
+	h.Write([]byte(tp.String()))
+	return fetcherKey{source: leader.ID, index: int(h.Sum32() % uint32(fp.m.cfg.NumReplicaFetchers)),
+		addr: net.JoinHostPort(leader.Host, strconv.Itoa(int(leader.Port)))}
+}
+
+// update moves every followed partition to the fetcher of its current leader and stops
+// fetchers left with nothing to fetch.
+func (fp *fetcherPool) update(follow map[partition.TopicPartition]followTarget) {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	if fp.m.ctx.Err() != nil {
+		return
+	}
+	byKey := map[fetcherKey]map[partition.TopicPartition]followTarget{}
+	for tp, t := range follow {
+		k := fp.keyFor(tp, t.leader)
+		if byKey[k] == nil {
+			byKey[k] = map[partition.TopicPartition]followTarget{}
+		}
+		byKey[k][tp] = t
+	}
+	for k, f := range fp.fetchers {
+		if _, ok := byKey[k]; !ok {
+			f.stop()
+			delete(fp.fetchers, k)
+		}
+	}
+	for k, targets := range byKey {
+		f := fp.fetchers[k]
+		if f == nil {
+			var err error
+			if f, err = newFetcher(fp.m, k); err != nil {
+				fp.m.lg.Error("cannot start a replica fetcher", "leader", k.source, "addr", k.addr, "err", err)
+				continue
+			}
+			fp.fetchers[k] = f
+		}
+		f.set(targets)
+	}
+}
+
+func (fp *fetcherPool) close() {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	for k, f := range fp.fetchers {
+		f.stop()
+		delete(fp.fetchers, k)
+	}
+}
+
+// fetchState is one partition in a fetcher.
+type fetchState struct {
+	followTarget
+	// backoffUntil delays a partition whose last fetch failed (replica.fetch.backoff.ms)
+	// until the metadata changes it.
+	backoffUntil time.Time
+}
+
+// fetcher pulls every partition it holds from one leader with Kafka's Fetch (replica id
+// and broker epoch), multiplexed in one request.
+type fetcher struct {
+	m   *Manager
+	key fetcherKey
+	cl  *kgo.Client
+
+	mu      sync.Mutex
+	parts   map[partition.TopicPartition]*fetchState
+	changed chan struct{}
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newFetcher(m *Manager, k fetcherKey) (*fetcher, error) {
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(k.addr),
+		kgo.ClientID(fmt.Sprintf("shale-replica-fetcher-%d-%d", m.cfg.NodeID, k.index)),
+		kgo.DialTimeout(5*time.Second),
+		kgo.WithLogger(nil),
+	)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(m.ctx)
+	f := &fetcher{m: m, key: k, cl: cl, parts: map[partition.TopicPartition]*fetchState{},
+		changed: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		f.run(ctx)
+	}()
+	return f, nil
+}
+
+func (f *fetcher) stop() {
+	f.cancel()
+	<-f.done
+	f.cl.Close()
+}
+
+// set replaces the partitions fetched; a partition whose leader epoch is unchanged keeps
+// its back-off.
+func (f *fetcher) set(targets map[partition.TopicPartition]followTarget) {
+	f.mu.Lock()
+	next := make(map[partition.TopicPartition]*fetchState, len(targets))
+	changed := len(targets) != len(f.parts)
+	for tp, t := range targets {
+		if st := f.parts[tp]; st != nil && st.leaderEpoch == t.leaderEpoch && st.p == t.p {
+			next[tp] = st
+			continue
+		}
+		next[tp] = &fetchState{followTarget: t}
+		changed = true
+	}
+	f.parts = next
+	f.mu.Unlock()
+	if changed {
+		select {
+		case f.changed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wait sleeps for d, or until the partition set changes or ctx ends.
+func (f *fetcher) wait(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-f.changed:
+	case <-ctx.Done():
+	}
+}
+
+func (f *fetcher) run(ctx context.Context) {
+	backoff := f.m.cfg.ReplicaFetchBackoff
+	for ctx.Err() == nil {
+		req, states, nextReady := f.build()
+		if req == nil {
+			f.wait(ctx, nextReady)
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, f.m.cfg.ReplicaFetchWaitMax+30*time.Second)
+		kresp, err := f.cl.SeedBrokers()[0].Request(rctx, req)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			f.m.lg.Debug("replica fetch failed", "leader", f.key.source, "addr", f.key.addr, "err", err)
+			f.wait(ctx, backoff)
+			continue
+		}
+		resp := kresp.(*kmsg.FetchResponse)
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			f.m.lg.Warn("replica fetch refused", "leader", f.key.source, "err", err)
+			f.wait(ctx, backoff)
+			continue
+		}
+		f.handle(ctx, resp, states)
+	}
+}
+
+// build makes the next Fetch for the partitions not backing off; when all are, it
+// returns nil and how long until the first is ready.
+func (f *fetcher) build() (*kmsg.FetchRequest, map[partition.TopicPartition]*fetchState, time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	nextReady := time.Hour
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 15
+	req.ReplicaID = f.m.cfg.NodeID
+	req.ReplicaState.ID = f.m.cfg.NodeID
+	req.ReplicaState.Epoch = f.m.store.BrokerEpoch()
+	req.MaxWaitMillis = int32(f.m.cfg.ReplicaFetchWaitMax.Milliseconds())
+	req.MinBytes = 1
+	req.MaxBytes = f.m.cfg.ReplicaFetchResponseMaxBytes
+	req.IsolationLevel = 0
+	states := map[partition.TopicPartition]*fetchState{}
+	topics := map[string]int{}
+	for tp, st := range f.parts {
+		if wait := st.backoffUntil.Sub(now); wait > 0 {
+			nextReady = min(nextReady, wait)
+			continue
+		}
+		i, ok := topics[tp.Topic]
+		if !ok {
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic, t.TopicID = tp.Topic, st.topicID
+			req.Topics = append(req.Topics, t)
+			i = len(req.Topics) - 1
+			topics[tp.Topic] = i
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = tp.Index
+		rp.CurrentLeaderEpoch = st.leaderEpoch
+		rp.FetchOffset = st.p.LogEndOffset()
+		rp.LastFetchedEpoch = st.p.LatestEpoch()
+		rp.LogStartOffset = st.p.LogStartOffset()
+		rp.PartitionMaxBytes = f.m.cfg.ReplicaFetchMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		states[tp] = st
+	}
+	if len(states) == 0 {
+		return nil, nil, nextReady
+	}
+	return req, states, 0
+}
+
+func (f *fetcher) handle(ctx context.Context, resp *kmsg.FetchResponse, states map[partition.TopicPartition]*fetchState) {
+	for _, rt := range resp.Topics {
+		for i := range rt.Partitions {
+			rp := &rt.Partitions[i]
+			name := rt.Topic
+			if name == "" {
+				name = f.topicByID(rt.TopicID)
+			}
+			st := states[partition.TopicPartition{Topic: name, Index: rp.Partition}]
+			if st == nil {
+				continue
+			}
+			if err := f.handlePartition(ctx, st, rp); err != nil {
+				f.m.lg.Info("replica fetch of a partition failed; backing off", "topic", name, "partition", rp.Partition,
+					"leader", f.key.source, "leader_epoch", st.leaderEpoch, "err", err)
+				f.mu.Lock()
+				st.backoffUntil = time.Now().Add(f.m.cfg.ReplicaFetchBackoff)
+				f.mu.Unlock()
+			}
+		}
+	}
+}
+
+func (f *fetcher) topicByID(id [16]byte) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for tp, st := range f.parts {
+		if st.topicID == id {
+			return tp.Topic
+		}
+	}
+	return ""
+}
+
+func (f *fetcher) handlePartition(ctx context.Context, st *fetchState, rp *kmsg.FetchResponseTopicPartition) error {
+	p := st.p
+	if p.Role() != partition.RoleFollower || p.LeaderEpoch() != st.leaderEpoch {
+		return nil // the metadata moved on while the fetch was in flight
+	}
+	if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+		if errors.Is(err, kerr.OffsetOutOfRange) {
+			return f.outOfRange(ctx, st)
+		}
+		return err
+	}
+	if rp.DivergingEpoch.Epoch >= 0 || rp.DivergingEpoch.EndOffset >= 0 {
+		return f.truncateDiverged(p, rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset)
+	}
+	if len(rp.RecordBatches) > 0 {
+		n, err := p.AppendAsFollower(rp.RecordBatches)
+		f.m.m.replicatedBytes.Add(float64(n))
+		if err != nil {
+			return fmt.Errorf("append as follower: %w", err)
+		}
+	}
+	p.SetFollowerHighWatermark(rp.HighWatermark)
+	if err := p.FollowLogStart(rp.LogStartOffset); err != nil {
+		return fmt.Errorf("follow the leader's log start offset: %w", err)
+	}
+	return nil
+}
+
+// truncateDiverged truncates to where this replica's log stops agreeing with the
+// leader's: the leader's epoch ended at leaderEnd. When this replica knows that epoch it
+// truncates to the lower end of the two; when it does not, to the end of its own largest
+// epoch below it, and the next fetch compares again (Kafka's truncation by leader epoch).
+func (f *fetcher) truncateDiverged(p *partition.Partition, leaderEpoch int32, leaderEnd int64) error {
+	myEpoch, myEnd := p.EndOffsetForEpoch(leaderEpoch)
+	var to int64
+	switch {
+	case leaderEpoch < 0:
+		// The leader knows no epoch this old: its log starts at leaderEnd, after
+		// everything this replica could share with it.
+		if leaderEnd <= p.LogStartOffset() {
+			return p.RestartAt(leaderEnd)
+		}
+		to = min(leaderEnd, p.LogEndOffset())
+	case myEpoch == leaderEpoch:
+		to = min(leaderEnd, myEnd)
+	case myEpoch < 0:
+		to = min(leaderEnd, p.LogEndOffset())
+	default:
+		to = myEnd
+	}
+	f.m.lg.Info("follower log diverged from the leader's; truncating", "topic", p.Topic(), "partition", p.Index(),
+		"leader_epoch", leaderEpoch, "leader_end_offset", leaderEnd, "truncate_to", to, "log_end_offset", p.LogEndOffset())
+	return p.TruncateTo(to)
+}
+
+// outOfRange handles a fetch offset outside the leader's log: this replica's log ends
+// beyond the leader's (truncate to it) or before the leader's start (restart there).
+func (f *fetcher) outOfRange(ctx context.Context, st *fetchState) error {
+	p := st.p
+	latest, err := f.listOffset(ctx, st, -1)
+	if err != nil {
+		return err
+	}
+	if p.LogEndOffset() > latest {
+		return p.TruncateTo(latest)
+	}
+	earliest, err := f.listOffset(ctx, st, -2)
+	if err != nil {
+		return err
+	}
+	if p.LogEndOffset() < earliest {
+		return p.RestartAt(earliest)
+	}
+	return nil
+}
+
+func (f *fetcher) listOffset(ctx context.Context, st *fetchState, ts int64) (int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = f.m.cfg.NodeID
+	t := kmsg.NewListOffsetsRequestTopic()
+	t.Topic = st.p.Topic()
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Partition, lp.CurrentLeaderEpoch, lp.Timestamp = st.p.Index(), st.leaderEpoch, ts
+	t.Partitions = append(t.Partitions, lp)
+	req.Topics = append(req.Topics, t)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	kresp, err := f.cl.SeedBrokers()[0].Request(rctx, req)
+	if err != nil {
+		return 0, fmt.Errorf("list offsets on the leader: %w", err)
+	}
+	resp := kresp.(*kmsg.ListOffsetsResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return 0, errors.New("list offsets on the leader: malformed response")
+	}
+	rp := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+		return 0, fmt.Errorf("list offsets on the leader: %w", err)
+	}
+	return rp.Offset, nil
+}

@@ -1,0 +1,368 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/internal/records"
+	"github.com/shalelog/shale/internal/topicconfig"
+	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/partition"
+)
+
+// Config configures a Manager. Zero values take Kafka's defaults.
+type Config struct {
+	NodeID        int32
+	LogDir        string
+	TopicDefaults topicconfig.BrokerDefaults
+	// RetentionCheckInterval is log.retention.check.interval.ms (default 5 minutes).
+	RetentionCheckInterval time.Duration
+	// ReplicaLagTimeMax is replica.lag.time.max.ms: a follower that has not caught up for
+	// this long leaves the ISR (default 30 s).
+	ReplicaLagTimeMax time.Duration
+	// NumReplicaFetchers is num.replica.fetchers: fetcher connections per source broker
+	// (default 1).
+	NumReplicaFetchers int
+	// ReplicaFetchWaitMax is replica.fetch.wait.max.ms (default 500 ms).
+	ReplicaFetchWaitMax time.Duration
+	// ReplicaFetchMaxBytes is replica.fetch.max.bytes per partition (default 1 MiB) and
+	// ReplicaFetchResponseMaxBytes replica.fetch.response.max.bytes (default 10 MiB).
+	ReplicaFetchMaxBytes         int32
+	ReplicaFetchResponseMaxBytes int32
+	// ReplicaFetchBackoff is replica.fetch.backoff.ms (default 1 s).
+	ReplicaFetchBackoff time.Duration
+	// HWCheckpointInterval is replica.high.watermark.checkpoint.interval.ms (default 5 s).
+	HWCheckpointInterval time.Duration
+	Logger               *slog.Logger
+	Registry             prometheus.Registerer
+}
+
+func (c *Config) defaults() {
+	if c.ReplicaLagTimeMax <= 0 {
+		c.ReplicaLagTimeMax = 30 * time.Second
+	}
+	if c.NumReplicaFetchers <= 0 {
+		c.NumReplicaFetchers = 1
+	}
+	if c.ReplicaFetchWaitMax <= 0 {
+		c.ReplicaFetchWaitMax = 500 * time.Millisecond
+	}
+	if c.ReplicaFetchMaxBytes <= 0 {
+		c.ReplicaFetchMaxBytes = 1 << 20
+	}
+	if c.ReplicaFetchResponseMaxBytes <= 0 {
+		c.ReplicaFetchResponseMaxBytes = 10 << 20
+	}
+	if c.ReplicaFetchBackoff <= 0 {
+		c.ReplicaFetchBackoff = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Manager owns this broker's replicas.
+type Manager struct {
+	cfg   Config
+	store metadata.Store
+	parts *partition.Manager
+	lg    *slog.Logger
+	m     *metrics
+
+	// mu serializes applying metadata.
+	mu      sync.Mutex
+	configs map[string]map[string]string // topic -> configs last applied
+
+	// applied is the newest image the replicas reflect; appliedCh is closed and
+	// replaced each time it changes, for WaitApplied.
+	applied   atomic.Pointer[metadata.Image]
+	appliedMu sync.Mutex
+	appliedCh chan struct{}
+
+	fetchers *fetcherPool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewManager opens the log directory and applies the store's current metadata, so that
+// the listener serves existing partitions from its first request. Run follows changes.
+func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
+	cfg.defaults()
+	parts, err := partition.NewManager(partition.ManagerConfig{
+		Dir: cfg.LogDir, NodeID: cfg.NodeID, RetentionCheckInterval: cfg.RetentionCheckInterval,
+		HWCheckpointInterval: cfg.HWCheckpointInterval, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{
+		cfg: cfg, store: store, parts: parts, lg: cfg.Logger,
+		configs: map[string]map[string]string{}, appliedCh: make(chan struct{}),
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.m = newMetrics(m)
+	if cfg.Registry != nil {
+		cfg.Registry.MustRegister(m.m)
+	}
+	m.fetchers = newFetcherPool(m)
+	m.apply(store.Current(), true)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.isrLoop()
+	}()
+	return m, nil
+}
+
+// Partitions gives read access to the replicas (metrics, tests); handlers use the
+// Manager's own methods.
+func (m *Manager) Partitions() *partition.Manager { return m.parts }
+
+// Image is the newest metadata the replicas reflect.
+func (m *Manager) Image() *metadata.Image {
+	if im := m.applied.Load(); im != nil {
+		return im
+	}
+	return m.store.Current()
+}
+
+// WaitApplied blocks until ready holds for the applied image or ctx ends.
+func (m *Manager) WaitApplied(ctx context.Context, ready func(*metadata.Image) bool) bool {
+	for {
+		m.appliedMu.Lock()
+		ch := m.appliedCh
+		m.appliedMu.Unlock()
+		if ready(m.Image()) {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (m *Manager) publishApplied(im *metadata.Image) {
+	m.applied.Store(im)
+	m.appliedMu.Lock()
+	close(m.appliedCh)
+	m.appliedCh = make(chan struct{})
+	m.appliedMu.Unlock()
+}
+
+// Run follows metadata changes until ctx is done.
+func (m *Manager) Run(ctx context.Context) {
+	images := m.store.Watch(ctx)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case im, ok := <-images:
+			if !ok {
+				return
+			}
+			m.apply(im, false)
+		case <-tick.C:
+			// Retry replicas that failed to open or to take their role.
+			m.apply(m.Image(), false)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Close stops the fetchers and the ISR loop, then closes every replica cleanly.
+func (m *Manager) Close() error {
+	m.cancel()
+	m.fetchers.close()
+	m.wg.Wait()
+	return m.parts.Close()
+}
+
+// Leader is the one fencing check: it returns the replica when this broker leads the
+// partition in the applied metadata, at currentLeaderEpoch when that is not -1 (KIP-320:
+// an older epoch is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH).
+func (m *Manager) Leader(topic string, index, currentLeaderEpoch int32) (*partition.Partition, error) {
+	if m.Image().Partition(topic, index) == nil {
+		return nil, kerr.UnknownTopicOrPartition
+	}
+	p := m.parts.Get(topic, index)
+	if p == nil || p.Role() != partition.RoleLeader {
+		return nil, kerr.NotLeaderForPartition
+	}
+	if err := checkLeaderEpoch(currentLeaderEpoch, p.LeaderEpoch()); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func checkLeaderEpoch(requested, current int32) error {
+	switch {
+	case requested < 0:
+		return nil
+	case requested < current:
+		return fmt.Errorf("%w: request epoch %d, leader epoch %d", kerr.FencedLeaderEpoch, requested, current)
+	case requested > current:
+		return fmt.Errorf("%w: request epoch %d, leader epoch %d", kerr.UnknownLeaderEpoch, requested, current)
+	}
+	return nil
+}
+
+// apply brings the replicas in line with an image: it opens the partitions assigned here,
+// applies leadership and configs, starts and stops follower fetches, and sets aside the
+// replicas of deleted topics. Images older than the applied one are refused: a deposed
+// controller's stale image must never remove data or move leadership back.
+func (m *Manager) apply(im *metadata.Image, startup bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur := m.applied.Load(); cur != nil && im.Offset < cur.Offset {
+		m.lg.Warn("refusing metadata older than what is applied", "image", im.Offset, "applied", cur.Offset)
+		return
+	}
+	id := m.cfg.NodeID
+	self, registered := im.Brokers[id]
+	// A broker the quorum has fenced, or that the image shows under an older
+	// registration, must not lead: it steps down as soon as it learns.
+	fenced := !registered || self.Fenced || (m.store.BrokerEpoch() >= 0 && self.Epoch != m.store.BrokerEpoch())
+	now := time.Now()
+	want := map[partition.TopicPartition]bool{}
+	follow := map[partition.TopicPartition]followTarget{}
+	for _, t := range im.Topics {
+		changedConfigs := !maps.Equal(m.configs[t.Name], t.Configs)
+		settings := SettingsFor(t.Configs, m.cfg.TopicDefaults)
+		for _, mp := range t.Partitions {
+			if !metadata.Contains(mp.Replicas, id) {
+				continue
+			}
+			tp := partition.TopicPartition{Topic: t.Name, Index: mp.Index}
+			want[tp] = true
+			p := m.parts.Get(t.Name, mp.Index)
+			if p == nil {
+				var err error
+				if p, err = m.parts.Open(t.Name, t.ID, mp.Index, settings); err != nil {
+					m.lg.Error("cannot open partition", "partition", tp, "err", err)
+					continue
+				}
+			} else if changedConfigs {
+				p.ApplySettings(settings)
+			}
+			role := partition.RoleFollower
+			switch {
+			case fenced:
+				role = partition.RoleNone
+			case mp.Leader == id:
+				role = partition.RoleLeader
+			case mp.Leader < 0:
+				role = partition.RoleNone
+			}
+			st := partition.State{Role: role, Leader: mp.Leader, LeaderEpoch: mp.LeaderEpoch, PartitionEpoch: mp.PartitionEpoch,
+				Replicas: mp.Replicas, ISR: mp.ISR}
+			tr, err := p.ApplyState(st, now)
+			if err != nil {
+				m.lg.Error("cannot take the partition's new state", "partition", tp, "err", err)
+			}
+			if tr == partition.NewEpoch {
+				m.lg.Info("partition state", "partition", tp, "role", role, "leader", mp.Leader, "leader_epoch", mp.LeaderEpoch, "isr", mp.ISR)
+			}
+			if p.Role() == partition.RoleFollower && p.LeaderEpoch() == mp.LeaderEpoch {
+				if b, ok := im.Brokers[mp.Leader]; ok {
+					follow[tp] = followTarget{p: p, leader: b, leaderEpoch: mp.LeaderEpoch, topicID: t.ID}
+				}
+			}
+		}
+		m.configs[t.Name] = t.Configs
+	}
+	for name := range m.configs {
+		if im.Topic(name) == nil {
+			delete(m.configs, name)
+		}
+	}
+	m.fetchers.update(follow)
+	for _, p := range m.parts.All() {
+		tp := partition.TopicPartition{Topic: p.Topic(), Index: p.Index()}
+		if !want[tp] {
+			m.lg.Info("removing replica", "partition", tp)
+			if err := m.parts.Remove(tp.Topic, tp.Index); err != nil {
+				m.lg.Error("cannot remove replica", "partition", tp, "err", err)
+			}
+		}
+	}
+	m.publishApplied(im)
+	if startup {
+		// Replicas of topics deleted, or moved away, while this broker was down.
+		onDisk, err := m.parts.OnDisk()
+		if err != nil {
+			m.lg.Error("cannot list log dir", "err", err)
+			return
+		}
+		for _, tp := range onDisk {
+			if !want[tp] {
+				m.lg.Info("setting aside a replica no longer assigned here", "partition", tp)
+				if err := m.parts.RemoveDir(tp); err != nil {
+					m.lg.Error("cannot remove replica", "partition", tp, "err", err)
+				}
+			}
+		}
+	}
+}
+
+// SettingsFor resolves a topic's configs into what its partitions act on.
+func SettingsFor(configs map[string]string, defaults topicconfig.BrokerDefaults) partition.Settings {
+	r := topicconfig.Resolve(configs, defaults)
+	s := partition.Settings{
+		MinInsyncReplicas:  int(r.Int32(topicconfig.MinInsyncReplicas)),
+		LogAppendTime:      r.String(topicconfig.MessageTimestampType) == "LogAppendTime",
+		Codec:              -1,
+		MaxTimestampDiffMs: r.Int64(topicconfig.MessageTimestampDiffMaxMs),
+	}
+	switch ct := r.String(topicconfig.CompressionType); ct {
+	case "producer":
+	case "uncompressed", "none":
+		s.Codec = 0
+	default:
+		if c, ok := records.CodecByName(ct); ok {
+			s.Codec = c
+		}
+	}
+	s.Log = logConfig(r)
+	return s
+}
+
+// logConfig is the storage configuration of a topic's partitions. The log takes a zero
+// as "default", so Kafka's meaningful zeros (retention.ms=0: delete at once) become 1,
+// which behaves the same.
+func logConfig(r topicconfig.Resolved) shalelog.Config {
+	nonZero := func(v int64) int64 {
+		if v == 0 {
+			return 1
+		}
+		return v
+	}
+	cfg := shalelog.DefaultConfig()
+	cfg.SegmentBytes = r.Int64(topicconfig.SegmentBytes)
+	cfg.SegmentMs = nonZero(r.Int64(topicconfig.SegmentMs))
+	cfg.RetentionBytes = nonZero(r.Int64(topicconfig.RetentionBytes))
+	cfg.RetentionMs = nonZero(r.Int64(topicconfig.RetentionMs))
+	cfg.MaxMessageBytes = r.Int32(topicconfig.MaxMessageBytes)
+	cfg.IndexIntervalBytes = int32(nonZero(int64(r.Int32(topicconfig.IndexIntervalBytes))))
+	cfg.SegmentIndexBytes = r.Int32(topicconfig.SegmentIndexBytes)
+	cfg.FlushMessages = r.Int64(topicconfig.FlushMessages)
+	cfg.FlushMs = nonZero(r.Int64(topicconfig.FlushMs))
+	return cfg
+}
+
+// isStorageError reports a failed or full log directory.
+func isStorageError(err error) bool { return errors.Is(err, shalelog.ErrStorage) }
