@@ -47,6 +47,7 @@ func TestDefault(t *testing.T) {
 		SocketRequestMaxBytes: 104857600, BrokerSessionTimeoutMs: 9000, BrokerHeartbeatIntervalMs: 2000,
 		OffsetsRetentionMinutes: 10080, GroupInitialRebalanceDelayMs: 3000, GroupMinSessionTimeoutMs: 6000,
 		GroupMaxSessionTimeoutMs: 1800000, ReplicaLagTimeMaxMs: 30000, ReplicaFetchMaxBytes: 1048576,
+		ReplicaFetchBackoffMs: 1000, ReplicaHighWatermarkCheckpointIntervalMs: 5000,
 		ReplicaFetchWaitMaxMs: 500, NumReplicaFetchers: 1, HTTPListener: "127.0.0.1:9644", LogLevel: slog.LevelInfo,
 		InterBrokerListenerName: "PLAINTEXT", ControllerListenerNames: []string{"CONTROLLER"},
 	}
