@@ -82,9 +82,7 @@ func TestFullDiskStorageError(t *testing.T) {
 	}
 	hw := tb.broker.Partitions().Get("full", 0).HighWatermark()
 	// A restart shows no partial batch: every offset below the high watermark reads.
-	dirCopy := tb.dir
-	tb.stop()
-	tb2 := startBrokerIn(t, dirCopy)
+	tb2 := tb.restart()
 	if got := tb2.broker.Partitions().Get("full", 0).HighWatermark(); got != hw {
 		t.Fatalf("after restart high watermark %d, want %d", got, hw)
 	}

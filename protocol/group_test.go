@@ -3,7 +3,6 @@ package protocol_test
 import (
 	"context"
 	"errors"
-	"net"
 	"slices"
 	"strconv"
 	"testing"
@@ -15,10 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/internal/group"
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/metadata/memstore"
-	"github.com/shalelog/shale/protocol"
-	"github.com/shalelog/shale/replication"
 )
 
 // groupBroker is a testBroker with a group coordinator.
@@ -27,56 +22,13 @@ type groupBroker struct {
 	groups *group.Coordinator
 }
 
-// groupBrokerConfig shapes a groupBroker.
-type groupBrokerConfig struct {
-	group group.Config
-	// memoryOnly keeps metadata (and so committed offsets) in memory, without the
-	// fsynced file every change otherwise writes.
-	memoryOnly bool
-}
-
-type groupBrokerOpt func(*groupBrokerConfig)
-
-func metadataInMemory() groupBrokerOpt { return func(c *groupBrokerConfig) { c.memoryOnly = true } }
-
 // startGroupBroker starts a broker whose coordinator has no initial rebalance delay and
 // accepts short session timeouts, so tests can wait for expiries.
-func startGroupBroker(t testing.TB, opts ...groupBrokerOpt) *groupBroker {
+func startGroupBroker(t testing.TB) *groupBroker {
 	t.Helper()
-	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	gbc := groupBrokerConfig{group: group.Config{NodeID: 1, MinSessionTimeout: 100 * time.Millisecond, Logger: quietLogger()}}
-	for _, o := range opts {
-		o(&gbc)
-	}
-	mcfg := memstore.Config{Broker: metadata.Broker{ID: 1, Host: "127.0.0.1", Port: int32(port)}}
-	if !gbc.memoryOnly {
-		mcfg.Path = dir + "/meta.json"
-	}
-	store, err := memstore.New(mcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := replication.NewManager(replication.Config{NodeID: 1, LogDir: dir, Logger: quietLogger()}, store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	groups := group.New(gbc.group, store)
-	cfg := protocol.Config{NodeID: 1, AutoCreateTopics: true, DeleteTopicEnable: true, DefaultPartitions: 3, DefaultReplicationFactor: 1, Logger: quietLogger()}
-	srv := protocol.NewServer(cfg, protocol.Deps{Meta: store, Replicas: b, ProducerIDs: protocol.NewProducerIDs(store), Groups: groups})
-	ctx, cancel := context.WithCancel(context.Background())
-	tb := &testBroker{t: t, addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, store: store, broker: b, srv: srv, cancel: cancel, done: make(chan struct{})}
-	go b.Run(ctx)
-	go func() { defer close(tb.done); srv.Serve(ctx, ln) }()
-	t.Cleanup(tb.stop)
-	// Registered after stop, so it runs before it: waiting joins are answered before
-	// the server waits for its connections.
-	t.Cleanup(func() { groups.Close() })
-	return &groupBroker{testBroker: tb, groups: groups}
+	gcfg := group.Config{NodeID: 1, MinSessionTimeout: 100 * time.Millisecond, Logger: quietLogger()}
+	tb := launch(t, t.TempDir(), nil, brokerConfig(), &gcfg)
+	return &groupBroker{testBroker: tb, groups: tb.groups}
 }
 
 func TestGroupAPIsAdvertised(t *testing.T) {

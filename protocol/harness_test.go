@@ -12,22 +12,29 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shalelog/shale/controller/controllertest"
+	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/metadata/memstore"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
 )
 
-// testBroker is one in-process broker on a loopback port, backed by memstore.
+// testBroker is one in-process broker on a loopback port: broker 1 of a real controller
+// quorum of one voter (controllertest), its replica manager and its Kafka listener.
 type testBroker struct {
 	t      testing.TB
 	addr   string
-	dir    string
-	store  *memstore.Store
+	dir    string // the broker's log dir; the controller's data dir is node.Dir
+	node   *controllertest.Node
+	store  metadata.Store
 	broker *replication.Manager
 	srv    *protocol.Server
+	groups *group.Coordinator // nil unless started as a group broker
 	cancel context.CancelFunc
-	done   chan struct{}
+	done   chan struct{} // closed when the listener and the replica manager have stopped
+
+	cfg  protocol.Config
+	gcfg *group.Config
 }
 
 type brokerOpt func(*protocol.Config)
@@ -39,45 +46,77 @@ func withMaxRequestBytes(n int32) brokerOpt {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
+func brokerConfig(opts ...brokerOpt) protocol.Config {
+	cfg := protocol.Config{NodeID: 1, AutoCreateTopics: true, DeleteTopicEnable: true, DefaultPartitions: 3, DefaultReplicationFactor: 1, Logger: quietLogger()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg
+}
+
 func startBroker(t testing.TB, opts ...brokerOpt) *testBroker {
 	t.Helper()
 	return startBrokerIn(t, t.TempDir(), opts...)
 }
 
+// startBrokerIn starts a broker on log dir dir with a new controller quorum (its data dir
+// a fresh temporary directory, so that a full log dir does not stop the controller).
 func startBrokerIn(t testing.TB, dir string, opts ...brokerOpt) *testBroker {
+	t.Helper()
+	return launch(t, dir, nil, brokerConfig(opts...), nil)
+}
+
+// launch starts the broker side on log dir dir. With node nil it starts a new quorum;
+// otherwise it restarts node on its data dir, as a restarted process does.
+func launch(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config) *testBroker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	store, err := memstore.New(memstore.Config{
-		Broker: metadata.Broker{ID: 1, Host: "127.0.0.1", Port: int32(port)},
-		Path:   dir + "/meta.json",
-	})
-	if err != nil {
-		t.Fatal(err)
+	advertised := controllertest.WithAdvertised("127.0.0.1", port)
+	if node == nil {
+		node = controllertest.Start(t, advertised, controllertest.WithDefaultPartitions(cfg.DefaultPartitions))
+	} else {
+		node = node.Restart(advertised)
 	}
+	store := node.Store()
 	b, err := replication.NewManager(replication.Config{NodeID: 1, LogDir: dir, Logger: quietLogger()}, store)
 	if err != nil {
+		ln.Close()
 		t.Fatal(err)
 	}
-	cfg := protocol.Config{NodeID: 1, AutoCreateTopics: true, DeleteTopicEnable: true, DefaultPartitions: 3, DefaultReplicationFactor: 1, Logger: quietLogger()}
-	for _, o := range opts {
-		o(&cfg)
+	deps := protocol.Deps{Meta: store, Replicas: b, ProducerIDs: protocol.NewProducerIDs(store)}
+	tb := &testBroker{t: t, addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, node: node, store: store, broker: b,
+		done: make(chan struct{}), cfg: cfg, gcfg: gcfg}
+	if gcfg != nil {
+		tb.groups = group.New(*gcfg, store)
+		deps.Groups = tb.groups
 	}
-	srv := protocol.NewServer(cfg, protocol.Deps{Meta: store, Replicas: b, ProducerIDs: protocol.NewProducerIDs(store)})
-	ctx, cancel := context.WithCancel(context.Background())
-	tb := &testBroker{t: t, addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, store: store, broker: b, srv: srv, cancel: cancel, done: make(chan struct{})}
-	go b.Run(ctx)
-	go func() { defer close(tb.done); srv.Serve(ctx, ln) }()
+	tb.srv = protocol.NewServer(cfg, deps)
+	var ctx context.Context
+	ctx, tb.cancel = context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); b.Run(ctx) }()
+	go func() {
+		defer close(tb.done)
+		tb.srv.Serve(ctx, ln)
+		<-ran
+	}()
 	t.Cleanup(tb.stop)
 	return tb
 }
 
+// stop shuts the broker down in a process's order: the coordinator answers waiting
+// joins, the listener drains, the replica manager stops following metadata and closes
+// the replicas, and then the broker's controller session ends and the controller stops.
 func (tb *testBroker) stop() {
 	if tb.cancel == nil {
 		return
+	}
+	if tb.groups != nil {
+		tb.groups.Close()
 	}
 	tb.srv.Close(2 * time.Second)
 	tb.cancel()
@@ -85,8 +124,31 @@ func (tb *testBroker) stop() {
 	if err := tb.broker.Close(); err != nil {
 		tb.t.Errorf("close broker: %v", err)
 	}
-	tb.store.Close()
+	if err := tb.node.Close(); err != nil {
+		tb.t.Errorf("close controller: %v", err)
+	}
 	tb.cancel = nil
+}
+
+// restart stops the broker and its controller and starts both again on the same
+// directories (the Kafka listener on a new port); tb must not be used afterwards.
+func (tb *testBroker) restart() *testBroker {
+	tb.t.Helper()
+	tb.stop()
+	return launch(tb.t, tb.dir, tb.node, tb.cfg, tb.gcfg)
+}
+
+// waitApplied waits until the replica manager has applied an image for which cond holds:
+// an admin call returns once the controller has committed the change, and the broker
+// learns of it a moment later, as in Kafka.
+func (tb *testBroker) waitApplied(what string, cond func(*metadata.Image) bool) *metadata.Image {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if !tb.broker.WaitApplied(ctx, cond) {
+		tb.t.Fatalf("timed out waiting for %s", what)
+	}
+	return tb.broker.Image()
 }
 
 func (tb *testBroker) client(opts ...kgo.Opt) *kgo.Client {
@@ -111,18 +173,18 @@ func (tb *testBroker) createTopic(topic string, partitions int32, configs map[st
 		tb.t.Fatalf("create topic %s: %v %v", topic, err, res.Err)
 	}
 	// Wait until the replicas are open and leading.
-	deadline := time.Now().Add(5 * time.Second)
-	for i := int32(0); i < partitions; i++ {
-		for {
-			if p := tb.broker.Partitions().Get(topic, i); p != nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				tb.t.Fatalf("partition %s-%d never opened", topic, i)
-			}
-			time.Sleep(5 * time.Millisecond)
+	tb.waitApplied("topic "+topic, func(im *metadata.Image) bool {
+		t := im.Topic(topic)
+		if t == nil || len(t.Partitions) != int(partitions) {
+			return false
 		}
-	}
+		for i := int32(0); i < partitions; i++ {
+			if tb.broker.Partitions().Get(topic, i) == nil {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func ctxTimeout(t *testing.T, d time.Duration) context.Context {

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
 )
@@ -281,9 +282,7 @@ func TestIdempotentSequences(t *testing.T) {
 	}
 
 	// Producer state survives a restart: the retry is still recognised.
-	dir := tb.dir
-	tb.stop()
-	tb2 := startBrokerIn(t, dir)
+	tb2 := tb.restart()
 	rc2 := dialRaw(t, tb2.addr)
 	second := makeBatch(t, pid, epoch+1, 1, 2, 10)
 	if p := produceRaw(t, rc2, "idem", 0, append([]byte(nil), second...)); p.ErrorCode != 0 || p.BaseOffset != 11 {
@@ -487,12 +486,14 @@ func TestAdminAPIs(t *testing.T) {
 	if _, err := adm.ValidateCreateTopics(ctx, 2, 1, nil, "validated"); err != nil {
 		t.Fatal(err)
 	}
-	if tb.store.Current().Topic("validated") != nil {
-		t.Fatal("validate_only created the topic")
-	}
 	res, err := adm.CreateTopics(ctx, 2, 1, map[string]*string{"retention.ms": strPtr("60000")}, "admin")
 	if err != nil || res["admin"].Err != nil {
 		t.Fatal(err, res["admin"].Err)
+	}
+	// The controller commits changes in order, so the image that shows "admin" would
+	// show "validated" too had validate_only created it.
+	if tb.waitApplied("topic admin", func(im *metadata.Image) bool { return im.Topic("admin") != nil }).Topic("validated") != nil {
+		t.Fatal("validate_only created the topic")
 	}
 	if res, _ := adm.CreateTopics(ctx, 2, 1, nil, "admin"); !errors.Is(res["admin"].Err, kerr.TopicAlreadyExists) {
 		t.Errorf("duplicate: %v", res["admin"].Err)
@@ -519,23 +520,22 @@ func TestAdminAPIs(t *testing.T) {
 	if _, err := adm.AlterTopicConfigs(ctx, []kadmAlter{{Name: "retention.ms", Value: strPtr("120000")}, {Name: "cleanup.policy", Value: strPtr("delete")}}, "admin"); err != nil {
 		t.Fatal(err)
 	}
-	if got := tb.store.Current().Topic("admin").Configs["retention.ms"]; got != "120000" {
-		t.Errorf("incremental alter: retention.ms %q", got)
-	}
+	tb.waitApplied("incremental alter: retention.ms 120000", func(im *metadata.Image) bool {
+		return im.Topic("admin").Configs["retention.ms"] == "120000"
+	})
 	alterRes, err := adm.AlterTopicConfigsState(ctx, []kadmAlter{{Name: "max.message.bytes", Value: strPtr("5000")}}, "admin")
 	if err != nil || alterRes[0].Err != nil {
 		t.Fatal(err, alterRes)
 	}
-	if c := tb.store.Current().Topic("admin").Configs; c["max.message.bytes"] != "5000" || c["retention.ms"] != "" {
-		t.Errorf("whole-set alter: %v", c)
-	}
+	tb.waitApplied("whole-set alter: only max.message.bytes", func(im *metadata.Image) bool {
+		c := im.Topic("admin").Configs
+		return c["max.message.bytes"] == "5000" && c["retention.ms"] == ""
+	})
 
 	if _, err := adm.CreatePartitions(ctx, 2, "admin"); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(tb.store.Current().Topic("admin").Partitions); n != 4 {
-		t.Errorf("%d partitions after adding 2", n)
-	}
+	tb.waitApplied("4 partitions after adding 2", func(im *metadata.Image) bool { return len(im.Topic("admin").Partitions) == 4 })
 
 	if err := tb.client(kgo.DefaultProduceTopic("admin")).ProduceSync(ctx, &kgo.Record{Value: []byte("a")}, &kgo.Record{Value: []byte("b")}).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -560,15 +560,11 @@ func TestAdminAPIs(t *testing.T) {
 	if _, err := adm.DeleteTopics(ctx, "admin"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for tb.broker.Partitions().Get("admin", 0) != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("replica not removed after delete")
+	tb.waitApplied("topic admin gone", func(im *metadata.Image) bool { return im.Topic("admin") == nil })
+	for i := int32(0); i < 4; i++ {
+		if tb.broker.Partitions().Get("admin", i) != nil {
+			t.Fatalf("replica admin-%d not removed after delete", i)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if tb.store.Current().Topic("admin") != nil {
-		t.Fatal("topic still in metadata")
 	}
 }
 
@@ -577,7 +573,7 @@ type kadmAlter = kadm.AlterConfig
 // kadmOffsets asks to delete everything below the high watermark of each partition.
 func kadmOffsets(topic string, tb *testBroker) kadm.Offsets {
 	os := kadm.Offsets{}
-	for i, p := range tb.store.Current().Topic(topic).Partitions {
+	for i, p := range tb.broker.Image().Topic(topic).Partitions {
 		if part := tb.broker.Partitions().Get(topic, p.Index); part != nil {
 			os.Add(kadm.Offset{Topic: topic, Partition: int32(i), At: part.HighWatermark()})
 		}
