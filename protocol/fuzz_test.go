@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shalelog/shale/controller/controllertest"
 	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/metadata/memstore"
 	"github.com/shalelog/shale/replication"
 )
 
@@ -21,16 +21,14 @@ import (
 // dispatch directly.
 func fuzzServer(f *testing.F) *Server {
 	dir := f.TempDir()
-	store, err := memstore.New(memstore.Config{Broker: metadata.Broker{ID: 1, Host: "127.0.0.1", Port: 9092}})
-	if err != nil {
-		f.Fatal(err)
-	}
+	store := controllertest.Start(f).Store()
 	lg := slog.New(slog.NewTextHandler(io.Discard, nil))
 	res := store.CreateTopics(context.Background(), []metadata.TopicSpec{{Name: "t", NumPartitions: 2, ReplicationFactor: 1,
 		Configs: map[string]string{"segment.bytes": "1048576"}}}, false)
 	if res[0].Err != nil {
 		f.Fatal(res[0].Err)
 	}
+	controllertest.WaitFor(f, store, "topic t", func(im *metadata.Image) bool { return im.Topic("t") != nil })
 	replicas, err := replication.NewManager(replication.Config{NodeID: 1, LogDir: dir, Logger: lg}, store)
 	if err != nil {
 		f.Fatal(err)
