@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/shalelog/shale/controller/controllertest"
 	"github.com/shalelog/shale/internal/metadata"
 )
 
@@ -90,9 +91,20 @@ func TestDeleteGroups(t *testing.T) {
 }
 
 func TestNotCoordinatorAndMove(t *testing.T) {
-	store := newTestStore(t)
-	brokers := map[int32]metadata.Broker{1: {ID: 1}, 2: {ID: 2}, 3: {ID: 3}}
-	store.setBrokers(brokers)
+	node := newTestNode(t)
+	// The coordinator (broker 1's) reads broker 2's cache: every broker's cache follows
+	// the same metadata, and broker 1's controlled shutdown below, which fences it, would
+	// close its own client's.
+	store := node.AddBroker(2, "127.0.0.1", 9093)
+	node.AddBroker(3, "127.0.0.1", 9094)
+	controllertest.WaitFor(t, store, "brokers 1-3 live", func(im *metadata.Image) bool {
+		for _, id := range []int32{1, 2, 3} {
+			if b, ok := im.Brokers[id]; !ok || b.Fenced {
+				return false
+			}
+		}
+		return true
+	})
 	c := newTestCoordinator(t, testConfig(), store)
 	var mine, theirs string
 	for i := 0; mine == "" || theirs == ""; i++ {
@@ -116,20 +128,17 @@ func TestNotCoordinatorAndMove(t *testing.T) {
 	// A rebalance is waiting when the group moves away: it is answered NOT_COORDINATOR.
 	stableGroup(t, c, mine, 1)
 	pending := joinNew(t, c, joinReq(mine, ""))
-	b, _ := c.CoordinatorFor(mine)
-	// A new map: the store's image still holds brokers, and the coordinator reads it.
-	moved := map[int32]metadata.Broker{}
-	for id, br := range brokers {
-		if id != b.ID {
-			moved[id] = br
-		}
+	// Broker 4 joins and broker 1 (this one) shuts down: the controller fences it, and
+	// every group goes elsewhere.
+	node.AddBroker(4, "127.0.0.1", 9095)
+	if err := node.Broker.Close(); err != nil {
+		t.Fatal(err)
 	}
-	moved[4] = metadata.Broker{ID: 4}
-	// Fence broker 1 (this one): every group goes elsewhere.
-	moved[1] = metadata.Broker{ID: 1, Fenced: true}
-	store.setBrokers(moved)
 	if r := wait[JoinResult](t, pending); r.Err != kerr.NotCoordinator {
 		t.Fatalf("waiting join after the move: %+v", r)
+	}
+	if b, err := c.CoordinatorFor(mine); err != nil || b.ID == 1 {
+		t.Fatalf("coordinator of %s after broker 1 is fenced: %+v %v", mine, b, err)
 	}
 	eventually(t, "the group to be unloaded", func() bool { st, _, _ := c.stateOf(mine); return st == Dead })
 

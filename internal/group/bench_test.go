@@ -3,126 +3,77 @@ package group
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/shalelog/shale/controller"
+	"github.com/shalelog/shale/controller/controllertest"
 	"github.com/shalelog/shale/internal/metadata"
 )
-
-// raftStore is a one-controller Raft quorum on loopback and a broker's client of it: the
-// store production brokers use, with offset commits batched into Raft records.
-func raftStore(b *testing.B) metadata.Store {
-	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctl, err := controller.NewServer(controller.Config{
-		NodeID: 1, Voters: []controller.Voter{{ID: 1, Addr: ln.Addr().String()}}, Listener: ln,
-		DataDir: b.TempDir(), Logger: testConfig().Logger,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := ctl.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ctl.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	bc, err := controller.NewBrokerClient(ctx, controller.BrokerConfig{
-		NodeID: 1, Host: "127.0.0.1", Port: 9092, ControllerAddrs: []string{ln.Addr().String()}, Logger: testConfig().Logger,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { bc.Close() })
-	for _, r := range bc.CreateTopics(ctx, []metadata.TopicSpec{{Name: "t", NumPartitions: 64, ReplicationFactor: 1}}, false) {
-		if r.Err != nil {
-			b.Fatal(r.Err)
-		}
-	}
-	for bc.Current().Topic("t") == nil {
-		time.Sleep(5 * time.Millisecond)
-	}
-	return bc
-}
 
 // BenchmarkCommitOffsets measures OffsetCommit through the coordinator (validation, then
 // the store): each commit is one group's offsets for 4 partitions, from 1, 16 and 256
 // concurrent committers (each its own group, as consumers of different groups commit
-// concurrently), against the in-memory store and against a Raft controller that batches
-// concurrent commits into shared records. Compare commits/s within one run.
+// concurrently), against a one-voter controller quorum that batches concurrent commits
+// into shared Raft records. Compare commits/s within one run.
 func BenchmarkCommitOffsets(b *testing.B) {
-	stores := []struct {
-		name string
-		open func(b *testing.B) metadata.Store
-	}{
-		{"memstore", func(b *testing.B) metadata.Store {
-			s := newTestStore(b)
-			ctx := context.Background()
-			s.CreateTopics(ctx, []metadata.TopicSpec{{Name: "t64", NumPartitions: 64, ReplicationFactor: 1}}, false)
-			return s
-		}},
-		{"raft", raftStore},
-	}
-	for _, st := range stores {
-		store := st.open(b)
-		topic := "t"
-		if st.name == "memstore" {
-			topic = "t64"
+	node := newTestNode(b)
+	store := node.Store()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, r := range store.CreateTopics(ctx, []metadata.TopicSpec{{Name: "t64", NumPartitions: 64, ReplicationFactor: 1}}, false) {
+		if r.Err != nil {
+			b.Fatal(r.Err)
 		}
-		c := New(testConfig(), store)
-		b.Cleanup(func() { c.Close() })
-		for _, committers := range []int{1, 16, 256} {
-			b.Run(fmt.Sprintf("store=%s/committers=%d", st.name, committers), func(b *testing.B) {
-				ctx := context.Background()
-				var next atomic.Int64
-				var failed atomic.Value
-				var wg sync.WaitGroup
-				b.ResetTimer()
-				start := time.Now()
-				for w := 0; w < committers; w++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						req := CommitRequest{Group: fmt.Sprintf("bench-%d", w), Generation: -1}
-						for {
-							i := next.Add(1)
-							if i > int64(b.N) {
-								return
-							}
-							req.Offsets = req.Offsets[:0]
-							for p := 0; p < 4; p++ {
-								req.Offsets = append(req.Offsets, metadata.CommittedOffset{Topic: topic, Partition: int32((w*4 + p) % 64), Offset: i, LeaderEpoch: -1})
-							}
-							errs, err := c.CommitOffsets(ctx, req)
-							if err == nil {
-								for _, e := range errs {
-									err = e
-								}
-							}
-							if err != nil {
-								failed.Store(err)
-								return
+	}
+	controllertest.WaitFor(b, store, "topic t64", func(im *metadata.Image) bool { return im.Topic("t64") != nil })
+	c := New(testConfig(), store)
+	b.Cleanup(func() { c.Close() })
+	for _, committers := range []int{1, 16, 256} {
+		b.Run(fmt.Sprintf("committers=%d", committers), func(b *testing.B) {
+			ctx := context.Background()
+			var next atomic.Int64
+			var failed atomic.Value
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for w := 0; w < committers; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					req := CommitRequest{Group: fmt.Sprintf("bench-%d", w), Generation: -1}
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						req.Offsets = req.Offsets[:0]
+						for p := 0; p < 4; p++ {
+							req.Offsets = append(req.Offsets, metadata.CommittedOffset{Topic: "t64", Partition: int32((w*4 + p) % 64), Offset: i, LeaderEpoch: -1})
+						}
+						errs, err := c.CommitOffsets(ctx, req)
+						if err == nil {
+							for _, e := range errs {
+								err = e
 							}
 						}
-					}()
-				}
-				wg.Wait()
-				elapsed := time.Since(start)
-				b.StopTimer()
-				if err, _ := failed.Load().(error); err != nil {
-					b.Fatal(err)
-				}
-				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "commits/s")
-				b.ReportMetric(4*float64(b.N)/elapsed.Seconds(), "offsets/s")
-			})
-		}
+						if err != nil {
+							failed.Store(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			if err, _ := failed.Load().(error); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "commits/s")
+			b.ReportMetric(4*float64(b.N)/elapsed.Seconds(), "offsets/s")
+		})
 	}
 }
 

@@ -12,83 +12,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shalelog/shale/controller/controllertest"
 	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/metadata/memstore"
 )
 
-// clusterStore is a memstore whose broker list the test controls, to exercise
-// coordinator selection and moves without a controller quorum.
-type clusterStore struct {
-	*memstore.Store
-	mu       sync.Mutex
-	brokers  map[int32]metadata.Broker
-	watchers []chan *metadata.Image
-}
-
-func (s *clusterStore) Current() *metadata.Image {
-	im := *s.Store.Current()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.brokers != nil {
-		im.Brokers = s.brokers
-	}
-	return &im
-}
-
-func (s *clusterStore) Watch(ctx context.Context) <-chan *metadata.Image {
-	ch := make(chan *metadata.Image, 1)
-	s.mu.Lock()
-	s.watchers = append(s.watchers, ch)
-	s.mu.Unlock()
-	// Like the real stores, the current image comes first (a setBrokers racing with
-	// this replaces it with a newer one, never an older).
-	select {
-	case ch <- s.Current():
-	default:
-	}
-	out := make(chan *metadata.Image)
-	go func() {
-		defer close(out)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case im := <-ch:
-				select {
-				case out <- im:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return out
-}
-
-// setBrokers publishes a new broker list to watchers.
-func (s *clusterStore) setBrokers(brokers map[int32]metadata.Broker) {
-	s.mu.Lock()
-	s.brokers = brokers
-	ws := append([]chan *metadata.Image(nil), s.watchers...)
-	s.mu.Unlock()
-	im := s.Current()
-	for _, w := range ws {
-		select {
-		case <-w:
-		default:
-		}
-		w <- im
-	}
-}
-
-func newTestStore(t testing.TB) *clusterStore {
+// newTestNode starts a real controller (one voter) with broker 1 registered, and topics
+// t (4 partitions) and u (2) in broker 1's metadata cache.
+func newTestNode(t testing.TB) *controllertest.Node {
 	t.Helper()
-	ms, err := memstore.New(memstore.Config{Broker: metadata.Broker{ID: 1, Host: "127.0.0.1", Port: 9092}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ms.Close() })
-	res := ms.CreateTopics(context.Background(), []metadata.TopicSpec{
+	n := controllertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res := n.Store().CreateTopics(ctx, []metadata.TopicSpec{
 		{Name: "t", NumPartitions: 4, ReplicationFactor: 1},
 		{Name: "u", NumPartitions: 2, ReplicationFactor: 1},
 	}, false)
@@ -97,8 +32,14 @@ func newTestStore(t testing.TB) *clusterStore {
 			t.Fatal(r.Err)
 		}
 	}
-	return &clusterStore{Store: ms}
+	controllertest.WaitFor(t, n.Store(), "topics t and u", func(im *metadata.Image) bool {
+		return im.Topic("t") != nil && im.Topic("u") != nil
+	})
+	return n
 }
+
+// newTestStore is broker 1's metadata.Store from newTestNode.
+func newTestStore(t testing.TB) metadata.Store { return newTestNode(t).Store() }
 
 func testConfig() Config {
 	return Config{NodeID: 1, MinSessionTimeout: 10 * time.Millisecond, MaxSessionTimeout: time.Minute,
