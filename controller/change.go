@@ -56,6 +56,13 @@ func (c *change) eligible(id int32) bool {
 	return b != nil && !b.Fenced
 }
 
+// alive reports whether a broker is registered and unfenced: a leader that is alive
+// keeps its leadership until something moves it.
+func (c *change) alive(id int32) bool {
+	b := c.broker(id)
+	return b != nil && !b.Fenced
+}
+
 // brokerIDs returns the registered brokers' ids, sorted.
 func (c *change) brokerIDs() []int32 {
 	ids := slices.Collect(maps.Keys(c.f.brokers))
