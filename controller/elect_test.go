@@ -4,8 +4,11 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/shalelog/shale/internal/metadata"
 
 	pb "github.com/shalelog/shale/controller/proto"
 )
@@ -165,4 +168,61 @@ func TestExplicitUncleanElection(t *testing.T) {
 		t.Fatalf("t-0 after unclean election: %+v", p)
 	}
 	wantKafkaErr(t, res["t"][1], kerr.EligibleLeadersNotAvailable)
+}
+
+func TestBrokerClientElectLeaders(t *testing.T) {
+	checkNoGoroutineLeak(t)
+	q := newTestQuorum(t, 1, func(c *Config) { c.DisableAutoLeaderRebalance = true })
+	q.leader()
+	b1, b2, b3 := q.broker(1, ""), q.broker(2, ""), q.broker(3, "")
+	mustCreateTopic(t, b1, "t", 3, 3)
+	im := waitImage(t, b1, "topic", func(im *metadata.Image) bool { return im.Topic("t") != nil })
+	prefer2 := ledBy(im, "t", 2)
+	if len(prefer2) != 1 {
+		t.Fatalf("broker 2 leads %v", prefer2)
+	}
+	b2.Close()
+	waitImage(t, b1, "broker 2 fenced", func(im *metadata.Image) bool { return im.Brokers[2].Fenced })
+	b2 = q.broker(2, "")
+	im = waitImage(t, b1, "broker 2 back", func(im *metadata.Image) bool { return !im.Brokers[2].Fenced })
+	leaders := map[int32]*BrokerClient{1: b1, 2: b2, 3: b3}
+	ctx := ctxFor(t)
+	for _, p := range im.Topic("t").Partitions {
+		if slices.Contains(p.ISR, 2) {
+			continue
+		}
+		if _, err := leaders[p.Leader].AlterPartition(ctx, metadata.AlterPartitionRequest{Topic: "t", Partition: p.Index,
+			LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, NewISR: append(slices.Clone(p.ISR), 2)}); err != nil {
+			t.Fatalf("partition %d: %v", p.Index, err)
+		}
+	}
+	// Rebalancing is off: broker 2 stays without leadership until asked.
+	time.Sleep(300 * time.Millisecond)
+	if p := b3.Current().Partition("t", prefer2[0]); p.Leader == 2 {
+		t.Fatalf("preferred leader came back with auto.leader.rebalance.enable off: %+v", *p)
+	}
+	res, err := b3.ElectLeaders(ctx, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || len(res["t"]) != 1 || res["t"][prefer2[0]] != nil {
+		t.Fatalf("all-partition preferred election: %v", res)
+	}
+	im = waitImage(t, b1, "preferred leader back", func(im *metadata.Image) bool { return im.Partition("t", prefer2[0]).Leader == 2 })
+	if p := im.Partition("t", prefer2[0]); p.LeaderEpoch != 2 {
+		t.Fatalf("after election: %+v", *p)
+	}
+	res, err = b1.ElectLeaders(ctx, true, map[string][]int32{"t": {0, 1, 2}, "none": {0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for idx := range int32(3) {
+		wantKafkaErr(t, res["t"][idx], kerr.ElectionNotNeeded)
+	}
+	wantKafkaErr(t, res["none"][0], kerr.UnknownTopicOrPartition)
+	res, err = b1.ElectLeaders(ctx, false, map[string][]int32{"t": {0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantKafkaErr(t, res["t"][0], kerr.ElectionNotNeeded)
 }

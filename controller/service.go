@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -547,4 +549,57 @@ func (v *service) applyOrValidate(ctx context.Context, rec *pb.Record, validateO
 		return applyResult{}, v.rpcError(err)
 	}
 	return res, nil
+}
+
+func (v *service) ElectLeaders(ctx context.Context, req *pb.ElectLeadersRequest) (*pb.ElectLeadersResponse, error) {
+	if _, err := v.s.awaitSession(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	switch req.Type {
+	case pb.ElectionType_ELECTION_TYPE_PREFERRED, pb.ElectionType_ELECTION_TYPE_UNCLEAN:
+	default:
+		return &pb.ElectLeadersResponse{Error: toPBError(kafkaErrorf(kerr.InvalidRequest, "unknown election type %d", req.Type))}, nil
+	}
+	rec := &pb.ElectLeadersRecord{Type: req.Type, AllPartitions: req.AllPartitions, Partitions: req.Partitions}
+	// An election that would change nothing is answered without growing the log.
+	full := &pb.Record{Record: &pb.Record_ElectLeaders{ElectLeaders: rec}}
+	res := v.s.fsm.dryRun(full)
+	if res.err == nil && electionWouldChange(res.value) {
+		var err error
+		if res, _, err = v.s.propose(ctx, full); err != nil {
+			return nil, v.rpcError(err)
+		}
+	}
+	if res.err != nil {
+		return &pb.ElectLeadersResponse{Error: toPBError(res.err)}, nil
+	}
+	results, _ := res.value.(electionResults)
+	resp := &pb.ElectLeadersResponse{}
+	elected := 0
+	for _, topic := range slices.Sorted(maps.Keys(results)) {
+		for _, idx := range slices.Sorted(maps.Keys(results[topic])) {
+			err := results[topic][idx]
+			if err == nil {
+				elected++
+			}
+			resp.Results = append(resp.Results, &pb.PartitionError{Topic: topic, Partition: idx, Error: toPBError(err)})
+		}
+	}
+	if elected > 0 {
+		v.s.log.Info("leaders elected on request", "type", req.Type.String(), "partitions", elected)
+	}
+	return resp, nil
+}
+
+// electionWouldChange reports whether a dry run's results elect any partition.
+func electionWouldChange(value any) bool {
+	results, _ := value.(electionResults)
+	for _, ps := range results {
+		for _, err := range ps {
+			if err == nil {
+				return true
+			}
+		}
+	}
+	return false
 }
