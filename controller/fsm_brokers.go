@@ -65,7 +65,7 @@ func (f *fsm) applyFenceBrokers(c *change, r *pb.FenceBrokersRecord) applyResult
 			continue // already fenced, or re-registered since the decision
 		}
 		nb := proto.CloneOf(b)
-		nb.Fenced = true
+		nb.Fenced, nb.InControlledShutdown = true, false
 		c.setBroker(nb)
 		fenced = append(fenced, id)
 	}
@@ -99,6 +99,69 @@ func (r electionResults) set(topic string, idx int32, err error) {
 		r[topic] = map[int32]error{}
 	}
 	r[topic][idx] = err
+}
+
+func (f *fsm) applyControlledShutdown(c *change, r *pb.ControlledShutdownRecord) applyResult {
+	b := c.broker(r.BrokerId)
+	switch {
+	case b == nil:
+		return applyResult{err: kafkaErrorf(kerr.BrokerIDNotRegistered, "broker %d is not registered", r.BrokerId)}
+	case b.Epoch != r.BrokerEpoch:
+		return applyResult{err: kafkaErrorf(kerr.StaleBrokerEpoch, "broker %d has epoch %d, not %d", r.BrokerId, b.Epoch, r.BrokerEpoch)}
+	case b.Fenced:
+		return applyResult{} // already out of every leadership and ISR it could leave
+	}
+	if !b.InControlledShutdown {
+		nb := proto.CloneOf(b)
+		nb.InControlledShutdown = true
+		c.setBroker(nb)
+	}
+	id := r.BrokerId
+	for _, name := range c.topicNames() {
+		n := c.partitionCount(name)
+		for idx := int32(0); idx < n; idx++ {
+			p, _ := c.partition(name, idx)
+			if p.Leader != id && !slices.Contains(p.Isr, id) {
+				continue
+			}
+			isr := slices.Clone(p.Isr)
+			if i := slices.Index(isr, id); i >= 0 && len(isr) > 1 {
+				isr = slices.Delete(isr, i, i+1)
+			}
+			leader := p.Leader
+			if leader == id {
+				// Only a clean move: the broker is alive and keeps leading a partition no
+				// other ISR member can take.
+				if leader, _ = chooseLeaderFrom(c, p.Replicas, isr, false); leader < 0 {
+					leader, isr = id, p.Isr
+				}
+			}
+			f.setPartitionState(c, name, p, leader, isr)
+		}
+	}
+	return applyResult{}
+}
+
+// leadsMovable reports whether a broker leads a partition that another eligible ISR
+// member could lead: a broker in controlled shutdown is told to go once it leads none.
+func (f *fsm) leadsMovable(id int32) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	c := newChange(f, f.img.Offset+1)
+	for _, t := range f.img.Topics {
+		for i := range t.Partitions {
+			p := &t.Partitions[i]
+			if p.Leader != id {
+				continue
+			}
+			for _, r := range p.ISR {
+				if r != id && c.eligible(r) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func (f *fsm) applyElectLeaders(c *change, r *pb.ElectLeadersRecord) applyResult {
@@ -205,7 +268,7 @@ func (f *fsm) fenceEffects(c *change, fenced []int32) {
 				}
 			}
 			leader := p.Leader
-			if !c.eligible(leader) {
+			if !c.alive(leader) {
 				leader, isr = f.chooseLeader(c, name, p.Replicas, isr)
 			}
 			f.setPartitionState(c, name, p, leader, isr)
@@ -223,7 +286,7 @@ func (f *fsm) electLeaders(c *change, preferred bool) {
 			p, _ := c.partition(name, idx)
 			leader, isr := p.Leader, p.Isr
 			switch {
-			case leader < 0 || !c.eligible(leader):
+			case leader < 0 || !c.alive(leader):
 				leader, isr = f.chooseLeader(c, name, p.Replicas, p.Isr)
 			case preferred && len(p.Replicas) > 0 && p.Replicas[0] != leader &&
 				c.eligible(p.Replicas[0]) && slices.Contains(p.Isr, p.Replicas[0]):

@@ -115,10 +115,22 @@ func (v *service) BrokerHeartbeat(ctx context.Context, req *pb.BrokerHeartbeatRe
 	}
 	ls.lastSeen[req.BrokerId] = time.Now()
 	switch {
-	case req.WantShutdown && !b.Fenced:
-		err = v.s.fenceLocked(ls, &pb.FenceBrokersRecord{BrokerIds: []int32{b.Id}, BrokerEpochs: []int64{b.Epoch}, Reason: "controlled shutdown"})
+	case req.WantShutdown && req.Stopping && !b.Fenced:
+		err = v.s.fenceLocked(ls, &pb.FenceBrokersRecord{BrokerIds: []int32{b.Id}, BrokerEpochs: []int64{b.Epoch}, Reason: "broker stopping"})
 		if err == nil {
-			v.s.log.Info("broker fenced for shutdown", "broker", b.Id)
+			v.s.log.Info("broker fenced: it is stopping", "broker", b.Id)
+		}
+	case req.WantShutdown && !b.Fenced && (!b.InControlledShutdown || v.s.fsm.leadsMovable(b.Id)):
+		// Again while it leads something movable: an ISR member may have come back since.
+		first := !b.InControlledShutdown
+		var res applyResult
+		res, _, err = v.s.propose(ctx, &pb.Record{Record: &pb.Record_ControlledShutdown{ControlledShutdown: &pb.ControlledShutdownRecord{
+			BrokerId: b.Id, BrokerEpoch: b.Epoch}}})
+		if err == nil && res.err != nil {
+			err = res.err
+		}
+		if err == nil && first {
+			v.s.log.Info("broker in controlled shutdown", "broker", b.Id)
 		}
 	case !req.WantShutdown && b.Fenced && req.MetadataOffset >= max(uint64(b.Epoch), ls.fencedAt[b.Id]):
 		// It has caught up with its registration and with its fencing: it knows what it
@@ -138,7 +150,9 @@ func (v *service) BrokerHeartbeat(ctx context.Context, req *pb.BrokerHeartbeatRe
 	}
 	if b = v.s.fsm.brokerState(req.BrokerId); b != nil {
 		resp.Fenced = b.Fenced
+		resp.ShouldShutDown = req.WantShutdown && (b.Fenced || !v.s.fsm.leadsMovable(b.Id))
 	}
+	resp.MetadataOffset = v.s.fsm.image().Offset
 	return resp, nil
 }
 

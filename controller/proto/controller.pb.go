@@ -211,9 +211,13 @@ type BrokerHeartbeatRequest struct {
 	BrokerId       int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
 	BrokerEpoch    int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
 	MetadataOffset uint64                 `protobuf:"varint,3,opt,name=metadata_offset,json=metadataOffset,proto3" json:"metadata_offset,omitempty"` // the broker's cache
-	WantShutdown   bool                   `protobuf:"varint,4,opt,name=want_shutdown,json=wantShutdown,proto3" json:"want_shutdown,omitempty"`       // fence now: the broker is shutting down
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// want_shutdown asks for a controlled shutdown: leadership moves away from the broker
+	// and should_shut_down answers once nothing it leads could move.
+	WantShutdown bool `protobuf:"varint,4,opt,name=want_shutdown,json=wantShutdown,proto3" json:"want_shutdown,omitempty"`
+	// stopping, with want_shutdown: the broker is stopping now; fence it at once.
+	Stopping      bool `protobuf:"varint,5,opt,name=stopping,proto3" json:"stopping,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BrokerHeartbeatRequest) Reset() {
@@ -274,13 +278,26 @@ func (x *BrokerHeartbeatRequest) GetWantShutdown() bool {
 	return false
 }
 
+func (x *BrokerHeartbeatRequest) GetStopping() bool {
+	if x != nil {
+		return x.Stopping
+	}
+	return false
+}
+
 type BrokerHeartbeatResponse struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Error            *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
 	Fenced           bool                   `protobuf:"varint,2,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	SessionTimeoutMs int64                  `protobuf:"varint,3,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// should_shut_down answers want_shutdown: the broker leads no partition that another
+	// eligible ISR member could lead.
+	ShouldShutDown bool `protobuf:"varint,4,opt,name=should_shut_down,json=shouldShutDown,proto3" json:"should_shut_down,omitempty"`
+	// metadata_offset is the controller's metadata offset when it answered: a broker that
+	// is told should_shut_down waits for its cache to reach it.
+	MetadataOffset uint64 `protobuf:"varint,5,opt,name=metadata_offset,json=metadataOffset,proto3" json:"metadata_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BrokerHeartbeatResponse) Reset() {
@@ -330,6 +347,20 @@ func (x *BrokerHeartbeatResponse) GetFenced() bool {
 func (x *BrokerHeartbeatResponse) GetSessionTimeoutMs() int64 {
 	if x != nil {
 		return x.SessionTimeoutMs
+	}
+	return 0
+}
+
+func (x *BrokerHeartbeatResponse) GetShouldShutDown() bool {
+	if x != nil {
+		return x.ShouldShutDown
+	}
+	return false
+}
+
+func (x *BrokerHeartbeatResponse) GetMetadataOffset() uint64 {
+	if x != nil {
+		return x.MetadataOffset
 	}
 	return 0
 }
@@ -1996,16 +2027,19 @@ const file_controller_proto_rawDesc = "" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\xa6\x01\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\xc2\x01\n" +
 	"\x16BrokerHeartbeatRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12'\n" +
 	"\x0fmetadata_offset\x18\x03 \x01(\x04R\x0emetadataOffset\x12#\n" +
-	"\rwant_shutdown\x18\x04 \x01(\bR\fwantShutdown\"\x91\x01\n" +
+	"\rwant_shutdown\x18\x04 \x01(\bR\fwantShutdown\x12\x1a\n" +
+	"\bstopping\x18\x05 \x01(\bR\bstopping\"\xe4\x01\n" +
 	"\x17BrokerHeartbeatResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12\x16\n" +
 	"\x06fenced\x18\x02 \x01(\bR\x06fenced\x12,\n" +
-	"\x12session_timeout_ms\x18\x03 \x01(\x03R\x10sessionTimeoutMs\"\x92\x01\n" +
+	"\x12session_timeout_ms\x18\x03 \x01(\x03R\x10sessionTimeoutMs\x12(\n" +
+	"\x10should_shut_down\x18\x04 \x01(\bR\x0eshouldShutDown\x12'\n" +
+	"\x0fmetadata_offset\x18\x05 \x01(\x04R\x0emetadataOffset\"\x92\x01\n" +
 	"\x14WatchMetadataRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x1f\n" +
 	"\vfrom_offset\x18\x02 \x01(\x04R\n" +

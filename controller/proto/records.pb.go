@@ -101,6 +101,7 @@ type Record struct {
 	//	*Record_AllocateProducerIds
 	//	*Record_OffsetOps
 	//	*Record_ElectLeaders
+	//	*Record_ControlledShutdown
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -251,6 +252,15 @@ func (x *Record) GetElectLeaders() *ElectLeadersRecord {
 	return nil
 }
 
+func (x *Record) GetControlledShutdown() *ControlledShutdownRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_ControlledShutdown); ok {
+			return x.ControlledShutdown
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -303,6 +313,10 @@ type Record_ElectLeaders struct {
 	ElectLeaders *ElectLeadersRecord `protobuf:"bytes,12,opt,name=elect_leaders,json=electLeaders,proto3,oneof"`
 }
 
+type Record_ControlledShutdown struct {
+	ControlledShutdown *ControlledShutdownRecord `protobuf:"bytes,13,opt,name=controlled_shutdown,json=controlledShutdown,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -326,6 +340,8 @@ func (*Record_AllocateProducerIds) isRecord_Record() {}
 func (*Record_OffsetOps) isRecord_Record() {}
 
 func (*Record_ElectLeaders) isRecord_Record() {}
+
+func (*Record_ControlledShutdown) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -1320,6 +1336,62 @@ func (x *ElectLeadersRecord) GetPartitions() []*TopicPartitions {
 	return nil
 }
 
+// ControlledShutdownRecord puts a broker into controlled shutdown (or, again, moves what
+// it still leads): each partition it leads moves to another ISR member that is unfenced
+// and not shutting down, with a bumped leader epoch, and it leaves every ISR where it is
+// not the last member.
+type ControlledShutdownRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch   int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ControlledShutdownRecord) Reset() {
+	*x = ControlledShutdownRecord{}
+	mi := &file_records_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControlledShutdownRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControlledShutdownRecord) ProtoMessage() {}
+
+func (x *ControlledShutdownRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControlledShutdownRecord.ProtoReflect.Descriptor instead.
+func (*ControlledShutdownRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ControlledShutdownRecord) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *ControlledShutdownRecord) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
 // A snapshot is a length-delimited stream: one SnapshotHeader, then SnapshotItems.
 type SnapshotHeader struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
@@ -1337,7 +1409,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_records_proto_msgTypes[17]
+	mi := &file_records_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1421,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[17]
+	mi := &file_records_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1434,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{17}
+	return file_records_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SnapshotHeader) GetVersion() uint32 {
@@ -1431,7 +1503,7 @@ type GroupOffsets struct {
 
 func (x *GroupOffsets) Reset() {
 	*x = GroupOffsets{}
-	mi := &file_records_proto_msgTypes[18]
+	mi := &file_records_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1443,7 +1515,7 @@ func (x *GroupOffsets) String() string {
 func (*GroupOffsets) ProtoMessage() {}
 
 func (x *GroupOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[18]
+	mi := &file_records_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1456,7 +1528,7 @@ func (x *GroupOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffsets.ProtoReflect.Descriptor instead.
 func (*GroupOffsets) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{18}
+	return file_records_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GroupOffsets) GetGroup() string {
@@ -1487,7 +1559,7 @@ type SnapshotItem struct {
 
 func (x *SnapshotItem) Reset() {
 	*x = SnapshotItem{}
-	mi := &file_records_proto_msgTypes[19]
+	mi := &file_records_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1571,7 @@ func (x *SnapshotItem) String() string {
 func (*SnapshotItem) ProtoMessage() {}
 
 func (x *SnapshotItem) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[19]
+	mi := &file_records_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1584,7 @@ func (x *SnapshotItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotItem.ProtoReflect.Descriptor instead.
 func (*SnapshotItem) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{19}
+	return file_records_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SnapshotItem) GetItem() isSnapshotItem_Item {
@@ -1575,7 +1647,7 @@ var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\x84\b\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xe6\b\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -1590,7 +1662,8 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\v2..shale.controller.v1.AllocateProducerIdsRecordH\x00R\x13allocateProducerIds\x12E\n" +
 	"\n" +
 	"offset_ops\x18\v \x01(\v2$.shale.controller.v1.OffsetOpsRecordH\x00R\toffsetOps\x12N\n" +
-	"\relect_leaders\x18\f \x01(\v2'.shale.controller.v1.ElectLeadersRecordH\x00R\felectLeadersB\b\n" +
+	"\relect_leaders\x18\f \x01(\v2'.shale.controller.v1.ElectLeadersRecordH\x00R\felectLeaders\x12`\n" +
+	"\x13controlled_shutdown\x18\r \x01(\v2-.shale.controller.v1.ControlledShutdownRecordH\x00R\x12controlledShutdownB\b\n" +
 	"\x06record\"\x88\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -1669,7 +1742,10 @@ const file_records_proto_rawDesc = "" +
 	"\x0eall_partitions\x18\x02 \x01(\bR\rallPartitions\x12D\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2$.shale.controller.v1.TopicPartitionsR\n" +
-	"partitions\"\xbd\x02\n" +
+	"partitions\"Z\n" +
+	"\x18ControlledShutdownRecord\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"\xbd\x02\n" +
 	"\x0eSnapshotHeader\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12'\n" +
 	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\x12\x1d\n" +
@@ -1708,7 +1784,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                 // 0: shale.controller.v1.ElectionType
 	(*Record)(nil),                    // 1: shale.controller.v1.Record
@@ -1728,17 +1804,18 @@ var file_records_proto_goTypes = []any{
 	(*OffsetOp)(nil),                  // 15: shale.controller.v1.OffsetOp
 	(*OffsetOpsRecord)(nil),           // 16: shale.controller.v1.OffsetOpsRecord
 	(*ElectLeadersRecord)(nil),        // 17: shale.controller.v1.ElectLeadersRecord
-	(*SnapshotHeader)(nil),            // 18: shale.controller.v1.SnapshotHeader
-	(*GroupOffsets)(nil),              // 19: shale.controller.v1.GroupOffsets
-	(*SnapshotItem)(nil),              // 20: shale.controller.v1.SnapshotItem
-	nil,                               // 21: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                               // 22: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                  // 23: shale.controller.v1.Listener
-	(*ReplicaList)(nil),               // 24: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),               // 25: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),           // 26: shale.controller.v1.TopicPartitions
-	(*BrokerState)(nil),               // 27: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                // 28: shale.controller.v1.TopicState
+	(*ControlledShutdownRecord)(nil),  // 18: shale.controller.v1.ControlledShutdownRecord
+	(*SnapshotHeader)(nil),            // 19: shale.controller.v1.SnapshotHeader
+	(*GroupOffsets)(nil),              // 20: shale.controller.v1.GroupOffsets
+	(*SnapshotItem)(nil),              // 21: shale.controller.v1.SnapshotItem
+	nil,                               // 22: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                               // 23: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                  // 24: shale.controller.v1.Listener
+	(*ReplicaList)(nil),               // 25: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),               // 26: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),           // 27: shale.controller.v1.TopicPartitions
+	(*BrokerState)(nil),               // 28: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                // 29: shale.controller.v1.TopicState
 }
 var file_records_proto_depIdxs = []int32{
 	2,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -1753,28 +1830,29 @@ var file_records_proto_depIdxs = []int32{
 	14, // 9: shale.controller.v1.Record.allocate_producer_ids:type_name -> shale.controller.v1.AllocateProducerIdsRecord
 	16, // 10: shale.controller.v1.Record.offset_ops:type_name -> shale.controller.v1.OffsetOpsRecord
 	17, // 11: shale.controller.v1.Record.elect_leaders:type_name -> shale.controller.v1.ElectLeadersRecord
-	23, // 12: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	24, // 13: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	21, // 14: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	6,  // 15: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	8,  // 16: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	24, // 17: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	10, // 18: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	22, // 19: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	25, // 20: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	26, // 21: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	15, // 22: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 23: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	26, // 24: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	25, // 25: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	27, // 26: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	28, // 27: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	19, // 28: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	18, // 12: shale.controller.v1.Record.controlled_shutdown:type_name -> shale.controller.v1.ControlledShutdownRecord
+	24, // 13: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	25, // 14: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	22, // 15: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	6,  // 16: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	8,  // 17: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	25, // 18: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	10, // 19: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	23, // 20: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	26, // 21: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	27, // 22: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	15, // 23: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 24: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	27, // 25: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	26, // 26: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	28, // 27: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	29, // 28: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	20, // 29: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -1796,8 +1874,9 @@ func file_records_proto_init() {
 		(*Record_AllocateProducerIds)(nil),
 		(*Record_OffsetOps)(nil),
 		(*Record_ElectLeaders)(nil),
+		(*Record_ControlledShutdown)(nil),
 	}
-	file_records_proto_msgTypes[19].OneofWrappers = []any{
+	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
 		(*SnapshotItem_Topic)(nil),
 		(*SnapshotItem_Group)(nil),
@@ -1808,7 +1887,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
