@@ -335,9 +335,14 @@ func (c *BrokerClient) Watch(ctx context.Context) <-chan *metadata.Image {
 	return w.ch
 }
 
-func (c *BrokerClient) publish(im *metadata.Image) {
+// publish makes im the cache, unless it is not newer than the cache: metadata is
+// applied strictly in increasing offset order, and a broker never acts on an older image.
+func (c *BrokerClient) publish(im *metadata.Image) bool {
 	c.imgMu.Lock()
 	defer c.imgMu.Unlock()
+	if im.Offset <= c.img.Load().Offset {
+		return false
+	}
 	c.img.Store(im)
 	close(c.imgCh)
 	c.imgCh = make(chan struct{})
@@ -356,6 +361,7 @@ func (c *BrokerClient) publish(im *metadata.Image) {
 		default:
 		}
 	}
+	return true
 }
 
 // WaitForOffset blocks until the cache reflects metadata offset off or later.
@@ -521,7 +527,10 @@ func (c *BrokerClient) watchLoop() {
 	}
 }
 
-var errBadDelta = errors.New("metadata delta does not apply to the cache")
+var (
+	errBadDelta   = errors.New("metadata delta does not apply to the cache")
+	errStaleImage = errors.New("controller sent a metadata image older than the cache")
+)
 
 // watchOnce follows one WatchMetadata stream until it fails or stalls. got reports
 // whether anything arrived.
@@ -546,22 +555,35 @@ func (c *BrokerClient) watchOnce(client pb.ControllerClient, wantImage bool) (go
 		stall.Reset(watchStallTimeout)
 		switch u := upd.Update.(type) {
 		case *pb.MetadataUpdate_Delta:
-			next, err := applyDelta(c.Current(), u.Delta)
+			cur := c.Current()
+			// applyDelta refuses a delta that does not follow the cache or does not move
+			// it forward.
+			next, err := applyDelta(cur, u.Delta)
+			if err == nil && !c.publish(next) {
+				err = fmt.Errorf("cache moved to offset %d meanwhile", c.Current().Offset)
+			}
 			if err != nil {
 				c.log.Warn("metadata delta does not apply; asking for a complete image", "err", err)
 				return got, fmt.Errorf("%w: %w", errBadDelta, err)
 			}
-			c.publish(next)
 		case *pb.MetadataUpdate_Image:
 			im, err := asm.add(u.Image)
 			if err != nil {
 				return got, fmt.Errorf("%w: %w", errBadDelta, err)
 			}
-			if im != nil {
-				if old := c.Current(); im.Offset < old.Offset {
-					c.log.Warn("controller sent an image older than the cache", "image", im.Offset, "cache", old.Offset)
-				}
-				c.publish(im)
+			if im == nil {
+				break
+			}
+			old := c.Current()
+			switch {
+			case im.Offset == old.Offset:
+				// The cache already holds this offset (a reconnect that asked for an
+				// image): nothing to apply.
+				c.log.Debug("metadata image at the cache's offset ignored", "offset", im.Offset)
+			case im.Offset < old.Offset || !c.publish(im):
+				c.log.Error("metadata image older than the cache refused", "image", im.Offset, "cache", old.Offset,
+					"image_cluster_id", im.ClusterID, "cache_cluster_id", old.ClusterID)
+				return got, fmt.Errorf("%w: image at offset %d, cache at %d", errStaleImage, im.Offset, old.Offset)
 			}
 		case *pb.MetadataUpdate_Progress:
 		}
