@@ -153,6 +153,7 @@ func (n *node) startController(ctx context.Context) error {
 		return fmt.Errorf("start controller: %w", err)
 	}
 	n.controller = c
+	n.reg.MustRegister(c.Collector())
 	n.lg.Info("controller started", "listener", ln.Addr().String(), "voters", len(voters))
 	return nil
 }
