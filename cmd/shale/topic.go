@@ -16,7 +16,8 @@ const topicUsage = `Usage: shale topic <create|list|describe|delete|alter|elect-
 
   create    --topic T [--partitions N] [--replication-factor R] [--config k=v]...
   list      [--exclude-internal]
-  describe  [--topic T]... (every topic when none is named)
+  describe  [--topic T]... [--under-replicated-partitions] [--unavailable-partitions]
+            (every topic when none is named)
   delete    --topic T...
   alter     --topic T [--add-config k=v]... [--delete-config k]... [--partitions N]
   elect-leaders  --election-type preferred|unclean (--topic T [--partition N] | --all-topic-partitions)
@@ -134,6 +135,8 @@ func topicDescribe(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var tf topicFlags
 	tf.register(c)
 	allConfigs := c.fs.Bool("all-configs", false, "print every config, defaults included")
+	underReplicated := c.fs.Bool("under-replicated-partitions", false, "only partitions whose ISR is smaller than their replica set")
+	unavailable := c.fs.Bool("unavailable-partitions", false, "only partitions without a leader, or whose leader is not a live broker")
 	cl, opCtx, cancel, code, ok := tf.setup(ctx, c, args, stdout, stderr)
 	if !ok {
 		return code
@@ -144,7 +147,18 @@ func topicDescribe(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return failed(stderr, c.fs.Name(), err)
 	}
+	// As in kafka-topics.sh, the filters print only the matching partitions' lines (either
+	// filter matching), without the topics' header lines.
+	filtered := *underReplicated || *unavailable
 	for _, t := range topics {
+		if filtered {
+			for _, p := range t.Partitions {
+				if (*underReplicated && p.UnderReplicated()) || (*unavailable && p.Unavailable()) {
+					printPartition(stdout, t.Name, p)
+				}
+			}
+			continue
+		}
 		var configs []string
 		for _, cfg := range t.Configs {
 			if cfg.IsDefault() && !*allConfigs {
@@ -159,21 +173,25 @@ func topicDescribe(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stdout, "Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
 			t.Name, t.ID, len(t.Partitions), t.ReplicationFactor(), strings.Join(configs, ","))
 		for _, p := range t.Partitions {
-			leader := "none"
-			if p.Leader >= 0 {
-				leader = strconv.Itoa(int(p.Leader))
-			}
-			fmt.Fprintf(stdout, "\tTopic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s", t.Name, p.Partition, leader, ids(p.Replicas), ids(p.ISR))
-			if len(p.OfflineReplicas) > 0 {
-				fmt.Fprintf(stdout, "\tOffline: %s", ids(p.OfflineReplicas))
-			}
-			if p.Err != nil {
-				fmt.Fprintf(stdout, "\tError: %v", p.Err)
-			}
-			fmt.Fprintln(stdout)
+			printPartition(stdout, t.Name, p)
 		}
 	}
 	return exitOK
+}
+
+func printPartition(w io.Writer, topic string, p client.Partition) {
+	leader := "none"
+	if p.Leader >= 0 {
+		leader = strconv.Itoa(int(p.Leader))
+	}
+	fmt.Fprintf(w, "\tTopic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s", topic, p.Partition, leader, ids(p.Replicas), ids(p.ISR))
+	if len(p.OfflineReplicas) > 0 {
+		fmt.Fprintf(w, "\tOffline: %s", ids(p.OfflineReplicas))
+	}
+	if p.Err != nil {
+		fmt.Fprintf(w, "\tError: %v", p.Err)
+	}
+	fmt.Fprintln(w)
 }
 
 func ids(ns []int32) string {
