@@ -126,16 +126,24 @@ func (n *node) startController(ctx context.Context) error {
 	for _, v := range cfg.Voters() {
 		voters = append(voters, controller.Voter{ID: v.ID, Addr: v.Addr()})
 	}
+	// controller.Config takes 0 for its default and a negative value for Kafka's 0.
+	imbalancePct := cfg.LeaderImbalancePerBrokerPercentage
+	if imbalancePct == 0 {
+		imbalancePct = -1
+	}
 	c, err := controller.NewServer(controller.Config{
-		NodeID:                   cfg.NodeID,
-		Voters:                   voters,
-		Listener:                 ln,
-		DataDir:                  filepath.Join(cfg.LogDir, "__cluster_metadata"),
-		SessionTimeout:           cfg.BrokerSessionTimeout(),
-		DefaultPartitions:        cfg.NumPartitions,
-		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
-		UncleanLeaderElection:    cfg.UncleanLeaderElectionEnable,
-		Logger:                   n.lg,
+		NodeID:                             cfg.NodeID,
+		Voters:                             voters,
+		Listener:                           ln,
+		DataDir:                            filepath.Join(cfg.LogDir, "__cluster_metadata"),
+		SessionTimeout:                     cfg.BrokerSessionTimeout(),
+		DefaultPartitions:                  cfg.NumPartitions,
+		DefaultReplicationFactor:           cfg.DefaultReplicationFactor,
+		UncleanLeaderElection:              cfg.UncleanLeaderElectionEnable,
+		DisableAutoLeaderRebalance:         !cfg.AutoLeaderRebalanceEnable,
+		LeaderImbalanceCheckInterval:       time.Duration(cfg.LeaderImbalanceCheckIntervalSeconds) * time.Second,
+		LeaderImbalancePerBrokerPercentage: imbalancePct,
+		Logger:                             n.lg,
 	})
 	if err != nil {
 		ln.Close()
@@ -146,6 +154,7 @@ func (n *node) startController(ctx context.Context) error {
 		return fmt.Errorf("start controller: %w", err)
 	}
 	n.controller = c
+	n.reg.MustRegister(c.Collector())
 	n.lg.Info("controller started", "listener", ln.Addr().String(), "voters", len(voters))
 	return nil
 }

@@ -361,6 +361,51 @@ func (s *Store) AlterPartition(_ context.Context, req metadata.AlterPartitionReq
 	return *p, fmt.Errorf("%w: a single broker's ISR is fixed", kerr.InvalidRequest)
 }
 
+// ElectLeaders implements metadata.Store. The one broker leads every partition, so no
+// election is ever needed.
+func (s *Store) ElectLeaders(_ context.Context, preferred bool, partitions map[string][]int32) (map[string]map[int32]error, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]map[int32]error{}
+	set := func(topic string, idx int32, err error) {
+		if out[topic] == nil {
+			out[topic] = map[int32]error{}
+		}
+		out[topic][idx] = err
+	}
+	elect := func(p *metadata.Partition) error {
+		switch {
+		case preferred && len(p.Replicas) > 0 && p.Leader == p.Replicas[0], !preferred && p.Leader >= 0:
+			return kerr.ElectionNotNeeded
+		case preferred:
+			return kerr.PreferredLeaderNotAvailable
+		default:
+			return kerr.EligibleLeadersNotAvailable
+		}
+	}
+	if partitions == nil {
+		for name, t := range s.image.Topics {
+			for i := range t.Partitions {
+				if err := elect(&t.Partitions[i]); !errors.Is(err, kerr.ElectionNotNeeded) {
+					set(name, t.Partitions[i].Index, err)
+				}
+			}
+		}
+		return out, nil
+	}
+	for topic, idxs := range partitions {
+		for _, idx := range idxs {
+			p := s.image.Partition(topic, idx)
+			if p == nil {
+				set(topic, idx, kerr.UnknownTopicOrPartition)
+				continue
+			}
+			set(topic, idx, elect(p))
+		}
+	}
+	return out, nil
+}
+
 // AllocateProducerIDs implements metadata.Store.
 func (s *Store) AllocateProducerIDs(context.Context) (int64, int32, error) {
 	s.mu.Lock()
