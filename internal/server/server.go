@@ -66,9 +66,10 @@ type node struct {
 	kafka      *protocol.Server
 	http       *http.Server
 
-	cancel  context.CancelFunc
-	serving chan struct{}
-	closed  bool
+	cancel       context.CancelFunc
+	stopReplicas context.CancelFunc
+	serving      chan struct{}
+	closed       bool
 }
 
 func (n *node) start(parent context.Context) error {
@@ -200,7 +201,11 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
-	go n.replicas.Run(ctx)
+	// The replica manager follows metadata until close, not until the signal: a
+	// controlled shutdown still needs the leadership changes it triggers applied.
+	rctx, rcancel := context.WithCancel(context.Background())
+	n.stopReplicas = rcancel
+	go n.replicas.Run(rctx)
 
 	brokerConfigs := map[string]string{}
 	for _, s := range cfg.Settings() {
@@ -295,6 +300,31 @@ func (n *node) startHTTP() error {
 	return nil
 }
 
+// controlledShutdownTimeout bounds how long a stopping broker waits for the controller to
+// move its leaderships away before it stops anyway.
+const controlledShutdownTimeout = 30 * time.Second
+
+// controlledShutdown moves this broker's leaderships to other in-sync replicas before the
+// listener closes (Kafka's controlled shutdown), so that producers are told
+// NOT_LEADER_OR_FOLLOWER and move on at once instead of timing out on a dead broker: a
+// rolling restart keeps every RF>1 partition writable.
+func (n *node) controlledShutdown() {
+	bc, ok := n.store.(*controller.BrokerClient)
+	if !ok || n.replicas == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), controlledShutdownTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := bc.ControlledShutdown(ctx); err != nil {
+		n.lg.Warn("controlled shutdown did not finish; stopping anyway", "err", err)
+		return
+	}
+	want := bc.Current().Offset
+	n.replicas.WaitApplied(ctx, func(im *metadata.Image) bool { return im.Offset >= want })
+	n.lg.Info("controlled shutdown: leadership moved away", "took", time.Since(start).Round(time.Millisecond))
+}
+
 // close shuts everything down in dependency order; safe to call twice.
 func (n *node) close() error {
 	if n.closed {
@@ -307,6 +337,7 @@ func (n *node) close() error {
 		n.http.Shutdown(sctx)
 		cancel()
 	}
+	n.controlledShutdown()
 	if n.groups != nil {
 		// First, so that JoinGroup and SyncGroup calls waiting for a rebalance are
 		// answered (NOT_COORDINATOR: clients move to the next coordinator) instead of
@@ -319,6 +350,9 @@ func (n *node) close() error {
 	}
 	if n.cancel != nil {
 		n.cancel()
+	}
+	if n.stopReplicas != nil {
+		n.stopReplicas()
 	}
 	if n.replicas != nil {
 		errs = append(errs, n.replicas.Close())

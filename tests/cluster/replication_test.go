@@ -271,3 +271,112 @@ func TestRecreatedTopicNeverServesOldRecords(t *testing.T) {
 		t.Fatalf("broker 6 serves %v, want only [new-1]", got)
 	}
 }
+
+// produceLoop produces numbered acks=all records to every partition of topic until
+// stopped, and reports the longest time without an acknowledgement.
+type produceLoop struct {
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	mu         sync.Mutex
+	acked      int
+	lastAck    time.Time
+	longestGap time.Duration
+	errs       []error
+}
+
+func (c *cluster) startProducing(topic string, parts int) *produceLoop {
+	cl := c.kafkaClient(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RecordDeliveryTimeout(60*time.Second), kgo.MetadataMinAge(100*time.Millisecond),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
+	ctx, cancel := context.WithCancel(context.Background())
+	pl := &produceLoop{cancel: cancel, lastAck: time.Now()}
+	for p := range parts {
+		pl.wg.Add(1)
+		go func() {
+			defer pl.wg.Done()
+			for ctx.Err() == nil {
+				err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Partition: int32(p), Value: []byte("x")}).FirstErr()
+				pl.mu.Lock()
+				if err != nil {
+					pl.errs = append(pl.errs, err)
+				} else {
+					pl.acked++
+					now := time.Now()
+					pl.longestGap = max(pl.longestGap, now.Sub(pl.lastAck))
+					pl.lastAck = now
+				}
+				pl.mu.Unlock()
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+	}
+	return pl
+}
+
+func (pl *produceLoop) stop() (acked int, gap time.Duration, errs []error) {
+	pl.cancel()
+	pl.wg.Wait()
+	return pl.acked, pl.longestGap, pl.errs
+}
+
+// TestRollingRestartKeepsProducing: every broker in turn gets SIGTERM (a controlled
+// shutdown moves its leaderships away first) and comes back; an acks=all producer to an
+// RF=3, min.insync.replicas=2 topic is never stalled for long.
+func TestRollingRestartKeepsProducing(t *testing.T) {
+	c := newCluster(t)
+	createTopic(t, c.brokers[0].addr, withConfig(newTopic("roll", 3, 3), "min.insync.replicas", "2"))
+	c.waitFullISR("roll", 20*time.Second)
+	pl := c.startProducing("roll", 3)
+	for _, b := range c.brokers {
+		time.Sleep(500 * time.Millisecond)
+		b.terminate()
+		b.start()
+		c.waitBrokerReady(b)
+		c.waitFullISR("roll", 60*time.Second)
+	}
+	time.Sleep(500 * time.Millisecond)
+	acked, gap, errs := pl.stop()
+	t.Logf("rolling restart of 3 brokers: %d records acknowledged, longest gap %v", acked, gap)
+	if len(errs) > 0 {
+		t.Errorf("%d records failed, first: %v", len(errs), errs[0])
+	}
+	// Without the controlled shutdown, a partition led by the stopping broker waits for
+	// the session timeout; with it, leadership moves before the listener closes.
+	if gap >= sessionTimeout {
+		t.Errorf("produce stalled for %v during a controlled restart (session timeout %v)", gap, sessionTimeout)
+	}
+}
+
+// TestDataPlaneSurvivesQuorumLoss: with every controller down, brokers keep serving on
+// the metadata they have, as Kafka's do: acks=all produce and consume go on, since
+// followers keep fetching and the high watermark keeps moving.
+func TestDataPlaneSurvivesQuorumLoss(t *testing.T) {
+	c := newCluster(t)
+	createTopic(t, c.brokers[0].addr, withConfig(newTopic("dp", 3, 3), "min.insync.replicas", "2"))
+	c.waitFullISR("dp", 20*time.Second)
+	// The producer starts first: its producer id comes from the quorum.
+	pl := c.startProducing("dp", 3)
+	time.Sleep(500 * time.Millisecond)
+	for _, p := range c.controllers {
+		p.kill9()
+	}
+	time.Sleep(3 * sessionTimeout) // well past every broker's lease
+	acked, gap, errs := pl.stop()
+	t.Logf("without a controller quorum: %d records acknowledged, longest gap %v", acked, gap)
+	if gap > time.Second || len(errs) > 0 {
+		t.Fatalf("produce without the quorum: %d acknowledged, errors %v", acked, errs)
+	}
+	got := c.readAll("dp", 3)
+	n := 0
+	for _, p := range got {
+		n += len(p)
+	}
+	if n < acked {
+		t.Fatalf("consumed %d records, %d were acknowledged", n, acked)
+	}
+	for _, p := range c.controllers {
+		p.start()
+	}
+	c.activeController(30 * time.Second)
+	c.waitFullISR("dp", 30*time.Second)
+}
