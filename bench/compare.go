@@ -817,7 +817,12 @@ func evaluateGoals(cmp *Comparison) []GoalResult {
 			res.Detail = subject + " did not run it"
 			for _, r := range wr.Results {
 				if r.Target == subject && r.Error != "" {
-					res.Detail = subject + ": " + firstLines(r.Error, 1)
+					// One line: the detail sits in a table cell.
+					first, _, more := strings.Cut(r.Error, "\n")
+					res.Detail = subject + ": " + first
+					if more {
+						res.Detail += " (...)"
+					}
 				}
 			}
 			out = append(out, res)

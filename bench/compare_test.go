@@ -497,3 +497,44 @@ func TestCompareClusterPresetsWithoutCluster(t *testing.T) {
 		t.Errorf("output:\n%s", out.String())
 	}
 }
+
+// envClusterBinary names a real shale binary for TestRealClusterMechanics.
+const envClusterBinary = "SHALE_BENCH_CLUSTER_BINARY"
+
+// TestRealClusterMechanics runs the replicated shapes on a real 3-node
+// Shale cluster in variants that work whether or not the binary replicates
+// yet: acks=1 to RF=3, acks=all to RF=1, and e2e (acks=all) on RF=1. Opt in: SHALE_BENCH_CLUSTER_BINARY=bin/shale.
+func TestRealClusterMechanics(t *testing.T) {
+	bin := os.Getenv(envClusterBinary)
+	if bin == "" {
+		t.Skip("set " + envClusterBinary + " to a shale binary to run")
+	}
+	ps := Presets()
+	rf3 := ps["cluster-rf3-acksall"].Workload
+	rf3.Acks = 1
+	// e2e on RF=1: before replication the RF=3 high watermark never
+	// moves, so consumers of an RF=3 topic receive nothing.
+	lat := ps["cluster-e2e-rf3"].Workload
+	lat.ReplicationFactor, lat.TopicConfigs, lat.RateOfPeak, lat.Rate = 1, nil, 0, 2000
+	rf1all := ps["cluster-rf1-acks1"].Workload
+	rf1all.Acks = -1
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, w := range []Workload{rf3, lat, rf1all} {
+		w.Duration, w.Warmup, w.BufferBytes = time.Second, 0, 1<<20
+		rep, err := runOnTarget(ctx, shaleClusterTarget(bin, nil), w, nil, 0)
+		if err != nil {
+			t.Errorf("%s (acks=%s, rf %d): %v", w.Name, w.Acks, w.ReplicationFactor, err)
+			continue
+		}
+		for _, s := range rep.Roles {
+			t.Logf("%s acks=%s rf %d: %s %s rec/s, %d errors", w.Name, w.Acks, w.ReplicationFactor, s.Role, formatCount(s.RecordsPerSec), s.Errors)
+			if s.Records == 0 {
+				t.Errorf("%s: %s: no records", w.Name, s.Role)
+			}
+		}
+		if rep.Lost != 0 {
+			t.Errorf("%s: %d records lost", w.Name, rep.Lost)
+		}
+	}
+}

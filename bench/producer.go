@@ -123,10 +123,16 @@ loop:
 		var s *slot
 		select {
 		case s = <-p.pool.free:
-		case <-windowEnd:
-			break loop
-		case <-ctx.Done():
-			break loop
+		default:
+			// Only when no slot is free: a record due before the end
+			// whose timer woke after it is still sent, as it always was.
+			select {
+			case s = <-p.pool.free:
+			case <-windowEnd:
+				break loop
+			case <-ctx.Done():
+				break loop
+			}
 		}
 		// Closed loop, latency runs from now. Open loop, from the intended
 		// time, or from now when the pacer let the record go a few
