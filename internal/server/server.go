@@ -23,6 +23,7 @@ import (
 
 	"github.com/shalelog/shale/controller"
 	"github.com/shalelog/shale/internal/config"
+	"github.com/shalelog/shale/internal/datadir"
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/partition"
@@ -43,6 +44,13 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
 		return fmt.Errorf("create log dir: %w", err)
 	}
+	// Before anything opens a file in the directory: a second process would otherwise
+	// block for ever on the Raft store's lock, silently.
+	lock, err := datadir.Acquire(cfg.LogDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	n := &node{cfg: cfg, lg: lg, reg: prometheus.NewRegistry()}
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	defer n.close()
