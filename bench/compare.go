@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -26,7 +27,9 @@ type TargetResult struct {
 }
 
 // Ratio is one figure of one target divided by the same figure of another
-// target (To a target name) or by a machine limit (To a limit label).
+// target (To a target name), by a machine limit (To a limit label), or by
+// the same target's figure in the preset's Versus preset (To that preset's
+// name).
 type Ratio struct {
 	Role   string  `json:"role"`
 	Metric string  `json:"metric"`
@@ -37,12 +40,15 @@ type Ratio struct {
 
 // WorkloadResult is one preset run against every target.
 type WorkloadResult struct {
-	Preset      string         `json:"preset"`
-	Description string         `json:"description"`
-	Summary     string         `json:"summary"`
-	Source      string         `json:"source"`
-	Results     []TargetResult `json:"results"`
-	Ratios      []Ratio        `json:"ratios,omitempty"`
+	Preset      string `json:"preset"`
+	Description string `json:"description"`
+	Summary     string `json:"summary"`
+	Source      string `json:"source"`
+	// Brokers and Versus are the preset's (see Preset).
+	Brokers int            `json:"brokers,omitempty"`
+	Versus  string         `json:"versus,omitempty"`
+	Results []TargetResult `json:"results"`
+	Ratios  []Ratio        `json:"ratios,omitempty"`
 }
 
 // GoalResult is one of the issue's goals checked against this run.
@@ -83,7 +89,8 @@ type compareConfig struct {
 	out           io.Writer // tables as they complete; nil for JSON only
 }
 
-// goalSubject is the target the issue's goals are about.
+// goalSubject is the target most of the issue's goals are about; the
+// replication goals are about clusterTargetName.
 const goalSubject = "shale"
 
 func runCompare(ctx context.Context, cfg compareConfig) (*Comparison, error) {
@@ -117,7 +124,9 @@ func runCompare(ctx context.Context, cfg compareConfig) (*Comparison, error) {
 	for i := range cmp.Targets {
 		status[cmp.Targets[i].Name] = &cmp.Targets[i]
 	}
-	peaks := map[string]float64{} // target + shape -> closed-loop produce rec/s
+	// Closed-loop peaks (rec/s) by target and shape, and by target and
+	// preset, for the RateOfPeak presets that follow.
+	peaks := map[string]float64{}
 	for _, p := range cfg.presets {
 		if ctx.Err() != nil {
 			break
@@ -127,14 +136,36 @@ func runCompare(ctx context.Context, cfg compareConfig) (*Comparison, error) {
 		if cfg.warmup >= 0 {
 			w.Warmup = cfg.warmup
 		}
-		wr := WorkloadResult{Preset: w.Name, Description: w.Description, Summary: w.Summary(), Source: p.Source}
+		wr := WorkloadResult{Preset: w.Name, Description: w.Description, Summary: w.Summary(), Source: p.Source,
+			Brokers: p.Brokers, Versus: p.Versus}
+		var on []target
 		for _, t := range cfg.targets {
+			if runsOn(p, t) {
+				on = append(on, t)
+			}
+		}
+		if len(on) == 0 {
+			fmt.Fprintf(out, "== %s: not run: %s\n\n", w.Name, noTargetReason(p))
+			continue
+		}
+		for _, t := range on {
 			st := status[t.name()]
 			if !st.Available {
 				wr.Results = append(wr.Results, TargetResult{Target: t.name(), Error: "not run: " + st.Reason})
 				continue
 			}
-			rep, err := runOnTarget(ctx, t, w, cfg.progress, peaks[t.name()+"|"+shapeKey(w)])
+			peak := peaks[t.name()+"|"+shapeKey(w)]
+			if p.PeakFrom != "" {
+				peak = peaks[t.name()+"|preset:"+p.PeakFrom]
+				if peak == 0 && ran(cmp, p.PeakFrom, t.name()) {
+					// Measuring a peak of its own would fail the way
+					// PeakFrom's did, and take as long.
+					wr.Results = append(wr.Results, TargetResult{Target: t.name(),
+						Error: fmt.Sprintf("not run: %s, whose peak it runs at a fraction of, measured none on %s", p.PeakFrom, t.name())})
+					continue
+				}
+			}
+			rep, err := runOnTarget(ctx, t, w, cfg.progress, peak)
 			res := TargetResult{Target: t.name(), Report: rep}
 			if err != nil {
 				res.Error = err.Error()
@@ -149,10 +180,18 @@ func runCompare(ctx context.Context, cfg compareConfig) (*Comparison, error) {
 			}
 			if rep != nil && rep.Error == "" && w.Rate == 0 && w.RateOfPeak == 0 {
 				peaks[t.name()+"|"+shapeKey(w)] = peakRate(rep)
+				peaks[t.name()+"|preset:"+w.Name] = peakRate(rep)
 			}
 			wr.Results = append(wr.Results, res)
 		}
 		wr.Ratios = workloadRatios(&wr, &w, cmp.Limits)
+		if p.Versus != "" {
+			for i := range cmp.Workloads {
+				if cmp.Workloads[i].Preset == p.Versus {
+					wr.Ratios = append(wr.Ratios, versusRatios(&wr, &cmp.Workloads[i])...)
+				}
+			}
+		}
 		cmp.Workloads = append(cmp.Workloads, wr)
 		writeWorkload(out, &wr, &w, cmp.Limits)
 	}
@@ -163,6 +202,68 @@ func runCompare(ctx context.Context, cfg compareConfig) (*Comparison, error) {
 		errs = append(errs, err)
 	}
 	return cmp, errors.Join(errs...)
+}
+
+// ran says whether preset ran (or failed) on target earlier in cmp.
+func ran(cmp *Comparison, preset, target string) bool {
+	for _, wr := range cmp.Workloads {
+		if wr.Preset != preset {
+			continue
+		}
+		for _, r := range wr.Results {
+			if r.Target == target && !strings.HasPrefix(r.Error, "not run: ") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// runsOn says whether compare runs preset p on target t: single-broker
+// presets on single-broker targets, replicated presets on targets with
+// enough brokers, and everything on external clusters, whose size compare
+// does not know (a preset that needs more brokers than they have fails
+// there and says why).
+func runsOn(p Preset, t target) bool {
+	b := t.brokers()
+	switch {
+	case b == 0:
+		return true
+	case p.Brokers > 1:
+		return b >= p.Brokers
+	default:
+		return b == 1
+	}
+}
+
+func noTargetReason(p Preset) string {
+	if p.Brokers > 1 {
+		return fmt.Sprintf("it needs %d brokers and no target has them (add --cluster, or %s to --targets)", p.Brokers, clusterTargetName)
+	}
+	return "it is for one broker and every target is a cluster (add shale or kfake to --targets)"
+}
+
+// versusRatios divides each target's rec/s and MB/s in wr by the same
+// target's in base, role by role.
+func versusRatios(wr, base *WorkloadResult) []Ratio {
+	var rs []Ratio
+	for _, a := range okReports(wr) {
+		for _, as := range a.Report.Roles {
+			bs, ok := resultRole(base, a.Target, as.Role)
+			if !ok {
+				continue
+			}
+			for _, m := range ratioMetrics {
+				if m.name != "rec/s" && m.name != "MB/s" {
+					continue // latencies differ by design between the two
+				}
+				if va, vb := m.get(as), m.get(bs); va > 0 && vb > 0 {
+					rs = append(rs, Ratio{Role: as.Role, Metric: m.name, Of: a.Target, To: base.Preset, Value: va / vb})
+				}
+			}
+		}
+	}
+	return rs
 }
 
 // startError marks a target that failed to start.
@@ -405,6 +506,13 @@ func writeWorkload(out io.Writer, wr *WorkloadResult, w *Workload, ls []Limit) {
 				fmt.Fprintf(out, "%s: note: %s\n", r.Target, n)
 			}
 		}
+		if wr.Versus != "" && r.Report != nil {
+			for _, role := range workloadRoles(wr) {
+				if v, ok := findRatio(wr.Ratios, role, "rec/s", r.Target, wr.Versus); ok {
+					fmt.Fprintf(out, "%s: %s rec/s %s of %s's\n", r.Target, role, formatRatio(v), wr.Versus)
+				}
+			}
+		}
 		if r.Error != "" {
 			fmt.Fprintf(out, "%s: %s\n", r.Target, firstLines(r.Error, 12))
 		}
@@ -477,30 +585,124 @@ func firstLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// writeSummary prints the ratio table: one row per workload and role, each
-// target's rate and p99, every pair's rate ratio and each target's share of
-// the loopback limit. Then the goals.
+// writeSummary prints the ratio tables, one per section (see sections):
+// one row per workload and role, each target's rate and p99, every pair's
+// rate ratio (or, for replicated presets, the rate over the baseline
+// preset's) and each target's share of the loopback limit. Then the goals.
 func writeSummary(out io.Writer, cmp *Comparison) {
-	names := cmp.availableTargets()
 	fmt.Fprintf(out, "== summary (%v per workload and target; total %.0fs)\n", time.Duration(cmp.DurationSeconds*float64(time.Second)), cmp.Seconds)
+	for i, sec := range cmp.sections() {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		if sec.title != "" {
+			fmt.Fprintf(out, "%s:\n", sec.title)
+		}
+		writeSummaryTable(out, cmp, sec)
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintf(out, "== goals (%s)\n", goalSubjects())
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, g := range cmp.Goals {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", strings.ToUpper(g.Status), g.Goal, g.Preset, g.Detail)
+	}
+	tw.Flush()
+}
+
+// section is a set of workloads summarized in one table, with the targets
+// that ran them.
+type section struct {
+	title     string
+	workloads []WorkloadResult
+	names     []string
+	// versus: the table shows rates over the Versus preset's instead of
+	// ratios between targets.
+	versus bool
+}
+
+// sections splits the workloads into the single-broker presets and the
+// replicated ones, which run on other targets and are set against a
+// baseline preset rather than against each other.
+func (cmp *Comparison) sections() []section {
+	single := section{}
+	repl := section{title: fmt.Sprintf("replicated presets (%d brokers)", clusterNodes), versus: true}
+	for _, wr := range cmp.Workloads {
+		if wr.Brokers > 1 {
+			repl.workloads = append(repl.workloads, wr)
+		} else {
+			single.workloads = append(single.workloads, wr)
+		}
+	}
+	var out []section
+	for _, sec := range []section{single, repl} {
+		if len(sec.workloads) == 0 {
+			continue
+		}
+		for _, n := range cmp.availableTargets() {
+			ran := false
+			for _, wr := range sec.workloads {
+				for _, r := range wr.Results {
+					ran = ran || r.Target == n
+				}
+			}
+			if ran {
+				sec.names = append(sec.names, n)
+			}
+		}
+		out = append(out, sec)
+	}
+	return out
+}
+
+// pairs are the ratio columns of a section: every pair of targets, or
+// every target over its baseline.
+func (sec *section) ratioColumns() (heads []string, value func(wr *WorkloadResult, role string, col int) string) {
+	type pair struct{ a, b string }
+	var ps []pair
+	for i, a := range sec.names {
+		if sec.versus {
+			heads = append(heads, a+" vs baseline")
+			ps = append(ps, pair{a, ""})
+			continue
+		}
+		for j, b := range sec.names {
+			if i < j {
+				heads = append(heads, a+"/"+b)
+				ps = append(ps, pair{a, b})
+			}
+		}
+	}
+	return heads, func(wr *WorkloadResult, role string, col int) string {
+		p := ps[col]
+		if p.b == "" {
+			if wr.Versus == "" {
+				return "-"
+			}
+			v, _ := findRatio(wr.Ratios, role, "rec/s", p.a, wr.Versus)
+			return formatRatio(v)
+		}
+		v, _ := findRatio(wr.Ratios, role, "rec/s", p.a, p.b)
+		return formatRatio(v)
+	}
+}
+
+func writeSummaryTable(out io.Writer, cmp *Comparison, sec section) {
+	names := sec.names
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "workload\trole\t")
 	for _, n := range names {
 		fmt.Fprintf(tw, "%s rec/s\t%s MB/s\t%s p99 ms\t", n, n, n)
 	}
-	for i, a := range names {
-		for j, b := range names {
-			if i < j {
-				fmt.Fprintf(tw, "%s/%s\t", a, b)
-			}
-		}
+	heads, ratio := sec.ratioColumns()
+	for _, h := range heads {
+		fmt.Fprintf(tw, "%s\t", h)
 	}
 	for _, n := range names {
 		fmt.Fprintf(tw, "%s/tcp\t", n)
 	}
 	fmt.Fprintln(tw)
 	presets := Presets()
-	for _, wr := range cmp.Workloads {
+	for _, wr := range sec.workloads {
 		w := presets[wr.Preset].Workload
 		for _, role := range workloadRoles(&wr) {
 			fmt.Fprintf(tw, "%s\t%s\t", wr.Preset, role)
@@ -516,13 +718,8 @@ func writeSummary(out io.Writer, cmp *Comparison) {
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t", formatCount(s.RecordsPerSec), formatFloat(s.MBPerSec), p99)
 			}
-			for i, a := range names {
-				for j, b := range names {
-					if i < j {
-						v, _ := findRatio(wr.Ratios, role, "rec/s", a, b)
-						fmt.Fprintf(tw, "%s\t", formatRatio(v))
-					}
-				}
+			for i := range heads {
+				fmt.Fprintf(tw, "%s\t", ratio(&wr, role, i))
 			}
 			for _, n := range names {
 				s, ok := resultRole(&wr, n, role)
@@ -535,13 +732,6 @@ func writeSummary(out io.Writer, cmp *Comparison) {
 			}
 			fmt.Fprintln(tw)
 		}
-	}
-	tw.Flush()
-	fmt.Fprintln(out)
-	fmt.Fprintf(out, "== goals (%s)\n", goalSubject)
-	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	for _, g := range cmp.Goals {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", strings.ToUpper(g.Status), g.Goal, g.Preset, g.Detail)
 	}
 	tw.Flush()
 }
@@ -562,13 +752,34 @@ func resultRole(wr *WorkloadResult, target, role string) (RoleStats, bool) {
 // goalSpec is one of the issue's goals: a ratio to a machine limit or to
 // another target (at least threshold), or a latency (at most threshold ms).
 type goalSpec struct {
-	goal      string
-	preset    string
-	role      string
-	limit     string // a limit name
-	other     string // a target name
-	latency   func(*LatencySummary) float64
+	goal    string
+	target  string // the target the goal is about; goalSubject when empty
+	preset  string
+	role    string
+	limit   string // a limit name
+	other   string // a target name
+	versus  bool   // against the same target's figure in the preset's Versus
+	latency func(*LatencySummary) float64
+	// threshold is a ratio (at least) or a latency in ms (at most).
 	threshold float64
+}
+
+func (g *goalSpec) subject() string {
+	if g.target != "" {
+		return g.target
+	}
+	return goalSubject
+}
+
+// goalSubjects names the targets the goals are about, for headings.
+func goalSubjects() string {
+	var names []string
+	for _, g := range goals {
+		if !slices.Contains(names, g.subject()) {
+			names = append(names, g.subject())
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 var goals = []goalSpec{
@@ -577,30 +788,41 @@ var goals = []goalSpec{
 	{goal: "consume: >= 70% of loopback TCP", preset: "consume-1k", role: "consume", limit: limitLoopback, threshold: 0.7},
 	{goal: "e2e latency at half of peak: p99 <= 10 ms", preset: "e2e-latency", role: "consume", latency: func(l *LatencySummary) float64 { return l.P99Ms }, threshold: 10},
 	{goal: "e2e latency at half of peak: p99.9 <= 25 ms", preset: "e2e-latency", role: "consume", latency: func(l *LatencySummary) float64 { return l.P999Ms }, threshold: 25},
+	{goal: "3 brokers, 1 KiB: RF=3 acks=all produce >= 70% of RF=1 acks=1", target: clusterTargetName, preset: "cluster-rf3-acksall", role: "produce", versus: true, threshold: 0.7},
+	{goal: "3 brokers: e2e latency, RF=3 acks=all at half of peak: p99 <= 15 ms", target: clusterTargetName, preset: "cluster-e2e-rf3", role: "consume", latency: func(l *LatencySummary) float64 { return l.P99Ms }, threshold: 15},
 }
 
 func evaluateGoals(cmp *Comparison) []GoalResult {
 	var out []GoalResult
 	presets := Presets()
-	for _, g := range goals {
-		res := GoalResult{Goal: g.goal, Target: goalSubject, Preset: g.preset, Threshold: g.threshold, Status: "pending"}
-		var wr *WorkloadResult
+	find := func(name string) *WorkloadResult {
 		for i := range cmp.Workloads {
-			if cmp.Workloads[i].Preset == g.preset {
-				wr = &cmp.Workloads[i]
+			if cmp.Workloads[i].Preset == name {
+				return &cmp.Workloads[i]
 			}
 		}
+		return nil
+	}
+	for _, g := range goals {
+		subject := g.subject()
+		res := GoalResult{Goal: g.goal, Target: subject, Preset: g.preset, Threshold: g.threshold, Status: "pending"}
+		wr := find(g.preset)
 		if wr == nil {
 			res.Detail = "preset not run"
 			out = append(out, res)
 			continue
 		}
-		s, ok := resultRole(wr, goalSubject, g.role)
+		s, ok := resultRole(wr, subject, g.role)
 		if !ok || s.Records == 0 {
-			res.Detail = goalSubject + " did not run it"
+			res.Detail = subject + " did not run it"
 			for _, r := range wr.Results {
-				if r.Target == goalSubject && r.Error != "" {
-					res.Detail = goalSubject + ": " + firstLines(r.Error, 1)
+				if r.Target == subject && r.Error != "" {
+					// One line: the detail sits in a table cell.
+					first, _, more := strings.Cut(r.Error, "\n")
+					res.Detail = subject + ": " + first
+					if more {
+						res.Detail += " (...)"
+					}
 				}
 			}
 			out = append(out, res)
@@ -626,6 +848,19 @@ func evaluateGoals(cmp *Comparison) []GoalResult {
 			res.Value = s.RecordsPerSec / o.RecordsPerSec
 			res.Status = passFail(res.Value >= g.threshold)
 			res.Detail = fmt.Sprintf("%s (%s vs %s rec/s)", formatRatio(res.Value), formatCount(s.RecordsPerSec), formatCount(o.RecordsPerSec))
+		case g.versus:
+			base := find(wr.Versus)
+			var o RoleStats
+			if base != nil {
+				o, _ = resultRole(base, subject, g.role)
+			}
+			if o.RecordsPerSec <= 0 {
+				res.Detail = fmt.Sprintf("no %s figure from %s on %s", g.role, wr.Versus, subject)
+				break
+			}
+			res.Value = s.RecordsPerSec / o.RecordsPerSec
+			res.Status = passFail(res.Value >= g.threshold)
+			res.Detail = fmt.Sprintf("%s (%s vs %s rec/s)", formatRatio(res.Value), formatCount(s.RecordsPerSec), formatCount(o.RecordsPerSec))
 		case g.latency != nil:
 			if s.Latency == nil {
 				res.Detail = "no latencies recorded"
@@ -633,7 +868,8 @@ func evaluateGoals(cmp *Comparison) []GoalResult {
 			}
 			res.Value = g.latency(s.Latency)
 			res.Status = passFail(res.Value <= g.threshold)
-			res.Detail = fmt.Sprintf("%s ms", formatMs(res.Value))
+			res.Detail = fmt.Sprintf("%s ms (p50 / p99 / p99.9: %s / %s / %s)", formatMs(res.Value),
+				formatMs(s.Latency.P50Ms), formatMs(s.Latency.P99Ms), formatMs(s.Latency.P999Ms))
 		}
 		out = append(out, res)
 	}

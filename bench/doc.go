@@ -16,9 +16,11 @@
 //
 // `shale bench compare` runs named workloads (presets mirroring published
 // benchmarks) against several targets in one run: franz-go's kfake, a Shale
-// node started as a subprocess, and any external cluster, and sets the figures
-// against this machine's own limits (loopback TCP and sequential disk writes)
-// measured in the same run. Latencies go into HDR histograms.
+// node started as a subprocess, a 3-node Shale cluster for the replicated
+// presets (RF=3 with acks=all against RF=1 with acks=1), and any external
+// cluster, and sets the figures against this machine's own limits (loopback
+// TCP and sequential disk writes) measured in the same run. Latencies go
+// into HDR histograms.
 //
 // Progress lines go to stderr once a second; tables or JSON go to stdout.
 package bench

@@ -5,9 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -120,6 +122,29 @@ func bindWorkload(fs *flag.FlagSet, w *Workload, c *commonFlags) {
 			return nil
 		},
 	}, "replication-factor", "replication factor of a created topic (-1: broker default)")
+	fs.Var(&valueFunc{
+		get: func() string {
+			var kv []string
+			for _, k := range sortedKeys(w.TopicConfigs) {
+				kv = append(kv, k+"="+w.TopicConfigs[k])
+			}
+			return strings.Join(kv, ",")
+		},
+		set: func(s string) error {
+			k, v, ok := strings.Cut(s, "=")
+			if !ok || k == "" {
+				return errors.New("want name=value, e.g. min.insync.replicas=2")
+			}
+			// A fresh map: a preset's may be shared.
+			m := maps.Clone(w.TopicConfigs)
+			if m == nil {
+				m = map[string]string{}
+			}
+			m[k] = v
+			w.TopicConfigs = m
+			return nil
+		},
+	}, "topic-config", "`name=value` config of a created topic, e.g. min.insync.replicas=2 (repeatable)")
 	fs.Var(intSizeFlag(&w.RecordSize, 1<<30), "record-size", "record value size (bytes, or with a unit: 1KiB)")
 	fs.Var(&valueFunc{get: func() string { return w.Keys.String() }, set: func(s string) error {
 		k, err := ParseKeyDist(s)
@@ -236,6 +261,7 @@ type compareFlags struct {
 	duration      time.Duration
 	warmup        time.Duration
 	targets       string
+	cluster       bool
 	shaleBinary   string
 	shaleArgs     listFlag
 	external      listFlag
@@ -255,7 +281,8 @@ func parseCompareArgs(args []string, stderr io.Writer) (compareFlags, error) {
 	fs.StringVar(&f.presets, "preset", "default", "comma-separated presets or groups ("+strings.Join(sortedKeys(presetGroups), ", ")+")")
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "how long each workload is measured on each target")
 	fs.DurationVar(&f.warmup, "warmup", -1, "warm-up before each measurement (default: the presets' own, 1s)")
-	fs.StringVar(&f.targets, "targets", "shale,kfake", "targets to run, in order: shale, kfake (plus every --external)")
+	fs.StringVar(&f.targets, "targets", "shale,kfake", "targets to run, in order: shale, kfake, "+clusterTargetName+" (a 3-node Shale cluster; plus every --external)")
+	fs.BoolVar(&f.cluster, "cluster", false, "also run the replicated presets (--preset cluster) on a 3-node Shale cluster (target "+clusterTargetName+")")
 	fs.StringVar(&f.shaleBinary, "shale-binary", "", "the shale binary to start with `serve` (default: this binary, when it is shale)")
 	fs.Var(&f.shaleArgs, "shale-arg", "extra flag for `shale serve` (repeatable)")
 	fs.Var(&f.external, "external", "also run against a running cluster: `name=host:port[,host:port]` (repeatable)")
@@ -291,8 +318,16 @@ func parseCompareArgs(args []string, stderr io.Writer) (compareFlags, error) {
 		return f, fmt.Errorf("--kfake-mode must be auto, process or inprocess, got %q", f.kfakeMode)
 	}
 	for _, t := range splitList(f.targets) {
-		if t != "shale" && t != "kfake" {
-			return f, fmt.Errorf("unknown target %q in --targets (want shale, kfake; add others with --external)", t)
+		if t != "shale" && t != "kfake" && t != clusterTargetName {
+			return f, fmt.Errorf("unknown target %q in --targets (want shale, kfake, %s; add others with --external)", t, clusterTargetName)
+		}
+	}
+	if f.cluster {
+		if !slices.Contains(splitList(f.targets), clusterTargetName) {
+			f.targets += "," + clusterTargetName
+		}
+		if !slices.Contains(splitList(f.presets), "cluster") && !slices.Contains(splitList(f.presets), "all") {
+			f.presets += ",cluster"
 		}
 	}
 	for _, e := range f.external {
@@ -300,8 +335,8 @@ func parseCompareArgs(args []string, stderr io.Writer) (compareFlags, error) {
 		if !ok || name == "" || len(splitList(addrs)) == 0 {
 			return f, fmt.Errorf("--external %q: want name=host:port", e)
 		}
-		if name == "shale" || name == "kfake" {
-			return f, fmt.Errorf("--external %q: the names shale and kfake are taken", e)
+		if name == "shale" || name == "kfake" || name == clusterTargetName {
+			return f, fmt.Errorf("--external %q: the names shale, kfake and %s are taken", e, clusterTargetName)
 		}
 	}
 	return f, nil
@@ -326,6 +361,25 @@ func defaultSelf() selfBinary {
 	return selfBinary{path: exe, isShale: filepath.Base(exe) == "shale", kfakePrefix: []string{"bench"}}
 }
 
+// shaleBinary finds the binary to start with `serve`, or says why there is
+// none.
+func shaleBinary(f compareFlags, self selfBinary) (path, reason string) {
+	bin := f.shaleBinary
+	if bin == "" && self.isShale {
+		bin = self.path
+	}
+	if bin == "" {
+		return "", "no shale binary: not running as shale and no --shale-binary (Shale: pending)"
+	}
+	if st, err := os.Stat(bin); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+		if err != nil {
+			return "", err.Error()
+		}
+		return "", fmt.Sprintf("%s is not an executable file", bin)
+	}
+	return bin, ""
+}
+
 // buildTargets turns the flags into the ordered target list, plus the
 // targets that cannot run and why.
 func buildTargets(f compareFlags, self selfBinary) ([]target, []TargetStatus) {
@@ -333,27 +387,21 @@ func buildTargets(f compareFlags, self selfBinary) ([]target, []TargetStatus) {
 	var skipped []TargetStatus
 	for _, name := range splitList(f.targets) {
 		switch name {
-		case "shale":
-			bin := f.shaleBinary
-			if bin == "" && self.isShale {
-				bin = self.path
+		case "shale", clusterTargetName:
+			about := "Shale single node"
+			if name == clusterTargetName {
+				about = fmt.Sprintf("Shale %d-node cluster", clusterNodes)
 			}
-			if bin == "" {
-				skipped = append(skipped, TargetStatus{Name: "shale", Description: "Shale single node",
-					Reason: "no shale binary: not running as shale and no --shale-binary (Shale: pending)"})
+			bin, reason := shaleBinary(f, self)
+			if reason != "" {
+				skipped = append(skipped, TargetStatus{Name: name, Description: about, Reason: reason})
 				continue
 			}
-			if st, err := os.Stat(bin); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-				reason := fmt.Sprintf("%s is not an executable file", bin)
-				if err != nil {
-					reason = err.Error()
-				}
-				skipped = append(skipped, TargetStatus{Name: "shale", Description: "Shale single node", Reason: reason})
-				continue
+			if name == "shale" {
+				ts = append(ts, shaleTarget(bin, f.shaleArgs))
+			} else {
+				ts = append(ts, shaleClusterTarget(bin, f.shaleArgs))
 			}
-			ts = append(ts, shaleTarget(bin, f.shaleArgs))
-			// A 3-broker Shale cluster target goes here once clustering
-			// exists: a processTarget per node sharing one quorum.
 		case "kfake":
 			useProcess := f.kfakeMode == "process" || (f.kfakeMode == "auto" && self.isShale)
 			if useProcess && self.path != "" {

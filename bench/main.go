@@ -36,7 +36,12 @@ var modeHelp = map[Mode]string{
 const compareHelp = `Runs each preset against each target in turn, starting every target afresh
 for every workload: franz-go's kfake, a Shale single node (` + "`shale serve`" + ` in a
 temporary data directory; skipped, with the reason, when there is no shale
-binary), and any --external clusters. First it measures this machine's limits:
+binary), and any --external clusters. With --cluster (or the target
+` + clusterTargetName + ` and --preset cluster) it also starts a 3-node Shale cluster (three
+` + "`shale serve`" + ` processes on loopback, combined broker and controller roles)
+and runs the replicated presets on it: produce with RF=1 and acks=1, produce
+with RF=3, min.insync.replicas=2 and acks=all (and the ratio of the two), and
+end-to-end latency on the RF=3 topic at half of its peak. First it measures this machine's limits:
 loopback TCP (a plain socket pump with the presets' message sizes) and
 sequential disk writes (page cache, and fsync after every 1 MiB). Then it
 prints each workload's figures with their ratios, a summary table, and the

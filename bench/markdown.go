@@ -10,7 +10,6 @@ import (
 // WriteMarkdown prints a comparison as Markdown tables, the form
 // bench/RESULTS.md keeps them in.
 func (cmp *Comparison) WriteMarkdown(out io.Writer) {
-	names := cmp.availableTargets()
 	fmt.Fprintf(out, "Measured %s, %v per workload and target, %.0f s in all.\n\n",
 		cmp.Started.Format(time.DateTime+" MST"), time.Duration(cmp.DurationSeconds*float64(time.Second)), cmp.Seconds)
 	fmt.Fprintf(out, "Machine: %s.\n\n", cmp.Machine)
@@ -40,64 +39,12 @@ func (cmp *Comparison) WriteMarkdown(out io.Writer) {
 		fmt.Fprintln(out)
 	}
 
-	var head, align []string
-	head = append(head, "workload", "role")
-	align = append(align, "---", "---")
-	for _, n := range names {
-		head = append(head, n+" rec/s", n+" MB/s", n+" p50 / p99 / p99.9 ms")
-		align = append(align, "---:", "---:", "---:")
-	}
-	for i, a := range names {
-		for j, b := range names {
-			if i < j {
-				head = append(head, a+"/"+b+" rec/s")
-				align = append(align, "---:")
-			}
+	for _, sec := range cmp.sections() {
+		if sec.title != "" {
+			fmt.Fprintf(out, "%s%s:\n\n", strings.ToUpper(sec.title[:1]), sec.title[1:])
 		}
+		writeMarkdownTable(out, cmp, sec)
 	}
-	for _, n := range names {
-		head = append(head, n+" % of loopback")
-		align = append(align, "---:")
-	}
-	fmt.Fprintf(out, "| %s |\n|%s|\n", strings.Join(head, " | "), strings.Join(align, "|"))
-	presets := Presets()
-	for _, wr := range cmp.Workloads {
-		w := presets[wr.Preset].Workload
-		for _, role := range workloadRoles(&wr) {
-			cells := []string{"`" + wr.Preset + "`", role}
-			for _, n := range names {
-				s, ok := resultRole(&wr, n, role)
-				if !ok {
-					cells = append(cells, "-", "-", "-")
-					continue
-				}
-				lat := "-"
-				if l := s.Latency; l != nil {
-					lat = formatMs(l.P50Ms) + " / " + formatMs(l.P99Ms) + " / " + formatMs(l.P999Ms)
-				}
-				cells = append(cells, formatCount(s.RecordsPerSec), formatFloat(s.MBPerSec), lat)
-			}
-			for i, a := range names {
-				for j, b := range names {
-					if i < j {
-						v, _ := findRatio(wr.Ratios, role, "rec/s", a, b)
-						cells = append(cells, formatRatio(v))
-					}
-				}
-			}
-			for _, n := range names {
-				s, ok := resultRole(&wr, n, role)
-				lb := findLimit(cmp.Limits, limitLoopback, int(w.recordBytes()), roleStreams(&w, role))
-				if !ok {
-					cells = append(cells, "-")
-					continue
-				}
-				cells = append(cells, percentOf(s.MBPerSec, lb))
-			}
-			fmt.Fprintf(out, "| %s |\n", strings.Join(cells, " | "))
-		}
-	}
-	fmt.Fprintln(out)
 
 	var notes []string
 	for _, wr := range cmp.Workloads {
@@ -121,10 +68,69 @@ func (cmp *Comparison) WriteMarkdown(out io.Writer) {
 		fmt.Fprintln(out)
 	}
 
-	fmt.Fprintf(out, "| goal (%s) | preset | measured | status |\n|---|---|---|---|\n", goalSubject)
+	fmt.Fprintf(out, "| goal (%s) | preset | measured | status |\n|---|---|---|---|\n", goalSubjects())
 	for _, g := range cmp.Goals {
 		fmt.Fprintf(out, "| %s | `%s` | %s | %s |\n", g.Goal, g.Preset, g.Detail, strings.ToUpper(g.Status))
 	}
+}
+
+// writeMarkdownTable is one section's table: each target's figures, the
+// ratio columns, and each target's share of the loopback limit.
+func writeMarkdownTable(out io.Writer, cmp *Comparison, sec section) {
+	names := sec.names
+	var head, align []string
+	head = append(head, "workload", "role")
+	align = append(align, "---", "---")
+	for _, n := range names {
+		head = append(head, n+" rec/s", n+" MB/s", n+" p50 / p99 / p99.9 ms")
+		align = append(align, "---:", "---:", "---:")
+	}
+	heads, ratio := sec.ratioColumns()
+	for _, h := range heads {
+		if !sec.versus {
+			h += " rec/s"
+		}
+		head = append(head, h)
+		align = append(align, "---:")
+	}
+	for _, n := range names {
+		head = append(head, n+" % of loopback")
+		align = append(align, "---:")
+	}
+	fmt.Fprintf(out, "| %s |\n|%s|\n", strings.Join(head, " | "), strings.Join(align, "|"))
+	presets := Presets()
+	for _, wr := range sec.workloads {
+		w := presets[wr.Preset].Workload
+		for _, role := range workloadRoles(&wr) {
+			cells := []string{"`" + wr.Preset + "`", role}
+			for _, n := range names {
+				s, ok := resultRole(&wr, n, role)
+				if !ok {
+					cells = append(cells, "-", "-", "-")
+					continue
+				}
+				lat := "-"
+				if l := s.Latency; l != nil {
+					lat = formatMs(l.P50Ms) + " / " + formatMs(l.P99Ms) + " / " + formatMs(l.P999Ms)
+				}
+				cells = append(cells, formatCount(s.RecordsPerSec), formatFloat(s.MBPerSec), lat)
+			}
+			for i := range heads {
+				cells = append(cells, ratio(&wr, role, i))
+			}
+			for _, n := range names {
+				s, ok := resultRole(&wr, n, role)
+				lb := findLimit(cmp.Limits, limitLoopback, int(w.recordBytes()), roleStreams(&w, role))
+				if !ok {
+					cells = append(cells, "-")
+					continue
+				}
+				cells = append(cells, percentOf(s.MBPerSec, lb))
+			}
+			fmt.Fprintf(out, "| %s |\n", strings.Join(cells, " | "))
+		}
+	}
+	fmt.Fprintln(out)
 }
 
 func (cmp *Comparison) availableTargets() []string {

@@ -13,6 +13,17 @@ type Preset struct {
 	Workload Workload
 	// Source says where the shape comes from.
 	Source string
+	// Brokers, above 1, makes this a replicated preset: it runs on targets
+	// with at least that many brokers (and on external clusters), while the
+	// others run on single-broker targets (see runsOn).
+	Brokers int `json:"brokers,omitempty"`
+	// PeakFrom names the preset whose closed-loop peak on the same target
+	// a RateOfPeak workload takes its rate from, when the shapes differ
+	// (a produce peak for an e2e run).
+	PeakFrom string `json:"peak_from,omitempty"`
+	// Versus names a preset whose figures on the same target this one's
+	// are divided by (rec/s and MB/s of every role both have).
+	Versus string `json:"versus,omitempty"`
 }
 
 // presetOrder is the order compare runs presets in: the e2e latency preset
@@ -31,12 +42,21 @@ var presetOrder = []string{
 	"produce-8p-100b-acksall",
 	"produce-8p-1k-acks1",
 	"produce-8p-1k-acksall",
+	"cluster-rf1-acks1",
+	"cluster-rf3-acksall",
+	"cluster-e2e-rf3",
 }
+
+// singleNodeOrder is the presets for one broker, what compare runs unless
+// told otherwise.
+var singleNodeOrder = presetOrder[:13]
 
 // presetGroups are names for sets of presets in `compare --preset`.
 var presetGroups = map[string][]string{
-	"default": presetOrder,
+	"default": singleNodeOrder,
 	"all":     presetOrder,
+	// The replicated section: a 3-broker cluster (target shale-cluster).
+	"cluster": {"cluster-rf1-acks1", "cluster-rf3-acksall", "cluster-e2e-rf3"},
 	"kreps":   {"kreps-produce", "kreps-consume"},
 	"omb":     {"omb-1k", "e2e-latency"},
 	"matrix": {
@@ -146,6 +166,45 @@ func Presets() map[string]Preset {
 			}
 		}
 	}
+
+	// Replication on 3 brokers, in the OMB 1 KiB shape above (16 partitions
+	// spread over the brokers, 4 producers, linger 1 ms, 128 KiB batches):
+	// no replication and leader-only acks, against RF=3 with
+	// min.insync.replicas=2 and acks=all, so the ratio of the two is what
+	// replication costs; then send-to-receive latency on the replicated
+	// topic at half of its peak.
+	replicated := func(name, peakFrom, versus string) {
+		p := ps[name]
+		p.Brokers, p.PeakFrom, p.Versus = clusterNodes, peakFrom, versus
+		ps[name] = p
+	}
+	rf1 := omb
+	rf1.Mode = ModeProduce
+	rf1.Consumers, rf1.Group = 0, ""
+	rf1.Topic = "bench-cluster-rf1-acks1"
+	rf1.ReplicationFactor, rf1.Acks = 1, 1
+	add("cluster-rf1-acks1", "3 brokers: 1 KiB records, 16 partitions, RF=1, acks=1, 4 producers, max rate",
+		"Shale replication goal (baseline)", rf1)
+	replicated("cluster-rf1-acks1", "", "")
+
+	rf3 := rf1
+	rf3.Topic = "bench-cluster-rf3-acksall"
+	rf3.ReplicationFactor, rf3.Acks = 3, -1
+	rf3.TopicConfigs = map[string]string{"min.insync.replicas": "2"}
+	add("cluster-rf3-acksall", "3 brokers: 1 KiB records, 16 partitions, RF=3, min.insync.replicas=2, acks=all, 4 producers, max rate",
+		"Shale replication goal", rf3)
+	replicated("cluster-rf3-acksall", "", "cluster-rf1-acks1")
+
+	rf3lat := rf3
+	rf3lat.Mode = ModeE2E
+	rf3lat.Topic = "bench-cluster-e2e-rf3"
+	rf3lat.Consumers, rf3lat.Group = 4, "bench-cluster-e2e-rf3"
+	// Its own map: callers may change what they get.
+	rf3lat.TopicConfigs = map[string]string{"min.insync.replicas": "2"}
+	rf3lat.RateOfPeak = 0.5
+	add("cluster-e2e-rf3", "3 brokers: the RF=3 acks=all shape at half of its produce peak, 4 consumers (1 group); send-to-receive latency",
+		"Shale replication latency goal", rf3lat)
+	replicated("cluster-e2e-rf3", "cluster-rf3-acksall", "")
 	return ps
 }
 

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,9 +114,18 @@ func TestResolvePresets(t *testing.T) {
 	if strings.Join(names, ",") != "kreps-produce,kreps-consume,e2e-latency" {
 		t.Errorf("resolved %v", names)
 	}
-	all, err := ResolvePresets("default")
+	def, err := ResolvePresets("default")
+	if err != nil || len(def) != len(singleNodeOrder) {
+		t.Errorf("default: %d presets, %v", len(def), err)
+	}
+	for _, p := range def {
+		if p.Brokers > 1 {
+			t.Errorf("default runs the replicated preset %s", p.Workload.Name)
+		}
+	}
+	all, err := ResolvePresets("all")
 	if err != nil || len(all) != len(presetOrder) {
-		t.Errorf("default: %d presets, %v", len(all), err)
+		t.Errorf("all: %d presets, %v", len(all), err)
 	}
 	for _, bad := range []string{"", " , ", "kreps,nope"} {
 		if _, err := ResolvePresets(bad); err == nil {
@@ -128,5 +138,82 @@ func TestResolvePresets(t *testing.T) {
 	w.Workload.Partitions = 1
 	if Presets()["omb-1k"].Workload.Partitions != 16 {
 		t.Error("Presets shares state between calls")
+	}
+}
+
+func TestClusterPresets(t *testing.T) {
+	ps := Presets()
+	names := presetGroups["cluster"]
+	if len(names) != 3 {
+		t.Fatalf("cluster group %v", names)
+	}
+	for _, n := range names {
+		if ps[n].Brokers != clusterNodes {
+			t.Errorf("%s: brokers %d", n, ps[n].Brokers)
+		}
+		if !slices.Contains(presetOrder, n) || slices.Contains(singleNodeOrder, n) {
+			t.Errorf("%s: not among the presets, or among the single-node ones", n)
+		}
+	}
+	rf1, rf3, lat := ps["cluster-rf1-acks1"], ps["cluster-rf3-acksall"], ps["cluster-e2e-rf3"]
+	if w := rf1.Workload; w.Mode != ModeProduce || w.ReplicationFactor != 1 || w.Acks != 1 || w.RecordSize != 1024 || len(w.TopicConfigs) != 0 {
+		t.Errorf("rf1: %+v", w)
+	}
+	if w := rf3.Workload; w.Mode != ModeProduce || w.ReplicationFactor != 3 || w.Acks != -1 || w.TopicConfigs["min.insync.replicas"] != "2" {
+		t.Errorf("rf3: %+v", w)
+	}
+	// The two throughput presets differ in replication and acks only.
+	a, b := rf1.Workload, rf3.Workload
+	a.Name, a.Description, a.Topic, a.ReplicationFactor, a.Acks, a.TopicConfigs = "", "", "", 0, 0, nil
+	b.Name, b.Description, b.Topic, b.ReplicationFactor, b.Acks, b.TopicConfigs = "", "", "", 0, 0, nil
+	if shapeKey(a) != shapeKey(b) {
+		t.Errorf("rf1 and rf3 differ in more than replication:\n%s\n%s", shapeKey(a), shapeKey(b))
+	}
+	if a.Partitions != ps["omb-1k"].Workload.Partitions {
+		t.Errorf("partitions %d, not the 1 KiB presets' %d", a.Partitions, ps["omb-1k"].Workload.Partitions)
+	}
+	if rf3.Versus != "cluster-rf1-acks1" || lat.PeakFrom != "cluster-rf3-acksall" {
+		t.Errorf("versus %q, peak from %q", rf3.Versus, lat.PeakFrom)
+	}
+	if w := lat.Workload; w.Mode != ModeE2E || w.RateOfPeak != 0.5 || w.ReplicationFactor != 3 || w.Acks != -1 ||
+		w.TopicConfigs["min.insync.replicas"] != "2" || w.Consumers < 1 || w.Group == "" {
+		t.Errorf("e2e: %+v", w)
+	}
+	if indexOf(presetOrder, "cluster-rf1-acks1") > indexOf(presetOrder, "cluster-rf3-acksall") ||
+		indexOf(presetOrder, "cluster-rf3-acksall") > indexOf(presetOrder, "cluster-e2e-rf3") {
+		t.Error("a replicated preset runs before the one it needs")
+	}
+	if !strings.Contains(rf3.Workload.Summary(), "min.insync.replicas=2") {
+		t.Errorf("summary %q", rf3.Workload.Summary())
+	}
+	// Each call hands out its own topic configs.
+	ps["cluster-rf3-acksall"].Workload.TopicConfigs["min.insync.replicas"] = "1"
+	if Presets()["cluster-rf3-acksall"].Workload.TopicConfigs["min.insync.replicas"] != "2" {
+		t.Error("Presets shares topic configs between calls")
+	}
+}
+
+func TestRunsOn(t *testing.T) {
+	ps := Presets()
+	single, repl := ps["omb-1k"], ps["cluster-rf3-acksall"]
+	cluster := shaleClusterTarget("/x", nil)
+	ext := &externalTarget{label: "k", bootstrap: []string{"h:1"}}
+	for _, c := range []struct {
+		p    Preset
+		t    target
+		want bool
+	}{
+		{single, inprocKfake{}, true},
+		{single, shaleTarget("/x", nil), true},
+		{single, cluster, false},
+		{single, ext, true},
+		{repl, inprocKfake{}, false},
+		{repl, shaleTarget("/x", nil), false},
+		{repl, cluster, true},
+		{repl, ext, true},
+	} {
+		if got := runsOn(c.p, c.t); got != c.want {
+			t.Errorf("%s on %s: %v", c.p.Workload.Name, c.t.name(), got)
+		}
 	}
 }

@@ -11,8 +11,10 @@ import (
 )
 
 // flushTimeout bounds the wait for in-flight records once a producer has
-// sent its last one.
-const flushTimeout = 30 * time.Second
+// sent its last one. A variable for tests: an idempotent producer cannot
+// give up records already sent (their outcome is unknown), so a cluster
+// that never acknowledges holds a run for this long.
+var flushTimeout = 30 * time.Second
 
 // deliveryTimeout fails a record the cluster has not acknowledged in this
 // time, so a wedged broker ends the run with errors rather than a hang.
@@ -104,6 +106,14 @@ func (p *producer) run(ctx context.Context) error {
 			return nil
 		}
 	}
+	// A cluster that acknowledges nothing keeps every slot taken; the wait
+	// for one must end with the window, not with the run's far later cap.
+	var windowEnd <-chan time.Time
+	if p.pacer.end > 0 {
+		t := time.NewTimer(p.pacer.end - p.clock.now())
+		defer t.Stop()
+		windowEnd = t.C
+	}
 loop:
 	for {
 		intended, ok := p.pacer.next(ctx)
@@ -113,8 +123,16 @@ loop:
 		var s *slot
 		select {
 		case s = <-p.pool.free:
-		case <-ctx.Done():
-			break loop
+		default:
+			// Only when no slot is free: a record due before the end
+			// whose timer woke after it is still sent, as it always was.
+			select {
+			case s = <-p.pool.free:
+			case <-windowEnd:
+				break loop
+			case <-ctx.Done():
+				break loop
+			}
 		}
 		// Closed loop, latency runs from now. Open loop, from the intended
 		// time, or from now when the pacer let the record go a few

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kversion"
 )
@@ -373,5 +374,55 @@ func TestRunNoGoroutineLeak(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > before {
 		buf := make([]byte, 1<<20)
 		t.Errorf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// A cluster that acknowledges nothing keeps every slot of a closed loop
+// taken; the loop still ends with its window, abandoning what it holds,
+// instead of waiting out the delivery timeout or the run's cap.
+func TestRunEndsWhenNothingIsAcknowledged(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	w := small(ModeProduce, "unacknowledged")
+	w.Duration = 300 * time.Millisecond
+	w.Warmup = 0
+	w.BufferBytes = 64 << 10
+	c.ControlKey(kmsg.Produce.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		// What a leader waiting for replicas that never fetch answers:
+		// REQUEST_TIMED_OUT, retriable, so the client keeps every record.
+		r := req.(*kmsg.ProduceRequest)
+		resp := r.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.RequestTimedOut.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	defer func(d time.Duration) { flushTimeout = d }(flushTimeout)
+	flushTimeout = time.Second
+	// Well below deliveryTimeout, so that a loop still waiting for a slot
+	// after its window is cut off here and fails.
+	ctx, cancel := context.WithTimeout(context.Background(), deliveryTimeout/2)
+	defer cancel()
+	rep, err := Run(ctx, w, RunOptions{Bootstrap: c.ListenAddrs()})
+	if ctx.Err() != nil {
+		t.Fatalf("the run (a 300ms window) was still going after %v: %v", deliveryTimeout/2, err)
+	}
+	p := rep.Role("produce")
+	// Idempotent (acks=all): the records sent stay unacknowledged, which
+	// the run reports; those never sent are abandoned.
+	if p.Records != 0 || err == nil || !strings.Contains(err.Error(), "unacknowledged") {
+		t.Errorf("produce %+v, err %v", p, err)
 	}
 }

@@ -20,11 +20,14 @@ import (
 )
 
 // target is a cluster compare can start fresh for each workload. Compare
-// runs its workloads against a list of targets; a 3-broker Shale cluster
-// joins the list as one more processTarget once clustering exists.
+// runs its workloads against a list of targets.
 type target interface {
 	name() string
 	describe() string
+	// brokers is how many brokers the target has, 0 when unknown (an
+	// external cluster): presets for one broker run on single-broker
+	// targets, replicated presets on clusters (see runsOn).
+	brokers() int
 	start(ctx context.Context) (*runningTarget, error)
 }
 
@@ -53,6 +56,7 @@ const stopWait = 15 * time.Second
 type inprocKfake struct{}
 
 func (inprocKfake) name() string { return "kfake" }
+func (inprocKfake) brokers() int { return 1 }
 func (inprocKfake) describe() string {
 	return "franz-go pkg/kfake (in-memory), 1 broker, in this process"
 }
@@ -85,6 +89,7 @@ type processTarget struct {
 
 func (t *processTarget) name() string     { return t.label }
 func (t *processTarget) describe() string { return t.about }
+func (t *processTarget) brokers() int     { return 1 }
 
 // shaleTarget is a single Shale node: `shale serve` with a temporary data
 // directory.
@@ -135,55 +140,81 @@ func (t *processTarget) start(ctx context.Context) (*runningTarget, error) {
 		return nil, fmt.Errorf("%s data dir: %w", t.label, err)
 	}
 	args := t.args(ports, dir)
-	// Not CommandContext: the process must get SIGTERM and time to exit,
-	// never an immediate kill because some context ended.
-	cmd := exec.Command(t.path, args...)
-	cmd.Env = append(os.Environ(), t.env...)
-	logs := &tailBuffer{max: 8 << 10}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
+	p, err := startProcess(t.label, t.path, args, t.env)
+	if err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start %s: %w", t.label, err)
+		return nil, err
 	}
-	died := make(chan struct{})
-	var waitErr error
-	go func() {
-		waitErr = cmd.Wait()
-		close(died)
-	}()
-	var once sync.Once
-	var stopErr error
 	stop := func() error {
-		once.Do(func() {
-			select {
-			case <-died:
-				stopErr = fmt.Errorf("%s had already exited: %v; output:\n%s", t.label, waitErr, logs.String())
-			default:
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-				timer := time.NewTimer(stopWait)
-				select {
-				case <-died:
-					var ee *exec.ExitError
-					if waitErr != nil && !(errors.As(waitErr, &ee) && ee.ExitCode() == 0) && !isSignalExit(waitErr, syscall.SIGTERM) {
-						stopErr = fmt.Errorf("%s exited badly on SIGTERM: %v; output:\n%s", t.label, waitErr, logs.String())
-					}
-				case <-timer.C:
-					_ = cmd.Process.Kill()
-					<-died
-					stopErr = fmt.Errorf("%s did not exit within %v of SIGTERM; killed", t.label, stopWait)
-				}
-				timer.Stop()
-			}
-			os.RemoveAll(dir)
-		})
-		return stopErr
+		err := p.stop()
+		os.RemoveAll(dir)
+		return err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
-	if err := waitReady(ctx, addr, died); err != nil {
+	if err := waitReady(ctx, addr, p.died); err != nil {
 		_ = stop()
-		return nil, fmt.Errorf("%s (%s %s): %w; output:\n%s", t.label, t.path, strings.Join(args, " "), err, logs.String())
+		return nil, fmt.Errorf("%s (%s %s): %w; output:\n%s", t.label, t.path, strings.Join(args, " "), err, p.logs.String())
 	}
-	return &runningTarget{bootstrap: []string{addr}, died: died, stop: stop, pid: cmd.Process.Pid, dataDir: dir}, nil
+	return &runningTarget{bootstrap: []string{addr}, died: p.died, stop: stop, pid: p.cmd.Process.Pid, dataDir: dir}, nil
+}
+
+// process is one started child: a cluster node or a kfake.
+type process struct {
+	label string
+	cmd   *exec.Cmd
+	logs  *tailBuffer
+	// died is closed once the process has exited, for whatever reason.
+	died    chan struct{}
+	waitErr error
+	once    sync.Once
+	stopErr error
+}
+
+// startProcess starts path with args, its output kept in a tail buffer.
+func startProcess(label, path string, args, env []string) (*process, error) {
+	// Not CommandContext: the process must get SIGTERM and time to exit,
+	// never an immediate kill because some context ended.
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), env...)
+	p := &process{label: label, cmd: cmd, logs: &tailBuffer{max: 8 << 10}, died: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", label, err)
+	}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.died)
+	}()
+	return p, nil
+}
+
+// stop sends SIGTERM and waits stopWait for the process to exit, then
+// kills it. It says so if the process had died before, exited badly or had
+// to be killed. Only the first call does anything.
+func (p *process) stop() error {
+	p.once.Do(func() {
+		select {
+		case <-p.died:
+			p.stopErr = fmt.Errorf("%s had already exited: %v; output:\n%s", p.label, p.waitErr, p.logs.String())
+			return
+		default:
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		timer := time.NewTimer(stopWait)
+		defer timer.Stop()
+		select {
+		case <-p.died:
+			var ee *exec.ExitError
+			if p.waitErr != nil && !(errors.As(p.waitErr, &ee) && ee.ExitCode() == 0) && !isSignalExit(p.waitErr, syscall.SIGTERM) {
+				p.stopErr = fmt.Errorf("%s exited badly on SIGTERM: %v; output:\n%s", p.label, p.waitErr, p.logs.String())
+			}
+		case <-timer.C:
+			_ = p.cmd.Process.Kill()
+			<-p.died
+			p.stopErr = fmt.Errorf("%s did not exit within %v of SIGTERM; killed", p.label, stopWait)
+		}
+	})
+	return p.stopErr
 }
 
 func isSignalExit(err error, sig syscall.Signal) bool {
@@ -203,6 +234,7 @@ type externalTarget struct {
 }
 
 func (t *externalTarget) name() string { return t.label }
+func (t *externalTarget) brokers() int { return 0 }
 func (t *externalTarget) describe() string {
 	return "external cluster at " + strings.Join(t.bootstrap, ",")
 }

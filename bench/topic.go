@@ -35,9 +35,16 @@ func (a *admin) close() { a.cl.Close() }
 // which differs from the workload's if the topic already existed; note says
 // so.
 func (a *admin) ensureTopic(ctx context.Context, w *Workload) (partitions int32, note string, err error) {
-	_, err = a.adm.CreateTopic(ctx, w.Partitions, w.ReplicationFactor, nil, w.Topic)
+	var configs map[string]*string
+	for k, v := range w.TopicConfigs {
+		if configs == nil {
+			configs = map[string]*string{}
+		}
+		configs[k] = &v
+	}
+	_, err = a.adm.CreateTopic(ctx, w.Partitions, w.ReplicationFactor, configs, w.Topic)
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return 0, "", fmt.Errorf("create topic %q (%d partitions, rf %d): %w", w.Topic, w.Partitions, w.ReplicationFactor, err)
+		return 0, "", fmt.Errorf("create topic %q (%d partitions, rf %d, configs %v): %w", w.Topic, w.Partitions, w.ReplicationFactor, w.TopicConfigs, err)
 	}
 	existed := err != nil
 	deadline := time.Now().Add(metadataWait)

@@ -174,6 +174,9 @@ type Workload struct {
 	Topic             string `json:"topic"`
 	Partitions        int32  `json:"partitions"`
 	ReplicationFactor int16  `json:"replication_factor"`
+	// TopicConfigs are set on the topic when it is created (Kafka topic
+	// config names, e.g. min.insync.replicas).
+	TopicConfigs map[string]string `json:"topic_configs,omitempty"`
 
 	// RecordSize is the value size in bytes; keys add keySize bytes when
 	// Keys is not none.
@@ -349,6 +352,9 @@ func (w *Workload) recordBytes() int64 {
 func (w *Workload) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s, %s records, %d partition%s, rf %d", w.Mode, formatBytes(int64(w.RecordSize)), w.Partitions, plural(int(w.Partitions)), w.ReplicationFactor)
+	for _, k := range sortedKeys(w.TopicConfigs) {
+		fmt.Fprintf(&b, ", %s=%s", k, w.TopicConfigs[k])
+	}
 	if w.Mode != ModeConsume || w.Preload {
 		fmt.Fprintf(&b, ", %d producer%s, acks=%s", w.Producers, plural(w.Producers), w.Acks)
 		if w.Compression != "none" {

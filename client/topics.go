@@ -50,7 +50,18 @@ type Partition struct {
 	ISR             []int32
 	OfflineReplicas []int32
 	Err             error // e.g. LEADER_NOT_AVAILABLE
+	// LeaderLive reports whether the leader is one of the brokers the same Metadata
+	// response lists (the live ones).
+	LeaderLive bool
 }
+
+// UnderReplicated reports whether the ISR is smaller than the replica set, as
+// kafka-topics.sh --under-replicated-partitions does.
+func (p Partition) UnderReplicated() bool { return len(p.ISR) < len(p.Replicas) }
+
+// Unavailable reports whether the partition has no leader, or a leader that is not a
+// live broker, as kafka-topics.sh --unavailable-partitions does.
+func (p Partition) Unavailable() bool { return p.Leader < 0 || !p.LeaderLive }
 
 // Config is one effective config of a topic.
 type Config struct {
@@ -124,6 +135,10 @@ func (c *Client) metadata(ctx context.Context, names []string) ([]Topic, error) 
 	if err != nil {
 		return nil, err
 	}
+	live := make(map[int32]bool, len(resp.Brokers))
+	for _, b := range resp.Brokers {
+		live[b.NodeID] = true
+	}
 	var topics []Topic
 	for _, rt := range resp.Topics {
 		name := ""
@@ -138,7 +153,7 @@ func (c *Client) metadata(ctx context.Context, names []string) ([]Topic, error) 
 			t.Partitions = append(t.Partitions, Partition{
 				Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
 				Replicas: p.Replicas, ISR: p.ISR, OfflineReplicas: p.OfflineReplicas,
-				Err: kerr.ErrorForCode(p.ErrorCode),
+				Err: kerr.ErrorForCode(p.ErrorCode), LeaderLive: p.Leader >= 0 && live[p.Leader],
 			})
 		}
 		slices.SortFunc(t.Partitions, func(a, b Partition) int { return int(a.Partition - b.Partition) })

@@ -64,7 +64,14 @@ type BrokerClient struct {
 	fenced     bool
 	leaseUntil time.Time
 	closing    bool
-	leaseCh    chan struct{} // closed and replaced whenever the lease state changes
+	leaseCh    chan struct{} // closed and replaced whenever the lease or shutdown state changes
+	// shutdownOK is set once the controller answered a controlled-shutdown heartbeat with
+	// should_shut_down, at metadata offset shutdownOffset.
+	shutdownOK     bool
+	shutdownOffset uint64
+
+	// shuttingDown makes every heartbeat ask for a controlled shutdown.
+	shuttingDown atomic.Bool
 
 	img      atomic.Pointer[metadata.Image]
 	imgMu    sync.Mutex
@@ -232,7 +239,8 @@ func (c *BrokerClient) Close() error {
 		if epoch >= 0 && wasUnfenced && !c.silentClose.Load() {
 			ctx, cancel := context.WithTimeout(context.Background(), min(2*time.Second, c.cfg.SessionTimeout))
 			err := c.q.call(ctx, min(time.Second, c.cfg.SessionTimeout), func(ctx context.Context, cl pb.ControllerClient) error {
-				_, err := cl.BrokerHeartbeat(ctx, &pb.BrokerHeartbeatRequest{BrokerId: c.cfg.NodeID, BrokerEpoch: epoch, WantShutdown: true})
+				_, err := cl.BrokerHeartbeat(ctx, &pb.BrokerHeartbeatRequest{BrokerId: c.cfg.NodeID, BrokerEpoch: epoch,
+					WantShutdown: true, Stopping: true})
 				return err
 			})
 			cancel()
@@ -249,6 +257,48 @@ func (c *BrokerClient) Close() error {
 		c.imgMu.Unlock()
 	})
 	return nil
+}
+
+// ControlledShutdown is the broker's side of Kafka's controlled shutdown: it heartbeats
+// with want_shutdown (keeping its lease alive meanwhile) so that the controller moves
+// every leadership it can to another in-sync replica and takes this broker out of the
+// ISRs, until the controller answers should_shut_down; it then waits until the metadata
+// cache shows the result, so that whatever follows the cache has seen its leadership go,
+// and returns. The broker stays registered and unfenced until Close (or until its
+// heartbeats stop), still leading the partitions nobody else could take. It returns
+// ctx's error when ctx ends first.
+func (c *BrokerClient) ControlledShutdown(ctx context.Context) error {
+	if c.ctx.Err() != nil {
+		return errors.New("controller client: closed")
+	}
+	started := time.Now()
+	c.shuttingDown.Store(true)
+	c.kickHeartbeat()
+	// Ask again briskly rather than at the heartbeat interval: the answer usually comes
+	// with the first heartbeat, and a node waiting to stop should not wait seconds more.
+	poll := time.NewTicker(min(c.cfg.HeartbeatInterval, 100*time.Millisecond))
+	defer poll.Stop()
+	for {
+		c.mu.Lock()
+		ok, off, ch := c.shutdownOK, c.shutdownOffset, c.leaseCh
+		c.mu.Unlock()
+		if ok {
+			if err := c.WaitForOffset(ctx, off); err != nil {
+				return fmt.Errorf("controller client: controlled shutdown of broker %d: metadata offset %d: %w", c.cfg.NodeID, off, err)
+			}
+			c.log.Info("controlled shutdown complete", "metadata_offset", off, "took", time.Since(started))
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-poll.C:
+			c.kickHeartbeat()
+		case <-ctx.Done():
+			return fmt.Errorf("controller client: controlled shutdown of broker %d: %w", c.cfg.NodeID, ctx.Err())
+		case <-c.ctx.Done():
+			return errors.New("controller client: closed")
+		}
+	}
 }
 
 // Current returns the latest image the broker has received. Never nil.
@@ -285,9 +335,14 @@ func (c *BrokerClient) Watch(ctx context.Context) <-chan *metadata.Image {
 	return w.ch
 }
 
-func (c *BrokerClient) publish(im *metadata.Image) {
+// publish makes im the cache, unless it is not newer than the cache: metadata is
+// applied strictly in increasing offset order, and a broker never acts on an older image.
+func (c *BrokerClient) publish(im *metadata.Image) bool {
 	c.imgMu.Lock()
 	defer c.imgMu.Unlock()
+	if im.Offset <= c.img.Load().Offset {
+		return false
+	}
 	c.img.Store(im)
 	close(c.imgCh)
 	c.imgCh = make(chan struct{})
@@ -306,6 +361,7 @@ func (c *BrokerClient) publish(im *metadata.Image) {
 		default:
 		}
 	}
+	return true
 }
 
 // WaitForOffset blocks until the cache reflects metadata offset off or later.
@@ -377,7 +433,8 @@ func (c *BrokerClient) heartbeat() {
 		return
 	}
 	epoch := c.BrokerEpoch()
-	req := &pb.BrokerHeartbeatRequest{BrokerId: c.cfg.NodeID, BrokerEpoch: epoch, MetadataOffset: c.Current().Offset}
+	req := &pb.BrokerHeartbeatRequest{BrokerId: c.cfg.NodeID, BrokerEpoch: epoch, MetadataOffset: c.Current().Offset,
+		WantShutdown: c.shuttingDown.Load()}
 	sent := time.Now()
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.HeartbeatInterval)
 	defer cancel()
@@ -419,6 +476,10 @@ func (c *BrokerClient) heartbeat() {
 	defer c.mu.Unlock()
 	if c.epoch != epoch {
 		return
+	}
+	if req.WantShutdown && resp.ShouldShutDown && !c.shutdownOK {
+		c.shutdownOK, c.shutdownOffset = true, resp.MetadataOffset
+		c.signalLeaseLocked()
 	}
 	was := !c.fenced && time.Now().Before(c.leaseUntil)
 	c.fenced = resp.Fenced
@@ -466,7 +527,10 @@ func (c *BrokerClient) watchLoop() {
 	}
 }
 
-var errBadDelta = errors.New("metadata delta does not apply to the cache")
+var (
+	errBadDelta   = errors.New("metadata delta does not apply to the cache")
+	errStaleImage = errors.New("controller sent a metadata image older than the cache")
+)
 
 // watchOnce follows one WatchMetadata stream until it fails or stalls. got reports
 // whether anything arrived.
@@ -491,22 +555,35 @@ func (c *BrokerClient) watchOnce(client pb.ControllerClient, wantImage bool) (go
 		stall.Reset(watchStallTimeout)
 		switch u := upd.Update.(type) {
 		case *pb.MetadataUpdate_Delta:
-			next, err := applyDelta(c.Current(), u.Delta)
+			cur := c.Current()
+			// applyDelta refuses a delta that does not follow the cache or does not move
+			// it forward.
+			next, err := applyDelta(cur, u.Delta)
+			if err == nil && !c.publish(next) {
+				err = fmt.Errorf("cache moved to offset %d meanwhile", c.Current().Offset)
+			}
 			if err != nil {
 				c.log.Warn("metadata delta does not apply; asking for a complete image", "err", err)
 				return got, fmt.Errorf("%w: %w", errBadDelta, err)
 			}
-			c.publish(next)
 		case *pb.MetadataUpdate_Image:
 			im, err := asm.add(u.Image)
 			if err != nil {
 				return got, fmt.Errorf("%w: %w", errBadDelta, err)
 			}
-			if im != nil {
-				if old := c.Current(); im.Offset < old.Offset {
-					c.log.Warn("controller sent an image older than the cache", "image", im.Offset, "cache", old.Offset)
-				}
-				c.publish(im)
+			if im == nil {
+				break
+			}
+			old := c.Current()
+			switch {
+			case im.Offset == old.Offset:
+				// The cache already holds this offset (a reconnect that asked for an
+				// image): nothing to apply.
+				c.log.Debug("metadata image at the cache's offset ignored", "offset", im.Offset)
+			case im.Offset < old.Offset || !c.publish(im):
+				c.log.Error("metadata image older than the cache refused", "image", im.Offset, "cache", old.Offset,
+					"image_cluster_id", im.ClusterID, "cache_cluster_id", old.ClusterID)
+				return got, fmt.Errorf("%w: image at offset %d, cache at %d", errStaleImage, im.Offset, old.Offset)
 			}
 		case *pb.MetadataUpdate_Progress:
 		}

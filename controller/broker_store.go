@@ -255,3 +255,35 @@ func (c *BrokerClient) ListOffsetGroups(ctx context.Context) ([]string, error) {
 	}
 	return resp.Groups, nil
 }
+
+// ElectLeaders runs a PREFERRED (preferred) or UNCLEAN election for the given partitions,
+// nil for all of them, and returns each partition's outcome: nil when it was elected,
+// else a Kafka error (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
+// ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION). With nil partitions, the
+// partitions that needed no election are left out.
+func (c *BrokerClient) ElectLeaders(ctx context.Context, preferred bool, partitions map[string][]int32) (map[string]map[int32]error, error) {
+	req := &pb.ElectLeadersRequest{Type: pb.ElectionType_ELECTION_TYPE_UNCLEAN, AllPartitions: partitions == nil,
+		Partitions: topicPartitionsPB(partitions)}
+	if preferred {
+		req.Type = pb.ElectionType_ELECTION_TYPE_PREFERRED
+	}
+	var resp *pb.ElectLeadersResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.ElectLeaders(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := fromPBError(resp.Error); err != nil {
+		return nil, err
+	}
+	out := map[string]map[int32]error{}
+	for _, r := range resp.Results {
+		if out[r.Topic] == nil {
+			out[r.Topic] = map[int32]error{}
+		}
+		out[r.Topic][r.Partition] = fromPBError(r.Error)
+	}
+	return out, nil
+}

@@ -50,8 +50,16 @@ func (c *change) setBroker(b *pb.BrokerState) {
 	c.brokers[b.Id] = b
 }
 
-// eligible reports whether a broker may hold leadership or join an ISR.
+// eligible reports whether a broker may be given leadership or join an ISR: a broker in
+// controlled shutdown is alive but may not.
 func (c *change) eligible(id int32) bool {
+	b := c.broker(id)
+	return b != nil && !b.Fenced && !b.InControlledShutdown
+}
+
+// alive reports whether a broker is registered and unfenced: a leader that is alive
+// keeps its leadership until something moves it.
+func (c *change) alive(id int32) bool {
 	b := c.broker(id)
 	return b != nil && !b.Fenced
 }

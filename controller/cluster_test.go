@@ -67,7 +67,9 @@ func (q *testQuorum) config(i int) Config {
 		HeartbeatTimeout:   testRaftTimeout,
 		ElectionTimeout:    testRaftTimeout,
 		LeaderLeaseTimeout: testRaftTimeout / 2,
-		Logger:             testLogger(q.t).With("controller", q.voters[i].ID),
+		// Preferred leaders come back quickly in tests; the default is 300s.
+		LeaderImbalanceCheckInterval: 200 * time.Millisecond,
+		Logger:                       testLogger(q.t).With("controller", q.voters[i].ID),
 	}
 	if q.tune != nil {
 		q.tune(&cfg)

@@ -32,6 +32,18 @@ type Config struct {
 	// UncleanLeaderElection is unclean.leader.election.enable, the default for topics
 	// that do not set it. Default false.
 	UncleanLeaderElection bool
+	// DisableAutoLeaderRebalance is auto.leader.rebalance.enable=false: no periodic
+	// preferred-leader elections.
+	DisableAutoLeaderRebalance bool
+	// LeaderImbalanceCheckInterval is leader.imbalance.check.interval.seconds: how often
+	// the active controller looks for brokers that lead too few of the partitions that
+	// prefer them. Default 300s.
+	LeaderImbalanceCheckInterval time.Duration
+	// LeaderImbalancePerBrokerPercentage is leader.imbalance.per.broker.percentage: the
+	// share of a broker's preferred partitions that may be led elsewhere before their
+	// preferred leaders are elected. 0 takes the default 10; a negative value stands for
+	// Kafka's 0 (any imbalance triggers).
+	LeaderImbalancePerBrokerPercentage int32
 	// Logger receives the controller's and Raft's logs. Default slog.Default().
 	Logger *slog.Logger
 
@@ -57,22 +69,36 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultSessionTimeout     = 9 * time.Second
-	DefaultHeartbeatInterval  = 2 * time.Second
-	defaultRaftTimeout        = time.Second
-	defaultLeaderLease        = 500 * time.Millisecond
-	defaultSnapshotThreshold  = 8192
-	defaultSnapshotInterval   = 30 * time.Second
-	defaultTrailingLogs       = 10240
-	defaultOffsetCommitBatch  = 2048
-	offsetMetadataMaxBytes    = 4096 // offset.metadata.max.bytes
-	defaultProducerIDsPerCall = producerIDBlockSize
+	DefaultSessionTimeout    = 9 * time.Second
+	DefaultHeartbeatInterval = 2 * time.Second
+	// DefaultLeaderImbalanceCheckInterval and DefaultLeaderImbalancePerBrokerPercentage
+	// are Kafka's defaults of leader.imbalance.check.interval.seconds and
+	// leader.imbalance.per.broker.percentage.
+	DefaultLeaderImbalanceCheckInterval       = 300 * time.Second
+	DefaultLeaderImbalancePerBrokerPercentage = 10
+	defaultRaftTimeout                        = time.Second
+	defaultLeaderLease                        = 500 * time.Millisecond
+	defaultSnapshotThreshold                  = 8192
+	defaultSnapshotInterval                   = 30 * time.Second
+	defaultTrailingLogs                       = 10240
+	defaultOffsetCommitBatch                  = 2048
+	offsetMetadataMaxBytes                    = 4096 // offset.metadata.max.bytes
+	defaultProducerIDsPerCall                 = producerIDBlockSize
 )
 
 func (c *Config) withDefaults() (Config, error) {
 	out := *c
 	if out.Logger == nil {
 		out.Logger = slog.Default()
+	}
+	if out.LeaderImbalanceCheckInterval <= 0 {
+		out.LeaderImbalanceCheckInterval = DefaultLeaderImbalanceCheckInterval
+	}
+	switch {
+	case out.LeaderImbalancePerBrokerPercentage == 0:
+		out.LeaderImbalancePerBrokerPercentage = DefaultLeaderImbalancePerBrokerPercentage
+	case out.LeaderImbalancePerBrokerPercentage < 0:
+		out.LeaderImbalancePerBrokerPercentage = 0
 	}
 	if out.SessionTimeout <= 0 {
 		out.SessionTimeout = DefaultSessionTimeout

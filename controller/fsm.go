@@ -138,8 +138,10 @@ func (f *fsm) dispatch(c *change, rec *pb.Record) applyResult {
 		return f.applyAllocateProducerIDs(c, r.AllocateProducerIds)
 	case *pb.Record_OffsetOps:
 		return f.applyOffsetOps(c, r.OffsetOps)
+	case *pb.Record_ControlledShutdown:
+		return f.applyControlledShutdown(c, r.ControlledShutdown)
 	case *pb.Record_ElectLeaders:
-		return f.applyElectLeaders(c)
+		return f.applyElectLeaders(c, r.ElectLeaders)
 	default:
 		// A record from a newer version: every controller of this version skips it alike.
 		f.log.Error("unknown metadata record skipped", "offset", c.offset)

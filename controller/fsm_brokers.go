@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"errors"
+	"maps"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -63,7 +65,7 @@ func (f *fsm) applyFenceBrokers(c *change, r *pb.FenceBrokersRecord) applyResult
 			continue // already fenced, or re-registered since the decision
 		}
 		nb := proto.CloneOf(b)
-		nb.Fenced = true
+		nb.Fenced, nb.InControlledShutdown = true, false
 		c.setBroker(nb)
 		fenced = append(fenced, id)
 	}
@@ -89,9 +91,146 @@ func (f *fsm) applyUnfenceBroker(c *change, r *pb.UnfenceBrokerRecord) applyResu
 	return applyResult{}
 }
 
-func (f *fsm) applyElectLeaders(c *change) applyResult {
-	f.electLeaders(c, true)
+// electionResults is an explicit election's outcome: nil or a Kafka error per partition.
+type electionResults map[string]map[int32]error
+
+func (r electionResults) set(topic string, idx int32, err error) {
+	if r[topic] == nil {
+		r[topic] = map[int32]error{}
+	}
+	r[topic][idx] = err
+}
+
+func (f *fsm) applyControlledShutdown(c *change, r *pb.ControlledShutdownRecord) applyResult {
+	b := c.broker(r.BrokerId)
+	switch {
+	case b == nil:
+		return applyResult{err: kafkaErrorf(kerr.BrokerIDNotRegistered, "broker %d is not registered", r.BrokerId)}
+	case b.Epoch != r.BrokerEpoch:
+		return applyResult{err: kafkaErrorf(kerr.StaleBrokerEpoch, "broker %d has epoch %d, not %d", r.BrokerId, b.Epoch, r.BrokerEpoch)}
+	case b.Fenced:
+		return applyResult{} // already out of every leadership and ISR it could leave
+	}
+	if !b.InControlledShutdown {
+		nb := proto.CloneOf(b)
+		nb.InControlledShutdown = true
+		c.setBroker(nb)
+	}
+	id := r.BrokerId
+	for _, name := range c.topicNames() {
+		n := c.partitionCount(name)
+		for idx := int32(0); idx < n; idx++ {
+			p, _ := c.partition(name, idx)
+			if p.Leader != id && !slices.Contains(p.Isr, id) {
+				continue
+			}
+			isr := slices.Clone(p.Isr)
+			if i := slices.Index(isr, id); i >= 0 && len(isr) > 1 {
+				isr = slices.Delete(isr, i, i+1)
+			}
+			leader := p.Leader
+			if leader == id {
+				// Only a clean move: the broker is alive and keeps leading a partition no
+				// other ISR member can take.
+				if leader, _ = chooseLeaderFrom(c, p.Replicas, isr, false); leader < 0 {
+					leader, isr = id, p.Isr
+				}
+			}
+			f.setPartitionState(c, name, p, leader, isr)
+		}
+	}
 	return applyResult{}
+}
+
+// leadsMovable reports whether a broker leads a partition that another eligible ISR
+// member could lead: a broker in controlled shutdown is told to go once it leads none.
+func (f *fsm) leadsMovable(id int32) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	c := newChange(f, f.img.Offset+1)
+	for _, t := range f.img.Topics {
+		for i := range t.Partitions {
+			p := &t.Partitions[i]
+			if p.Leader != id {
+				continue
+			}
+			for _, r := range p.ISR {
+				if r != id && c.eligible(r) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func (f *fsm) applyElectLeaders(c *change, r *pb.ElectLeadersRecord) applyResult {
+	switch r.Type {
+	case pb.ElectionType_ELECTION_TYPE_LEGACY:
+		f.electLeaders(c, true)
+		return applyResult{}
+	case pb.ElectionType_ELECTION_TYPE_LEADERLESS:
+		f.electLeaders(c, false)
+		return applyResult{}
+	case pb.ElectionType_ELECTION_TYPE_PREFERRED, pb.ElectionType_ELECTION_TYPE_UNCLEAN:
+	default:
+		return applyResult{err: kafkaErrorf(kerr.InvalidRequest, "unknown election type %d", r.Type)}
+	}
+	res := electionResults{}
+	if r.AllPartitions {
+		for _, name := range c.topicNames() {
+			n := c.partitionCount(name)
+			for idx := int32(0); idx < n; idx++ {
+				// As Kafka does for a request naming no partitions, only the partitions an
+				// election was attempted for are reported.
+				if err := f.electOne(c, name, idx, r.Type); !errors.Is(err, kerr.ElectionNotNeeded) {
+					res.set(name, idx, err)
+				}
+			}
+		}
+		return applyResult{value: res}
+	}
+	for _, tp := range r.Partitions {
+		for _, idx := range tp.Partitions {
+			if !c.partitionExists(tp.Topic, idx) {
+				res.set(tp.Topic, idx, kafkaErrorf(kerr.UnknownTopicOrPartition, "partition %s-%d does not exist", tp.Topic, idx))
+				continue
+			}
+			res.set(tp.Topic, idx, f.electOne(c, tp.Topic, idx, r.Type))
+		}
+	}
+	return applyResult{value: res}
+}
+
+// electOne runs an explicit PREFERRED or UNCLEAN election for one existing partition.
+func (f *fsm) electOne(c *change, topic string, idx int32, typ pb.ElectionType) error {
+	p, _ := c.partition(topic, idx)
+	if typ == pb.ElectionType_ELECTION_TYPE_PREFERRED {
+		if len(p.Replicas) == 0 {
+			return kafkaErrorf(kerr.PreferredLeaderNotAvailable, "%s-%d has no replicas", topic, idx)
+		}
+		pref := p.Replicas[0]
+		switch {
+		case p.Leader == pref:
+			return kafkaErrorf(kerr.ElectionNotNeeded, "%s-%d is led by its preferred replica %d", topic, idx, pref)
+		case !c.eligible(pref) || !slices.Contains(p.Isr, pref):
+			return kafkaErrorf(kerr.PreferredLeaderNotAvailable, "%s-%d: preferred replica %d is fenced, shutting down or not in the ISR %v",
+				topic, idx, pref, p.Isr)
+		}
+		f.setPartitionState(c, topic, p, pref, p.Isr)
+		return nil
+	}
+	if p.Leader >= 0 && c.alive(p.Leader) {
+		return kafkaErrorf(kerr.ElectionNotNeeded, "%s-%d has leader %d", topic, idx, p.Leader)
+	}
+	// An explicit unclean election may take a replica outside the ISR whatever
+	// unclean.leader.election.enable says, as Kafka's does.
+	leader, isr := chooseLeaderFrom(c, p.Replicas, p.Isr, true)
+	if leader < 0 {
+		return kafkaErrorf(kerr.EligibleLeadersNotAvailable, "%s-%d: no live replica among %v", topic, idx, p.Replicas)
+	}
+	f.setPartitionState(c, topic, p, leader, isr)
+	return nil
 }
 
 // uncleanAllowed resolves unclean.leader.election.enable for a topic: its own config, else
@@ -129,7 +268,7 @@ func (f *fsm) fenceEffects(c *change, fenced []int32) {
 				}
 			}
 			leader := p.Leader
-			if !c.eligible(leader) {
+			if !c.alive(leader) {
 				leader, isr = f.chooseLeader(c, name, p.Replicas, isr)
 			}
 			f.setPartitionState(c, name, p, leader, isr)
@@ -147,7 +286,7 @@ func (f *fsm) electLeaders(c *change, preferred bool) {
 			p, _ := c.partition(name, idx)
 			leader, isr := p.Leader, p.Isr
 			switch {
-			case leader < 0 || !c.eligible(leader):
+			case leader < 0 || !c.alive(leader):
 				leader, isr = f.chooseLeader(c, name, p.Replicas, p.Isr)
 			case preferred && len(p.Replicas) > 0 && p.Replicas[0] != leader &&
 				c.eligible(p.Replicas[0]) && slices.Contains(p.Isr, p.Replicas[0]):
@@ -163,12 +302,16 @@ func (f *fsm) electLeaders(c *change, preferred bool) {
 // chooseLeader picks the first eligible ISR member in replica order; failing that, with
 // unclean election allowed, the first eligible replica, which becomes the whole ISR.
 func (f *fsm) chooseLeader(c *change, topic string, replicas, isr []int32) (int32, []int32) {
+	return chooseLeaderFrom(c, replicas, isr, f.uncleanAllowed(c, topic))
+}
+
+func chooseLeaderFrom(c *change, replicas, isr []int32, unclean bool) (int32, []int32) {
 	for _, r := range replicas {
 		if slices.Contains(isr, r) && c.eligible(r) {
 			return r, isr
 		}
 	}
-	if f.uncleanAllowed(c, topic) {
+	if unclean {
 		for _, r := range replicas {
 			if c.eligible(r) {
 				return r, []int32{r}
@@ -198,13 +341,67 @@ func (f *fsm) setPartitionState(c *change, topic string, p *pb.PartitionState, l
 	c.setPartition(topic, np)
 }
 
-// electionNeeded reports whether an ElectLeadersRecord would change anything now.
-func (f *fsm) electionNeeded() bool {
+// electionNeeded reports whether an election of leaderless partitions (with preferred,
+// also of preferred leaders everywhere) would change anything now.
+func (f *fsm) electionNeeded(preferred bool) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	c := newChange(f, f.img.Offset+1)
-	f.electLeaders(c, true)
+	f.electLeaders(c, preferred)
 	return len(c.parts) > 0
+}
+
+// imbalancedPartitions applies leader.imbalance.per.broker.percentage: for each broker,
+// the partitions that prefer it (it is their first replica) but are led by another
+// broker or by none, over all the partitions that prefer it; where that share is above
+// pct percent, it returns those of the partitions whose preferred replica could lead now
+// (unfenced, not shutting down, in the ISR), sorted.
+func (f *fsm) imbalancedPartitions(pct int32) map[string][]int32 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	c := newChange(f, f.img.Offset+1)
+	type tp struct {
+		topic string
+		idx   int32
+	}
+	preferring := map[int32]int{}
+	ledElsewhere := map[int32]int{}
+	movable := map[int32][]tp{}
+	for _, name := range slices.Sorted(maps.Keys(f.img.Topics)) {
+		t := f.img.Topics[name]
+		for i := range t.Partitions {
+			p := &t.Partitions[i]
+			if len(p.Replicas) == 0 {
+				continue
+			}
+			pref := p.Replicas[0]
+			preferring[pref]++
+			if p.Leader == pref {
+				continue
+			}
+			ledElsewhere[pref]++
+			if c.eligible(pref) && slices.Contains(p.ISR, pref) {
+				movable[pref] = append(movable[pref], tp{name, p.Index})
+			}
+		}
+	}
+	var out map[string][]int32
+	for id, n := range ledElsewhere {
+		// n/preferring > pct/100, in integers.
+		if int64(n)*100 <= int64(pct)*int64(preferring[id]) || len(movable[id]) == 0 {
+			continue
+		}
+		if out == nil {
+			out = map[string][]int32{}
+		}
+		for _, m := range movable[id] {
+			out[m.topic] = append(out[m.topic], m.idx)
+		}
+	}
+	for _, ps := range out {
+		slices.Sort(ps)
+	}
+	return out
 }
 
 // leaderCounts counts, per broker, the partitions it leads and the replicas it holds.

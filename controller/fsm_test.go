@@ -289,7 +289,7 @@ func TestFailoverElections(t *testing.T) {
 		t.Fatalf("solo after unfencing: %+v", s)
 	}
 	// Broker 1 is back but out of the ISR: no preferred election yet.
-	if h.f.electionNeeded() {
+	if h.f.electionNeeded(true) {
 		t.Fatal("election needed while the preferred replica is out of the ISR")
 	}
 	// The leader adds it back; the preferred leader then returns.
@@ -299,7 +299,7 @@ func TestFailoverElections(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if !h.f.electionNeeded() {
+	if !h.f.electionNeeded(true) {
 		t.Fatal("no election needed with the preferred replica back in the ISR")
 	}
 	h.apply(&pb.Record{Record: &pb.Record_ElectLeaders{ElectLeaders: &pb.ElectLeadersRecord{}}})
@@ -307,7 +307,7 @@ func TestFailoverElections(t *testing.T) {
 	if p.Leader != 1 || p.LeaderEpoch != 2 || p.PartitionEpoch != 4 {
 		t.Fatalf("after preferred election: %+v", p)
 	}
-	if h.f.electionNeeded() {
+	if h.f.electionNeeded(true) {
 		t.Fatal("election still needed")
 	}
 }

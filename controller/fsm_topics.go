@@ -286,8 +286,11 @@ func (f *fsm) applyAlterPartition(c *change, r *pb.AlterPartitionRecord) applyRe
 			return fail(kafkaErrorf(kerr.InvalidRequest, "%s-%d: the new ISR lists %d twice", r.Topic, r.Partition, id))
 		case !slices.Contains(p.Replicas, id):
 			return fail(kafkaErrorf(kerr.InvalidRequest, "%s-%d: %d is not a replica", r.Topic, r.Partition, id))
-		case !c.eligible(id):
+		case !c.alive(id):
 			return fail(kafkaErrorf(kerr.IneligibleReplica, "%s-%d: broker %d is fenced", r.Topic, r.Partition, id))
+		case !c.eligible(id) && !slices.Contains(p.Isr, id):
+			// A broker in controlled shutdown may stay in an ISR but not join one.
+			return fail(kafkaErrorf(kerr.IneligibleReplica, "%s-%d: broker %d is shutting down", r.Topic, r.Partition, id))
 		}
 	}
 	if !slices.Equal(r.NewIsr, p.Isr) {

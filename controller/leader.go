@@ -134,22 +134,67 @@ func (s *Server) runSession(ls *leaderSession) {
 	tick := min(max(s.cfg.SessionTimeout/10, 20*time.Millisecond), 500*time.Millisecond)
 	t := time.NewTicker(tick)
 	defer t.Stop()
+	// The imbalance check runs on its own clock (leader.imbalance.check.interval.seconds),
+	// as Kafka's does: moving leaders costs clients a metadata refresh each, so it is
+	// done in batches and only past leader.imbalance.per.broker.percentage.
+	var rebalance <-chan time.Time
+	if !s.cfg.DisableAutoLeaderRebalance {
+		rt := time.NewTicker(s.cfg.LeaderImbalanceCheckInterval)
+		defer rt.Stop()
+		rebalance = rt.C
+	}
 	for {
 		select {
 		case <-ls.ctx.Done():
 			return
+		case <-rebalance:
+			s.rebalanceLeaders(ls)
+			continue
 		case <-t.C:
 		}
 		if err := s.expireLeases(ls); err != nil && ls.ctx.Err() == nil && !isLeadershipError(err) {
 			s.log.Warn("fencing brokers failed", "err", err)
 		}
-		if s.fsm.electionNeeded() {
-			rec := &pb.Record{Record: &pb.Record_ElectLeaders{ElectLeaders: &pb.ElectLeadersRecord{}}}
+		if s.fsm.electionNeeded(false) {
+			rec := &pb.Record{Record: &pb.Record_ElectLeaders{ElectLeaders: &pb.ElectLeadersRecord{Type: pb.ElectionType_ELECTION_TYPE_LEADERLESS}}}
 			if _, _, err := s.propose(ls.ctx, rec); err != nil && ls.ctx.Err() == nil && !isLeadershipError(err) {
 				s.log.Warn("leader election failed", "err", err)
 			}
 		}
 	}
+}
+
+// rebalanceLeaders elects preferred leaders where a broker's leader imbalance is above
+// leader.imbalance.per.broker.percentage.
+func (s *Server) rebalanceLeaders(ls *leaderSession) {
+	parts := s.fsm.imbalancedPartitions(s.cfg.LeaderImbalancePerBrokerPercentage)
+	if len(parts) == 0 {
+		return
+	}
+	n := 0
+	for _, ps := range parts {
+		n += len(ps)
+	}
+	rec := &pb.Record{Record: &pb.Record_ElectLeaders{ElectLeaders: &pb.ElectLeadersRecord{
+		Type: pb.ElectionType_ELECTION_TYPE_PREFERRED, Partitions: topicPartitionsPB(parts)}}}
+	res, _, err := s.propose(ls.ctx, rec)
+	if err != nil {
+		if ls.ctx.Err() == nil && !isLeadershipError(err) {
+			s.log.Warn("preferred leader election failed", "err", err)
+		}
+		return
+	}
+	moved := 0
+	results, _ := res.value.(electionResults)
+	for _, ps := range results {
+		for _, err := range ps {
+			if err == nil {
+				moved++
+			}
+		}
+	}
+	s.log.Info("leader imbalance: preferred leaders elected", "candidates", n, "moved", moved,
+		"threshold_percent", s.cfg.LeaderImbalancePerBrokerPercentage)
 }
 
 // expireLeases fences every unfenced broker whose last heartbeat is older than the

@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -113,10 +115,22 @@ func (v *service) BrokerHeartbeat(ctx context.Context, req *pb.BrokerHeartbeatRe
 	}
 	ls.lastSeen[req.BrokerId] = time.Now()
 	switch {
-	case req.WantShutdown && !b.Fenced:
-		err = v.s.fenceLocked(ls, &pb.FenceBrokersRecord{BrokerIds: []int32{b.Id}, BrokerEpochs: []int64{b.Epoch}, Reason: "controlled shutdown"})
+	case req.WantShutdown && req.Stopping && !b.Fenced:
+		err = v.s.fenceLocked(ls, &pb.FenceBrokersRecord{BrokerIds: []int32{b.Id}, BrokerEpochs: []int64{b.Epoch}, Reason: "broker stopping"})
 		if err == nil {
-			v.s.log.Info("broker fenced for shutdown", "broker", b.Id)
+			v.s.log.Info("broker fenced: it is stopping", "broker", b.Id)
+		}
+	case req.WantShutdown && !b.Fenced && (!b.InControlledShutdown || v.s.fsm.leadsMovable(b.Id)):
+		// Again while it leads something movable: an ISR member may have come back since.
+		first := !b.InControlledShutdown
+		var res applyResult
+		res, _, err = v.s.propose(ctx, &pb.Record{Record: &pb.Record_ControlledShutdown{ControlledShutdown: &pb.ControlledShutdownRecord{
+			BrokerId: b.Id, BrokerEpoch: b.Epoch}}})
+		if err == nil && res.err != nil {
+			err = res.err
+		}
+		if err == nil && first {
+			v.s.log.Info("broker in controlled shutdown", "broker", b.Id)
 		}
 	case !req.WantShutdown && b.Fenced && req.MetadataOffset >= max(uint64(b.Epoch), ls.fencedAt[b.Id]):
 		// It has caught up with its registration and with its fencing: it knows what it
@@ -136,7 +150,9 @@ func (v *service) BrokerHeartbeat(ctx context.Context, req *pb.BrokerHeartbeatRe
 	}
 	if b = v.s.fsm.brokerState(req.BrokerId); b != nil {
 		resp.Fenced = b.Fenced
+		resp.ShouldShutDown = req.WantShutdown && (b.Fenced || !v.s.fsm.leadsMovable(b.Id))
 	}
+	resp.MetadataOffset = v.s.fsm.image().Offset
 	return resp, nil
 }
 
@@ -547,4 +563,57 @@ func (v *service) applyOrValidate(ctx context.Context, rec *pb.Record, validateO
 		return applyResult{}, v.rpcError(err)
 	}
 	return res, nil
+}
+
+func (v *service) ElectLeaders(ctx context.Context, req *pb.ElectLeadersRequest) (*pb.ElectLeadersResponse, error) {
+	if _, err := v.s.awaitSession(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	switch req.Type {
+	case pb.ElectionType_ELECTION_TYPE_PREFERRED, pb.ElectionType_ELECTION_TYPE_UNCLEAN:
+	default:
+		return &pb.ElectLeadersResponse{Error: toPBError(kafkaErrorf(kerr.InvalidRequest, "unknown election type %d", req.Type))}, nil
+	}
+	rec := &pb.ElectLeadersRecord{Type: req.Type, AllPartitions: req.AllPartitions, Partitions: req.Partitions}
+	// An election that would change nothing is answered without growing the log.
+	full := &pb.Record{Record: &pb.Record_ElectLeaders{ElectLeaders: rec}}
+	res := v.s.fsm.dryRun(full)
+	if res.err == nil && electionWouldChange(res.value) {
+		var err error
+		if res, _, err = v.s.propose(ctx, full); err != nil {
+			return nil, v.rpcError(err)
+		}
+	}
+	if res.err != nil {
+		return &pb.ElectLeadersResponse{Error: toPBError(res.err)}, nil
+	}
+	results, _ := res.value.(electionResults)
+	resp := &pb.ElectLeadersResponse{}
+	elected := 0
+	for _, topic := range slices.Sorted(maps.Keys(results)) {
+		for _, idx := range slices.Sorted(maps.Keys(results[topic])) {
+			err := results[topic][idx]
+			if err == nil {
+				elected++
+			}
+			resp.Results = append(resp.Results, &pb.PartitionError{Topic: topic, Partition: idx, Error: toPBError(err)})
+		}
+	}
+	if elected > 0 {
+		v.s.log.Info("leaders elected on request", "type", req.Type.String(), "partitions", elected)
+	}
+	return resp, nil
+}
+
+// electionWouldChange reports whether a dry run's results elect any partition.
+func electionWouldChange(value any) bool {
+	results, _ := value.(electionResults)
+	for _, ps := range results {
+		for _, err := range ps {
+			if err == nil {
+				return true
+			}
+		}
+	}
+	return false
 }

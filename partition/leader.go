@@ -115,7 +115,7 @@ func (p *Partition) FollowerFetched(id int32, fetchOffset int64, now time.Time) 
 	f.lastFetch, f.leaderEndAtLastFetch = now, leo
 	hwMoved = p.maybeAdvanceHWLocked()
 	inISR := slices.Contains(p.maximalISRLocked(), id)
-	expand = !inISR && p.pendingISR == nil && f.leo >= p.hw.Load() && f.leo >= p.epochStart
+	expand = !inISR && p.pendingISR == nil && !now.Before(p.isrRetryAt) && f.leo >= p.hw.Load() && f.leo >= p.epochStart
 	p.mu.Unlock()
 	if hwMoved {
 		p.wake()
@@ -132,11 +132,11 @@ type ISRChange struct {
 
 // ProposeExpand returns the ISR change that adds follower id, and marks it in flight; ok
 // is false when the follower is no longer eligible or a change is already in flight.
-func (p *Partition) ProposeExpand(id int32) (ISRChange, bool) {
+func (p *Partition) ProposeExpand(id int32, now time.Time) (ISRChange, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f := p.followers[id]
-	if p.Role() != RoleLeader || p.pendingISR != nil || f == nil || slices.Contains(p.state.ISR, id) ||
+	if p.Role() != RoleLeader || p.pendingISR != nil || now.Before(p.isrRetryAt) || f == nil || slices.Contains(p.state.ISR, id) ||
 		f.leo < p.hw.Load() || f.leo < p.epochStart {
 		return ISRChange{}, false
 	}
@@ -151,7 +151,7 @@ func (p *Partition) ProposeExpand(id int32) (ISRChange, bool) {
 func (p *Partition) ProposeShrink(now time.Time, maxLag time.Duration) (ISRChange, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.Role() != RoleLeader || p.pendingISR != nil {
+	if p.Role() != RoleLeader || p.pendingISR != nil || now.Before(p.isrRetryAt) {
 		return ISRChange{}, false
 	}
 	var isr []int32
@@ -170,13 +170,18 @@ func (p *Partition) ProposeShrink(now time.Time, maxLag time.Duration) (ISRChang
 	return ISRChange{LeaderEpoch: p.state.LeaderEpoch, PartitionEpoch: p.state.PartitionEpoch, NewISR: slices.Clone(isr)}, true
 }
 
+// isrRetryBackoff is how long a leader waits after a refused ISR change before proposing
+// another.
+const isrRetryBackoff = time.Second
+
 // ISRChangeFailed clears an in-flight change that the controller refused or never
-// answered, so that the next check may propose again.
+// answered, so that a check after isrRetryBackoff may propose again.
 func (p *Partition) ISRChangeFailed(c ISRChange) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.state.PartitionEpoch == c.PartitionEpoch && slices.Equal(p.pendingISR, c.NewISR) {
 		p.pendingISR = nil
+		p.isrRetryAt = time.Now().Add(isrRetryBackoff)
 	}
 }
 

@@ -68,6 +68,10 @@ type Partition struct {
 	// and not yet seen committed (nil when none is in flight).
 	followers  map[int32]*followerState
 	pendingISR []int32
+	// isrRetryAt holds back the next ISR proposal after the controller refused one (a
+	// follower in controlled shutdown, say), so a refused change is not resent on every
+	// fetch.
+	isrRetryAt time.Time
 	// epochStart is the log end offset when this replica became leader of its current
 	// epoch: a follower is caught up only once it has reached it.
 	epochStart int64

@@ -171,7 +171,7 @@ func TestISRShrinkAndExpand(t *testing.T) {
 	if err != nil || !expand {
 		t.Fatalf("expand not suggested: %v %v", expand, err)
 	}
-	c, ok = p.ProposeExpand(3)
+	c, ok = p.ProposeExpand(3, start.Add(15*time.Second))
 	if !ok || !slices.Equal(c.NewISR, []int32{1, 2, 3}) {
 		t.Fatalf("expand: %+v %v", c, ok)
 	}

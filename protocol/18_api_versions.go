@@ -66,6 +66,7 @@ func (s *Server) registerBuiltins() {
 	s.Register(kmsg.CreatePartitions, 0, 3, s.handleCreatePartitions)
 	s.Register(kmsg.IncrementalAlterConfigs, 0, 1, s.handleIncrementalAlterConfigs)
 	s.Register(kmsg.DescribeCluster, 0, 1, s.handleDescribeCluster)
+	s.Register(kmsg.ElectLeaders, 0, 2, s.handleElectLeaders)
 	if s.deps.Groups != nil {
 		// Capped below KIP-848 (OffsetCommit/OffsetFetch v9, ConsumerGroupHeartbeat) and
 		// topic ids (v10); FindCoordinator v4 and OffsetFetch v8 are the batched forms.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"net"
 	"strconv"
 	"sync"
@@ -270,14 +271,34 @@ func (f *fetcher) handle(ctx context.Context, resp *kmsg.FetchResponse, states m
 				continue
 			}
 			if err := f.handlePartition(ctx, st, rp); err != nil {
-				f.m.lg.Info("replica fetch of a partition failed; backing off", "topic", name, "partition", rp.Partition,
+				lvl := slog.LevelInfo
+				if f.backoffFor(err) < f.m.cfg.ReplicaFetchBackoff {
+					lvl = slog.LevelDebug
+				}
+				f.m.lg.Log(ctx, lvl, "replica fetch of a partition failed; backing off", "topic", name, "partition", rp.Partition,
 					"leader", f.key.source, "leader_epoch", st.leaderEpoch, "err", err)
 				f.mu.Lock()
-				st.backoffUntil = time.Now().Add(f.m.cfg.ReplicaFetchBackoff)
+				st.backoffUntil = time.Now().Add(f.backoffFor(err))
 				f.mu.Unlock()
 			}
 		}
 	}
+}
+
+// metadataLagBackoff is the pause after an error that only says the leader's metadata is
+// behind or ahead of ours (a topic just created, a leader change in flight): the next
+// metadata update usually resolves it within milliseconds, so waiting the full
+// replica.fetch.backoff.ms would stall acks=all producers for a second.
+const metadataLagBackoff = 50 * time.Millisecond
+
+func (f *fetcher) backoffFor(err error) time.Duration {
+	for _, e := range []error{kerr.UnknownTopicID, kerr.UnknownTopicOrPartition, kerr.NotLeaderForPartition,
+		kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch} {
+		if errors.Is(err, e) {
+			return min(metadataLagBackoff, f.m.cfg.ReplicaFetchBackoff)
+		}
+	}
+	return f.m.cfg.ReplicaFetchBackoff
 }
 
 func (f *fetcher) topicByID(id [16]byte) string {

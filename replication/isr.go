@@ -38,7 +38,7 @@ func (m *Manager) isrLoop() {
 
 // proposeExpand adds a caught-up follower to the ISR.
 func (m *Manager) proposeExpand(p *partition.Partition, id int32) {
-	if c, ok := p.ProposeExpand(id); ok {
+	if c, ok := p.ProposeExpand(id, time.Now()); ok {
 		m.m.isrExpands.Inc()
 		m.alterISR(p, c)
 	}

@@ -79,8 +79,9 @@ type Manager struct {
 	lg    *slog.Logger
 	m     *metrics
 
-	// mu serializes applying metadata.
+	// mu serializes applying metadata, and applying against Close.
 	mu      sync.Mutex
+	closed  bool
 	configs map[string]map[string]string // topic -> configs last applied
 
 	// applied is the newest image the replicas reflect; appliedCh is closed and
@@ -186,6 +187,11 @@ func (m *Manager) Run(ctx context.Context) {
 
 // Close stops the fetchers and the ISR loop, then closes every replica cleanly.
 func (m *Manager) Close() error {
+	// No metadata is applied once closing starts: a replica removal racing the close
+	// could rename a directory that is being closed.
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
 	m.cancel()
 	m.fetchers.close()
 	m.wg.Wait()
@@ -228,6 +234,9 @@ func checkLeaderEpoch(requested, current int32) error {
 func (m *Manager) apply(im *metadata.Image, startup bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
 	if cur := m.applied.Load(); cur != nil && im.Offset < cur.Offset {
 		m.lg.Warn("refusing metadata older than what is applied", "image", im.Offset, "applied", cur.Offset)
 		return

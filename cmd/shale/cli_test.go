@@ -281,6 +281,10 @@ func TestServe(t *testing.T) {
 		}
 	}
 	must(t, "", "topic", "create", b, "--topic", "s", "--partitions", "1")
+	if got := must(t, "", "topic", "elect-leaders", b, "--topic", "s", "--election-type", "preferred"); got !=
+		"Valid replica already elected for partitions s-0\n" {
+		t.Errorf("elect-leaders on one node: %q", got)
+	}
 	must(t, "one\ntwo\n", "produce", b, "--topic", "s")
 	if got := must(t, "", "consume", b, "--topic", "s", "--from-beginning", "--max-messages", "2"); got != "one\ntwo\n" {
 		t.Errorf("consumed %q", got)

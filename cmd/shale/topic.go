@@ -12,13 +12,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-const topicUsage = `Usage: shale topic <create|list|describe|delete|alter> [flags]
+const topicUsage = `Usage: shale topic <create|list|describe|delete|alter|elect-leaders> [flags]
 
   create    --topic T [--partitions N] [--replication-factor R] [--config k=v]...
   list      [--exclude-internal]
-  describe  [--topic T]... (every topic when none is named)
+  describe  [--topic T]... [--under-replicated-partitions] [--unavailable-partitions]
+            (every topic when none is named)
   delete    --topic T...
   alter     --topic T [--add-config k=v]... [--delete-config k]... [--partitions N]
+  elect-leaders  --election-type preferred|unclean (--topic T [--partition N] | --all-topic-partitions)
 
 Every subcommand takes --bootstrap-server host:port (default localhost:9092).
 Topic names may also be given as arguments. Run "shale topic <subcommand> --help".
@@ -48,6 +50,8 @@ func topicCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return topicDelete(ctx, rest, stdout, stderr)
 	case "alter":
 		return topicAlter(ctx, rest, stdout, stderr)
+	case "elect-leaders":
+		return topicElectLeaders(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, topicUsage)
 		return exitOK
@@ -131,6 +135,8 @@ func topicDescribe(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var tf topicFlags
 	tf.register(c)
 	allConfigs := c.fs.Bool("all-configs", false, "print every config, defaults included")
+	underReplicated := c.fs.Bool("under-replicated-partitions", false, "only partitions whose ISR is smaller than their replica set")
+	unavailable := c.fs.Bool("unavailable-partitions", false, "only partitions without a leader, or whose leader is not a live broker")
 	cl, opCtx, cancel, code, ok := tf.setup(ctx, c, args, stdout, stderr)
 	if !ok {
 		return code
@@ -141,7 +147,18 @@ func topicDescribe(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return failed(stderr, c.fs.Name(), err)
 	}
+	// As in kafka-topics.sh, the filters print only the matching partitions' lines (either
+	// filter matching), without the topics' header lines.
+	filtered := *underReplicated || *unavailable
 	for _, t := range topics {
+		if filtered {
+			for _, p := range t.Partitions {
+				if (*underReplicated && p.UnderReplicated()) || (*unavailable && p.Unavailable()) {
+					printPartition(stdout, t.Name, p)
+				}
+			}
+			continue
+		}
 		var configs []string
 		for _, cfg := range t.Configs {
 			if cfg.IsDefault() && !*allConfigs {
@@ -156,21 +173,25 @@ func topicDescribe(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stdout, "Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
 			t.Name, t.ID, len(t.Partitions), t.ReplicationFactor(), strings.Join(configs, ","))
 		for _, p := range t.Partitions {
-			leader := "none"
-			if p.Leader >= 0 {
-				leader = strconv.Itoa(int(p.Leader))
-			}
-			fmt.Fprintf(stdout, "\tTopic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s", t.Name, p.Partition, leader, ids(p.Replicas), ids(p.ISR))
-			if len(p.OfflineReplicas) > 0 {
-				fmt.Fprintf(stdout, "\tOffline: %s", ids(p.OfflineReplicas))
-			}
-			if p.Err != nil {
-				fmt.Fprintf(stdout, "\tError: %v", p.Err)
-			}
-			fmt.Fprintln(stdout)
+			printPartition(stdout, t.Name, p)
 		}
 	}
 	return exitOK
+}
+
+func printPartition(w io.Writer, topic string, p client.Partition) {
+	leader := "none"
+	if p.Leader >= 0 {
+		leader = strconv.Itoa(int(p.Leader))
+	}
+	fmt.Fprintf(w, "\tTopic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s", topic, p.Partition, leader, ids(p.Replicas), ids(p.ISR))
+	if len(p.OfflineReplicas) > 0 {
+		fmt.Fprintf(w, "\tOffline: %s", ids(p.OfflineReplicas))
+	}
+	if p.Err != nil {
+		fmt.Fprintf(w, "\tError: %v", p.Err)
+	}
+	fmt.Fprintln(w)
 }
 
 func ids(ns []int32) string {
@@ -247,4 +268,78 @@ func topicAlter(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stdout, "Topic %s now has %d partitions.\n", topic, *partitions)
 	}
 	return exitOK
+}
+
+func topicElectLeaders(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("shale topic elect-leaders",
+		"shale topic elect-leaders --election-type preferred|unclean (--topic T [--partition N] | --all-topic-partitions) [flags]",
+		"Elects partition leaders, as kafka-leader-election.sh does: preferred moves\nleadership to each partition's first replica when it is in sync; unclean gives a\nleaderless partition a leader even from outside the ISR, losing records.")
+	var tf topicFlags
+	tf.register(c)
+	electionType := c.fs.String("election-type", "", "`preferred` or unclean")
+	partition := c.fs.Int("partition", -1, "only partition `N` of the topic")
+	all := c.fs.Bool("all-topic-partitions", false, "every partition of every topic")
+	cl, opCtx, cancel, code, ok := tf.setup(ctx, c, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	defer cl.Close()
+	defer cancel()
+	var unclean bool
+	switch strings.ToLower(*electionType) {
+	case "preferred":
+	case "unclean":
+		unclean = true
+	default:
+		return c.usageErr(stderr, "--election-type %q: want preferred or unclean", *electionType)
+	}
+	var parts map[string][]int32
+	switch {
+	case *all && (len(tf.names) > 0 || *partition >= 0):
+		return c.usageErr(stderr, "--all-topic-partitions takes neither --topic nor --partition")
+	case *all:
+	case len(tf.names) == 0:
+		return c.usageErr(stderr, "name partitions with --topic (and --partition), or give --all-topic-partitions")
+	case *partition >= 0 && len(tf.names) != 1:
+		return c.usageErr(stderr, "--partition needs exactly one --topic")
+	case *partition < -1 || *partition > 1<<31-1:
+		return c.usageErr(stderr, "--partition %d is out of range", *partition)
+	default:
+		parts = map[string][]int32{}
+		for _, t := range tf.names {
+			parts[t] = []int32{} // every partition of the topic
+			if *partition >= 0 {
+				parts[t] = []int32{int32(*partition)}
+			}
+		}
+	}
+	results, err := cl.ElectLeaders(opCtx, unclean, parts)
+	if err != nil {
+		return failed(stderr, c.fs.Name(), err)
+	}
+	kind := strings.ToUpper(*electionType)
+	var elected, notNeeded []string
+	status := exitOK
+	for _, r := range results {
+		name := fmt.Sprintf("%s-%d", r.Topic, r.Partition)
+		switch {
+		case r.Err == nil:
+			elected = append(elected, name)
+		case errors.Is(r.Err, kerr.ElectionNotNeeded):
+			notNeeded = append(notNeeded, name)
+		default:
+			fmt.Fprintf(stderr, "Error completing leader election (%s) for partition: %s: %v\n", kind, name, r.Err)
+			status = exitFailed
+		}
+	}
+	if len(elected) > 0 {
+		fmt.Fprintf(stdout, "Successfully completed leader election (%s) for partitions %s\n", kind, strings.Join(elected, ", "))
+	}
+	if len(notNeeded) > 0 {
+		fmt.Fprintf(stdout, "Valid replica already elected for partitions %s\n", strings.Join(notNeeded, ", "))
+	}
+	if len(results) == 0 {
+		fmt.Fprintln(stdout, "No partition needed an election.")
+	}
+	return status
 }

@@ -211,9 +211,13 @@ type BrokerHeartbeatRequest struct {
 	BrokerId       int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
 	BrokerEpoch    int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
 	MetadataOffset uint64                 `protobuf:"varint,3,opt,name=metadata_offset,json=metadataOffset,proto3" json:"metadata_offset,omitempty"` // the broker's cache
-	WantShutdown   bool                   `protobuf:"varint,4,opt,name=want_shutdown,json=wantShutdown,proto3" json:"want_shutdown,omitempty"`       // fence now: the broker is shutting down
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// want_shutdown asks for a controlled shutdown: leadership moves away from the broker
+	// and should_shut_down answers once nothing it leads could move.
+	WantShutdown bool `protobuf:"varint,4,opt,name=want_shutdown,json=wantShutdown,proto3" json:"want_shutdown,omitempty"`
+	// stopping, with want_shutdown: the broker is stopping now; fence it at once.
+	Stopping      bool `protobuf:"varint,5,opt,name=stopping,proto3" json:"stopping,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BrokerHeartbeatRequest) Reset() {
@@ -274,13 +278,26 @@ func (x *BrokerHeartbeatRequest) GetWantShutdown() bool {
 	return false
 }
 
+func (x *BrokerHeartbeatRequest) GetStopping() bool {
+	if x != nil {
+		return x.Stopping
+	}
+	return false
+}
+
 type BrokerHeartbeatResponse struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Error            *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
 	Fenced           bool                   `protobuf:"varint,2,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	SessionTimeoutMs int64                  `protobuf:"varint,3,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// should_shut_down answers want_shutdown: the broker leads no partition that another
+	// eligible ISR member could lead.
+	ShouldShutDown bool `protobuf:"varint,4,opt,name=should_shut_down,json=shouldShutDown,proto3" json:"should_shut_down,omitempty"`
+	// metadata_offset is the controller's metadata offset when it answered: a broker that
+	// is told should_shut_down waits for its cache to reach it.
+	MetadataOffset uint64 `protobuf:"varint,5,opt,name=metadata_offset,json=metadataOffset,proto3" json:"metadata_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BrokerHeartbeatResponse) Reset() {
@@ -330,6 +347,20 @@ func (x *BrokerHeartbeatResponse) GetFenced() bool {
 func (x *BrokerHeartbeatResponse) GetSessionTimeoutMs() int64 {
 	if x != nil {
 		return x.SessionTimeoutMs
+	}
+	return 0
+}
+
+func (x *BrokerHeartbeatResponse) GetShouldShutDown() bool {
+	if x != nil {
+		return x.ShouldShutDown
+	}
+	return false
+}
+
+func (x *BrokerHeartbeatResponse) GetMetadataOffset() uint64 {
+	if x != nil {
+		return x.MetadataOffset
 	}
 	return 0
 }
@@ -1804,11 +1835,185 @@ func (x *ListOffsetGroupsResponse) GetGroups() []string {
 	return nil
 }
 
+type ElectLeadersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          ElectionType           `protobuf:"varint,1,opt,name=type,proto3,enum=shale.controller.v1.ElectionType" json:"type,omitempty"` // PREFERRED or UNCLEAN
+	AllPartitions bool                   `protobuf:"varint,2,opt,name=all_partitions,json=allPartitions,proto3" json:"all_partitions,omitempty"`
+	Partitions    []*TopicPartitions     `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersRequest) Reset() {
+	*x = ElectLeadersRequest{}
+	mi := &file_controller_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersRequest) ProtoMessage() {}
+
+func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
+func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ElectLeadersRequest) GetType() ElectionType {
+	if x != nil {
+		return x.Type
+	}
+	return ElectionType_ELECTION_TYPE_LEGACY
+}
+
+func (x *ElectLeadersRequest) GetAllPartitions() bool {
+	if x != nil {
+		return x.AllPartitions
+	}
+	return false
+}
+
+func (x *ElectLeadersRequest) GetPartitions() []*TopicPartitions {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type PartitionError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Error         *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"` // absent: elected
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionError) Reset() {
+	*x = PartitionError{}
+	mi := &file_controller_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionError) ProtoMessage() {}
+
+func (x *PartitionError) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionError.ProtoReflect.Descriptor instead.
+func (*PartitionError) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *PartitionError) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionError) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionError) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type ElectLeadersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Error *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	// One per requested partition; with all_partitions, one per partition an election was
+	// attempted for (partitions led by the right replica already are left out).
+	Results       []*PartitionError `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersResponse) Reset() {
+	*x = ElectLeadersResponse{}
+	mi := &file_controller_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersResponse) ProtoMessage() {}
+
+func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
+func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ElectLeadersResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *ElectLeadersResponse) GetResults() []*PartitionError {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 var File_controller_proto protoreflect.FileDescriptor
 
 const file_controller_proto_rawDesc = "" +
 	"\n" +
-	"\x10controller.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"I\n" +
+	"\x10controller.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\x1a\rrecords.proto\"I\n" +
 	"\tNotLeader\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1f\n" +
 	"\vleader_addr\x18\x02 \x01(\tR\n" +
@@ -1822,16 +2027,19 @@ const file_controller_proto_rawDesc = "" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\xa6\x01\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\xc2\x01\n" +
 	"\x16BrokerHeartbeatRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12'\n" +
 	"\x0fmetadata_offset\x18\x03 \x01(\x04R\x0emetadataOffset\x12#\n" +
-	"\rwant_shutdown\x18\x04 \x01(\bR\fwantShutdown\"\x91\x01\n" +
+	"\rwant_shutdown\x18\x04 \x01(\bR\fwantShutdown\x12\x1a\n" +
+	"\bstopping\x18\x05 \x01(\bR\bstopping\"\xe4\x01\n" +
 	"\x17BrokerHeartbeatResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12\x16\n" +
 	"\x06fenced\x18\x02 \x01(\bR\x06fenced\x12,\n" +
-	"\x12session_timeout_ms\x18\x03 \x01(\x03R\x10sessionTimeoutMs\"\x92\x01\n" +
+	"\x12session_timeout_ms\x18\x03 \x01(\x03R\x10sessionTimeoutMs\x12(\n" +
+	"\x10should_shut_down\x18\x04 \x01(\bR\x0eshouldShutDown\x12'\n" +
+	"\x0fmetadata_offset\x18\x05 \x01(\x04R\x0emetadataOffset\"\x92\x01\n" +
 	"\x14WatchMetadataRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x1f\n" +
 	"\vfrom_offset\x18\x02 \x01(\x04R\n" +
@@ -1929,7 +2137,20 @@ const file_controller_proto_rawDesc = "" +
 	"\x17ListOffsetGroupsRequest\"d\n" +
 	"\x18ListOffsetGroupsResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12\x16\n" +
-	"\x06groups\x18\x02 \x03(\tR\x06groups2\x91\v\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups\"\xb9\x01\n" +
+	"\x13ElectLeadersRequest\x125\n" +
+	"\x04type\x18\x01 \x01(\x0e2!.shale.controller.v1.ElectionTypeR\x04type\x12%\n" +
+	"\x0eall_partitions\x18\x02 \x01(\bR\rallPartitions\x12D\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\v2$.shale.controller.v1.TopicPartitionsR\n" +
+	"partitions\"v\n" +
+	"\x0ePartitionError\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x120\n" +
+	"\x05error\x18\x03 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\x87\x01\n" +
+	"\x14ElectLeadersResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12=\n" +
+	"\aresults\x18\x02 \x03(\v2#.shale.controller.v1.PartitionErrorR\aresults2\xf6\v\n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -1944,7 +2165,8 @@ const file_controller_proto_rawDesc = "" +
 	"\rCommitOffsets\x12).shale.controller.v1.CommitOffsetsRequest\x1a*.shale.controller.v1.CommitOffsetsResponse\x12c\n" +
 	"\fFetchOffsets\x12(.shale.controller.v1.FetchOffsetsRequest\x1a).shale.controller.v1.FetchOffsetsResponse\x12u\n" +
 	"\x12DeleteGroupOffsets\x12..shale.controller.v1.DeleteGroupOffsetsRequest\x1a/.shale.controller.v1.DeleteGroupOffsetsResponse\x12o\n" +
-	"\x10ListOffsetGroups\x12,.shale.controller.v1.ListOffsetGroupsRequest\x1a-.shale.controller.v1.ListOffsetGroupsResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\x10ListOffsetGroups\x12,.shale.controller.v1.ListOffsetGroupsRequest\x1a-.shale.controller.v1.ListOffsetGroupsResponse\x12c\n" +
+	"\fElectLeaders\x12(.shale.controller.v1.ElectLeadersRequest\x1a).shale.controller.v1.ElectLeadersResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_controller_proto_rawDescOnce sync.Once
@@ -1958,7 +2180,7 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_controller_proto_goTypes = []any{
 	(*NotLeader)(nil),                   // 0: shale.controller.v1.NotLeader
 	(*RegisterBrokerRequest)(nil),       // 1: shale.controller.v1.RegisterBrokerRequest
@@ -1991,77 +2213,88 @@ var file_controller_proto_goTypes = []any{
 	(*DeleteGroupOffsetsResponse)(nil),  // 28: shale.controller.v1.DeleteGroupOffsetsResponse
 	(*ListOffsetGroupsRequest)(nil),     // 29: shale.controller.v1.ListOffsetGroupsRequest
 	(*ListOffsetGroupsResponse)(nil),    // 30: shale.controller.v1.ListOffsetGroupsResponse
-	nil,                                 // 31: shale.controller.v1.CreatableTopic.ConfigsEntry
-	(*Listener)(nil),                    // 32: shale.controller.v1.Listener
-	(*Error)(nil),                       // 33: shale.controller.v1.Error
-	(*MetadataDelta)(nil),               // 34: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),          // 35: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),                 // 36: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),                  // 37: shale.controller.v1.TopicState
-	(*PartitionState)(nil),              // 38: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),                 // 39: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),             // 40: shale.controller.v1.TopicPartitions
+	(*ElectLeadersRequest)(nil),         // 31: shale.controller.v1.ElectLeadersRequest
+	(*PartitionError)(nil),              // 32: shale.controller.v1.PartitionError
+	(*ElectLeadersResponse)(nil),        // 33: shale.controller.v1.ElectLeadersResponse
+	nil,                                 // 34: shale.controller.v1.CreatableTopic.ConfigsEntry
+	(*Listener)(nil),                    // 35: shale.controller.v1.Listener
+	(*Error)(nil),                       // 36: shale.controller.v1.Error
+	(*MetadataDelta)(nil),               // 37: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),          // 38: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),                 // 39: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),                  // 40: shale.controller.v1.TopicState
+	(*PartitionState)(nil),              // 41: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),                 // 42: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),             // 43: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),                   // 44: shale.controller.v1.ElectionType
 }
 var file_controller_proto_depIdxs = []int32{
-	32, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	33, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	33, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	34, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	35, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	36, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	31, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	35, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	36, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	36, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	37, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	38, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	39, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	34, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
 	7,  // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	33, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	37, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	36, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	40, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
 	9,  // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	33, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	36, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	36, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	39, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
 	13, // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	33, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	36, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
 	16, // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	33, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
-	33, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	38, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	33, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	39, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	33, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	40, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	33, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	39, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	40, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	33, // 26: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	33, // 27: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	1,  // 28: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,  // 29: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,  // 30: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,  // 31: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11, // 32: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14, // 33: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17, // 34: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	19, // 35: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	21, // 36: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	23, // 37: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	25, // 38: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	27, // 39: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	29, // 40: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	2,  // 41: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,  // 42: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,  // 43: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10, // 44: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12, // 45: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15, // 46: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18, // 47: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	20, // 48: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	22, // 49: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	24, // 50: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	26, // 51: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	28, // 52: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	30, // 53: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	41, // [41:54] is the sub-list for method output_type
-	28, // [28:41] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	36, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	36, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	41, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	36, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	42, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	36, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	43, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	36, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	42, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	43, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	36, // 26: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	36, // 27: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	44, // 28: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	43, // 29: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	36, // 30: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	36, // 31: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	32, // 32: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
+	1,  // 33: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,  // 34: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,  // 35: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,  // 36: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11, // 37: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14, // 38: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17, // 39: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	19, // 40: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	21, // 41: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	23, // 42: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	25, // 43: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	27, // 44: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	29, // 45: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	31, // 46: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	2,  // 47: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,  // 48: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,  // 49: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10, // 50: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12, // 51: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15, // 52: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18, // 53: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	20, // 54: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	22, // 55: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	24, // 56: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	26, // 57: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	28, // 58: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	30, // 59: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	33, // 60: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	47, // [47:61] is the sub-list for method output_type
+	33, // [33:47] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -2070,6 +2303,7 @@ func file_controller_proto_init() {
 		return
 	}
 	file_metadata_proto_init()
+	file_records_proto_init()
 	file_controller_proto_msgTypes[6].OneofWrappers = []any{
 		(*MetadataUpdate_Delta)(nil),
 		(*MetadataUpdate_Image)(nil),
@@ -2082,7 +2316,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

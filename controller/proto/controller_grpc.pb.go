@@ -36,6 +36,7 @@ const (
 	Controller_FetchOffsets_FullMethodName        = "/shale.controller.v1.Controller/FetchOffsets"
 	Controller_DeleteGroupOffsets_FullMethodName  = "/shale.controller.v1.Controller/DeleteGroupOffsets"
 	Controller_ListOffsetGroups_FullMethodName    = "/shale.controller.v1.Controller/ListOffsetGroups"
+	Controller_ElectLeaders_FullMethodName        = "/shale.controller.v1.Controller/ElectLeaders"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -58,6 +59,8 @@ type ControllerClient interface {
 	FetchOffsets(ctx context.Context, in *FetchOffsetsRequest, opts ...grpc.CallOption) (*FetchOffsetsResponse, error)
 	DeleteGroupOffsets(ctx context.Context, in *DeleteGroupOffsetsRequest, opts ...grpc.CallOption) (*DeleteGroupOffsetsResponse, error)
 	ListOffsetGroups(ctx context.Context, in *ListOffsetGroupsRequest, opts ...grpc.CallOption) (*ListOffsetGroupsResponse, error)
+	// ElectLeaders is Kafka's ElectLeaders: a PREFERRED or UNCLEAN election.
+	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
 }
 
 type controllerClient struct {
@@ -207,6 +210,16 @@ func (c *controllerClient) ListOffsetGroups(ctx context.Context, in *ListOffsetG
 	return out, nil
 }
 
+func (c *controllerClient) ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ElectLeadersResponse)
+	err := c.cc.Invoke(ctx, Controller_ElectLeaders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -227,6 +240,8 @@ type ControllerServer interface {
 	FetchOffsets(context.Context, *FetchOffsetsRequest) (*FetchOffsetsResponse, error)
 	DeleteGroupOffsets(context.Context, *DeleteGroupOffsetsRequest) (*DeleteGroupOffsetsResponse, error)
 	ListOffsetGroups(context.Context, *ListOffsetGroupsRequest) (*ListOffsetGroupsResponse, error)
+	// ElectLeaders is Kafka's ElectLeaders: a PREFERRED or UNCLEAN election.
+	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -275,6 +290,9 @@ func (UnimplementedControllerServer) DeleteGroupOffsets(context.Context, *Delete
 }
 func (UnimplementedControllerServer) ListOffsetGroups(context.Context, *ListOffsetGroupsRequest) (*ListOffsetGroupsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListOffsetGroups not implemented")
+}
+func (UnimplementedControllerServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -524,6 +542,24 @@ func _Controller_ListOffsetGroups_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ElectLeadersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).ElectLeaders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_ElectLeaders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).ElectLeaders(ctx, req.(*ElectLeadersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -578,6 +614,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListOffsetGroups",
 			Handler:    _Controller_ListOffsetGroups_Handler,
+		},
+		{
+			MethodName: "ElectLeaders",
+			Handler:    _Controller_ElectLeaders_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -148,15 +148,18 @@ func (x *Listener) GetSecurityProtocol() string {
 
 // BrokerState is one registered broker.
 type BrokerState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Listeners     []*Listener            `protobuf:"bytes,2,rep,name=listeners,proto3" json:"listeners,omitempty"` // the first is the advertised Kafka listener
-	Rack          string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
-	Incarnation   string                 `protobuf:"bytes,4,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	Epoch         int64                  `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"` // the metadata offset of the registration
-	Fenced        bool                   `protobuf:"varint,6,opt,name=fenced,proto3" json:"fenced,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Listeners   []*Listener            `protobuf:"bytes,2,rep,name=listeners,proto3" json:"listeners,omitempty"` // the first is the advertised Kafka listener
+	Rack        string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	Incarnation string                 `protobuf:"bytes,4,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Epoch       int64                  `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"` // the metadata offset of the registration
+	Fenced      bool                   `protobuf:"varint,6,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	// in_controlled_shutdown: the broker asked to shut down; it is given no leadership and
+	// joins no ISR until it registers again.
+	InControlledShutdown bool `protobuf:"varint,7,opt,name=in_controlled_shutdown,json=inControlledShutdown,proto3" json:"in_controlled_shutdown,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *BrokerState) Reset() {
@@ -227,6 +230,13 @@ func (x *BrokerState) GetEpoch() int64 {
 func (x *BrokerState) GetFenced() bool {
 	if x != nil {
 		return x.Fenced
+	}
+	return false
+}
+
+func (x *BrokerState) GetInControlledShutdown() bool {
+	if x != nil {
+		return x.InControlledShutdown
 	}
 	return false
 }
@@ -863,14 +873,15 @@ const file_metadata_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\x05R\x04port\x12+\n" +
-	"\x11security_protocol\x18\x04 \x01(\tR\x10securityProtocol\"\xbe\x01\n" +
+	"\x11security_protocol\x18\x04 \x01(\tR\x10securityProtocol\"\xf4\x01\n" +
 	"\vBrokerState\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12;\n" +
 	"\tlisteners\x18\x02 \x03(\v2\x1d.shale.controller.v1.ListenerR\tlisteners\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12 \n" +
 	"\vincarnation\x18\x04 \x01(\tR\vincarnation\x12\x14\n" +
 	"\x05epoch\x18\x05 \x01(\x03R\x05epoch\x12\x16\n" +
-	"\x06fenced\x18\x06 \x01(\bR\x06fenced\"\xb8\x01\n" +
+	"\x06fenced\x18\x06 \x01(\bR\x06fenced\x124\n" +
+	"\x16in_controlled_shutdown\x18\a \x01(\bR\x14inControlledShutdown\"\xb8\x01\n" +
 	"\x0ePartitionState\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x1a\n" +
 	"\breplicas\x18\x02 \x03(\x05R\breplicas\x12\x10\n" +

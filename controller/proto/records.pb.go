@@ -27,6 +27,64 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ElectionType says what an ElectLeadersRecord does.
+type ElectionType int32
+
+const (
+	// What records without a type (from earlier versions) did: leaderless partitions get a
+	// leader and preferred replicas in the ISR take leadership back, everywhere.
+	ElectionType_ELECTION_TYPE_LEGACY ElectionType = 0
+	// Only leaderless partitions get a leader (from the ISR, or unclean where allowed).
+	ElectionType_ELECTION_TYPE_LEADERLESS ElectionType = 1
+	// Kafka's PREFERRED: the preferred replica takes leadership when unfenced and in the ISR.
+	ElectionType_ELECTION_TYPE_PREFERRED ElectionType = 2
+	// Kafka's UNCLEAN: a leaderless partition gets a leader, from outside the ISR if needed.
+	ElectionType_ELECTION_TYPE_UNCLEAN ElectionType = 3
+)
+
+// Enum value maps for ElectionType.
+var (
+	ElectionType_name = map[int32]string{
+		0: "ELECTION_TYPE_LEGACY",
+		1: "ELECTION_TYPE_LEADERLESS",
+		2: "ELECTION_TYPE_PREFERRED",
+		3: "ELECTION_TYPE_UNCLEAN",
+	}
+	ElectionType_value = map[string]int32{
+		"ELECTION_TYPE_LEGACY":     0,
+		"ELECTION_TYPE_LEADERLESS": 1,
+		"ELECTION_TYPE_PREFERRED":  2,
+		"ELECTION_TYPE_UNCLEAN":    3,
+	}
+)
+
+func (x ElectionType) Enum() *ElectionType {
+	p := new(ElectionType)
+	*p = x
+	return p
+}
+
+func (x ElectionType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ElectionType) Descriptor() protoreflect.EnumDescriptor {
+	return file_records_proto_enumTypes[0].Descriptor()
+}
+
+func (ElectionType) Type() protoreflect.EnumType {
+	return &file_records_proto_enumTypes[0]
+}
+
+func (x ElectionType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ElectionType.Descriptor instead.
+func (ElectionType) EnumDescriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{0}
+}
+
 type Record struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Record:
@@ -43,6 +101,7 @@ type Record struct {
 	//	*Record_AllocateProducerIds
 	//	*Record_OffsetOps
 	//	*Record_ElectLeaders
+	//	*Record_ControlledShutdown
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -193,6 +252,15 @@ func (x *Record) GetElectLeaders() *ElectLeadersRecord {
 	return nil
 }
 
+func (x *Record) GetControlledShutdown() *ControlledShutdownRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_ControlledShutdown); ok {
+			return x.ControlledShutdown
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -245,6 +313,10 @@ type Record_ElectLeaders struct {
 	ElectLeaders *ElectLeadersRecord `protobuf:"bytes,12,opt,name=elect_leaders,json=electLeaders,proto3,oneof"`
 }
 
+type Record_ControlledShutdown struct {
+	ControlledShutdown *ControlledShutdownRecord `protobuf:"bytes,13,opt,name=controlled_shutdown,json=controlledShutdown,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -268,6 +340,8 @@ func (*Record_AllocateProducerIds) isRecord_Record() {}
 func (*Record_OffsetOps) isRecord_Record() {}
 
 func (*Record_ElectLeaders) isRecord_Record() {}
+
+func (*Record_ControlledShutdown) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -1200,10 +1274,13 @@ func (x *OffsetOpsRecord) GetOps() []*OffsetOp {
 	return nil
 }
 
-// ElectLeadersRecord elects a leader for leaderless partitions that have an eligible
-// replica, and moves leadership back to preferred replicas that are in the ISR.
+// ElectLeadersRecord elects leaders as its type says, for the listed partitions or, with
+// all_partitions, every partition (the legacy and leaderless types always cover all).
 type ElectLeadersRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          ElectionType           `protobuf:"varint,1,opt,name=type,proto3,enum=shale.controller.v1.ElectionType" json:"type,omitempty"`
+	AllPartitions bool                   `protobuf:"varint,2,opt,name=all_partitions,json=allPartitions,proto3" json:"all_partitions,omitempty"`
+	Partitions    []*TopicPartitions     `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1238,6 +1315,83 @@ func (*ElectLeadersRecord) Descriptor() ([]byte, []int) {
 	return file_records_proto_rawDescGZIP(), []int{16}
 }
 
+func (x *ElectLeadersRecord) GetType() ElectionType {
+	if x != nil {
+		return x.Type
+	}
+	return ElectionType_ELECTION_TYPE_LEGACY
+}
+
+func (x *ElectLeadersRecord) GetAllPartitions() bool {
+	if x != nil {
+		return x.AllPartitions
+	}
+	return false
+}
+
+func (x *ElectLeadersRecord) GetPartitions() []*TopicPartitions {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// ControlledShutdownRecord puts a broker into controlled shutdown (or, again, moves what
+// it still leads): each partition it leads moves to another ISR member that is unfenced
+// and not shutting down, with a bumped leader epoch, and it leaves every ISR where it is
+// not the last member.
+type ControlledShutdownRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch   int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ControlledShutdownRecord) Reset() {
+	*x = ControlledShutdownRecord{}
+	mi := &file_records_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControlledShutdownRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControlledShutdownRecord) ProtoMessage() {}
+
+func (x *ControlledShutdownRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControlledShutdownRecord.ProtoReflect.Descriptor instead.
+func (*ControlledShutdownRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ControlledShutdownRecord) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *ControlledShutdownRecord) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
 // A snapshot is a length-delimited stream: one SnapshotHeader, then SnapshotItems.
 type SnapshotHeader struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
@@ -1255,7 +1409,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_records_proto_msgTypes[17]
+	mi := &file_records_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1421,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[17]
+	mi := &file_records_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1434,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{17}
+	return file_records_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SnapshotHeader) GetVersion() uint32 {
@@ -1349,7 +1503,7 @@ type GroupOffsets struct {
 
 func (x *GroupOffsets) Reset() {
 	*x = GroupOffsets{}
-	mi := &file_records_proto_msgTypes[18]
+	mi := &file_records_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1515,7 @@ func (x *GroupOffsets) String() string {
 func (*GroupOffsets) ProtoMessage() {}
 
 func (x *GroupOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[18]
+	mi := &file_records_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1528,7 @@ func (x *GroupOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffsets.ProtoReflect.Descriptor instead.
 func (*GroupOffsets) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{18}
+	return file_records_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GroupOffsets) GetGroup() string {
@@ -1405,7 +1559,7 @@ type SnapshotItem struct {
 
 func (x *SnapshotItem) Reset() {
 	*x = SnapshotItem{}
-	mi := &file_records_proto_msgTypes[19]
+	mi := &file_records_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1571,7 @@ func (x *SnapshotItem) String() string {
 func (*SnapshotItem) ProtoMessage() {}
 
 func (x *SnapshotItem) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[19]
+	mi := &file_records_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1584,7 @@ func (x *SnapshotItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotItem.ProtoReflect.Descriptor instead.
 func (*SnapshotItem) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{19}
+	return file_records_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SnapshotItem) GetItem() isSnapshotItem_Item {
@@ -1493,7 +1647,7 @@ var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\x84\b\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xe6\b\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -1508,7 +1662,8 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\v2..shale.controller.v1.AllocateProducerIdsRecordH\x00R\x13allocateProducerIds\x12E\n" +
 	"\n" +
 	"offset_ops\x18\v \x01(\v2$.shale.controller.v1.OffsetOpsRecordH\x00R\toffsetOps\x12N\n" +
-	"\relect_leaders\x18\f \x01(\v2'.shale.controller.v1.ElectLeadersRecordH\x00R\felectLeadersB\b\n" +
+	"\relect_leaders\x18\f \x01(\v2'.shale.controller.v1.ElectLeadersRecordH\x00R\felectLeaders\x12`\n" +
+	"\x13controlled_shutdown\x18\r \x01(\v2-.shale.controller.v1.ControlledShutdownRecordH\x00R\x12controlledShutdownB\b\n" +
 	"\x06record\"\x88\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -1581,8 +1736,16 @@ const file_records_proto_rawDesc = "" +
 	"delete_all\x18\x04 \x01(\bR\tdeleteAll\x12I\n" +
 	"\rdelete_topics\x18\x05 \x03(\v2$.shale.controller.v1.TopicPartitionsR\fdeleteTopics\"B\n" +
 	"\x0fOffsetOpsRecord\x12/\n" +
-	"\x03ops\x18\x01 \x03(\v2\x1d.shale.controller.v1.OffsetOpR\x03ops\"\x14\n" +
-	"\x12ElectLeadersRecord\"\xbd\x02\n" +
+	"\x03ops\x18\x01 \x03(\v2\x1d.shale.controller.v1.OffsetOpR\x03ops\"\xb8\x01\n" +
+	"\x12ElectLeadersRecord\x125\n" +
+	"\x04type\x18\x01 \x01(\x0e2!.shale.controller.v1.ElectionTypeR\x04type\x12%\n" +
+	"\x0eall_partitions\x18\x02 \x01(\bR\rallPartitions\x12D\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\v2$.shale.controller.v1.TopicPartitionsR\n" +
+	"partitions\"Z\n" +
+	"\x18ControlledShutdownRecord\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"\xbd\x02\n" +
 	"\x0eSnapshotHeader\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12'\n" +
 	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\x12\x1d\n" +
@@ -1601,7 +1764,12 @@ const file_records_proto_rawDesc = "" +
 	"\x06broker\x18\x01 \x01(\v2 .shale.controller.v1.BrokerStateH\x00R\x06broker\x127\n" +
 	"\x05topic\x18\x02 \x01(\v2\x1f.shale.controller.v1.TopicStateH\x00R\x05topic\x129\n" +
 	"\x05group\x18\x03 \x01(\v2!.shale.controller.v1.GroupOffsetsH\x00R\x05groupB\x06\n" +
-	"\x04itemB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\x04item*~\n" +
+	"\fElectionType\x12\x18\n" +
+	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
+	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
+	"\x17ELECTION_TYPE_PREFERRED\x10\x02\x12\x19\n" +
+	"\x15ELECTION_TYPE_UNCLEAN\x10\x03B9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_records_proto_rawDescOnce sync.Once
@@ -1615,70 +1783,76 @@ func file_records_proto_rawDescGZIP() []byte {
 	return file_records_proto_rawDescData
 }
 
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_records_proto_goTypes = []any{
-	(*Record)(nil),                    // 0: shale.controller.v1.Record
-	(*LeaderChangeRecord)(nil),        // 1: shale.controller.v1.LeaderChangeRecord
-	(*RegisterBrokerRecord)(nil),      // 2: shale.controller.v1.RegisterBrokerRecord
-	(*FenceBrokersRecord)(nil),        // 3: shale.controller.v1.FenceBrokersRecord
-	(*UnfenceBrokerRecord)(nil),       // 4: shale.controller.v1.UnfenceBrokerRecord
-	(*NewTopic)(nil),                  // 5: shale.controller.v1.NewTopic
-	(*CreateTopicsRecord)(nil),        // 6: shale.controller.v1.CreateTopicsRecord
-	(*TopicRef)(nil),                  // 7: shale.controller.v1.TopicRef
-	(*DeleteTopicsRecord)(nil),        // 8: shale.controller.v1.DeleteTopicsRecord
-	(*NewPartitions)(nil),             // 9: shale.controller.v1.NewPartitions
-	(*CreatePartitionsRecord)(nil),    // 10: shale.controller.v1.CreatePartitionsRecord
-	(*SetTopicConfigsRecord)(nil),     // 11: shale.controller.v1.SetTopicConfigsRecord
-	(*AlterPartitionRecord)(nil),      // 12: shale.controller.v1.AlterPartitionRecord
-	(*AllocateProducerIdsRecord)(nil), // 13: shale.controller.v1.AllocateProducerIdsRecord
-	(*OffsetOp)(nil),                  // 14: shale.controller.v1.OffsetOp
-	(*OffsetOpsRecord)(nil),           // 15: shale.controller.v1.OffsetOpsRecord
-	(*ElectLeadersRecord)(nil),        // 16: shale.controller.v1.ElectLeadersRecord
-	(*SnapshotHeader)(nil),            // 17: shale.controller.v1.SnapshotHeader
-	(*GroupOffsets)(nil),              // 18: shale.controller.v1.GroupOffsets
-	(*SnapshotItem)(nil),              // 19: shale.controller.v1.SnapshotItem
-	nil,                               // 20: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                               // 21: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                  // 22: shale.controller.v1.Listener
-	(*ReplicaList)(nil),               // 23: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),               // 24: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),           // 25: shale.controller.v1.TopicPartitions
-	(*BrokerState)(nil),               // 26: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                // 27: shale.controller.v1.TopicState
+	(ElectionType)(0),                 // 0: shale.controller.v1.ElectionType
+	(*Record)(nil),                    // 1: shale.controller.v1.Record
+	(*LeaderChangeRecord)(nil),        // 2: shale.controller.v1.LeaderChangeRecord
+	(*RegisterBrokerRecord)(nil),      // 3: shale.controller.v1.RegisterBrokerRecord
+	(*FenceBrokersRecord)(nil),        // 4: shale.controller.v1.FenceBrokersRecord
+	(*UnfenceBrokerRecord)(nil),       // 5: shale.controller.v1.UnfenceBrokerRecord
+	(*NewTopic)(nil),                  // 6: shale.controller.v1.NewTopic
+	(*CreateTopicsRecord)(nil),        // 7: shale.controller.v1.CreateTopicsRecord
+	(*TopicRef)(nil),                  // 8: shale.controller.v1.TopicRef
+	(*DeleteTopicsRecord)(nil),        // 9: shale.controller.v1.DeleteTopicsRecord
+	(*NewPartitions)(nil),             // 10: shale.controller.v1.NewPartitions
+	(*CreatePartitionsRecord)(nil),    // 11: shale.controller.v1.CreatePartitionsRecord
+	(*SetTopicConfigsRecord)(nil),     // 12: shale.controller.v1.SetTopicConfigsRecord
+	(*AlterPartitionRecord)(nil),      // 13: shale.controller.v1.AlterPartitionRecord
+	(*AllocateProducerIdsRecord)(nil), // 14: shale.controller.v1.AllocateProducerIdsRecord
+	(*OffsetOp)(nil),                  // 15: shale.controller.v1.OffsetOp
+	(*OffsetOpsRecord)(nil),           // 16: shale.controller.v1.OffsetOpsRecord
+	(*ElectLeadersRecord)(nil),        // 17: shale.controller.v1.ElectLeadersRecord
+	(*ControlledShutdownRecord)(nil),  // 18: shale.controller.v1.ControlledShutdownRecord
+	(*SnapshotHeader)(nil),            // 19: shale.controller.v1.SnapshotHeader
+	(*GroupOffsets)(nil),              // 20: shale.controller.v1.GroupOffsets
+	(*SnapshotItem)(nil),              // 21: shale.controller.v1.SnapshotItem
+	nil,                               // 22: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                               // 23: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                  // 24: shale.controller.v1.Listener
+	(*ReplicaList)(nil),               // 25: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),               // 26: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),           // 27: shale.controller.v1.TopicPartitions
+	(*BrokerState)(nil),               // 28: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                // 29: shale.controller.v1.TopicState
 }
 var file_records_proto_depIdxs = []int32{
-	1,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
-	2,  // 1: shale.controller.v1.Record.register_broker:type_name -> shale.controller.v1.RegisterBrokerRecord
-	3,  // 2: shale.controller.v1.Record.fence_brokers:type_name -> shale.controller.v1.FenceBrokersRecord
-	4,  // 3: shale.controller.v1.Record.unfence_broker:type_name -> shale.controller.v1.UnfenceBrokerRecord
-	6,  // 4: shale.controller.v1.Record.create_topics:type_name -> shale.controller.v1.CreateTopicsRecord
-	8,  // 5: shale.controller.v1.Record.delete_topics:type_name -> shale.controller.v1.DeleteTopicsRecord
-	10, // 6: shale.controller.v1.Record.create_partitions:type_name -> shale.controller.v1.CreatePartitionsRecord
-	11, // 7: shale.controller.v1.Record.set_topic_configs:type_name -> shale.controller.v1.SetTopicConfigsRecord
-	12, // 8: shale.controller.v1.Record.alter_partition:type_name -> shale.controller.v1.AlterPartitionRecord
-	13, // 9: shale.controller.v1.Record.allocate_producer_ids:type_name -> shale.controller.v1.AllocateProducerIdsRecord
-	15, // 10: shale.controller.v1.Record.offset_ops:type_name -> shale.controller.v1.OffsetOpsRecord
-	16, // 11: shale.controller.v1.Record.elect_leaders:type_name -> shale.controller.v1.ElectLeadersRecord
-	22, // 12: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	23, // 13: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	20, // 14: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	5,  // 15: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	7,  // 16: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	23, // 17: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	9,  // 18: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	21, // 19: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	24, // 20: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	25, // 21: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	14, // 22: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	24, // 23: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	26, // 24: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	27, // 25: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	18, // 26: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	2,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
+	3,  // 1: shale.controller.v1.Record.register_broker:type_name -> shale.controller.v1.RegisterBrokerRecord
+	4,  // 2: shale.controller.v1.Record.fence_brokers:type_name -> shale.controller.v1.FenceBrokersRecord
+	5,  // 3: shale.controller.v1.Record.unfence_broker:type_name -> shale.controller.v1.UnfenceBrokerRecord
+	7,  // 4: shale.controller.v1.Record.create_topics:type_name -> shale.controller.v1.CreateTopicsRecord
+	9,  // 5: shale.controller.v1.Record.delete_topics:type_name -> shale.controller.v1.DeleteTopicsRecord
+	11, // 6: shale.controller.v1.Record.create_partitions:type_name -> shale.controller.v1.CreatePartitionsRecord
+	12, // 7: shale.controller.v1.Record.set_topic_configs:type_name -> shale.controller.v1.SetTopicConfigsRecord
+	13, // 8: shale.controller.v1.Record.alter_partition:type_name -> shale.controller.v1.AlterPartitionRecord
+	14, // 9: shale.controller.v1.Record.allocate_producer_ids:type_name -> shale.controller.v1.AllocateProducerIdsRecord
+	16, // 10: shale.controller.v1.Record.offset_ops:type_name -> shale.controller.v1.OffsetOpsRecord
+	17, // 11: shale.controller.v1.Record.elect_leaders:type_name -> shale.controller.v1.ElectLeadersRecord
+	18, // 12: shale.controller.v1.Record.controlled_shutdown:type_name -> shale.controller.v1.ControlledShutdownRecord
+	24, // 13: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	25, // 14: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	22, // 15: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	6,  // 16: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	8,  // 17: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	25, // 18: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	10, // 19: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	23, // 20: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	26, // 21: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	27, // 22: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	15, // 23: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 24: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	27, // 25: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	26, // 26: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	28, // 27: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	29, // 28: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	20, // 29: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -1700,8 +1874,9 @@ func file_records_proto_init() {
 		(*Record_AllocateProducerIds)(nil),
 		(*Record_OffsetOps)(nil),
 		(*Record_ElectLeaders)(nil),
+		(*Record_ControlledShutdown)(nil),
 	}
-	file_records_proto_msgTypes[19].OneofWrappers = []any{
+	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
 		(*SnapshotItem_Topic)(nil),
 		(*SnapshotItem_Group)(nil),
@@ -1711,13 +1886,14 @@ func file_records_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   22,
+			NumEnums:      1,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_records_proto_goTypes,
 		DependencyIndexes: file_records_proto_depIdxs,
+		EnumInfos:         file_records_proto_enumTypes,
 		MessageInfos:      file_records_proto_msgTypes,
 	}.Build()
 	File_records_proto = out.File

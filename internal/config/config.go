@@ -65,6 +65,16 @@ type Config struct {
 	DeleteTopicEnable bool
 	// UncleanLeaderElectionEnable is unclean.leader.election.enable (default false).
 	UncleanLeaderElectionEnable bool
+	// AutoLeaderRebalanceEnable is auto.leader.rebalance.enable (default true): the
+	// active controller moves leadership back to preferred replicas when a broker's
+	// leader imbalance exceeds LeaderImbalancePerBrokerPercentage.
+	AutoLeaderRebalanceEnable bool
+	// LeaderImbalanceCheckIntervalSeconds is leader.imbalance.check.interval.seconds
+	// (default 300).
+	LeaderImbalanceCheckIntervalSeconds int64
+	// LeaderImbalancePerBrokerPercentage is leader.imbalance.per.broker.percentage
+	// (default 10).
+	LeaderImbalancePerBrokerPercentage int32
 
 	// ReplicaFetchBackoffMs is replica.fetch.backoff.ms (default 1000).
 	ReplicaFetchBackoffMs int64

@@ -195,6 +195,12 @@ func buildKeys() []*keyDef {
 			i64(func(c *Config) *int64 { return &c.ReplicaFetchBackoffMs }, 1)),
 		key("replica.high.watermark.checkpoint.interval.ms", "5000", "How often high watermarks are written to disk.",
 			i64(func(c *Config) *int64 { return &c.ReplicaHighWatermarkCheckpointIntervalMs }, 1)),
+		key("auto.leader.rebalance.enable", "true", "Move leadership back to preferred replicas when leaders are imbalanced.",
+			boolField(func(c *Config) *bool { return &c.AutoLeaderRebalanceEnable })),
+		key("leader.imbalance.check.interval.seconds", "300", "How often the controller checks for leader imbalance.",
+			i64(func(c *Config) *int64 { return &c.LeaderImbalanceCheckIntervalSeconds }, 1)),
+		key("leader.imbalance.per.broker.percentage", "10", "Share of a broker's preferred partitions led elsewhere that triggers a rebalance.",
+			i32(func(c *Config) *int32 { return &c.LeaderImbalancePerBrokerPercentage }, 0)),
 
 		key("log.segment.bytes", "1073741824", "Size at which a segment is rolled.",
 			i32(func(c *Config) *int32 { return &c.LogSegmentBytes }, noMin)),

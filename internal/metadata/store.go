@@ -34,6 +34,12 @@ type Store interface {
 	AlterPartition(ctx context.Context, req AlterPartitionRequest) (Partition, error)
 	// AllocateProducerIDs hands this broker a block of producer ids unique in the cluster.
 	AllocateProducerIDs(ctx context.Context) (first int64, count int32, err error)
+	// ElectLeaders is Kafka's ElectLeaders: a preferred (else unclean) leader election
+	// for the given partitions, nil for all. It returns each partition's outcome, nil
+	// when a leader was elected, else ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
+	// ELIGIBLE_LEADERS_NOT_AVAILABLE or UNKNOWN_TOPIC_OR_PARTITION; with nil partitions,
+	// those that needed no election are left out.
+	ElectLeaders(ctx context.Context, preferred bool, partitions map[string][]int32) (map[string]map[int32]error, error)
 
 	// CommitOffsets stores a group's committed offsets (batched through the quorum).
 	CommitOffsets(ctx context.Context, group string, offsets []CommittedOffset) error

@@ -23,6 +23,7 @@ import (
 
 	"github.com/shalelog/shale/controller"
 	"github.com/shalelog/shale/internal/config"
+	"github.com/shalelog/shale/internal/datadir"
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/partition"
@@ -43,6 +44,13 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
 		return fmt.Errorf("create log dir: %w", err)
 	}
+	// Before anything opens a file in the directory: a second process would otherwise
+	// block for ever on the Raft store's lock, silently.
+	lock, err := datadir.Acquire(cfg.LogDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	n := &node{cfg: cfg, lg: lg, reg: prometheus.NewRegistry()}
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	defer n.close()
@@ -66,9 +74,10 @@ type node struct {
 	kafka      *protocol.Server
 	http       *http.Server
 
-	cancel  context.CancelFunc
-	serving chan struct{}
-	closed  bool
+	cancel       context.CancelFunc
+	stopReplicas context.CancelFunc
+	serving      chan struct{}
+	closed       bool
 }
 
 func (n *node) start(parent context.Context) error {
@@ -126,16 +135,24 @@ func (n *node) startController(ctx context.Context) error {
 	for _, v := range cfg.Voters() {
 		voters = append(voters, controller.Voter{ID: v.ID, Addr: v.Addr()})
 	}
+	// controller.Config takes 0 for its default and a negative value for Kafka's 0.
+	imbalancePct := cfg.LeaderImbalancePerBrokerPercentage
+	if imbalancePct == 0 {
+		imbalancePct = -1
+	}
 	c, err := controller.NewServer(controller.Config{
-		NodeID:                   cfg.NodeID,
-		Voters:                   voters,
-		Listener:                 ln,
-		DataDir:                  filepath.Join(cfg.LogDir, "__cluster_metadata"),
-		SessionTimeout:           cfg.BrokerSessionTimeout(),
-		DefaultPartitions:        cfg.NumPartitions,
-		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
-		UncleanLeaderElection:    cfg.UncleanLeaderElectionEnable,
-		Logger:                   n.lg,
+		NodeID:                             cfg.NodeID,
+		Voters:                             voters,
+		Listener:                           ln,
+		DataDir:                            filepath.Join(cfg.LogDir, "__cluster_metadata"),
+		SessionTimeout:                     cfg.BrokerSessionTimeout(),
+		DefaultPartitions:                  cfg.NumPartitions,
+		DefaultReplicationFactor:           cfg.DefaultReplicationFactor,
+		UncleanLeaderElection:              cfg.UncleanLeaderElectionEnable,
+		DisableAutoLeaderRebalance:         !cfg.AutoLeaderRebalanceEnable,
+		LeaderImbalanceCheckInterval:       time.Duration(cfg.LeaderImbalanceCheckIntervalSeconds) * time.Second,
+		LeaderImbalancePerBrokerPercentage: imbalancePct,
+		Logger:                             n.lg,
 	})
 	if err != nil {
 		ln.Close()
@@ -146,6 +163,7 @@ func (n *node) startController(ctx context.Context) error {
 		return fmt.Errorf("start controller: %w", err)
 	}
 	n.controller = c
+	n.reg.MustRegister(c.Collector())
 	n.lg.Info("controller started", "listener", ln.Addr().String(), "voters", len(voters))
 	return nil
 }
@@ -191,7 +209,11 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
-	go n.replicas.Run(ctx)
+	// The replica manager follows metadata until close, not until the signal: a
+	// controlled shutdown still needs the leadership changes it triggers applied.
+	rctx, rcancel := context.WithCancel(context.Background())
+	n.stopReplicas = rcancel
+	go n.replicas.Run(rctx)
 
 	brokerConfigs := map[string]string{}
 	for _, s := range cfg.Settings() {
@@ -286,6 +308,31 @@ func (n *node) startHTTP() error {
 	return nil
 }
 
+// controlledShutdownTimeout bounds how long a stopping broker waits for the controller to
+// move its leaderships away before it stops anyway.
+const controlledShutdownTimeout = 30 * time.Second
+
+// controlledShutdown moves this broker's leaderships to other in-sync replicas before the
+// listener closes (Kafka's controlled shutdown), so that producers are told
+// NOT_LEADER_OR_FOLLOWER and move on at once instead of timing out on a dead broker: a
+// rolling restart keeps every RF>1 partition writable.
+func (n *node) controlledShutdown() {
+	bc, ok := n.store.(*controller.BrokerClient)
+	if !ok || n.replicas == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), controlledShutdownTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := bc.ControlledShutdown(ctx); err != nil {
+		n.lg.Warn("controlled shutdown did not finish; stopping anyway", "err", err)
+		return
+	}
+	want := bc.Current().Offset
+	n.replicas.WaitApplied(ctx, func(im *metadata.Image) bool { return im.Offset >= want })
+	n.lg.Info("controlled shutdown: leadership moved away", "took", time.Since(start).Round(time.Millisecond))
+}
+
 // close shuts everything down in dependency order; safe to call twice.
 func (n *node) close() error {
 	if n.closed {
@@ -298,6 +345,7 @@ func (n *node) close() error {
 		n.http.Shutdown(sctx)
 		cancel()
 	}
+	n.controlledShutdown()
 	if n.groups != nil {
 		// First, so that JoinGroup and SyncGroup calls waiting for a rebalance are
 		// answered (NOT_COORDINATOR: clients move to the next coordinator) instead of
@@ -310,6 +358,9 @@ func (n *node) close() error {
 	}
 	if n.cancel != nil {
 		n.cancel()
+	}
+	if n.stopReplicas != nil {
+		n.stopReplicas()
 	}
 	if n.replicas != nil {
 		errs = append(errs, n.replicas.Close())
