@@ -7,6 +7,8 @@ import (
 	"net"
 	"slices"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // Config configures one controller of the quorum.
@@ -22,6 +24,10 @@ type Config struct {
 	Listener net.Listener
 	// DataDir holds the Raft log and stable store (raft.db, raft-boltdb) and snapshots.
 	DataDir string
+	// Raft, when set, replaces the Raft stores the controller opens in DataDir and the
+	// Raft transport on its listener, which then carries the gRPC service alone. Tests
+	// run on hashicorp/raft's in-memory stores and transport (controllertest).
+	Raft *RaftStorage
 	// SessionTimeout is broker.session.timeout.ms: a broker whose heartbeats stop for this
 	// long is fenced. Default 9s.
 	SessionTimeout time.Duration
@@ -65,6 +71,15 @@ type Config struct {
 	// OffsetCommitBatch is the most offset operations gathered into one Raft record.
 	// Default 2048.
 	OffsetCommitBatch int
+}
+
+// RaftStorage is Raft's log, stable store, snapshot store and transport, for Config.Raft.
+// The transport's address must be this node's address in Voters.
+type RaftStorage struct {
+	Logs      raft.LogStore
+	Stable    raft.StableStore
+	Snapshots raft.SnapshotStore
+	Transport raft.Transport
 }
 
 // Defaults of Config.

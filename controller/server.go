@@ -45,14 +45,16 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
-	fsm   *fsm
-	store *raftboltdb.BoltStore
-	snaps *raft.FileSnapshotStore
+	fsm    *fsm
+	store  *raftboltdb.BoltStore // nil with Config.Raft
+	logs   raft.LogStore
+	stable raft.StableStore
+	snaps  raft.SnapshotStore
 
 	mu        sync.Mutex // guards the fields below until Start has run
 	started   bool
 	raft      *raft.Raft
-	trans     *raft.NetworkTransport
+	trans     raft.Transport
 	mux       *connMux
 	grpc      *grpc.Server
 	committer *offsetCommitter
@@ -85,17 +87,22 @@ func NewServer(cfg Config) (*Server, error) {
 	if err := checkNodeID(c.DataDir, c.NodeID); err != nil {
 		return nil, err
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(c.DataDir, "raft.db")})
-	if err != nil {
-		return nil, fmt.Errorf("controller: open raft log: %w", err)
+	s := &Server{cfg: c, log: log, fsm: newFSM(log)}
+	if rs := c.Raft; rs != nil {
+		s.logs, s.stable, s.snaps = rs.Logs, rs.Stable, rs.Snapshots
+	} else {
+		store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(c.DataDir, "raft.db")})
+		if err != nil {
+			return nil, fmt.Errorf("controller: open raft log: %w", err)
+		}
+		snaps, err := raft.NewFileSnapshotStoreWithLogger(c.DataDir, retainedSnapshots, newRaftLogger(log).Named("snapshot"))
+		if err != nil {
+			store.Close()
+			return nil, fmt.Errorf("controller: open snapshot store: %w", err)
+		}
+		s.store, s.logs, s.stable, s.snaps = store, store, store, snaps
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.DataDir, retainedSnapshots, newRaftLogger(log).Named("snapshot"))
-	if err != nil {
-		store.Close()
-		return nil, fmt.Errorf("controller: open snapshot store: %w", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: c, log: log, fsm: newFSM(log), store: store, snaps: snaps, ctx: ctx, cancel: cancel}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
 
@@ -155,12 +162,17 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	hlog := newRaftLogger(s.log)
 	mux := newConnMux(ln, staticAddr(s.cfg.selfAddr()), s.log)
-	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  raftStreamLayer{mux.raft},
-		MaxPool: 3,
-		Timeout: raftIOTimeout,
-		Logger:  hlog.Named("net"),
-	})
+	var trans raft.Transport
+	if s.cfg.Raft != nil {
+		trans = s.cfg.Raft.Transport
+	} else {
+		trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream:  raftStreamLayer{mux.raft},
+			MaxPool: 3,
+			Timeout: raftIOTimeout,
+			Logger:  hlog.Named("net"),
+		})
+	}
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(strconv.Itoa(int(s.cfg.NodeID)))
@@ -173,15 +185,15 @@ func (s *Server) Start(ctx context.Context) error {
 	rc.Logger = hlog
 	rc.NoLegacyTelemetry = true
 
-	hasState, err := raft.HasExistingState(s.store, s.store, s.snaps)
+	hasState, err := raft.HasExistingState(s.logs, s.stable, s.snaps)
 	if err != nil {
-		trans.Close()
+		closeTransport(trans)
 		mux.close()
 		return fmt.Errorf("controller: inspect raft state: %w", err)
 	}
-	r, err := raft.NewRaft(rc, s.fsm, s.store, s.store, s.snaps, trans)
+	r, err := raft.NewRaft(rc, s.fsm, s.logs, s.stable, s.snaps, trans)
 	if err != nil {
-		trans.Close()
+		closeTransport(trans)
 		mux.close()
 		return fmt.Errorf("controller: start raft: %w", err)
 	}
@@ -193,7 +205,7 @@ func (s *Server) Start(ctx context.Context) error {
 		s.log.Info("bootstrapping a new controller quorum", "voters", FormatVoters(s.cfg.Voters))
 		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			r.Shutdown()
-			trans.Close()
+			closeTransport(trans)
 			mux.close()
 			return fmt.Errorf("controller: bootstrap: %w", err)
 		}
@@ -271,18 +283,30 @@ func (s *Server) Close() error {
 			if err := s.raft.Shutdown().Error(); err != nil {
 				s.closeErr = errors.Join(s.closeErr, fmt.Errorf("raft shutdown: %w", err))
 			}
-			s.trans.CloseStreams()
-			s.trans.Close()
+			closeTransport(s.trans)
 			s.mux.close()
 		}
 		s.wg.Wait()
 		s.stopSession()
-		if err := s.store.Close(); err != nil {
-			s.closeErr = errors.Join(s.closeErr, fmt.Errorf("close raft log: %w", err))
+		if s.store != nil {
+			if err := s.store.Close(); err != nil {
+				s.closeErr = errors.Join(s.closeErr, fmt.Errorf("close raft log: %w", err))
+			}
 		}
 		s.log.Info("controller stopped")
 	})
 	return s.closeErr
+}
+
+// closeTransport closes a Raft transport: a NetworkTransport's pooled streams first, so
+// that no replication stream outlives it.
+func closeTransport(t raft.Transport) {
+	if nt, ok := t.(*raft.NetworkTransport); ok {
+		nt.CloseStreams()
+	}
+	if c, ok := t.(raft.WithClose); ok {
+		c.Close()
+	}
 }
 
 // Addr is the address the CONTROLLER listener is bound to (after Start).
