@@ -5,8 +5,11 @@
 // partition epochs, fencing, offset commits through Raft, persistence across restarts)
 // rather than a second implementation of them.
 //
-// The quorum is the production one, tuned for tests: short Raft timeouts so a lone voter
-// elects itself within tens of milliseconds, and a short broker session.
+// The controller is the production one, tuned for tests: Raft runs on hashicorp/raft's
+// in-memory log, stable store, snapshot store and transport (the gRPC service brokers
+// call still listens on loopback), with short timeouts so that a lone voter elects itself
+// within tens of milliseconds, and brokers have a short session. Node.Restart starts a new
+// controller on the old one's Raft state, as a restarted process reads its data dir.
 package controllertest
 
 import (
@@ -19,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/shalelog/shale/controller"
 	"github.com/shalelog/shale/internal/metadata"
@@ -39,6 +44,7 @@ const BrokerID int32 = 1
 
 type settings struct {
 	dir               string
+	raft              *raftState
 	controllerAddr    string
 	host              string
 	port              int32
@@ -49,11 +55,6 @@ type settings struct {
 
 // Option shapes Start.
 type Option func(*settings)
-
-// WithDir puts the controller's data directory (the Raft log and snapshots) in dir
-// instead of a fresh t.TempDir(); starting on the directory of a stopped Node restarts
-// that quorum with everything it committed.
-func WithDir(dir string) Option { return func(s *settings) { s.dir = dir } }
 
 // WithControllerAddr binds the controller's listener to addr (host:port) instead of a
 // free loopback port.
@@ -83,12 +84,19 @@ type Node struct {
 	Controller *controller.Server
 	// Broker is broker 1's client of the quorum: the metadata.Store a broker uses.
 	Broker *controller.BrokerClient
-	// Dir is the controller's data directory.
+	// Dir is the controller's data directory (meta.properties; Raft state is in memory).
 	Dir string
 
 	mu     sync.Mutex
 	others []*controller.BrokerClient
 	closed bool
+}
+
+// raftState is a quorum's in-memory Raft log, stable store and snapshots; a restart
+// hands them to the new controller as a restarted process finds its data dir.
+type raftState struct {
+	store *raft.InmemStore
+	snaps *raft.InmemSnapshotStore
 }
 
 // Start runs a controller and registers broker 1 with it, returning once broker 1 is
@@ -105,15 +113,20 @@ func Start(t testing.TB, opts ...Option) *Node {
 	if set.logger == nil {
 		set.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if set.raft == nil {
+		set.raft = &raftState{store: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore()}
+	}
 	n := &Node{t: t, set: set, Dir: set.dir}
 	ln := listen(t, set.controllerAddr)
 	addr := ln.Addr().String()
 	n.set.controllerAddr = addr
+	_, trans := raft.NewInmemTransport(raft.ServerAddress(addr))
 	cfg := controller.Config{
 		NodeID:             BrokerID,
 		Voters:             []controller.Voter{{ID: BrokerID, Addr: addr}},
 		Listener:           ln,
 		DataDir:            filepath.Clean(set.dir),
+		Raft:               &controller.RaftStorage{Logs: set.raft.store, Stable: set.raft.store, Snapshots: set.raft.snaps, Transport: trans},
 		SessionTimeout:     SessionTimeout,
 		DefaultPartitions:  set.defaultPartitions,
 		HeartbeatTimeout:   raftTimeout,
@@ -233,10 +246,10 @@ func (n *Node) Close() error {
 	return errors.Join(errs...)
 }
 
-// Restart stops the node (if it is running) and starts it again on the same data
-// directory and controller address, so that the new quorum holds everything the old one
-// committed; broker 1 registers anew, as a restarted broker process does. opts apply on
-// top of the node's own settings (a new advertised port, say).
+// Restart stops the node (if it is running) and starts it again on the same Raft state,
+// data directory and controller address, so that the new controller holds everything the
+// old one committed; broker 1 registers anew, as a restarted broker process does. opts
+// apply on top of the node's own settings (a new advertised port, say).
 func (n *Node) Restart(opts ...Option) *Node {
 	n.t.Helper()
 	if err := n.Close(); err != nil {
