@@ -1,0 +1,193 @@
+package replication_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shalelog/shale/controller/controllertest"
+	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/protocol"
+	"github.com/shalelog/shale/replication"
+)
+
+// replica is one in-process broker: a replica manager and its Kafka listener.
+type replica struct {
+	t      *testing.T
+	id     int32
+	dir    string
+	addr   string
+	store  metadata.Store
+	m      *replication.Manager
+	srv    *protocol.Server
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+const lagTime = 1500 * time.Millisecond
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func listen(t *testing.T, addr string) net.Listener {
+	t.Helper()
+	var ln net.Listener
+	var err error
+	for range 50 {
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			return ln
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal(err)
+	return nil
+}
+
+// start runs the broker's replica manager and listener (again, after stop) on its dir.
+func (r *replica) start(ln net.Listener) {
+	r.t.Helper()
+	m, err := replication.NewManager(replication.Config{NodeID: r.id, LogDir: r.dir, ReplicaLagTimeMax: lagTime,
+		ReplicaFetchBackoff: 50 * time.Millisecond, Logger: quiet()}, r.store)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.m = m
+	r.srv = protocol.NewServer(protocol.Config{NodeID: r.id, Logger: quiet()}, protocol.Deps{Meta: r.store, Replicas: m, ProducerIDs: protocol.NewProducerIDs(r.store)})
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel, r.done = cancel, make(chan struct{})
+	go func() {
+		defer close(r.done)
+		done := make(chan struct{})
+		go func() { defer close(done); m.Run(ctx) }()
+		r.srv.Serve(ctx, ln)
+		<-done
+	}()
+}
+
+// stop closes the listener and the replica manager; the broker stays registered and
+// heartbeating, as a broker whose replication stalls would.
+func (r *replica) stop() {
+	if r.cancel == nil {
+		return
+	}
+	r.srv.Close(time.Second)
+	r.cancel()
+	<-r.done
+	if err := r.m.Close(); err != nil {
+		r.t.Errorf("close broker %d: %v", r.id, err)
+	}
+	r.cancel = nil
+}
+
+func startCluster(t *testing.T) (*controllertest.Node, []*replica) {
+	t.Helper()
+	var lns []net.Listener
+	for range 3 {
+		lns = append(lns, listen(t, "127.0.0.1:0"))
+	}
+	port := func(i int) int { return lns[i].Addr().(*net.TCPAddr).Port }
+	node := controllertest.Start(t, controllertest.WithAdvertised("127.0.0.1", port(0)))
+	var rs []*replica
+	for i := range 3 {
+		id := int32(i + 1)
+		r := &replica{t: t, id: id, dir: t.TempDir(), addr: lns[i].Addr().String(), store: node.Store()}
+		if id > 1 {
+			r.store = node.AddBroker(id, "127.0.0.1", port(i))
+		}
+		r.start(lns[i])
+		t.Cleanup(r.stop)
+		rs = append(rs, r)
+	}
+	return node, rs
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func isrOf(rs []*replica, topic string) []int32 {
+	p := rs[0].store.Current().Partition(topic, 0)
+	if p == nil {
+		return nil
+	}
+	return slices.Sorted(slices.Values(p.ISR))
+}
+
+// TestFollowersReplicateAndTheISRFollows: three brokers in one process, on the real
+// controller. acks=all produce lands on every replica with one high watermark; a
+// follower that stops fetching leaves the ISR after replica.lag.time.max.ms, produce goes
+// on with min.insync.replicas=2, and the follower rejoins once it has caught up.
+func TestFollowersReplicateAndTheISRFollows(t *testing.T) {
+	_, rs := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res := rs[0].store.CreateTopics(ctx, []metadata.TopicSpec{{Name: "r", NumPartitions: -1, ReplicationFactor: -1,
+		Assignments: [][]int32{{1, 2, 3}}, Configs: map[string]string{"min.insync.replicas": "2"}}}, false)
+	if res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(rs[0].addr), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("r"),
+		kgo.RecordDeliveryTimeout(30*time.Second), kgo.WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	produce := func(n int) {
+		t.Helper()
+		for i := range n {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+				t.Fatalf("acks=all produce: %v", err)
+			}
+		}
+	}
+	caughtUp := func(want int64, who ...*replica) func() bool {
+		return func() bool {
+			for _, r := range who {
+				p := r.m.Replica("r", 0)
+				if p == nil || p.LogEndOffset() != want || p.HighWatermark() != want {
+					return false
+				}
+			}
+			return true
+		}
+	}
+
+	produce(50)
+	// Acknowledged means on every ISR member; followers learn the high watermark with
+	// their next fetch.
+	for _, r := range rs[1:] {
+		if leo := r.m.Replica("r", 0).LogEndOffset(); leo != 50 {
+			t.Fatalf("broker %d has %d records after 50 acks=all acknowledgements", r.id, leo)
+		}
+	}
+	eventually(t, "every replica at 50/50", caughtUp(50, rs...))
+
+	// Broker 3 stops fetching: it leaves the ISR, and acks=all goes on with two.
+	rs[2].stop()
+	start := time.Now()
+	eventually(t, "broker 3 out of the ISR", func() bool { return slices.Equal(isrOf(rs, "r"), []int32{1, 2}) })
+	if waited := time.Since(start); waited < lagTime/2 {
+		t.Fatalf("ISR shrank after %v, before replica.lag.time.max.ms %v", waited, lagTime)
+	}
+	produce(30)
+	eventually(t, "brokers 1 and 2 at 80", caughtUp(80, rs[:2]...))
+
+	// It comes back on the same log, catches up and rejoins.
+	rs[2].start(listen(t, rs[2].addr))
+	eventually(t, "broker 3 back in the ISR", func() bool { return slices.Equal(isrOf(rs, "r"), []int32{1, 2, 3}) })
+	produce(20)
+	eventually(t, "every replica at 100/100", caughtUp(100, rs...))
+}
