@@ -14,6 +14,7 @@ import (
 
 	"github.com/shalelog/shale/controller/controllertest"
 	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/internal/producerid"
 	"github.com/shalelog/shale/replication"
 )
 
@@ -35,7 +36,7 @@ func fuzzServer(f *testing.F) *Server {
 	}
 	f.Cleanup(func() { replicas.Close() })
 	return NewServer(Config{NodeID: 1, AutoCreateTopics: false, DeleteTopicEnable: true, Logger: lg, MaxRequestBytes: 1 << 20},
-		Deps{Meta: store, Replicas: replicas, ProducerIDs: NewProducerIDs(store)})
+		Deps{Meta: store, Replicas: replicas, ProducerIDs: producerid.New(store)})
 }
 
 // seedRequest frames a request body (header + payload) the way a client sends it.

@@ -15,6 +15,7 @@ import (
 	"github.com/shalelog/shale/controller/controllertest"
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/internal/producerid"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
 )
@@ -87,7 +88,7 @@ func launch(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Co
 		ln.Close()
 		t.Fatal(err)
 	}
-	deps := protocol.Deps{Meta: store, Replicas: b, ProducerIDs: protocol.NewProducerIDs(store)}
+	deps := protocol.Deps{Meta: store, Replicas: b, ProducerIDs: producerid.New(store)}
 	tb := &testBroker{t: t, addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, node: node, store: store, broker: b,
 		done: make(chan struct{}), cfg: cfg, gcfg: gcfg}
 	if gcfg != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/internal/producerid"
 	"github.com/shalelog/shale/internal/topicconfig"
 	"github.com/shalelog/shale/replication"
 )
@@ -51,7 +52,7 @@ type Deps struct {
 	// is never told of a leader that does not yet take requests.
 	Replicas *replication.Manager
 	// ProducerIDs hands out idempotent producer ids.
-	ProducerIDs *ProducerIDs
+	ProducerIDs *producerid.Allocator
 	// Groups, when set, is the consumer-group coordinator; without it the group APIs are
 	// not advertised.
 	Groups *group.Coordinator

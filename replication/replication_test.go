@@ -14,6 +14,7 @@ import (
 
 	"github.com/shalelog/shale/controller/controllertest"
 	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/internal/producerid"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
 )
@@ -58,7 +59,7 @@ func (r *replica) start(ln net.Listener) {
 		r.t.Fatal(err)
 	}
 	r.m = m
-	r.srv = protocol.NewServer(protocol.Config{NodeID: r.id, Logger: quiet()}, protocol.Deps{Meta: r.store, Replicas: m, ProducerIDs: protocol.NewProducerIDs(r.store)})
+	r.srv = protocol.NewServer(protocol.Config{NodeID: r.id, Logger: quiet()}, protocol.Deps{Meta: r.store, Replicas: m, ProducerIDs: producerid.New(r.store)})
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel, r.done = cancel, make(chan struct{})
 	go func() {

@@ -26,6 +26,7 @@ import (
 	"github.com/shalelog/shale/internal/datadir"
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/internal/producerid"
 	"github.com/shalelog/shale/partition"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
@@ -233,7 +234,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 	}, protocol.Deps{
 		Meta:        store,
 		Replicas:    n.replicas,
-		ProducerIDs: protocol.NewProducerIDs(store),
+		ProducerIDs: producerid.New(store),
 		Groups:      n.startGroups(store),
 	})
 	n.serving = make(chan struct{})
