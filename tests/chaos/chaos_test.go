@@ -16,12 +16,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Bounds of the waits after each fault.
-const (
-	healWait    = 60 * time.Second // for leaders and a full ISR everywhere
-	recoverWait = 30 * time.Second // for every partition to acknowledge again
-	readWait    = 60 * time.Second // to read every partition back
-	drainWait   = 30 * time.Second // for the records in flight at the end
+// waits bounds the waits after each fault. The short run's are tighter so that `go test`
+// stays within a couple of minutes even when the cluster never heals.
+type waits struct {
+	heal    time.Duration // for leaders and a full ISR on every broker
+	recover time.Duration // for every partition to acknowledge again after healing
+	read    time.Duration // to read every partition back
+	drain   time.Duration // for the records in flight at the end
+}
+
+var (
+	fullWaits  = waits{heal: 60 * time.Second, recover: 30 * time.Second, read: 60 * time.Second, drain: 30 * time.Second}
+	shortWaits = waits{heal: 20 * time.Second, recover: 15 * time.Second, read: 30 * time.Second, drain: 10 * time.Second}
 )
 
 func fullRun() bool { return os.Getenv("SHALE_CHAOS") == "full" }
@@ -61,7 +67,7 @@ func TestChaosAcksOne(t *testing.T) {
 	if !fullRun() && os.Getenv("SHALE_CHAOS") != "acks1" {
 		t.Skip("the acks=1 demonstration runs with SHALE_CHAOS=full or SHALE_CHAOS=acks1 (make chaos)")
 	}
-	rows := runLayout(t, combined, []fault{faultKillLeader, faultKillLeader, faultKillLeader, faultKillLeader}, true, 2000)
+	rows := runLayout(t, combined, []fault{faultKillLeader, faultKillLeader, faultKillLeader, faultKillLeader}, true, 1000)
 	var lost, acked int
 	for _, r := range rows {
 		lost += r.v.lost
@@ -87,6 +93,7 @@ type row struct {
 
 type runner struct {
 	t     *testing.T
+	waits waits
 	c     *cluster
 	w     *workload
 	v     *verifier
@@ -99,15 +106,18 @@ func runLayout(t *testing.T, l layout, faults []fault, acks1 bool, rate int) []r
 	started := time.Now()
 	c := newCluster(t, l)
 	t.Logf("%s layout up in %v (binary %s)", l, time.Since(started).Round(time.Millisecond), shaleBin)
-	r := &runner{t: t, c: c, v: newVerifier(), topic: "chaos-" + string(l)}
+	r := &runner{t: t, c: c, v: newVerifier(), topic: "chaos-" + string(l), waits: shortWaits}
+	if fullRun() {
+		r.waits = fullWaits
+	}
 	if acks1 {
 		r.topic += "-acks1"
 	}
 	if err := createTopic(c, r.topic); err != nil {
 		t.Fatal(err)
 	}
-	if d, ok := c.waitHealed(r.topic, healWait); !ok {
-		t.Fatalf("topic %s never had leaders and a full ISR (waited %v)", r.topic, d)
+	if d, ok, why := c.waitHealed(r.topic, r.waits.heal); !ok {
+		t.Fatalf("topic %s never had leaders and a full ISR (waited %v): %s", r.topic, d, why)
 	}
 	w, err := startWorkload(c, r.topic, r.topic+"-group", acks1, rate)
 	if err != nil {
@@ -126,11 +136,14 @@ func runLayout(t *testing.T, l layout, faults []fault, acks1 bool, rate int) []r
 		w.phase.Store(phase)
 		from := time.Now()
 		target, healAt, stepErr := f.run(r, int32(i%partitions))
-		healed, healedOK := c.waitHealed(r.topic, healWait)
+		healed, healedOK, why := c.waitHealed(r.topic, r.waits.heal)
+		if !healedOK {
+			t.Logf("row %d: not healed after %v: %s", phase, healed.Round(time.Second), why)
+		}
 		backStart := time.Now()
 		backOK := true
 		for !w.ackedSince(healAt) {
-			if time.Since(backStart) > recoverWait {
+			if time.Since(backStart) > r.waits.recover {
 				backOK = false
 				break
 			}
@@ -143,25 +156,25 @@ func runLayout(t *testing.T, l layout, faults []fault, acks1 bool, rate int) []r
 			rw.back = w.firstAllAckedAfter(healAt).Sub(healAt)
 		}
 		rows = append(rows, rw)
-		t.Logf("%s", formatRows(l, rows[len(rows)-1:], false))
+		t.Logf("%s", formatRows(l, rows[len(rows)-1:], false, r.waits))
 	}
 	// The last acknowledgements come in while the producer drains.
 	phase := int32(len(faults) + 1)
 	w.phase.Store(phase)
 	from = time.Now()
-	w.stop(drainWait)
+	w.stop(r.waits.drain)
 	rows = append(rows, r.verify(int(phase), "drain (producer stopped)", "-", from, nil))
 	t.Logf("%s layout, %s, %d faults, %v:\n%s", l, map[bool]string{false: "acks=all idempotent", true: "acks=1"}[acks1],
-		len(faults), time.Since(started).Round(time.Second), formatRows(l, rows, true))
+		len(faults), time.Since(started).Round(time.Second), formatRows(l, rows, true, r.waits))
 
-	judge(t, rows, acks1)
+	judge(t, rows, acks1, r.waits)
 	return rows
 }
 
 // verify reads the log back and fills a row for the phase that began at from.
 func (r *runner) verify(phase int, name, target string, from time.Time, stepErr error) row {
 	snap := r.w.snapshot()
-	log, _, readErr := readAll(r.c, r.topic, readWait)
+	log, _, readErr := readAll(r.c, r.topic, r.waits.read)
 	rw := row{n: phase, fault: name, target: target, stepErr: stepErr, readErr: readErr, healedOK: true, backOK: true}
 	if readErr == nil {
 		rw.v = r.v.check(snap, log)
@@ -176,7 +189,7 @@ func (r *runner) verify(phase int, name, target string, from time.Time, stepErr 
 // judge fails the test on what must not happen: with acks=all, any acknowledged or
 // consumed record missing, duplicated or reordered; and always, a run that could not be
 // verified, a cluster that never acknowledged anything, or a fault step that failed.
-func judge(t *testing.T, rows []row, acks1 bool) {
+func judge(t *testing.T, rows []row, acks1 bool, ws waits) {
 	t.Helper()
 	acked := 0
 	for _, r := range rows {
@@ -200,7 +213,7 @@ func judge(t *testing.T, rows []row, acks1 bool) {
 			t.Errorf("row %d (%s): %d duplicated, %d reordered records with an idempotent producer", r.n, r.fault, r.v.dup, r.v.reorder)
 		}
 		if !r.backOK {
-			t.Errorf("row %d (%s): produce did not recover within %v of healing", r.n, r.fault, recoverWait)
+			t.Errorf("row %d (%s): produce did not recover within %v of healing", r.n, r.fault, ws.recover)
 		}
 	}
 	if acked == 0 {
@@ -208,7 +221,7 @@ func judge(t *testing.T, rows []row, acks1 bool) {
 	}
 }
 
-func formatRows(l layout, rows []row, total bool) string {
+func formatRows(l layout, rows []row, total bool, ws waits) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "#\tfault\ttarget\tproduced\tacked\tfailed\tlost\tdup\treorder\tconsumed-missing\tmax unavail (s)\tISR healed (s)\tproduce back (s)\t")
@@ -221,7 +234,7 @@ func formatRows(l layout, rows []row, total bool) string {
 		}
 		back := fmt.Sprintf("%.1f", r.back.Seconds())
 		if !r.backOK {
-			back = fmt.Sprintf("no (>%.0f)", recoverWait.Seconds())
+			back = fmt.Sprintf("no (>%.0f)", ws.recover.Seconds())
 		}
 		lost := strconv.Itoa(r.v.lost)
 		if r.readErr != nil {

@@ -398,40 +398,47 @@ func (c *cluster) leaderOf(topic string, p int32, timeout time.Duration) (*node,
 }
 
 // healed reports whether every broker runs, and each one's metadata shows all brokers live
-// and every partition of topic with a leader and its full replica set in the ISR.
-func (c *cluster) healed(topic string) bool {
+// and every partition of topic with a leader and its full replica set in the ISR; if not,
+// why not.
+func (c *cluster) healed(topic string) (bool, string) {
 	for _, b := range c.brokers {
 		if !b.running() {
-			return false
+			return false, fmt.Sprintf("%v is not running", b)
 		}
 		resp, err := b.metadata(context.Background())
-		if err != nil || len(resp.Brokers) != len(c.brokers) {
-			return false
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(resp.Brokers) != len(c.brokers) {
+			return false, fmt.Sprintf("%v sees %d live brokers", b, len(resp.Brokers))
 		}
 		ps := topicState(resp, topic)
 		if len(ps) == 0 {
-			return false
+			return false, fmt.Sprintf("%v does not know %s", b, topic)
 		}
-		for _, p := range ps {
+		for i, p := range ps {
 			if p.leader < 0 || p.err != 0 || len(p.isr) != len(p.replicas) || len(p.replicas) == 0 {
-				return false
+				return false, fmt.Sprintf("%v: p%d leader %d replicas %v isr %v error %d", b, i, p.leader, p.replicas, p.isr, p.err)
 			}
 		}
 	}
-	return true
+	return true, ""
 }
 
-// waitHealed waits up to timeout for healed; it returns how long that took and whether it
-// happened.
-func (c *cluster) waitHealed(topic string, timeout time.Duration) (time.Duration, bool) {
+// waitHealed waits up to timeout for healed; it returns how long that took, whether it
+// happened, and if not, the last reason.
+func (c *cluster) waitHealed(topic string, timeout time.Duration) (time.Duration, bool, string) {
 	start := time.Now()
-	for !c.healed(topic) {
+	for {
+		ok, why := c.healed(topic)
+		if ok {
+			return time.Since(start), true, ""
+		}
 		if time.Since(start) > timeout {
-			return time.Since(start), false
+			return time.Since(start), false, why
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return time.Since(start), true
 }
 
 // activeController finds the controller that serves the quorum's requests: Shale's
