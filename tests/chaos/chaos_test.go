@@ -27,7 +27,7 @@ type waits struct {
 
 var (
 	fullWaits  = waits{heal: 60 * time.Second, recover: 30 * time.Second, read: 60 * time.Second, drain: 30 * time.Second}
-	shortWaits = waits{heal: 20 * time.Second, recover: 15 * time.Second, read: 30 * time.Second, drain: 10 * time.Second}
+	shortWaits = waits{heal: 15 * time.Second, recover: 10 * time.Second, read: 30 * time.Second, drain: 10 * time.Second}
 )
 
 func fullRun() bool { return os.Getenv("SHALE_CHAOS") == "full" }
@@ -174,7 +174,7 @@ func runLayout(t *testing.T, l layout, faults []fault, acks1 bool, rate int) []r
 // verify reads the log back and fills a row for the phase that began at from.
 func (r *runner) verify(phase int, name, target string, from time.Time, stepErr error) row {
 	snap := r.w.snapshot()
-	log, _, readErr := readAll(r.c, r.topic, r.waits.read)
+	log, _, readErr := readAll(r.c, r.topic, snap.minEnd(), r.waits.read/4, r.waits.read)
 	rw := row{n: phase, fault: name, target: target, stepErr: stepErr, readErr: readErr, healedOK: true, backOK: true}
 	if readErr == nil {
 		rw.v = r.v.check(snap, log)

@@ -203,6 +203,15 @@ type snapshot struct {
 	seen  map[int64]bool
 }
 
+// minEnd is, per partition, one past the highest acknowledged offset.
+func (s snapshot) minEnd() map[int32]int64 {
+	out := map[int32]int64{}
+	for _, a := range s.acked {
+		out[a.part] = max(out[a.part], a.offset+1)
+	}
+	return out
+}
+
 func (w *workload) snapshot() snapshot {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -224,8 +233,11 @@ type logRecord struct {
 }
 
 // readAll reads every partition from offset 0 up to its high watermark as ListOffsets
-// reports it when the read starts, within timeout.
-func readAll(c *cluster, topic string, timeout time.Duration) (map[int32][]logRecord, map[int32]int64, error) {
+// reports it when the read starts, within timeout. A new leader's high watermark can trail
+// the old one's for a moment (until its followers fetch again), so while some partition's
+// is below minEnd (one past the highest offset acknowledged there) it asks again for up to
+// settle; a log really truncated below an acknowledged record then shows as a loss.
+func readAll(c *cluster, topic string, minEnd map[int32]int64, settle, timeout time.Duration) (map[int32][]logRecord, map[int32]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DialTimeout(3*time.Second), kgo.MetadataMinAge(500*time.Millisecond))
@@ -234,8 +246,10 @@ func readAll(c *cluster, topic string, timeout time.Duration) (map[int32][]logRe
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
-	ends := map[int32]int64{}
+	settleBy := time.Now().Add(settle)
+	var ends map[int32]int64
 	for {
+		ends = map[int32]int64{}
 		lo, err := adm.ListEndOffsets(ctx, topic)
 		if err == nil {
 			lo.Each(func(o kadm.ListedOffset) {
@@ -244,7 +258,13 @@ func readAll(c *cluster, topic string, timeout time.Duration) (map[int32][]logRe
 				}
 			})
 		}
-		if len(ends) == partitions {
+		behind := false
+		for p, want := range minEnd {
+			if e, ok := ends[p]; ok && e < want {
+				behind = true
+			}
+		}
+		if len(ends) == partitions && (!behind || time.Now().After(settleBy)) {
 			break
 		}
 		if ctx.Err() != nil {
