@@ -135,7 +135,12 @@ func runLayout(t *testing.T, l layout, faults []fault, acks1 bool, rate int) []r
 		phase := int32(i + 1)
 		w.phase.Store(phase)
 		from := time.Now()
+		reviveErr := r.revive()
 		target, healAt, stepErr := f.run(r, int32(i%partitions))
+		stepErr = errors.Join(reviveErr, stepErr)
+		if stepErr != nil {
+			t.Logf("row %d (%s): %v", phase, f.name, stepErr)
+		}
 		healed, healedOK, why := c.waitHealed(r.topic, r.waits.heal)
 		if !healedOK {
 			t.Logf("row %d: not healed after %v: %s", phase, healed.Round(time.Second), why)
@@ -295,4 +300,26 @@ func createTopic(c *cluster, topic string) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// revive restarts any node that exited without the harness stopping it: an unexpected
+// exit is a finding (reported as this row's error), and the next fault needs the whole
+// cluster.
+func (r *runner) revive() error {
+	var errs []error
+	for _, n := range r.c.nodes {
+		if n.running() {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%v exited unexpectedly (%v); last lines of %s:\n%s", n, n.cmd.ProcessState, n.logPath, n.logTail(10)))
+		if err := r.restart(n); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		if _, ok, why := r.c.waitHealed(r.topic, r.waits.heal); !ok {
+			errs = append(errs, fmt.Errorf("not healed after revival: %s", why))
+		}
+	}
+	return errors.Join(errs...)
 }
