@@ -6,7 +6,7 @@ PKGS      := ./...
 # Fuzz targets run for FUZZTIME each; `make fuzz FUZZTIME=5m` for a longer session.
 FUZZTIME  ?= 10s
 
-.PHONY: all build run test test-deps bench fuzz lint proto clean
+.PHONY: all build run test test-deps bench fuzz lint proto clean chaos
 
 all: build
 
@@ -24,6 +24,13 @@ test: test-deps build
 
 test-deps:
 	@bash tests/deps.sh
+
+# Fault injection against real processes in network namespaces (root; see README "Chaos
+# testing"): both layouts, CHAOS_FAULTS faults each, and the acks=1 demonstration.
+CHAOS_FAULTS ?= 11
+chaos: test-deps build
+	SHALE_CHAOS=full SHALE_CHAOS_FAULTS=$(CHAOS_FAULTS) SHALE_BIN=$(CURDIR)/$(BIN) \
+		$(GO) test -count=1 -v -timeout 40m -run '^TestChaos' ./tests/chaos/
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2x ./log/
