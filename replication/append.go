@@ -164,10 +164,24 @@ func (pp *ProducePartition) NeedsReplication() bool {
 // AwaitReplication waits until every partition's batch is committed in the leader epoch
 // it was appended in (the high watermark passed it), the leader steps down
 // (NOT_LEADER_OR_FOLLOWER), the timeout passes (REQUEST_TIMED_OUT) or ctx ends (the
-// client hung up).
+// client hung up, or the broker is stopping). Every partition not committed by then gets
+// an error: a batch is answered as written only once it is committed.
 func (m *Manager) AwaitReplication(ctx context.Context, parts []*ProducePartition, timeout time.Duration) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
+	// settle gives every partition still without an answer its final one.
+	settle := func(cause error) {
+		for _, pp := range parts {
+			if pp.Err != nil {
+				continue
+			}
+			if done, err := pp.p.ReplicationDone(pp.Result.LastOffset, pp.Result.LeaderEpoch); err != nil {
+				pp.Err = err
+			} else if !done {
+				pp.Err = cause
+			}
+		}
+	}
 	for _, pp := range parts {
 		for pp.Err == nil {
 			w := pp.p.Waiter()
@@ -181,18 +195,10 @@ func (m *Manager) AwaitReplication(ctx context.Context, parts []*ProducePartitio
 			select {
 			case <-w:
 			case <-deadline.C:
-				for _, rest := range parts {
-					if rest.Err == nil {
-						if done, err := rest.p.ReplicationDone(rest.Result.LastOffset, rest.Result.LeaderEpoch); err != nil {
-							rest.Err = err
-						} else if !done {
-							rest.Err = fmt.Errorf("%w: not replicated to the in-sync replicas within %v", kerr.RequestTimedOut, timeout)
-						}
-					}
-				}
+				settle(fmt.Errorf("%w: not replicated to the in-sync replicas within %v", kerr.RequestTimedOut, timeout))
 				return
 			case <-ctx.Done():
-				pp.Err = ctx.Err()
+				settle(fmt.Errorf("%w: the request ended before its records were replicated: %w", kerr.RequestTimedOut, ctx.Err()))
 				return
 			}
 		}

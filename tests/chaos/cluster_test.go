@@ -271,6 +271,13 @@ func newCluster(t *testing.T, l layout) *cluster {
 			for _, n := range c.nodes {
 				t.Logf("---- %v log (start %d, %s), last lines:\n%s", n, n.starts, n.logPath, n.logTail(40))
 			}
+			// SHALE_CHAOS_KEEP=dir keeps every node's logs of a failed run for diagnosis.
+			if keep := os.Getenv("SHALE_CHAOS_KEEP"); keep != "" {
+				for _, n := range c.nodes {
+					_ = exec.Command("cp", "-r", n.dir, filepath.Join(keep, fmt.Sprintf("node-%d", n.id))).Run()
+				}
+				t.Logf("node directories copied to %s", keep)
+			}
 		}
 	})
 	for _, n := range c.nodes {
