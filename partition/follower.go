@@ -68,6 +68,13 @@ func (p *Partition) TruncateTo(offset int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if offset >= p.log.EndOffset() {
+		// Nothing to cut from the log, but an epoch this replica began at its log end
+		// without writing in it (it led briefly) is unknown to the leader: keeping it
+		// would make every fetch report the same divergence again.
+		if n := len(p.epochs.entries); n > 0 && p.epochs.entries[n-1].StartOffset >= offset {
+			p.epochs.truncateFrom(offset)
+			return p.saveEpochsLocked()
+		}
 		return nil
 	}
 	if offset < p.hw.Load() {

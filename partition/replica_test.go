@@ -359,3 +359,27 @@ func FuzzCheckpointDecoders(f *testing.F) {
 		decodeHighWatermarks(b)
 	})
 }
+
+// TestTruncateDropsAnEmptyEpoch: a replica that led briefly at its log end, writing
+// nothing, has an epoch the new leader never saw; the leader answers with the previous
+// epoch ending at this log end. Truncating there must drop the empty epoch, or the next
+// fetch reports the same divergence forever and the follower never rejoins the ISR.
+func TestTruncateDropsAnEmptyEpoch(t *testing.T) {
+	p := openTest(t, t.TempDir(), 1, -1)
+	p.ApplyState(State{Role: RoleFollower, Leader: 2, LeaderEpoch: 3, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, time.Now())
+	if _, err := p.AppendAsFollower(batch(t, 0, 4, 3)); err != nil {
+		t.Fatal(err)
+	}
+	p.ApplyState(State{Role: RoleLeader, Leader: 1, LeaderEpoch: 4, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, time.Now())
+	p.ApplyState(State{Role: RoleFollower, Leader: 2, LeaderEpoch: 5, PartitionEpoch: 3, Replicas: []int32{1, 2}, ISR: []int32{2}}, time.Now())
+	if p.LatestEpoch() != 4 {
+		t.Fatalf("latest epoch %d, want 4 (led at the log end)", p.LatestEpoch())
+	}
+	// The leader knows epoch 3, ending at 4 (where its epoch 5 began).
+	if err := p.TruncateTo(4); err != nil {
+		t.Fatal(err)
+	}
+	if p.LatestEpoch() != 3 || p.LogEndOffset() != 4 {
+		t.Fatalf("after truncating at the log end: latest epoch %d, LEO %d; want 3, 4", p.LatestEpoch(), p.LogEndOffset())
+	}
+}
