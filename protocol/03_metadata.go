@@ -3,7 +3,6 @@ package protocol
 import (
 	"context"
 	"sort"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -40,10 +39,7 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Result {
 			}
 		}
 		if autoCreate && len(missing) > 0 {
-			s.autoCreate(ctx, missing)
-			wctx, cancel := context.WithTimeout(ctx, autoCreateWait)
-			s.waitApplied(wctx, func(im *metadata.Image) bool { return hasTopics(im, missing) })
-			cancel()
+			s.deps.Replicas.AutoCreateTopics(ctx, missing, s.cfg.DefaultPartitions, s.cfg.DefaultReplicationFactor)
 			im = s.image()
 		}
 	}
@@ -96,19 +92,7 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Result {
 	return Result{Resp: resp}
 }
 
-// autoCreateWait bounds how long Metadata waits for an auto-created topic to reach this
-// broker's replicas; past it the client sees LEADER_NOT_AVAILABLE and asks again.
-const autoCreateWait = 2 * time.Second
-
 // hasTopics reports whether every named topic is in the image.
-func hasTopics(im *metadata.Image, names []string) bool {
-	for _, n := range names {
-		if im.Topic(n) == nil && metadata.ValidateTopicName(n) == nil {
-			return false
-		}
-	}
-	return true
-}
 
 func fillBrokers(resp *kmsg.MetadataResponse, im *metadata.Image) {
 	for _, b := range liveBrokers(im) {
@@ -176,27 +160,4 @@ func (s *Server) metadataTopic(t *metadata.Topic, req *kmsg.MetadataRequest) kms
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
-}
-
-// autoCreate creates missing topics with the broker's defaults, as Kafka's
-// auto.create.topics.enable does; names that are invalid are left for the caller to
-// report.
-func (s *Server) autoCreate(ctx context.Context, names []string) {
-	var specs []metadata.TopicSpec
-	for _, n := range names {
-		if metadata.ValidateTopicName(n) != nil {
-			continue
-		}
-		specs = append(specs, metadata.TopicSpec{Name: n, NumPartitions: s.cfg.DefaultPartitions, ReplicationFactor: s.cfg.DefaultReplicationFactor})
-	}
-	if len(specs) == 0 {
-		return
-	}
-	for _, res := range s.deps.Meta.CreateTopics(ctx, specs, false) {
-		if res.Err != nil && errorCode(res.Err) != kerr.TopicAlreadyExists.Code {
-			s.lg.Warn("auto-creating topic failed", "topic", res.Name, "err", res.Err)
-		} else if res.Err == nil {
-			s.lg.Info("auto-created topic", "topic", res.Name, "partitions", s.cfg.DefaultPartitions)
-		}
-	}
 }

@@ -95,3 +95,13 @@ func requestContext(ctx context.Context, timeoutMillis int32) (context.Context, 
 	}
 	return context.WithTimeout(ctx, time.Duration(timeoutMillis)*time.Millisecond)
 }
+
+// hasTopics reports whether im holds every valid name of names.
+func hasTopics(im *metadata.Image, names []string) bool {
+	for _, n := range names {
+		if im.Topic(n) == nil && metadata.ValidateTopicName(n) == nil {
+			return false
+		}
+	}
+	return true
+}
