@@ -67,7 +67,9 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) FetchResult {
 			return res
 		}
 	}
-	if f.LastFetchedEpoch >= 0 {
+	if f.LastFetchedEpoch >= 0 && f.FetchOffset >= p.LogStartOffset() {
+		// (Below the log start there is nothing to compare: the read answers
+		// OFFSET_OUT_OF_RANGE and the fetcher restarts at the log start.)
 		epoch, end := p.EndOffsetForEpoch(f.LastFetchedEpoch)
 		if epoch < 0 {
 			// Older than every epoch this log still holds: the fetcher shares nothing

@@ -351,7 +351,7 @@ func (f *fetcher) truncateDiverged(p *partition.Partition, leaderEpoch int32, le
 	case leaderEpoch < 0:
 		// The leader knows no epoch this old: its log starts at leaderEnd, after
 		// everything this replica could share with it.
-		if leaderEnd <= p.LogStartOffset() {
+		if leaderEnd <= p.LogStartOffset() || p.LogEndOffset() <= leaderEnd {
 			return p.RestartAt(leaderEnd)
 		}
 		to = min(leaderEnd, p.LogEndOffset())
