@@ -324,7 +324,16 @@ func (f *fetcher) handlePartition(ctx context.Context, st *fetchState, rp *kmsg.
 		return err
 	}
 	if rp.DivergingEpoch.Epoch >= 0 || rp.DivergingEpoch.EndOffset >= 0 {
-		return f.truncateDiverged(p, rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset)
+		leo, epoch := p.LogEndOffset(), p.LatestEpoch()
+		if err := f.truncateDiverged(p, rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset); err != nil {
+			return err
+		}
+		if p.LogEndOffset() == leo && p.LatestEpoch() == epoch {
+			// Never spin: a divergence that truncation cannot resolve backs off.
+			return fmt.Errorf("divergence at epoch %d, end offset %d left the log unchanged (end offset %d, epoch %d)",
+				rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset, leo, epoch)
+		}
+		return nil
 	}
 	if len(rp.RecordBatches) > 0 {
 		n, err := p.AppendAsFollower(rp.RecordBatches)
