@@ -57,9 +57,9 @@ func TestChaos(t *testing.T) {
 	}
 }
 
-// TestChaosAcksOne shows that acks=1 can lose acknowledged records when a leader dies:
-// the leader answers once the batch is in its own log, and a follower that had not fetched
-// it yet becomes leader, so the old leader truncates it when it rejoins. Kafka behaves the
+// TestChaosAcksOne shows that acks=1 can lose acknowledged records when a leader dies or
+// is cut off: the leader answers once the batch is in its own log, and a follower that had
+// not fetched it yet becomes leader, so the old leader truncates it when it rejoins. Kafka behaves the
 // same way; this is what acks=all is for. The losses are reported, not failed on; the test
 // fails only when the harness itself cannot do its job. It runs with SHALE_CHAOS=full or
 // SHALE_CHAOS=acks1.
@@ -67,13 +67,17 @@ func TestChaosAcksOne(t *testing.T) {
 	if !fullRun() && os.Getenv("SHALE_CHAOS") != "acks1" {
 		t.Skip("the acks=1 demonstration runs with SHALE_CHAOS=full or SHALE_CHAOS=acks1 (make chaos)")
 	}
-	rows := runLayout(t, combined, []fault{faultKillLeader, faultKillLeader, faultKillLeader, faultKillLeader}, true, 1000)
+	// A kill -9 alone rarely loses anything here (the page cache survives and followers
+	// are milliseconds behind); a leader cut off from its followers and the controllers
+	// while clients still reach it acknowledges acks=1 writes that the next leader never
+	// sees, and truncates them when the partition heals.
+	rows := runLayout(t, combined, []fault{faultKillLeader, faultIsolateLeaderFromControllers, faultKillLeader, faultIsolateLeaderFromControllers}, true, 1000)
 	var lost, acked int
 	for _, r := range rows {
 		lost += r.v.lost
 		acked += r.acked
 	}
-	t.Logf("acks=1: %d of %d acknowledged records lost across %d leader kills (expected to be possible, as in Kafka)", lost, acked, len(rows)-2)
+	t.Logf("acks=1: %d of %d acknowledged records lost across %d faults (leader kills and a leader cut off from its followers; expected, as in Kafka)", lost, acked, len(rows)-2)
 }
 
 // row is one line of the report: one fault (or the baseline, or the final drain).
