@@ -6,14 +6,16 @@ import (
 	shalelog "github.com/shalelog/shale/log"
 )
 
-// AppendAsFollower appends the record batches of a fetch response from the leader,
-// keeping their offsets and leader epochs. A partial batch at the end (a fetch may cut
-// one) and batches this replica already holds are skipped. It returns the bytes appended.
-func (p *Partition) AppendAsFollower(records []byte) (int, error) {
+// AppendAsFollower appends the record batches of a fetch response from the leader of
+// leaderEpoch, keeping their offsets and leader epochs. A partial batch at the end (a
+// fetch may cut one) and batches this replica already holds are skipped. Data fetched
+// from a leader this replica no longer follows is refused, under the same lock as the
+// role change. It returns the bytes appended.
+func (p *Partition) AppendAsFollower(records []byte, leaderEpoch int32) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.Role() != RoleFollower {
-		return 0, fmt.Errorf("%w: not a follower any more", ErrNotLeader)
+	if p.Role() != RoleFollower || p.state.LeaderEpoch != leaderEpoch {
+		return 0, fmt.Errorf("%w: no longer following the leader of epoch %d", ErrNotLeader, leaderEpoch)
 	}
 	n := 0
 	for len(records) >= shalelog.BatchHeaderSize {

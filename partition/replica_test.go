@@ -192,7 +192,7 @@ func TestFollowerAppendTruncateAndRestart(t *testing.T) {
 	p.ApplyState(State{Role: RoleFollower, Leader: 1, LeaderEpoch: 3, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, time.Now())
 	data := append(append(batch(t, 0, 2, 1), batch(t, 2, 3, 2)...), batch(t, 5, 1, 3)...)
 	// A cut batch at the end is left for the next fetch.
-	n, err := p.AppendAsFollower(append(slices.Clone(data), batch(t, 6, 2, 3)[:30]...))
+	n, err := p.AppendAsFollower(append(slices.Clone(data), batch(t, 6, 2, 3)[:30]...), 3)
 	if err != nil || n != len(data) {
 		t.Fatalf("append as follower: %d %v", n, err)
 	}
@@ -200,7 +200,7 @@ func TestFollowerAppendTruncateAndRestart(t *testing.T) {
 		t.Fatalf("LEO %d epoch %d", p.LogEndOffset(), p.LatestEpoch())
 	}
 	// Appending the same bytes again (a retried fetch) changes nothing.
-	if n, err := p.AppendAsFollower(data); err != nil || n != 0 || p.LogEndOffset() != 6 {
+	if n, err := p.AppendAsFollower(data, 3); err != nil || n != 0 || p.LogEndOffset() != 6 {
 		t.Fatalf("retried fetch appended %d: %v", n, err)
 	}
 	p.SetFollowerHighWatermark(4)
@@ -232,10 +232,13 @@ func TestFollowerAppendTruncateAndRestart(t *testing.T) {
 	if err := p.RestartAt(50); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := p.AppendAsFollower(batch(t, 50, 1, 4), 2); err == nil {
+		t.Fatal("appended data fetched from the leader of an older epoch")
+	}
 	if p.LogStartOffset() != 50 || p.LogEndOffset() != 50 || p.LatestEpoch() != -1 {
 		t.Fatalf("restart: start %d end %d epoch %d", p.LogStartOffset(), p.LogEndOffset(), p.LatestEpoch())
 	}
-	if _, err := p.AppendAsFollower(batch(t, 50, 1, 4)); err != nil || p.LogEndOffset() != 51 {
+	if _, err := p.AppendAsFollower(batch(t, 50, 1, 4), 3); err != nil || p.LogEndOffset() != 51 {
 		t.Fatalf("append after restart: %v, LEO %d", err, p.LogEndOffset())
 	}
 }
@@ -367,7 +370,7 @@ func FuzzCheckpointDecoders(f *testing.F) {
 func TestTruncateDropsAnEmptyEpoch(t *testing.T) {
 	p := openTest(t, t.TempDir(), 1, -1)
 	p.ApplyState(State{Role: RoleFollower, Leader: 2, LeaderEpoch: 3, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, time.Now())
-	if _, err := p.AppendAsFollower(batch(t, 0, 4, 3)); err != nil {
+	if _, err := p.AppendAsFollower(batch(t, 0, 4, 3), 3); err != nil {
 		t.Fatal(err)
 	}
 	p.ApplyState(State{Role: RoleLeader, Leader: 1, LeaderEpoch: 4, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, time.Now())

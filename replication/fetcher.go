@@ -336,7 +336,7 @@ func (f *fetcher) handlePartition(ctx context.Context, st *fetchState, rp *kmsg.
 		return nil
 	}
 	if len(rp.RecordBatches) > 0 {
-		n, err := p.AppendAsFollower(rp.RecordBatches)
+		n, err := p.AppendAsFollower(rp.RecordBatches, st.leaderEpoch)
 		f.m.m.replicatedBytes.Add(float64(n))
 		if err != nil {
 			return fmt.Errorf("append as follower: %w", err)
