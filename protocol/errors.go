@@ -105,6 +105,22 @@ func errorResponse(kreq kmsg.Request, code int16) kmsg.Response {
 			resp.Topics = append(resp.Topics, rt)
 		}
 		return resp
+	case *kmsg.ElectLeadersRequest:
+		// Kafka answers a failed ElectLeaders with the top-level code (v1+) and the code
+		// on every partition named.
+		resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+		resp.ErrorCode = code
+		for _, t := range req.Topics {
+			rt := kmsg.NewElectLeadersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewElectLeadersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
 	case *kmsg.InitProducerIDRequest:
 		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = code, -1, -1
