@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shalelog/shale/controller/controllertest"
@@ -191,4 +192,20 @@ func TestFollowersReplicateAndTheISRFollows(t *testing.T) {
 	eventually(t, "broker 3 back in the ISR", func() bool { return slices.Equal(isrOf(rs, "r"), []int32{1, 2, 3}) })
 	produce(20)
 	eventually(t, "every replica at 100/100", caughtUp(100, rs...))
+
+	// DeleteRecords on the leader reaches the followers through their fetches.
+	adm := kadm.NewClient(cl)
+	var del kadm.Offsets
+	del.AddOffset("r", 0, 60, -1)
+	if res, err := adm.DeleteRecords(ctx, del); err != nil || res.Error() != nil {
+		t.Fatalf("delete records: %v %v", err, res.Error())
+	}
+	eventually(t, "log start 60 on every replica", func() bool {
+		for _, r := range rs {
+			if r.m.Replica("r", 0).LogStartOffset() != 60 {
+				return false
+			}
+		}
+		return true
+	})
 }
