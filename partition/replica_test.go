@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
@@ -13,8 +12,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
 )
 
@@ -23,18 +22,16 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // batch builds a valid RecordBatch v2 of n records at base in leader epoch epoch.
 func batch(t testing.TB, base int64, n int, epoch int32) []byte {
 	t.Helper()
-	var recs []byte
-	for i := range n {
-		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte("v")}
-		r.Length = int32(len(r.AppendTo(nil)) - 1)
-		recs = r.AppendTo(recs)
+	recs := make([]records.Record, n)
+	for i := range recs {
+		recs[i] = records.Record{OffsetDelta: int32(i), Value: []byte("v")}
 	}
-	b := kmsg.RecordBatch{FirstOffset: base, PartitionLeaderEpoch: epoch, Magic: 2, LastOffsetDelta: int32(n - 1),
-		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(n), Records: recs}
-	b.Length = int32(49 + len(recs))
-	out := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(out[17:], shalelog.ComputeCRC(out))
-	return out
+	b, err := records.Build(shalelog.Header{BaseOffset: base, PartitionLeaderEpoch: epoch, Magic: 2,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, shalelog.CodecNone, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func testSettings() Settings {

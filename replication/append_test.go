@@ -2,7 +2,6 @@ package replication
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
@@ -10,22 +9,20 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
 	"github.com/shalelog/shale/partition"
 )
 
 func oneRecordBatch(t *testing.T) []byte {
 	t.Helper()
-	r := kmsg.Record{Value: []byte("v")}
-	r.Length = int32(len(r.AppendTo(nil)) - 1)
-	recs := r.AppendTo(nil)
-	b := kmsg.RecordBatch{Magic: 2, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: 1, Records: recs}
-	b.Length = int32(49 + len(recs))
-	out := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(out[17:], shalelog.ComputeCRC(out))
-	return out
+	b, err := records.Build(shalelog.Header{Magic: 2, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		shalelog.CodecNone, []records.Record{{Value: []byte("v")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // TestAwaitReplicationAnswersEveryPartition: when the wait ends early (the client hangs
