@@ -55,6 +55,9 @@ func (m *meter) newRecorder() *recorder {
 // before it is warm-up.
 func (m *meter) begin(at time.Duration) { m.start.Store(int64(at)) }
 
+// opening returns when the measurement window opens.
+func (m *meter) opening() time.Duration { return time.Duration(m.start.Load()) }
+
 // measuring reports whether a record intended (or completed) at t falls in
 // the window; latencies are only recorded for those.
 func (m *meter) measuring(t time.Duration) bool { return int64(t) >= m.start.Load() }

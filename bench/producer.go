@@ -137,8 +137,17 @@ loop:
 		// Closed loop, latency runs from now. Open loop, from the intended
 		// time, or from now when the pacer let the record go a few
 		// microseconds early: never from the later of the two.
-		if now := p.clock.now(); !p.pacer.openLoop() || now < intended {
+		// A record due in the measurement window stays in it when it goes
+		// early across the window's opening: its latency then runs from the
+		// opening, at most spinThreshold late.
+		if now := p.clock.now(); !p.pacer.openLoop() {
 			intended = now
+		} else if now < intended {
+			if open := p.spec.meter.opening(); now < open && open <= intended {
+				intended = open
+			} else {
+				intended = now
+			}
 		}
 		s.intended = intended
 		if p.e2e {
