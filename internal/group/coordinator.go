@@ -103,7 +103,7 @@ func (c *Coordinator) standing(group string) (int32, error) {
 	if err != nil {
 		return 0, err
 	}
-	if b.ID != c.cfg.NodeID || co.BrokerEpoch != c.store.BrokerEpoch() || !c.store.LeaseValid() {
+	if b.ID != c.cfg.NodeID || !c.store.LeaseValid() {
 		return 0, kerr.NotCoordinator
 	}
 	return co.Epoch, nil
