@@ -68,7 +68,8 @@ func BenchmarkOffsetCommits(b *testing.B) {
 	}
 	b.Run("grpc-batched/committers=64", func(b *testing.B) {
 		run(b, 64, func(ctx context.Context, w, i int) error {
-			return bc.CommitOffsets(ctx, fmt.Sprintf("g%d", w), []metadata.CommittedOffset{{Topic: "t", Partition: int32(w % 64), Offset: int64(i)}})
+			g := fmt.Sprintf("g%d", w)
+			return bc.CommitOffsets(ctx, g, bc.Current().GroupFence(g), []metadata.CommittedOffset{{Topic: "t", Partition: int32(w % 64), Offset: int64(i)}})
 		})
 	})
 }

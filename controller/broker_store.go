@@ -186,8 +186,9 @@ func topicPartitionsPB(topics map[string][]int32) []*pb.TopicPartitions {
 
 // CommitOffsets stores a group's committed offsets. The controller gathers concurrent
 // commits into one Raft record. A zero CommitTime is set by the controller.
-func (c *BrokerClient) CommitOffsets(ctx context.Context, group string, offsets []metadata.CommittedOffset) error {
-	req := &pb.CommitOffsetsRequest{Group: group, Offsets: make([]*pb.OffsetEntry, len(offsets))}
+func (c *BrokerClient) CommitOffsets(ctx context.Context, group string, fence metadata.GroupFence, offsets []metadata.CommittedOffset) error {
+	req := &pb.CommitOffsetsRequest{Group: group, Offsets: make([]*pb.OffsetEntry, len(offsets)),
+		CoordinatorId: fence.Broker, CoordinatorEpoch: fence.Epoch}
 	for i, o := range offsets {
 		req.Offsets[i] = offsetEntryToPB(o)
 	}
@@ -227,8 +228,9 @@ func (c *BrokerClient) FetchOffsets(ctx context.Context, group string, topics ma
 }
 
 // DeleteGroupOffsets removes a group's committed offsets; nil topics means all.
-func (c *BrokerClient) DeleteGroupOffsets(ctx context.Context, group string, topics map[string][]int32) error {
-	req := &pb.DeleteGroupOffsetsRequest{Group: group, AllTopics: topics == nil, Topics: topicPartitionsPB(topics)}
+func (c *BrokerClient) DeleteGroupOffsets(ctx context.Context, group string, fence metadata.GroupFence, topics map[string][]int32) error {
+	req := &pb.DeleteGroupOffsetsRequest{Group: group, AllTopics: topics == nil, Topics: topicPartitionsPB(topics),
+		CoordinatorId: fence.Broker, CoordinatorEpoch: fence.Epoch}
 	var resp *pb.DeleteGroupOffsetsResponse
 	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
 		resp, err = cl.DeleteGroupOffsets(ctx, req)
@@ -238,6 +240,28 @@ func (c *BrokerClient) DeleteGroupOffsets(ctx context.Context, group string, top
 		return err
 	}
 	return fromPBError(resp.Error)
+}
+
+// ReadOffsetsLog reads one partition of the __consumer_offsets view from the active
+// controller; see metadata.Store.
+func (c *BrokerClient) ReadOffsetsLog(ctx context.Context, partition int32, from int64, maxBytes int32, maxWait time.Duration) (metadata.OffsetsLogSlice, error) {
+	req := &pb.ReadOffsetsLogRequest{Partition: partition, FromOffset: from, MaxBytes: maxBytes, MaxWaitMs: int32(min(maxWait, time.Hour).Milliseconds())}
+	var resp *pb.ReadOffsetsLogResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.ReadOffsetsLog(ctx, req)
+		return err
+	})
+	if err != nil {
+		return metadata.OffsetsLogSlice{}, err
+	}
+	if err := fromPBError(resp.Error); err != nil {
+		return metadata.OffsetsLogSlice{}, err
+	}
+	out := metadata.OffsetsLogSlice{LogStart: resp.LogStart, LogEnd: resp.LogEnd, Records: make([]metadata.OffsetsLogRecord, len(resp.Records))}
+	for i, r := range resp.Records {
+		out.Records[i] = metadata.OffsetsLogRecord{LogOffset: r.Offset.GetLogOffset(), Group: r.Group, Tombstone: r.Tombstone, Offset: offsetFromPB(r.Offset)}
+	}
+	return out, nil
 }
 
 // ListOffsetGroups lists the groups that have committed offsets.

@@ -25,6 +25,11 @@ type change struct {
 	deleted      map[string]bool
 	configs      map[string]map[string]string            // existing topics with new configs
 	parts        map[string]map[int32]*pb.PartitionState // existing topics' changed or new partitions
+	// offsetsPartitions, when set, fixes offsets.topic.num.partitions for a cluster
+	// that has no coordinators yet.
+	offsetsPartitions int32
+	// coordinators are the changed coordinators, set by coordinatorChanges.
+	coordinators map[int32]*pb.CoordinatorState
 	// sideEffects change the FSM's state outside the image (offsets, producer ids...).
 	sideEffects []func()
 }
@@ -240,7 +245,11 @@ func (c *change) delta() *pb.MetadataDelta {
 	for _, name := range slices.Sorted(maps.Keys(topics)) {
 		d.Topics = append(d.Topics, topics[name])
 	}
-	if d.ClusterId == nil && d.ControllerId == nil && len(d.Brokers) == 0 && len(d.Topics) == 0 && len(d.DeletedTopics) == 0 {
+	for _, p := range slices.Sorted(maps.Keys(c.coordinators)) {
+		d.Coordinators = append(d.Coordinators, c.coordinators[p])
+	}
+	if d.ClusterId == nil && d.ControllerId == nil && len(d.Brokers) == 0 && len(d.Topics) == 0 && len(d.DeletedTopics) == 0 &&
+		len(d.Coordinators) == 0 {
 		return nil
 	}
 	return d

@@ -68,6 +68,11 @@ type Config struct {
 	// TrailingLogs is how many records a snapshot leaves in the log, so that a follower
 	// slightly behind catches up from the log rather than by a snapshot. Default 10240.
 	TrailingLogs uint64
+	// OffsetsTopicNumPartitions is offsets.topic.num.partitions: how many partitions the
+	// __consumer_offsets view has, hence how groups spread over coordinators. As in Kafka
+	// it is fixed when the cluster is created (by its first controller); 0 takes the
+	// default, 50.
+	OffsetsTopicNumPartitions int32
 	// OffsetCommitBatch is the most offset operations gathered into one Raft record.
 	// Default 2048.
 	OffsetCommitBatch int

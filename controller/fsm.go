@@ -29,6 +29,7 @@ type fsm struct {
 	groups         map[string]map[topicPartition]offsetValue
 	lastApplied    uint64
 	deltas         deltaLog
+	offsetsLog     offsetsLog
 }
 
 type topicPartition struct {
@@ -42,6 +43,8 @@ type offsetValue struct {
 	metadata    string
 	commitMs    int64
 	expireMs    int64
+	// logOffset is this commit's offset in the __consumer_offsets view.
+	logOffset int64
 }
 
 // applyResult is what Apply returns to the proposer through the ApplyFuture.
@@ -61,6 +64,9 @@ func newFSM(log *slog.Logger) *fsm {
 		brokers: map[int32]*pb.BrokerState{},
 		groups:  map[string]map[topicPartition]offsetValue{},
 		deltas:  newDeltaLog(deltaLogCapacity, 0),
+		offsetsLog: offsetsLog{
+			changed: make(chan struct{}),
+		},
 	}
 }
 
@@ -97,6 +103,7 @@ func (f *fsm) commit(c *change) {
 	for _, fn := range c.sideEffects {
 		fn()
 	}
+	c.coordinatorChanges()
 	d := c.delta()
 	if d == nil {
 		return

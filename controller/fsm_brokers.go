@@ -27,6 +27,12 @@ func (f *fsm) applyLeaderChange(c *change, r *pb.LeaderChangeRecord) applyResult
 	}
 	unclean := r.UncleanLeaderElection
 	c.after(func() { f.unclean = unclean })
+	if len(c.base.Coordinators) == 0 {
+		c.offsetsPartitions = r.OffsetsTopicNumPartitions
+		if c.offsetsPartitions <= 0 {
+			c.offsetsPartitions = metadata.DefaultOffsetsTopicPartitions
+		}
+	}
 	return applyResult{}
 }
 

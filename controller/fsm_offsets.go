@@ -48,6 +48,10 @@ func (f *fsm) applyOffsetOps(c *change, r *pb.OffsetOpsRecord) applyResult {
 			errs[i] = kafkaErrorf(kerr.InvalidGroupID, "group id is empty")
 			continue
 		}
+		if err := checkFence(c.base, op); err != nil {
+			errs[i] = err
+			continue
+		}
 		if op.Delete {
 			op := op
 			c.after(func() { f.deleteOffsets(op) })
@@ -77,9 +81,10 @@ func (f *fsm) storeOffsets(op *pb.OffsetOp) {
 	for _, e := range op.Commits {
 		g[topicPartition{e.Topic, e.Partition}] = offsetValue{
 			offset: e.Offset, leaderEpoch: e.LeaderEpoch, metadata: e.Metadata,
-			commitMs: e.CommitTimeMs, expireMs: e.ExpireTimeMs,
+			commitMs: e.CommitTimeMs, expireMs: e.ExpireTimeMs, logOffset: f.nextLogOffset(),
 		}
 	}
+	f.offsetsChanged()
 }
 
 func (f *fsm) deleteOffsets(op *pb.OffsetOp) {
@@ -87,21 +92,25 @@ func (f *fsm) deleteOffsets(op *pb.OffsetOp) {
 	if g == nil {
 		return
 	}
+	defer f.offsetsChanged()
 	if op.DeleteAll {
+		for _, tp := range slices.SortedFunc(maps.Keys(g), compareTopicPartition) {
+			f.forget(op.Group, g, tp)
+		}
 		delete(f.groups, op.Group)
 		return
 	}
 	for _, tps := range op.DeleteTopics {
 		if len(tps.Partitions) == 0 {
-			for tp := range g {
+			for _, tp := range slices.SortedFunc(maps.Keys(g), compareTopicPartition) {
 				if tp.topic == tps.Topic {
-					delete(g, tp)
+					f.forget(op.Group, g, tp)
 				}
 			}
 			continue
 		}
 		for _, p := range tps.Partitions {
-			delete(g, topicPartition{tps.Topic, p})
+			f.forget(op.Group, g, topicPartition{tps.Topic, p})
 		}
 	}
 	if len(g) == 0 {
@@ -112,15 +121,21 @@ func (f *fsm) deleteOffsets(op *pb.OffsetOp) {
 // dropTopicOffsets forgets every group's offsets for a deleted topic, as Kafka's group
 // coordinator does.
 func (f *fsm) dropTopicOffsets(topic string) {
-	for name, g := range f.groups {
-		for tp := range g {
+	changed := false
+	for _, name := range slices.Sorted(maps.Keys(f.groups)) {
+		g := f.groups[name]
+		for _, tp := range slices.SortedFunc(maps.Keys(g), compareTopicPartition) {
 			if tp.topic == topic {
-				delete(g, tp)
+				f.forget(name, g, tp)
+				changed = true
 			}
 		}
 		if len(g) == 0 {
 			delete(f.groups, name)
 		}
+	}
+	if changed {
+		f.offsetsChanged()
 	}
 }
 

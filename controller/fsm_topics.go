@@ -58,7 +58,9 @@ func (f *fsm) createTopic(c *change, nt *pb.NewTopic, pl *placer) (*pb.TopicDelt
 	if err := validateTopicName(nt.Name); err != nil {
 		return nil, err
 	}
-	if c.topicExists(nt.Name) {
+	if c.topicExists(nt.Name) || nt.Name == metadata.OffsetsTopic {
+		// __consumer_offsets is the controller's own view of the committed offsets: it
+		// always exists, and no broker may create a real topic under its name.
 		return nil, kafkaErrorf(kerr.TopicAlreadyExists, "topic %q already exists", nt.Name)
 	}
 	key := collisionKey(nt.Name)

@@ -108,6 +108,13 @@ func applyDelta(im *metadata.Image, d *pb.MetadataDelta) (*metadata.Image, error
 			out.Brokers[b.Id] = brokerFromPB(b)
 		}
 	}
+	if len(d.Coordinators) > 0 {
+		cs, err := applyCoordinators(im.Coordinators, d.Coordinators)
+		if err != nil {
+			return nil, fmt.Errorf("delta at offset %d: %w", d.Offset, err)
+		}
+		out.Coordinators = cs
+	}
 	if len(d.Topics) == 0 && len(d.DeletedTopics) == 0 {
 		return &out, nil
 	}
@@ -171,7 +178,7 @@ func applyTopicDelta(old *metadata.Topic, td *pb.TopicDelta) (*metadata.Topic, e
 // partitions each. brokers gives each broker's complete state (with listeners).
 func imageChunks(im *metadata.Image, brokers []*pb.BrokerState, maxPartitions int) []*pb.MetadataImageChunk {
 	first := &pb.MetadataImageChunk{Offset: im.Offset, ClusterId: im.ClusterID, ControllerId: im.ControllerID,
-		Brokers: brokers, First: true}
+		Brokers: brokers, First: true, Coordinators: coordinatorsToPB(im.Coordinators)}
 	chunks := []*pb.MetadataImageChunk{first}
 	cur, n := first, 0
 	for _, name := range slices.Sorted(maps.Keys(im.Topics)) {
@@ -201,6 +208,12 @@ func (a *imageAssembler) add(c *pb.MetadataImageChunk) (*metadata.Image, error) 
 		for _, b := range c.Brokers {
 			a.im.Brokers[b.Id] = brokerFromPB(b)
 		}
+		cs, err := applyCoordinators(nil, c.Coordinators)
+		if err != nil {
+			a.im = nil
+			return nil, err
+		}
+		a.im.Coordinators = cs
 	}
 	if a.im == nil || a.im.Offset != c.Offset {
 		a.im = nil

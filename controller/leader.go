@@ -110,7 +110,8 @@ func (s *Server) runSession(ls *leaderSession) {
 		clusterID = newClusterID()
 	}
 	rec := &pb.Record{Record: &pb.Record_LeaderChange{LeaderChange: &pb.LeaderChangeRecord{
-		LeaderId: s.cfg.NodeID, ClusterId: clusterID, UncleanLeaderElection: s.cfg.UncleanLeaderElection}}}
+		LeaderId: s.cfg.NodeID, ClusterId: clusterID, UncleanLeaderElection: s.cfg.UncleanLeaderElection,
+		OffsetsTopicNumPartitions: s.cfg.OffsetsTopicNumPartitions}}}
 	if _, _, err := s.propose(ls.ctx, rec); err != nil {
 		if ls.ctx.Err() == nil {
 			s.log.Warn("controller could not commit its leader-change record", "err", err)

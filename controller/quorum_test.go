@@ -24,7 +24,7 @@ func TestLeaderFailover(t *testing.T) {
 		mustCreateTopic(t, b, fmt.Sprintf("t%d", i+1), 3, 3)
 	}
 	ctx := ctxFor(t)
-	if err := brokers[0].CommitOffsets(ctx, "g", []metadata.CommittedOffset{{Topic: "t2", Partition: 1, Offset: 99}}); err != nil {
+	if err := brokers[0].CommitOffsets(ctx, "g", brokers[0].Current().GroupFence("g"), []metadata.CommittedOffset{{Topic: "t2", Partition: 1, Offset: 99}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, b := range brokers {
@@ -221,7 +221,7 @@ func TestSnapshotRestart(t *testing.T) {
 	ctx := ctxFor(t)
 	commit := func(group string, n int) {
 		for i := range n {
-			if err := b.CommitOffsets(ctx, group, []metadata.CommittedOffset{{Topic: "t", Partition: int32(i % 4), Offset: int64(i)}}); err != nil {
+			if err := b.CommitOffsets(ctx, group, b.Current().GroupFence(group), []metadata.CommittedOffset{{Topic: "t", Partition: int32(i % 4), Offset: int64(i)}}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -116,17 +116,17 @@ func TestSingleNodeCombined(t *testing.T) {
 	}
 
 	// Offsets.
-	if err := b.CommitOffsets(ctx, "g", []metadata.CommittedOffset{{Topic: "events", Partition: 1, Offset: 17, LeaderEpoch: 0, Metadata: "meta"}}); err != nil {
+	if err := b.CommitOffsets(ctx, "g", b.Current().GroupFence("g"), []metadata.CommittedOffset{{Topic: "events", Partition: 1, Offset: 17, LeaderEpoch: 0, Metadata: "meta"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.CommitOffsets(ctx, "g", []metadata.CommittedOffset{{Topic: "missing", Partition: 0, Offset: 1}}); !errors.Is(err, kerr.UnknownTopicOrPartition) {
+	if err := b.CommitOffsets(ctx, "g", b.Current().GroupFence("g"), []metadata.CommittedOffset{{Topic: "missing", Partition: 0, Offset: 1}}); !errors.Is(err, kerr.UnknownTopicOrPartition) {
 		t.Fatalf("commit to a missing topic: %v", err)
 	}
-	if err := b.CommitOffsets(ctx, "", []metadata.CommittedOffset{{Topic: "events", Partition: 0, Offset: 1}}); !errors.Is(err, kerr.InvalidGroupID) {
+	if err := b.CommitOffsets(ctx, "", b.Current().GroupFence(""), []metadata.CommittedOffset{{Topic: "events", Partition: 0, Offset: 1}}); !errors.Is(err, kerr.InvalidGroupID) {
 		t.Fatalf("empty group: %v", err)
 	}
 	big := string(make([]byte, offsetMetadataMaxBytes+1))
-	if err := b.CommitOffsets(ctx, "g", []metadata.CommittedOffset{{Topic: "events", Partition: 0, Offset: 1, Metadata: big}}); !errors.Is(err, kerr.OffsetMetadataTooLarge) {
+	if err := b.CommitOffsets(ctx, "g", b.Current().GroupFence("g"), []metadata.CommittedOffset{{Topic: "events", Partition: 0, Offset: 1, Metadata: big}}); !errors.Is(err, kerr.OffsetMetadataTooLarge) {
 		t.Fatalf("big metadata: %v", err)
 	}
 	got, err := b.FetchOffsets(ctx, "g", nil)
@@ -139,7 +139,7 @@ func TestSingleNodeCombined(t *testing.T) {
 	if groups, err := b.ListOffsetGroups(ctx); err != nil || !slices.Equal(groups, []string{"g"}) {
 		t.Fatalf("groups %v %v", groups, err)
 	}
-	if err := b.DeleteGroupOffsets(ctx, "g", nil); err != nil {
+	if err := b.DeleteGroupOffsets(ctx, "g", b.Current().GroupFence("g"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := b.FetchOffsets(ctx, "g", nil); len(got) != 0 {
@@ -223,7 +223,7 @@ func TestConcurrentCommitsAreBatched(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				if err := b.CommitOffsets(ctx, "g", []metadata.CommittedOffset{{Topic: "t", Partition: int32(w % 8), Offset: int64(i)}}); err != nil {
+				if err := b.CommitOffsets(ctx, "g", b.Current().GroupFence("g"), []metadata.CommittedOffset{{Topic: "t", Partition: int32(w % 8), Offset: int64(i)}}); err != nil {
 					errc <- err
 					return
 				}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -484,7 +486,8 @@ func (v *service) CommitOffsets(ctx context.Context, req *pb.CommitOffsetsReques
 			o.CommitTimeMs = now
 		}
 	}
-	kafkaErr, err := v.outcome(v.s.committer.submit(ctx, &pb.OffsetOp{Group: req.Group, Commits: req.Offsets}))
+	kafkaErr, err := v.outcome(v.s.committer.submit(ctx, &pb.OffsetOp{Group: req.Group, Commits: req.Offsets,
+		Fenced: true, CoordinatorId: req.CoordinatorId, CoordinatorEpoch: req.CoordinatorEpoch}))
 	if err != nil {
 		return nil, err
 	}
@@ -534,12 +537,56 @@ func (v *service) DeleteGroupOffsets(ctx context.Context, req *pb.DeleteGroupOff
 	if req.Group == "" {
 		return &pb.DeleteGroupOffsetsResponse{Error: toPBError(kafkaErrorf(kerr.InvalidGroupID, "group id is empty"))}, nil
 	}
-	op := &pb.OffsetOp{Group: req.Group, Delete: true, DeleteAll: req.AllTopics, DeleteTopics: req.Topics}
+	op := &pb.OffsetOp{Group: req.Group, Delete: true, DeleteAll: req.AllTopics, DeleteTopics: req.Topics,
+		Fenced: true, CoordinatorId: req.CoordinatorId, CoordinatorEpoch: req.CoordinatorEpoch}
 	kafkaErr, err := v.outcome(v.s.committer.submit(ctx, op))
 	if err != nil {
 		return nil, err
 	}
 	return &pb.DeleteGroupOffsetsResponse{Error: kafkaErr}, nil
+}
+
+// maxOffsetsLogWait bounds a ReadOffsetsLog long poll, whatever the broker asks.
+const maxOffsetsLogWait = 30 * time.Second
+
+func (v *service) ReadOffsetsLog(ctx context.Context, req *pb.ReadOffsetsLogRequest) (*pb.ReadOffsetsLogResponse, error) {
+	if _, err := v.s.awaitSession(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	if err := v.s.verifyLeader(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	wait := min(time.Duration(req.MaxWaitMs)*time.Millisecond, maxOffsetsLogWait)
+	var timer <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timer = t.C
+	}
+	for {
+		recs, end, changed, err := v.s.fsm.readOffsetsLog(req.Partition, req.FromOffset, int(req.MaxBytes))
+		if err != nil {
+			return &pb.ReadOffsetsLogResponse{Error: toPBError(err)}, nil
+		}
+		if len(recs) > 0 || timer == nil {
+			resp := &pb.ReadOffsetsLogResponse{LogEnd: end, Records: make([]*pb.OffsetsLogRecord, len(recs))}
+			for i, r := range recs {
+				e := offsetToPB(r.Offset)
+				e.LogOffset = r.LogOffset
+				resp.Records[i] = &pb.OffsetsLogRecord{Group: r.Group, Tombstone: r.Tombstone, Offset: e}
+			}
+			return resp, nil
+		}
+		select {
+		case <-changed:
+		case <-timer:
+			timer = nil // one last read
+		case <-ctx.Done():
+			return nil, v.rpcError(ctx.Err())
+		case <-v.s.ctx.Done():
+			return nil, v.rpcError(raft.ErrRaftShutdown)
+		}
+	}
 }
 
 func (v *service) ListOffsetGroups(ctx context.Context, _ *pb.ListOffsetGroupsRequest) (*pb.ListOffsetGroupsResponse, error) {

@@ -44,6 +44,8 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 			UncleanLeaderElection: f.unclean,
 			NextProducerId:        f.nextProducerID,
 			AppliedIndex:          f.lastApplied,
+			Coordinators:          coordinatorsToPB(f.img.Coordinators),
+			OffsetsLogEnd:         f.offsetsLog.end,
 		},
 		img:     f.img,
 		brokers: f.sortedBrokersLocked(),
@@ -88,7 +90,8 @@ func (s *fsmSnapshot) write(sink io.Writer) error {
 		for _, tp := range slices.SortedFunc(maps.Keys(g), compareTopicPartition) {
 			v := g[tp]
 			gs.Offsets = append(gs.Offsets, &pb.OffsetEntry{Topic: tp.topic, Partition: tp.partition, Offset: v.offset,
-				LeaderEpoch: v.leaderEpoch, Metadata: v.metadata, CommitTimeMs: v.commitMs, ExpireTimeMs: v.expireMs})
+				LeaderEpoch: v.leaderEpoch, Metadata: v.metadata, CommitTimeMs: v.commitMs, ExpireTimeMs: v.expireMs,
+				LogOffset: v.logOffset})
 		}
 		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_Group{Group: gs}}); err != nil {
 			return err
@@ -115,6 +118,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.img, f.brokers, f.groups = st.img, st.brokers, st.groups
 	f.unclean, f.nextProducerID, f.lastApplied = st.unclean, st.nextProducerID, st.appliedIndex
 	f.deltas.reset(st.img.Offset)
+	f.offsetsLog.restore(st.offsetsLogEnd)
 	return nil
 }
 
@@ -125,6 +129,7 @@ type restoredState struct {
 	unclean        bool
 	nextProducerID int64
 	appliedIndex   uint64
+	offsetsLogEnd  int64
 }
 
 func readSnapshot(r *bufio.Reader) (*restoredState, error) {
@@ -145,6 +150,11 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 		appliedIndex:   h.AppliedIndex,
 	}
 	st.img.Offset, st.img.ClusterID, st.img.ControllerID = h.MetadataOffset, h.ClusterId, h.ControllerId
+	cs, err := applyCoordinators(nil, h.Coordinators)
+	if err != nil {
+		return nil, fmt.Errorf("header: %w", err)
+	}
+	st.img.Coordinators = cs
 	for i := uint64(0); i < h.ItemCount; i++ {
 		var it pb.SnapshotItem
 		if err := opts.UnmarshalFrom(r, &it); err != nil {
@@ -164,13 +174,15 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 			g := make(map[topicPartition]offsetValue, len(x.Group.Offsets))
 			for _, e := range x.Group.Offsets {
 				g[topicPartition{e.Topic, e.Partition}] = offsetValue{offset: e.Offset, leaderEpoch: e.LeaderEpoch,
-					metadata: e.Metadata, commitMs: e.CommitTimeMs, expireMs: e.ExpireTimeMs}
+					metadata: e.Metadata, commitMs: e.CommitTimeMs, expireMs: e.ExpireTimeMs, logOffset: e.LogOffset}
+				st.offsetsLogEnd = max(st.offsetsLogEnd, e.LogOffset+1)
 			}
 			st.groups[x.Group.Group] = g
 		default:
 			return nil, fmt.Errorf("item %d: unknown kind", i)
 		}
 	}
+	st.offsetsLogEnd = max(st.offsetsLogEnd, h.OffsetsLogEnd)
 	if _, err := r.ReadByte(); err != io.EOF {
 		return nil, fmt.Errorf("trailing data after %d items", h.ItemCount)
 	}

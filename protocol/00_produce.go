@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -40,7 +41,8 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Result {
 			rp := kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
 			rt.Partitions = append(rt.Partitions, rp)
-			pp := &replication.ProducePartition{Topic: t.Topic, Index: p.Partition, Records: p.Records, Legacy: r.Version < 3, Err: reqErr}
+			pp := &replication.ProducePartition{Topic: t.Topic, Index: p.Partition, Records: p.Records, Legacy: r.Version < 3,
+				Err: cmp.Or(reqErr, internalTopicWriteError(t.Topic))}
 			parts = append(parts, producePart{ProducePartition: pp, rt: i, rp: j})
 			all = append(all, pp)
 		}

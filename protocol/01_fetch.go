@@ -137,6 +137,17 @@ func (s *Server) buildFetch(req *kmsg.FetchRequest, version int16) (*kmsg.FetchR
 			if maxBytes <= 0 && total > 0 {
 				maxBytes = 0
 			}
+			if name == metadata.OffsetsTopic { // consumer_offsets.go
+				n, waiter, err := s.fetchOffsetsTopic(im, fp, max(maxBytes, 0), rp)
+				if err != nil {
+					rp.ErrorCode, stop = errorCode(err), true
+				} else if n > 0 {
+					total, remaining = total+n, remaining-n
+				} else {
+					waiters = append(waiters, waiter)
+				}
+				continue
+			}
 			res := s.deps.Replicas.Fetch(who, replication.FetchPartition{
 				Topic: name, Index: fp.Partition, CurrentLeaderEpoch: fp.CurrentLeaderEpoch, FetchOffset: fp.FetchOffset,
 				LastFetchedEpoch: fp.LastFetchedEpoch, MaxBytes: max(maxBytes, 0), MinOne: total == 0,
@@ -177,6 +188,9 @@ func fetchReader(req *kmsg.FetchRequest, version int16) replication.Reader {
 
 // topicNameByID resolves a topic id; unknown is true when no topic has it.
 func topicNameByID(im *metadata.Image, id [16]byte) (name string, unknown bool) {
+	if offsetsTopicByID(im, id) {
+		return metadata.OffsetsTopic, false
+	}
 	for _, t := range im.Topics {
 		if t.ID == id {
 			return t.Name, false

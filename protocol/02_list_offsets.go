@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
 	"github.com/shalelog/shale/partition"
@@ -29,6 +30,11 @@ func (s *Server) handleListOffsets(_ context.Context, r *Request) Result {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = lp.Partition
 			rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
+			if t.Topic == metadata.OffsetsTopic {
+				s.listOffsetsTopic(lp, &rp) // consumer_offsets.go
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			p, err := s.deps.Replicas.Leader(t.Topic, lp.Partition, lp.CurrentLeaderEpoch)
 			if err != nil {
 				rp.ErrorCode = errorCode(err)

@@ -29,6 +29,7 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Result {
 
 	// v0: an empty list means every topic; v1+: null means every topic, empty none.
 	all := req.Topics == nil || (r.Version == 0 && len(req.Topics) == 0)
+	defer s.fillOffsetsTopic(resp, req, all) // __consumer_offsets: consumer_offsets.go
 	autoCreate := s.cfg.AutoCreateTopics && (r.Version < 4 || req.AllowAutoTopicCreation)
 
 	if !all {

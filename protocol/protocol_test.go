@@ -437,8 +437,9 @@ func TestMetadataAllTopicsSemantics(t *testing.T) {
 	rc := dialRaw(t, tb.addr)
 	v0 := kmsg.NewPtrMetadataRequest()
 	v0.Version = 0
-	if r := rc.roundTrip(v0).(*kmsg.MetadataResponse); len(r.Topics) != 1 {
-		t.Errorf("v0 empty list: %d topics, want all (1)", len(r.Topics))
+	// All topics include the internal __consumer_offsets, as in Kafka.
+	if r := rc.roundTrip(v0).(*kmsg.MetadataResponse); len(r.Topics) != 2 {
+		t.Errorf("v0 empty list: %d topics, want all (2)", len(r.Topics))
 	}
 	v1 := kmsg.NewPtrMetadataRequest()
 	v1.Version = 1
@@ -450,7 +451,7 @@ func TestMetadataAllTopicsSemantics(t *testing.T) {
 	v12.Version = 12
 	v12.Topics = nil
 	r := rc.roundTrip(v12).(*kmsg.MetadataResponse)
-	if len(r.Topics) != 1 || r.Topics[0].TopicID == [16]byte{} || r.Topics[0].Partitions[0].Leader != 1 {
+	if len(r.Topics) != 2 || r.Topics[0].TopicID == [16]byte{} || r.Topics[0].Partitions[0].Leader != 1 || !r.Topics[1].IsInternal {
 		t.Errorf("v12 null list: %+v", r.Topics)
 	}
 	if len(r.Brokers) != 1 || r.Brokers[0].NodeID != 1 {

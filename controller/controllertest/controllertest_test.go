@@ -21,7 +21,7 @@ func TestStartRestartAndBrokers(t *testing.T) {
 	if res[0].Err != nil || len(res[0].Topic.Partitions) != 2 {
 		t.Fatalf("create: %+v", res[0])
 	}
-	if err := n.Store().CommitOffsets(ctx, "g", []metadata.CommittedOffset{{Topic: "t", Partition: 1, Offset: 7, LeaderEpoch: -1}}); err != nil {
+	if err := n.Store().CommitOffsets(ctx, "g", n.Store().Current().GroupFence("g"), []metadata.CommittedOffset{{Topic: "t", Partition: 1, Offset: 7, LeaderEpoch: -1}}); err != nil {
 		t.Fatal(err)
 	}
 	controllertest.WaitFor(t, n.Store(), "topic t", func(im *metadata.Image) bool { return im.Topic("t") != nil })

@@ -1436,11 +1436,13 @@ func (x *AllocateProducerIdsResponse) GetCount() int32 {
 }
 
 type CommitOffsetsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Offsets       []*OffsetEntry         `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Group            string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Offsets          []*OffsetEntry         `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	CoordinatorId    int32                  `protobuf:"varint,3,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	CoordinatorEpoch int32                  `protobuf:"varint,4,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CommitOffsetsRequest) Reset() {
@@ -1485,6 +1487,20 @@ func (x *CommitOffsetsRequest) GetOffsets() []*OffsetEntry {
 		return x.Offsets
 	}
 	return nil
+}
+
+func (x *CommitOffsetsRequest) GetCoordinatorId() int32 {
+	if x != nil {
+		return x.CoordinatorId
+	}
+	return 0
+}
+
+func (x *CommitOffsetsRequest) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
 }
 
 type CommitOffsetsResponse struct {
@@ -1644,12 +1660,14 @@ func (x *FetchOffsetsResponse) GetOffsets() []*OffsetEntry {
 }
 
 type DeleteGroupOffsetsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	AllTopics     bool                   `protobuf:"varint,2,opt,name=all_topics,json=allTopics,proto3" json:"all_topics,omitempty"`
-	Topics        []*TopicPartitions     `protobuf:"bytes,3,rep,name=topics,proto3" json:"topics,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Group            string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	AllTopics        bool                   `protobuf:"varint,2,opt,name=all_topics,json=allTopics,proto3" json:"all_topics,omitempty"`
+	Topics           []*TopicPartitions     `protobuf:"bytes,3,rep,name=topics,proto3" json:"topics,omitempty"`
+	CoordinatorId    int32                  `protobuf:"varint,4,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	CoordinatorEpoch int32                  `protobuf:"varint,5,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *DeleteGroupOffsetsRequest) Reset() {
@@ -1703,6 +1721,217 @@ func (x *DeleteGroupOffsetsRequest) GetTopics() []*TopicPartitions {
 	return nil
 }
 
+func (x *DeleteGroupOffsetsRequest) GetCoordinatorId() int32 {
+	if x != nil {
+		return x.CoordinatorId
+	}
+	return 0
+}
+
+func (x *DeleteGroupOffsetsRequest) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+type ReadOffsetsLogRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	FromOffset    int64                  `protobuf:"varint,2,opt,name=from_offset,json=fromOffset,proto3" json:"from_offset,omitempty"`
+	MaxBytes      int32                  `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	MaxWaitMs     int32                  `protobuf:"varint,4,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadOffsetsLogRequest) Reset() {
+	*x = ReadOffsetsLogRequest{}
+	mi := &file_controller_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadOffsetsLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadOffsetsLogRequest) ProtoMessage() {}
+
+func (x *ReadOffsetsLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadOffsetsLogRequest.ProtoReflect.Descriptor instead.
+func (*ReadOffsetsLogRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ReadOffsetsLogRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ReadOffsetsLogRequest) GetFromOffset() int64 {
+	if x != nil {
+		return x.FromOffset
+	}
+	return 0
+}
+
+func (x *ReadOffsetsLogRequest) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *ReadOffsetsLogRequest) GetMaxWaitMs() int32 {
+	if x != nil {
+		return x.MaxWaitMs
+	}
+	return 0
+}
+
+// OffsetsLogRecord is a group's committed offset (tombstone false) or the deletion of one.
+type OffsetsLogRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Tombstone     bool                   `protobuf:"varint,2,opt,name=tombstone,proto3" json:"tombstone,omitempty"`
+	Offset        *OffsetEntry           `protobuf:"bytes,3,opt,name=offset,proto3" json:"offset,omitempty"` // log_offset set
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetsLogRecord) Reset() {
+	*x = OffsetsLogRecord{}
+	mi := &file_controller_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetsLogRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetsLogRecord) ProtoMessage() {}
+
+func (x *OffsetsLogRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetsLogRecord.ProtoReflect.Descriptor instead.
+func (*OffsetsLogRecord) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *OffsetsLogRecord) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *OffsetsLogRecord) GetTombstone() bool {
+	if x != nil {
+		return x.Tombstone
+	}
+	return false
+}
+
+func (x *OffsetsLogRecord) GetOffset() *OffsetEntry {
+	if x != nil {
+		return x.Offset
+	}
+	return nil
+}
+
+type ReadOffsetsLogResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Records       []*OffsetsLogRecord    `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
+	LogStart      int64                  `protobuf:"varint,3,opt,name=log_start,json=logStart,proto3" json:"log_start,omitempty"`
+	LogEnd        int64                  `protobuf:"varint,4,opt,name=log_end,json=logEnd,proto3" json:"log_end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadOffsetsLogResponse) Reset() {
+	*x = ReadOffsetsLogResponse{}
+	mi := &file_controller_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadOffsetsLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadOffsetsLogResponse) ProtoMessage() {}
+
+func (x *ReadOffsetsLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadOffsetsLogResponse.ProtoReflect.Descriptor instead.
+func (*ReadOffsetsLogResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ReadOffsetsLogResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *ReadOffsetsLogResponse) GetRecords() []*OffsetsLogRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *ReadOffsetsLogResponse) GetLogStart() int64 {
+	if x != nil {
+		return x.LogStart
+	}
+	return 0
+}
+
+func (x *ReadOffsetsLogResponse) GetLogEnd() int64 {
+	if x != nil {
+		return x.LogEnd
+	}
+	return 0
+}
+
 type DeleteGroupOffsetsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
@@ -1712,7 +1941,7 @@ type DeleteGroupOffsetsResponse struct {
 
 func (x *DeleteGroupOffsetsResponse) Reset() {
 	*x = DeleteGroupOffsetsResponse{}
-	mi := &file_controller_proto_msgTypes[28]
+	mi := &file_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +1953,7 @@ func (x *DeleteGroupOffsetsResponse) String() string {
 func (*DeleteGroupOffsetsResponse) ProtoMessage() {}
 
 func (x *DeleteGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[28]
+	mi := &file_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +1966,7 @@ func (x *DeleteGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{28}
+	return file_controller_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteGroupOffsetsResponse) GetError() *Error {
@@ -1755,7 +1984,7 @@ type ListOffsetGroupsRequest struct {
 
 func (x *ListOffsetGroupsRequest) Reset() {
 	*x = ListOffsetGroupsRequest{}
-	mi := &file_controller_proto_msgTypes[29]
+	mi := &file_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +1996,7 @@ func (x *ListOffsetGroupsRequest) String() string {
 func (*ListOffsetGroupsRequest) ProtoMessage() {}
 
 func (x *ListOffsetGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[29]
+	mi := &file_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +2009,7 @@ func (x *ListOffsetGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{29}
+	return file_controller_proto_rawDescGZIP(), []int{32}
 }
 
 type ListOffsetGroupsResponse struct {
@@ -1793,7 +2022,7 @@ type ListOffsetGroupsResponse struct {
 
 func (x *ListOffsetGroupsResponse) Reset() {
 	*x = ListOffsetGroupsResponse{}
-	mi := &file_controller_proto_msgTypes[30]
+	mi := &file_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +2034,7 @@ func (x *ListOffsetGroupsResponse) String() string {
 func (*ListOffsetGroupsResponse) ProtoMessage() {}
 
 func (x *ListOffsetGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[30]
+	mi := &file_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +2047,7 @@ func (x *ListOffsetGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{30}
+	return file_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListOffsetGroupsResponse) GetError() *Error {
@@ -1846,7 +2075,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_controller_proto_msgTypes[31]
+	mi := &file_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1858,7 +2087,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[31]
+	mi := &file_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1871,7 +2100,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{31}
+	return file_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ElectLeadersRequest) GetType() ElectionType {
@@ -1906,7 +2135,7 @@ type PartitionError struct {
 
 func (x *PartitionError) Reset() {
 	*x = PartitionError{}
-	mi := &file_controller_proto_msgTypes[32]
+	mi := &file_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2147,7 @@ func (x *PartitionError) String() string {
 func (*PartitionError) ProtoMessage() {}
 
 func (x *PartitionError) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[32]
+	mi := &file_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2160,7 @@ func (x *PartitionError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionError.ProtoReflect.Descriptor instead.
 func (*PartitionError) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{32}
+	return file_controller_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PartitionError) GetTopic() string {
@@ -1967,7 +2196,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_controller_proto_msgTypes[33]
+	mi := &file_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2208,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[33]
+	mi := &file_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2221,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{33}
+	return file_controller_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ElectLeadersResponse) GetError() *Error {
@@ -2113,10 +2342,12 @@ const file_controller_proto_rawDesc = "" +
 	"\x1bAllocateProducerIdsResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12*\n" +
 	"\x11first_producer_id\x18\x02 \x01(\x03R\x0ffirstProducerId\x12\x14\n" +
-	"\x05count\x18\x03 \x01(\x05R\x05count\"h\n" +
+	"\x05count\x18\x03 \x01(\x05R\x05count\"\xbc\x01\n" +
 	"\x14CommitOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"I\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\x12%\n" +
+	"\x0ecoordinator_id\x18\x03 \x01(\x05R\rcoordinatorId\x12+\n" +
+	"\x11coordinator_epoch\x18\x04 \x01(\x05R\x10coordinatorEpoch\"I\n" +
 	"\x15CommitOffsetsResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\x88\x01\n" +
 	"\x13FetchOffsetsRequest\x12\x14\n" +
@@ -2126,12 +2357,29 @@ const file_controller_proto_rawDesc = "" +
 	"\x06topics\x18\x03 \x03(\v2$.shale.controller.v1.TopicPartitionsR\x06topics\"\x84\x01\n" +
 	"\x14FetchOffsetsResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\x8e\x01\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xe2\x01\n" +
 	"\x19DeleteGroupOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1d\n" +
 	"\n" +
 	"all_topics\x18\x02 \x01(\bR\tallTopics\x12<\n" +
-	"\x06topics\x18\x03 \x03(\v2$.shale.controller.v1.TopicPartitionsR\x06topics\"N\n" +
+	"\x06topics\x18\x03 \x03(\v2$.shale.controller.v1.TopicPartitionsR\x06topics\x12%\n" +
+	"\x0ecoordinator_id\x18\x04 \x01(\x05R\rcoordinatorId\x12+\n" +
+	"\x11coordinator_epoch\x18\x05 \x01(\x05R\x10coordinatorEpoch\"\x93\x01\n" +
+	"\x15ReadOffsetsLogRequest\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x1f\n" +
+	"\vfrom_offset\x18\x02 \x01(\x03R\n" +
+	"fromOffset\x12\x1b\n" +
+	"\tmax_bytes\x18\x03 \x01(\x05R\bmaxBytes\x12\x1e\n" +
+	"\vmax_wait_ms\x18\x04 \x01(\x05R\tmaxWaitMs\"\x80\x01\n" +
+	"\x10OffsetsLogRecord\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1c\n" +
+	"\ttombstone\x18\x02 \x01(\bR\ttombstone\x128\n" +
+	"\x06offset\x18\x03 \x01(\v2 .shale.controller.v1.OffsetEntryR\x06offset\"\xc1\x01\n" +
+	"\x16ReadOffsetsLogResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12?\n" +
+	"\arecords\x18\x02 \x03(\v2%.shale.controller.v1.OffsetsLogRecordR\arecords\x12\x1b\n" +
+	"\tlog_start\x18\x03 \x01(\x03R\blogStart\x12\x17\n" +
+	"\alog_end\x18\x04 \x01(\x03R\x06logEnd\"N\n" +
 	"\x1aDeleteGroupOffsetsResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\x19\n" +
 	"\x17ListOffsetGroupsRequest\"d\n" +
@@ -2150,7 +2398,7 @@ const file_controller_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\x87\x01\n" +
 	"\x14ElectLeadersResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12=\n" +
-	"\aresults\x18\x02 \x03(\v2#.shale.controller.v1.PartitionErrorR\aresults2\xf6\v\n" +
+	"\aresults\x18\x02 \x03(\v2#.shale.controller.v1.PartitionErrorR\aresults2\xe1\f\n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -2165,7 +2413,8 @@ const file_controller_proto_rawDesc = "" +
 	"\rCommitOffsets\x12).shale.controller.v1.CommitOffsetsRequest\x1a*.shale.controller.v1.CommitOffsetsResponse\x12c\n" +
 	"\fFetchOffsets\x12(.shale.controller.v1.FetchOffsetsRequest\x1a).shale.controller.v1.FetchOffsetsResponse\x12u\n" +
 	"\x12DeleteGroupOffsets\x12..shale.controller.v1.DeleteGroupOffsetsRequest\x1a/.shale.controller.v1.DeleteGroupOffsetsResponse\x12o\n" +
-	"\x10ListOffsetGroups\x12,.shale.controller.v1.ListOffsetGroupsRequest\x1a-.shale.controller.v1.ListOffsetGroupsResponse\x12c\n" +
+	"\x10ListOffsetGroups\x12,.shale.controller.v1.ListOffsetGroupsRequest\x1a-.shale.controller.v1.ListOffsetGroupsResponse\x12i\n" +
+	"\x0eReadOffsetsLog\x12*.shale.controller.v1.ReadOffsetsLogRequest\x1a+.shale.controller.v1.ReadOffsetsLogResponse\x12c\n" +
 	"\fElectLeaders\x12(.shale.controller.v1.ElectLeadersRequest\x1a).shale.controller.v1.ElectLeadersResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
@@ -2180,7 +2429,7 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_controller_proto_goTypes = []any{
 	(*NotLeader)(nil),                   // 0: shale.controller.v1.NotLeader
 	(*RegisterBrokerRequest)(nil),       // 1: shale.controller.v1.RegisterBrokerRequest
@@ -2210,91 +2459,99 @@ var file_controller_proto_goTypes = []any{
 	(*FetchOffsetsRequest)(nil),         // 25: shale.controller.v1.FetchOffsetsRequest
 	(*FetchOffsetsResponse)(nil),        // 26: shale.controller.v1.FetchOffsetsResponse
 	(*DeleteGroupOffsetsRequest)(nil),   // 27: shale.controller.v1.DeleteGroupOffsetsRequest
-	(*DeleteGroupOffsetsResponse)(nil),  // 28: shale.controller.v1.DeleteGroupOffsetsResponse
-	(*ListOffsetGroupsRequest)(nil),     // 29: shale.controller.v1.ListOffsetGroupsRequest
-	(*ListOffsetGroupsResponse)(nil),    // 30: shale.controller.v1.ListOffsetGroupsResponse
-	(*ElectLeadersRequest)(nil),         // 31: shale.controller.v1.ElectLeadersRequest
-	(*PartitionError)(nil),              // 32: shale.controller.v1.PartitionError
-	(*ElectLeadersResponse)(nil),        // 33: shale.controller.v1.ElectLeadersResponse
-	nil,                                 // 34: shale.controller.v1.CreatableTopic.ConfigsEntry
-	(*Listener)(nil),                    // 35: shale.controller.v1.Listener
-	(*Error)(nil),                       // 36: shale.controller.v1.Error
-	(*MetadataDelta)(nil),               // 37: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),          // 38: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),                 // 39: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),                  // 40: shale.controller.v1.TopicState
-	(*PartitionState)(nil),              // 41: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),                 // 42: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),             // 43: shale.controller.v1.TopicPartitions
-	(ElectionType)(0),                   // 44: shale.controller.v1.ElectionType
+	(*ReadOffsetsLogRequest)(nil),       // 28: shale.controller.v1.ReadOffsetsLogRequest
+	(*OffsetsLogRecord)(nil),            // 29: shale.controller.v1.OffsetsLogRecord
+	(*ReadOffsetsLogResponse)(nil),      // 30: shale.controller.v1.ReadOffsetsLogResponse
+	(*DeleteGroupOffsetsResponse)(nil),  // 31: shale.controller.v1.DeleteGroupOffsetsResponse
+	(*ListOffsetGroupsRequest)(nil),     // 32: shale.controller.v1.ListOffsetGroupsRequest
+	(*ListOffsetGroupsResponse)(nil),    // 33: shale.controller.v1.ListOffsetGroupsResponse
+	(*ElectLeadersRequest)(nil),         // 34: shale.controller.v1.ElectLeadersRequest
+	(*PartitionError)(nil),              // 35: shale.controller.v1.PartitionError
+	(*ElectLeadersResponse)(nil),        // 36: shale.controller.v1.ElectLeadersResponse
+	nil,                                 // 37: shale.controller.v1.CreatableTopic.ConfigsEntry
+	(*Listener)(nil),                    // 38: shale.controller.v1.Listener
+	(*Error)(nil),                       // 39: shale.controller.v1.Error
+	(*MetadataDelta)(nil),               // 40: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),          // 41: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),                 // 42: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),                  // 43: shale.controller.v1.TopicState
+	(*PartitionState)(nil),              // 44: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),                 // 45: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),             // 46: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),                   // 47: shale.controller.v1.ElectionType
 }
 var file_controller_proto_depIdxs = []int32{
-	35, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	36, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	36, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	37, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	38, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	39, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	34, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	38, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	39, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	39, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	40, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	41, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	42, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	37, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
 	7,  // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	36, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	40, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	39, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	43, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
 	9,  // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	36, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	39, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	39, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	42, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
 	13, // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	36, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	39, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
 	16, // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	36, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
-	36, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	41, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	36, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	42, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	36, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	43, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	36, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	42, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	43, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	36, // 26: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	36, // 27: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	44, // 28: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
-	43, // 29: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	36, // 30: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
-	36, // 31: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
-	32, // 32: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
-	1,  // 33: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,  // 34: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,  // 35: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,  // 36: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11, // 37: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14, // 38: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17, // 39: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	19, // 40: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	21, // 41: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	23, // 42: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	25, // 43: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	27, // 44: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	29, // 45: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	31, // 46: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
-	2,  // 47: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,  // 48: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,  // 49: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10, // 50: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12, // 51: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15, // 52: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18, // 53: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	20, // 54: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	22, // 55: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	24, // 56: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	26, // 57: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	28, // 58: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	30, // 59: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	33, // 60: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
-	47, // [47:61] is the sub-list for method output_type
-	33, // [33:47] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	39, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	39, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	44, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	39, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	45, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	39, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	46, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	39, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	45, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	46, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	45, // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
+	39, // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
+	29, // 28: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
+	39, // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	39, // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	47, // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	46, // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	39, // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	39, // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	35, // 35: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
+	1,  // 36: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,  // 37: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,  // 38: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,  // 39: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11, // 40: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14, // 41: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17, // 42: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	19, // 43: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	21, // 44: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	23, // 45: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	25, // 46: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	27, // 47: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	32, // 48: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	28, // 49: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
+	34, // 50: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	2,  // 51: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,  // 52: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,  // 53: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10, // 54: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12, // 55: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15, // 56: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18, // 57: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	20, // 58: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	22, // 59: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	24, // 60: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	26, // 61: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	31, // 62: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	33, // 63: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	30, // 64: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
+	36, // 65: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	51, // [51:66] is the sub-list for method output_type
+	36, // [36:51] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -2316,7 +2573,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

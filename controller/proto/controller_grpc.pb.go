@@ -36,6 +36,7 @@ const (
 	Controller_FetchOffsets_FullMethodName        = "/shale.controller.v1.Controller/FetchOffsets"
 	Controller_DeleteGroupOffsets_FullMethodName  = "/shale.controller.v1.Controller/DeleteGroupOffsets"
 	Controller_ListOffsetGroups_FullMethodName    = "/shale.controller.v1.Controller/ListOffsetGroups"
+	Controller_ReadOffsetsLog_FullMethodName      = "/shale.controller.v1.Controller/ReadOffsetsLog"
 	Controller_ElectLeaders_FullMethodName        = "/shale.controller.v1.Controller/ElectLeaders"
 )
 
@@ -59,6 +60,9 @@ type ControllerClient interface {
 	FetchOffsets(ctx context.Context, in *FetchOffsetsRequest, opts ...grpc.CallOption) (*FetchOffsetsResponse, error)
 	DeleteGroupOffsets(ctx context.Context, in *DeleteGroupOffsetsRequest, opts ...grpc.CallOption) (*DeleteGroupOffsetsResponse, error)
 	ListOffsetGroups(ctx context.Context, in *ListOffsetGroupsRequest, opts ...grpc.CallOption) (*ListOffsetGroupsResponse, error)
+	// ReadOffsetsLog reads one partition of the __consumer_offsets view, waiting up to
+	// max_wait_ms for a commit when there is nothing to read.
+	ReadOffsetsLog(ctx context.Context, in *ReadOffsetsLogRequest, opts ...grpc.CallOption) (*ReadOffsetsLogResponse, error)
 	// ElectLeaders is Kafka's ElectLeaders: a PREFERRED or UNCLEAN election.
 	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
 }
@@ -210,6 +214,16 @@ func (c *controllerClient) ListOffsetGroups(ctx context.Context, in *ListOffsetG
 	return out, nil
 }
 
+func (c *controllerClient) ReadOffsetsLog(ctx context.Context, in *ReadOffsetsLogRequest, opts ...grpc.CallOption) (*ReadOffsetsLogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadOffsetsLogResponse)
+	err := c.cc.Invoke(ctx, Controller_ReadOffsetsLog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerClient) ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ElectLeadersResponse)
@@ -240,6 +254,9 @@ type ControllerServer interface {
 	FetchOffsets(context.Context, *FetchOffsetsRequest) (*FetchOffsetsResponse, error)
 	DeleteGroupOffsets(context.Context, *DeleteGroupOffsetsRequest) (*DeleteGroupOffsetsResponse, error)
 	ListOffsetGroups(context.Context, *ListOffsetGroupsRequest) (*ListOffsetGroupsResponse, error)
+	// ReadOffsetsLog reads one partition of the __consumer_offsets view, waiting up to
+	// max_wait_ms for a commit when there is nothing to read.
+	ReadOffsetsLog(context.Context, *ReadOffsetsLogRequest) (*ReadOffsetsLogResponse, error)
 	// ElectLeaders is Kafka's ElectLeaders: a PREFERRED or UNCLEAN election.
 	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
 	mustEmbedUnimplementedControllerServer()
@@ -290,6 +307,9 @@ func (UnimplementedControllerServer) DeleteGroupOffsets(context.Context, *Delete
 }
 func (UnimplementedControllerServer) ListOffsetGroups(context.Context, *ListOffsetGroupsRequest) (*ListOffsetGroupsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListOffsetGroups not implemented")
+}
+func (UnimplementedControllerServer) ReadOffsetsLog(context.Context, *ReadOffsetsLogRequest) (*ReadOffsetsLogResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadOffsetsLog not implemented")
 }
 func (UnimplementedControllerServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
@@ -542,6 +562,24 @@ func _Controller_ListOffsetGroups_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_ReadOffsetsLog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadOffsetsLogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).ReadOffsetsLog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_ReadOffsetsLog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).ReadOffsetsLog(ctx, req.(*ReadOffsetsLogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Controller_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ElectLeadersRequest)
 	if err := dec(in); err != nil {
@@ -614,6 +652,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListOffsetGroups",
 			Handler:    _Controller_ListOffsetGroups_Handler,
+		},
+		{
+			MethodName: "ReadOffsetsLog",
+			Handler:    _Controller_ReadOffsetsLog_Handler,
 		},
 		{
 			MethodName: "ElectLeaders",

@@ -406,6 +406,10 @@ type MetadataDelta struct {
 	Brokers       []*BrokerState         `protobuf:"bytes,5,rep,name=brokers,proto3" json:"brokers,omitempty"` // registered or changed brokers, complete state
 	Topics        []*TopicDelta          `protobuf:"bytes,6,rep,name=topics,proto3" json:"topics,omitempty"`
 	DeletedTopics []string               `protobuf:"bytes,7,rep,name=deleted_topics,json=deletedTopics,proto3" json:"deleted_topics,omitempty"` // applied before topics
+	// Changed coordinators of __consumer_offsets partitions; a partition one past the
+	// image's last one extends the list (the first delta after the cluster fixed
+	// offsets.topic.num.partitions lists them all).
+	Coordinators  []*CoordinatorState `protobuf:"bytes,8,rep,name=coordinators,proto3" json:"coordinators,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -489,6 +493,82 @@ func (x *MetadataDelta) GetDeletedTopics() []string {
 	return nil
 }
 
+func (x *MetadataDelta) GetCoordinators() []*CoordinatorState {
+	if x != nil {
+		return x.Coordinators
+	}
+	return nil
+}
+
+// CoordinatorState is the group coordinator of one __consumer_offsets partition.
+type CoordinatorState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Broker        int32                  `protobuf:"varint,2,opt,name=broker,proto3" json:"broker,omitempty"` // -1: none
+	BrokerEpoch   int64                  `protobuf:"varint,3,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	Epoch         int32                  `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"` // bumped whenever broker or broker_epoch changes
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CoordinatorState) Reset() {
+	*x = CoordinatorState{}
+	mi := &file_metadata_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CoordinatorState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CoordinatorState) ProtoMessage() {}
+
+func (x *CoordinatorState) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CoordinatorState.ProtoReflect.Descriptor instead.
+func (*CoordinatorState) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CoordinatorState) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *CoordinatorState) GetBroker() int32 {
+	if x != nil {
+		return x.Broker
+	}
+	return 0
+}
+
+func (x *CoordinatorState) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
+func (x *CoordinatorState) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 // TopicDelta is the change to one topic.
 type TopicDelta struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -506,7 +586,7 @@ type TopicDelta struct {
 
 func (x *TopicDelta) Reset() {
 	*x = TopicDelta{}
-	mi := &file_metadata_proto_msgTypes[6]
+	mi := &file_metadata_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -518,7 +598,7 @@ func (x *TopicDelta) String() string {
 func (*TopicDelta) ProtoMessage() {}
 
 func (x *TopicDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[6]
+	mi := &file_metadata_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -531,7 +611,7 @@ func (x *TopicDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicDelta.ProtoReflect.Descriptor instead.
 func (*TopicDelta) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{6}
+	return file_metadata_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TopicDelta) GetName() string {
@@ -587,13 +667,14 @@ type MetadataImageChunk struct {
 	Topics        []*TopicState          `protobuf:"bytes,5,rep,name=topics,proto3" json:"topics,omitempty"`
 	First         bool                   `protobuf:"varint,6,opt,name=first,proto3" json:"first,omitempty"`
 	Last          bool                   `protobuf:"varint,7,opt,name=last,proto3" json:"last,omitempty"`
+	Coordinators  []*CoordinatorState    `protobuf:"bytes,8,rep,name=coordinators,proto3" json:"coordinators,omitempty"` // in the first chunk
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetadataImageChunk) Reset() {
 	*x = MetadataImageChunk{}
-	mi := &file_metadata_proto_msgTypes[7]
+	mi := &file_metadata_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -605,7 +686,7 @@ func (x *MetadataImageChunk) String() string {
 func (*MetadataImageChunk) ProtoMessage() {}
 
 func (x *MetadataImageChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[7]
+	mi := &file_metadata_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -618,7 +699,7 @@ func (x *MetadataImageChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataImageChunk.ProtoReflect.Descriptor instead.
 func (*MetadataImageChunk) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{7}
+	return file_metadata_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MetadataImageChunk) GetOffset() uint64 {
@@ -670,6 +751,13 @@ func (x *MetadataImageChunk) GetLast() bool {
 	return false
 }
 
+func (x *MetadataImageChunk) GetCoordinators() []*CoordinatorState {
+	if x != nil {
+		return x.Coordinators
+	}
+	return nil
+}
+
 // ReplicaList is one partition's replicas.
 type ReplicaList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -680,7 +768,7 @@ type ReplicaList struct {
 
 func (x *ReplicaList) Reset() {
 	*x = ReplicaList{}
-	mi := &file_metadata_proto_msgTypes[8]
+	mi := &file_metadata_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +780,7 @@ func (x *ReplicaList) String() string {
 func (*ReplicaList) ProtoMessage() {}
 
 func (x *ReplicaList) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[8]
+	mi := &file_metadata_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +793,7 @@ func (x *ReplicaList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaList.ProtoReflect.Descriptor instead.
 func (*ReplicaList) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{8}
+	return file_metadata_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReplicaList) GetReplicas() []int32 {
@@ -726,7 +814,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_metadata_proto_msgTypes[9]
+	mi := &file_metadata_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +826,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[9]
+	mi := &file_metadata_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +839,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{9}
+	return file_metadata_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TopicPartitions) GetTopic() string {
@@ -770,21 +858,24 @@ func (x *TopicPartitions) GetPartitions() []int32 {
 
 // OffsetEntry is one committed consumer-group offset.
 type OffsetEntry struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
-	LeaderEpoch   int32                  `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
-	Metadata      string                 `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
-	CommitTimeMs  int64                  `protobuf:"varint,6,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
-	ExpireTimeMs  int64                  `protobuf:"varint,7,opt,name=expire_time_ms,json=expireTimeMs,proto3" json:"expire_time_ms,omitempty"` // 0: follows offsets.retention.minutes
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Topic        string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition    int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset       int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	LeaderEpoch  int32                  `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	Metadata     string                 `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	CommitTimeMs int64                  `protobuf:"varint,6,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	ExpireTimeMs int64                  `protobuf:"varint,7,opt,name=expire_time_ms,json=expireTimeMs,proto3" json:"expire_time_ms,omitempty"` // 0: follows offsets.retention.minutes
+	// log_offset is the offset of this commit in the __consumer_offsets view: the Raft
+	// index of the record that committed it. Set by the FSM.
+	LogOffset     int64 `protobuf:"varint,8,opt,name=log_offset,json=logOffset,proto3" json:"log_offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OffsetEntry) Reset() {
 	*x = OffsetEntry{}
-	mi := &file_metadata_proto_msgTypes[10]
+	mi := &file_metadata_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +887,7 @@ func (x *OffsetEntry) String() string {
 func (*OffsetEntry) ProtoMessage() {}
 
 func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[10]
+	mi := &file_metadata_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +900,7 @@ func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetEntry.ProtoReflect.Descriptor instead.
 func (*OffsetEntry) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{10}
+	return file_metadata_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OffsetEntry) GetTopic() string {
@@ -861,6 +952,13 @@ func (x *OffsetEntry) GetExpireTimeMs() int64 {
 	return 0
 }
 
+func (x *OffsetEntry) GetLogOffset() int64 {
+	if x != nil {
+		return x.LogOffset
+	}
+	return 0
+}
+
 var File_metadata_proto protoreflect.FileDescriptor
 
 const file_metadata_proto_rawDesc = "" +
@@ -899,7 +997,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd3\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9e\x03\n" +
 	"\rMetadataDelta\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1f\n" +
 	"\vprev_offset\x18\x02 \x01(\x04R\n" +
@@ -909,9 +1007,15 @@ const file_metadata_proto_rawDesc = "" +
 	"\rcontroller_id\x18\x04 \x01(\x05H\x01R\fcontrollerId\x88\x01\x01\x12:\n" +
 	"\abrokers\x18\x05 \x03(\v2 .shale.controller.v1.BrokerStateR\abrokers\x127\n" +
 	"\x06topics\x18\x06 \x03(\v2\x1f.shale.controller.v1.TopicDeltaR\x06topics\x12%\n" +
-	"\x0edeleted_topics\x18\a \x03(\tR\rdeletedTopicsB\r\n" +
+	"\x0edeleted_topics\x18\a \x03(\tR\rdeletedTopics\x12I\n" +
+	"\fcoordinators\x18\b \x03(\v2%.shale.controller.v1.CoordinatorStateR\fcoordinatorsB\r\n" +
 	"\v_cluster_idB\x10\n" +
-	"\x0e_controller_id\"\xbc\x02\n" +
+	"\x0e_controller_id\"\x81\x01\n" +
+	"\x10CoordinatorState\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06broker\x18\x02 \x01(\x05R\x06broker\x12!\n" +
+	"\fbroker_epoch\x18\x03 \x01(\x03R\vbrokerEpoch\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x05R\x05epoch\"\xbc\x02\n" +
 	"\n" +
 	"TopicDelta\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
@@ -924,7 +1028,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8f\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xda\x02\n" +
 	"\x12MetadataImageChunk\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1d\n" +
 	"\n" +
@@ -933,14 +1037,15 @@ const file_metadata_proto_rawDesc = "" +
 	"\abrokers\x18\x04 \x03(\v2 .shale.controller.v1.BrokerStateR\abrokers\x127\n" +
 	"\x06topics\x18\x05 \x03(\v2\x1f.shale.controller.v1.TopicStateR\x06topics\x12\x14\n" +
 	"\x05first\x18\x06 \x01(\bR\x05first\x12\x12\n" +
-	"\x04last\x18\a \x01(\bR\x04last\")\n" +
+	"\x04last\x18\a \x01(\bR\x04last\x12I\n" +
+	"\fcoordinators\x18\b \x03(\v2%.shale.controller.v1.CoordinatorStateR\fcoordinators\")\n" +
 	"\vReplicaList\x12\x1a\n" +
 	"\breplicas\x18\x01 \x03(\x05R\breplicas\"G\n" +
 	"\x0fTopicPartitions\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\x05R\n" +
-	"partitions\"\xe4\x01\n" +
+	"partitions\"\x83\x02\n" +
 	"\vOffsetEntry\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -948,7 +1053,9 @@ const file_metadata_proto_rawDesc = "" +
 	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x1a\n" +
 	"\bmetadata\x18\x05 \x01(\tR\bmetadata\x12$\n" +
 	"\x0ecommit_time_ms\x18\x06 \x01(\x03R\fcommitTimeMs\x12$\n" +
-	"\x0eexpire_time_ms\x18\a \x01(\x03R\fexpireTimeMsB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\x0eexpire_time_ms\x18\a \x01(\x03R\fexpireTimeMs\x12\x1d\n" +
+	"\n" +
+	"log_offset\x18\b \x01(\x03R\tlogOffsetB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_metadata_proto_rawDescOnce sync.Once
@@ -962,7 +1069,7 @@ func file_metadata_proto_rawDescGZIP() []byte {
 	return file_metadata_proto_rawDescData
 }
 
-var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_metadata_proto_goTypes = []any{
 	(*Error)(nil),              // 0: shale.controller.v1.Error
 	(*Listener)(nil),           // 1: shale.controller.v1.Listener
@@ -970,29 +1077,32 @@ var file_metadata_proto_goTypes = []any{
 	(*PartitionState)(nil),     // 3: shale.controller.v1.PartitionState
 	(*TopicState)(nil),         // 4: shale.controller.v1.TopicState
 	(*MetadataDelta)(nil),      // 5: shale.controller.v1.MetadataDelta
-	(*TopicDelta)(nil),         // 6: shale.controller.v1.TopicDelta
-	(*MetadataImageChunk)(nil), // 7: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),        // 8: shale.controller.v1.ReplicaList
-	(*TopicPartitions)(nil),    // 9: shale.controller.v1.TopicPartitions
-	(*OffsetEntry)(nil),        // 10: shale.controller.v1.OffsetEntry
-	nil,                        // 11: shale.controller.v1.TopicState.ConfigsEntry
-	nil,                        // 12: shale.controller.v1.TopicDelta.ConfigsEntry
+	(*CoordinatorState)(nil),   // 6: shale.controller.v1.CoordinatorState
+	(*TopicDelta)(nil),         // 7: shale.controller.v1.TopicDelta
+	(*MetadataImageChunk)(nil), // 8: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),        // 9: shale.controller.v1.ReplicaList
+	(*TopicPartitions)(nil),    // 10: shale.controller.v1.TopicPartitions
+	(*OffsetEntry)(nil),        // 11: shale.controller.v1.OffsetEntry
+	nil,                        // 12: shale.controller.v1.TopicState.ConfigsEntry
+	nil,                        // 13: shale.controller.v1.TopicDelta.ConfigsEntry
 }
 var file_metadata_proto_depIdxs = []int32{
 	1,  // 0: shale.controller.v1.BrokerState.listeners:type_name -> shale.controller.v1.Listener
-	11, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
+	12, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
 	3,  // 2: shale.controller.v1.TopicState.partitions:type_name -> shale.controller.v1.PartitionState
 	2,  // 3: shale.controller.v1.MetadataDelta.brokers:type_name -> shale.controller.v1.BrokerState
-	6,  // 4: shale.controller.v1.MetadataDelta.topics:type_name -> shale.controller.v1.TopicDelta
-	12, // 5: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
-	3,  // 6: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
-	2,  // 7: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
-	4,  // 8: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	7,  // 4: shale.controller.v1.MetadataDelta.topics:type_name -> shale.controller.v1.TopicDelta
+	6,  // 5: shale.controller.v1.MetadataDelta.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	13, // 6: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
+	3,  // 7: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
+	2,  // 8: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
+	4,  // 9: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
+	6,  // 10: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_metadata_proto_init() }
@@ -1007,7 +1117,7 @@ func file_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_proto_rawDesc), len(file_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -350,8 +350,11 @@ type LeaderChangeRecord struct {
 	LeaderId              int32                  `protobuf:"varint,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
 	ClusterId             string                 `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"` // used only while the cluster has none
 	UncleanLeaderElection bool                   `protobuf:"varint,3,opt,name=unclean_leader_election,json=uncleanLeaderElection,proto3" json:"unclean_leader_election,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// offsets.topic.num.partitions; used only while the cluster has not fixed it (0 in
+	// records of earlier versions stands for Kafka's default, 50).
+	OffsetsTopicNumPartitions int32 `protobuf:"varint,4,opt,name=offsets_topic_num_partitions,json=offsetsTopicNumPartitions,proto3" json:"offsets_topic_num_partitions,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *LeaderChangeRecord) Reset() {
@@ -403,6 +406,13 @@ func (x *LeaderChangeRecord) GetUncleanLeaderElection() bool {
 		return x.UncleanLeaderElection
 	}
 	return false
+}
+
+func (x *LeaderChangeRecord) GetOffsetsTopicNumPartitions() int32 {
+	if x != nil {
+		return x.OffsetsTopicNumPartitions
+	}
+	return 0
 }
 
 type RegisterBrokerRecord struct {
@@ -1154,14 +1164,20 @@ func (x *AllocateProducerIdsRecord) GetCount() int32 {
 
 // OffsetOp commits offsets to a group or deletes some of its offsets.
 type OffsetOp struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Commits       []*OffsetEntry         `protobuf:"bytes,2,rep,name=commits,proto3" json:"commits,omitempty"`
-	Delete        bool                   `protobuf:"varint,3,opt,name=delete,proto3" json:"delete,omitempty"`
-	DeleteAll     bool                   `protobuf:"varint,4,opt,name=delete_all,json=deleteAll,proto3" json:"delete_all,omitempty"`
-	DeleteTopics  []*TopicPartitions     `protobuf:"bytes,5,rep,name=delete_topics,json=deleteTopics,proto3" json:"delete_topics,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Group        string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Commits      []*OffsetEntry         `protobuf:"bytes,2,rep,name=commits,proto3" json:"commits,omitempty"`
+	Delete       bool                   `protobuf:"varint,3,opt,name=delete,proto3" json:"delete,omitempty"`
+	DeleteAll    bool                   `protobuf:"varint,4,opt,name=delete_all,json=deleteAll,proto3" json:"delete_all,omitempty"`
+	DeleteTopics []*TopicPartitions     `protobuf:"bytes,5,rep,name=delete_topics,json=deleteTopics,proto3" json:"delete_topics,omitempty"`
+	// fenced ops carry the coordinator that writes them: the FSM applies them only while
+	// coordinator_id is the group's coordinator at coordinator_epoch (NOT_COORDINATOR
+	// otherwise). Ops of earlier versions are not fenced.
+	Fenced           bool  `protobuf:"varint,6,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	CoordinatorId    int32 `protobuf:"varint,7,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	CoordinatorEpoch int32 `protobuf:"varint,8,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *OffsetOp) Reset() {
@@ -1227,6 +1243,27 @@ func (x *OffsetOp) GetDeleteTopics() []*TopicPartitions {
 		return x.DeleteTopics
 	}
 	return nil
+}
+
+func (x *OffsetOp) GetFenced() bool {
+	if x != nil {
+		return x.Fenced
+	}
+	return false
+}
+
+func (x *OffsetOp) GetCoordinatorId() int32 {
+	if x != nil {
+		return x.CoordinatorId
+	}
+	return 0
+}
+
+func (x *OffsetOp) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
 }
 
 // OffsetOpsRecord is a batch of offset operations gathered from concurrent callers.
@@ -1403,8 +1440,12 @@ type SnapshotHeader struct {
 	NextProducerId        int64                  `protobuf:"varint,6,opt,name=next_producer_id,json=nextProducerId,proto3" json:"next_producer_id,omitempty"`
 	ItemCount             uint64                 `protobuf:"varint,7,opt,name=item_count,json=itemCount,proto3" json:"item_count,omitempty"`
 	AppliedIndex          uint64                 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"` // Raft index of the last record applied
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	Coordinators          []*CoordinatorState    `protobuf:"bytes,9,rep,name=coordinators,proto3" json:"coordinators,omitempty"`
+	// The offset the next record of the __consumer_offsets view gets; 0 in snapshots of
+	// earlier versions (it is then one past the highest log offset of any offset).
+	OffsetsLogEnd int64 `protobuf:"varint,10,opt,name=offsets_log_end,json=offsetsLogEnd,proto3" json:"offsets_log_end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SnapshotHeader) Reset() {
@@ -1489,6 +1530,20 @@ func (x *SnapshotHeader) GetItemCount() uint64 {
 func (x *SnapshotHeader) GetAppliedIndex() uint64 {
 	if x != nil {
 		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetCoordinators() []*CoordinatorState {
+	if x != nil {
+		return x.Coordinators
+	}
+	return nil
+}
+
+func (x *SnapshotHeader) GetOffsetsLogEnd() int64 {
+	if x != nil {
+		return x.OffsetsLogEnd
 	}
 	return 0
 }
@@ -1664,12 +1719,13 @@ const file_records_proto_rawDesc = "" +
 	"offset_ops\x18\v \x01(\v2$.shale.controller.v1.OffsetOpsRecordH\x00R\toffsetOps\x12N\n" +
 	"\relect_leaders\x18\f \x01(\v2'.shale.controller.v1.ElectLeadersRecordH\x00R\felectLeaders\x12`\n" +
 	"\x13controlled_shutdown\x18\r \x01(\v2-.shale.controller.v1.ControlledShutdownRecordH\x00R\x12controlledShutdownB\b\n" +
-	"\x06record\"\x88\x01\n" +
+	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x02 \x01(\tR\tclusterId\x126\n" +
-	"\x17unclean_leader_election\x18\x03 \x01(\bR\x15uncleanLeaderElection\"\xa6\x01\n" +
+	"\x17unclean_leader_election\x18\x03 \x01(\bR\x15uncleanLeaderElection\x12?\n" +
+	"\x1coffsets_topic_num_partitions\x18\x04 \x01(\x05R\x19offsetsTopicNumPartitions\"\xa6\x01\n" +
 	"\x14RegisterBrokerRecord\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12;\n" +
@@ -1727,14 +1783,17 @@ const file_records_proto_rawDesc = "" +
 	"\x19AllocateProducerIdsRecord\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12\x14\n" +
-	"\x05count\x18\x03 \x01(\x05R\x05count\"\xde\x01\n" +
+	"\x05count\x18\x03 \x01(\x05R\x05count\"\xca\x02\n" +
 	"\bOffsetOp\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
 	"\acommits\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\acommits\x12\x16\n" +
 	"\x06delete\x18\x03 \x01(\bR\x06delete\x12\x1d\n" +
 	"\n" +
 	"delete_all\x18\x04 \x01(\bR\tdeleteAll\x12I\n" +
-	"\rdelete_topics\x18\x05 \x03(\v2$.shale.controller.v1.TopicPartitionsR\fdeleteTopics\"B\n" +
+	"\rdelete_topics\x18\x05 \x03(\v2$.shale.controller.v1.TopicPartitionsR\fdeleteTopics\x12\x16\n" +
+	"\x06fenced\x18\x06 \x01(\bR\x06fenced\x12%\n" +
+	"\x0ecoordinator_id\x18\a \x01(\x05R\rcoordinatorId\x12+\n" +
+	"\x11coordinator_epoch\x18\b \x01(\x05R\x10coordinatorEpoch\"B\n" +
 	"\x0fOffsetOpsRecord\x12/\n" +
 	"\x03ops\x18\x01 \x03(\v2\x1d.shale.controller.v1.OffsetOpR\x03ops\"\xb8\x01\n" +
 	"\x12ElectLeadersRecord\x125\n" +
@@ -1745,7 +1804,7 @@ const file_records_proto_rawDesc = "" +
 	"partitions\"Z\n" +
 	"\x18ControlledShutdownRecord\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
-	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"\xbd\x02\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"\xb0\x03\n" +
 	"\x0eSnapshotHeader\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12'\n" +
 	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\x12\x1d\n" +
@@ -1756,7 +1815,10 @@ const file_records_proto_rawDesc = "" +
 	"\x10next_producer_id\x18\x06 \x01(\x03R\x0enextProducerId\x12\x1d\n" +
 	"\n" +
 	"item_count\x18\a \x01(\x04R\titemCount\x12#\n" +
-	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\"`\n" +
+	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\x12I\n" +
+	"\fcoordinators\x18\t \x03(\v2%.shale.controller.v1.CoordinatorStateR\fcoordinators\x12&\n" +
+	"\x0foffsets_log_end\x18\n" +
+	" \x01(\x03R\roffsetsLogEnd\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
 	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xc6\x01\n" +
@@ -1814,8 +1876,9 @@ var file_records_proto_goTypes = []any{
 	(*ReplicaList)(nil),               // 25: shale.controller.v1.ReplicaList
 	(*OffsetEntry)(nil),               // 26: shale.controller.v1.OffsetEntry
 	(*TopicPartitions)(nil),           // 27: shale.controller.v1.TopicPartitions
-	(*BrokerState)(nil),               // 28: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                // 29: shale.controller.v1.TopicState
+	(*CoordinatorState)(nil),          // 28: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),               // 29: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                // 30: shale.controller.v1.TopicState
 }
 var file_records_proto_depIdxs = []int32{
 	2,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -1844,15 +1907,16 @@ var file_records_proto_depIdxs = []int32{
 	15, // 23: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
 	0,  // 24: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
 	27, // 25: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	26, // 26: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	28, // 27: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	29, // 28: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	20, // 29: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	28, // 26: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	26, // 27: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	29, // 28: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	30, // 29: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	20, // 30: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }

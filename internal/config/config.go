@@ -131,6 +131,10 @@ type Config struct {
 	// OffsetsRetentionMinutes is offsets.retention.minutes (default 10080): how long an
 	// empty group's committed offsets are kept.
 	OffsetsRetentionMinutes int32
+	// OffsetsTopicNumPartitions is offsets.topic.num.partitions (default 50): the
+	// partitions of __consumer_offsets, over which groups spread across coordinators.
+	// Fixed when the cluster is created, as in Kafka.
+	OffsetsTopicNumPartitions int32
 	// GroupInitialRebalanceDelayMs is group.initial.rebalance.delay.ms (default 3000).
 	GroupInitialRebalanceDelayMs int32
 	// GroupMinSessionTimeoutMs is group.min.session.timeout.ms (default 6000).

@@ -46,7 +46,7 @@ func TestDefault(t *testing.T) {
 		LogFlushIntervalMs: math.MaxInt64, LogIndexIntervalBytes: 4096, LogIndexSizeMaxBytes: 10485760,
 		MessageMaxBytes: 1048588, LogMessageTimestampType: "CreateTime", CompressionType: "producer",
 		SocketRequestMaxBytes: 104857600, BrokerSessionTimeoutMs: 9000, BrokerHeartbeatIntervalMs: 2000,
-		OffsetsRetentionMinutes: 10080, GroupInitialRebalanceDelayMs: 3000, GroupMinSessionTimeoutMs: 6000,
+		OffsetsRetentionMinutes: 10080, OffsetsTopicNumPartitions: 50, GroupInitialRebalanceDelayMs: 3000, GroupMinSessionTimeoutMs: 6000,
 		GroupMaxSessionTimeoutMs: 1800000, ReplicaLagTimeMaxMs: 30000, ReplicaFetchMaxBytes: 1048576,
 		ReplicaFetchBackoffMs: 1000, ReplicaHighWatermarkCheckpointIntervalMs: 5000,
 		ReplicaFetchWaitMaxMs: 500, NumReplicaFetchers: 1, HTTPListener: "127.0.0.1:9644", LogLevel: slog.LevelInfo,

@@ -151,8 +151,9 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) error {
 	c.mu.Unlock()
 
 	g.offsetsLock.Lock() // waits for commits validated before the group died
-	err = storeError(c.store.DeleteGroupOffsets(ctx, id, nil))
+	err = storeError(c.store.DeleteGroupOffsets(ctx, id, c.fence(g), nil))
 	g.offsetsLock.Unlock()
+	c.fenced(g, err)
 
 	c.mu.Lock()
 	if c.groups[id] == g {

@@ -142,23 +142,21 @@ func TestNotCoordinatorAndMove(t *testing.T) {
 	}
 	eventually(t, "the group to be unloaded", func() bool { st, _, _ := c.stateOf(mine); return st == Dead })
 
-	// Coordinator choice is stable: removing a broker moves only its own groups.
-	before := map[string]int32{}
-	im := &metadata.Image{Brokers: map[int32]metadata.Broker{1: {ID: 1}, 2: {ID: 2}, 3: {ID: 3}}}
-	for i := 0; i < 300; i++ {
-		id := "k" + string(rune(i))
-		b, _ := coordinatorIn(im, id)
-		before[id] = b.ID
+	// Coordinator choice is stable: removing a broker moves only its own partitions.
+	before := map[int32]int32{}
+	for p := range int32(metadata.DefaultOffsetsTopicPartitions) {
+		before[p] = metadata.PickCoordinator(p, []int32{1, 2, 3})
 	}
-	delete(im.Brokers, 3)
-	for id, was := range before {
-		b, _ := coordinatorIn(im, id)
-		if was != 3 && b.ID != was {
-			t.Fatalf("group %q moved from live broker %d to %d", id, was, b.ID)
+	for p, was := range before {
+		if now := metadata.PickCoordinator(p, []int32{1, 2}); was != 3 && now != was {
+			t.Fatalf("offsets partition %d moved from live broker %d to %d", p, was, now)
 		}
 	}
-	if _, err := coordinatorIn(&metadata.Image{}, "x"); err != kerr.CoordinatorNotAvailable {
-		t.Fatalf("no brokers: %v", err)
+	if got := metadata.PickCoordinator(0, nil); got != -1 {
+		t.Fatalf("no brokers: %d", got)
+	}
+	if _, _, err := coordinatorIn(&metadata.Image{}, "x"); err != kerr.CoordinatorNotAvailable {
+		t.Fatalf("no coordinators: %v", err)
 	}
 }
 

@@ -3,10 +3,8 @@ package group
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -75,49 +73,86 @@ func (c *Coordinator) Close() error {
 // transactional id: both hash the same way) in the current image. It fails with
 // COORDINATOR_NOT_AVAILABLE when no broker is live.
 func (c *Coordinator) CoordinatorFor(key string) (metadata.Broker, error) {
-	return coordinatorIn(c.store.Current(), key)
+	b, _, err := coordinatorIn(c.store.Current(), key)
+	return b, err
 }
 
-// coordinatorIn picks the coordinator by rendezvous hashing over the unfenced brokers:
-// every broker computes the same choice from the same image, and when a broker dies only
-// the keys it coordinated move.
-func coordinatorIn(im *metadata.Image, key string) (metadata.Broker, error) {
-	var best metadata.Broker
-	var bestScore uint64
-	found := false
-	for id, b := range im.Brokers {
-		if b.Fenced {
-			continue
-		}
-		h := fnv.New64a()
-		h.Write([]byte(key))
-		var idb [4]byte
-		binary.BigEndian.PutUint32(idb[:], uint32(id))
-		h.Write(idb[:])
-		score := h.Sum64()
-		if !found || score > bestScore || (score == bestScore && id < best.ID) {
-			best, bestScore, found = b, score, true
-		}
+// coordinatorIn returns the coordinator of key's __consumer_offsets partition and its
+// coordinator epoch. The controller chooses it (rendezvous hashing over the eligible
+// brokers, so a broker's death moves only its own partitions) and commits the choice,
+// so that brokers never decide it from caches that may differ.
+func coordinatorIn(im *metadata.Image, key string) (metadata.Broker, metadata.Coordinator, error) {
+	_, co, ok := im.CoordinatorOf(key)
+	if !ok || co.Broker < 0 {
+		return metadata.Broker{}, co, kerr.CoordinatorNotAvailable
 	}
-	if !found {
-		return metadata.Broker{}, kerr.CoordinatorNotAvailable
+	b, ok := im.Brokers[co.Broker]
+	if !ok || b.Fenced {
+		return metadata.Broker{}, co, kerr.CoordinatorNotAvailable
 	}
-	return best, nil
+	return b, co, nil
 }
 
-// owns reports why this broker may not act for group, nil when it may.
-func (c *Coordinator) owns(group string) error {
+// standing returns the coordinator epoch under which this broker may act for group, or
+// why it may not.
+func (c *Coordinator) standing(group string) (int32, error) {
 	if c.closed {
-		return kerr.NotCoordinator
+		return 0, kerr.NotCoordinator
 	}
-	b, err := c.CoordinatorFor(group)
+	b, co, err := coordinatorIn(c.store.Current(), group)
+	if err != nil {
+		return 0, err
+	}
+	if b.ID != c.cfg.NodeID || !c.store.LeaseValid() {
+		return 0, kerr.NotCoordinator
+	}
+	return co.Epoch, nil
+}
+
+// owns reports why this broker may not act for group, nil when it may. A group loaded
+// under an earlier coordinator epoch is unloaded first: another broker may have
+// coordinated it meanwhile, so its members and generation are no longer the group's.
+// Callers hold c.mu.
+func (c *Coordinator) owns(group string) error {
+	epoch, err := c.standing(group)
 	if err != nil {
 		return err
 	}
-	if b.ID != c.cfg.NodeID || !c.store.LeaseValid() {
-		return kerr.NotCoordinator
+	if g := c.groups[group]; g != nil && g.coordEpoch != epoch {
+		c.lg.Info("group loaded under an earlier coordinator epoch; unloading it", "group", group,
+			"loaded_epoch", g.coordEpoch, "epoch", epoch)
+		c.unload(g, kerr.NotCoordinator)
 	}
 	return nil
+}
+
+// newGroup creates an empty group in memory under the current coordinator epoch; callers
+// hold c.mu and have checked owns.
+func (c *Coordinator) newGroup(id string) *group {
+	g := newGroupState(id, c.cfg.Now())
+	g.coordEpoch, _ = c.standing(id)
+	c.groups[id] = g
+	return g
+}
+
+// fence is what the group's offset writes carry: the controller refuses them once another
+// broker, or another coordinator epoch, holds the group.
+func (c *Coordinator) fence(g *group) metadata.GroupFence {
+	return metadata.GroupFence{Broker: c.cfg.NodeID, Epoch: g.coordEpoch}
+}
+
+// fenced unloads a group whose write the controller refused with NOT_COORDINATOR: this
+// broker's view of it is stale, and its members must find the current coordinator.
+func (c *Coordinator) fenced(g *group, err error) {
+	if !errors.Is(err, kerr.NotCoordinator) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.groups[g.id] == g && g.state != Dead {
+		c.lg.Info("controller refused a write from a stale coordinator; unloading the group", "group", g.id, "err", err)
+		c.unload(g, kerr.NotCoordinator)
+	}
 }
 
 // followImages unloads the groups another broker now coordinates: their members must
@@ -127,7 +162,7 @@ func (c *Coordinator) followImages(ctx context.Context) {
 	for im := range c.store.Watch(ctx) {
 		c.mu.Lock()
 		for _, g := range c.groups {
-			if b, err := coordinatorIn(im, g.id); err != nil || b.ID != c.cfg.NodeID {
+			if b, co, err := coordinatorIn(im, g.id); err != nil || b.ID != c.cfg.NodeID || co.Epoch != g.coordEpoch {
 				c.lg.Info("group moved to another coordinator", "group", g.id)
 				c.unload(g, kerr.NotCoordinator)
 			}

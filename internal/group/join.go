@@ -137,8 +137,7 @@ func (c *Coordinator) join(req JoinRequest, call *JoinCall) {
 			fail(kerr.UnknownMemberID)
 			return
 		}
-		g = newGroupState(req.Group, c.cfg.Now())
-		c.groups[req.Group] = g
+		g = c.newGroup(req.Group)
 		created = true
 	}
 	switch {

@@ -55,14 +55,13 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, req CommitRequest) ([]e
 			g.offsetsLock.RUnlock()
 			return nil, err
 		}
-		errs := c.storeCommit(ctx, req)
+		errs := c.storeCommit(ctx, g, req)
 		g.offsetsLock.RUnlock()
 		return errs, nil
 	}
 }
 
-func (c *Coordinator) storeCommit(ctx context.Context, req CommitRequest) []error {
-
+func (c *Coordinator) storeCommit(ctx context.Context, g *group, req CommitRequest) []error {
 	im := c.store.Current()
 	now := c.cfg.Now()
 	errs := make([]error, len(req.Offsets))
@@ -85,7 +84,8 @@ func (c *Coordinator) storeCommit(ctx context.Context, req CommitRequest) []erro
 	if len(valid) == 0 {
 		return errs
 	}
-	if err := storeError(c.store.CommitOffsets(ctx, req.Group, valid)); err != nil {
+	if err := storeError(c.store.CommitOffsets(ctx, req.Group, c.fence(g), valid)); err != nil {
+		c.fenced(g, err)
 		for i := range errs {
 			if errs[i] == nil {
 				errs[i] = err
@@ -109,8 +109,7 @@ func (c *Coordinator) groupForCommit(req CommitRequest) (*group, error) {
 			// the group was deleted): the member must rejoin.
 			return nil, kerr.IllegalGeneration
 		}
-		g = newGroupState(req.Group, c.cfg.Now())
-		c.groups[req.Group] = g
+		g = c.newGroup(req.Group)
 	}
 	return g, nil
 }
@@ -204,7 +203,8 @@ func (c *Coordinator) DeleteOffsets(ctx context.Context, groupID string, partiti
 	if len(eligible) == 0 {
 		return out, nil
 	}
-	if err := storeError(c.store.DeleteGroupOffsets(ctx, groupID, eligible)); err != nil {
+	if err := storeError(c.store.DeleteGroupOffsets(ctx, groupID, c.fence(g), eligible)); err != nil {
+		c.fenced(g, err)
 		return nil, err
 	}
 	for t, ps := range eligible {
@@ -250,8 +250,7 @@ func (c *Coordinator) loadGroup(groupID string) (*group, error) {
 	}
 	g := c.groups[groupID]
 	if g == nil {
-		g = newGroupState(groupID, c.cfg.Now())
-		c.groups[groupID] = g
+		g = c.newGroup(groupID)
 	}
 	return g, nil
 }

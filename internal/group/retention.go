@@ -93,7 +93,8 @@ func (c *Coordinator) expireGroupOffsets(ctx context.Context, id string) (int, e
 		// Everything expired: drop the group's entry as a whole.
 		expired = nil
 	}
-	if err := c.store.DeleteGroupOffsets(sctx, id, expired); err != nil {
+	if err := c.store.DeleteGroupOffsets(sctx, id, c.fence(g), expired); err != nil {
+		c.fenced(g, err)
 		return 0, err
 	}
 	c.lg.Info("expired committed offsets", "group", id, "partitions", n)

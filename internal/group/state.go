@@ -80,6 +80,10 @@ type group struct {
 	// group's offsets (DeleteGroups, OffsetDelete, retention) holds it exclusively, so a
 	// deletion never races a commit that was validated before it.
 	offsetsLock sync.RWMutex
+
+	// coordEpoch is the coordinator epoch this broker loaded the group under; its offset
+	// writes carry it.
+	coordEpoch int32
 }
 
 type member struct {

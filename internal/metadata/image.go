@@ -44,6 +44,9 @@ type Image struct {
 	ControllerID int32 // the active controller's node id, -1 when unknown
 	Brokers      map[int32]Broker
 	Topics       map[string]*Topic
+	// Coordinators holds the group coordinator of each __consumer_offsets partition; its
+	// length is offsets.topic.num.partitions as the cluster fixed it. Immutable.
+	Coordinators []Coordinator
 }
 
 // Topic returns the named topic, or nil.

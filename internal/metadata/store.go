@@ -41,14 +41,23 @@ type Store interface {
 	// those that needed no election are left out.
 	ElectLeaders(ctx context.Context, preferred bool, partitions map[string][]int32) (map[string]map[int32]error, error)
 
-	// CommitOffsets stores a group's committed offsets (batched through the quorum).
-	CommitOffsets(ctx context.Context, group string, offsets []CommittedOffset) error
+	// CommitOffsets stores a group's committed offsets (batched through the quorum). The
+	// controller refuses it with NOT_COORDINATOR unless fence names the group's current
+	// coordinator and coordinator epoch.
+	CommitOffsets(ctx context.Context, group string, fence GroupFence, offsets []CommittedOffset) error
 	// FetchOffsets returns a group's committed offsets; nil topics means all of them.
 	FetchOffsets(ctx context.Context, group string, topics map[string][]int32) ([]CommittedOffset, error)
-	// DeleteGroupOffsets removes a group's committed offsets; nil topics means all.
-	DeleteGroupOffsets(ctx context.Context, group string, topics map[string][]int32) error
+	// DeleteGroupOffsets removes a group's committed offsets; nil topics means all. It is
+	// fenced as CommitOffsets is.
+	DeleteGroupOffsets(ctx context.Context, group string, fence GroupFence, topics map[string][]int32) error
 	// ListOffsetGroups lists the groups that have committed offsets.
 	ListOffsetGroups(ctx context.Context) ([]string, error)
+	// ReadOffsetsLog reads partition of the __consumer_offsets view from offset from on:
+	// the latest commit of every group offset in that partition whose log offset is at
+	// least from, and the tombstones of recent deletions, in log order, up to about
+	// maxBytes (at least one record). With nothing to return it waits up to maxWait for
+	// a commit.
+	ReadOffsetsLog(ctx context.Context, partition int32, from int64, maxBytes int32, maxWait time.Duration) (OffsetsLogSlice, error)
 
 	Close() error
 }
@@ -102,6 +111,23 @@ type AlterPartitionRequest struct {
 	LeaderEpoch    int32
 	PartitionEpoch int32
 	NewISR         []int32
+}
+
+// OffsetsLogRecord is one record of the __consumer_offsets view: a group's committed
+// offset, or a tombstone (Offset then carries only Topic and Partition).
+type OffsetsLogRecord struct {
+	LogOffset int64
+	Group     string
+	Tombstone bool
+	Offset    CommittedOffset
+}
+
+// OffsetsLogSlice is what ReadOffsetsLog returns. LogEnd is the offset the next record of
+// any partition will have at least; LogStart is the first offset still readable.
+type OffsetsLogSlice struct {
+	Records  []OffsetsLogRecord
+	LogStart int64
+	LogEnd   int64
 }
 
 // CommittedOffset is one committed consumer-group offset.

@@ -150,6 +150,7 @@ func (n *node) startController(ctx context.Context) error {
 		DefaultPartitions:                  cfg.NumPartitions,
 		DefaultReplicationFactor:           cfg.DefaultReplicationFactor,
 		UncleanLeaderElection:              cfg.UncleanLeaderElectionEnable,
+		OffsetsTopicNumPartitions:          cfg.OffsetsTopicNumPartitions,
 		DisableAutoLeaderRebalance:         !cfg.AutoLeaderRebalanceEnable,
 		LeaderImbalanceCheckInterval:       time.Duration(cfg.LeaderImbalanceCheckIntervalSeconds) * time.Second,
 		LeaderImbalancePerBrokerPercentage: imbalancePct,

@@ -12,24 +12,53 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	pb "github.com/shalelog/shale/controller/proto"
+	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
 )
 
 // commitOffset commits a group offset straight to the quorum, as a broker's group
-// coordinator does.
+// coordinator does: under the coordinator and coordinator epoch that Metadata reports
+// as the leader and leader epoch of the group's __consumer_offsets partition.
 func (c *cluster) commitOffset(group, topic string, partition int32, offset int64) {
 	c.t.Helper()
-	c.callActive("commit offset", func(ctx context.Context, cl pb.ControllerClient) error {
-		resp, err := cl.CommitOffsets(ctx, &pb.CommitOffsetsRequest{Group: group, Offsets: []*pb.OffsetEntry{{Topic: topic, Partition: partition, Offset: offset}}})
-		if err == nil && resp.Error != nil {
-			c.t.Fatalf("commit: %v", resp.Error)
+	kc := c.kafkaClient()
+	eventually(c.t, 30*time.Second, "a commit by the coordinator of group "+group, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(metadata.OffsetsTopic)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, kc)
+		if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) == 0 {
+			return false
 		}
-		return err
+		ps := resp.Topics[0].Partitions
+		p := ps[metadata.OffsetsPartition(group, len(ps))]
+		if p.Leader < 0 {
+			return false
+		}
+		committed := false
+		c.callActive("commit offset", func(ctx context.Context, cl pb.ControllerClient) error {
+			resp, err := cl.CommitOffsets(ctx, &pb.CommitOffsetsRequest{Group: group, Offsets: []*pb.OffsetEntry{{Topic: topic, Partition: partition, Offset: offset}},
+				CoordinatorId: p.Leader, CoordinatorEpoch: p.LeaderEpoch})
+			switch {
+			case err != nil:
+				return err
+			case resp.Error == nil:
+				committed = true
+			case resp.Error.Code != int32(kerr.NotCoordinator.Code): // a broker's cache may lag: ask again
+				c.t.Fatalf("commit: %v", resp.Error)
+			}
+			return nil
+		})
+		return committed
 	})
 }
 

@@ -1,0 +1,99 @@
+package controller
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/shalelog/shale/internal/metadata"
+
+	pb "github.com/shalelog/shale/controller/proto"
+)
+
+// Group coordinators are chosen by the FSM, not by each broker from its own cache: two
+// brokers whose caches differ could otherwise both act for a group. The coordinator of
+// each __consumer_offsets partition is recomputed whenever a broker changes, and its
+// coordinator epoch bumped when the choice (broker or registration) changes; offset
+// writes carry the epoch their coordinator loaded the group in, and applyOffsetOps
+// refuses any other.
+
+// coordinatorChanges records, for a change that touches brokers (or fixes the number of
+// offsets partitions), every offsets partition whose coordinator it moves.
+func (c *change) coordinatorChanges() {
+	base := c.base.Coordinators
+	n := len(base)
+	if n == 0 {
+		n = int(c.offsetsPartitions)
+	}
+	if n == 0 || (len(c.brokers) == 0 && len(base) > 0) {
+		return
+	}
+	var eligible []int32
+	for _, id := range c.brokerIDs() {
+		if c.eligible(id) {
+			eligible = append(eligible, id)
+		}
+	}
+	for p := range n {
+		next := metadata.PickCoordinator(int32(p), eligible)
+		brokerEpoch := int64(-1)
+		if next >= 0 {
+			brokerEpoch = c.broker(next).Epoch
+		}
+		epoch := int32(0)
+		if p < len(base) {
+			cur := base[p]
+			if cur.Broker == next && cur.BrokerEpoch == brokerEpoch {
+				continue
+			}
+			epoch = cur.Epoch + 1
+		}
+		if c.coordinators == nil {
+			c.coordinators = map[int32]*pb.CoordinatorState{}
+		}
+		c.coordinators[int32(p)] = &pb.CoordinatorState{Partition: int32(p), Broker: next, BrokerEpoch: brokerEpoch, Epoch: epoch}
+	}
+}
+
+// checkFence refuses an offset write from a broker that is not the group's coordinator
+// at the coordinator epoch it names.
+func checkFence(im *metadata.Image, op *pb.OffsetOp) error {
+	if !op.Fenced {
+		return nil // written before coordinators were fenced
+	}
+	p, cur, ok := im.CoordinatorOf(op.Group)
+	switch {
+	case !ok:
+		return kafkaErrorf(kerr.CoordinatorNotAvailable, "group %q: no coordinators yet", op.Group)
+	case cur.Broker != op.CoordinatorId || cur.Epoch != op.CoordinatorEpoch:
+		return kafkaErrorf(kerr.NotCoordinator, "group %q (offsets partition %d): broker %d at coordinator epoch %d is not its coordinator (broker %d at epoch %d is)",
+			op.Group, p, op.CoordinatorId, op.CoordinatorEpoch, cur.Broker, cur.Epoch)
+	}
+	return nil
+}
+
+func coordinatorsToPB(cs []metadata.Coordinator) []*pb.CoordinatorState {
+	out := make([]*pb.CoordinatorState, len(cs))
+	for i, c := range cs {
+		out[i] = &pb.CoordinatorState{Partition: int32(i), Broker: c.Broker, BrokerEpoch: c.BrokerEpoch, Epoch: c.Epoch}
+	}
+	return out
+}
+
+// applyCoordinators returns cs with the changes applied, cs itself untouched.
+func applyCoordinators(cs []metadata.Coordinator, changes []*pb.CoordinatorState) ([]metadata.Coordinator, error) {
+	out := make([]metadata.Coordinator, len(cs), max(len(cs), len(changes)))
+	copy(out, cs)
+	for _, ch := range changes {
+		v := metadata.Coordinator{Broker: ch.Broker, BrokerEpoch: ch.BrokerEpoch, Epoch: ch.Epoch}
+		switch {
+		case ch.Partition >= 0 && int(ch.Partition) < len(out):
+			out[ch.Partition] = v
+		case int(ch.Partition) == len(out):
+			out = append(out, v)
+		default:
+			return nil, fmt.Errorf("coordinator of offsets partition %d out of order (have %d)", ch.Partition, len(out))
+		}
+	}
+	return out, nil
+}
