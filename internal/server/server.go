@@ -225,6 +225,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		MaxRequestBytes:          cfg.SocketRequestMaxBytes,
 		AutoCreateTopics:         cfg.AutoCreateTopicsEnable,
 		DeleteTopicEnable:        cfg.DeleteTopicEnable,
+		FetchSessionSlots:        fetchSessionSlots(cfg.MaxIncrementalFetchSessionCacheSlots),
 		DefaultPartitions:        cfg.NumPartitions,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		TopicDefaults:            cfg.TopicDefaults(),
@@ -373,4 +374,12 @@ func (n *node) close() error {
 		errs = append(errs, n.controller.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// fetchSessionSlots maps Kafka's 0 (no sessions) to the listener's -1.
+func fetchSessionSlots(n int32) int {
+	if n == 0 {
+		return -1
+	}
+	return int(n)
 }
