@@ -90,7 +90,8 @@ type Manager struct {
 	appliedMu sync.Mutex
 	appliedCh chan struct{}
 
-	fetchers *fetcherPool
+	fetchers   *fetcherPool
+	autoCreate autoCreator
 
 	ctx    context.Context
 	cancel context.CancelFunc
