@@ -216,6 +216,22 @@ func (m *Manager) Leader(topic string, index, currentLeaderEpoch int32) (*partit
 	return p, nil
 }
 
+// ReplicaGone turns the error of an operation on a replica whose log was closed under
+// it (a concurrent topic deletion or reassignment, or shutdown) into what Kafka answers
+// for a replica that is no longer there: UNKNOWN_TOPIC_OR_PARTITION once the applied
+// metadata has no such partition, NOT_LEADER_OR_FOLLOWER otherwise, so that the client
+// refreshes its metadata instead of treating the broker's disk as failed
+// (KAFKA_STORAGE_ERROR). Other errors are returned unchanged.
+func (m *Manager) ReplicaGone(topic string, index int32, err error) error {
+	if !errors.Is(err, shalelog.ErrClosed) {
+		return err
+	}
+	if m.Image().Partition(topic, index) == nil {
+		return fmt.Errorf("%w: %w", kerr.UnknownTopicOrPartition, err)
+	}
+	return fmt.Errorf("%w: %w", kerr.NotLeaderForPartition, err)
+}
+
 func checkLeaderEpoch(requested, current int32) error {
 	switch {
 	case requested < 0:
