@@ -69,6 +69,9 @@ type Config struct {
 	// ProducerIDExpirationMs is producer.id.expiration.ms (default 86400000): idempotent
 	// producer state idle this long is forgotten.
 	ProducerIDExpirationMs int64
+	// ProducerIDExpirationCheckIntervalMs is producer.id.expiration.check.interval.ms
+	// (default 600000).
+	ProducerIDExpirationCheckIntervalMs int64
 	// UncleanLeaderElectionEnable is unclean.leader.election.enable (default false).
 	UncleanLeaderElectionEnable bool
 	// AutoLeaderRebalanceEnable is auto.leader.rebalance.enable (default true): the

@@ -193,6 +193,8 @@ func buildKeys() []*keyDef {
 			i32(func(c *Config) *int32 { return &c.MaxIncrementalFetchSessionCacheSlots }, 0)),
 		key("producer.id.expiration.ms", "86400000", "Forget an idempotent producer's state after this long without a write.",
 			i64(func(c *Config) *int64 { return &c.ProducerIDExpirationMs }, 1)),
+		key("producer.id.expiration.check.interval.ms", "600000", "How often idle producer state is looked for.",
+			i64(func(c *Config) *int64 { return &c.ProducerIDExpirationCheckIntervalMs }, 1)),
 		key("unclean.leader.election.enable", "false", "Let a replica outside the ISR become leader, losing data.",
 			boolField(func(c *Config) *bool { return &c.UncleanLeaderElectionEnable })),
 		key("replica.fetch.backoff.ms", "1000", "Pause after a failed follower fetch.",

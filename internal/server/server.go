@@ -206,6 +206,9 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		HWCheckpointInterval:   time.Duration(cfg.ReplicaHighWatermarkCheckpointIntervalMs) * time.Millisecond,
 		Logger:                 n.lg,
 		Registry:               n.reg,
+
+		ProducerIDExpiration:              time.Duration(cfg.ProducerIDExpirationMs) * time.Millisecond,
+		ProducerIDExpirationCheckInterval: time.Duration(cfg.ProducerIDExpirationCheckIntervalMs) * time.Millisecond,
 	}, store)
 	if err != nil {
 		return err
