@@ -79,12 +79,6 @@ type fetchSession struct {
 	index    map[fetchKey]*cachedPartition
 }
 
-func (s *fetchSession) size() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.parts)
-}
-
 // fetchSessionCache is Kafka's FetchSessionCache: at most slots sessions, with Kafka's
 // eviction rules when it is full.
 type fetchSessionCache struct {
@@ -309,7 +303,7 @@ func requestItems(req *kmsg.FetchRequest, usesIDs bool) []fetchItem {
 	return out
 }
 
-// finish decides, for the final answer, which partitions it carries and sets the
+// finishFetchContext decides, for the final answer, which partitions it carries and sets the
 // response's session id, updating the session with what the fetcher is told. keep[i]
 // says whether reads[i] goes into the response.
 func (s *Server) finishFetchContext(fc *fetchContext, reads []fetchRead, privileged bool) (sessionID int32, keep []bool) {
