@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -156,14 +157,28 @@ func (s *producerState) removeBefore(start int64) {
 	}
 }
 
-// expire forgets producers idle since before cutoff (Kafka's
-// transactional.id.expiration / producer.id.expiration.ms, default 1 day).
-func (s *producerState) expire(cutoffMs int64) {
+// expire forgets producers whose newest batch is stamped at or before cutoffMs, and
+// returns how many.
+func (s *producerState) expire(cutoffMs int64) int {
+	n := 0
 	for id, e := range s.producers {
-		if e.LastTimestamp < cutoffMs {
+		if e.LastTimestamp <= cutoffMs {
 			delete(s.producers, id)
+			n++
 		}
 	}
+	return n
+}
+
+// ExpireProducers forgets the idempotent producers whose newest batch is at least
+// expiration old by its timestamp (producer.id.expiration.ms), as Kafka's
+// ProducerStateManager does, so that the state of producers long gone does not grow
+// without bound. A later batch from such a producer is accepted at any sequence. It
+// returns how many producers were forgotten.
+func (p *Partition) ExpireProducers(now time.Time, expiration time.Duration) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.producers.expire(now.Add(-expiration).UnixMilli())
 }
 
 // producerSnapshot is the on-disk form, written on clean close so that a restart need not

@@ -3,12 +3,14 @@ package protocol
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shalelog/shale/internal/records"
 	"github.com/shalelog/shale/replication"
 )
 
@@ -98,6 +100,19 @@ func (s *Server) producePartitionError(rp *kmsg.ProduceResponseTopicPartition, e
 	rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
 	if version >= 8 {
 		rp.ErrorMessage = errorMessage(err)
+		// Records a topic rule refused (timestamp range, key on a compacted topic) are
+		// listed one by one, with Kafka's summary as the message.
+		var ve *records.ValidationError
+		if errors.As(err, &ve) {
+			msg := ve.Message()
+			rp.ErrorMessage = &msg
+			for _, re := range ve.Records {
+				e := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+				m := re.Message
+				e.RelativeOffset, e.ErrorMessage = int32(re.Index), &m
+				rp.ErrorRecords = append(rp.ErrorRecords, e)
+			}
+		}
 	}
 }
 

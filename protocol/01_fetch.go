@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/internal/metadata"
+	shalelog "github.com/shalelog/shale/log"
 	"github.com/shalelog/shale/replication"
 )
 
@@ -17,55 +18,107 @@ const defaultFetchMaxBytes = 50 << 20
 
 func (s *Server) handleFetch(ctx context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.FetchRequest)
-
-	// Shale keeps no fetch sessions (KIP-227): a request to create one is answered with
-	// session id 0, which tells the client to send full fetches; an incremental fetch on
-	// a session id is refused.
-	if req.SessionID != 0 || req.SessionEpoch > 0 {
+	who := fetchReader(req, r.Version)
+	fc := s.newFetchContext(req, r.Version, who.IsFollower())
+	if fc.errCode != 0 {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
-		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
-		if req.SessionID == 0 {
-			resp.ErrorCode = kerr.InvalidFetchSessionEpoch.Code
-		}
+		resp.ErrorCode = fc.errCode
 		return Result{Resp: resp}
 	}
 
-	build := func() (*kmsg.FetchResponse, []fetchPart, int, bool, []<-chan struct{}) {
-		return s.buildFetch(req, r.Version)
+	build := func() ([]fetchRead, int, bool, []<-chan struct{}) {
+		return s.readFetch(fc.items, req, r.Version, who)
 	}
-	resp, parts, n, stop, waiters := build()
+	finish := func(reads []fetchRead) Result {
+		return s.fetchResult(req, fc, reads, who.IsFollower())
+	}
+	reads, n, stop, waiters := build()
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if stop || n >= int(req.MinBytes) || maxWait <= 0 || len(waiters) == 0 {
-		return s.fetchResult(resp, parts)
+		return finish(reads)
 	}
-	releaseViews(parts)
+	releaseReads(reads)
 	deadline := r.Received.Add(maxWait)
 	return Result{Wait: func(ctx context.Context) Result {
 		for {
 			timer := time.NewTimer(time.Until(deadline))
 			woke := waitAny(ctx, waiters, timer.C)
 			timer.Stop()
-			resp, parts, n, stop, waiters = build()
+			reads, n, stop, waiters = build()
 			if !woke || stop || n >= int(req.MinBytes) || len(waiters) == 0 || !time.Now().Before(deadline) {
-				return s.fetchResult(resp, parts)
+				return finish(reads)
 			}
-			releaseViews(parts)
+			releaseReads(reads)
 		}
 	}}
 }
 
-func (s *Server) fetchResult(resp *kmsg.FetchResponse, parts []fetchPart) Result {
+// fetchResult shapes the final answer: the session decides which partitions it carries.
+func (s *Server) fetchResult(req *kmsg.FetchRequest, fc *fetchContext, reads []fetchRead, privileged bool) Result {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	sessionID, keep := s.finishFetchContext(fc, reads, privileged)
+	resp.SessionID = sessionID
+	parts := assembleFetch(resp, fc.items, reads, keep)
+	var total int
+	for _, fp := range parts {
+		total += fp.view.Size
+	}
+	s.cfg.Metrics.BytesFetched.Add(float64(total))
 	bufs := encodeFetch(resp, parts, s.sentinel)
-	return Result{Encoded: bufs, Flexible: resp.IsFlexible(), Release: func() { releaseViews(parts) }}
+	return Result{Encoded: bufs, Flexible: resp.IsFlexible(), Release: func() { releaseReads(reads) }}
 }
 
-func releaseViews(parts []fetchPart) {
-	for _, fp := range parts {
-		if fp.view != nil {
-			fp.view.Release()
+// fetchRead is one partition's answer before the response is assembled.
+type fetchRead struct {
+	rp   kmsg.FetchResponseTopicPartition
+	view *shalelog.View
+}
+
+func (r *fetchRead) size() int {
+	if r.view == nil {
+		return len(r.rp.RecordBatches) // __consumer_offsets answers with its records inline
+	}
+	return r.view.Size
+}
+
+func releaseReads(reads []fetchRead) {
+	for _, r := range reads {
+		if r.view != nil {
+			r.view.Release()
 		}
 	}
 }
+
+// assembleFetch fills resp.Topics with the kept reads, grouping consecutive partitions
+// of one topic as Kafka does, and returns the views to splice in, in response order.
+func assembleFetch(resp *kmsg.FetchResponse, items []fetchItem, reads []fetchRead, keep []bool) []fetchPart {
+	type at struct{ t, p, read int }
+	var spliced []at
+	prev := -1
+	for i := range reads {
+		if !keep[i] {
+			continue
+		}
+		if prev < 0 || !sameTopic(items[prev].key, items[i].key) {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = items[i].key.topic, items[i].key.topicID
+			resp.Topics = append(resp.Topics, rt)
+		}
+		prev = i
+		rt := &resp.Topics[len(resp.Topics)-1]
+		if reads[i].view != nil {
+			spliced = append(spliced, at{len(resp.Topics) - 1, len(rt.Partitions), i})
+		}
+		rt.Partitions = append(rt.Partitions, reads[i].rp)
+	}
+	parts := make([]fetchPart, len(spliced))
+	for i, a := range spliced {
+		parts[i] = fetchPart{rp: &resp.Topics[a.t].Partitions[a.p], view: reads[a.read].view}
+	}
+	return parts
+}
+
+func sameTopic(a, b fetchKey) bool { return a.topic == b.topic && a.topicID == b.topicID }
 
 // waitAny blocks until one of chans is closed (true), the timer fires or ctx ends (false).
 func waitAny(ctx context.Context, chans []<-chan struct{}, timer <-chan time.Time) bool {
@@ -88,93 +141,82 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, timer <-chan time.Tim
 	return i >= 2
 }
 
-// buildFetch reads every requested partition once. It returns the response, the views
-// to splice in, the bytes gathered, whether to answer at once regardless of MinBytes
-// (an error, as Kafka does), and the waiters to park on otherwise.
-func (s *Server) buildFetch(req *kmsg.FetchRequest, version int16) (*kmsg.FetchResponse, []fetchPart, int, bool, []<-chan struct{}) {
-	resp := req.ResponseKind().(*kmsg.FetchResponse)
+// readFetch reads every partition of a fetch once. It returns each partition's answer,
+// the bytes gathered, whether to answer at once regardless of MinBytes (an error, as
+// Kafka does), and the waiters to park on otherwise.
+func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version int16, who replication.Reader) ([]fetchRead, int, bool, []<-chan struct{}) {
 	im := s.image()
-	who := fetchReader(req, version)
 	remaining := int(req.MaxBytes)
 	if version < 3 || remaining <= 0 {
 		remaining = defaultFetchMaxBytes
 	}
 	var (
-		parts   []fetchPart
 		total   int
 		stop    bool
 		waiters []<-chan struct{}
 	)
-	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
-	for i, t := range req.Topics {
-		rt := &resp.Topics[i]
-		*rt = kmsg.NewFetchResponseTopic()
-		rt.Topic, rt.TopicID = t.Topic, t.TopicID
-		name := t.Topic
-		unknownID := false
+	reads := make([]fetchRead, len(items))
+	for i, it := range items {
+		rp := &reads[i].rp
+		*rp = kmsg.NewFetchResponseTopicPartition()
+		rp.Partition = it.key.partition
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+		name := it.key.topic
 		if version >= 13 {
 			// Fetch v13+ names topics by id only.
-			name, unknownID = topicNameByID(im, t.TopicID)
-		}
-		rt.Partitions = make([]kmsg.FetchResponseTopicPartition, len(t.Partitions))
-		for j, fp := range t.Partitions {
-			rp := &rt.Partitions[j]
-			*rp = kmsg.NewFetchResponseTopicPartition()
-			rp.Partition = fp.Partition
-			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
-			if unknownID {
+			var unknownID bool
+			if name, unknownID = topicNameByID(im, it.key.topicID); unknownID {
 				rp.ErrorCode = kerr.UnknownTopicID.Code
 				stop = true
 				continue
 			}
-			if who.IsFollower() && version < 15 {
-				// Only Fetch v15+ carries the broker epoch that proves a replica is current.
-				rp.ErrorCode = kerr.NotLeaderForPartition.Code
-				stop = true
-				continue
-			}
-			maxBytes := min(int(fp.PartitionMaxBytes), remaining)
-			if maxBytes <= 0 && total > 0 {
-				maxBytes = 0
-			}
-			if name == metadata.OffsetsTopic { // consumer_offsets.go
-				n, waiter, err := s.fetchOffsetsTopic(im, fp, max(maxBytes, 0), rp)
-				if err != nil {
-					rp.ErrorCode, stop = errorCode(err), true
-				} else if n > 0 {
-					total, remaining = total+n, remaining-n
-				} else {
-					waiters = append(waiters, waiter)
-				}
-				continue
-			}
-			res := s.deps.Replicas.Fetch(who, replication.FetchPartition{
-				Topic: name, Index: fp.Partition, CurrentLeaderEpoch: fp.CurrentLeaderEpoch, FetchOffset: fp.FetchOffset,
-				LastFetchedEpoch: fp.LastFetchedEpoch, MaxBytes: max(maxBytes, 0), MinOne: total == 0,
-			})
-			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = res.HighWatermark, res.HighWatermark, res.LogStartOffset
-			if res.Err != nil {
-				rp.ErrorCode = errorCode(res.Err)
-				stop = true
-				continue
-			}
-			if res.DivergingEpoch >= 0 || res.DivergingEndOffset >= 0 {
-				// The fetcher's log diverged from ours: tell it where to truncate.
-				rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = res.DivergingEpoch, res.DivergingEndOffset
-				stop = true
-				continue
-			}
-			waiters = append(waiters, res.Waiter)
-			if res.View == nil {
-				continue
-			}
-			total += res.View.Size
-			remaining -= res.View.Size
-			parts = append(parts, fetchPart{rp: rp, view: res.View})
 		}
+		if who.IsFollower() && version < 15 {
+			// Only Fetch v15+ carries the broker epoch that proves a replica is current.
+			rp.ErrorCode = kerr.NotLeaderForPartition.Code
+			stop = true
+			continue
+		}
+		maxBytes := min(int(it.maxBytes), remaining)
+		if maxBytes <= 0 && total > 0 {
+			maxBytes = 0
+		}
+		if name == metadata.OffsetsTopic { // consumer_offsets.go
+			n, waiter, err := s.fetchOffsetsTopic(im, it, max(maxBytes, 0), rp)
+			if err != nil {
+				rp.ErrorCode, stop = errorCode(err), true
+			} else if n > 0 {
+				total, remaining = total+n, remaining-n
+			} else {
+				waiters = append(waiters, waiter)
+			}
+			continue
+		}
+		res := s.deps.Replicas.Fetch(who, replication.FetchPartition{
+			Topic: name, Index: it.key.partition, CurrentLeaderEpoch: it.currentLeaderEpoch, FetchOffset: it.fetchOffset,
+			LastFetchedEpoch: it.lastFetchedEpoch, MaxBytes: max(maxBytes, 0), MinOne: total == 0,
+		})
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = res.HighWatermark, res.HighWatermark, res.LogStartOffset
+		if res.Err != nil {
+			rp.ErrorCode = errorCode(res.Err)
+			stop = true
+			continue
+		}
+		if res.DivergingEpoch >= 0 || res.DivergingEndOffset >= 0 {
+			// The fetcher's log diverged from ours: tell it where to truncate.
+			rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = res.DivergingEpoch, res.DivergingEndOffset
+			stop = true
+			continue
+		}
+		waiters = append(waiters, res.Waiter)
+		if res.View == nil {
+			continue
+		}
+		reads[i].view = res.View
+		total += res.View.Size
+		remaining -= res.View.Size
 	}
-	s.cfg.Metrics.BytesFetched.Add(float64(total))
-	return resp, parts, total, stop, waiters
+	return reads, total, stop, waiters
 }
 
 // fetchReader says who sends a fetch: a follower names itself in ReplicaState (v15+) or

@@ -41,7 +41,7 @@ func (s *Server) handleListOffsets(_ context.Context, r *Request) Result {
 			}
 			if rp.ErrorCode == 0 {
 				if err := listOffset(p, lp.Timestamp, req.ReplicaID >= 0, &rp); err != nil {
-					rp.ErrorCode = errorCode(err)
+					rp.ErrorCode = errorCode(s.deps.Replicas.ReplicaGone(t.Topic, lp.Partition, err))
 				}
 			}
 			rt.Partitions = append(rt.Partitions, rp)

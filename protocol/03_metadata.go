@@ -25,23 +25,26 @@ const clusterAllOps = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
 func (s *Server) handleMetadata(ctx context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	// One image answers the whole request, so that brokers, leaders and replicas agree.
 	im := s.image()
 
 	// v0: an empty list means every topic; v1+: null means every topic, empty none.
 	all := req.Topics == nil || (r.Version == 0 && len(req.Topics) == 0)
-	defer s.fillOffsetsTopic(resp, req, all) // __consumer_offsets: consumer_offsets.go
+	defer s.fillOffsetsTopic(im, resp, req, all) // __consumer_offsets: consumer_offsets.go
 	autoCreate := s.cfg.AutoCreateTopics && (r.Version < 4 || req.AllowAutoTopicCreation)
 
-	if !all {
+	// Topics created on this request's behalf appear in a later image; this answer says
+	// LEADER_NOT_AVAILABLE for them, or why the last attempt failed.
+	var createErrs map[string]error
+	if !all && autoCreate {
 		var missing []string
 		for _, t := range req.Topics {
-			if t.Topic != nil && im.Topic(*t.Topic) == nil {
+			if t.Topic != nil && im.Topic(*t.Topic) == nil && *t.Topic != metadata.OffsetsTopic {
 				missing = append(missing, *t.Topic)
 			}
 		}
-		if autoCreate && len(missing) > 0 {
-			s.deps.Replicas.AutoCreateTopics(ctx, missing, s.cfg.DefaultPartitions, s.cfg.DefaultReplicationFactor)
-			im = s.image()
+		if len(missing) > 0 {
+			createErrs = s.deps.Replicas.AutoCreateTopics(missing, s.cfg.DefaultPartitions, s.cfg.DefaultReplicationFactor)
 		}
 	}
 
@@ -60,7 +63,7 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Result {
 		}
 		sort.Strings(names)
 		for _, name := range names {
-			resp.Topics = append(resp.Topics, s.metadataTopic(im.Topics[name], req))
+			resp.Topics = append(resp.Topics, metadataTopic(im, im.Topics[name], req))
 		}
 		return Result{Resp: resp}
 	}
@@ -80,20 +83,23 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Result {
 				mt.ErrorCode = kerr.UnknownTopicID.Code
 			} else if err := metadata.ValidateTopicName(*rt.Topic); err != nil {
 				mt.ErrorCode = kerr.InvalidTopicException.Code
+			} else if err := createErrs[*rt.Topic]; err != nil {
+				mt.ErrorCode = errorCode(err)
+				if mt.ErrorCode == codeUnknownServerError {
+					// The controller could not be reached: worth retrying.
+					mt.ErrorCode = kerr.LeaderNotAvailable.Code
+				}
 			} else if autoCreate {
-				// Created just now but not yet seen in the image, or creation failed
-				// retriably: the client asks again.
+				// Being created: the client asks again.
 				mt.ErrorCode = kerr.LeaderNotAvailable.Code
 			}
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, s.metadataTopic(t, req))
+		resp.Topics = append(resp.Topics, metadataTopic(im, t, req))
 	}
 	return Result{Resp: resp}
 }
-
-// hasTopics reports whether every named topic is in the image.
 
 func fillBrokers(resp *kmsg.MetadataResponse, im *metadata.Image) {
 	for _, b := range liveBrokers(im) {
@@ -133,7 +139,7 @@ func topicByID(im *metadata.Image, id [16]byte) *metadata.Topic {
 	return nil
 }
 
-func (s *Server) metadataTopic(t *metadata.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
+func metadataTopic(im *metadata.Image, t *metadata.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic, mt.TopicID = &name, t.ID
@@ -141,7 +147,6 @@ func (s *Server) metadataTopic(t *metadata.Topic, req *kmsg.MetadataRequest) kms
 	if req.IncludeTopicAuthorizedOperations {
 		mt.AuthorizedOperations = topicAllOps
 	}
-	im := s.image()
 	for _, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index

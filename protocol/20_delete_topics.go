@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/internal/metadata"
 )
 
 func (s *Server) handleDeleteTopics(ctx context.Context, r *Request) Result {
@@ -16,7 +18,22 @@ func (s *Server) handleDeleteTopics(ctx context.Context, r *Request) Result {
 	names := deleteTopicNames(req)
 	var errs []error
 	if s.cfg.DeleteTopicEnable {
+		ids := make([][16]byte, len(names))
+		im := s.image()
+		for i, n := range names {
+			if t := im.Topic(n); t != nil {
+				ids[i] = t.ID
+			}
+		}
 		errs = s.deps.Meta.DeleteTopics(ctx, names)
+		s.awaitVisible(ctx, func(im *metadata.Image) bool {
+			for i, n := range names {
+				if i < len(errs) && errs[i] == nil && !topicReplaced(im.Topic(n), ids[i]) {
+					return false
+				}
+			}
+			return true
+		})
 	}
 	for i, name := range names {
 		rt := kmsg.NewDeleteTopicsResponseTopic()

@@ -18,7 +18,7 @@ func (s *Server) handleDeleteRecords(_ context.Context, r *Request) Result {
 			if p, err := s.deps.Replicas.Leader(t.Topic, dp.Partition, -1); err != nil {
 				rp.ErrorCode = errorCode(err)
 			} else if low, err := p.DeleteRecordsBefore(dp.Offset); err != nil {
-				rp.ErrorCode = errorCode(err)
+				rp.ErrorCode = errorCode(s.deps.Replicas.ReplicaGone(t.Topic, dp.Partition, err))
 			} else {
 				rp.LowWatermark = low
 			}

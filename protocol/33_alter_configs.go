@@ -37,7 +37,18 @@ func (s *Server) alterConfigs(ctx context.Context, resourceType kmsg.ConfigResou
 				return fmt.Errorf("%w: null value for config %s", kerr.InvalidRequest, op.Name)
 			}
 		}
-		return s.deps.Meta.AlterTopicConfigs(ctx, name, ops, incremental, validateOnly)
+		var id [16]byte
+		if t := s.image().Topic(name); t != nil {
+			id = t.ID
+		}
+		if err := s.deps.Meta.AlterTopicConfigs(ctx, name, ops, incremental, validateOnly); err != nil || validateOnly {
+			return err
+		}
+		s.awaitVisible(ctx, func(im *metadata.Image) bool {
+			t := im.Topic(name)
+			return topicReplaced(t, id) || configsShow(t.Configs, ops, incremental)
+		})
+		return nil
 	case resourceBroker, resourceBrokerLogger:
 		return fmt.Errorf("%w: Shale's broker configs are static; set them in server.properties or flags", kerr.InvalidRequest)
 	}

@@ -22,6 +22,18 @@ func (s *Server) handleCreatePartitions(ctx context.Context, r *Request) Result 
 		specs = append(specs, spec)
 	}
 	errs := s.deps.Meta.CreatePartitions(ctx, specs, req.ValidateOnly)
+	if !req.ValidateOnly {
+		s.awaitVisible(ctx, func(im *metadata.Image) bool {
+			for i, sp := range specs {
+				if i < len(errs) && errs[i] == nil {
+					if t := im.Topic(sp.Topic); t == nil || int32(len(t.Partitions)) < sp.Count {
+						return false
+					}
+				}
+			}
+			return true
+		})
+	}
 	for i, t := range req.Topics {
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic

@@ -31,8 +31,7 @@ const offsetsLogTimeout = 5 * time.Second
 // fillOffsetsTopic adds __consumer_offsets to a Metadata response: to every all-topics
 // response, and in place of the UNKNOWN_TOPIC_OR_PARTITION entry the handler wrote for a
 // request that names it.
-func (s *Server) fillOffsetsTopic(resp *kmsg.MetadataResponse, req *kmsg.MetadataRequest, all bool) {
-	im := s.image()
+func (s *Server) fillOffsetsTopic(im *metadata.Image, resp *kmsg.MetadataResponse, req *kmsg.MetadataRequest, all bool) {
 	if len(im.Coordinators) == 0 {
 		return
 	}
@@ -106,22 +105,22 @@ func (s *Server) offsetsPartition(im *metadata.Image, p, currentEpoch int32) err
 // fetchOffsetsTopic answers one Fetch partition of __consumer_offsets: it fills rp with
 // the records from the fetch offset on and returns their size, or, with nothing to
 // read, a channel closed once the controller has something new (or after a poll).
-func (s *Server) fetchOffsetsTopic(im *metadata.Image, fp kmsg.FetchRequestTopicPartition, maxBytes int, rp *kmsg.FetchResponseTopicPartition) (int, <-chan struct{}, error) {
-	if err := s.offsetsPartition(im, fp.Partition, fp.CurrentLeaderEpoch); err != nil {
+func (s *Server) fetchOffsetsTopic(im *metadata.Image, it fetchItem, maxBytes int, rp *kmsg.FetchResponseTopicPartition) (int, <-chan struct{}, error) {
+	if err := s.offsetsPartition(im, it.key.partition, it.currentLeaderEpoch); err != nil {
 		return 0, nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), offsetsLogTimeout)
 	defer cancel()
-	slice, err := s.deps.Meta.ReadOffsetsLog(ctx, fp.Partition, fp.FetchOffset, int32(min(maxBytes, math.MaxInt32)), 0)
+	slice, err := s.deps.Meta.ReadOffsetsLog(ctx, it.key.partition, it.fetchOffset, int32(min(maxBytes, math.MaxInt32)), 0)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: reading committed offsets from the controller: %v", kerr.NotLeaderForPartition, err)
 	}
 	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = slice.LogEnd, slice.LogEnd, slice.LogStart
-	if fp.FetchOffset < slice.LogStart || fp.FetchOffset > slice.LogEnd {
+	if it.fetchOffset < slice.LogStart || it.fetchOffset > slice.LogEnd {
 		return 0, nil, kerr.OffsetOutOfRange
 	}
 	if len(slice.Records) == 0 {
-		return 0, s.pollOffsetsLog(fp.Partition, fp.FetchOffset), nil
+		return 0, s.pollOffsetsLog(it.key.partition, it.fetchOffset), nil
 	}
 	batch, err := offsetsBatch(slice.Records)
 	if err != nil {

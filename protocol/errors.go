@@ -35,8 +35,12 @@ func errorCode(err error) int16 {
 	switch {
 	case errors.Is(err, shalelog.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
-	case errors.Is(err, shalelog.ErrStorage), errors.Is(err, shalelog.ErrClosed):
+	case errors.Is(err, shalelog.ErrStorage):
 		return kerr.KafkaStorageError.Code
+	case errors.Is(err, shalelog.ErrClosed):
+		// The replica was removed (topic deleted, reassigned) or the broker is stopping:
+		// the client should look for the partition elsewhere, not mark a disk failed.
+		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, context.DeadlineExceeded):
 		return kerr.RequestTimedOut.Code
 	case errors.Is(err, context.Canceled):

@@ -38,6 +38,9 @@ type Config struct {
 	DefaultReplicationFactor int16
 	// TopicDefaults are the broker-level overrides of topic config defaults.
 	TopicDefaults topicconfig.BrokerDefaults
+	// FetchSessionSlots is max.incremental.fetch.session.cache.slots (default 1000; -1
+	// keeps no fetch sessions).
+	FetchSessionSlots int
 	// BrokerConfigs is what DescribeConfigs reports for this broker (name -> value).
 	BrokerConfigs map[string]string
 	Logger        *slog.Logger
@@ -81,6 +84,7 @@ type Server struct {
 	lg       *slog.Logger
 	handlers map[int16]handlerEntry
 	sentinel [sentinelLen]byte
+	sessions *fetchSessionCache
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -100,10 +104,14 @@ func NewServer(cfg Config, deps Deps) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.FetchSessionSlots == 0 {
+		cfg.FetchSessionSlots = defaultFetchSessionSlots
+	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	s := &Server{cfg: cfg, deps: deps, lg: cfg.Logger, handlers: map[int16]handlerEntry{}, conns: map[*conn]struct{}{}, sentinel: newSentinel()}
+	s := &Server{cfg: cfg, deps: deps, lg: cfg.Logger, handlers: map[int16]handlerEntry{}, conns: map[*conn]struct{}{}, sentinel: newSentinel(),
+		sessions: newFetchSessionCache(cfg.FetchSessionSlots)}
 	s.registerBuiltins()
 	return s
 }

@@ -139,7 +139,7 @@ func (m *Manager) appendOne(pp *ProducePartition, acks int16) {
 		if isStorageError(err) {
 			m.lg.Error("append failed", "topic", pp.Topic, "partition", pp.Index, "err", err)
 		}
-		pp.Err = err
+		pp.Err = m.ReplicaGone(pp.Topic, pp.Index, err)
 		return
 	}
 	pp.Result = res

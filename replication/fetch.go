@@ -85,7 +85,7 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) FetchResult {
 	if who.IsFollower() {
 		_, expand, err := p.FollowerFetched(who.ReplicaID, f.FetchOffset, time.Now())
 		if err != nil {
-			res.Err = err
+			res.Err = m.ReplicaGone(f.Topic, f.Index, err)
 			return res
 		}
 		if expand {
@@ -99,7 +99,7 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) FetchResult {
 		if errors.Is(err, shalelog.ErrOffsetOutOfRange) {
 			err = fmt.Errorf("%w: %w", kerr.OffsetOutOfRange, err)
 		}
-		res.Err = err
+		res.Err = m.ReplicaGone(f.Topic, f.Index, err)
 		return res
 	}
 	res.View = view

@@ -43,8 +43,14 @@ type Config struct {
 	ReplicaFetchBackoff time.Duration
 	// HWCheckpointInterval is replica.high.watermark.checkpoint.interval.ms (default 5 s).
 	HWCheckpointInterval time.Duration
-	Logger               *slog.Logger
-	Registry             prometheus.Registerer
+	// ProducerIDExpiration is producer.id.expiration.ms (default 1 day): idempotent
+	// producer state idle this long is forgotten, checked every
+	// ProducerIDExpirationCheckInterval (producer.id.expiration.check.interval.ms,
+	// default 10 minutes).
+	ProducerIDExpiration              time.Duration
+	ProducerIDExpirationCheckInterval time.Duration
+	Logger                            *slog.Logger
+	Registry                          prometheus.Registerer
 }
 
 func (c *Config) defaults() {
@@ -65,6 +71,12 @@ func (c *Config) defaults() {
 	}
 	if c.ReplicaFetchBackoff <= 0 {
 		c.ReplicaFetchBackoff = time.Second
+	}
+	if c.ProducerIDExpiration <= 0 {
+		c.ProducerIDExpiration = 24 * time.Hour
+	}
+	if c.ProducerIDExpirationCheckInterval <= 0 {
+		c.ProducerIDExpirationCheckInterval = 10 * time.Minute
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -90,7 +102,8 @@ type Manager struct {
 	appliedMu sync.Mutex
 	appliedCh chan struct{}
 
-	fetchers *fetcherPool
+	fetchers   *fetcherPool
+	autoCreate autoCreator
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -119,10 +132,14 @@ func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 	}
 	m.fetchers = newFetcherPool(m)
 	m.apply(store.Current(), true)
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go func() {
 		defer m.wg.Done()
 		m.isrLoop()
+	}()
+	go func() {
+		defer m.wg.Done()
+		m.producerExpiryLoop()
 	}()
 	return m, nil
 }
@@ -213,6 +230,48 @@ func (m *Manager) Leader(topic string, index, currentLeaderEpoch int32) (*partit
 		return nil, err
 	}
 	return p, nil
+}
+
+// producerExpiryLoop forgets idle idempotent producers on every replica, leader or
+// follower alike (a follower that becomes leader must agree with the old leader on
+// which producers it still knows), as Kafka's producer-id expiration task does.
+func (m *Manager) producerExpiryLoop() {
+	t := time.NewTicker(m.cfg.ProducerIDExpirationCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.expireProducers(time.Now())
+	}
+}
+
+func (m *Manager) expireProducers(now time.Time) {
+	n := 0
+	for _, p := range m.parts.All() {
+		n += p.ExpireProducers(now, m.cfg.ProducerIDExpiration)
+	}
+	if n > 0 {
+		m.lg.Info("expired idle producer state", "producers", n, "producer_id_expiration", m.cfg.ProducerIDExpiration)
+	}
+}
+
+// ReplicaGone turns the error of an operation on a replica whose log was closed under
+// it (a concurrent topic deletion or reassignment, or shutdown) into what Kafka answers
+// for a replica that is no longer there: UNKNOWN_TOPIC_OR_PARTITION once the applied
+// metadata has no such partition, NOT_LEADER_OR_FOLLOWER otherwise, so that the client
+// refreshes its metadata instead of treating the broker's disk as failed
+// (KAFKA_STORAGE_ERROR). Other errors are returned unchanged.
+func (m *Manager) ReplicaGone(topic string, index int32, err error) error {
+	if !errors.Is(err, shalelog.ErrClosed) {
+		return err
+	}
+	if m.Image().Partition(topic, index) == nil {
+		return fmt.Errorf("%w: %w", kerr.UnknownTopicOrPartition, err)
+	}
+	return fmt.Errorf("%w: %w", kerr.NotLeaderForPartition, err)
 }
 
 func checkLeaderEpoch(requested, current int32) error {

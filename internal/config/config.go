@@ -63,6 +63,15 @@ type Config struct {
 	AutoCreateTopicsEnable bool
 	// DeleteTopicEnable is delete.topic.enable (default true).
 	DeleteTopicEnable bool
+	// MaxIncrementalFetchSessionCacheSlots is max.incremental.fetch.session.cache.slots
+	// (default 1000; 0 keeps no fetch sessions).
+	MaxIncrementalFetchSessionCacheSlots int32
+	// ProducerIDExpirationMs is producer.id.expiration.ms (default 86400000): idempotent
+	// producer state idle this long is forgotten.
+	ProducerIDExpirationMs int64
+	// ProducerIDExpirationCheckIntervalMs is producer.id.expiration.check.interval.ms
+	// (default 600000).
+	ProducerIDExpirationCheckIntervalMs int64
 	// UncleanLeaderElectionEnable is unclean.leader.election.enable (default false).
 	UncleanLeaderElectionEnable bool
 	// AutoLeaderRebalanceEnable is auto.leader.rebalance.enable (default true): the

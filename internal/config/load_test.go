@@ -40,7 +40,9 @@ func TestDefault(t *testing.T) {
 	want := Config{
 		NodeID: 1, LogDir: "./data", NumPartitions: 1, DefaultReplicationFactor: 1, MinInsyncReplicas: 1,
 		AutoCreateTopicsEnable: true, DeleteTopicEnable: true, LogSegmentBytes: 1 << 30,
-		AutoLeaderRebalanceEnable: true, LeaderImbalanceCheckIntervalSeconds: 300, LeaderImbalancePerBrokerPercentage: 10,
+		MaxIncrementalFetchSessionCacheSlots: 1000, ProducerIDExpirationMs: 86400000,
+		ProducerIDExpirationCheckIntervalMs: 600000,
+		AutoLeaderRebalanceEnable:           true, LeaderImbalanceCheckIntervalSeconds: 300, LeaderImbalancePerBrokerPercentage: 10,
 		LogRollMs: 168 * 3600 * 1000, LogRetentionMs: 168 * 3600 * 1000, LogRetentionBytes: -1,
 		LogRetentionCheckIntervalMs: 300000, LogFlushIntervalMessages: math.MaxInt64,
 		LogFlushIntervalMs: math.MaxInt64, LogIndexIntervalBytes: 4096, LogIndexSizeMaxBytes: 10485760,

@@ -207,6 +207,9 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		HWCheckpointInterval:   time.Duration(cfg.ReplicaHighWatermarkCheckpointIntervalMs) * time.Millisecond,
 		Logger:                 n.lg,
 		Registry:               n.reg,
+
+		ProducerIDExpiration:              time.Duration(cfg.ProducerIDExpirationMs) * time.Millisecond,
+		ProducerIDExpirationCheckInterval: time.Duration(cfg.ProducerIDExpirationCheckIntervalMs) * time.Millisecond,
 	}, store)
 	if err != nil {
 		return err
@@ -226,6 +229,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		MaxRequestBytes:          cfg.SocketRequestMaxBytes,
 		AutoCreateTopics:         cfg.AutoCreateTopicsEnable,
 		DeleteTopicEnable:        cfg.DeleteTopicEnable,
+		FetchSessionSlots:        fetchSessionSlots(cfg.MaxIncrementalFetchSessionCacheSlots),
 		DefaultPartitions:        cfg.NumPartitions,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		TopicDefaults:            cfg.TopicDefaults(),
@@ -374,4 +378,12 @@ func (n *node) close() error {
 		errs = append(errs, n.controller.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// fetchSessionSlots maps Kafka's 0 (no sessions) to the listener's -1.
+func fetchSessionSlots(n int32) int {
+	if n == 0 {
+		return -1
+	}
+	return int(n)
 }
