@@ -24,6 +24,7 @@ import (
 	"github.com/shalelog/shale/controller"
 	"github.com/shalelog/shale/internal/config"
 	"github.com/shalelog/shale/internal/datadir"
+	"github.com/shalelog/shale/internal/exporter"
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/producerid"
@@ -164,7 +165,7 @@ func (n *node) startController(ctx context.Context) error {
 		return fmt.Errorf("start controller: %w", err)
 	}
 	n.controller = c
-	n.reg.MustRegister(c.Collector())
+	n.reg.MustRegister(c.Collector(), exporter.ControllerCollector(c))
 	n.lg.Info("controller started", "listener", ln.Addr().String(), "voters", len(voters))
 	return nil
 }
