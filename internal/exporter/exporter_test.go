@@ -40,6 +40,7 @@ type node struct {
 	id    int
 	kafka string
 	http  string
+	dir   string
 }
 
 // startCluster runs n combined nodes in this process and waits until every one is ready.
@@ -51,13 +52,28 @@ func startCluster(t *testing.T, n int) []node {
 	for id := 1; id <= n; id++ {
 		ctlPorts[id] = freePort(t)
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", id, ctlPorts[id]))
-		nodes = append(nodes, node{id: id,
+		nodes = append(nodes, node{id: id, dir: t.TempDir(),
 			kafka: "127.0.0.1:" + strconv.Itoa(freePort(t)), http: "127.0.0.1:" + strconv.Itoa(freePort(t))})
 	}
+	// Registered after the TempDirs, so run before they are removed. Stop every node at
+	// once: stopped one by one, the last ones wait out their
+	// controlled shutdown against a quorum that has already lost its majority.
+	var stops []context.CancelFunc
+	var dones []chan error
+	t.Cleanup(func() {
+		for _, stop := range stops {
+			stop()
+		}
+		for i, done := range dones {
+			if err := <-done; err != nil {
+				t.Errorf("node %d: %v", i+1, err)
+			}
+		}
+	})
 	for _, nd := range nodes {
 		cfg, err := config.Load([]string{
 			"--node.id=" + strconv.Itoa(nd.id),
-			"--log.dirs=" + filepath.Join(t.TempDir(), "data"),
+			"--log.dirs=" + filepath.Join(nd.dir, "data"),
 			fmt.Sprintf("--listeners=PLAINTEXT://%s,CONTROLLER://127.0.0.1:%d", nd.kafka, ctlPorts[nd.id]),
 			"--controller.quorum.voters=" + strings.Join(voters, ","),
 			"--http.listener=" + nd.http,
@@ -71,12 +87,7 @@ func startCluster(t *testing.T, n int) []node {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- server.Run(ctx, cfg) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("node %d: %v", nd.id, err)
-			}
-		})
+		stops, dones = append(stops, cancel), append(dones, done)
 	}
 	for _, nd := range nodes {
 		waitFor(t, 60*time.Second, fmt.Sprintf("node %d ready", nd.id), func() bool {
