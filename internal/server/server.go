@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,6 +72,9 @@ type node struct {
 
 	controller *controller.Server
 	store      metadata.Store
+	// registered is store once the broker has registered: /readyz reads it from HTTP
+	// goroutines that start before the broker does.
+	registered atomic.Pointer[controller.BrokerClient]
 	replicas   *replication.Manager
 	groups     *group.Coordinator
 	kafka      *protocol.Server
@@ -193,6 +197,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("register broker: %w", err)
 	}
 	n.store = store
+	n.registered.Store(store)
 
 	n.replicas, err = replication.NewManager(replication.Config{
 		NodeID:                 cfg.NodeID,
@@ -294,7 +299,7 @@ func (n *node) startHTTP() error {
 				http.Error(w, "controller not started", http.StatusServiceUnavailable)
 				return
 			}
-		} else if n.store == nil || !n.store.LeaseValid() {
+		} else if bc := n.registered.Load(); bc == nil || !bc.LeaseValid() {
 			http.Error(w, "not registered with the controller", http.StatusServiceUnavailable)
 			return
 		}
