@@ -35,13 +35,16 @@ type topicTraffic struct {
 	fetchReqs, failedFetch        atomic.Int64
 }
 
-// traffic holds the per-topic counters and the all-topics ones. The all-topics
-// counters are kept apart, not summed at scrape time, so that dropping a deleted topic's
-// counters does not make them go backwards.
+// traffic holds the per-topic counters. The all-topics figures are summed at scrape
+// time rather than counted on the request path, where one set of counters shared by
+// every topic would be contended by every core; retired keeps the counts of topics
+// dropped since, so that the sums never go backwards.
 type traffic struct {
 	topics              sync.Map // topic name -> *topicTraffic
-	all                 topicTraffic
 	replicationBytesOut atomic.Int64
+
+	mu      sync.Mutex // serializes scrapes: pruning moves counts into retired
+	retired topicTraffic
 }
 
 func (t *traffic) topic(name string) *topicTraffic {
@@ -54,39 +57,83 @@ func (t *traffic) topic(name string) *topicTraffic {
 
 // produced counts one partition of a produce request once Append is done with it.
 func (t *traffic) produced(pp *ProducePartition) {
-	tt := t.topic(pp.Topic)
-	for _, c := range []*topicTraffic{tt, &t.all} {
-		c.produceReqs.Add(1)
-		if pp.Err != nil {
-			c.failedProduce.Add(1)
-			continue
-		}
-		c.messagesIn.Add(int64(pp.RecordCount))
-		c.bytesIn.Add(int64(pp.Bytes))
+	c := t.topic(pp.Topic)
+	c.produceReqs.Add(1)
+	if pp.Err != nil {
+		c.failedProduce.Add(1)
+		return
 	}
+	c.messagesIn.Add(int64(pp.RecordCount))
+	c.bytesIn.Add(int64(pp.Bytes))
 }
 
 // fetched counts one partition of a fetch. Bytes read by followers are replication
 // traffic, which Kafka keeps out of BytesOutPerSec.
 func (t *traffic) fetched(topic string, follower bool, res *FetchResult) {
-	tt := t.topic(topic)
-	failed := res.Err != nil
-	var n int64
-	if res.View != nil {
-		n = int64(res.View.Size)
+	c := t.topic(topic)
+	c.fetchReqs.Add(1)
+	if res.Err != nil {
+		c.failedFetch.Add(1)
+	}
+	if res.View == nil {
+		return
 	}
 	if follower {
-		t.replicationBytesOut.Add(n)
+		t.replicationBytesOut.Add(int64(res.View.Size))
+	} else {
+		c.bytesOut.Add(int64(res.View.Size))
 	}
-	for _, c := range []*topicTraffic{tt, &t.all} {
-		c.fetchReqs.Add(1)
-		if failed {
-			c.failedFetch.Add(1)
+}
+
+// counts is a plain copy of a topicTraffic.
+type counts struct {
+	messagesIn, bytesIn, bytesOut, produceReqs, failedProduce, fetchReqs, failedFetch int64
+}
+
+func (c *topicTraffic) load() counts {
+	return counts{c.messagesIn.Load(), c.bytesIn.Load(), c.bytesOut.Load(), c.produceReqs.Load(),
+		c.failedProduce.Load(), c.fetchReqs.Load(), c.failedFetch.Load()}
+}
+
+func (c *topicTraffic) add(n counts) {
+	c.messagesIn.Add(n.messagesIn)
+	c.bytesIn.Add(n.bytesIn)
+	c.bytesOut.Add(n.bytesOut)
+	c.produceReqs.Add(n.produceReqs)
+	c.failedProduce.Add(n.failedProduce)
+	c.fetchReqs.Add(n.fetchReqs)
+	c.failedFetch.Add(n.failedFetch)
+}
+
+// snapshot returns each current topic's counts and the all-topics sums, dropping the
+// counters of topics that exists reports gone.
+func (t *traffic) snapshot(exists func(string) bool) (map[string]counts, counts) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	byTopic := map[string]counts{}
+	t.topics.Range(func(k, v any) bool {
+		name, c := k.(string), v.(*topicTraffic)
+		if !exists(name) {
+			// Deleted (or never created: requests for unknown topics count too, as in
+			// Kafka), so that names do not pile up.
+			t.topics.Delete(name)
+			t.retired.add(c.load())
+			return true
 		}
-		if !follower {
-			c.bytesOut.Add(n)
-		}
+		byTopic[name] = c.load()
+		return true
+	})
+	all := t.retired.load()
+	for _, c := range byTopic {
+		all.messagesIn += c.messagesIn
+		all.bytesIn += c.bytesIn
+		all.bytesOut += c.bytesOut
+		all.produceReqs += c.produceReqs
+		all.failedProduce += c.failedProduce
+		all.fetchReqs += c.fetchReqs
+		all.failedFetch += c.failedFetch
 	}
+	return byTopic, all
 }
 
 // exporterMetrics is the collector of the kafka_exporter and JMX-exporter series.
@@ -225,31 +272,24 @@ func (e *exporterMetrics) Collect(ch chan<- prometheus.Metric) {
 	counter(e.btReplBytesIn, counterValue(e.m.m.replicatedBytes))
 	counter(e.btReplBytesOut, float64(e.m.traffic.replicationBytesOut.Load()))
 
-	emit := func(t *topicTraffic, topic string) {
-		counter(e.btMessagesIn, float64(t.messagesIn.Load()), topic)
-		counter(e.btBytesIn, float64(t.bytesIn.Load()), topic)
-		counter(e.btBytesOut, float64(t.bytesOut.Load()), topic)
-		counter(e.btProduce, float64(t.produceReqs.Load()), topic)
-		counter(e.btFailedProduce, float64(t.failedProduce.Load()), topic)
-		counter(e.btFetch, float64(t.fetchReqs.Load()), topic)
-		counter(e.btFailedFetch, float64(t.failedFetch.Load()), topic)
+	emit := func(c counts, topic string) {
+		counter(e.btMessagesIn, float64(c.messagesIn), topic)
+		counter(e.btBytesIn, float64(c.bytesIn), topic)
+		counter(e.btBytesOut, float64(c.bytesOut), topic)
+		counter(e.btProduce, float64(c.produceReqs), topic)
+		counter(e.btFailedProduce, float64(c.failedProduce), topic)
+		counter(e.btFetch, float64(c.fetchReqs), topic)
+		counter(e.btFailedFetch, float64(c.failedFetch), topic)
 	}
+	im := e.m.Image()
+	byTopic, allTopics := e.m.traffic.snapshot(func(name string) bool { return im.Topic(name) != nil })
 	// The all-topics series has an empty topic label, which Prometheus stores as no
 	// label at all: the JMX exporter's all-topics MBean has none either, and Strimzi's
 	// dashboard tells the two apart with topic!="".
-	emit(&e.m.traffic.all, "")
-	im := e.m.Image()
-	e.m.traffic.topics.Range(func(k, v any) bool {
-		name := k.(string)
-		if im.Topic(name) == nil {
-			// Deleted (or never created: requests for unknown topics count too, as in
-			// Kafka, until the next scrape drops them), so that names do not pile up.
-			e.m.traffic.topics.Delete(name)
-			return true
-		}
-		emit(v.(*topicTraffic), name)
-		return true
-	})
+	emit(allTopics, "")
+	for name, c := range byTopic {
+		emit(c, name)
+	}
 }
 
 // counterValue reads a counter that this package also exports under its shale_ name.
