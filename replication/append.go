@@ -49,6 +49,11 @@ func (pp *ProducePartition) LogStartOffset() int64 {
 // single producer connection can use every core. acks=-1 is checked against
 // min.insync.replicas under the partition lock.
 func (m *Manager) Append(acks int16, parts []*ProducePartition) {
+	defer func() {
+		for _, pp := range parts {
+			m.traffic.produced(pp)
+		}
+	}()
 	var todo []*ProducePartition
 	for _, pp := range parts {
 		if pp.Err != nil {

@@ -54,8 +54,9 @@ var ErrStaleReplica = fmt.Errorf("%w: the fetching replica's broker epoch is not
 
 // Fetch reads one partition for a consumer (up to the high watermark) or a follower (up
 // to the log end; its fetch offset is its log end offset, which moves the high watermark).
-func (m *Manager) Fetch(who Reader, f FetchPartition) FetchResult {
-	res := FetchResult{HighWatermark: -1, LogStartOffset: -1, DivergingEpoch: -1, DivergingEndOffset: -1}
+func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
+	res = FetchResult{HighWatermark: -1, LogStartOffset: -1, DivergingEpoch: -1, DivergingEndOffset: -1}
+	defer func() { m.traffic.fetched(f.Topic, who.IsFollower(), &res) }()
 	p, err := m.Leader(f.Topic, f.Index, f.CurrentLeaderEpoch)
 	if err != nil {
 		res.Err = err

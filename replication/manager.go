@@ -90,6 +90,8 @@ type Manager struct {
 	parts *partition.Manager
 	lg    *slog.Logger
 	m     *metrics
+	// traffic counts produce and fetch by topic for the JMX-style series.
+	traffic traffic
 
 	// mu serializes applying metadata, and applying against Close.
 	mu      sync.Mutex
@@ -128,7 +130,7 @@ func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.m = newMetrics(m)
 	if cfg.Registry != nil {
-		cfg.Registry.MustRegister(m.m)
+		cfg.Registry.MustRegister(m.m, newExporterMetrics(m))
 	}
 	m.fetchers = newFetcherPool(m)
 	m.apply(store.Current(), true)

@@ -262,6 +262,12 @@ func TestLagCollector(t *testing.T) {
 		"shale_consumer_group_committed_offset,group=g,partition=0,topic=t": 40,
 		"shale_consumer_group_members,group=g,state=Empty":                  0,
 		"shale_consumer_group_rebalances_total":                             0,
+		// kafka_exporter's names for the same figures.
+		"kafka_consumergroup_lag,consumergroup=g,partition=0,topic=t":            60,
+		"kafka_consumergroup_current_offset,consumergroup=g,partition=0,topic=t": 40,
+		"kafka_consumergroup_lag_sum,consumergroup=g,topic=t":                    60,
+		"kafka_consumergroup_current_offset_sum,consumergroup=g,topic=t":         40,
+		"kafka_consumergroup_members,consumergroup=g":                            0,
 	}
 	if len(series) != len(want) {
 		t.Fatalf("series %v, want %v", series, want)

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,7 @@ import (
 	"github.com/shalelog/shale/controller"
 	"github.com/shalelog/shale/internal/config"
 	"github.com/shalelog/shale/internal/datadir"
+	"github.com/shalelog/shale/internal/exporter"
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/producerid"
@@ -70,6 +72,9 @@ type node struct {
 
 	controller *controller.Server
 	store      metadata.Store
+	// registered is store once the broker has registered: /readyz reads it from HTTP
+	// goroutines that start before the broker does.
+	registered atomic.Pointer[controller.BrokerClient]
 	replicas   *replication.Manager
 	groups     *group.Coordinator
 	kafka      *protocol.Server
@@ -165,7 +170,7 @@ func (n *node) startController(ctx context.Context) error {
 		return fmt.Errorf("start controller: %w", err)
 	}
 	n.controller = c
-	n.reg.MustRegister(c.Collector())
+	n.reg.MustRegister(c.Collector(), exporter.ControllerCollector(c))
 	n.lg.Info("controller started", "listener", ln.Addr().String(), "voters", len(voters))
 	return nil
 }
@@ -193,6 +198,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("register broker: %w", err)
 	}
 	n.store = store
+	n.registered.Store(store)
 
 	n.replicas, err = replication.NewManager(replication.Config{
 		NodeID:                 cfg.NodeID,
@@ -298,7 +304,7 @@ func (n *node) startHTTP() error {
 				http.Error(w, "controller not started", http.StatusServiceUnavailable)
 				return
 			}
-		} else if n.store == nil || !n.store.LeaseValid() {
+		} else if bc := n.registered.Load(); bc == nil || !bc.LeaseValid() {
 			http.Error(w, "not registered with the controller", http.StatusServiceUnavailable)
 			return
 		}
