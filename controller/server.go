@@ -162,6 +162,10 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	hlog := newRaftLogger(s.log)
 	mux := newConnMux(ln, staticAddr(s.cfg.selfAddr()), s.log)
+	mux.kafkaHint = s.brokerListeners
+	if s.cfg.ServeKafkaClients {
+		mux.kafka = newSubListener(mux, ln.Addr())
+	}
 	var trans raft.Transport
 	if s.cfg.Raft != nil {
 		trans = s.cfg.Raft.Transport
@@ -268,6 +272,32 @@ func (s *Server) warnOnVoterMismatch(r *raft.Raft) {
 		s.log.Warn("controller.quorum.voters differs from the quorum stored in the raft log; the stored one is used",
 			"stored", strings.Join(have, ","), "configured", strings.Join(want, ","))
 	}
+}
+
+// KafkaListener returns the connections of Kafka clients that reached the controller
+// listener, when Config.ServeKafkaClients is set and the server has started; nil
+// otherwise.
+func (s *Server) KafkaListener() net.Listener {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mux == nil || s.mux.kafka == nil {
+		return nil
+	}
+	return s.mux.kafka
+}
+
+// brokerListeners lists the unfenced brokers' advertised Kafka listeners, for the hint
+// logged when a Kafka client reaches the controller listener.
+func (s *Server) brokerListeners() string {
+	im := s.fsm.image()
+	var addrs []string
+	for _, b := range im.Brokers {
+		if !b.Fenced {
+			addrs = append(addrs, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
+		}
+	}
+	slices.Sort(addrs)
+	return strings.Join(addrs, ",")
 }
 
 // movedAlone reports whether the quorum in stored is this node alone, as configured, at

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -185,6 +186,7 @@ func (n *node) startController(ctx context.Context, ln net.Listener) error {
 		NodeID:                             cfg.NodeID,
 		Voters:                             voters,
 		Listener:                           ln,
+		ServeKafkaClients:                  cfg.IsBroker(),
 		DataDir:                            filepath.Join(cfg.LogDir, "__cluster_metadata"),
 		SessionTimeout:                     cfg.BrokerSessionTimeout(),
 		DefaultPartitions:                  cfg.NumPartitions,
@@ -278,12 +280,28 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		ProducerIDs: producerid.New(store),
 		Groups:      n.startGroups(store),
 	})
-	n.serving = make(chan struct{})
-	go func() {
-		defer close(n.serving)
-		if err := n.kafka.Serve(ctx, ln); err != nil {
-			n.lg.Error("Kafka listener stopped", "err", err)
+	// A client given the controller's address is served too: the Metadata answer
+	// moves it to the Kafka listener.
+	lns := []net.Listener{ln}
+	if n.controller != nil {
+		if cln := n.controller.KafkaListener(); cln != nil {
+			lns = append(lns, cln)
 		}
+	}
+	n.serving = make(chan struct{})
+	var serving sync.WaitGroup
+	for _, l := range lns {
+		serving.Add(1)
+		go func() {
+			defer serving.Done()
+			if err := n.kafka.Serve(ctx, l); err != nil {
+				n.lg.Error("Kafka listener stopped", "err", err)
+			}
+		}()
+	}
+	go func() {
+		serving.Wait()
+		close(n.serving)
 	}()
 	n.lg.Info("serving Kafka clients", "listener", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(port)), "node_id", cfg.NodeID, "log_dir", cfg.LogDir)
 	return nil

@@ -160,3 +160,33 @@ func TestSingleNodeWithOnlyKafkaListener(t *testing.T) {
 		}
 	}
 }
+
+// A Kafka client given a combined node's controller address is answered by the node's
+// broker, whose Metadata moves it to the Kafka listener, instead of retrying until it
+// times out.
+func TestKafkaClientOnControllerPortIsServed(t *testing.T) {
+	kafka := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	ctl := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	var logs syncBuffer
+	runNode(t, &logs, "--log.dirs="+filepath.Join(t.TempDir(), "data"), "--http.listener=",
+		"--listeners=PLAINTEXT://"+kafka+",CONTROLLER://"+ctl)
+	waitBroker(t, kafka)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(ctl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("Metadata through the controller port: %v\n%s", err, logs.String())
+	}
+	if len(resp.Brokers) != 1 || fmt.Sprintf("%s:%d", resp.Brokers[0].Host, resp.Brokers[0].Port) != kafka {
+		t.Fatalf("brokers %+v, want %s", resp.Brokers, kafka)
+	}
+	if !strings.Contains(logs.String(), "broker_listeners="+kafka) {
+		t.Errorf("no hint logged:\n%s", logs.String())
+	}
+}
