@@ -31,6 +31,12 @@ func TestMessagesAgainstShale(t *testing.T) {
 		}
 	}
 
+	r = shale(t, "", "topic", "create", b, "--topic", "c", "--config", "retention.ms=soon")
+	want = "shale topic create: create topic c: " + kerr.InvalidConfig.Error() + `: retention.ms: invalid value "soon": invalid syntax` + "\n"
+	if r.code != exitFailed || r.stderr != want {
+		t.Errorf("create with a bad config: exit %d, stderr %q; want %q", r.code, r.stderr, want)
+	}
+
 	r = shale(t, "", "group", "describe", b, "--group", "nosuch")
 	if r.code != exitFailed || r.stdout != "" || r.stderr != "shale group describe: Consumer group 'nosuch' does not exist.\n" {
 		t.Errorf("describe a group that does not exist: %+v", r)
