@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -9,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 const groupUsage = `Usage: shale group <list|describe|delete|reset-offsets> [flags]
@@ -208,8 +210,10 @@ func groupResetOffsets(ctx context.Context, args []string, stdout, stderr io.Wri
 	if err != nil {
 		return failed(stderr, c.fs.Name(), err)
 	}
-	if err := starts.Error(); err != nil {
-		return failed(stderr, c.fs.Name(), err)
+	for _, l := range []kadm.ListedOffsets{starts, ends} {
+		if err := listedError(l); err != nil {
+			return failed(stderr, c.fs.Name(), err)
+		}
 	}
 	plan := kadm.Offsets{}
 	ends.Each(func(e kadm.ListedOffset) {
@@ -260,4 +264,21 @@ func groupResetOffsets(ctx context.Context, args []string, stdout, stderr io.Wri
 	}
 	fmt.Fprintln(stdout, "\nOffsets reset.")
 	return exitOK
+}
+
+// listedError is the first error among listed offsets, naming its topic and partition.
+func listedError(l kadm.ListedOffsets) error {
+	var first error
+	l.Each(func(o kadm.ListedOffset) {
+		switch {
+		case first != nil || o.Err == nil:
+		case errors.Is(o.Err, kerr.UnknownTopicOrPartition) && o.Partition < 0:
+			first = fmt.Errorf("topic %s does not exist: %w", o.Topic, o.Err)
+		case errors.Is(o.Err, kerr.UnknownTopicOrPartition):
+			first = fmt.Errorf("topic %s: %w", o.Topic, o.Err)
+		default:
+			first = fmt.Errorf("%s-%d: %w", o.Topic, o.Partition, o.Err)
+		}
+	})
+	return first
 }

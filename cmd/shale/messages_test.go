@@ -54,6 +54,11 @@ func TestMessagesAgainstShale(t *testing.T) {
 		t.Errorf("describe an empty group: %q", out)
 	}
 
+	r = shale(t, "", "group", "reset-offsets", b, "--group", "g", "--topic", "nosuch", "--to-earliest")
+	if r.code != exitFailed || !strings.HasPrefix(r.stderr, "shale group reset-offsets: topic nosuch does not exist: UNKNOWN_TOPIC_OR_PARTITION") {
+		t.Errorf("reset the offsets of a topic that does not exist: %+v", r)
+	}
+
 	r = shale(t, "", "group", "reset-offsets", b, "--group", "g", "--topic", "small", "--to-offset", "7")
 	if r.code != exitOK || !strings.Contains(r.stdout, "g      small  0          2\n") ||
 		!strings.Contains(r.stderr, "warning: new offset (7) is higher than the latest offset of small-0; it will be set to 2.") {
