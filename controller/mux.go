@@ -160,8 +160,8 @@ func (m *connMux) kafkaClient(c net.Conn) {
 	c.Close()
 }
 
-// close stops accepting and closes both sub-listeners; connections already handed out
-// belong to Raft and gRPC, which close them themselves.
+// close stops accepting and closes the sub-listeners; connections already handed out
+// belong to Raft, gRPC and the broker, which close them themselves.
 func (m *connMux) close() error {
 	var err error
 	m.closeOnce.Do(func() {
