@@ -317,3 +317,23 @@ func TestGroupResumes(t *testing.T) {
 		t.Errorf("second member: %v", got)
 	}
 }
+
+func TestWithMessage(t *testing.T) {
+	ke := kerr.InvalidPartitions
+	for _, tc := range []struct {
+		msg, want string
+	}{
+		{"", ke.Error()},
+		{`topic "t1" has 5 partitions`, ke.Error() + `: topic "t1" has 5 partitions`},
+		{ke.Error() + `: topic "t1" has 5 partitions`, ke.Error() + `: topic "t1" has 5 partitions`},
+		{ke.Error(), ke.Error()},
+	} {
+		err := withMessage(ke, tc.msg)
+		if err.Error() != tc.want || !errors.Is(err, ke) {
+			t.Errorf("withMessage(%q) = %v, want %s", tc.msg, err, tc.want)
+		}
+	}
+	if withMessage(nil, "x") != nil {
+		t.Error("withMessage(nil) is not nil")
+	}
+}

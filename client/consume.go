@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Start says where a consumer without committed offsets begins.
@@ -41,8 +44,9 @@ type ConsumeOptions struct {
 
 // Consumer reads records.
 type Consumer struct {
-	kc    *kgo.Client
-	group string
+	kc     *kgo.Client
+	group  string
+	topics []string
 }
 
 // NewConsumer starts a consumer; o's produce settings are ignored.
@@ -59,7 +63,7 @@ func NewConsumer(o Options, co ConsumeOptions) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	return &Consumer{kc: kc, group: co.Group}, nil
+	return &Consumer{kc: kc, group: co.Group, topics: co.Topics}, nil
 }
 
 func (co ConsumeOptions) kgoOpts() ([]kgo.Opt, error) {
@@ -146,6 +150,30 @@ func (c *Consumer) Poll(ctx context.Context, max int) ([]*kgo.Record, error) {
 		return recs, nil // records that arrived with the deadline still count
 	}
 	return recs, errors.Join(errs...)
+}
+
+// MissingTopics returns the consumer's topics that the cluster does not have, sorted. A
+// consumer of such a topic would wait for records that cannot come; the question does
+// not ask the broker to auto-create anything.
+func (c *Consumer) MissingTopics(ctx context.Context) ([]string, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range c.topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, c.kc)
+	if err != nil {
+		return nil, fmt.Errorf("consume: look up topics: %w", err)
+	}
+	var missing []string
+	for _, rt := range resp.Topics {
+		if rt.Topic != nil && rt.ErrorCode == kerr.UnknownTopicOrPartition.Code {
+			missing = append(missing, *rt.Topic)
+		}
+	}
+	slices.Sort(missing)
+	return missing, nil
 }
 
 // Commit marks records as processed; for a group consumer their offsets are committed

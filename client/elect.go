@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -66,8 +65,8 @@ func (c *Client) ElectLeaders(ctx context.Context, unclean bool, partitions map[
 		for _, p := range slices.Sorted(maps.Keys(rs[t])) {
 			r := rs[t][p]
 			err := r.Err
-			if err != nil && r.ErrMessage != "" && !errors.Is(err, kerr.ElectionNotNeeded) && !strings.Contains(err.Error(), r.ErrMessage) {
-				err = fmt.Errorf("%w: %s", err, r.ErrMessage)
+			if !errors.Is(err, kerr.ElectionNotNeeded) {
+				err = withMessage(err, r.ErrMessage)
 			}
 			out = append(out, ElectionResult{Topic: t, Partition: p, Err: err})
 		}

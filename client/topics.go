@@ -81,10 +81,21 @@ func responseError(op, name string, err error, msg string) error {
 	if err == nil {
 		return nil
 	}
-	if msg != "" && !strings.Contains(err.Error(), msg) {
-		return fmt.Errorf("%s %s: %w: %s", op, name, err, msg)
+	return fmt.Errorf("%s %s: %w", op, name, withMessage(err, msg))
+}
+
+// withMessage joins a Kafka error with the broker's error_message, each part once. A
+// message that starts with the code's own name and description (as Shale's brokers sent
+// before they sent the detail alone) is cut to the rest.
+func withMessage(err error, msg string) error {
+	if err == nil || msg == "" {
+		return err
 	}
-	return fmt.Errorf("%s %s: %w", op, name, err)
+	msg = strings.TrimPrefix(msg, err.Error()+": ")
+	if strings.Contains(err.Error(), msg) {
+		return err
+	}
+	return fmt.Errorf("%w: %s", err, msg)
 }
 
 // CreateTopic creates a topic and returns the partition count and replication factor

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/internal/testutil"
 )
 
 // Short timeouts keep the in-process cluster tests quick.
@@ -137,7 +138,7 @@ func (q *testQuorum) addrs() []string {
 func (q *testQuorum) leader() int {
 	q.t.Helper()
 	var idx int
-	eventually(q.t, 20*time.Second, "an active controller", func() bool {
+	testutil.Eventually(q.t, 20*time.Second, "an active controller", func() bool {
 		for i, s := range q.servers {
 			if s != nil && s.IsActive() {
 				idx = i
@@ -167,17 +168,6 @@ func (q *testQuorum) broker(id int32, rack string) *BrokerClient {
 	return c
 }
 
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func ctxFor(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -197,7 +187,7 @@ func mustCreateTopic(t testing.TB, s metadata.Store, name string, partitions int
 func waitImage(t testing.TB, s metadata.Store, what string, cond func(*metadata.Image) bool) *metadata.Image {
 	t.Helper()
 	var im *metadata.Image
-	eventually(t, 20*time.Second, what, func() bool {
+	testutil.Eventually(t, 20*time.Second, what, func() bool {
 		im = s.Current()
 		return cond(im)
 	})

@@ -22,6 +22,11 @@ type Config struct {
 	ListenAddr string
 	// Listener, when set, is an already bound listener used instead of ListenAddr.
 	Listener net.Listener
+	// ServeKafkaClients hands the connections of Kafka clients that were given this
+	// controller's address to KafkaListener, for the broker in the same process to
+	// serve; otherwise they are closed at once with a log line naming the brokers'
+	// listeners.
+	ServeKafkaClients bool
 	// DataDir holds the Raft log and stable store (raft.db, raft-boltdb) and snapshots.
 	DataDir string
 	// Raft, when set, replaces the Raft stores the controller opens in DataDir and the

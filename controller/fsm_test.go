@@ -591,3 +591,16 @@ func TestUndecodableRecordIsSkipped(t *testing.T) {
 		t.Fatal("garbage record applied")
 	}
 }
+
+// The controller refuses a topic name with the broker's own validator, so both give a
+// client the same reason.
+func TestTopicNameRulesAreTheBrokers(t *testing.T) {
+	h := newHarness(t)
+	h.register(1, "")
+	for _, name := range []string{"bad name", "..", "", string(bytes.Repeat([]byte("x"), 250))} {
+		want := metadata.ValidateTopicName(name)
+		if got := h.createTopic(&pb.NewTopic{Name: name, NumPartitions: 1, ReplicationFactor: 1}).err; got == nil || want == nil || got.Error() != want.Error() {
+			t.Errorf("topic %.20q: controller says %v, broker says %v", name, got, want)
+		}
+	}
+}

@@ -55,7 +55,7 @@ func (f *fsm) applyCreateTopics(c *change, r *pb.CreateTopicsRecord) applyResult
 }
 
 func (f *fsm) createTopic(c *change, nt *pb.NewTopic, pl *placer) (*pb.TopicDelta, error) {
-	if err := validateTopicName(nt.Name); err != nil {
+	if err := metadata.ValidateTopicName(nt.Name); err != nil {
 		return nil, err
 	}
 	if c.topicExists(nt.Name) || nt.Name == metadata.OffsetsTopic {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // raftLogger adapts slog to the hclog.Logger that hashicorp/raft logs through, so that
@@ -38,6 +40,11 @@ func slogLevel(level hclog.Level) slog.Level {
 
 func (r *raftLogger) Log(level hclog.Level, msg string, args ...any) {
 	lvl := slogLevel(level)
+	if lvl > slog.LevelDebug && nothingToSnapshot(args) {
+		// Raft logs a snapshot asked for with nothing applied since the last one (as
+		// Close asks) as a failure; it is the normal answer.
+		lvl = slog.LevelDebug
+	}
 	if !r.l.Enabled(context.Background(), lvl) {
 		return
 	}
@@ -46,6 +53,15 @@ func (r *raftLogger) Log(level hclog.Level, msg string, args ...any) {
 	all = append(all, r.args...)
 	all = append(all, args...)
 	r.l.Log(context.Background(), lvl, msg, renderFormats(all)...)
+}
+
+func nothingToSnapshot(kv []any) bool {
+	for _, v := range kv {
+		if err, ok := v.(error); ok && errors.Is(err, raft.ErrNothingNewToSnapshot) {
+			return true
+		}
+	}
+	return false
 }
 
 // renderFormats turns hclog.Format values (a printf format and its operands, which Raft

@@ -104,6 +104,7 @@ func (s *Server) runSession(ls *leaderSession) {
 			return
 		}
 	}
+	s.updateMovedAddress()
 	im := s.fsm.image()
 	clusterID := im.ClusterID
 	if clusterID == "" {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shalelog/shale/internal/testutil"
 )
 
 func gatherGauges(t *testing.T, c prometheus.Collector) map[string]float64 {
@@ -31,7 +32,7 @@ func TestCollector(t *testing.T) {
 	for i, s := range q.servers {
 		var vals map[string]float64
 		// A follower learns the leader's id from its first heartbeat.
-		eventually(t, 5*time.Second, "the leader known", func() bool {
+		testutil.Eventually(t, 5*time.Second, "the leader known", func() bool {
 			vals = gatherGauges(t, s.Collector())
 			return vals["shale_controller_active_id"] == leaderID
 		})

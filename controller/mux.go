@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -18,7 +19,21 @@ import (
 // transport or to the gRPC server, replaying the byte for gRPC. A single byte cannot be
 // mistaken: the preface never starts with 0x01, and anything else goes to gRPC, which
 // rejects what is not HTTP/2.
-const raftStreamTag byte = 0x01
+//
+// A Kafka client given the controller's address by mistake sends a request whose 4-byte
+// big-endian size starts with 0x00 (any request under 16 MiB, and a client's first
+// request is a small ApiVersions or Metadata). gRPC would drop it and the client retry
+// until its timeout with no hint of why; the mux hands it to the co-located broker
+// instead (Server.KafkaListener), whose Metadata answer moves the client to the broker
+// listener, or closes it at once and logs where the brokers listen.
+const (
+	raftStreamTag  byte = 0x01
+	kafkaFirstByte byte = 0x00
+)
+
+// kafkaHintEvery bounds how often a client retrying against the controller port is
+// logged.
+const kafkaHintEvery = 10 * time.Second
 
 // classifyTimeout bounds how long a new connection may take to send its first byte, so
 // that idle sockets do not pile up in the mux.
@@ -30,6 +45,11 @@ type connMux struct {
 	log  *slog.Logger
 	raft *subListener
 	grpc *subListener
+	// kafka, when set, receives Kafka clients' connections; kafkaHint says where the
+	// brokers listen, for the log line.
+	kafka         *subListener
+	kafkaHint     func() string
+	kafkaLoggedAt atomic.Int64 // unix nanoseconds
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -106,11 +126,42 @@ func (m *connMux) classify(c net.Conn) {
 		m.raft.deliver(tc)
 		return
 	}
+	if first[0] == kafkaFirstByte {
+		m.kafkaClient(&prefixConn{Conn: c, prefix: first[:]})
+		return
+	}
 	m.grpc.deliver(&prefixConn{Conn: c, prefix: first[:]})
 }
 
-// close stops accepting and closes both sub-listeners; connections already handed out
-// belong to Raft and gRPC, which close them themselves.
+// kafkaClient serves or closes a Kafka client's connection, with a log line (at most
+// one per kafkaHintEvery) naming the listeners it should use.
+func (m *connMux) kafkaClient(c net.Conn) {
+	now := time.Now().UnixNano()
+	last := m.kafkaLoggedAt.Load()
+	logIt := now-last >= int64(kafkaHintEvery) && m.kafkaLoggedAt.CompareAndSwap(last, now)
+	hint := "none registered yet"
+	if logIt && m.kafkaHint != nil {
+		if h := m.kafkaHint(); h != "" {
+			hint = h
+		}
+	}
+	if m.kafka != nil {
+		if logIt {
+			m.log.Info("a Kafka client connected to the controller listener; this node's broker answers it, but point it at a broker listener",
+				"remote", c.RemoteAddr().String(), "broker_listeners", hint)
+		}
+		m.kafka.deliver(c)
+		return
+	}
+	if logIt {
+		m.log.Warn("a Kafka client connected to the controller listener, which serves only controllers and brokers; closed it: point it at a broker listener",
+			"remote", c.RemoteAddr().String(), "broker_listeners", hint)
+	}
+	c.Close()
+}
+
+// close stops accepting and closes the sub-listeners; connections already handed out
+// belong to Raft, gRPC and the broker, which close them themselves.
 func (m *connMux) close() error {
 	var err error
 	m.closeOnce.Do(func() {
@@ -118,6 +169,9 @@ func (m *connMux) close() error {
 		err = m.ln.Close()
 		m.raft.Close()
 		m.grpc.Close()
+		if m.kafka != nil {
+			m.kafka.Close()
+		}
 	})
 	m.wg.Wait()
 	m.connMu.Lock()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/internal/testutil"
 )
 
 // TestLeaderFailover: three controllers and three brokers; topics created through every
@@ -61,12 +62,12 @@ func TestLeaderFailover(t *testing.T) {
 				t.Fatalf("broker %d fenced by the failover", id)
 			}
 		}
-		eventually(t, 5*time.Second, "lease", b.LeaseValid)
+		testutil.Eventually(t, 5*time.Second, "lease", b.LeaseValid)
 	}
 	// The old leader comes back as a follower and catches up.
 	q.restart(oldLeader)
 	want := q.servers[newLeader].Image()
-	eventually(t, 20*time.Second, "restarted controller caught up", func() bool {
+	testutil.Eventually(t, 20*time.Second, "restarted controller caught up", func() bool {
 		return q.servers[oldLeader].Image().Offset >= want.Offset
 	})
 	if got := q.servers[oldLeader].Image(); !reflect.DeepEqual(got.Topics, q.servers[newLeader].Image().Topics) {
@@ -185,7 +186,7 @@ func TestStoppedBrokerLosesLease(t *testing.T) {
 	}
 
 	b1.heartbeatsPaused.Store(false)
-	eventually(t, 10*time.Second, "lease back", func() bool {
+	testutil.Eventually(t, 10*time.Second, "lease back", func() bool {
 		if !b1.LeaseValid() {
 			return false
 		}
@@ -270,7 +271,7 @@ func TestSnapshotRestart(t *testing.T) {
 	}
 	q.restart(follower)
 	leaderImg := q.servers[lead].Image()
-	eventually(t, 20*time.Second, "follower caught up", func() bool {
+	testutil.Eventually(t, 20*time.Second, "follower caught up", func() bool {
 		return q.servers[follower].AppliedIndex() >= q.servers[lead].AppliedIndex() &&
 			q.servers[follower].Image().Offset >= leaderImg.Offset
 	})

@@ -162,6 +162,10 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	hlog := newRaftLogger(s.log)
 	mux := newConnMux(ln, staticAddr(s.cfg.selfAddr()), s.log)
+	mux.kafkaHint = s.brokerListeners
+	if s.cfg.ServeKafkaClients {
+		mux.kafka = newSubListener(mux, ln.Addr())
+	}
 	var trans raft.Transport
 	if s.cfg.Raft != nil {
 		trans = s.cfg.Raft.Transport
@@ -259,10 +263,68 @@ func (s *Server) warnOnVoterMismatch(r *raft.Raft) {
 		want = append(want, strconv.Itoa(int(v.ID))+"@"+v.Addr)
 	}
 	slices.Sort(want)
+	if s.movedAlone(f.Configuration()) {
+		s.log.Info("this single-node quorum's controller moved; its stored address is updated once it leads",
+			"stored", strings.Join(have, ","), "configured", strings.Join(want, ","))
+		return
+	}
 	if !slices.Equal(have, want) {
 		s.log.Warn("controller.quorum.voters differs from the quorum stored in the raft log; the stored one is used",
 			"stored", strings.Join(have, ","), "configured", strings.Join(want, ","))
 	}
+}
+
+// KafkaListener returns the connections of Kafka clients that reached the controller
+// listener, when Config.ServeKafkaClients is set and the server has started; nil
+// otherwise.
+func (s *Server) KafkaListener() net.Listener {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mux == nil || s.mux.kafka == nil {
+		return nil
+	}
+	return s.mux.kafka
+}
+
+// brokerListeners lists the unfenced brokers' advertised Kafka listeners, for the hint
+// logged when a Kafka client reaches the controller listener.
+func (s *Server) brokerListeners() string {
+	im := s.fsm.image()
+	var addrs []string
+	for _, b := range im.Brokers {
+		if !b.Fenced {
+			addrs = append(addrs, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
+		}
+	}
+	slices.Sort(addrs)
+	return strings.Join(addrs, ",")
+}
+
+// movedAlone reports whether the quorum in stored is this node alone, as configured, at
+// an address other than the configured one: a single node whose controller listener
+// has a new port (port 0, or a loopback listener chosen because none was configured).
+// Nothing else dials that address, so the stored one is safe to update.
+func (s *Server) movedAlone(stored raft.Configuration) bool {
+	self := strconv.Itoa(int(s.cfg.NodeID))
+	return len(s.cfg.Voters) == 1 && s.cfg.Voters[0].ID == s.cfg.NodeID &&
+		len(stored.Servers) == 1 && string(stored.Servers[0].ID) == self &&
+		stored.Servers[0].Suffrage == raft.Voter && string(stored.Servers[0].Address) != s.cfg.selfAddr()
+}
+
+// updateMovedAddress rewrites the stored address of a single-node quorum whose
+// controller moved (see movedAlone); Raft hints that address to callers of a
+// follower, and a later voter added to the quorum would dial it.
+func (s *Server) updateMovedAddress() {
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil || !s.movedAlone(f.Configuration()) {
+		return
+	}
+	addr := s.cfg.selfAddr()
+	if err := s.raft.AddVoter(raft.ServerID(strconv.Itoa(int(s.cfg.NodeID))), raft.ServerAddress(addr), f.Index(), enqueueTimeout).Error(); err != nil {
+		s.log.Warn("could not update this controller's stored address", "address", addr, "err", err)
+		return
+	}
+	s.log.Info("updated this controller's stored address", "address", addr)
 }
 
 // Close stops the gRPC service, Raft and the stores. It is safe to call more than once.

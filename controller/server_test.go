@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/internal/testutil"
 
 	pb "github.com/shalelog/shale/controller/proto"
 )
@@ -181,7 +182,7 @@ func TestSingleNodeCombined(t *testing.T) {
 	if b.LeaseValid() {
 		t.Fatal("lease valid after Close")
 	}
-	eventually(t, 5*time.Second, "the closed broker fenced", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the closed broker fenced", func() bool {
 		return q.servers[0].Image().Brokers[1].Fenced
 	})
 }

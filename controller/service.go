@@ -274,7 +274,7 @@ func (v *service) newTopic(t *pb.CreatableTopic, count int) (*pb.NewTopic, error
 	if count > 1 {
 		return nil, kafkaErrorf(kerr.InvalidRequest, "topic %q is listed more than once", t.Name)
 	}
-	if err := validateTopicName(t.Name); err != nil {
+	if err := metadata.ValidateTopicName(t.Name); err != nil {
 		return nil, err
 	}
 	nt := &pb.NewTopic{Name: t.Name, Id: newTopicID(), Seed: randomSeed(), Configs: t.Configs}

@@ -4,6 +4,6 @@
 // responses encoded with franz-go's kmsg; record batches pass through as raw bytes, and
 // fetch responses are written from the log's memory-mapped slices without copying.
 //
-// Handlers call into the broker through metadata.Store and partition.Manager; they never
-// talk to Raft directly.
+// Handlers call into the broker through Deps (metadata.Store, the replica manager, the
+// group coordinator); they never talk to Raft directly.
 package protocol

@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -49,12 +50,25 @@ func errorCode(err error) int16 {
 	return codeUnknownServerError
 }
 
-// errorMessage is the text sent beside a code where the response has a message field.
+// errorMessage is the text sent beside a code where the response has a message field:
+// only what is specific to this failure. Clients print the code's own name and
+// description beside it (kadm's ErrMessage, Kafka's ApiException), so an error that
+// wraps a *kerr.Error (kafkaErrorf in the controller, fmt.Errorf("%w: ...") here) has that
+// text cut out, wherever in the chain it sits; nil when nothing else is left.
 func errorMessage(err error) *string {
 	if err == nil {
 		return nil
 	}
 	s := err.Error()
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		k := ke.Error()
+		s = strings.ReplaceAll(s, k+": ", "")
+		s = strings.ReplaceAll(s, ": "+k, "")
+		if s == k || s == "" {
+			return nil
+		}
+	}
 	return &s
 }
 

@@ -117,7 +117,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 }
 
 // Register adds (or replaces) the handler of an API key; ApiVersions then advertises
-// [min, max]. Other packages (the group coordinator) plug their APIs in this way.
+// [min, max].
 func (s *Server) Register(key kmsg.Key, min, max int16, fn Handler) {
 	s.handlers[key.Int16()] = handlerEntry{min: min, max: max, fn: fn}
 }

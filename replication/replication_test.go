@@ -16,6 +16,7 @@ import (
 	"github.com/shalelog/shale/controller/controllertest"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/producerid"
+	"github.com/shalelog/shale/internal/testutil"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
 )
@@ -109,17 +110,6 @@ func startCluster(t *testing.T) (*controllertest.Node, []*replica) {
 	return node, rs
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func isrOf(rs []*replica, topic string) []int32 {
 	p := rs[0].store.Current().Partition(topic, 0)
 	if p == nil {
@@ -175,23 +165,23 @@ func TestFollowersReplicateAndTheISRFollows(t *testing.T) {
 			t.Fatalf("broker %d has %d records after 50 acks=all acknowledgements", r.id, leo)
 		}
 	}
-	eventually(t, "every replica at 50/50", caughtUp(50, rs...))
+	testutil.Eventually(t, 20*time.Second, "every replica at 50/50", caughtUp(50, rs...))
 
 	// Broker 3 stops fetching: it leaves the ISR, and acks=all goes on with two.
 	rs[2].stop()
 	start := time.Now()
-	eventually(t, "broker 3 out of the ISR", func() bool { return slices.Equal(isrOf(rs, "r"), []int32{1, 2}) })
+	testutil.Eventually(t, 20*time.Second, "broker 3 out of the ISR", func() bool { return slices.Equal(isrOf(rs, "r"), []int32{1, 2}) })
 	if waited := time.Since(start); waited < lagTime/2 {
 		t.Fatalf("ISR shrank after %v, before replica.lag.time.max.ms %v", waited, lagTime)
 	}
 	produce(30)
-	eventually(t, "brokers 1 and 2 at 80", caughtUp(80, rs[:2]...))
+	testutil.Eventually(t, 20*time.Second, "brokers 1 and 2 at 80", caughtUp(80, rs[:2]...))
 
 	// It comes back on the same log, catches up and rejoins.
 	rs[2].start(listen(t, rs[2].addr))
-	eventually(t, "broker 3 back in the ISR", func() bool { return slices.Equal(isrOf(rs, "r"), []int32{1, 2, 3}) })
+	testutil.Eventually(t, 20*time.Second, "broker 3 back in the ISR", func() bool { return slices.Equal(isrOf(rs, "r"), []int32{1, 2, 3}) })
 	produce(20)
-	eventually(t, "every replica at 100/100", caughtUp(100, rs...))
+	testutil.Eventually(t, 20*time.Second, "every replica at 100/100", caughtUp(100, rs...))
 
 	// DeleteRecords on the leader reaches the followers through their fetches.
 	adm := kadm.NewClient(cl)
@@ -200,7 +190,7 @@ func TestFollowersReplicateAndTheISRFollows(t *testing.T) {
 	if res, err := adm.DeleteRecords(ctx, del); err != nil || res.Error() != nil {
 		t.Fatalf("delete records: %v %v", err, res.Error())
 	}
-	eventually(t, "log start 60 on every replica", func() bool {
+	testutil.Eventually(t, 20*time.Second, "log start 60 on every replica", func() bool {
 		for _, r := range rs {
 			if r.m.Replica("r", 0).LogStartOffset() != 60 {
 				return false

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -255,31 +256,7 @@ func freePort(t *testing.T) int {
 // shale serve runs a node until its context ends, and exits 0; the client commands work
 // against it.
 func TestServe(t *testing.T) {
-	kafka, controller := freePort(t), freePort(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var serveErr bytes.Buffer
-	done := make(chan int)
-	go func() {
-		done <- run(ctx, []string{"serve", "--log.dirs=" + filepath.Join(t.TempDir(), "data"),
-			fmt.Sprintf("--listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", kafka, controller),
-			"--http.listener=", "--log.level=warn"}, nil, io.Discard, &serveErr)
-	}()
-	b := fmt.Sprintf("--bootstrap-server=127.0.0.1:%d", kafka)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if r := shale(t, "", "topic", "list", b, "--timeout", "1s"); r.code == exitOK {
-			break
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited early with %d: %s", code, serveErr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("serve did not come up: %s", serveErr.String())
-		}
-	}
+	b, stop := startServe(t)
 	must(t, "", "topic", "create", b, "--topic", "s", "--partitions", "1")
 	if got := must(t, "", "topic", "elect-leaders", b, "--topic", "s", "--election-type", "preferred"); got !=
 		"Valid replica already elected for partitions s-0\n" {
@@ -289,13 +266,71 @@ func TestServe(t *testing.T) {
 	if got := must(t, "", "consume", b, "--topic", "s", "--from-beginning", "--max-messages", "2"); got != "one\ntwo\n" {
 		t.Errorf("consumed %q", got)
 	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != exitOK {
-			t.Errorf("serve exited %d: %s", code, serveErr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop after its context ended")
+	if code, log := stop(); code != exitOK {
+		t.Errorf("serve exited %d: %s", code, log)
 	}
+}
+
+// startServe runs `shale serve` in-process on free loopback ports until the test ends
+// or stop is called, and returns the --bootstrap-server flag for it. stop returns the
+// exit code and what serve logged.
+func startServe(t *testing.T, extra ...string) (bootstrap string, stop func() (int, string)) {
+	t.Helper()
+	kafka, controller := freePort(t), freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var serveErr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"serve", "--log.dirs=" + filepath.Join(t.TempDir(), "data"),
+			fmt.Sprintf("--listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", kafka, controller),
+			"--http.listener=", "--log.level=warn"}, extra...), nil, io.Discard, &serveErr)
+	}()
+	stopped, code := false, 0
+	stop = func() (int, string) {
+		if stopped {
+			return code, serveErr.String()
+		}
+		stopped = true
+		cancel()
+		select {
+		case code = <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("serve did not stop after its context ended")
+		}
+		return code, serveErr.String()
+	}
+	t.Cleanup(func() { stop() })
+	b := fmt.Sprintf("--bootstrap-server=127.0.0.1:%d", kafka)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if r := shale(t, "", "topic", "list", b, "--timeout", "1s"); r.code == exitOK {
+			return b, stop
+		}
+		select {
+		case code := <-done:
+			stopped = true
+			t.Fatalf("serve exited early with %d: %s", code, serveErr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not come up: %s", serveErr.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer that serve's logger and the test may use at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -77,6 +77,9 @@ func consumeCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return c.usageErr(stderr, "%v", err)
 	}
+	if code, ok := checkTopicsExist(ctx, c.fs.Name(), cons, stderr); !ok {
+		return code
+	}
 
 	out := bufio.NewWriterSize(stdout, 64<<10)
 	sep := []byte(*keySep)
@@ -129,4 +132,26 @@ func writeHeaders(w *bufio.Writer, hs []kgo.RecordHeader) {
 			w.Write(h.Value)
 		}
 	}
+}
+
+// checkTopicsExist fails the command when a topic to read does not exist: the consumer
+// would otherwise wait out --timeout (or for ever) and report 0 messages, as if the topic
+// were only empty.
+func checkTopicsExist(ctx context.Context, name string, cons *client.Consumer, stderr io.Writer) (int, bool) {
+	lookupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	missing, err := cons.MissingTopics(lookupCtx)
+	if err == nil && len(missing) == 0 {
+		return exitOK, true
+	}
+	closeCtx, cancelClose := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancelClose()
+	cons.Close(closeCtx)
+	if err != nil {
+		return failed(stderr, name, err), false
+	}
+	for _, t := range missing {
+		fmt.Fprintf(stderr, "%s: topic %s does not exist\n", name, t)
+	}
+	return exitFailed, false
 }

@@ -194,3 +194,11 @@ func (af *adminFlags) setup(ctx context.Context, c *command, args []string, stdo
 	opCtx, cancel = context.WithTimeout(ctx, af.timeout)
 	return cl, opCtx, cancel, exitOK, true
 }
+
+// plural formats a count with its noun: "1 partition", "3 partitions".
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

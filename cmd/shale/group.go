@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -9,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 const groupUsage = `Usage: shale group <list|describe|delete|reset-offsets> [flags]
@@ -106,7 +108,17 @@ func groupDescribe(ctx context.Context, args []string, stdout, stderr io.Writer)
 			status = exitFailed
 			continue
 		}
-		fmt.Fprintf(stdout, "Group %s: state %s, protocol %s, %d members, coordinator %d\n\n", g, l.State, l.Protocol, len(l.Members), l.Coordinator.NodeID)
+		// A coordinator answers Dead for a group it does not know, with no error code.
+		if l.State == "Dead" {
+			fmt.Fprintf(stderr, "%s: Consumer group '%s' does not exist.\n", c.fs.Name(), g)
+			status = exitFailed
+			continue
+		}
+		header := "Group " + g + ": state " + l.State
+		if l.Protocol != "" { // empty while the group has no members
+			header += ", protocol " + l.Protocol
+		}
+		fmt.Fprintf(stdout, "%s, %s, coordinator %d\n\n", header, plural(int64(len(l.Members)), "member"), l.Coordinator.NodeID)
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
 		for _, ml := range l.Lag.Sorted() {
@@ -198,8 +210,10 @@ func groupResetOffsets(ctx context.Context, args []string, stdout, stderr io.Wri
 	if err != nil {
 		return failed(stderr, c.fs.Name(), err)
 	}
-	if err := starts.Error(); err != nil {
-		return failed(stderr, c.fs.Name(), err)
+	for _, l := range []kadm.ListedOffsets{starts, ends} {
+		if err := listedError(l); err != nil {
+			return failed(stderr, c.fs.Name(), err)
+		}
 	}
 	plan := kadm.Offsets{}
 	ends.Each(func(e kadm.ListedOffset) {
@@ -209,7 +223,17 @@ func groupResetOffsets(ctx context.Context, args []string, stdout, stderr io.Wri
 		case *earliest:
 			at = s.Offset
 		case *toOffset >= 0:
+			// Clamped into the log, with the warning Kafka's kafka-consumer-groups prints:
+			// a committed offset outside it would only be reset again by the consumer.
 			at = min(max(*toOffset, s.Offset), e.Offset)
+			switch {
+			case *toOffset > e.Offset:
+				fmt.Fprintf(stderr, "%s: warning: new offset (%d) is higher than the latest offset of %s-%d; it will be set to %d.\n",
+					c.fs.Name(), *toOffset, e.Topic, e.Partition, at)
+			case *toOffset < s.Offset:
+				fmt.Fprintf(stderr, "%s: warning: new offset (%d) is lower than the earliest offset of %s-%d; it will be set to %d.\n",
+					c.fs.Name(), *toOffset, e.Topic, e.Partition, at)
+			}
 		}
 		plan.Add(kadm.Offset{Topic: e.Topic, Partition: e.Partition, At: at, LeaderEpoch: -1})
 	})
@@ -240,4 +264,21 @@ func groupResetOffsets(ctx context.Context, args []string, stdout, stderr io.Wri
 	}
 	fmt.Fprintln(stdout, "\nOffsets reset.")
 	return exitOK
+}
+
+// listedError is the first error among listed offsets, naming its topic and partition.
+func listedError(l kadm.ListedOffsets) error {
+	var first error
+	l.Each(func(o kadm.ListedOffset) {
+		switch {
+		case first != nil || o.Err == nil:
+		case errors.Is(o.Err, kerr.UnknownTopicOrPartition) && o.Partition < 0:
+			first = fmt.Errorf("topic %s does not exist: %w", o.Topic, o.Err)
+		case errors.Is(o.Err, kerr.UnknownTopicOrPartition):
+			first = fmt.Errorf("topic %s: %w", o.Topic, o.Err)
+		default:
+			first = fmt.Errorf("%s-%d: %w", o.Topic, o.Partition, o.Err)
+		}
+	})
+	return first
 }

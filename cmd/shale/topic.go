@@ -98,7 +98,7 @@ func topicCreate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return failed(stderr, c.fs.Name(), err)
 	}
 	if p > 0 {
-		fmt.Fprintf(stdout, "Created topic %s with %d partitions, replication factor %d.\n", tf.names[0], p, r)
+		fmt.Fprintf(stdout, "Created topic %s with %s, replication factor %d.\n", tf.names[0], plural(int64(p), "partition"), r)
 	} else {
 		fmt.Fprintf(stdout, "Created topic %s.\n", tf.names[0])
 	}
@@ -265,7 +265,7 @@ func topicAlter(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if err := cl.SetPartitions(opCtx, topic, *partitions); err != nil {
 			return failed(stderr, c.fs.Name(), err)
 		}
-		fmt.Fprintf(stdout, "Topic %s now has %d partitions.\n", topic, *partitions)
+		fmt.Fprintf(stdout, "Topic %s now has %s.\n", topic, plural(int64(*partitions), "partition"))
 	}
 	return exitOK
 }

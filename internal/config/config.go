@@ -184,7 +184,14 @@ type Config struct {
 	// derivedAdvertised and derivedVoters record that those settings were computed from
 	// the listeners, so SetBoundPort may update them.
 	derivedAdvertised, derivedVoters bool
+	// derivedControllerListener records that the controller listener was added because
+	// none was configured and this node alone is the quorum.
+	derivedControllerListener bool
 }
+
+// DerivedControllerListener reports whether the controller listener was not configured
+// but chosen (loopback, a free port) because this node alone is the quorum.
+func (c *Config) DerivedControllerListener() bool { return c.derivedControllerListener }
 
 // Listener is one entry of listeners or advertised.listeners.
 type Listener struct {

@@ -150,7 +150,7 @@ func buildKeys() []*keyDef {
 			accessor{set: setRoles, get: func(c *Config) string { return strings.Join(c.ProcessRoles, ",") }}),
 		key("controller.quorum.voters", "", "The controller quorum, id@host:port,...; empty: a controller votes alone on its controller listener.",
 			accessor{set: setVoters, get: getVoters}),
-		key("listeners", "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093", "Addresses to listen on, NAME://host:port,... (empty host or 0.0.0.0: every interface).",
+		key("listeners", "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093", "Addresses to listen on, NAME://host:port,... (empty host or 0.0.0.0: every interface). A node that is its own quorum and lists no controller listener gets a loopback one on a free port.",
 			accessor{set: setListeners(func(c *Config) *[]Listener { return &c.Listeners }), get: getListeners(func(c *Config) []Listener { return c.Listeners })}),
 		key("advertised.listeners", "", "Addresses given to clients, NAME://host:port,...; empty: the non-controller listeners.",
 			accessor{set: setListeners(func(c *Config) *[]Listener { return &c.AdvertisedListeners }), get: getListeners(func(c *Config) []Listener { return c.AdvertisedListeners })}),

@@ -58,7 +58,7 @@ func TestDefault(t *testing.T) {
 	got := *c
 	got.ProcessRoles, got.ControllerQuorumVoters, got.Listeners, got.AdvertisedListeners = nil, nil, nil, nil
 	got.ListenerSecurityProtocolMap, got.origins, got.extraTopicDefaults = nil, nil, nil
-	got.derivedAdvertised, got.derivedVoters, got.Warnings = false, false, nil
+	got.derivedAdvertised, got.derivedVoters, got.derivedControllerListener, got.Warnings = false, false, false, nil
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Default()\n got %+v\nwant %+v", got, want)
 	}
@@ -285,5 +285,31 @@ func TestUsageListsEveryKey(t *testing.T) {
 		if !strings.Contains(b.String(), "--"+name+" ") && !strings.Contains(b.String(), "--"+name+",") {
 			t.Errorf("usage lacks --%s", name)
 		}
+	}
+}
+
+// A single node told only its Kafka listener is its own quorum: it gets a loopback
+// controller listener on a free port instead of a refusal.
+func TestSingleNodeWithoutControllerListener(t *testing.T) {
+	c, err := Load([]string{"--listeners=PLAINTEXT://127.0.0.1:9092"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host, port := c.ControllerListener(); host != "127.0.0.1" || port != 0 || !c.DerivedControllerListener() {
+		t.Fatalf("controller listener %s:%d, derived %v", host, port, c.DerivedControllerListener())
+	}
+	c.SetBoundPort("CONTROLLER", 40002)
+	if v := c.Voters(); len(v) != 1 || v[0].ID != 1 || v[0].Addr() != "127.0.0.1:40002" {
+		t.Errorf("voters %v", v)
+	}
+	if l := c.BrokerListeners(); len(l) != 1 || l[0].Name != "PLAINTEXT" {
+		t.Errorf("broker listeners %v", l)
+	}
+	if _, err := Load([]string{"--listeners=PLAINTEXT://127.0.0.1:9092", "--controller.quorum.voters=1@127.0.0.1:9093"}, nil); err == nil {
+		t.Error("a controller with configured voters and no controller listener was accepted")
+	}
+	c, err = Load(nil, nil)
+	if err != nil || c.DerivedControllerListener() {
+		t.Errorf("defaults: derived %v, %v", c.DerivedControllerListener(), err)
 	}
 }

@@ -31,6 +31,13 @@ func (c *Config) finish() error {
 	}
 	controllerName := c.ControllerListenerNames[0]
 	_, hasControllerListener := findListener(c.Listeners, controllerName)
+	if c.IsController() && !hasControllerListener && len(c.ControllerQuorumVoters) == 0 {
+		// This node alone is the quorum, and only its own broker dials the controller:
+		// a loopback listener on a free port serves, and `serve --listeners=PLAINTEXT://...`
+		// just works. The server logs the port it got.
+		c.Listeners = append(c.Listeners, Listener{Name: controllerName, Host: "127.0.0.1"})
+		c.derivedControllerListener, hasControllerListener = true, true
+	}
 	switch {
 	case c.IsController() && !hasControllerListener:
 		fail("listeners", "a controller needs a listener named %s (the first of controller.listener.names): add one, e.g. %s://127.0.0.1:9093, or set process.roles=broker with controller.quorum.voters", controllerName, controllerName)

@@ -30,7 +30,7 @@ func TestLoadRejects(t *testing.T) {
 		{"sasl via map", []string{"--listener.security.protocol.map=PLAINTEXT:SASL_PLAINTEXT"}, nil, "security protocol SASL_PLAINTEXT"},
 		{"unmapped listener", []string{"--listeners=INTERNAL://h:1,CONTROLLER://h:2", "--inter.broker.listener.name=INTERNAL"}, nil, "add INTERNAL:PLAINTEXT"},
 		{"unknown protocol", []string{"--listener.security.protocol.map=A:TLS"}, nil, "unknown security protocol TLS"},
-		{"no controller listener", []string{"--listeners=PLAINTEXT://h:1"}, nil, "needs a listener named CONTROLLER"},
+		{"no controller listener in a quorum", []string{"--listeners=PLAINTEXT://h:1", "--controller.quorum.voters=1@h:9093,2@g:9093"}, nil, "needs a listener named CONTROLLER"},
 		{"inter-broker listener missing", []string{"--inter.broker.listener.name=INTERNAL"}, nil, "no listener is named INTERNAL"},
 		{"inter-broker is controller", []string{"--inter.broker.listener.name=CONTROLLER"}, nil, "is a controller listener"},
 		{"broker-only with controller listener", []string{"--process.roles=broker", "--controller.quorum.voters=2@h:9093"}, nil, "not a controller"},

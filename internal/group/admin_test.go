@@ -11,6 +11,7 @@ import (
 
 	"github.com/shalelog/shale/controller/controllertest"
 	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/internal/testutil"
 )
 
 func TestDescribeAndListGroups(t *testing.T) {
@@ -140,7 +141,7 @@ func TestNotCoordinatorAndMove(t *testing.T) {
 	if b, err := c.CoordinatorFor(mine); err != nil || b.ID == 1 {
 		t.Fatalf("coordinator of %s after broker 1 is fenced: %+v %v", mine, b, err)
 	}
-	eventually(t, "the group to be unloaded", func() bool { st, _, _ := c.stateOf(mine); return st == Dead })
+	testutil.Eventually(t, 10*time.Second, "the group to be unloaded", func() bool { st, _, _ := c.stateOf(mine); return st == Dead })
 
 	// Coordinator choice is stable: removing a broker moves only its own partitions.
 	before := map[int32]int32{}
@@ -286,5 +287,5 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	stableGroup(t, c, "g", 3)
 	joinNew(t, c, joinReq("g", "")) // a waiting join, a pending rebalance timer
 	c.Close()
-	eventually(t, "the coordinator's goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+	testutil.Eventually(t, 10*time.Second, "the coordinator's goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }

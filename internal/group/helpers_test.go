@@ -96,18 +96,6 @@ func isDone(ch <-chan struct{}) bool {
 	}
 }
 
-// eventually polls cond for up to 10s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func (c *Coordinator) stateOf(id string) (State, int32, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shalelog/shale/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -193,7 +194,7 @@ func TestSessionExpiryTriggersRebalance(t *testing.T) {
 	c.heartbeat(c.groups["g"], c.groups["g"].members[ids[1]])
 	c.mu.Unlock()
 	// The leader keeps heartbeating; the other member goes silent.
-	eventually(t, "a rebalance", func() bool {
+	testutil.Eventually(t, 10*time.Second, "a rebalance", func() bool {
 		return c.Heartbeat(HeartbeatRequest{Group: "g", MemberID: ids[0], Generation: 2}) == kerr.RebalanceInProgress
 	})
 	res := wait[JoinResult](t, c.Join(joinReq("g", ids[0])))
@@ -430,7 +431,7 @@ func TestPendingSyncExpiryRemovesMember(t *testing.T) {
 		t.Fatal(r)
 	}
 	// Never syncs: dropped after the rebalance timeout, and the group empties.
-	eventually(t, "the member to be dropped", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the member to be dropped", func() bool {
 		st, _, n := c.stateOf("g")
 		return n == 0 && (st == Empty || st == Dead)
 	})

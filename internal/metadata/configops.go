@@ -47,6 +47,11 @@ func ApplyConfigOps(current map[string]string, ops []ConfigOp, incremental bool)
 			}
 			out[op.Name] = *op.Value
 		case ConfigDelete:
+			// Refused as a SET of the same name is: a typo would otherwise "succeed"
+			// and leave the config the user meant to reset as it was.
+			if _, ok := topicconfig.Lookup(op.Name); !ok {
+				return nil, fmt.Errorf("%w: unknown topic config %q", kerr.InvalidConfig, op.Name)
+			}
 			delete(out, op.Name)
 		case ConfigAppend, ConfigSubtract:
 			def, ok := topicconfig.Lookup(op.Name)

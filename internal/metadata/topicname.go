@@ -6,7 +6,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// MaxTopicNameLength is Kafka's limit on topic names.
+// MaxTopicNameLength is Kafka's limit on topic names: a partition's directory name
+// (topic, '-', partition number) must fit in 255 characters.
 const MaxTopicNameLength = 249
 
 // ValidateTopicName applies Kafka's topic naming rules: 1 to 249 characters from

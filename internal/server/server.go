@@ -1,5 +1,5 @@
-// Package server assembles a Shale node from its configuration: the metadata store (the
-// controller quorum, or its single-node stand-in), the broker's partitions, the Kafka
+// Package server assembles a Shale node from its configuration: the controller (a voter
+// of the Raft quorum) and the broker's client of it, the replica manager, the Kafka
 // protocol listener and the HTTP listener for metrics and health, and shuts them down
 // in order.
 package server
@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +45,13 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	for _, w := range cfg.Warnings {
 		lg.Warn("configuration", "warning", w)
 	}
+	// Every port first: a port in use fails the start at once, before the data
+	// directory is created, locked or bootstrapped as a new quorum.
+	lns, err := bind(cfg, lg)
+	if err != nil {
+		return err
+	}
+	defer lns.close() // those not handed over
 	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
 		return fmt.Errorf("create log dir: %w", err)
 	}
@@ -57,7 +65,7 @@ func Run(ctx context.Context, cfg *config.Config) error {
 	n := &node{cfg: cfg, lg: lg, reg: prometheus.NewRegistry()}
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	defer n.close()
-	if err := n.start(ctx); err != nil {
+	if err := n.start(ctx, lns); err != nil {
 		return err
 	}
 	<-ctx.Done()
@@ -86,57 +94,90 @@ type node struct {
 	closed       bool
 }
 
-func (n *node) start(parent context.Context) error {
-	ctx, cancel := context.WithCancel(parent)
-	n.cancel = cancel
-	cfg := n.cfg
+// listeners are a node's bound sockets, until start hands each to what serves it.
+type listeners struct {
+	kafka, controller, http net.Listener
+}
 
-	// Bind first, so that port-0 listeners are known before they are advertised or
-	// registered with the quorum.
-	var kafkaLn net.Listener
+// bind binds every listener the node serves, and records the ports that port-0
+// listeners got before they are advertised or registered with the quorum.
+func bind(cfg *config.Config, lg *slog.Logger) (*listeners, error) {
+	lns := &listeners{}
+	listen := func(what, addr string) (net.Listener, error) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			lns.close()
+			return nil, fmt.Errorf("listen %s: %w", what, err)
+		}
+		return ln, nil
+	}
+	var err error
 	if cfg.IsBroker() {
 		host, port := cfg.KafkaListener()
-		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
-		if err != nil {
-			return fmt.Errorf("listen for Kafka clients: %w", err)
+		if lns.kafka, err = listen("for Kafka clients", net.JoinHostPort(host, strconv.Itoa(port))); err != nil {
+			return nil, err
 		}
-		kafkaLn = ln
-		cfg.SetBoundPort(cfg.InterBrokerListenerName, ln.Addr().(*net.TCPAddr).Port)
+		cfg.SetBoundPort(cfg.InterBrokerListenerName, lns.kafka.Addr().(*net.TCPAddr).Port)
 	}
 	if cfg.IsController() {
-		if err := n.startController(ctx); err != nil {
-			if kafkaLn != nil {
-				kafkaLn.Close()
-			}
-			return err
+		host, port := cfg.ControllerListener()
+		if lns.controller, err = listen("on the controller listener", net.JoinHostPort(host, strconv.Itoa(port))); err != nil {
+			return nil, err
+		}
+		name := cfg.ControllerListenerNames[0]
+		cfg.SetBoundPort(name, lns.controller.Addr().(*net.TCPAddr).Port)
+		if cfg.DerivedControllerListener() {
+			lg.Info("no controller listener configured and this node alone is the quorum: using a loopback one",
+				"listener", name+"://"+lns.controller.Addr().String())
 		}
 	}
 	if cfg.HTTPListener != "" {
-		if err := n.startHTTP(); err != nil {
-			if kafkaLn != nil {
-				kafkaLn.Close()
-			}
+		if lns.http, err = listen("on http.listener", cfg.HTTPListener); err != nil {
+			return nil, err
+		}
+	}
+	return lns, nil
+}
+
+// close closes the listeners not yet handed over.
+func (l *listeners) close() {
+	for _, ln := range []*net.Listener{&l.kafka, &l.controller, &l.http} {
+		if *ln != nil {
+			(*ln).Close()
+			*ln = nil
+		}
+	}
+}
+
+func (n *node) start(parent context.Context, lns *listeners) error {
+	ctx, cancel := context.WithCancel(parent)
+	n.cancel = cancel
+	cfg := n.cfg
+	if lns.controller != nil {
+		ln := lns.controller
+		lns.controller = nil
+		if err := n.startController(ctx, ln); err != nil {
 			return err
 		}
+	}
+	if lns.http != nil {
+		ln := lns.http
+		lns.http = nil
+		n.startHTTP(ln)
 	}
 	if !cfg.IsBroker() {
 		return nil
 	}
-	if err := n.startBroker(ctx, kafkaLn); err != nil {
-		kafkaLn.Close()
-		return err
+	if err := n.startBroker(ctx, lns.kafka); err != nil {
+		return err // lns.kafka is still set: Run closes it
 	}
+	lns.kafka = nil
 	return nil
 }
 
-func (n *node) startController(ctx context.Context) error {
+// startController starts the controller on ln and owns it from then on.
+func (n *node) startController(ctx context.Context, ln net.Listener) error {
 	cfg := n.cfg
-	host, port := cfg.ControllerListener()
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
-	if err != nil {
-		return fmt.Errorf("listen on the controller listener: %w", err)
-	}
-	cfg.SetBoundPort(cfg.ControllerListenerNames[0], ln.Addr().(*net.TCPAddr).Port)
 	var voters []controller.Voter
 	for _, v := range cfg.Voters() {
 		voters = append(voters, controller.Voter{ID: v.ID, Addr: v.Addr()})
@@ -150,6 +191,7 @@ func (n *node) startController(ctx context.Context) error {
 		NodeID:                             cfg.NodeID,
 		Voters:                             voters,
 		Listener:                           ln,
+		ServeKafkaClients:                  cfg.IsBroker(),
 		DataDir:                            filepath.Join(cfg.LogDir, "__cluster_metadata"),
 		SessionTimeout:                     cfg.BrokerSessionTimeout(),
 		DefaultPartitions:                  cfg.NumPartitions,
@@ -167,6 +209,7 @@ func (n *node) startController(ctx context.Context) error {
 	}
 	if err := c.Start(ctx); err != nil {
 		c.Close()
+		ln.Close() // Close leaves a listener that Start did not take over
 		return fmt.Errorf("start controller: %w", err)
 	}
 	n.controller = c
@@ -248,12 +291,28 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		ProducerIDs: producerid.New(store),
 		Groups:      n.startGroups(store),
 	})
-	n.serving = make(chan struct{})
-	go func() {
-		defer close(n.serving)
-		if err := n.kafka.Serve(ctx, ln); err != nil {
-			n.lg.Error("Kafka listener stopped", "err", err)
+	// A client given the controller's address is served too: the Metadata answer
+	// moves it to the Kafka listener.
+	lns := []net.Listener{ln}
+	if n.controller != nil {
+		if cln := n.controller.KafkaListener(); cln != nil {
+			lns = append(lns, cln)
 		}
+	}
+	n.serving = make(chan struct{})
+	var serving sync.WaitGroup
+	for _, l := range lns {
+		serving.Add(1)
+		go func() {
+			defer serving.Done()
+			if err := n.kafka.Serve(ctx, l); err != nil {
+				n.lg.Error("Kafka listener stopped", "err", err)
+			}
+		}()
+	}
+	go func() {
+		serving.Wait()
+		close(n.serving)
 	}()
 	n.lg.Info("serving Kafka clients", "listener", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(port)), "node_id", cfg.NodeID, "log_dir", cfg.LogDir)
 	return nil
@@ -282,11 +341,7 @@ func (n *node) startGroups(store metadata.Store) *group.Coordinator {
 	return n.groups
 }
 
-func (n *node) startHTTP() error {
-	ln, err := net.Listen("tcp", n.cfg.HTTPListener)
-	if err != nil {
-		return fmt.Errorf("listen on http.listener: %w", err)
-	}
+func (n *node) startHTTP(ln net.Listener) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
 	// Profiles for diagnosing the produce and fetch paths; http.listener is loopback by
@@ -317,7 +372,6 @@ func (n *node) startHTTP() error {
 		}
 	}()
 	n.lg.Info("serving metrics and health", "listener", ln.Addr().String())
-	return nil
 }
 
 // controlledShutdownTimeout bounds how long a stopping broker waits for the controller to

@@ -1,6 +1,7 @@
 package topicconfig
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -63,7 +64,13 @@ func (d *Def) parse(v string) error {
 		_, err = strconv.ParseFloat(v, 64)
 	}
 	if err != nil {
-		return fmt.Errorf("invalid value %q for configuration %s: %w", v, d.Name, err)
+		// Callers name the config (ValidateOne the topic config, config.Load the broker
+		// key), and strconv's error would repeat the value.
+		var ne *strconv.NumError
+		if errors.As(err, &ne) {
+			err = ne.Err
+		}
+		return fmt.Errorf("invalid value %q: %w", v, err)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	pb "github.com/shalelog/shale/controller/proto"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/records"
+	"github.com/shalelog/shale/internal/testutil"
 	shalelog "github.com/shalelog/shale/log"
 )
 
@@ -28,7 +29,7 @@ import (
 func (c *cluster) commitOffset(group, topic string, partition int32, offset int64) {
 	c.t.Helper()
 	kc := c.kafkaClient()
-	eventually(c.t, 30*time.Second, "a commit by the coordinator of group "+group, func() bool {
+	testutil.Eventually(c.t, 30*time.Second, "a commit by the coordinator of group "+group, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		req := kmsg.NewPtrMetadataRequest()
@@ -86,7 +87,7 @@ func (c *cluster) waitTopicEverywhere(topic string) {
 		if !b.running() {
 			continue
 		}
-		eventually(c.t, 30*time.Second, fmt.Sprintf("topic %s on broker %d", topic, b.id), func() bool {
+		testutil.Eventually(c.t, 30*time.Second, fmt.Sprintf("topic %s on broker %d", topic, b.id), func() bool {
 			resp, err := metadataFrom(context.Background(), b.addr)
 			if err != nil {
 				return false
@@ -213,7 +214,7 @@ func TestKillBroker(t *testing.T) {
 	c.broker(5).kill9()
 	killed := time.Now()
 	var moved time.Duration
-	eventually(t, 3*sessionTimeout+5*time.Second, "broker 5's partitions moved", func() bool {
+	testutil.Eventually(t, 3*sessionTimeout+5*time.Second, "broker 5's partitions moved", func() bool {
 		resp, err := metadataFrom(context.Background(), c.brokers[0].addr)
 		if err != nil {
 			return false
@@ -245,7 +246,7 @@ func TestKillBroker(t *testing.T) {
 	for i := range mark {
 		mark[i] = produced[i].Load()
 	}
-	eventually(t, 20*time.Second, "records produced to every partition after the failover", func() bool {
+	testutil.Eventually(t, 20*time.Second, "records produced to every partition after the failover", func() bool {
 		for i := range mark {
 			if produced[i].Load() < mark[i]+20 {
 				return false
@@ -332,7 +333,7 @@ func TestSIGSTOPLeaderBroker(t *testing.T) {
 	c.broker(4).signal(syscall.SIGSTOP)
 	stopped := time.Now()
 	var moved time.Duration
-	eventually(t, 3*sessionTimeout+5*time.Second, "broker 5 leading", func() bool {
+	testutil.Eventually(t, 3*sessionTimeout+5*time.Second, "broker 5 leading", func() bool {
 		resp, err := metadataFrom(context.Background(), c.broker(5).addr)
 		if err != nil {
 			return false
@@ -373,7 +374,7 @@ func TestSIGSTOPLeaderBroker(t *testing.T) {
 	if code, err := produceTo(t, c.broker(4).addr, "paused"); err != nil || code != 6 {
 		t.Fatalf("acks=1 to the deposed broker once it knew: code %d, %v", code, err)
 	}
-	eventually(t, 10*time.Second, "broker 4 shows broker 5 as leader", func() bool {
+	testutil.Eventually(t, 10*time.Second, "broker 4 shows broker 5 as leader", func() bool {
 		resp, err := metadataFrom(context.Background(), c.broker(4).addr)
 		if err != nil {
 			return false

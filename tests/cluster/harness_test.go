@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/shalelog/shale/controller/proto"
+	"github.com/shalelog/shale/internal/testutil"
 )
 
 // Short leases so that failures show within seconds.
@@ -224,7 +225,7 @@ func metadataFrom(ctx context.Context, addr string) (*kmsg.MetadataResponse, err
 
 func (c *cluster) waitBrokerReady(p *proc) {
 	c.t.Helper()
-	eventually(c.t, 60*time.Second, fmt.Sprintf("broker %d ready", p.id), func() bool {
+	testutil.Eventually(c.t, 60*time.Second, fmt.Sprintf("broker %d ready", p.id), func() bool {
 		if !p.running() {
 			c.t.Fatalf("broker %d exited; log:\n%s", p.id, p.log())
 		}
@@ -281,7 +282,7 @@ func controllerClient(t *testing.T, addr string) pb.ControllerClient {
 func (c *cluster) activeController(timeout time.Duration) int {
 	c.t.Helper()
 	idx := -1
-	eventually(c.t, timeout, "an active controller", func() bool {
+	testutil.Eventually(c.t, timeout, "an active controller", func() bool {
 		for i, p := range c.controllers {
 			if !p.running() {
 				continue
@@ -318,17 +319,6 @@ func (c *cluster) callActive(what string, fn func(context.Context, pb.Controller
 			c.t.Fatalf("%s: %v", what, err)
 		}
 		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(25 * time.Millisecond)
 	}
 }
 

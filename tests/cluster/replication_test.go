@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shalelog/shale/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -31,7 +32,7 @@ func withConfig(req *kmsg.CreateTopicsRequest, name, value string) *kmsg.CreateT
 func (c *cluster) waitFullISR(topic string, timeout time.Duration) []partitionState {
 	c.t.Helper()
 	var ps []partitionState
-	eventually(c.t, timeout, "full ISR for "+topic, func() bool {
+	testutil.Eventually(c.t, timeout, "full ISR for "+topic, func() bool {
 		for _, b := range c.brokers {
 			if !b.running() {
 				continue
@@ -207,7 +208,7 @@ func TestRecreatedTopicNeverServesOldRecords(t *testing.T) {
 	c.waitFullISR("re", 20*time.Second)
 	produce("old-1", "old-2", "old-3")
 	// Broker 6 holds the old records, then goes away.
-	eventually(t, 10*time.Second, "broker 6 caught up", func() bool {
+	testutil.Eventually(t, 10*time.Second, "broker 6 caught up", func() bool {
 		b, err := os.ReadFile(filepath.Join(c.broker(6).dir, "data", "replication-offset-checkpoint"))
 		return err == nil && strings.Contains(string(b), "re 0 3")
 	})
@@ -219,7 +220,7 @@ func TestRecreatedTopicNeverServesOldRecords(t *testing.T) {
 	if _, err := adm.DeleteTopics(ctx, "re"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "topic re gone", func() bool {
+	testutil.Eventually(t, 20*time.Second, "topic re gone", func() bool {
 		resp, err := metadataFrom(context.Background(), c.brokers[0].addr)
 		if err != nil {
 			return false
@@ -251,7 +252,7 @@ func TestRecreatedTopicNeverServesOldRecords(t *testing.T) {
 	// Leave broker 6 as the only replica: it must serve the new topic only.
 	c.broker(4).kill9()
 	c.broker(5).kill9()
-	eventually(t, 30*time.Second, "broker 6 leading re", func() bool {
+	testutil.Eventually(t, 30*time.Second, "broker 6 leading re", func() bool {
 		resp, err := metadataFrom(context.Background(), c.broker(6).addr)
 		if err != nil {
 			return false
