@@ -26,7 +26,13 @@ type Request struct {
 	Kreq        kmsg.Request
 	Remote      net.Addr
 	Received    time.Time
+	// Principal is who the connection authenticated as when this request was handled, in
+	// Kafka's form ("User:alice"); AnonymousPrincipal before or without authentication.
+	Principal string
 }
+
+// AnonymousPrincipal is Kafka's principal for an unauthenticated connection.
+const AnonymousPrincipal = "User:ANONYMOUS"
 
 // Result is a handler's answer. Exactly one of Resp, Encoded or NoResponse applies;
 // Wait, when set, is called in response order and its Result replaces this one, so a
@@ -59,10 +65,14 @@ type conn struct {
 
 	stopOnce sync.Once
 	stopRead chan struct{}
+
+	// principal is owned by the processor goroutine: requests are handled one at a time
+	// in order, so an authentication changes it for exactly the requests after it.
+	principal string
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{s: s, nc: nc, lg: s.lg.With("remote", nc.RemoteAddr().String()), stopRead: make(chan struct{})}
+	return &conn{s: s, nc: nc, lg: s.lg.With("remote", nc.RemoteAddr().String()), stopRead: make(chan struct{}), principal: AnonymousPrincipal}
 }
 
 // stopReading makes the connection take no new requests; those read already are answered.
@@ -205,6 +215,7 @@ func (c *conn) process(ctx context.Context, reqs <-chan *Request, resps chan<- p
 }
 
 func (c *conn) dispatch(ctx context.Context, req *Request) (res Result) {
+	req.Principal = c.principal
 	m := c.s.cfg.Metrics
 	m.Requests.WithLabelValues(describeKey(req.Key)).Inc()
 	defer func() {
