@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,9 +72,11 @@ type node struct {
 	controller *controller.Server
 	store      metadata.Store
 	replicas   *replication.Manager
-	groups     *group.Coordinator
-	kafka      *protocol.Server
-	http       *http.Server
+	// probed is replicas for /readyz, whose handler runs before startBroker sets replicas.
+	probed atomic.Pointer[replication.Manager]
+	groups *group.Coordinator
+	kafka  *protocol.Server
+	http   *http.Server
 
 	cancel       context.CancelFunc
 	stopReplicas context.CancelFunc
@@ -215,6 +218,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 	rctx, rcancel := context.WithCancel(context.Background())
 	n.stopReplicas = rcancel
 	go n.replicas.Run(rctx)
+	n.probed.Store(n.replicas)
 
 	brokerConfigs := map[string]string{}
 	for _, s := range cfg.Settings() {
@@ -293,8 +297,13 @@ func (n *node) startHTTP() error {
 				http.Error(w, "controller not started", http.StatusServiceUnavailable)
 				return
 			}
-		} else if n.store == nil || !n.store.LeaseValid() {
+		} else if r := n.probed.Load(); r == nil {
 			http.Error(w, "not registered with the controller", http.StatusServiceUnavailable)
+			return
+		} else if ok, why := r.InSync(); !ok {
+			// Ready only back in every ISR: a rolling restart that waits for this never
+			// stops a second in-sync replica of a partition.
+			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")
