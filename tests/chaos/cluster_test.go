@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/shalelog/shale/controller/proto"
+	"github.com/shalelog/shale/tests/netns"
 )
 
 // Short leases so that a fault shows within seconds; replica.lag.time.max.ms short too, so
@@ -47,7 +48,7 @@ type node struct {
 	t                  *testing.T
 	id                 int32
 	broker, controller bool
-	net                *netNode
+	net                *netns.Node
 	dir                string
 	args               []string
 
@@ -58,8 +59,8 @@ type node struct {
 	probe   *kgo.Client // Metadata straight to this broker
 }
 
-func (n *node) brokerAddr() string     { return fmt.Sprintf("%s:%d", n.net.ip, brokerPort) }
-func (n *node) controllerAddr() string { return fmt.Sprintf("%s:%d", n.net.ip, controllerPort) }
+func (n *node) brokerAddr() string     { return fmt.Sprintf("%s:%d", n.net.IP, brokerPort) }
+func (n *node) controllerAddr() string { return fmt.Sprintf("%s:%d", n.net.IP, controllerPort) }
 
 func (n *node) String() string {
 	switch {
@@ -82,7 +83,7 @@ func (n *node) start() error {
 		return err
 	}
 	defer f.Close()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", n.net.ns, shaleBin}, n.args...)...)
+	cmd := n.net.Command(shaleBin, n.args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// The processes must not outlive a test binary that dies before its cleanups. The
 	// death signal follows the thread that forked, not the process, so every start runs
@@ -183,7 +184,7 @@ func (n *node) logTail(lines int) string {
 type cluster struct {
 	t           *testing.T
 	layout      layout
-	net         *network
+	net         *netns.Network
 	nodes       []*node
 	brokers     []*node
 	controllers []*node
@@ -195,9 +196,9 @@ func newCluster(t *testing.T, l layout) *cluster {
 	if l == dedicated {
 		count = 6
 	}
-	nw := newNetwork(t, count)
+	nw := netns.New(t, count)
 	c := &cluster{t: t, layout: l, net: nw}
-	for i, nn := range nw.nodes {
+	for i, nn := range nw.Nodes {
 		n := &node{t: t, id: int32(i + 1), net: nn, dir: t.TempDir()}
 		switch {
 		case l == combined:
@@ -494,12 +495,12 @@ func (c *cluster) otherNodes(n *node) []*node {
 // isolate cuts n from each of peers, and from the test client when client is set.
 func (c *cluster) isolate(n *node, peers []*node, client bool) error {
 	for _, p := range peers {
-		if err := c.net.cut(n.net, p.net); err != nil {
+		if err := c.net.Cut(n.net, p.net); err != nil {
 			return err
 		}
 	}
 	if client {
-		return c.net.cut(n.net, nil)
+		return c.net.Cut(n.net, nil)
 	}
 	return nil
 }
