@@ -7,11 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -87,9 +85,9 @@ func (n *node) start() error {
 	cmd.Stdout, cmd.Stderr = f, f
 	// The processes must not outlive a test binary that dies before its cleanups. The
 	// death signal follows the thread that forked, not the process, so every start runs
-	// on one thread that stays locked for the test binary's life (spawn).
+	// on one thread that stays locked for the test binary's life (netns.Spawn).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := spawn(cmd); err != nil {
+	if err := netns.Spawn(cmd); err != nil {
 		return fmt.Errorf("start %v: %w", n, err)
 	}
 	n.cmd, n.done = cmd, make(chan struct{})
@@ -503,32 +501,4 @@ func (c *cluster) isolate(n *node, peers []*node, client bool) error {
 		return c.net.Cut(n.net, nil)
 	}
 	return nil
-}
-
-var (
-	spawnOnce sync.Once
-	spawnReqs chan spawnReq
-)
-
-type spawnReq struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-// spawn starts cmd from a goroutine locked to its OS thread for good: Go ends a thread
-// only when a goroutine locked to it exits, so that thread, and with it every child's
-// parent-death signal, lasts exactly as long as the test binary.
-func spawn(cmd *exec.Cmd) error {
-	spawnOnce.Do(func() {
-		spawnReqs = make(chan spawnReq)
-		go func() {
-			runtime.LockOSThread()
-			for r := range spawnReqs {
-				r.done <- r.cmd.Start()
-			}
-		}()
-	})
-	done := make(chan error, 1)
-	spawnReqs <- spawnReq{cmd, done}
-	return <-done
 }

@@ -40,8 +40,8 @@ var kubeVersion = chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "
 
 // valueSets are the configurations every check runs on.
 var valueSets = map[string]map[string]any{
-	"combined-3": {},
-	"combined-1": {"replicas": 1},
+	"combined-3":  {},
+	"combined-1":  {"replicas": 1},
 	"dedicated-3": {"controller": map[string]any{"mode": "dedicated"}},
 	"dedicated-1": {"replicas": 1, "controller": map[string]any{"mode": "dedicated", "replicas": 1}},
 	"no-persistence": {"persistence": map[string]any{"enabled": false},

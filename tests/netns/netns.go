@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -328,4 +329,38 @@ func (nw *Network) SetHosts(hosts map[string]string) error {
 		}
 	}
 	return nil
+}
+
+var (
+	spawnOnce sync.Once
+	spawnReqs chan spawnReq
+)
+
+type spawnReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// Spawn starts cmd with SIGKILL as its parent-death signal, from a goroutine locked to its
+// OS thread for good: the death signal follows the thread that forked, and Go ends a
+// thread only when a goroutine locked to it exits, so that thread, and with it every
+// child's parent-death signal, lasts exactly as long as the test binary. A test binary
+// that dies before its cleanups leaves no process behind.
+func Spawn(cmd *exec.Cmd) error {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	spawnOnce.Do(func() {
+		spawnReqs = make(chan spawnReq)
+		go func() {
+			runtime.LockOSThread()
+			for r := range spawnReqs {
+				r.done <- r.cmd.Start()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	spawnReqs <- spawnReq{cmd, done}
+	return <-done
 }
