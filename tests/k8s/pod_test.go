@@ -254,7 +254,13 @@ func (p *pod) ready(ctx context.Context) (bool, string) {
 	timeout := time.Duration(max(p.probe.TimeoutSeconds, 1)) * time.Second
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	url := fmt.Sprintf("http://%s:%d%s", p.net.IP, p.port, p.probe.HTTPGet.Path)
+	return p.get(ctx, p.probe.HTTPGet.Path)
+}
+
+// get is an HTTP probe of path on the pod's probe port; the kubelet's rule: 200-399 is
+// success.
+func (p *pod) get(ctx context.Context, path string) (bool, string) {
+	url := fmt.Sprintf("http://%s:%d%s", p.net.IP, p.port, path)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return false, err.Error()
@@ -265,7 +271,6 @@ func (p *pod) ready(ctx context.Context) (bool, string) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	// The kubelet's rule: 200-399 is success.
 	return resp.StatusCode >= 200 && resp.StatusCode < 400, strings.TrimSpace(string(body))
 }
 
