@@ -6,7 +6,7 @@ PKGS      := ./...
 # Fuzz targets run for FUZZTIME each; `make fuzz FUZZTIME=5m` for a longer session.
 FUZZTIME  ?= 10s
 
-.PHONY: all build run test test-deps bench fuzz lint proto clean chaos
+.PHONY: all build run test test-deps test-k8s image bench fuzz lint proto clean chaos
 
 all: build
 
@@ -17,10 +17,27 @@ build:
 run: build
 	$(BIN) serve --log.dirs=$(DATA_DIR)
 
-# Installs what the tests need when it is missing, then vets and runs every test with -race.
+# Installs what the tests need when it is missing, then vets and runs every test with -race,
+# then the deployment's tests (test-k8s).
 test: test-deps build
 	$(GO) vet $(PKGS)
 	$(GO) test -race -timeout 25m $(PKGS)
+	$(MAKE) test-k8s
+
+# The Helm chart and the image (tests/k8s, a module of its own so that Helm's and
+# Kubernetes' dependencies stay out of go.mod): lint and render, strict decoding, a real
+# kube-apiserver (built once into ~/.cache/shale by tests/k8s/build-apiserver.sh), the
+# image built and inspected, and a rolling restart of the chart's configuration run as
+# processes in network namespaces (root).
+test-k8s: build
+	@bash tests/k8s/build-apiserver.sh
+	cd tests/k8s && $(GO) vet ./... && SHALE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./...
+
+# The container image (deploy/image/Containerfile) with buildah, else podman; no registry
+# is involved. IMAGE names it.
+IMAGE     ?= localhost/shale:dev
+image: build
+	@bash deploy/image/build.sh $(IMAGE) $(BIN)
 
 test-deps:
 	@bash tests/deps.sh

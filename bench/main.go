@@ -108,6 +108,11 @@ func runCommand(ctx context.Context, mode Mode, args []string, stdout, stderr io
 		fmt.Fprintf(stderr, "shale bench %s: %v\n", mode, err)
 		return 1
 	}
+	if rep != nil && rep.Lost > 0 {
+		// An e2e run is also a round-trip check (the Helm chart's `helm test` pod).
+		fmt.Fprintf(stderr, "shale bench %s: %d acknowledged records were never received\n", mode, rep.Lost)
+		return 1
+	}
 	return 0
 }
 

@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 go mod download
+(cd tests/k8s && go mod download)
 
 need_apt=()
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
@@ -22,6 +23,10 @@ command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
 command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
+# The container image (make image, tests/k8s): buildah builds it, podman tries to run it.
+command -v buildah >/dev/null 2>&1 || need_apt+=(buildah)
+command -v podman >/dev/null 2>&1 || need_apt+=(podman)
+command -v chroot >/dev/null 2>&1 || need_apt+=(coreutils)
 if [ ${#need_apt[@]} -gt 0 ]; then
 	echo "tests/deps.sh: installing ${need_apt[*]}"
 	export DEBIAN_FRONTEND=noninteractive

@@ -84,9 +84,11 @@ type node struct {
 	// goroutines that start before the broker does.
 	registered atomic.Pointer[controller.BrokerClient]
 	replicas   *replication.Manager
-	groups     *group.Coordinator
-	kafka      *protocol.Server
-	http       *http.Server
+	// probed is replicas for /readyz, whose handler runs before startBroker sets replicas.
+	probed atomic.Pointer[replication.Manager]
+	groups *group.Coordinator
+	kafka  *protocol.Server
+	http   *http.Server
 
 	cancel       context.CancelFunc
 	stopReplicas context.CancelFunc
@@ -268,6 +270,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 	rctx, rcancel := context.WithCancel(context.Background())
 	n.stopReplicas = rcancel
 	go n.replicas.Run(rctx)
+	n.probed.Store(n.replicas)
 
 	brokerConfigs := map[string]string{}
 	for _, s := range cfg.Settings() {
@@ -361,6 +364,14 @@ func (n *node) startHTTP(ln net.Listener) {
 			}
 		} else if bc := n.registered.Load(); bc == nil || !bc.LeaseValid() {
 			http.Error(w, "not registered with the controller", http.StatusServiceUnavailable)
+			return
+		} else if r := n.probed.Load(); r == nil {
+			http.Error(w, "replica manager not started", http.StatusServiceUnavailable)
+			return
+		} else if ok, why := r.InSync(); !ok {
+			// Ready only back in every ISR: a rolling restart that waits for this never
+			// stops a second in-sync replica of a partition.
+			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")

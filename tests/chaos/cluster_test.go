@@ -7,11 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/shalelog/shale/controller/proto"
+	"github.com/shalelog/shale/tests/netns"
 )
 
 // Short leases so that a fault shows within seconds; replica.lag.time.max.ms short too, so
@@ -47,7 +46,7 @@ type node struct {
 	t                  *testing.T
 	id                 int32
 	broker, controller bool
-	net                *netNode
+	net                *netns.Node
 	dir                string
 	args               []string
 
@@ -58,8 +57,8 @@ type node struct {
 	probe   *kgo.Client // Metadata straight to this broker
 }
 
-func (n *node) brokerAddr() string     { return fmt.Sprintf("%s:%d", n.net.ip, brokerPort) }
-func (n *node) controllerAddr() string { return fmt.Sprintf("%s:%d", n.net.ip, controllerPort) }
+func (n *node) brokerAddr() string     { return fmt.Sprintf("%s:%d", n.net.IP, brokerPort) }
+func (n *node) controllerAddr() string { return fmt.Sprintf("%s:%d", n.net.IP, controllerPort) }
 
 func (n *node) String() string {
 	switch {
@@ -82,13 +81,13 @@ func (n *node) start() error {
 		return err
 	}
 	defer f.Close()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", n.net.ns, shaleBin}, n.args...)...)
+	cmd := n.net.Command(shaleBin, n.args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// The processes must not outlive a test binary that dies before its cleanups. The
 	// death signal follows the thread that forked, not the process, so every start runs
-	// on one thread that stays locked for the test binary's life (spawn).
+	// on one thread that stays locked for the test binary's life (netns.Spawn).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := spawn(cmd); err != nil {
+	if err := netns.Spawn(cmd); err != nil {
 		return fmt.Errorf("start %v: %w", n, err)
 	}
 	n.cmd, n.done = cmd, make(chan struct{})
@@ -183,7 +182,7 @@ func (n *node) logTail(lines int) string {
 type cluster struct {
 	t           *testing.T
 	layout      layout
-	net         *network
+	net         *netns.Network
 	nodes       []*node
 	brokers     []*node
 	controllers []*node
@@ -195,9 +194,9 @@ func newCluster(t *testing.T, l layout) *cluster {
 	if l == dedicated {
 		count = 6
 	}
-	nw := newNetwork(t, count)
+	nw := netns.New(t, count)
 	c := &cluster{t: t, layout: l, net: nw}
-	for i, nn := range nw.nodes {
+	for i, nn := range nw.Nodes {
 		n := &node{t: t, id: int32(i + 1), net: nn, dir: t.TempDir()}
 		switch {
 		case l == combined:
@@ -494,40 +493,12 @@ func (c *cluster) otherNodes(n *node) []*node {
 // isolate cuts n from each of peers, and from the test client when client is set.
 func (c *cluster) isolate(n *node, peers []*node, client bool) error {
 	for _, p := range peers {
-		if err := c.net.cut(n.net, p.net); err != nil {
+		if err := c.net.Cut(n.net, p.net); err != nil {
 			return err
 		}
 	}
 	if client {
-		return c.net.cut(n.net, nil)
+		return c.net.Cut(n.net, nil)
 	}
 	return nil
-}
-
-var (
-	spawnOnce sync.Once
-	spawnReqs chan spawnReq
-)
-
-type spawnReq struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-// spawn starts cmd from a goroutine locked to its OS thread for good: Go ends a thread
-// only when a goroutine locked to it exits, so that thread, and with it every child's
-// parent-death signal, lasts exactly as long as the test binary.
-func spawn(cmd *exec.Cmd) error {
-	spawnOnce.Do(func() {
-		spawnReqs = make(chan spawnReq)
-		go func() {
-			runtime.LockOSThread()
-			for r := range spawnReqs {
-				r.done <- r.cmd.Start()
-			}
-		}()
-	})
-	done := make(chan error, 1)
-	spawnReqs <- spawnReq{cmd, done}
-	return <-done
 }

@@ -212,5 +212,5 @@ func (r *runner) partition(n *node, peers []*node, client bool, what string) (st
 		time.Sleep(hold)
 	}
 	healAt := time.Now()
-	return what, healAt, errors.Join(err, r.c.net.heal())
+	return what, healAt, errors.Join(err, r.c.net.Heal())
 }
