@@ -188,7 +188,7 @@ func bindWorkload(fs *flag.FlagSet, w *Workload, c *commonFlags) {
 	fs.StringVar(&w.Group, "group", w.Group, "consume as a consumer group with this name prefix (default: assign partitions directly)")
 	fs.DurationVar(&w.Duration, "duration", w.Duration, "how long to measure producing (or consuming); 0 with --records")
 	fs.DurationVar(&w.Warmup, "warmup", w.Warmup, "produce this long before measuring (not counted in any figure)")
-	fs.Int64Var(&w.Records, "records", w.Records, "records to produce (or consume) in all; the first of --duration and --records ends the run")
+	fs.Int64Var(&w.Records, "records", w.Records, "records to measure, produced (or consumed) after the warm-up, whose records come on top; the first of --duration and --records ends the run")
 	fs.Float64Var(&w.Rate, "rate", w.Rate, "total records/s offered open loop (0: as fast as acknowledged); latency counts from each record's intended send time")
 	fs.BoolVar(&w.Preload, "preload", w.Preload, "consume: produce the records to read first (with the producer flags and limits)")
 }

@@ -123,6 +123,7 @@ func (m *meter) stats(end time.Duration) RoleStats {
 		Errors:    m.errors.Load(),
 		Abandoned: m.abandoned.Load(),
 	}
+	s.WarmupRecords = m.all.Load() - s.Records
 	if err := m.err(); err != nil {
 		s.FirstError = err.Error()
 	}
@@ -131,7 +132,9 @@ func (m *meter) stats(end time.Duration) RoleStats {
 	if s.Records == 0 || stop <= start {
 		stop = end
 	}
-	s.Seconds = (stop - start).Seconds()
+	// A run that ended before its window opened measured nothing, for no
+	// time.
+	s.Seconds = max(stop-start, 0).Seconds()
 	if s.Seconds > 0 {
 		s.RecordsPerSec = float64(s.Records) / s.Seconds
 		s.MBPerSec = float64(s.Bytes) / s.Seconds / 1e6

@@ -426,3 +426,28 @@ func TestRunEndsWhenNothingIsAcknowledged(t *testing.T) {
 		t.Errorf("produce %+v, err %v", p, err)
 	}
 }
+
+// --records counts records measured: those of the warm-up come on top, so
+// a warm-up long enough to send the whole count leaves it intact.
+func TestRunRecordsAfterWarmup(t *testing.T) {
+	addr := startKfake(t)
+	for _, rate := range []float64{0, 2000} {
+		w := small(ModeProduce, "records-warm")
+		w.Records = 301
+		w.Producers = 2
+		w.Rate = rate
+		// At 2000/s an open loop sends 1000 records in the warm-up, and a
+		// closed loop against kfake far more: either way more than 301.
+		w.Warmup = 500 * time.Millisecond
+		w.Duration = time.Minute
+		rep := mustRun(t, w, addr)
+		p := rep.Role("produce")
+		if p.Records != 301 || p.Seconds < 0 || (rate == 0 && (p.Latency == nil || p.Latency.Count != 301)) {
+			t.Errorf("rate %v: measured %d records in %.3fs (latencies %v), want 301; warm-up records %d, notes %v",
+				rate, p.Records, p.Seconds, p.Latency, p.WarmupRecords, rep.Notes)
+		}
+		if p.WarmupRecords > 0 && !strings.Contains(strings.Join(rep.Notes, " "), "warm-up") {
+			t.Errorf("rate %v: %d warm-up records not in the notes %v", rate, p.WarmupRecords, rep.Notes)
+		}
+	}
+}
