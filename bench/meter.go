@@ -23,7 +23,8 @@ type meter struct {
 	all      atomic.Int64
 	allBytes atomic.Int64
 	errors   atomic.Int64
-	// abandoned counts records given up unsent at the end of a closed loop.
+	// abandoned counts records given up unacknowledged at the end of a closed
+	// loop.
 	abandoned atomic.Int64
 	start     atomic.Int64 // ns since epoch when the window opens
 	last      atomic.Int64 // ns since epoch of the last counted record

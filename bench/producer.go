@@ -194,11 +194,25 @@ func (p *producer) flush(ctx context.Context) error {
 	if p.pacer.sched == nil && p.pacer.end > 0 && p.pacer.quotaLeft() {
 		// A closed loop that ran out of time keeps its buffer full to the
 		// end; draining it would stretch the run by the buffer's worth at
-		// the measured rate and add nothing to the figures. Records not yet
-		// sent are failed and counted as abandoned; those already in a
-		// request are waited for.
+		// the measured rate and add nothing to the figures. Every record
+		// not yet acknowledged is failed and counted as abandoned, those
+		// in a request too: franz-go's AbortBufferedRecords fails a
+		// partition's batches only when none of them is in flight, and an
+		// idempotent producer pipelines up to five requests per broker, so
+		// under load it drained the whole buffer. The measurement window
+		// ends at the last acknowledgement counted, so the rate stays
+		// true, and the client is closed next: no sequence is reused.
+		//
+		// A window that closed before any acknowledgement (a short one on a
+		// slow start, or a cluster that acknowledges nothing) has no figure
+		// to protect: then the records in flight are waited for, up to
+		// flushTimeout, and only those not yet sent are abandoned.
 		p.aborting.Store(true)
-		wait = p.cl.AbortBufferedRecords
+		if p.spec.meter.records.Load() > 0 {
+			p.cl.UnsafeAbortBufferedRecords()
+		} else {
+			wait = p.cl.AbortBufferedRecords
+		}
 	}
 	if err := wait(flushCtx); err != nil && !errors.Is(ctx.Err(), context.Canceled) {
 		return fmt.Errorf("producer %d: records still unacknowledged %v after the last send: %w",
