@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shalelog/shale/bench/nullbroker"
 )
 
 // valueFunc adapts a getter and a setter to flag.Value.
@@ -266,6 +268,7 @@ type compareFlags struct {
 	shaleArgs     listFlag
 	external      listFlag
 	kfakeMode     string
+	nullRetain    int64
 	limits        bool
 	probeDuration time.Duration
 	diskDir       string
@@ -281,12 +284,14 @@ func parseCompareArgs(args []string, stderr io.Writer) (compareFlags, error) {
 	fs.StringVar(&f.presets, "preset", "default", "comma-separated presets or groups ("+strings.Join(sortedKeys(presetGroups), ", ")+")")
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "how long each workload is measured on each target")
 	fs.DurationVar(&f.warmup, "warmup", -1, "warm-up before each measurement (default: the presets' own, 1s)")
-	fs.StringVar(&f.targets, "targets", "shale,kfake", "targets to run, in order: shale, kfake, "+clusterTargetName+" (a 3-node Shale cluster; plus every --external)")
+	fs.StringVar(&f.targets, "targets", "shale,kfake,"+nullTargetName, "`list` of targets to run, in order: shale, kfake, "+nullTargetName+" (a broker that only acknowledges: the ceiling), "+clusterTargetName+" (a 3-node Shale cluster); plus every --external")
 	fs.BoolVar(&f.cluster, "cluster", false, "also run the replicated presets (--preset cluster) on a 3-node Shale cluster (target "+clusterTargetName+")")
 	fs.StringVar(&f.shaleBinary, "shale-binary", "", "the shale binary to start with `serve` (default: this binary, when it is shale)")
 	fs.Var(&f.shaleArgs, "shale-arg", "extra flag for `shale serve` (repeatable)")
 	fs.Var(&f.external, "external", "also run against a running cluster: `name=host:port[,host:port]` (repeatable)")
-	fs.StringVar(&f.kfakeMode, "kfake-mode", "auto", "run kfake in its own process (process), in this one (inprocess), or process when this binary is shale (auto)")
+	fs.StringVar(&f.kfakeMode, "kfake-mode", "auto", "run kfake and "+nullTargetName+" in their own processes (process), in this one (inprocess), or in their own when this binary is shale (auto)")
+	f.nullRetain = nullbroker.DefaultRetainBytes
+	fs.Var(sizeFlag(&f.nullRetain), "null-retain-bytes", "record batches the "+nullTargetName+" target keeps in memory for consumers, over all partitions (`size`, e.g. 1GiB); the oldest go first")
 	fs.BoolVar(&f.limits, "limits", true, "measure loopback TCP and disk write limits first")
 	fs.DurationVar(&f.probeDuration, "probe-duration", 2*time.Second, "how long each machine-limit probe runs")
 	fs.StringVar(&f.diskDir, "disk-dir", os.TempDir(), "directory for the disk probe (Shale's data goes under the temp dir too)")
@@ -318,8 +323,8 @@ func parseCompareArgs(args []string, stderr io.Writer) (compareFlags, error) {
 		return f, fmt.Errorf("--kfake-mode must be auto, process or inprocess, got %q", f.kfakeMode)
 	}
 	for _, t := range splitList(f.targets) {
-		if t != "shale" && t != "kfake" && t != clusterTargetName {
-			return f, fmt.Errorf("unknown target %q in --targets (want shale, kfake, %s; add others with --external)", t, clusterTargetName)
+		if t != "shale" && t != "kfake" && t != nullTargetName && t != clusterTargetName {
+			return f, fmt.Errorf("unknown target %q in --targets (want shale, kfake, %s, %s; add others with --external)", t, nullTargetName, clusterTargetName)
 		}
 	}
 	if f.cluster {
@@ -335,8 +340,8 @@ func parseCompareArgs(args []string, stderr io.Writer) (compareFlags, error) {
 		if !ok || name == "" || len(splitList(addrs)) == 0 {
 			return f, fmt.Errorf("--external %q: want name=host:port", e)
 		}
-		if name == "shale" || name == "kfake" || name == clusterTargetName {
-			return f, fmt.Errorf("--external %q: the names shale, kfake and %s are taken", e, clusterTargetName)
+		if name == "shale" || name == "kfake" || name == nullTargetName || name == clusterTargetName {
+			return f, fmt.Errorf("--external %q: the names shale, kfake, %s and %s are taken", e, nullTargetName, clusterTargetName)
 		}
 	}
 	return f, nil
@@ -347,8 +352,8 @@ func parseCompareArgs(args []string, stderr io.Writer) (compareFlags, error) {
 type selfBinary struct {
 	path    string
 	isShale bool
-	// kfakePrefix precedes `kfake-serve` on the child's command line, and
-	// kfakeEnv is added to its environment.
+	// kfakePrefix precedes the hidden `kfake-serve` and `null-serve` on a
+	// child's command line, and kfakeEnv is added to its environment.
 	kfakePrefix []string
 	kfakeEnv    []string
 }
@@ -402,12 +407,17 @@ func buildTargets(f compareFlags, self selfBinary) ([]target, []TargetStatus) {
 			} else {
 				ts = append(ts, shaleClusterTarget(bin, f.shaleArgs))
 			}
-		case "kfake":
+		case "kfake", nullTargetName:
 			useProcess := f.kfakeMode == "process" || (f.kfakeMode == "auto" && self.isShale)
-			if useProcess && self.path != "" {
+			switch {
+			case name == "kfake" && useProcess && self.path != "":
 				ts = append(ts, kfakeProcessTarget(self.path, self.kfakePrefix, self.kfakeEnv))
-			} else {
+			case name == "kfake":
 				ts = append(ts, inprocKfake{})
+			case useProcess && self.path != "":
+				ts = append(ts, nullProcessTarget(self.path, self.kfakePrefix, self.kfakeEnv, f.nullRetain))
+			default:
+				ts = append(ts, inprocNull{retain: f.nullRetain})
 			}
 		}
 	}

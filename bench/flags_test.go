@@ -163,7 +163,7 @@ func TestParseCompareArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.presets != "default" || f.duration != 10*time.Second || f.targets != "shale,kfake" || !f.limits || f.kfakeMode != "auto" {
+	if f.presets != "default" || f.duration != 10*time.Second || f.targets != "shale,kfake,null" || f.nullRetain != 1<<30 || !f.limits || f.kfakeMode != "auto" {
 		t.Errorf("defaults: %+v", f)
 	}
 	f, err = parseCompareArgs([]string{"--preset", "kreps,omb", "--duration", "3s", "--external", "kafka=h:9092,h2:9092",
@@ -179,6 +179,7 @@ func TestParseCompareArgs(t *testing.T) {
 		{"--targets", "kafka"},
 		{"--external", "nohost"},
 		{"--external", "kfake=h:1"},
+		{"--external", "null=h:1"},
 		{"--kfake-mode", "remote"},
 		{"--probe-duration", "0"},
 		{"--json", "--markdown"},
@@ -195,11 +196,14 @@ func TestBuildTargets(t *testing.T) {
 
 	// Not the shale binary, no --shale-binary: shale is skipped and says why.
 	ts, skipped := buildTargets(f, selfBinary{path: "/x/bench.test"})
-	if len(ts) != 1 || ts[0].name() != "kfake" {
+	if len(ts) != 2 || ts[0].name() != "kfake" || ts[1].name() != "null" {
 		t.Fatalf("targets %v", ts)
 	}
 	if _, ok := ts[0].(inprocKfake); !ok {
 		t.Errorf("kfake should run in process when this is not the shale binary: %T", ts[0])
+	}
+	if _, ok := ts[1].(inprocNull); !ok {
+		t.Errorf("null should run in process when this is not the shale binary: %T", ts[1])
 	}
 	if len(skipped) != 1 || skipped[0].Name != "shale" || !strings.Contains(skipped[0].Reason, "pending") {
 		t.Errorf("skipped %+v", skipped)
@@ -212,7 +216,7 @@ func TestBuildTargets(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts, skipped = buildTargets(f, selfBinary{path: shale, isShale: true, kfakePrefix: []string{"bench"}})
-	if len(ts) != 2 || len(skipped) != 0 {
+	if len(ts) != 3 || len(skipped) != 0 {
 		t.Fatalf("targets %v skipped %v", ts, skipped)
 	}
 	st, ok := ts[0].(*processTarget)
@@ -226,6 +230,10 @@ func TestBuildTargets(t *testing.T) {
 	kt, ok := ts[1].(*processTarget)
 	if !ok || strings.Join(kt.args([]int{1234}, ""), " ") != "bench kfake-serve --listen=127.0.0.1:1234" {
 		t.Errorf("kfake target %#v", ts[1])
+	}
+	nt, ok := ts[2].(*processTarget)
+	if !ok || strings.Join(nt.args([]int{1234}, ""), " ") != "bench null-serve --listen=127.0.0.1:1234 --retain-bytes=1073741824" {
+		t.Errorf("null target %#v", ts[2])
 	}
 
 	// A --shale-binary that is missing or not executable is skipped.
