@@ -256,3 +256,20 @@ func TestBuildTargets(t *testing.T) {
 		t.Errorf("externals: %v", ts)
 	}
 }
+
+// compare's --warmup defaults to each preset's own, and takes any duration
+// including none.
+func TestCompareWarmupFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want time.Duration
+	}{{nil, -1}, {[]string{"--warmup", "0"}, 0}, {[]string{"--warmup=2s"}, 2 * time.Second}} {
+		f, err := parseCompareArgs(c.args, io.Discard)
+		if err != nil || f.warmup != c.want {
+			t.Errorf("%v: warmup %v, err %v; want %v", c.args, f.warmup, err, c.want)
+		}
+	}
+	if _, err := parseCompareArgs([]string{"--warmup", "-1s"}, io.Discard); err == nil {
+		t.Error("a negative --warmup was accepted")
+	}
+}

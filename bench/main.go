@@ -88,12 +88,12 @@ func usageError(stderr io.Writer, cmd string, err error) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	fmt.Fprintf(stderr, "shale bench %s: %v\n", cmd, err)
+	fmt.Fprintf(stderr, "shale bench %s: %v\nRun \"shale bench %s --help\" for its flags.\n", cmd, err, cmd)
 	return 2
 }
 
 func runCommand(ctx context.Context, mode Mode, args []string, stdout, stderr io.Writer) int {
-	w, c, err := parseWorkloadArgs(mode, args, stderr)
+	w, c, err := parseWorkloadArgs(mode, args, stdout)
 	if err != nil {
 		return usageError(stderr, string(mode), err)
 	}
@@ -120,7 +120,7 @@ func runCommand(ctx context.Context, mode Mode, args []string, stdout, stderr io
 }
 
 func compareCommand(ctx context.Context, args []string, stdout, stderr io.Writer, self selfBinary) int {
-	f, err := parseCompareArgs(args, stderr)
+	f, err := parseCompareArgs(args, stdout)
 	if err != nil {
 		return usageError(stderr, "compare", err)
 	}
@@ -179,9 +179,8 @@ func compareCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 
 func presetsCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("shale bench presets", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the presets as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, "shale bench presets [flags]", "Lists the named workloads compare runs, and the groups of them."); err != nil {
 		return usageError(stderr, "presets", err)
 	}
 	ps := Presets()
@@ -213,9 +212,8 @@ func presetsCommand(args []string, stdout, stderr io.Writer) int {
 // kfakeServeCommand is the hidden command compare starts kfake through.
 func kfakeServeCommand(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("shale bench kfake-serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	listen := fs.String("listen", "127.0.0.1:9092", "address to listen on")
-	if err := fs.Parse(args); err != nil {
+	listen := fs.String("listen", "127.0.0.1:9092", "`host:port` to listen on")
+	if err := parseFlags(fs, args, stderr, "shale bench kfake-serve [flags]", "Serves franz-go's kfake, one broker, until SIGTERM (for compare)."); err != nil {
 		return usageError(stderr, "kfake-serve", err)
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
@@ -231,11 +229,10 @@ func kfakeServeCommand(ctx context.Context, args []string, stderr io.Writer) int
 // through.
 func nullServeCommand(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("shale bench null-serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:9092", "`host:port` to listen on")
 	retain := int64(nullbroker.DefaultRetainBytes)
 	fs.Var(sizeFlag(&retain), "retain-bytes", "record batches kept in memory for Fetch (`size`)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stderr, "shale bench null-serve [flags]", "Serves the null broker until SIGTERM (for compare)."); err != nil {
 		return usageError(stderr, "null-serve", err)
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"io"
 	"math"
 	"runtime"
 	"strconv"
@@ -246,6 +247,30 @@ func TestMainUsage(t *testing.T) {
 		code := mainWith(ctx, c.args, &out, &errb, selfBinary{})
 		if code != c.code || !strings.Contains(out.String()+errb.String(), c.want) {
 			t.Errorf("%v: exit %d, output %q; want exit %d and %q", c.args, code, out.String()+errb.String(), c.code, c.want)
+		}
+	}
+	// Help reads like the other shale commands': --name, and a readable
+	// name for every value.
+	for _, cmd := range []string{"produce", "consume", "e2e", "compare", "presets"} {
+		var out, errb bytes.Buffer
+		if code := mainWith(ctx, []string{cmd, "-h"}, &out, &errb, selfBinary{}); code != 0 || errb.Len() > 0 {
+			t.Errorf("%s -h: exit %d, stderr %q", cmd, code, errb.String())
+		}
+		help := out.String()
+		if !strings.HasPrefix(help, "Usage: shale bench "+cmd) || !strings.Contains(help, "\n  --") {
+			t.Errorf("%s -h:\n%s", cmd, help)
+		}
+		for _, line := range strings.Split(help, "\n") {
+			if strings.HasPrefix(line, "  -") && !strings.HasPrefix(line, "  --") || strings.HasSuffix(line, " value") || strings.Contains(line, "default -1") {
+				t.Errorf("%s -h: line %q", cmd, line)
+			}
+		}
+	}
+	var help bytes.Buffer
+	mainWith(ctx, []string{"produce", "-h"}, &help, io.Discard, selfBinary{})
+	for _, want := range []string{"\n  --acks all|1|0\n", "\n  --record-size size\n", "(default 32MiB)", "\n  --preset name\n"} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("produce -h lacks %q:\n%s", want, help.String())
 		}
 	}
 	var out bytes.Buffer
