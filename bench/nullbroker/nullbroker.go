@@ -14,8 +14,10 @@
 // oldest go, across all partitions, and the partitions' log start offsets
 // move past them.
 //
-// What is left is the cost any broker pays: reading and decoding requests,
-// assigning offsets, encoding responses and writing them back. Against it,
+// Fetch answers send the kept batches with writev, never copied, as
+// Shale sends its segments. What is left is the cost any broker pays:
+// reading and decoding requests, assigning offsets, encoding responses and
+// writing them back. Against it,
 // a client on the same machine shows how fast it can go when the broker
 // costs nothing, which is the honest ceiling for a broker on a machine
 // whose cores the client shares.
@@ -248,7 +250,7 @@ func (b *Broker) serveConn(c net.Conn) error {
 		if _, err := io.ReadFull(r, body); err != nil {
 			return err
 		}
-		resp, corr, ok, err := b.handle(body)
+		resp, fr, corr, ok, err := b.handle(body)
 		if err != nil {
 			return err
 		}
@@ -257,6 +259,24 @@ func (b *Broker) serveConn(c net.Conn) error {
 		}
 		out = append(out[:0], 0, 0, 0, 0)
 		out = binary.BigEndian.AppendUint32(out, uint32(corr))
+		if fr != nil {
+			// Fetch: the header and the fields in out, the batches as they
+			// are kept, all in one writev.
+			version := int16(binary.BigEndian.Uint16(body[2:]))
+			if version >= 12 {
+				out = append(out, 0) // header tags
+			}
+			bufs, total := appendFetch(net.Buffers{out}, version, fr)
+			binary.BigEndian.PutUint32(bufs[0], uint32(total-4))
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			if _, err := bufs.WriteTo(c); err != nil {
+				return err
+			}
+			out = nil // bufs took it
+			continue
+		}
 		// ApiVersions answers with header v0 whatever its version.
 		if resp.IsFlexible() && resp.Key() != kmsg.ApiVersions.Int16() {
 			out = append(out, 0)
@@ -279,19 +299,19 @@ func (b *Broker) serveConn(c net.Conn) error {
 
 // handle decodes one request and answers it; ok is false when no response
 // is due.
-func (b *Broker) handle(body []byte) (resp kmsg.Response, corr int32, ok bool, err error) {
+func (b *Broker) handle(body []byte) (resp kmsg.Response, fr *fetchResult, corr int32, ok bool, err error) {
 	key := int16(binary.BigEndian.Uint16(body))
 	version := int16(binary.BigEndian.Uint16(body[2:]))
 	corr = int32(binary.BigEndian.Uint32(body[4:]))
 	rd := kbin.Reader{Src: body[8:]}
 	rd.NullableString() // client id
 	if !rd.Ok() {
-		return nil, corr, false, errors.New("short request header")
+		return nil, nil, corr, false, errors.New("short request header")
 	}
 	req := kmsg.RequestForKey(key)
 	vr, known := versions[key]
 	if req == nil || !known {
-		return nil, corr, false, fmt.Errorf("unsupported request key %d", key)
+		return nil, nil, corr, false, fmt.Errorf("unsupported request key %d", key)
 	}
 	if key == kmsg.ApiVersions.Int16() && (version < vr[0] || version > vr[1]) {
 		// KIP-511: a v0 answer naming our range, so the client retries
@@ -299,17 +319,17 @@ func (b *Broker) handle(body []byte) (resp kmsg.Response, corr int32, ok bool, e
 		av := kmsg.NewPtrApiVersionsResponse()
 		av.ErrorCode = kerr.UnsupportedVersion.Code
 		av.ApiKeys = apiKeys()
-		return av, corr, true, nil
+		return av, nil, corr, true, nil
 	}
 	if version < vr[0] || version > vr[1] {
-		return nil, corr, false, fmt.Errorf("request key %d version %d outside %d-%d", key, version, vr[0], vr[1])
+		return nil, nil, corr, false, fmt.Errorf("request key %d version %d outside %d-%d", key, version, vr[0], vr[1])
 	}
 	req.SetVersion(version)
 	if req.IsFlexible() {
 		kmsg.SkipTags(&rd)
 	}
 	if err := req.ReadFrom(rd.Src); err != nil {
-		return nil, corr, false, fmt.Errorf("decode request key %d v%d: %w", key, version, err)
+		return nil, nil, corr, false, fmt.Errorf("decode request key %d v%d: %w", key, version, err)
 	}
 	resp = req.ResponseKind()
 	resp.SetVersion(version)
@@ -330,18 +350,18 @@ func (b *Broker) handle(body []byte) (resp kmsg.Response, corr int32, ok bool, e
 	case *kmsg.ProduceRequest:
 		b.produce(req, resp.(*kmsg.ProduceResponse))
 		if req.Acks == 0 {
-			return nil, corr, false, nil
+			return nil, nil, corr, false, nil
 		}
 	case *kmsg.ListOffsetsRequest:
 		b.listOffsets(req, resp.(*kmsg.ListOffsetsResponse))
 	case *kmsg.FetchRequest:
-		b.fetch(req, resp.(*kmsg.FetchResponse))
+		return nil, b.fetch(req), corr, true, nil
 	default:
 		if !b.groups.handle(b, req, resp) {
-			return nil, corr, false, fmt.Errorf("unhandled request key %d", key)
+			return nil, nil, corr, false, fmt.Errorf("unhandled request key %d", key)
 		}
 	}
-	return resp, corr, true, nil
+	return resp, nil, corr, true, nil
 }
 
 func apiKeys() []kmsg.ApiVersionsResponseApiKey {
@@ -562,9 +582,29 @@ func (b *Broker) listOffsets(req *kmsg.ListOffsetsRequest, resp *kmsg.ListOffset
 	}
 }
 
+// fetchResult is a Fetch's answer before encoding: the partitions' data
+// stay the kept batches, written to the socket as they are.
+type fetchResult struct {
+	topics []fetchTopic
+	bytes  int
+	failed bool // a partition has an error: answer at once
+}
+
+type fetchTopic struct {
+	name  string
+	parts []fetchPart
+}
+
+type fetchPart struct {
+	partition            int32
+	code                 int16
+	hw, lso, start, size int64
+	batches              [][]byte
+}
+
 // fetch answers at once when there is MinBytes of data, else waits for
 // appends until there is or MaxWaitMillis has passed.
-func (b *Broker) fetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
+func (b *Broker) fetch(req *kmsg.FetchRequest) *fetchResult {
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	var timer *time.Timer
 	defer func() {
@@ -573,14 +613,13 @@ func (b *Broker) fetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
 		}
 	}()
 	for {
-		resp.Topics = resp.Topics[:0]
-		got, failed, wake := b.fill(req, resp)
-		if failed || got >= int(req.MinBytes) || got > 0 && got >= int(req.MaxBytes) {
-			return
+		fr, wake := b.fill(req)
+		if fr.failed || fr.bytes >= int(req.MinBytes) {
+			return fr
 		}
 		d := time.Until(deadline)
 		if d <= 0 {
-			return
+			return fr
 		}
 		if timer == nil {
 			timer = time.NewTimer(d)
@@ -590,83 +629,126 @@ func (b *Broker) fetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) {
 		select {
 		case <-wake:
 		case <-b.done:
-			return
+			return fr
 		case <-timer.C:
-			resp.Topics = resp.Topics[:0]
-			b.fill(req, resp)
-			return
+			fr, _ = b.fill(req)
+			return fr
 		}
 	}
 }
 
-// fill puts the data for req into resp and returns how many bytes that is,
-// whether a partition failed (which answers at once), and the channel the
-// next append closes. The batches are copied after
-// the lock is let go: appends never change a batch once it is kept.
-func (b *Broker) fill(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) (int, bool, <-chan struct{}) {
-	type copyOut struct {
-		topic, part int // indexes in resp
-		segs        [][]byte
-		n           int
-	}
-	var copies []copyOut
-	failed := false
-	b.mu.Lock()
-	total := 0
+// fill gathers the batches req asks for, and returns the channel the next
+// append closes.
+func (b *Broker) fill(req *kmsg.FetchRequest) (*fetchResult, <-chan struct{}) {
+	fr := &fetchResult{}
 	maxBytes := int(req.MaxBytes)
 	if maxBytes <= 0 {
 		maxBytes = 50 << 20
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for _, rt := range req.Topics {
-		st := kmsg.NewFetchResponseTopic()
-		st.Topic = rt.Topic
+		ft := fetchTopic{name: rt.Topic}
 		for _, rp := range rt.Partitions {
-			sp := kmsg.NewFetchResponseTopicPartition()
-			sp.Partition = rp.Partition
+			fp := fetchPart{partition: rp.Partition, hw: -1, lso: -1, start: -1}
 			p := b.lookup(rt.Topic, rp.Partition)
-			if p == nil {
-				sp.ErrorCode, failed = kerr.UnknownTopicOrPartition.Code, true
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
-			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = p.end, p.end, p.start
-			if rp.FetchOffset < p.start || rp.FetchOffset > p.end {
-				sp.ErrorCode, failed = kerr.OffsetOutOfRange.Code, true
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
-			// The batch holding FetchOffset, then whole batches up to the
-			// partition's and the request's byte limits; the first batch
-			// of the response goes whatever its size, so that a large one
-			// cannot stall the consumer.
-			var segs [][]byte
-			n := 0
-			for i := searchBatches(p.batches, rp.FetchOffset); i < len(p.batches); i++ {
-				d := p.batches[i].data
-				if total+n > 0 && (n+len(d) > int(rp.PartitionMaxBytes) || total+n+len(d) > maxBytes) {
-					break
+			switch {
+			case p == nil:
+				fp.code, fr.failed = kerr.UnknownTopicOrPartition.Code, true
+			case rp.FetchOffset < p.start || rp.FetchOffset > p.end:
+				fp.hw, fp.lso, fp.start = p.end, p.end, p.start
+				fp.code, fr.failed = kerr.OffsetOutOfRange.Code, true
+			default:
+				fp.hw, fp.lso, fp.start = p.end, p.end, p.start
+				// The batch holding FetchOffset, then whole batches up to
+				// the partition's and the request's byte limits; the
+				// response's first batch goes whatever its size, so that a
+				// large one cannot stall the consumer.
+				for i := searchBatches(p.batches, rp.FetchOffset); i < len(p.batches); i++ {
+					d := p.batches[i].data
+					n := int(fp.size) + len(d)
+					if fr.bytes+int(fp.size) > 0 && (n > int(rp.PartitionMaxBytes) || fr.bytes+n > maxBytes) {
+						break
+					}
+					fp.batches = append(fp.batches, d)
+					fp.size += int64(len(d))
 				}
-				segs = append(segs, d)
-				n += len(d)
+				fr.bytes += int(fp.size)
 			}
-			st.Partitions = append(st.Partitions, sp)
-			if n > 0 {
-				copies = append(copies, copyOut{topic: len(resp.Topics), part: len(st.Partitions) - 1, segs: segs, n: n})
+			ft.parts = append(ft.parts, fp)
+		}
+		fr.topics = append(fr.topics, ft)
+	}
+	return fr, b.appended
+}
+
+// appendFetch encodes a Fetch response (v4 to v12) after the 4-byte size
+// and the header already in bufs[0], leaving every batch a buffer of its
+// own so that writev sends it from where it is kept. It returns the total
+// length.
+func appendFetch(bufs net.Buffers, version int16, fr *fetchResult) (net.Buffers, int) {
+	flexible := version >= 12
+	cur := bufs[len(bufs)-1]
+	bufs = bufs[:len(bufs)-1]
+	arrayLen := func(n int) {
+		if flexible {
+			cur = kbin.AppendCompactArrayLen(cur, n)
+		} else {
+			cur = kbin.AppendArrayLen(cur, n)
+		}
+	}
+	cur = kbin.AppendInt32(cur, 0) // throttle
+	if version >= 7 {
+		cur = kbin.AppendInt16(cur, 0) // error code
+		cur = kbin.AppendInt32(cur, 0) // session id: no sessions
+	}
+	arrayLen(len(fr.topics))
+	for _, t := range fr.topics {
+		if flexible {
+			cur = kbin.AppendCompactString(cur, t.name)
+		} else {
+			cur = kbin.AppendString(cur, t.name)
+		}
+		arrayLen(len(t.parts))
+		for _, p := range t.parts {
+			cur = kbin.AppendInt32(cur, p.partition)
+			cur = kbin.AppendInt16(cur, p.code)
+			cur = kbin.AppendInt64(cur, p.hw)
+			cur = kbin.AppendInt64(cur, p.lso) // v4+
+			if version >= 5 {
+				cur = kbin.AppendInt64(cur, p.start)
 			}
-			total += n
+			arrayLen(0) // aborted transactions, v4+
+			if version >= 11 {
+				cur = kbin.AppendInt32(cur, -1) // preferred read replica
+			}
+			if flexible {
+				cur = kbin.AppendUvarint(cur, uint32(p.size)+1)
+			} else {
+				cur = kbin.AppendInt32(cur, int32(p.size))
+			}
+			if len(p.batches) > 0 {
+				bufs = append(bufs, cur)
+				bufs = append(bufs, p.batches...)
+				cur = nil
+			}
+			if flexible {
+				cur = append(cur, 0) // partition tags
+			}
 		}
-		resp.Topics = append(resp.Topics, st)
-	}
-	wake := b.appended
-	b.mu.Unlock()
-	for _, c := range copies {
-		buf := make([]byte, 0, c.n)
-		for _, d := range c.segs {
-			buf = append(buf, d...)
+		if flexible {
+			cur = append(cur, 0) // topic tags
 		}
-		resp.Topics[c.topic].Partitions[c.part].RecordBatches = buf
 	}
-	return total, failed, wake
+	if flexible {
+		cur = append(cur, 0) // response tags
+	}
+	bufs = append(bufs, cur)
+	total := 0
+	for _, b := range bufs {
+		total += len(b)
+	}
+	return bufs, total
 }
 
 // searchBatches returns the index of the batch holding offset, or
