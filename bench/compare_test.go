@@ -51,7 +51,7 @@ func TestCompareGoalsAndPeakReuse(t *testing.T) {
 		presets:       quickPresets(t, "produce-8p-1k-acks1,consume-1k,omb-1k,e2e-latency"),
 		duration:      300 * time.Millisecond,
 		warmup:        0,
-		targets:       []target{shale, inprocKfake{}, inprocNull{retain: 256 << 20}},
+		targets:       []target{shale, inprocKfake{}, inprocNull{retain: 32 << 20}},
 		limits:        true,
 		probeDuration: 50 * time.Millisecond,
 		diskDir:       t.TempDir(),
@@ -159,7 +159,7 @@ func TestCompareMainJSON(t *testing.T) {
 	defer cancel()
 	var out, errb bytes.Buffer
 	args := []string{"compare", "--preset", "produce-1p-100b-acksall", "--duration", "300ms", "--warmup", "0",
-		"--probe-duration", "50ms", "--disk-dir", t.TempDir(), "--shale-binary", fakeShale(t), "--kfake-mode", "process", "--json"}
+		"--probe-duration", "50ms", "--disk-dir", t.TempDir(), "--shale-binary", fakeShale(t), "--kfake-mode", "process", "--null-retain-bytes", "32MiB", "--json"}
 	code := mainWith(ctx, args, &out, &errb, testSelf(t))
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, errb.String())

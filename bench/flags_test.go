@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shalelog/shale/bench/nullbroker"
 )
 
 func TestParseWorkloadDefaults(t *testing.T) {
@@ -163,7 +165,7 @@ func TestParseCompareArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.presets != "default" || f.duration != 10*time.Second || f.targets != "shale,kfake,null" || f.nullRetain != 1<<30 || !f.limits || f.kfakeMode != "auto" {
+	if f.presets != "default" || f.duration != 10*time.Second || f.targets != "shale,kfake,null" || f.nullRetain != nullbroker.DefaultRetainBytes || !f.limits || f.kfakeMode != "auto" {
 		t.Errorf("defaults: %+v", f)
 	}
 	f, err = parseCompareArgs([]string{"--preset", "kreps,omb", "--duration", "3s", "--external", "kafka=h:9092,h2:9092",
@@ -232,7 +234,7 @@ func TestBuildTargets(t *testing.T) {
 		t.Errorf("kfake target %#v", ts[1])
 	}
 	nt, ok := ts[2].(*processTarget)
-	if !ok || strings.Join(nt.args([]int{1234}, ""), " ") != "bench null-serve --listen=127.0.0.1:1234 --retain-bytes=1073741824" {
+	if !ok || strings.Join(nt.args([]int{1234}, ""), " ") != "bench null-serve --listen=127.0.0.1:1234 --retain-bytes=536870912" {
 		t.Errorf("null target %#v", ts[2])
 	}
 

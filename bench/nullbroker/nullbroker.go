@@ -9,10 +9,13 @@
 // OffsetCommit, OffsetFetch; see groups.go). A Produce is acknowledged once
 // its batches have offsets: nothing is validated, written to disk or
 // replicated, and idempotence sequences are not checked. The batches stay
-// in memory, in the request buffers they arrived in, so that Fetch can serve
-// them, until the broker holds more than its retention bound; then the
-// oldest go, across all partitions, and the partitions' log start offsets
-// move past them.
+// in memory, in the buffers the requests were read into, so that Fetch can
+// serve them, until the broker holds more than its retention bound; then
+// the oldest go, across all partitions, and the partitions' log start
+// offsets move past them. Those buffers are slabs faulted in when the
+// broker starts and recycled once nothing in them is kept, so that the
+// broker never pays for the kernel's zero-filling of fresh pages under
+// load (that cost more than everything else it does).
 //
 // Fetch answers send the kept batches with writev, never copied, as
 // Shale sends its segments. What is left is the cost any broker pays:
@@ -43,8 +46,8 @@ import (
 )
 
 // DefaultRetainBytes bounds the batches a broker keeps for Fetch unless
-// told otherwise.
-const DefaultRetainBytes = 1 << 30
+// told otherwise; the broker faults in this much memory when it starts.
+const DefaultRetainBytes = 512 << 20
 
 // maxRequestBytes refuses absurd frames (Kafka's socket.request.max.bytes).
 const maxRequestBytes = 100 << 20
@@ -104,6 +107,16 @@ type Broker struct {
 	appended chan struct{}
 	nextPID  int64
 
+	// Requests are read into slabs, which go back to free once nothing in
+	// them is kept or being sent: past its retention bound the broker
+	// recycles its memory instead of faulting in fresh pages (the kernel
+	// zero-fills each new page, which would cost a broker that only
+	// acknowledges more than anything else it does), and the slabs for the
+	// bound itself are faulted in when it starts.
+	slab    *chunk
+	slabOff int
+	free    []*chunk
+
 	groups *coordinator
 	// done is closed by Close, ending fetches that wait for data.
 	done chan struct{}
@@ -130,6 +143,67 @@ type batch struct {
 	base, next int64 // first offset, and one past the last
 	maxTS      int64
 	data       []byte
+	chunk      *chunk // data lies in it
+}
+
+// chunk is a slab that requests are read into, one after another.
+// Produce keeps its batches there; refs counts them, the fetches sending
+// from it, the handlers of requests still running, and the broker while
+// the slab is the one being filled. At zero it goes back to the free list.
+type chunk struct {
+	buf    []byte
+	refs   int
+	pooled bool
+}
+
+// slabSize is the size of a chunk; larger requests get buffers of their
+// own.
+const slabSize = 8 << 20
+
+// newSlab allocates a slab and touches every page of it, so that the
+// kernel's zero-filling happens now, not under load.
+func newSlab() *chunk {
+	c := &chunk{buf: make([]byte, slabSize), pooled: true}
+	for i := 0; i < len(c.buf); i += 4096 {
+		c.buf[i] = 0
+	}
+	return c
+}
+
+// alloc returns n bytes to read a request into, and the chunk they lie in,
+// with one reference (the handler's) taken.
+func (b *Broker) alloc(n int) (*chunk, []byte) {
+	if n > slabSize {
+		return &chunk{buf: make([]byte, n), refs: 1}, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.slab == nil || b.slabOff+n > slabSize {
+		if b.slab != nil {
+			b.unref(b.slab)
+		}
+		if l := len(b.free); l > 0 {
+			b.slab = b.free[l-1]
+			b.free[l-1] = nil
+			b.free = b.free[:l-1]
+		} else {
+			b.slab = newSlab()
+		}
+		b.slab.refs, b.slabOff = 1, 0
+	}
+	c := b.slab
+	buf := c.buf[b.slabOff : b.slabOff+n : b.slabOff+n]
+	b.slabOff += n
+	c.refs++
+	return c, buf
+}
+
+// unref drops a reference to c. Called with b.mu held.
+func (b *Broker) unref(c *chunk) {
+	c.refs--
+	if c.refs == 0 && c.pooled {
+		b.free = append(b.free, c)
+	}
 }
 
 // Start listens on cfg.Addr and serves until Close.
@@ -158,6 +232,9 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	if b.retain <= 0 {
 		b.retain = DefaultRetainBytes
+	}
+	for range b.retain/slabSize + 2 {
+		b.free = append(b.free, newSlab())
 	}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
@@ -232,9 +309,9 @@ func (b *Broker) accept() {
 // serveConn answers one connection's requests in order. franz-go keeps
 // produce, fetch and group traffic on connections of their own, so a fetch
 // waiting for data holds up nothing else.
-func (b *Broker) serveConn(c net.Conn) error {
-	r := bufio.NewReaderSize(c, 64<<10)
-	w := bufio.NewWriterSize(c, 64<<10)
+func (b *Broker) serveConn(conn net.Conn) error {
+	r := bufio.NewReaderSize(conn, 64<<10)
+	w := bufio.NewWriterSize(conn, 64<<10)
 	var size [4]byte
 	var out []byte
 	for {
@@ -245,12 +322,18 @@ func (b *Broker) serveConn(c net.Conn) error {
 		if n < 8 || n > maxRequestBytes {
 			return fmt.Errorf("request of %d bytes", n)
 		}
-		// A fresh buffer per request: Produce keeps its batches in it.
-		body := make([]byte, n)
+		// A buffer of its own per request: Produce keeps its batches in it.
+		c, body := b.alloc(int(n))
+		if body == nil {
+			body = c.buf
+		}
 		if _, err := io.ReadFull(r, body); err != nil {
 			return err
 		}
-		resp, fr, corr, ok, err := b.handle(body)
+		resp, fr, corr, ok, err := b.handle(body, c)
+		b.mu.Lock()
+		b.unref(c)
+		b.mu.Unlock()
 		if err != nil {
 			return err
 		}
@@ -268,10 +351,12 @@ func (b *Broker) serveConn(c net.Conn) error {
 			}
 			bufs, total := appendFetch(net.Buffers{out}, version, fr)
 			binary.BigEndian.PutUint32(bufs[0], uint32(total-4))
-			if err := w.Flush(); err != nil {
-				return err
+			err := w.Flush()
+			if err == nil {
+				_, err = bufs.WriteTo(conn)
 			}
-			if _, err := bufs.WriteTo(c); err != nil {
+			b.release(fr)
+			if err != nil {
 				return err
 			}
 			out = nil // bufs took it
@@ -299,7 +384,7 @@ func (b *Broker) serveConn(c net.Conn) error {
 
 // handle decodes one request and answers it; ok is false when no response
 // is due.
-func (b *Broker) handle(body []byte) (resp kmsg.Response, fr *fetchResult, corr int32, ok bool, err error) {
+func (b *Broker) handle(body []byte, c *chunk) (resp kmsg.Response, fr *fetchResult, corr int32, ok bool, err error) {
 	key := int16(binary.BigEndian.Uint16(body))
 	version := int16(binary.BigEndian.Uint16(body[2:]))
 	corr = int32(binary.BigEndian.Uint32(body[4:]))
@@ -348,7 +433,7 @@ func (b *Broker) handle(body []byte) (resp kmsg.Response, fr *fetchResult, corr 
 		b.nextPID++
 		b.mu.Unlock()
 	case *kmsg.ProduceRequest:
-		b.produce(req, resp.(*kmsg.ProduceResponse))
+		b.produce(req, resp.(*kmsg.ProduceResponse), c)
 		if req.Acks == 0 {
 			return nil, nil, corr, false, nil
 		}
@@ -468,7 +553,7 @@ const (
 	offMaxTimestamp    = 35
 )
 
-func (b *Broker) produce(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) {
+func (b *Broker) produce(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse, c *chunk) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	grew := false
@@ -485,7 +570,7 @@ func (b *Broker) produce(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) {
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			base, code := b.append(p, rp.Records)
+			base, code := b.append(p, rp.Records, c)
 			sp.BaseOffset, sp.ErrorCode, sp.LogStartOffset = base, code, p.start
 			grew = grew || code == 0
 			st.Partitions = append(st.Partitions, sp)
@@ -500,7 +585,7 @@ func (b *Broker) produce(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) {
 
 // append gives the batches in recs their offsets, in place, and keeps
 // them. Called with b.mu held.
-func (b *Broker) append(p *partition, recs []byte) (base int64, code int16) {
+func (b *Broker) append(p *partition, recs []byte, c *chunk) (base int64, code int16) {
 	// Check the whole set first: a partition takes all of a request's
 	// batches or none.
 	for rest := recs; len(rest) > 0; {
@@ -519,7 +604,8 @@ func (b *Broker) append(p *partition, recs []byte) (base int64, code int16) {
 	base = p.end
 	for len(recs) > 0 {
 		n := 12 + int(binary.BigEndian.Uint32(recs[offLength:]))
-		bt := batch{data: recs[:n:n], base: p.end}
+		bt := batch{data: recs[:n:n], base: p.end, chunk: c}
+		c.refs++
 		binary.BigEndian.PutUint64(bt.data, uint64(p.end))
 		bt.next = p.end + int64(int32(binary.BigEndian.Uint32(bt.data[offLastOffsetDelta:]))) + 1
 		bt.maxTS = int64(binary.BigEndian.Uint64(bt.data[offMaxTimestamp:]))
@@ -538,6 +624,7 @@ func (b *Broker) append(p *partition, recs []byte) (base int64, code int16) {
 		old.batches = old.batches[1:]
 		old.start = first.next
 		b.retained -= int64(len(first.data))
+		b.unref(first.chunk)
 	}
 	return base, 0
 }
@@ -587,7 +674,18 @@ func (b *Broker) listOffsets(req *kmsg.ListOffsetsRequest, resp *kmsg.ListOffset
 type fetchResult struct {
 	topics []fetchTopic
 	bytes  int
-	failed bool // a partition has an error: answer at once
+	failed bool     // a partition has an error: answer at once
+	chunks []*chunk // holding the batches until they are sent
+}
+
+// release lets go of the buffers fr sends from.
+func (b *Broker) release(fr *fetchResult) {
+	b.mu.Lock()
+	for _, c := range fr.chunks {
+		b.unref(c)
+	}
+	b.mu.Unlock()
+	fr.chunks = nil
 }
 
 type fetchTopic struct {
@@ -621,6 +719,7 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) *fetchResult {
 		if d <= 0 {
 			return fr
 		}
+		b.release(fr)
 		if timer == nil {
 			timer = time.NewTimer(d)
 		} else {
@@ -629,7 +728,7 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) *fetchResult {
 		select {
 		case <-wake:
 		case <-b.done:
-			return fr
+			return &fetchResult{}
 		case <-timer.C:
 			fr, _ = b.fill(req)
 			return fr
@@ -672,6 +771,8 @@ func (b *Broker) fill(req *kmsg.FetchRequest) (*fetchResult, <-chan struct{}) {
 					}
 					fp.batches = append(fp.batches, d)
 					fp.size += int64(len(d))
+					p.batches[i].chunk.refs++
+					fr.chunks = append(fr.chunks, p.batches[i].chunk)
 				}
 				fr.bytes += int(fp.size)
 			}

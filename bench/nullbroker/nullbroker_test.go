@@ -88,7 +88,7 @@ func consume(t *testing.T, ctx context.Context, b *Broker, want int, opts ...kgo
 func TestProduceAndFetch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b := start(t, 0)
+	b := start(t, 32<<20)
 	admin := client(t, b)
 	createTopic(t, ctx, admin, "t", 3)
 	produce(t, ctx, b, "t", 1000)
@@ -122,7 +122,7 @@ func TestProduceAndFetch(t *testing.T) {
 func TestAcksZero(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b := start(t, 0)
+	b := start(t, 32<<20)
 	createTopic(t, ctx, client(t, b), "z", 1)
 	produce(t, ctx, b, "z", 100, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
 	got := consume(t, ctx, b, 100, kgo.ConsumeTopics("z"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -180,7 +180,7 @@ func TestRetentionBound(t *testing.T) {
 func TestConsumerGroup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b := start(t, 0)
+	b := start(t, 32<<20)
 	admin := client(t, b)
 	createTopic(t, ctx, admin, "g", 6)
 	produce(t, ctx, b, "g", 600)
@@ -238,7 +238,7 @@ func TestConsumerGroup(t *testing.T) {
 func TestGroupErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b := start(t, 0)
+	b := start(t, 32<<20)
 	cl := client(t, b)
 	hb := kmsg.NewPtrHeartbeatRequest()
 	hb.Group, hb.MemberID, hb.Generation = "nope", "m", 1
@@ -260,7 +260,7 @@ func TestGroupErrors(t *testing.T) {
 // join included.
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
-	b, err := Start(Config{Addr: "127.0.0.1:0"})
+	b, err := Start(Config{Addr: "127.0.0.1:0", RetainBytes: 16 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
