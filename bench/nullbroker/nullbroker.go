@@ -113,9 +113,11 @@ type Broker struct {
 	// zero-fills each new page, which would cost a broker that only
 	// acknowledges more than anything else it does), and the slabs for the
 	// bound itself are faulted in when it starts.
-	slab    *chunk
-	slabOff int
-	free    []*chunk
+	slab     *chunk
+	slabOff  int
+	free     []*chunk
+	slabs    int // allocated
+	maxSlabs int // faulted in at start
 
 	groups *coordinator
 	// done is closed by Close, ending fetches that wait for data.
@@ -158,7 +160,7 @@ type chunk struct {
 
 // slabSize is the size of a chunk; larger requests get buffers of their
 // own.
-const slabSize = 8 << 20
+const slabSize = 16 << 20
 
 // newSlab allocates a slab and touches every page of it, so that the
 // kernel's zero-filling happens now, not under load.
@@ -182,12 +184,19 @@ func (b *Broker) alloc(n int) (*chunk, []byte) {
 		if b.slab != nil {
 			b.unref(b.slab)
 		}
+		// Past the slabs faulted in at start, the oldest batches go to
+		// free one rather than fault in another: how requests pack into
+		// slabs, not only the bytes kept, bounds the memory.
+		for len(b.free) == 0 && b.slabs >= b.maxSlabs && len(b.queue) > 0 {
+			b.evictOldest()
+		}
 		if l := len(b.free); l > 0 {
 			b.slab = b.free[l-1]
 			b.free[l-1] = nil
 			b.free = b.free[:l-1]
 		} else {
-			b.slab = newSlab()
+			b.slab = newSlab() // every slab is held by a fetch
+			b.slabs++
 		}
 		b.slab.refs, b.slabOff = 1, 0
 	}
@@ -233,9 +242,11 @@ func Start(cfg Config) (*Broker, error) {
 	if b.retain <= 0 {
 		b.retain = DefaultRetainBytes
 	}
-	for range b.retain/slabSize + 2 {
+	b.maxSlabs = int(b.retain/slabSize) + 2
+	for range b.maxSlabs {
 		b.free = append(b.free, newSlab())
 	}
+	b.slabs = b.maxSlabs
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -616,17 +627,23 @@ func (b *Broker) append(p *partition, recs []byte, c *chunk) (base int64, code i
 		recs = recs[n:]
 	}
 	for b.retained > b.retain && len(b.queue) > 1 {
-		old := b.queue[0]
-		b.queue[0] = nil
-		b.queue = b.queue[1:]
-		first := old.batches[0]
-		old.batches[0] = batch{}
-		old.batches = old.batches[1:]
-		old.start = first.next
-		b.retained -= int64(len(first.data))
-		b.unref(first.chunk)
+		b.evictOldest()
 	}
 	return base, 0
+}
+
+// evictOldest drops the oldest batch kept, of whichever partition, and
+// moves that partition's log start past it. Called with b.mu held.
+func (b *Broker) evictOldest() {
+	old := b.queue[0]
+	b.queue[0] = nil
+	b.queue = b.queue[1:]
+	first := old.batches[0]
+	old.batches[0] = batch{}
+	old.batches = old.batches[1:]
+	old.start = first.next
+	b.retained -= int64(len(first.data))
+	b.unref(first.chunk)
 }
 
 func (b *Broker) listOffsets(req *kmsg.ListOffsetsRequest, resp *kmsg.ListOffsetsResponse) {

@@ -321,3 +321,33 @@ func TestAppendFetchDecodes(t *testing.T) {
 		}
 	}
 }
+
+// Memory stays within the slabs faulted in at start, however many bytes
+// go through: the oldest batches go to free a slab.
+func TestSlabsBounded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := start(t, 3*slabSize) // five slabs
+	createTopic(t, ctx, client(t, b), "s", 2)
+	cl := client(t, b, kgo.DefaultProduceTopic("s"), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	v := make([]byte, 4<<10)
+	var wg sync.WaitGroup
+	for range 8 * slabSize / len(v) {
+		wg.Add(1)
+		cl.Produce(ctx, &kgo.Record{Value: v}, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.slabs != b.maxSlabs || b.maxSlabs != 5 {
+		t.Errorf("%d slabs allocated, %d faulted in at start", b.slabs, b.maxSlabs)
+	}
+	if p := b.topics["s"].parts[0]; p.start == 0 {
+		t.Errorf("nothing evicted: partition 0 runs from %d to %d", p.start, p.end)
+	}
+}
