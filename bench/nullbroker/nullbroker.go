@@ -800,9 +800,15 @@ func (b *Broker) fill(req *kmsg.FetchRequest) (*fetchResult, <-chan struct{}) {
 	return fr, b.appended
 }
 
+// copyBelow is the batch size under which appendFetch copies a batch
+// rather than give it an iovec of its own: thousands of small batches
+// (100-byte records) cost more in writev's iovecs than in copying.
+const copyBelow = 16 << 10
+
 // appendFetch encodes a Fetch response (v4 to v12) after the 4-byte size
-// and the header already in bufs[0], leaving every batch a buffer of its
-// own so that writev sends it from where it is kept. It returns the total
+// and the header already in bufs[0], leaving every batch of copyBelow
+// bytes or more a buffer of its own so that writev sends it from where it
+// is kept. It returns the total
 // length.
 func appendFetch(bufs net.Buffers, version int16, fr *fetchResult) (net.Buffers, int) {
 	flexible := version >= 12
@@ -845,9 +851,12 @@ func appendFetch(bufs net.Buffers, version int16, fr *fetchResult) (net.Buffers,
 			} else {
 				cur = kbin.AppendInt32(cur, int32(p.size))
 			}
-			if len(p.batches) > 0 {
-				bufs = append(bufs, cur)
-				bufs = append(bufs, p.batches...)
+			for _, d := range p.batches {
+				if len(d) < copyBelow {
+					cur = append(cur, d...)
+					continue
+				}
+				bufs = append(bufs, cur, d)
 				cur = nil
 			}
 			if flexible {

@@ -1,6 +1,7 @@
 package nullbroker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -286,9 +287,12 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 // The hand-written Fetch encoding decodes as kmsg's, at every version
 // advertised, batches split across buffers included.
 func TestAppendFetchDecodes(t *testing.T) {
+	// Small batches are copied, large ones sent from where they are.
+	big := bytes.Repeat([]byte("x"), copyBelow)
+	want := "abc" + string(big) + "defg"
 	fr := &fetchResult{topics: []fetchTopic{
 		{name: "a", parts: []fetchPart{
-			{partition: 0, hw: 10, lso: 10, start: 2, size: 7, batches: [][]byte{[]byte("abc"), []byte("defg")}},
+			{partition: 0, hw: 10, lso: 10, start: 2, size: int64(len(want)), batches: [][]byte{[]byte("abc"), big, []byte("defg")}},
 			{partition: 1, code: kerr.OffsetOutOfRange.Code, hw: 5, lso: 5, start: 0},
 		}},
 		{name: "bb", parts: []fetchPart{{partition: 3, hw: 0, lso: 0, start: 0}}},
@@ -315,7 +319,7 @@ func TestAppendFetchDecodes(t *testing.T) {
 			t.Fatalf("v%d: topics %+v", v, resp.Topics)
 		}
 		p0, p1 := resp.Topics[0].Partitions[0], resp.Topics[0].Partitions[1]
-		if string(p0.RecordBatches) != "abcdefg" || p0.HighWatermark != 10 || (v >= 5 && p0.LogStartOffset != 2) ||
+		if string(p0.RecordBatches) != want || p0.HighWatermark != 10 || (v >= 5 && p0.LogStartOffset != 2) ||
 			p1.ErrorCode != kerr.OffsetOutOfRange.Code || len(p1.RecordBatches) != 0 || resp.Topics[1].Partitions[0].Partition != 3 {
 			t.Errorf("v%d: %+v", v, resp.Topics)
 		}
