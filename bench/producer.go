@@ -204,10 +204,11 @@ func (p *producer) flush(ctx context.Context) error {
 		// true, and the client is closed next: no sequence is reused.
 		//
 		// A window that closed before any acknowledgement (a short one on a
-		// slow start, or a cluster that acknowledges nothing) has no figure
-		// to protect: then the records in flight are waited for, up to
-		// flushTimeout, and only those not yet sent are abandoned.
+		// slow start) first waits for one, up to flushTimeout, so that the
+		// run measures something; a cluster that acknowledges nothing then
+		// fails the run as records still unacknowledged.
 		p.aborting.Store(true)
+		p.awaitFirstAck(flushCtx)
 		if p.spec.meter.records.Load() > 0 {
 			p.cl.UnsafeAbortBufferedRecords()
 		} else {
@@ -219,6 +220,20 @@ func (p *producer) flush(ctx context.Context) error {
 			p.spec.index, flushTimeout, err)
 	}
 	return nil
+}
+
+// awaitFirstAck returns once the run has counted an acknowledgement in its
+// window, nothing is left to acknowledge, or ctx ends.
+func (p *producer) awaitFirstAck(ctx context.Context) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for p.spec.meter.records.Load() == 0 && p.cl.BufferedProduceRecords() > 0 {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // onAck is the promise of every record; franz-go calls a client's promises
