@@ -785,6 +785,7 @@ func goalSubjects() string {
 var goals = []goalSpec{
 	{goal: "produce 1 KiB, acks=1, 1 node: >= 50% of loopback TCP", preset: "produce-8p-1k-acks1", role: "produce", limit: limitLoopback, threshold: 0.5},
 	{goal: "produce 1 KiB, acks=1, 1 node: >= 1.5x kfake", preset: "produce-8p-1k-acks1", role: "produce", other: "kfake", threshold: 1.5},
+	{goal: "produce 1 KiB, acks=1, 1 node: >= 0.85x the null broker", preset: "produce-8p-1k-acks1", role: "produce", other: nullTargetName, threshold: 0.85},
 	{goal: "consume: >= 70% of loopback TCP", preset: "consume-1k", role: "consume", limit: limitLoopback, threshold: 0.7},
 	{goal: "e2e latency at half of peak: p99 <= 10 ms", preset: "e2e-latency", role: "consume", latency: func(l *LatencySummary) float64 { return l.P99Ms }, threshold: 10},
 	{goal: "e2e latency at half of peak: p99.9 <= 25 ms", preset: "e2e-latency", role: "consume", latency: func(l *LatencySummary) float64 { return l.P999Ms }, threshold: 25},

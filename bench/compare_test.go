@@ -51,7 +51,7 @@ func TestCompareGoalsAndPeakReuse(t *testing.T) {
 		presets:       quickPresets(t, "produce-8p-1k-acks1,consume-1k,omb-1k,e2e-latency"),
 		duration:      300 * time.Millisecond,
 		warmup:        0,
-		targets:       []target{shale, inprocKfake{}},
+		targets:       []target{shale, inprocKfake{}, inprocNull{retain: 32 << 20}},
 		limits:        true,
 		probeDuration: 50 * time.Millisecond,
 		diskDir:       t.TempDir(),
@@ -68,7 +68,7 @@ func TestCompareGoalsAndPeakReuse(t *testing.T) {
 		t.Fatalf("%d workloads", len(cmp.Workloads))
 	}
 	for _, wr := range cmp.Workloads {
-		if len(wr.Results) != 2 {
+		if len(wr.Results) != 3 {
 			t.Fatalf("%s: %d results", wr.Preset, len(wr.Results))
 		}
 		for _, r := range wr.Results {
@@ -81,6 +81,14 @@ func TestCompareGoalsAndPeakReuse(t *testing.T) {
 		}
 		if _, ok := findRatio(wr.Ratios, "produce", "rec/s", "kfake", "shale"); !ok && wr.Preset != "consume-1k" {
 			t.Errorf("%s: no kfake/shale produce ratio", wr.Preset)
+		}
+		// The null broker runs every workload, groups included.
+		role := "produce"
+		if wr.Preset == "consume-1k" {
+			role = "consume"
+		}
+		if _, ok := findRatio(wr.Ratios, role, "rec/s", "shale", nullTargetName); !ok {
+			t.Errorf("%s: no shale/null %s ratio", wr.Preset, role)
 		}
 	}
 	// The loopback limits the presets need, and both disk limits.
@@ -151,7 +159,7 @@ func TestCompareMainJSON(t *testing.T) {
 	defer cancel()
 	var out, errb bytes.Buffer
 	args := []string{"compare", "--preset", "produce-1p-100b-acksall", "--duration", "300ms", "--warmup", "0",
-		"--probe-duration", "50ms", "--disk-dir", t.TempDir(), "--shale-binary", fakeShale(t), "--kfake-mode", "process", "--json"}
+		"--probe-duration", "50ms", "--disk-dir", t.TempDir(), "--shale-binary", fakeShale(t), "--kfake-mode", "process", "--null-retain-bytes", "32MiB", "--json"}
 	code := mainWith(ctx, args, &out, &errb, testSelf(t))
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, errb.String())
@@ -160,8 +168,8 @@ func TestCompareMainJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &cmp); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	if len(cmp.Targets) != 2 || !cmp.Targets[0].Available || !cmp.Targets[1].Available ||
-		!strings.Contains(cmp.Targets[1].Description, "own process") {
+	if len(cmp.Targets) != 3 || !cmp.Targets[0].Available || !cmp.Targets[1].Available || !cmp.Targets[2].Available ||
+		!strings.Contains(cmp.Targets[1].Description, "own process") || !strings.Contains(cmp.Targets[2].Description, "own process") {
 		t.Errorf("targets %+v", cmp.Targets)
 	}
 	if cmp.Machine.CPUs < 1 || len(cmp.Workloads) != 1 || cmp.DurationSeconds != 0.3 {

@@ -15,8 +15,10 @@
 // silently lowering the offered load (coordinated omission).
 //
 // `shale bench compare` runs named workloads (presets mirroring published
-// benchmarks) against several targets in one run: franz-go's kfake, a Shale
-// node started as a subprocess, a 3-node Shale cluster for the replicated
+// benchmarks) against several targets in one run: franz-go's kfake, the
+// null broker (package nullbroker: a broker that only assigns offsets and
+// keeps batches in memory, the ceiling for the client), a Shale node
+// started as a subprocess, a 3-node Shale cluster for the replicated
 // presets (RF=3 with acks=all against RF=1 with acks=1), and any external
 // cluster, and sets the figures against this machine's own limits (loopback
 // TCP and sequential disk writes) measured in the same run. Latencies go

@@ -13,6 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shalelog/shale/bench/nullbroker"
+	"github.com/shalelog/shale/internal/flagusage"
 )
 
 // valueFunc adapts a getter and a setter to flag.Value.
@@ -55,9 +58,23 @@ func parseByteSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
+// formatSize writes a byte count the way parseByteSize reads it, in the
+// largest binary unit that divides it.
+func formatSize(n int64) string {
+	for _, u := range []struct {
+		name string
+		mult int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.mult && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
 func sizeFlag(p *int64) *valueFunc {
 	return &valueFunc{
-		get: func() string { return strconv.FormatInt(*p, 10) },
+		get: func() string { return formatSize(*p) },
 		set: func(s string) error {
 			n, err := parseByteSize(s)
 			if err == nil {
@@ -70,7 +87,7 @@ func sizeFlag(p *int64) *valueFunc {
 
 func intSizeFlag(p *int, max int64) *valueFunc {
 	return &valueFunc{
-		get: func() string { return strconv.Itoa(*p) },
+		get: func() string { return formatSize(int64(*p)) },
 		set: func(s string) error {
 			n, err := parseByteSize(s)
 			if err != nil {
@@ -97,9 +114,9 @@ func bindWorkload(fs *flag.FlagSet, w *Workload, c *commonFlags) {
 	fs.StringVar(&c.bootstrap, "bootstrap-server", "127.0.0.1:9092", "comma-separated `host:port` list of seed brokers")
 	fs.BoolVar(&c.json, "json", false, "print the report as JSON on stdout instead of a table")
 	fs.BoolVar(&c.progress, "progress", true, "print a progress line to stderr every second")
-	fs.StringVar(&c.preset, "preset", "", "start from a named workload (see `shale bench presets`); other flags override it")
+	fs.StringVar(&c.preset, "preset", "", "start from the workload of this `name` (see shale bench presets); other flags override it")
 
-	fs.StringVar(&w.Topic, "topic", w.Topic, "topic to use, created if missing")
+	fs.StringVar(&w.Topic, "topic", w.Topic, "`name` of the topic to use, created if missing")
 	fs.Var(&valueFunc{
 		get: func() string { return strconv.Itoa(int(w.Partitions)) },
 		set: func(s string) error {
@@ -110,7 +127,7 @@ func bindWorkload(fs *flag.FlagSet, w *Workload, c *commonFlags) {
 			w.Partitions = int32(n)
 			return nil
 		},
-	}, "partitions", "partitions of a created topic")
+	}, "partitions", "`count` of partitions of a created topic")
 	fs.Var(&valueFunc{
 		get: func() string { return strconv.Itoa(int(w.ReplicationFactor)) },
 		set: func(s string) error {
@@ -121,7 +138,7 @@ func bindWorkload(fs *flag.FlagSet, w *Workload, c *commonFlags) {
 			w.ReplicationFactor = int16(n)
 			return nil
 		},
-	}, "replication-factor", "replication factor of a created topic (-1: broker default)")
+	}, "replication-factor", "replication factor of a created topic, a `count` (-1: broker default)")
 	fs.Var(&valueFunc{
 		get: func() string {
 			var kv []string
@@ -145,28 +162,28 @@ func bindWorkload(fs *flag.FlagSet, w *Workload, c *commonFlags) {
 			return nil
 		},
 	}, "topic-config", "`name=value` config of a created topic, e.g. min.insync.replicas=2 (repeatable)")
-	fs.Var(intSizeFlag(&w.RecordSize, 1<<30), "record-size", "record value size (bytes, or with a unit: 1KiB)")
+	fs.Var(intSizeFlag(&w.RecordSize, 1<<30), "record-size", "record value `size` (bytes, or with a unit: 1KiB)")
 	fs.Var(&valueFunc{get: func() string { return w.Keys.String() }, set: func(s string) error {
 		k, err := ParseKeyDist(s)
 		if err == nil {
 			w.Keys = k
 		}
 		return err
-	}}, "keys", "record keys: none, random, or fixed:N (drawn from N keys); keys are 16 bytes")
+	}}, "keys", "record keys, `none|random|fixed:N` (drawn from N keys); keys are 16 bytes")
 	fs.Var(&valueFunc{get: func() string { return w.Acks.String() }, set: func(s string) error {
 		a, err := ParseAcks(s)
 		if err == nil {
 			w.Acks = a
 		}
 		return err
-	}}, "acks", "required acks: all (-1), 1 or 0; 0 and 1 turn idempotence off")
+	}}, "acks", "required acks, `all|1|0` (all is -1); 0 and 1 turn idempotence off")
 	fs.Var(&valueFunc{get: func() string { return w.Compression }, set: func(s string) error {
 		if err := validCompression(s); err != nil {
 			return err
 		}
 		w.Compression = s
 		return nil
-	}}, "compression", "batch compression: none, gzip, snappy, lz4 or zstd")
+	}}, "compression", "batch compression `codec`: none, gzip, snappy, lz4 or zstd")
 	fs.DurationVar(&w.Linger, "linger", w.Linger, "how long a partition's batch waits to fill")
 	fs.Var(&valueFunc{
 		get: func() string { return strconv.Itoa(int(w.BatchMaxBytes)) },
@@ -181,33 +198,30 @@ func bindWorkload(fs *flag.FlagSet, w *Workload, c *commonFlags) {
 			w.BatchMaxBytes = int32(n)
 			return nil
 		},
-	}, "batch-max-bytes", "largest batch per partition")
-	fs.Var(sizeFlag(&w.BufferBytes), "buffer-bytes", "records each producer keeps in flight, in bytes (at most 50000 records)")
-	fs.IntVar(&w.Producers, "producers", w.Producers, "producer clients")
-	fs.IntVar(&w.Consumers, "consumers", w.Consumers, "consumer clients")
-	fs.StringVar(&w.Group, "group", w.Group, "consume as a consumer group with this name prefix (default: assign partitions directly)")
+	}, "batch-max-bytes", "largest batch per partition (a `size`, e.g. 1MiB)")
+	fs.Var(sizeFlag(&w.BufferBytes), "buffer-bytes", "records each producer keeps in flight, a `size` in bytes (at most 50000 records)")
+	fs.IntVar(&w.Producers, "producers", w.Producers, "`count` of producer clients")
+	fs.IntVar(&w.Consumers, "consumers", w.Consumers, "`count` of consumer clients")
+	fs.StringVar(&w.Group, "group", w.Group, "consume as a consumer group with this name `prefix` (default: assign partitions directly)")
 	fs.DurationVar(&w.Duration, "duration", w.Duration, "how long to measure producing (or consuming); 0 with --records")
 	fs.DurationVar(&w.Warmup, "warmup", w.Warmup, "produce this long before measuring (not counted in any figure)")
-	fs.Int64Var(&w.Records, "records", w.Records, "records to produce (or consume) in all; the first of --duration and --records ends the run")
-	fs.Float64Var(&w.Rate, "rate", w.Rate, "total records/s offered open loop (0: as fast as acknowledged); latency counts from each record's intended send time")
+	fs.Int64Var(&w.Records, "records", w.Records, "`count` of records to measure, produced (or consumed) after the warm-up, whose records come on top; the first of --duration and --records ends the run")
+	fs.Float64Var(&w.Rate, "rate", w.Rate, "total `records/s` offered open loop (0: as fast as acknowledged); latency counts from each record's intended send time")
 	fs.BoolVar(&w.Preload, "preload", w.Preload, "consume: produce the records to read first (with the producer flags and limits)")
 }
 
 // parseWorkloadArgs parses `shale bench produce|consume|e2e` flags. With
 // --preset the preset is the base, and flags given explicitly override it.
-func parseWorkloadArgs(mode Mode, args []string, stderr io.Writer) (Workload, commonFlags, error) {
+// A -h prints the flags to helpOut.
+func parseWorkloadArgs(mode Mode, args []string, helpOut io.Writer) (Workload, commonFlags, error) {
 	parse := func(w *Workload, c *commonFlags, quiet bool) error {
 		fs := flag.NewFlagSet("shale bench "+string(mode), flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		if quiet {
-			fs.SetOutput(io.Discard)
-		}
 		bindWorkload(fs, w, c)
-		fs.Usage = func() {
-			fmt.Fprintf(fs.Output(), "usage: shale bench %s [flags]\n\n%s\n\nflags:\n", mode, modeHelp[mode])
-			fs.PrintDefaults()
+		help := helpOut
+		if quiet {
+			help = io.Discard
 		}
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args, help, "shale bench "+string(mode)+" [flags]", modeHelp[mode]); err != nil {
 			return err
 		}
 		if fs.NArg() > 0 {
@@ -266,6 +280,7 @@ type compareFlags struct {
 	shaleArgs     listFlag
 	external      listFlag
 	kfakeMode     string
+	nullRetain    int64
 	limits        bool
 	probeDuration time.Duration
 	diskDir       string
@@ -274,30 +289,45 @@ type compareFlags struct {
 	progress      bool
 }
 
-func parseCompareArgs(args []string, stderr io.Writer) (compareFlags, error) {
+// parseCompareArgs parses `shale bench compare` flags; a -h prints them to
+// helpOut.
+func parseCompareArgs(args []string, helpOut io.Writer) (compareFlags, error) {
 	f := compareFlags{}
 	fs := flag.NewFlagSet("shale bench compare", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&f.presets, "preset", "default", "comma-separated presets or groups ("+strings.Join(sortedKeys(presetGroups), ", ")+")")
+	fs.StringVar(&f.presets, "preset", "default", "comma-separated `list` of presets or groups ("+strings.Join(sortedKeys(presetGroups), ", ")+")")
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "how long each workload is measured on each target")
-	fs.DurationVar(&f.warmup, "warmup", -1, "warm-up before each measurement (default: the presets' own, 1s)")
-	fs.StringVar(&f.targets, "targets", "shale,kfake", "targets to run, in order: shale, kfake, "+clusterTargetName+" (a 3-node Shale cluster; plus every --external)")
+	f.warmup = -1
+	fs.Var(&valueFunc{
+		get: func() string {
+			if f.warmup < 0 {
+				return "" // each preset's own
+			}
+			return f.warmup.String()
+		},
+		set: func(s string) error {
+			d, err := time.ParseDuration(s)
+			if err != nil || d < 0 {
+				return errors.New("want a duration such as 1s")
+			}
+			f.warmup = d
+			return nil
+		},
+	}, "warmup", "warm-up `duration` before each measurement (default: each preset's own, 1s)")
+	fs.StringVar(&f.targets, "targets", "shale,kfake,"+nullTargetName, "`list` of targets to run, in order: shale, kfake, "+nullTargetName+" (a broker that only acknowledges: the ceiling), "+clusterTargetName+" (a 3-node Shale cluster); plus every --external")
 	fs.BoolVar(&f.cluster, "cluster", false, "also run the replicated presets (--preset cluster) on a 3-node Shale cluster (target "+clusterTargetName+")")
-	fs.StringVar(&f.shaleBinary, "shale-binary", "", "the shale binary to start with `serve` (default: this binary, when it is shale)")
-	fs.Var(&f.shaleArgs, "shale-arg", "extra flag for `shale serve` (repeatable)")
+	fs.StringVar(&f.shaleBinary, "shale-binary", "", "`path` of the shale binary to start with serve (default: this binary, when it is shale)")
+	fs.Var(&f.shaleArgs, "shale-arg", "extra `flag` for shale serve (repeatable)")
 	fs.Var(&f.external, "external", "also run against a running cluster: `name=host:port[,host:port]` (repeatable)")
-	fs.StringVar(&f.kfakeMode, "kfake-mode", "auto", "run kfake in its own process (process), in this one (inprocess), or process when this binary is shale (auto)")
+	fs.StringVar(&f.kfakeMode, "kfake-mode", "auto", "`mode`: run kfake and "+nullTargetName+" in their own processes (process), in this one (inprocess), or in their own when this binary is shale (auto)")
+	f.nullRetain = nullbroker.DefaultRetainBytes
+	fs.Var(sizeFlag(&f.nullRetain), "null-retain-bytes", "record batches the "+nullTargetName+" target keeps in memory for consumers, over all partitions (`size`, e.g. 1GiB); the oldest go first")
 	fs.BoolVar(&f.limits, "limits", true, "measure loopback TCP and disk write limits first")
 	fs.DurationVar(&f.probeDuration, "probe-duration", 2*time.Second, "how long each machine-limit probe runs")
-	fs.StringVar(&f.diskDir, "disk-dir", os.TempDir(), "directory for the disk probe (Shale's data goes under the temp dir too)")
+	fs.StringVar(&f.diskDir, "disk-dir", os.TempDir(), "`dir`ectory for the disk probe (Shale's data goes under the temp dir too)")
 	fs.BoolVar(&f.json, "json", false, "print the comparison as JSON on stdout instead of tables")
 	fs.BoolVar(&f.markdown, "markdown", false, "print the comparison as Markdown tables (as in bench/RESULTS.md) instead")
 	fs.BoolVar(&f.progress, "progress", true, "print a progress line to stderr every second")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: shale bench compare [flags]\n\n%s\n\nflags:\n", compareHelp)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, helpOut, "shale bench compare [flags]", compareHelp); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
@@ -318,8 +348,8 @@ func parseCompareArgs(args []string, stderr io.Writer) (compareFlags, error) {
 		return f, fmt.Errorf("--kfake-mode must be auto, process or inprocess, got %q", f.kfakeMode)
 	}
 	for _, t := range splitList(f.targets) {
-		if t != "shale" && t != "kfake" && t != clusterTargetName {
-			return f, fmt.Errorf("unknown target %q in --targets (want shale, kfake, %s; add others with --external)", t, clusterTargetName)
+		if t != "shale" && t != "kfake" && t != nullTargetName && t != clusterTargetName {
+			return f, fmt.Errorf("unknown target %q in --targets (want shale, kfake, %s, %s; add others with --external)", t, nullTargetName, clusterTargetName)
 		}
 	}
 	if f.cluster {
@@ -335,8 +365,8 @@ func parseCompareArgs(args []string, stderr io.Writer) (compareFlags, error) {
 		if !ok || name == "" || len(splitList(addrs)) == 0 {
 			return f, fmt.Errorf("--external %q: want name=host:port", e)
 		}
-		if name == "shale" || name == "kfake" || name == clusterTargetName {
-			return f, fmt.Errorf("--external %q: the names shale, kfake and %s are taken", e, clusterTargetName)
+		if name == "shale" || name == "kfake" || name == nullTargetName || name == clusterTargetName {
+			return f, fmt.Errorf("--external %q: the names shale, kfake, %s and %s are taken", e, nullTargetName, clusterTargetName)
 		}
 	}
 	return f, nil
@@ -347,8 +377,8 @@ func parseCompareArgs(args []string, stderr io.Writer) (compareFlags, error) {
 type selfBinary struct {
 	path    string
 	isShale bool
-	// kfakePrefix precedes `kfake-serve` on the child's command line, and
-	// kfakeEnv is added to its environment.
+	// kfakePrefix precedes the hidden `kfake-serve` and `null-serve` on a
+	// child's command line, and kfakeEnv is added to its environment.
 	kfakePrefix []string
 	kfakeEnv    []string
 }
@@ -402,12 +432,17 @@ func buildTargets(f compareFlags, self selfBinary) ([]target, []TargetStatus) {
 			} else {
 				ts = append(ts, shaleClusterTarget(bin, f.shaleArgs))
 			}
-		case "kfake":
+		case "kfake", nullTargetName:
 			useProcess := f.kfakeMode == "process" || (f.kfakeMode == "auto" && self.isShale)
-			if useProcess && self.path != "" {
+			switch {
+			case name == "kfake" && useProcess && self.path != "":
 				ts = append(ts, kfakeProcessTarget(self.path, self.kfakePrefix, self.kfakeEnv))
-			} else {
+			case name == "kfake":
 				ts = append(ts, inprocKfake{})
+			case useProcess && self.path != "":
+				ts = append(ts, nullProcessTarget(self.path, self.kfakePrefix, self.kfakeEnv, f.nullRetain))
+			default:
+				ts = append(ts, inprocNull{retain: f.nullRetain})
 			}
 		}
 	}
@@ -416,4 +451,17 @@ func buildTargets(f compareFlags, self selfBinary) ([]target, []TargetStatus) {
 		ts = append(ts, &externalTarget{label: name, bootstrap: splitList(addrs)})
 	}
 	return ts, skipped
+}
+
+// parseFlags parses args into fs. For -h it prints the usage to helpOut
+// as the other shale commands do (flags spelt --name) and returns
+// flag.ErrHelp; other errors come back for the caller to print.
+func parseFlags(fs *flag.FlagSet, args []string, helpOut io.Writer, synopsis, about string) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(helpOut, "Usage: %s\n\n%s\n\nFlags:\n", synopsis, about)
+		flagusage.Print(helpOut, fs)
+	}
+	return err
 }

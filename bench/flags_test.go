@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shalelog/shale/bench/nullbroker"
 )
 
 func TestParseWorkloadDefaults(t *testing.T) {
@@ -163,7 +165,7 @@ func TestParseCompareArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.presets != "default" || f.duration != 10*time.Second || f.targets != "shale,kfake" || !f.limits || f.kfakeMode != "auto" {
+	if f.presets != "default" || f.duration != 10*time.Second || f.targets != "shale,kfake,null" || f.nullRetain != nullbroker.DefaultRetainBytes || !f.limits || f.kfakeMode != "auto" {
 		t.Errorf("defaults: %+v", f)
 	}
 	f, err = parseCompareArgs([]string{"--preset", "kreps,omb", "--duration", "3s", "--external", "kafka=h:9092,h2:9092",
@@ -179,6 +181,7 @@ func TestParseCompareArgs(t *testing.T) {
 		{"--targets", "kafka"},
 		{"--external", "nohost"},
 		{"--external", "kfake=h:1"},
+		{"--external", "null=h:1"},
 		{"--kfake-mode", "remote"},
 		{"--probe-duration", "0"},
 		{"--json", "--markdown"},
@@ -195,11 +198,14 @@ func TestBuildTargets(t *testing.T) {
 
 	// Not the shale binary, no --shale-binary: shale is skipped and says why.
 	ts, skipped := buildTargets(f, selfBinary{path: "/x/bench.test"})
-	if len(ts) != 1 || ts[0].name() != "kfake" {
+	if len(ts) != 2 || ts[0].name() != "kfake" || ts[1].name() != "null" {
 		t.Fatalf("targets %v", ts)
 	}
 	if _, ok := ts[0].(inprocKfake); !ok {
 		t.Errorf("kfake should run in process when this is not the shale binary: %T", ts[0])
+	}
+	if _, ok := ts[1].(inprocNull); !ok {
+		t.Errorf("null should run in process when this is not the shale binary: %T", ts[1])
 	}
 	if len(skipped) != 1 || skipped[0].Name != "shale" || !strings.Contains(skipped[0].Reason, "pending") {
 		t.Errorf("skipped %+v", skipped)
@@ -212,7 +218,7 @@ func TestBuildTargets(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts, skipped = buildTargets(f, selfBinary{path: shale, isShale: true, kfakePrefix: []string{"bench"}})
-	if len(ts) != 2 || len(skipped) != 0 {
+	if len(ts) != 3 || len(skipped) != 0 {
 		t.Fatalf("targets %v skipped %v", ts, skipped)
 	}
 	st, ok := ts[0].(*processTarget)
@@ -226,6 +232,10 @@ func TestBuildTargets(t *testing.T) {
 	kt, ok := ts[1].(*processTarget)
 	if !ok || strings.Join(kt.args([]int{1234}, ""), " ") != "bench kfake-serve --listen=127.0.0.1:1234" {
 		t.Errorf("kfake target %#v", ts[1])
+	}
+	nt, ok := ts[2].(*processTarget)
+	if !ok || strings.Join(nt.args([]int{1234}, ""), " ") != "bench null-serve --listen=127.0.0.1:1234 --retain-bytes=536870912" {
+		t.Errorf("null target %#v", ts[2])
 	}
 
 	// A --shale-binary that is missing or not executable is skipped.
@@ -246,5 +256,22 @@ func TestBuildTargets(t *testing.T) {
 	ts, _ = buildTargets(f, selfBinary{})
 	if len(ts) != 2 || ts[1].name() != "kafka" || strings.Join(ts[1].(*externalTarget).bootstrap, ",") != "h:1,h:2" {
 		t.Errorf("externals: %v", ts)
+	}
+}
+
+// compare's --warmup defaults to each preset's own, and takes any duration
+// including none.
+func TestCompareWarmupFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want time.Duration
+	}{{nil, -1}, {[]string{"--warmup", "0"}, 0}, {[]string{"--warmup=2s"}, 2 * time.Second}} {
+		f, err := parseCompareArgs(c.args, io.Discard)
+		if err != nil || f.warmup != c.want {
+			t.Errorf("%v: warmup %v, err %v; want %v", c.args, f.warmup, err, c.want)
+		}
+	}
+	if _, err := parseCompareArgs([]string{"--warmup", "-1s"}, io.Discard); err == nil {
+		t.Error("a negative --warmup was accepted")
 	}
 }

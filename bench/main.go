@@ -6,9 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
+
+	"github.com/shalelog/shale/bench/nullbroker"
 )
 
 const usage = `usage: shale bench <command> [flags]
@@ -19,9 +22,10 @@ commands:
   produce   producers alone: records/s, MB/s, send-to-ack latency
   consume   preload a topic, then read it back: records/s, MB/s
   e2e       producers and consumers together: send-to-receive latency
-  compare   run presets against kfake, a Shale node (and --external
-            clusters) in one run, with this machine's loopback TCP and
-            disk limits, and print every figure with its ratios
+  compare   run presets against a Shale node, kfake and the null broker
+            (and --external clusters) in one run, with this machine's
+            loopback TCP and disk limits, and print every figure with its
+            ratios
   presets   list the named workloads
 
 Run "shale bench <command> -h" for a command's flags.
@@ -34,9 +38,11 @@ var modeHelp = map[Mode]string{
 }
 
 const compareHelp = `Runs each preset against each target in turn, starting every target afresh
-for every workload: franz-go's kfake, a Shale single node (` + "`shale serve`" + ` in a
-temporary data directory; skipped, with the reason, when there is no shale
-binary), and any --external clusters. With --cluster (or the target
+for every workload: a Shale single node (` + "`shale serve`" + ` in a temporary data
+directory; skipped, with the reason, when there is no shale binary),
+franz-go's kfake, the null broker (target ` + nullTargetName + `: it only assigns offsets and
+keeps the batches in memory for consumers, so it is the ceiling for this
+client on this machine), and any --external clusters. With --cluster (or the target
 ` + clusterTargetName + ` and --preset cluster) it also starts a 3-node Shale cluster (three
 ` + "`shale serve`" + ` processes on loopback, combined broker and controller roles)
 and runs the replicated presets on it: produce with RF=1 and acks=1, produce
@@ -71,6 +77,8 @@ func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, self
 		return presetsCommand(rest, stdout, stderr)
 	case "kfake-serve":
 		return kfakeServeCommand(ctx, rest, stderr)
+	case "null-serve":
+		return nullServeCommand(ctx, rest, stderr)
 	}
 	fmt.Fprintf(stderr, "shale bench: unknown command %q\n\n%s", cmd, usage)
 	return 2
@@ -80,12 +88,12 @@ func usageError(stderr io.Writer, cmd string, err error) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	fmt.Fprintf(stderr, "shale bench %s: %v\n", cmd, err)
+	fmt.Fprintf(stderr, "shale bench %s: %v\nRun \"shale bench %s --help\" for its flags.\n", cmd, err, cmd)
 	return 2
 }
 
 func runCommand(ctx context.Context, mode Mode, args []string, stdout, stderr io.Writer) int {
-	w, c, err := parseWorkloadArgs(mode, args, stderr)
+	w, c, err := parseWorkloadArgs(mode, args, stdout)
 	if err != nil {
 		return usageError(stderr, string(mode), err)
 	}
@@ -117,7 +125,7 @@ func runCommand(ctx context.Context, mode Mode, args []string, stdout, stderr io
 }
 
 func compareCommand(ctx context.Context, args []string, stdout, stderr io.Writer, self selfBinary) int {
-	f, err := parseCompareArgs(args, stderr)
+	f, err := parseCompareArgs(args, stdout)
 	if err != nil {
 		return usageError(stderr, "compare", err)
 	}
@@ -176,9 +184,8 @@ func compareCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 
 func presetsCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("shale bench presets", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the presets as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, "shale bench presets [flags]", "Lists the named workloads compare runs, and the groups of them."); err != nil {
 		return usageError(stderr, "presets", err)
 	}
 	ps := Presets()
@@ -210,15 +217,34 @@ func presetsCommand(args []string, stdout, stderr io.Writer) int {
 // kfakeServeCommand is the hidden command compare starts kfake through.
 func kfakeServeCommand(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("shale bench kfake-serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	listen := fs.String("listen", "127.0.0.1:9092", "address to listen on")
-	if err := fs.Parse(args); err != nil {
+	listen := fs.String("listen", "127.0.0.1:9092", "`host:port` to listen on")
+	if err := parseFlags(fs, args, stderr, "shale bench kfake-serve [flags]", "Serves franz-go's kfake, one broker, until SIGTERM (for compare)."); err != nil {
 		return usageError(stderr, "kfake-serve", err)
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := serveKfake(ctx, *listen); err != nil {
 		fmt.Fprintf(stderr, "shale bench kfake-serve: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// nullServeCommand is the hidden command compare starts the null broker
+// through.
+func nullServeCommand(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("shale bench null-serve", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:9092", "`host:port` to listen on")
+	retain := int64(nullbroker.DefaultRetainBytes)
+	fs.Var(sizeFlag(&retain), "retain-bytes", "record batches kept in memory for Fetch (`size`)")
+	if err := parseFlags(fs, args, stderr, "shale bench null-serve [flags]", "Serves the null broker until SIGTERM (for compare)."); err != nil {
+		return usageError(stderr, "null-serve", err)
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if err := nullbroker.Serve(ctx, nullbroker.Config{Addr: *listen, RetainBytes: retain, Logger: log}); err != nil {
+		fmt.Fprintf(stderr, "shale bench null-serve: %v\n", err)
 		return 1
 	}
 	return 0

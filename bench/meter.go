@@ -23,7 +23,8 @@ type meter struct {
 	all      atomic.Int64
 	allBytes atomic.Int64
 	errors   atomic.Int64
-	// abandoned counts records given up unsent at the end of a closed loop.
+	// abandoned counts records given up unacknowledged at the end of a closed
+	// loop.
 	abandoned atomic.Int64
 	start     atomic.Int64 // ns since epoch when the window opens
 	last      atomic.Int64 // ns since epoch of the last counted record
@@ -123,6 +124,7 @@ func (m *meter) stats(end time.Duration) RoleStats {
 		Errors:    m.errors.Load(),
 		Abandoned: m.abandoned.Load(),
 	}
+	s.WarmupRecords = m.all.Load() - s.Records
 	if err := m.err(); err != nil {
 		s.FirstError = err.Error()
 	}
@@ -131,7 +133,9 @@ func (m *meter) stats(end time.Duration) RoleStats {
 	if s.Records == 0 || stop <= start {
 		stop = end
 	}
-	s.Seconds = (stop - start).Seconds()
+	// A run that ended before its window opened measured nothing, for no
+	// time.
+	s.Seconds = max(stop-start, 0).Seconds()
 	if s.Seconds > 0 {
 		s.RecordsPerSec = float64(s.Records) / s.Seconds
 		s.MBPerSec = float64(s.Bytes) / s.Seconds / 1e6

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -75,14 +76,30 @@ type pacer struct {
 	clock clock
 	sched *schedule
 	end   time.Duration // no record is due at or after end; 0: no end
-	quota int64         // records to send; 0: no limit
-	sent  int64
+	quota int64         // records to measure; 0: no limit
+	// warm counts the records that completed before the measurement
+	// window opened: a quota counts records measured, so these come on
+	// top of it. Nil: none.
+	warm *atomic.Int64
+	sent int64
+}
+
+// quotaLeft reports whether the quota allows another record.
+func (p *pacer) quotaLeft() bool {
+	if p.quota <= 0 {
+		return true
+	}
+	limit := p.quota
+	if p.warm != nil {
+		limit += p.warm.Load()
+	}
+	return p.sent < limit
 }
 
 // next waits until the next record is due and returns its intended send
 // time; ok is false once the run is over (end, quota or ctx).
 func (p *pacer) next(ctx context.Context) (intended time.Duration, ok bool) {
-	if p.quota > 0 && p.sent >= p.quota {
+	if !p.quotaLeft() {
 		return 0, false
 	}
 	if ctx.Err() != nil {

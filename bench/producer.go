@@ -29,7 +29,7 @@ type producerSpec struct {
 	pattern   []byte
 	meter     *meter
 	index     int
-	quota     int64   // records to send; 0: until the end of the window
+	quota     int64   // records to measure (warm-up ones come on top); 0: until the end of the window
 	rate      float64 // this producer's records/s; 0: closed loop
 }
 
@@ -47,7 +47,10 @@ type producer struct {
 	bytes int64
 	// aborting is set once a closed loop gives up its buffered records.
 	aborting atomic.Bool
-	onAckF   func(*kgo.Record, error)
+	// warm counts this producer's records that completed (acknowledged or
+	// failed) before the measurement window opened.
+	warm   atomic.Int64
+	onAckF func(*kgo.Record, error)
 }
 
 func producerOpts(w *Workload, bootstrap []string, slots int) []kgo.Opt {
@@ -90,7 +93,7 @@ func newProducer(ctx context.Context, spec producerSpec) (*producer, error) {
 // loop, the n schedules are staggered so that together they are even.
 func (p *producer) setWindow(start, end time.Duration, i, n int) {
 	p.start = start
-	p.pacer = &pacer{clock: p.clock, end: end, quota: p.spec.quota}
+	p.pacer = &pacer{clock: p.clock, end: end, quota: p.spec.quota, warm: &p.warm}
 	if p.spec.rate > 0 {
 		total := p.spec.rate * float64(n)
 		p.pacer.sched = newSchedule(start+time.Duration(float64(i)*float64(time.Second)/total), p.spec.rate)
@@ -100,7 +103,6 @@ func (p *producer) setWindow(start, end time.Duration, i, n int) {
 // run sends records until the pacer says stop, then waits for the last
 // acknowledgements. Send errors are counted in the meter, not returned.
 func (p *producer) run(ctx context.Context) error {
-	topic := p.spec.w.Topic
 	if p.pacer.sched == nil {
 		if err := p.clock.sleepUntil(ctx, p.start); err != nil {
 			return nil
@@ -114,11 +116,31 @@ func (p *producer) run(ctx context.Context) error {
 		defer t.Stop()
 		windowEnd = t.C
 	}
-loop:
+	for {
+		if !p.send(ctx, windowEnd) {
+			break
+		}
+		// The quota was reached. A warm-up acknowledgement counted only
+		// now (its promise was running as the window opened) raises it:
+		// wait for every outstanding record, then send what is still owed.
+		if err := p.flush(ctx); err != nil {
+			return err
+		}
+		if !p.pacer.quotaLeft() || ctx.Err() != nil {
+			return nil
+		}
+	}
+	return p.flush(ctx)
+}
+
+// send hands records to the client until the pacer says stop; it reports
+// whether the quota (rather than the window or ctx) ended it.
+func (p *producer) send(ctx context.Context, windowEnd <-chan time.Time) (quotaReached bool) {
+	topic := p.spec.w.Topic
 	for {
 		intended, ok := p.pacer.next(ctx)
 		if !ok {
-			break
+			return ctx.Err() == nil && !p.pacer.quotaLeft()
 		}
 		var s *slot
 		select {
@@ -129,9 +151,9 @@ loop:
 			select {
 			case s = <-p.pool.free:
 			case <-windowEnd:
-				break loop
+				return false
 			case <-ctx.Done():
-				break loop
+				return false
 			}
 		}
 		// Closed loop, latency runs from now. Open loop, from the intended
@@ -156,6 +178,11 @@ loop:
 		s.rec = kgo.Record{Topic: topic, Key: p.keys.key(s.key), Value: s.value, Context: s}
 		p.cl.Produce(ctx, &s.rec, p.onAckF)
 	}
+}
+
+// flush waits for the records handed to the client, or, when a closed loop
+// ran out of time, gives up those not yet acknowledged.
+func (p *producer) flush(ctx context.Context) error {
 	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
 	defer cancel()
 	if ctx.Err() != nil {
@@ -164,14 +191,29 @@ loop:
 		defer cancel()
 	}
 	wait := p.cl.Flush
-	if p.pacer.sched == nil && p.pacer.end > 0 && (p.pacer.quota == 0 || p.pacer.sent < p.pacer.quota) {
+	if p.pacer.sched == nil && p.pacer.end > 0 && p.pacer.quotaLeft() {
 		// A closed loop that ran out of time keeps its buffer full to the
 		// end; draining it would stretch the run by the buffer's worth at
-		// the measured rate and add nothing to the figures. Records not yet
-		// sent are failed and counted as abandoned; those already in a
-		// request are waited for.
+		// the measured rate and add nothing to the figures. Every record
+		// not yet acknowledged is failed and counted as abandoned, those
+		// in a request too: franz-go's AbortBufferedRecords fails a
+		// partition's batches only when none of them is in flight, and an
+		// idempotent producer pipelines up to five requests per broker, so
+		// under load it drained the whole buffer. The measurement window
+		// ends at the last acknowledgement counted, so the rate stays
+		// true, and the client is closed next: no sequence is reused.
+		//
+		// A window that closed before any acknowledgement (a short one on a
+		// slow start) first waits for one, up to flushTimeout, so that the
+		// run measures something; a cluster that acknowledges nothing then
+		// fails the run as records still unacknowledged.
 		p.aborting.Store(true)
-		wait = p.cl.AbortBufferedRecords
+		p.awaitFirstAck(flushCtx)
+		if p.spec.meter.records.Load() > 0 {
+			p.cl.UnsafeAbortBufferedRecords()
+		} else {
+			wait = p.cl.AbortBufferedRecords
+		}
 	}
 	if err := wait(flushCtx); err != nil && !errors.Is(ctx.Err(), context.Canceled) {
 		return fmt.Errorf("producer %d: records still unacknowledged %v after the last send: %w",
@@ -180,18 +222,43 @@ loop:
 	return nil
 }
 
+// awaitFirstAck returns once the run has counted an acknowledgement in its
+// window, nothing is left to acknowledge, or ctx ends.
+func (p *producer) awaitFirstAck(ctx context.Context) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for p.spec.meter.records.Load() == 0 && p.cl.BufferedProduceRecords() > 0 {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // onAck is the promise of every record; franz-go calls a client's promises
 // one at a time.
 func (p *producer) onAck(r *kgo.Record, err error) {
 	s := r.Context.(*slot)
 	now := p.clock.now()
+	aborted := err != nil && p.aborting.Load() && errors.Is(err, kgo.ErrAborting)
+	if !aborted && !p.spec.meter.measuring(now) {
+		p.warm.Add(1)
+	}
 	switch {
-	case err != nil && p.aborting.Load() && errors.Is(err, kgo.ErrAborting):
+	case aborted:
 		p.spec.meter.abandoned.Add(1)
 	case err != nil:
 		p.spec.meter.fail(err)
 	default:
-		if p.spec.meter.measuring(s.intended) {
+		// Open loop, a latency counts when its record was due in the
+		// window (so a stall shows, however long); closed loop, when it
+		// completed there, as the record counts.
+		measured := now
+		if p.pacer.openLoop() {
+			measured = s.intended
+		}
+		if p.spec.meter.measuring(measured) {
 			p.rec.record(now - s.intended)
 		}
 		p.spec.meter.add(1, p.bytes, now)

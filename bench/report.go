@@ -26,9 +26,12 @@ type RoleStats struct {
 	LatencyKind   string          `json:"latency_kind,omitempty"`
 	Errors        int64           `json:"errors,omitempty"`
 	FirstError    string          `json:"first_error,omitempty"`
-	// Abandoned counts closed-loop records still buffered in the producer
-	// when the measurement ended: failed unsent instead of waited for, and
-	// in no figure.
+	// WarmupRecords completed before the measurement window opened: in no
+	// figure, and on top of a --records count.
+	WarmupRecords int64 `json:"warmup_records,omitempty"`
+	// Abandoned counts closed-loop records not yet acknowledged when the
+	// measurement ended (buffered, or in a request): failed instead of
+	// waited for, and in no figure.
 	Abandoned int64 `json:"abandoned,omitempty"`
 }
 

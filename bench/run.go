@@ -145,8 +145,16 @@ func runOnce(ctx context.Context, w Workload, opt RunOptions) (*Report, error) {
 		err = r.e2e(ctx)
 	}
 	for _, rs := range r.report.Roles {
+		switch {
+		case rs.WarmupRecords > 0 && rs.Records == 0:
+			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s: nothing was measured: all %s records completed in the %v warm-up",
+				rs.Role, formatCount(float64(rs.WarmupRecords)), w.Warmup))
+		case rs.WarmupRecords > 0:
+			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s: %s records completed in the %v warm-up, before the measurement; they are in no figure",
+				rs.Role, formatCount(float64(rs.WarmupRecords)), w.Warmup))
+		}
 		if rs.Abandoned > 0 {
-			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s: %d records still buffered when the closed loop ended were abandoned unsent (in no figure)", rs.Role, rs.Abandoned))
+			r.report.Notes = append(r.report.Notes, fmt.Sprintf("%s: %d records not yet acknowledged when the closed loop ended were abandoned (in no figure)", rs.Role, rs.Abandoned))
 		}
 		if rs.Errors > 0 {
 			err = errors.Join(err, fmt.Errorf("%s: %d records failed, first: %s", rs.Role, rs.Errors, rs.FirstError))

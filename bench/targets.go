@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shalelog/shale/bench/nullbroker"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -72,6 +73,48 @@ func (inprocKfake) start(ctx context.Context) (*runningTarget, error) {
 		return nil, err
 	}
 	return &runningTarget{bootstrap: addrs, stop: func() error { c.Close(); return nil }}, nil
+}
+
+// nullTargetName is the null broker's target name.
+const nullTargetName = "null"
+
+// inprocNull is the null broker (package nullbroker) in this process; like
+// inprocKfake it shares the load generator's runtime, which
+// nullProcessTarget avoids.
+type inprocNull struct{ retain int64 }
+
+func (inprocNull) name() string { return nullTargetName }
+func (inprocNull) brokers() int { return 1 }
+func (t inprocNull) describe() string {
+	return fmt.Sprintf("null broker (acknowledges, keeps the last %s in memory for Fetch), 1 broker, in this process", formatBytes(t.retain))
+}
+
+func (t inprocNull) start(ctx context.Context) (*runningTarget, error) {
+	b, err := nullbroker.Start(nullbroker.Config{Addr: "127.0.0.1:0", RetainBytes: t.retain})
+	if err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, b.Addr(), nil); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return &runningTarget{bootstrap: []string{b.Addr()}, stop: func() error { b.Close(); return nil }}, nil
+}
+
+// nullProcessTarget runs the null broker in a child process through the
+// hidden `null-serve` command; prefix is as for kfakeProcessTarget.
+func nullProcessTarget(binary string, prefix, env []string, retain int64) *processTarget {
+	return &processTarget{
+		label: nullTargetName,
+		about: fmt.Sprintf("null broker (acknowledges, keeps the last %s in memory for Fetch), 1 broker, own process", formatBytes(retain)),
+		path:  binary,
+		env:   env,
+		ports: 1,
+		args: func(ports []int, _ string) []string {
+			return append(append([]string(nil), prefix...), "null-serve",
+				"--listen=127.0.0.1:"+strconv.Itoa(ports[0]), "--retain-bytes="+strconv.FormatInt(retain, 10))
+		},
+	}
 }
 
 // processTarget is a cluster run as a subprocess on a fresh port and data

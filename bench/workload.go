@@ -205,9 +205,10 @@ type Workload struct {
 	// so connection set-up and the first metadata round do not land in the
 	// figures. Consume measurements (reading a preloaded topic) have none.
 	Warmup time.Duration `json:"warmup_ns"`
-	// Duration bounds the measurement; Records, when positive, bounds the
-	// records produced (or consumed), warm-up included. The first limit
-	// reached ends the run. A consume run reads the whole preload, for at
+	// Duration bounds the measurement; Records, when positive, is how many
+	// records the measurement counts: produced (or consumed) after the
+	// warm-up, whose records come on top. The first limit reached ends the
+	// run. A consume run reads the whole preload, for at
 	// most 2*Duration+5s.
 	Duration time.Duration `json:"duration_ns"`
 	Records  int64         `json:"records,omitempty"`

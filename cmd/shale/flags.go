@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shalelog/shale/client"
+	"github.com/shalelog/shale/internal/flagusage"
 )
 
 // command is one subcommand's flag set with its usage text.
@@ -26,25 +27,10 @@ func newCommand(name, synopsis, about string) *command {
 	return &command{fs: fs, synopsis: synopsis, about: about}
 }
 
-// usage prints the synopsis and every flag as --name, which is how Kafka's tools and
-// this help spell them (the flag package accepts -name too).
+// usage prints the synopsis and every flag as --name.
 func (c *command) usage(w io.Writer) {
 	fmt.Fprintf(w, "Usage: %s\n\n%s\n\nFlags:\n", c.synopsis, c.about)
-	c.fs.VisitAll(func(f *flag.Flag) {
-		name, text := flag.UnquoteUsage(f)
-		if name != "" {
-			name = " " + name
-		}
-		fmt.Fprintf(w, "  --%s%s\n        %s", f.Name, name, strings.ReplaceAll(text, "\n", "\n        "))
-		switch def := f.DefValue; {
-		case def == "" || def == "false" || def == "0":
-		case strings.TrimSpace(def) != def || strings.ContainsAny(def, "\t\n"):
-			fmt.Fprintf(w, " (default %s)", strconv.Quote(def))
-		default:
-			fmt.Fprintf(w, " (default %s)", def)
-		}
-		fmt.Fprintln(w)
-	})
+	flagusage.Print(w, c.fs)
 }
 
 // parse parses flags, allowing positional arguments among them (shale topic create T
