@@ -30,6 +30,8 @@ type change struct {
 	offsetsPartitions int32
 	// coordinators are the changed coordinators, set by coordinatorChanges.
 	coordinators map[int32]*pb.CoordinatorState
+	// acls are the ACL bindings this record stores or removes.
+	acls aclChange
 	// sideEffects change the FSM's state outside the image (offsets, producer ids...).
 	sideEffects []func()
 }
@@ -248,7 +250,8 @@ func (c *change) delta() *pb.MetadataDelta {
 	for _, p := range slices.Sorted(maps.Keys(c.coordinators)) {
 		d.Coordinators = append(d.Coordinators, c.coordinators[p])
 	}
-	if d.ClusterId == nil && d.ControllerId == nil && len(d.Brokers) == 0 && len(d.Topics) == 0 && len(d.DeletedTopics) == 0 &&
+	c.acls.fill(d)
+	if d.ClusterId == nil && d.ControllerId == nil && c.acls.empty() && len(d.Brokers) == 0 && len(d.Topics) == 0 && len(d.DeletedTopics) == 0 &&
 		len(d.Coordinators) == 0 {
 		return nil
 	}

@@ -149,6 +149,10 @@ func (f *fsm) dispatch(c *change, rec *pb.Record) applyResult {
 		return f.applyControlledShutdown(c, r.ControlledShutdown)
 	case *pb.Record_ElectLeaders:
 		return f.applyElectLeaders(c, r.ElectLeaders)
+	case *pb.Record_CreateAcls:
+		return f.applyCreateAcls(c, r.CreateAcls)
+	case *pb.Record_DeleteAcls:
+		return f.applyDeleteAcls(c, r.DeleteAcls)
 	default:
 		// A record from a newer version: every controller of this version skips it alike.
 		f.log.Error("unknown metadata record skipped", "offset", c.offset)

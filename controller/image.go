@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/shalelog/shale/internal/acl"
 	"github.com/shalelog/shale/internal/metadata"
 
 	pb "github.com/shalelog/shale/controller/proto"
@@ -115,6 +116,9 @@ func applyDelta(im *metadata.Image, d *pb.MetadataDelta) (*metadata.Image, error
 		}
 		out.Coordinators = cs
 	}
+	if len(d.AclsCreated) > 0 || len(d.AclsDeleted) > 0 {
+		out.ACLs = applyACLDelta(im.ACLs, d)
+	}
 	if len(d.Topics) == 0 && len(d.DeletedTopics) == 0 {
 		return &out, nil
 	}
@@ -178,7 +182,7 @@ func applyTopicDelta(old *metadata.Topic, td *pb.TopicDelta) (*metadata.Topic, e
 // partitions each. brokers gives each broker's complete state (with listeners).
 func imageChunks(im *metadata.Image, brokers []*pb.BrokerState, maxPartitions int) []*pb.MetadataImageChunk {
 	first := &pb.MetadataImageChunk{Offset: im.Offset, ClusterId: im.ClusterID, ControllerId: im.ControllerID,
-		Brokers: brokers, First: true, Coordinators: coordinatorsToPB(im.Coordinators)}
+		Brokers: brokers, First: true, Coordinators: coordinatorsToPB(im.Coordinators), Acls: aclsToPB(im.ACLs.All())}
 	chunks := []*pb.MetadataImageChunk{first}
 	cur, n := first, 0
 	for _, name := range slices.Sorted(maps.Keys(im.Topics)) {
@@ -214,6 +218,9 @@ func (a *imageAssembler) add(c *pb.MetadataImageChunk) (*metadata.Image, error) 
 			return nil, err
 		}
 		a.im.Coordinators = cs
+		if len(c.Acls) > 0 {
+			a.im.ACLs = acl.NewSet(aclsFromPB(c.Acls))
+		}
 	}
 	if a.im == nil || a.im.Offset != c.Offset {
 		a.im = nil

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/encoding/protodelim"
 
+	"github.com/shalelog/shale/internal/acl"
 	"github.com/shalelog/shale/internal/metadata"
 
 	pb "github.com/shalelog/shale/controller/proto"
@@ -51,7 +52,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		brokers: f.sortedBrokersLocked(),
 		groups:  groups,
 	}
-	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups))
+	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len())
 	return s, nil
 }
 
@@ -94,6 +95,11 @@ func (s *fsmSnapshot) write(sink io.Writer) error {
 				LogOffset: v.logOffset})
 		}
 		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_Group{Group: gs}}); err != nil {
+			return err
+		}
+	}
+	for _, b := range s.img.ACLs.All() {
+		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_Acl{Acl: aclToPB(b)}}); err != nil {
 			return err
 		}
 	}
@@ -155,6 +161,7 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 		return nil, fmt.Errorf("header: %w", err)
 	}
 	st.img.Coordinators = cs
+	var acls []acl.Binding
 	for i := uint64(0); i < h.ItemCount; i++ {
 		var it pb.SnapshotItem
 		if err := opts.UnmarshalFrom(r, &it); err != nil {
@@ -178,9 +185,14 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 				st.offsetsLogEnd = max(st.offsetsLogEnd, e.LogOffset+1)
 			}
 			st.groups[x.Group.Group] = g
+		case *pb.SnapshotItem_Acl:
+			acls = append(acls, aclFromPB(x.Acl))
 		default:
 			return nil, fmt.Errorf("item %d: unknown kind", i)
 		}
+	}
+	if len(acls) > 0 {
+		st.img.ACLs = acl.NewSet(acls)
 	}
 	st.offsetsLogEnd = max(st.offsetsLogEnd, h.OffsetsLogEnd)
 	if _, err := r.ReadByte(); err != io.EOF {

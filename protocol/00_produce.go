@@ -39,12 +39,16 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Result {
 	for i, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
 		rt.Topic = t.Topic
+		topicErr := cmp.Or(reqErr, internalTopicWriteError(t.Topic))
+		if topicErr == nil && !s.allowed(r, opWrite, resTopic, t.Topic) {
+			topicErr = errTopicDenied
+		}
 		for j, p := range t.Partitions {
 			rp := kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
 			rt.Partitions = append(rt.Partitions, rp)
 			pp := &replication.ProducePartition{Topic: t.Topic, Index: p.Partition, Records: p.Records, Legacy: r.Version < 3,
-				Err: cmp.Or(reqErr, internalTopicWriteError(t.Topic))}
+				Err: topicErr}
 			parts = append(parts, producePart{ProducePartition: pp, rt: i, rp: j})
 			all = append(all, pp)
 		}

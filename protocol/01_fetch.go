@@ -26,8 +26,15 @@ func (s *Server) handleFetch(ctx context.Context, r *Request) Result {
 		return Result{Resp: resp}
 	}
 
+	// Consumers need READ on each topic; followers (replication) CLUSTER_ACTION on the
+	// cluster, without which every partition is refused, as in Kafka.
+	mayRead := s.topicCheck(r, opRead)
+	if who.IsFollower() && s.authorizing() {
+		ok := s.allowedCluster(r, opClusterAction)
+		mayRead = func(string) bool { return ok }
+	}
 	build := func() ([]fetchRead, int, bool, []<-chan struct{}) {
-		return s.readFetch(fc.items, req, r.Version, who)
+		return s.readFetch(fc.items, req, r.Version, who, mayRead)
 	}
 	finish := func(reads []fetchRead) Result {
 		return s.fetchResult(req, fc, reads, who.IsFollower())
@@ -144,7 +151,7 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, timer <-chan time.Tim
 // readFetch reads every partition of a fetch once. It returns each partition's answer,
 // the bytes gathered, whether to answer at once regardless of MinBytes (an error, as
 // Kafka does), and the waiters to park on otherwise.
-func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version int16, who replication.Reader) ([]fetchRead, int, bool, []<-chan struct{}) {
+func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version int16, who replication.Reader, mayRead func(string) bool) ([]fetchRead, int, bool, []<-chan struct{}) {
 	im := s.image()
 	remaining := int(req.MaxBytes)
 	if version < 3 || remaining <= 0 {
@@ -170,6 +177,11 @@ func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version in
 				stop = true
 				continue
 			}
+		}
+		if !mayRead(name) {
+			// Like Kafka, a refused partition does not cut the long poll of the others.
+			rp.ErrorCode = errTopicDenied.Code
+			continue
 		}
 		if who.IsFollower() && version < 15 {
 			// Only Fetch v15+ carries the broker epoch that proves a replica is current.

@@ -23,6 +23,13 @@ const (
 func (s *Server) handleListOffsets(_ context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	mayDescribe := s.topicCheck(r, opDescribe)
+	if req.ReplicaID >= 0 && s.authorizing() {
+		// A follower (Shale's fetcher resets an out-of-range replica with ListOffsets)
+		// is a broker: CLUSTER_ACTION, as for its Fetch, rather than DESCRIBE.
+		ok := s.allowedCluster(r, opClusterAction)
+		mayDescribe = func(string) bool { return ok }
+	}
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
@@ -30,6 +37,11 @@ func (s *Server) handleListOffsets(_ context.Context, r *Request) Result {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = lp.Partition
 			rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
+			if !mayDescribe(t.Topic) {
+				rp.ErrorCode = errTopicDenied.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			if t.Topic == metadata.OffsetsTopic {
 				s.listOffsetsTopic(lp, &rp) // consumer_offsets.go
 				rt.Partitions = append(rt.Partitions, rp)

@@ -14,8 +14,8 @@ import (
 const authorizedOpsUnset = -2147483648
 
 // topicAllOps is the bitfield of every topic operation (READ 3, WRITE 4, CREATE 5,
-// DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11): Shale has no
-// authorizer, so a client may do them all.
+// DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11): without an
+// authorizer a client may do them all (with one, authorizedOps computes the bitfield).
 const topicAllOps = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
 
 // clusterAllOps: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
@@ -30,6 +30,9 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Result {
 
 	// v0: an empty list means every topic; v1+: null means every topic, empty none.
 	all := req.Topics == nil || (r.Version == 0 && len(req.Topics) == 0)
+	// Runs last: hides or refuses what the principal may not describe (authorize.go).
+	var createDenied map[string]bool
+	defer func() { s.authorizeMetadata(r, resp, all, createDenied) }()
 	defer s.fillOffsetsTopic(im, resp, req, all) // __consumer_offsets: consumer_offsets.go
 	autoCreate := s.cfg.AutoCreateTopics && (r.Version < 4 || req.AllowAutoTopicCreation)
 
@@ -40,6 +43,13 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Result {
 		var missing []string
 		for _, t := range req.Topics {
 			if t.Topic != nil && im.Topic(*t.Topic) == nil && *t.Topic != metadata.OffsetsTopic {
+				if s.authorizing() && metadata.ValidateTopicName(*t.Topic) == nil && !s.mayCreateTopic(r, *t.Topic) {
+					if createDenied == nil {
+						createDenied = map[string]bool{}
+					}
+					createDenied[*t.Topic] = true
+					continue
+				}
 				missing = append(missing, *t.Topic)
 			}
 		}

@@ -22,7 +22,14 @@ func (s *Server) handleOffsetCommit(ctx context.Context, r *Request) Result {
 	if r.Version >= 2 && r.Version <= 4 && req.RetentionTimeMillis > 0 {
 		cr.Retention = time.Duration(req.RetentionTimeMillis) * time.Millisecond
 	}
+	if !s.allowed(r, opRead, resGroup, req.Group) {
+		return Result{Resp: offsetCommitError(req, errGroupDenied.Code)}
+	}
+	mayRead := s.topicCheck(r, opRead)
 	for _, t := range req.Topics {
+		if !mayRead(t.Topic) {
+			continue
+		}
 		for _, p := range t.Partitions {
 			o := metadata.CommittedOffset{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: -1, Metadata: optString(p.Metadata)}
 			if r.Version >= 6 {
@@ -39,6 +46,11 @@ func (s *Server) handleOffsetCommit(ctx context.Context, r *Request) Result {
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetCommitResponseTopicPartition()
 			rp.Partition = p.Partition
+			if !mayRead(t.Topic) {
+				rp.ErrorCode = errTopicDenied.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			if err != nil {
 				rp.ErrorCode = errorCode(err)
 			} else {

@@ -25,7 +25,15 @@ type fetchedTopic struct {
 
 // fetchGroupOffsets answers one group: the requested partitions (those without a
 // commit at offset -1), or every committed one when topics is nil.
-func (s *Server) fetchGroupOffsets(ctx context.Context, groupID string, topics map[string][]int32, order []string) ([]fetchedTopic, error) {
+func (s *Server) fetchGroupOffsets(ctx context.Context, r *Request, groupID string, topics map[string][]int32, order []string) ([]fetchedTopic, error) {
+	if !s.allowed(r, opDescribe, resGroup, groupID) {
+		return nil, errGroupDenied
+	}
+	fts, err := s.fetchGroupOffsetsUnchecked(ctx, groupID, topics, order)
+	return s.authorizeFetchedOffsets(r, fts, topics == nil), err
+}
+
+func (s *Server) fetchGroupOffsetsUnchecked(ctx context.Context, groupID string, topics map[string][]int32, order []string) ([]fetchedTopic, error) {
 	offs, err := s.deps.Groups.FetchOffsets(ctx, groupID, topics)
 	if err != nil {
 		return nil, err
@@ -87,7 +95,7 @@ func (s *Server) handleOffsetFetch(ctx context.Context, r *Request) Result {
 					topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 				}
 			}
-			fts, err := s.fetchGroupOffsets(ctx, g.Group, topics, order)
+			fts, err := s.fetchGroupOffsets(ctx, r, g.Group, topics, order)
 			rg.ErrorCode = errorCode(err)
 			for _, ft := range fts {
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
@@ -116,7 +124,7 @@ func (s *Server) handleOffsetFetch(ctx context.Context, r *Request) Result {
 			topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 		}
 	}
-	fts, err := s.fetchGroupOffsets(ctx, req.Group, topics, order)
+	fts, err := s.fetchGroupOffsets(ctx, r, req.Group, topics, order)
 	if err != nil {
 		return Result{Resp: offsetFetchError(req, errorCode(err))}
 	}

@@ -25,6 +25,13 @@ func (s *Server) handleFindCoordinator(_ context.Context, r *Request) Result {
 		if req.CoordinatorType != coordinatorGroup && req.CoordinatorType != coordinatorTransaction {
 			return metadata.Broker{}, kerr.InvalidRequest
 		}
+		if req.CoordinatorType == coordinatorTransaction {
+			if !s.allowed(r, opDescribe, resTxnID, key) {
+				return metadata.Broker{}, kerr.TransactionalIDAuthorizationFailed
+			}
+		} else if !s.allowed(r, opDescribe, resGroup, key) {
+			return metadata.Broker{}, errGroupDenied
+		}
 		return s.deps.Groups.CoordinatorFor(key)
 	}
 	if r.Version >= 4 {

@@ -15,6 +15,11 @@ import (
 // closed connection (ctx) withdraws the join.
 func (s *Server) handleJoinGroup(ctx context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.JoinGroupRequest)
+	if !s.allowed(r, opRead, resGroup, req.Group) {
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode, resp.Generation = errGroupDenied.Code, -1
+		return Result{Resp: resp}
+	}
 	jr := group.JoinRequest{
 		Group:                  req.Group,
 		MemberID:               req.MemberID,

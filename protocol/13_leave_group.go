@@ -14,6 +14,10 @@ import (
 func (s *Server) handleLeaveGroup(_ context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.LeaveGroupRequest)
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	if !s.allowed(r, opRead, resGroup, req.Group) {
+		resp.ErrorCode = errGroupDenied.Code
+		return Result{Resp: resp}
+	}
 	var leaving []group.LeavingMember
 	if r.Version < 3 {
 		leaving = []group.LeavingMember{{MemberID: req.MemberID}}

@@ -12,6 +12,11 @@ import (
 // assignment.
 func (s *Server) handleSyncGroup(ctx context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.SyncGroupRequest)
+	if !s.allowed(r, opRead, resGroup, req.Group) {
+		resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+		resp.ErrorCode, resp.MemberAssignment = errGroupDenied.Code, []byte{}
+		return Result{Resp: resp}
+	}
 	sr := group.SyncRequest{
 		Group:      req.Group,
 		MemberID:   req.MemberID,

@@ -13,7 +13,25 @@ const groupAllOps = 1<<3 | 1<<6 | 1<<8
 func (s *Server) handleDescribeGroups(ctx context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
-	for _, d := range s.deps.Groups.DescribeGroups(ctx, req.Groups) {
+	// Groups the principal may not describe are answered with only their error, in
+	// request order.
+	var asked []string
+	denied := make([]bool, len(req.Groups))
+	for i, g := range req.Groups {
+		if denied[i] = !s.allowed(r, opDescribe, resGroup, g); !denied[i] {
+			asked = append(asked, g)
+		}
+	}
+	described := s.deps.Groups.DescribeGroups(ctx, asked)
+	for i, g := range req.Groups {
+		if denied[i] {
+			rg := kmsg.NewDescribeGroupsResponseGroup()
+			rg.Group, rg.ErrorCode, rg.AuthorizedOperations = g, errGroupDenied.Code, authorizedOpsUnset
+			resp.Groups = append(resp.Groups, rg)
+			continue
+		}
+		d := described[0]
+		described = described[1:]
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group = d.Group
 		rg.ErrorCode = errorCode(d.Err)
@@ -23,6 +41,9 @@ func (s *Server) handleDescribeGroups(ctx context.Context, r *Request) Result {
 		rg.AuthorizedOperations = authorizedOpsUnset
 		if req.IncludeAuthorizedOperations {
 			rg.AuthorizedOperations = groupAllOps
+			if s.authorizing() {
+				rg.AuthorizedOperations = s.authorizedOps(r, resGroup, g)
+			}
 		}
 		for _, m := range d.Members {
 			rm := kmsg.NewDescribeGroupsResponseGroupMember()

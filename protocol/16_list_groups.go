@@ -33,7 +33,13 @@ func (s *Server) handleListGroups(ctx context.Context, r *Request) Result {
 		resp.ErrorCode = errorCode(err)
 		return Result{Resp: resp}
 	}
+	// DESCRIBE on the cluster lists every group; otherwise only those the principal may
+	// describe, silently, as in Kafka.
+	all := s.visible(r, opDescribe, resCluster, clusterResource)
 	for _, g := range groups {
+		if !all && !s.visible(r, opDescribe, resGroup, g.Group) {
+			continue
+		}
 		rg := kmsg.NewListGroupsResponseGroup()
 		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = g.Group, g.ProtocolType, g.State.String(), classicGroupType
 		resp.Groups = append(resp.Groups, rg)

@@ -17,7 +17,11 @@ func (s *Server) handleCreateTopics(ctx context.Context, r *Request) Result {
 	defer cancel()
 
 	specs := make([]metadata.TopicSpec, 0, len(req.Topics))
-	for _, t := range req.Topics {
+	denied := make([]bool, len(req.Topics))
+	for i, t := range req.Topics {
+		if denied[i] = !s.mayCreateTopic(r, t.Topic); denied[i] {
+			continue
+		}
 		spec := metadata.TopicSpec{Name: t.Topic, NumPartitions: t.NumPartitions, ReplicationFactor: t.ReplicationFactor}
 		if len(t.ReplicaAssignment) > 0 {
 			spec.Assignments = make([][]int32, len(t.ReplicaAssignment))
@@ -49,13 +53,17 @@ func (s *Server) handleCreateTopics(ctx context.Context, r *Request) Result {
 		}
 		s.waitApplied(ctx, func(im *metadata.Image) bool { return hasTopics(im, created) })
 	}
+	next := 0 // results are for the topics not denied, in order
 	for i, t := range req.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic = t.Topic
 		rt.NumPartitions, rt.ReplicationFactor = -1, -1
 		var res metadata.TopicResult
-		if i < len(results) {
-			res = results[i]
+		if denied[i] {
+			res.Err = errTopicDenied
+		} else if next < len(results) {
+			res = results[next]
+			next++
 		}
 		if res.Err != nil {
 			rt.ErrorCode = errorCode(res.Err)

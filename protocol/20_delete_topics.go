@@ -16,6 +16,15 @@ func (s *Server) handleDeleteTopics(ctx context.Context, r *Request) Result {
 	ctx, cancel := requestContext(ctx, req.TimeoutMillis)
 	defer cancel()
 	names := deleteTopicNames(req)
+	// Topics the principal may not delete are answered without reaching the controller.
+	all := names
+	denied := make([]bool, len(all))
+	names = nil
+	for i, n := range all {
+		if denied[i] = !s.allowed(r, opDelete, resTopic, n); !denied[i] {
+			names = append(names, n)
+		}
+	}
 	var errs []error
 	if s.cfg.DeleteTopicEnable {
 		ids := make([][16]byte, len(names))
@@ -35,16 +44,20 @@ func (s *Server) handleDeleteTopics(ctx context.Context, r *Request) Result {
 			return true
 		})
 	}
-	for i, name := range names {
+	next := 0
+	for i, name := range all {
 		rt := kmsg.NewDeleteTopicsResponseTopic()
 		n := name
 		rt.Topic = &n
 		var err error
 		switch {
+		case denied[i]:
+			err = errTopicDenied
 		case !s.cfg.DeleteTopicEnable:
 			err = fmt.Errorf("%w: delete.topic.enable is false", kerr.TopicDeletionDisabled)
-		case i < len(errs):
-			err = errs[i]
+		case next < len(errs):
+			err = errs[next]
+			next++
 		}
 		if err != nil {
 			rt.ErrorCode = errorCode(err)

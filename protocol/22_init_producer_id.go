@@ -17,6 +17,13 @@ func (s *Server) handleInitProducerID(ctx context.Context, r *Request) Result {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return Result{Resp: resp}
 	}
+	// An idempotent producer needs IDEMPOTENT_WRITE on the cluster, or (KIP-679) WRITE on
+	// some topic.
+	if s.authorizing() && !s.visible(r, opIdempotentWrite, resCluster, clusterResource) && !s.allowedAnyTopic(r, opWrite) {
+		s.auditDenial(r, s.principalOf(r), opIdempotentWrite, resCluster, clusterResource)
+		resp.ErrorCode = errClusterDenied.Code
+		return Result{Resp: resp}
+	}
 	// Without a transactional id Kafka always hands out a new id at epoch 0, also when
 	// the producer asks to bump the epoch of its old one (KIP-360).
 	id, err := s.deps.ProducerIDs.Next(ctx)

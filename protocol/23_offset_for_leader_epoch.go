@@ -11,12 +11,23 @@ import (
 func (s *Server) handleOffsetForLeaderEpoch(_ context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	// Followers (v3+ carry their replica id) need CLUSTER_ACTION, consumers DESCRIBE.
+	may := s.topicCheck(r, opDescribe)
+	if r.Version >= 3 && req.ReplicaID >= 0 && s.authorizing() {
+		ok := s.allowedCluster(r, opClusterAction)
+		may = func(string) bool { return ok }
+	}
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		rt.Topic = t.Topic
 		for _, ep := range t.Partitions {
 			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			rp.Partition, rp.LeaderEpoch, rp.EndOffset = ep.Partition, -1, -1
+			if !may(t.Topic) {
+				rp.ErrorCode = errTopicDenied.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			epoch, end, err := s.deps.Replicas.EndOffsetForEpoch(t.Topic, ep.Partition, ep.CurrentLeaderEpoch, ep.LeaderEpoch)
 			if err != nil {
 				rp.ErrorCode = errorCode(err)

@@ -25,11 +25,12 @@ func (s *Server) handleDescribeConfigs(_ context.Context, r *Request) Result {
 	for _, res := range req.Resources {
 		rr := kmsg.NewDescribeConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
-		var err error
-		switch res.ResourceType {
-		case resourceTopic:
+		err := s.configAccess(r, res.ResourceType, res.ResourceName, opDescribeConfigs)
+		switch {
+		case err != nil:
+		case res.ResourceType == resourceTopic:
 			rr.Configs, err = s.describeTopicConfigs(res, req, r.Version)
-		case resourceBroker:
+		case res.ResourceType == resourceBroker:
 			rr.Configs, err = s.describeBrokerConfigs(res, req, r.Version)
 		default:
 			err = fmt.Errorf("%w: resource type %d is not supported", kerr.InvalidRequest, res.ResourceType)

@@ -22,7 +22,10 @@ func (s *Server) handleAlterConfigs(ctx context.Context, r *Request) Result {
 		for _, c := range res.Configs {
 			ops = append(ops, metadata.ConfigOp{Name: c.Name, Value: c.Value, Op: metadata.ConfigSet})
 		}
-		err := s.alterConfigs(ctx, res.ResourceType, res.ResourceName, ops, false, req.ValidateOnly)
+		err := s.configAccess(r, res.ResourceType, res.ResourceName, opAlterConfigs)
+		if err == nil {
+			err = s.alterConfigs(ctx, res.ResourceType, res.ResourceName, ops, false, req.ValidateOnly)
+		}
 		rr.ErrorCode, rr.ErrorMessage = errorCode(err), errorMessage(err)
 		resp.Resources = append(resp.Resources, rr)
 	}

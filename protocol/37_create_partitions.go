@@ -14,7 +14,11 @@ func (s *Server) handleCreatePartitions(ctx context.Context, r *Request) Result 
 	ctx, cancel := requestContext(ctx, req.TimeoutMillis)
 	defer cancel()
 	specs := make([]metadata.PartitionsSpec, 0, len(req.Topics))
-	for _, t := range req.Topics {
+	denied := make([]bool, len(req.Topics))
+	for i, t := range req.Topics {
+		if denied[i] = !s.allowed(r, opAlter, resTopic, t.Topic); denied[i] {
+			continue
+		}
 		spec := metadata.PartitionsSpec{Topic: t.Topic, Count: t.Count}
 		for _, a := range t.Assignment {
 			spec.Assignments = append(spec.Assignments, a.Replicas)
@@ -34,11 +38,19 @@ func (s *Server) handleCreatePartitions(ctx context.Context, r *Request) Result 
 			return true
 		})
 	}
+	next := 0
 	for i, t := range req.Topics {
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
-		if i < len(errs) && errs[i] != nil {
-			rt.ErrorCode, rt.ErrorMessage = errorCode(errs[i]), errorMessage(errs[i])
+		var err error
+		if denied[i] {
+			err = errTopicDenied
+		} else if next < len(errs) {
+			err = errs[next]
+			next++
+		}
+		if err != nil {
+			rt.ErrorCode, rt.ErrorMessage = errorCode(err), errorMessage(err)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}

@@ -9,9 +9,21 @@ import (
 func (s *Server) handleDeleteGroups(ctx context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.DeleteGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
-	for i, err := range s.deps.Groups.DeleteGroups(ctx, req.Groups) {
+	var asked []string
+	denied := make([]bool, len(req.Groups))
+	for i, g := range req.Groups {
+		if denied[i] = !s.allowed(r, opDelete, resGroup, g); !denied[i] {
+			asked = append(asked, g)
+		}
+	}
+	errs := s.deps.Groups.DeleteGroups(ctx, asked)
+	for i, g := range req.Groups {
 		rg := kmsg.NewDeleteGroupsResponseGroup()
-		rg.Group, rg.ErrorCode = req.Groups[i], errorCode(err)
+		rg.Group, rg.ErrorCode = g, errGroupDenied.Code
+		if !denied[i] {
+			rg.ErrorCode = errorCode(errs[0])
+			errs = errs[1:]
+		}
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return Result{Resp: resp}

@@ -34,6 +34,9 @@ func (s *Server) handleElectLeaders(ctx context.Context, r *Request) Result {
 		return Result{Resp: resp}
 	}
 
+	if !s.allowedCluster(r, opAlter) {
+		return answerAll(errClusterDenied.Code, nil)
+	}
 	preferred := true
 	if req.Version >= 1 {
 		switch req.ElectionType {

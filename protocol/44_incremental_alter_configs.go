@@ -18,7 +18,10 @@ func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, r *Request) 
 		for _, c := range res.Configs {
 			ops = append(ops, metadata.ConfigOp{Name: c.Name, Value: c.Value, Op: metadata.ConfigOpType(c.Op)})
 		}
-		err := s.alterConfigs(ctx, res.ResourceType, res.ResourceName, ops, true, req.ValidateOnly)
+		err := s.configAccess(r, res.ResourceType, res.ResourceName, opAlterConfigs)
+		if err == nil {
+			err = s.alterConfigs(ctx, res.ResourceType, res.ResourceName, ops, true, req.ValidateOnly)
+		}
 		rr.ErrorCode, rr.ErrorMessage = errorCode(err), errorMessage(err)
 		resp.Resources = append(resp.Resources, rr)
 	}

@@ -9,8 +9,16 @@ import (
 func (s *Server) handleOffsetDelete(ctx context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.OffsetDeleteRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	if !s.allowed(r, opDelete, resGroup, req.Group) {
+		resp.ErrorCode = errGroupDenied.Code
+		return Result{Resp: resp}
+	}
+	mayRead := s.topicCheck(r, opRead)
 	parts := map[string][]int32{}
 	for _, t := range req.Topics {
+		if !mayRead(t.Topic) {
+			continue
+		}
 		for _, p := range t.Partitions {
 			parts[t.Topic] = append(parts[t.Topic], p.Partition)
 		}
@@ -26,6 +34,9 @@ func (s *Server) handleOffsetDelete(ctx context.Context, r *Request) Result {
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			rp.Partition, rp.ErrorCode = p.Partition, errorCode(res[t.Topic][p.Partition])
+			if !mayRead(t.Topic) {
+				rp.ErrorCode = errTopicDenied.Code
+			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

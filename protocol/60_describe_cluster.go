@@ -23,6 +23,9 @@ func (s *Server) handleDescribeCluster(_ context.Context, r *Request) Result {
 	resp.ClusterAuthorizedOperations = authorizedOpsUnset
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterAllOps
+		if s.authorizing() {
+			resp.ClusterAuthorizedOperations = s.authorizedOps(r, resCluster, clusterResource)
+		}
 	}
 	for _, b := range liveBrokers(im) {
 		rb := kmsg.NewDescribeClusterResponseBroker()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shalelog/shale/internal/acl"
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/producerid"
@@ -43,8 +44,14 @@ type Config struct {
 	FetchSessionSlots int
 	// BrokerConfigs is what DescribeConfigs reports for this broker (name -> value).
 	BrokerConfigs map[string]string
-	Logger        *slog.Logger
-	Metrics       *Metrics
+	// Authorizer checks every request against the image's ACLs (authorizer.class.name,
+	// super.users, allow.everyone.if.no.acl.found); nil allows everything.
+	Authorizer *acl.Authorizer
+	Logger     *slog.Logger
+	Metrics    *Metrics
+
+	// principalHook stands in for authentication in tests (export_test.go, authorize.go).
+	principalHook func(*Request) string
 }
 
 // Deps are the broker services handlers use.

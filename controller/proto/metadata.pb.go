@@ -409,7 +409,10 @@ type MetadataDelta struct {
 	// Changed coordinators of __consumer_offsets partitions; a partition one past the
 	// image's last one extends the list (the first delta after the cluster fixed
 	// offsets.topic.num.partitions lists them all).
-	Coordinators  []*CoordinatorState `protobuf:"bytes,8,rep,name=coordinators,proto3" json:"coordinators,omitempty"`
+	Coordinators []*CoordinatorState `protobuf:"bytes,8,rep,name=coordinators,proto3" json:"coordinators,omitempty"`
+	// ACL bindings this record stored or removed (removals applied first).
+	AclsCreated   []*AclBinding `protobuf:"bytes,60,rep,name=acls_created,json=aclsCreated,proto3" json:"acls_created,omitempty"`
+	AclsDeleted   []*AclBinding `protobuf:"bytes,61,rep,name=acls_deleted,json=aclsDeleted,proto3" json:"acls_deleted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -496,6 +499,20 @@ func (x *MetadataDelta) GetDeletedTopics() []string {
 func (x *MetadataDelta) GetCoordinators() []*CoordinatorState {
 	if x != nil {
 		return x.Coordinators
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetAclsCreated() []*AclBinding {
+	if x != nil {
+		return x.AclsCreated
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetAclsDeleted() []*AclBinding {
+	if x != nil {
+		return x.AclsDeleted
 	}
 	return nil
 }
@@ -668,6 +685,7 @@ type MetadataImageChunk struct {
 	First         bool                   `protobuf:"varint,6,opt,name=first,proto3" json:"first,omitempty"`
 	Last          bool                   `protobuf:"varint,7,opt,name=last,proto3" json:"last,omitempty"`
 	Coordinators  []*CoordinatorState    `protobuf:"bytes,8,rep,name=coordinators,proto3" json:"coordinators,omitempty"` // in the first chunk
+	Acls          []*AclBinding          `protobuf:"bytes,60,rep,name=acls,proto3" json:"acls,omitempty"`                // every ACL binding, in the first chunk
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -754,6 +772,13 @@ func (x *MetadataImageChunk) GetLast() bool {
 func (x *MetadataImageChunk) GetCoordinators() []*CoordinatorState {
 	if x != nil {
 		return x.Coordinators
+	}
+	return nil
+}
+
+func (x *MetadataImageChunk) GetAcls() []*AclBinding {
+	if x != nil {
+		return x.Acls
 	}
 	return nil
 }
@@ -959,6 +984,196 @@ func (x *OffsetEntry) GetLogOffset() int64 {
 	return 0
 }
 
+// AclBinding is one ACL: a resource pattern and an access-control entry. The enums carry
+// Kafka's wire codes (resource type TOPIC = 2, pattern LITERAL = 3, operation READ = 3,
+// permission ALLOW = 3, ...).
+type AclBinding struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ResourceType  int32                  `protobuf:"varint,1,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	ResourceName  string                 `protobuf:"bytes,2,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	PatternType   int32                  `protobuf:"varint,3,opt,name=pattern_type,json=patternType,proto3" json:"pattern_type,omitempty"`
+	Principal     string                 `protobuf:"bytes,4,opt,name=principal,proto3" json:"principal,omitempty"`
+	Host          string                 `protobuf:"bytes,5,opt,name=host,proto3" json:"host,omitempty"`
+	Operation     int32                  `protobuf:"varint,6,opt,name=operation,proto3" json:"operation,omitempty"`
+	Permission    int32                  `protobuf:"varint,7,opt,name=permission,proto3" json:"permission,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclBinding) Reset() {
+	*x = AclBinding{}
+	mi := &file_metadata_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclBinding) ProtoMessage() {}
+
+func (x *AclBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclBinding.ProtoReflect.Descriptor instead.
+func (*AclBinding) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *AclBinding) GetResourceType() int32 {
+	if x != nil {
+		return x.ResourceType
+	}
+	return 0
+}
+
+func (x *AclBinding) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+func (x *AclBinding) GetPatternType() int32 {
+	if x != nil {
+		return x.PatternType
+	}
+	return 0
+}
+
+func (x *AclBinding) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AclBinding) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *AclBinding) GetOperation() int32 {
+	if x != nil {
+		return x.Operation
+	}
+	return 0
+}
+
+func (x *AclBinding) GetPermission() int32 {
+	if x != nil {
+		return x.Permission
+	}
+	return 0
+}
+
+// AclFilter selects ACL bindings as DeleteAcls' filters do: ANY (1) matches every type,
+// pattern, operation and permission, an absent name, principal or host every one, and
+// the MATCH pattern type every binding that applies to the named resource.
+type AclFilter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ResourceType  int32                  `protobuf:"varint,1,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	ResourceName  *string                `protobuf:"bytes,2,opt,name=resource_name,json=resourceName,proto3,oneof" json:"resource_name,omitempty"`
+	PatternType   int32                  `protobuf:"varint,3,opt,name=pattern_type,json=patternType,proto3" json:"pattern_type,omitempty"`
+	Principal     *string                `protobuf:"bytes,4,opt,name=principal,proto3,oneof" json:"principal,omitempty"`
+	Host          *string                `protobuf:"bytes,5,opt,name=host,proto3,oneof" json:"host,omitempty"`
+	Operation     int32                  `protobuf:"varint,6,opt,name=operation,proto3" json:"operation,omitempty"`
+	Permission    int32                  `protobuf:"varint,7,opt,name=permission,proto3" json:"permission,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclFilter) Reset() {
+	*x = AclFilter{}
+	mi := &file_metadata_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclFilter) ProtoMessage() {}
+
+func (x *AclFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
+func (*AclFilter) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AclFilter) GetResourceType() int32 {
+	if x != nil {
+		return x.ResourceType
+	}
+	return 0
+}
+
+func (x *AclFilter) GetResourceName() string {
+	if x != nil && x.ResourceName != nil {
+		return *x.ResourceName
+	}
+	return ""
+}
+
+func (x *AclFilter) GetPatternType() int32 {
+	if x != nil {
+		return x.PatternType
+	}
+	return 0
+}
+
+func (x *AclFilter) GetPrincipal() string {
+	if x != nil && x.Principal != nil {
+		return *x.Principal
+	}
+	return ""
+}
+
+func (x *AclFilter) GetHost() string {
+	if x != nil && x.Host != nil {
+		return *x.Host
+	}
+	return ""
+}
+
+func (x *AclFilter) GetOperation() int32 {
+	if x != nil {
+		return x.Operation
+	}
+	return 0
+}
+
+func (x *AclFilter) GetPermission() int32 {
+	if x != nil {
+		return x.Permission
+	}
+	return 0
+}
+
 var File_metadata_proto protoreflect.FileDescriptor
 
 const file_metadata_proto_rawDesc = "" +
@@ -997,7 +1212,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9e\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa6\x04\n" +
 	"\rMetadataDelta\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1f\n" +
 	"\vprev_offset\x18\x02 \x01(\x04R\n" +
@@ -1008,7 +1223,9 @@ const file_metadata_proto_rawDesc = "" +
 	"\abrokers\x18\x05 \x03(\v2 .shale.controller.v1.BrokerStateR\abrokers\x127\n" +
 	"\x06topics\x18\x06 \x03(\v2\x1f.shale.controller.v1.TopicDeltaR\x06topics\x12%\n" +
 	"\x0edeleted_topics\x18\a \x03(\tR\rdeletedTopics\x12I\n" +
-	"\fcoordinators\x18\b \x03(\v2%.shale.controller.v1.CoordinatorStateR\fcoordinatorsB\r\n" +
+	"\fcoordinators\x18\b \x03(\v2%.shale.controller.v1.CoordinatorStateR\fcoordinators\x12B\n" +
+	"\facls_created\x18< \x03(\v2\x1f.shale.controller.v1.AclBindingR\vaclsCreated\x12B\n" +
+	"\facls_deleted\x18= \x03(\v2\x1f.shale.controller.v1.AclBindingR\vaclsDeletedB\r\n" +
 	"\v_cluster_idB\x10\n" +
 	"\x0e_controller_id\"\x81\x01\n" +
 	"\x10CoordinatorState\x12\x1c\n" +
@@ -1028,7 +1245,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xda\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8f\x03\n" +
 	"\x12MetadataImageChunk\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1d\n" +
 	"\n" +
@@ -1038,7 +1255,8 @@ const file_metadata_proto_rawDesc = "" +
 	"\x06topics\x18\x05 \x03(\v2\x1f.shale.controller.v1.TopicStateR\x06topics\x12\x14\n" +
 	"\x05first\x18\x06 \x01(\bR\x05first\x12\x12\n" +
 	"\x04last\x18\a \x01(\bR\x04last\x12I\n" +
-	"\fcoordinators\x18\b \x03(\v2%.shale.controller.v1.CoordinatorStateR\fcoordinators\")\n" +
+	"\fcoordinators\x18\b \x03(\v2%.shale.controller.v1.CoordinatorStateR\fcoordinators\x123\n" +
+	"\x04acls\x18< \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\")\n" +
 	"\vReplicaList\x12\x1a\n" +
 	"\breplicas\x18\x01 \x03(\x05R\breplicas\"G\n" +
 	"\x0fTopicPartitions\x12\x14\n" +
@@ -1055,7 +1273,32 @@ const file_metadata_proto_rawDesc = "" +
 	"\x0ecommit_time_ms\x18\x06 \x01(\x03R\fcommitTimeMs\x12$\n" +
 	"\x0eexpire_time_ms\x18\a \x01(\x03R\fexpireTimeMs\x12\x1d\n" +
 	"\n" +
-	"log_offset\x18\b \x01(\x03R\tlogOffsetB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"log_offset\x18\b \x01(\x03R\tlogOffset\"\xe9\x01\n" +
+	"\n" +
+	"AclBinding\x12#\n" +
+	"\rresource_type\x18\x01 \x01(\x05R\fresourceType\x12#\n" +
+	"\rresource_name\x18\x02 \x01(\tR\fresourceName\x12!\n" +
+	"\fpattern_type\x18\x03 \x01(\x05R\vpatternType\x12\x1c\n" +
+	"\tprincipal\x18\x04 \x01(\tR\tprincipal\x12\x12\n" +
+	"\x04host\x18\x05 \x01(\tR\x04host\x12\x1c\n" +
+	"\toperation\x18\x06 \x01(\x05R\toperation\x12\x1e\n" +
+	"\n" +
+	"permission\x18\a \x01(\x05R\n" +
+	"permission\"\xa0\x02\n" +
+	"\tAclFilter\x12#\n" +
+	"\rresource_type\x18\x01 \x01(\x05R\fresourceType\x12(\n" +
+	"\rresource_name\x18\x02 \x01(\tH\x00R\fresourceName\x88\x01\x01\x12!\n" +
+	"\fpattern_type\x18\x03 \x01(\x05R\vpatternType\x12!\n" +
+	"\tprincipal\x18\x04 \x01(\tH\x01R\tprincipal\x88\x01\x01\x12\x17\n" +
+	"\x04host\x18\x05 \x01(\tH\x02R\x04host\x88\x01\x01\x12\x1c\n" +
+	"\toperation\x18\x06 \x01(\x05R\toperation\x12\x1e\n" +
+	"\n" +
+	"permission\x18\a \x01(\x05R\n" +
+	"permissionB\x10\n" +
+	"\x0e_resource_nameB\f\n" +
+	"\n" +
+	"_principalB\a\n" +
+	"\x05_hostB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_metadata_proto_rawDescOnce sync.Once
@@ -1069,7 +1312,7 @@ func file_metadata_proto_rawDescGZIP() []byte {
 	return file_metadata_proto_rawDescData
 }
 
-var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_metadata_proto_goTypes = []any{
 	(*Error)(nil),              // 0: shale.controller.v1.Error
 	(*Listener)(nil),           // 1: shale.controller.v1.Listener
@@ -1083,26 +1326,31 @@ var file_metadata_proto_goTypes = []any{
 	(*ReplicaList)(nil),        // 9: shale.controller.v1.ReplicaList
 	(*TopicPartitions)(nil),    // 10: shale.controller.v1.TopicPartitions
 	(*OffsetEntry)(nil),        // 11: shale.controller.v1.OffsetEntry
-	nil,                        // 12: shale.controller.v1.TopicState.ConfigsEntry
-	nil,                        // 13: shale.controller.v1.TopicDelta.ConfigsEntry
+	(*AclBinding)(nil),         // 12: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),          // 13: shale.controller.v1.AclFilter
+	nil,                        // 14: shale.controller.v1.TopicState.ConfigsEntry
+	nil,                        // 15: shale.controller.v1.TopicDelta.ConfigsEntry
 }
 var file_metadata_proto_depIdxs = []int32{
 	1,  // 0: shale.controller.v1.BrokerState.listeners:type_name -> shale.controller.v1.Listener
-	12, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
+	14, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
 	3,  // 2: shale.controller.v1.TopicState.partitions:type_name -> shale.controller.v1.PartitionState
 	2,  // 3: shale.controller.v1.MetadataDelta.brokers:type_name -> shale.controller.v1.BrokerState
 	7,  // 4: shale.controller.v1.MetadataDelta.topics:type_name -> shale.controller.v1.TopicDelta
 	6,  // 5: shale.controller.v1.MetadataDelta.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	13, // 6: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
-	3,  // 7: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
-	2,  // 8: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
-	4,  // 9: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
-	6,  // 10: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	12, // 6: shale.controller.v1.MetadataDelta.acls_created:type_name -> shale.controller.v1.AclBinding
+	12, // 7: shale.controller.v1.MetadataDelta.acls_deleted:type_name -> shale.controller.v1.AclBinding
+	15, // 8: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
+	3,  // 9: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
+	2,  // 10: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
+	4,  // 11: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
+	6,  // 12: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	12, // 13: shale.controller.v1.MetadataImageChunk.acls:type_name -> shale.controller.v1.AclBinding
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_metadata_proto_init() }
@@ -1111,13 +1359,14 @@ func file_metadata_proto_init() {
 		return
 	}
 	file_metadata_proto_msgTypes[5].OneofWrappers = []any{}
+	file_metadata_proto_msgTypes[13].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_proto_rawDesc), len(file_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

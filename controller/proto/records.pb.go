@@ -102,6 +102,8 @@ type Record struct {
 	//	*Record_OffsetOps
 	//	*Record_ElectLeaders
 	//	*Record_ControlledShutdown
+	//	*Record_CreateAcls
+	//	*Record_DeleteAcls
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -261,6 +263,24 @@ func (x *Record) GetControlledShutdown() *ControlledShutdownRecord {
 	return nil
 }
 
+func (x *Record) GetCreateAcls() *CreateAclsRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_CreateAcls); ok {
+			return x.CreateAcls
+		}
+	}
+	return nil
+}
+
+func (x *Record) GetDeleteAcls() *DeleteAclsRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_DeleteAcls); ok {
+			return x.DeleteAcls
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -317,6 +337,14 @@ type Record_ControlledShutdown struct {
 	ControlledShutdown *ControlledShutdownRecord `protobuf:"bytes,13,opt,name=controlled_shutdown,json=controlledShutdown,proto3,oneof"`
 }
 
+type Record_CreateAcls struct {
+	CreateAcls *CreateAclsRecord `protobuf:"bytes,60,opt,name=create_acls,json=createAcls,proto3,oneof"`
+}
+
+type Record_DeleteAcls struct {
+	DeleteAcls *DeleteAclsRecord `protobuf:"bytes,61,opt,name=delete_acls,json=deleteAcls,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -342,6 +370,10 @@ func (*Record_OffsetOps) isRecord_Record() {}
 func (*Record_ElectLeaders) isRecord_Record() {}
 
 func (*Record_ControlledShutdown) isRecord_Record() {}
+
+func (*Record_CreateAcls) isRecord_Record() {}
+
+func (*Record_DeleteAcls) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -1607,6 +1639,7 @@ type SnapshotItem struct {
 	//	*SnapshotItem_Broker
 	//	*SnapshotItem_Topic
 	//	*SnapshotItem_Group
+	//	*SnapshotItem_Acl
 	Item          isSnapshotItem_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1676,6 +1709,15 @@ func (x *SnapshotItem) GetGroup() *GroupOffsets {
 	return nil
 }
 
+func (x *SnapshotItem) GetAcl() *AclBinding {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_Acl); ok {
+			return x.Acl
+		}
+	}
+	return nil
+}
+
 type isSnapshotItem_Item interface {
 	isSnapshotItem_Item()
 }
@@ -1692,17 +1734,115 @@ type SnapshotItem_Group struct {
 	Group *GroupOffsets `protobuf:"bytes,3,opt,name=group,proto3,oneof"`
 }
 
+type SnapshotItem_Acl struct {
+	Acl *AclBinding `protobuf:"bytes,60,opt,name=acl,proto3,oneof"`
+}
+
 func (*SnapshotItem_Broker) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Topic) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Group) isSnapshotItem_Item() {}
 
+func (*SnapshotItem_Acl) isSnapshotItem_Item() {}
+
+// CreateAclsRecord stores ACL bindings the leader validated; bindings already stored are
+// kept once.
+type CreateAclsRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acls          []*AclBinding          `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsRecord) Reset() {
+	*x = CreateAclsRecord{}
+	mi := &file_records_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsRecord) ProtoMessage() {}
+
+func (x *CreateAclsRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsRecord.ProtoReflect.Descriptor instead.
+func (*CreateAclsRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CreateAclsRecord) GetAcls() []*AclBinding {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+// DeleteAclsRecord removes every stored binding any of the filters matches; the FSM
+// answers with the bindings each filter matched.
+type DeleteAclsRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filters       []*AclFilter           `protobuf:"bytes,1,rep,name=filters,proto3" json:"filters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsRecord) Reset() {
+	*x = DeleteAclsRecord{}
+	mi := &file_records_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsRecord) ProtoMessage() {}
+
+func (x *DeleteAclsRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsRecord.ProtoReflect.Descriptor instead.
+func (*DeleteAclsRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DeleteAclsRecord) GetFilters() []*AclFilter {
+	if x != nil {
+		return x.Filters
+	}
+	return nil
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xe6\b\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xfa\t\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -1718,7 +1858,11 @@ const file_records_proto_rawDesc = "" +
 	"\n" +
 	"offset_ops\x18\v \x01(\v2$.shale.controller.v1.OffsetOpsRecordH\x00R\toffsetOps\x12N\n" +
 	"\relect_leaders\x18\f \x01(\v2'.shale.controller.v1.ElectLeadersRecordH\x00R\felectLeaders\x12`\n" +
-	"\x13controlled_shutdown\x18\r \x01(\v2-.shale.controller.v1.ControlledShutdownRecordH\x00R\x12controlledShutdownB\b\n" +
+	"\x13controlled_shutdown\x18\r \x01(\v2-.shale.controller.v1.ControlledShutdownRecordH\x00R\x12controlledShutdown\x12H\n" +
+	"\vcreate_acls\x18< \x01(\v2%.shale.controller.v1.CreateAclsRecordH\x00R\n" +
+	"createAcls\x12H\n" +
+	"\vdelete_acls\x18= \x01(\v2%.shale.controller.v1.DeleteAclsRecordH\x00R\n" +
+	"deleteAclsB\b\n" +
 	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -1821,12 +1965,17 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\x03R\roffsetsLogEnd\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xc6\x01\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xfb\x01\n" +
 	"\fSnapshotItem\x12:\n" +
 	"\x06broker\x18\x01 \x01(\v2 .shale.controller.v1.BrokerStateH\x00R\x06broker\x127\n" +
 	"\x05topic\x18\x02 \x01(\v2\x1f.shale.controller.v1.TopicStateH\x00R\x05topic\x129\n" +
-	"\x05group\x18\x03 \x01(\v2!.shale.controller.v1.GroupOffsetsH\x00R\x05groupB\x06\n" +
-	"\x04item*~\n" +
+	"\x05group\x18\x03 \x01(\v2!.shale.controller.v1.GroupOffsetsH\x00R\x05group\x123\n" +
+	"\x03acl\x18< \x01(\v2\x1f.shale.controller.v1.AclBindingH\x00R\x03aclB\x06\n" +
+	"\x04item\"G\n" +
+	"\x10CreateAclsRecord\x123\n" +
+	"\x04acls\x18\x01 \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\"L\n" +
+	"\x10DeleteAclsRecord\x128\n" +
+	"\afilters\x18\x01 \x03(\v2\x1e.shale.controller.v1.AclFilterR\afilters*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
@@ -1846,7 +1995,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                 // 0: shale.controller.v1.ElectionType
 	(*Record)(nil),                    // 1: shale.controller.v1.Record
@@ -1870,15 +2019,19 @@ var file_records_proto_goTypes = []any{
 	(*SnapshotHeader)(nil),            // 19: shale.controller.v1.SnapshotHeader
 	(*GroupOffsets)(nil),              // 20: shale.controller.v1.GroupOffsets
 	(*SnapshotItem)(nil),              // 21: shale.controller.v1.SnapshotItem
-	nil,                               // 22: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                               // 23: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                  // 24: shale.controller.v1.Listener
-	(*ReplicaList)(nil),               // 25: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),               // 26: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),           // 27: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),          // 28: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),               // 29: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                // 30: shale.controller.v1.TopicState
+	(*CreateAclsRecord)(nil),          // 22: shale.controller.v1.CreateAclsRecord
+	(*DeleteAclsRecord)(nil),          // 23: shale.controller.v1.DeleteAclsRecord
+	nil,                               // 24: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                               // 25: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                  // 26: shale.controller.v1.Listener
+	(*ReplicaList)(nil),               // 27: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),               // 28: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),           // 29: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),          // 30: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),               // 31: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                // 32: shale.controller.v1.TopicState
+	(*AclBinding)(nil),                // 33: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),                 // 34: shale.controller.v1.AclFilter
 }
 var file_records_proto_depIdxs = []int32{
 	2,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -1894,29 +2047,34 @@ var file_records_proto_depIdxs = []int32{
 	16, // 10: shale.controller.v1.Record.offset_ops:type_name -> shale.controller.v1.OffsetOpsRecord
 	17, // 11: shale.controller.v1.Record.elect_leaders:type_name -> shale.controller.v1.ElectLeadersRecord
 	18, // 12: shale.controller.v1.Record.controlled_shutdown:type_name -> shale.controller.v1.ControlledShutdownRecord
-	24, // 13: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	25, // 14: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	22, // 15: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	6,  // 16: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	8,  // 17: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	25, // 18: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	10, // 19: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	23, // 20: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	26, // 21: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	27, // 22: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	15, // 23: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 24: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	27, // 25: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	28, // 26: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	26, // 27: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	29, // 28: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	30, // 29: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	20, // 30: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	22, // 13: shale.controller.v1.Record.create_acls:type_name -> shale.controller.v1.CreateAclsRecord
+	23, // 14: shale.controller.v1.Record.delete_acls:type_name -> shale.controller.v1.DeleteAclsRecord
+	26, // 15: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	27, // 16: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	24, // 17: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	6,  // 18: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	8,  // 19: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	27, // 20: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	10, // 21: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	25, // 22: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	28, // 23: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	29, // 24: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	15, // 25: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 26: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	29, // 27: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	30, // 28: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	28, // 29: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	31, // 30: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	32, // 31: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	20, // 32: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	33, // 33: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	33, // 34: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	34, // 35: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -1939,11 +2097,14 @@ func file_records_proto_init() {
 		(*Record_OffsetOps)(nil),
 		(*Record_ElectLeaders)(nil),
 		(*Record_ControlledShutdown)(nil),
+		(*Record_CreateAcls)(nil),
+		(*Record_DeleteAcls)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
 		(*SnapshotItem_Topic)(nil),
 		(*SnapshotItem_Group)(nil),
+		(*SnapshotItem_Acl)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1951,7 +2112,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

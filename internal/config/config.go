@@ -14,6 +14,12 @@ import (
 // same invariants (one log dir, PLAINTEXT listeners, voters including a controller's own
 // node.id).
 type Config struct {
+	// AuthorizerClassName, SuperUsers and AllowEveryoneIfNoACLFound are
+	// authorizer.class.name, super.users and allow.everyone.if.no.acl.found (authz.go).
+	AuthorizerClassName       string
+	SuperUsers                []string
+	AllowEveryoneIfNoACLFound bool
+
 	// NodeID is node.id (default 1): the broker and controller id of this process.
 	NodeID int32
 	// ProcessRoles is process.roles (default "broker,controller"): "broker",

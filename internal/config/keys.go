@@ -268,6 +268,14 @@ func buildKeys() []*keyDef {
 		key("num.replica.fetchers", "1", "Fetcher connections per source broker.",
 			i32(func(c *Config) *int32 { return &c.NumReplicaFetchers }, 1)),
 
+		// Authorization (authz.go).
+		key("authorizer.class.name", "", "Turns ACL authorization on: org.apache.kafka.metadata.authorizer.StandardAuthorizer (or kafka.security.authorizer.AclAuthorizer); empty: every request is allowed.",
+			accessor{set: setAuthorizerClassName, get: func(c *Config) string { return c.AuthorizerClassName }}),
+		key("super.users", "", "Principals allowed everything, separated by semicolons (User:admin;User:broker).",
+			accessor{set: setSuperUsers, get: func(c *Config) string { return strings.Join(c.SuperUsers, ";") }}),
+		key("allow.everyone.if.no.acl.found", "false", "With an authorizer: a resource no ACL covers is open to everyone (else to super users only).",
+			boolField(func(c *Config) *bool { return &c.AllowEveryoneIfNoACLFound })),
+
 		key("cluster.id", "", "The cluster's id (22-character base64 UUID); optional.",
 			accessor{set: setClusterID, get: func(c *Config) string { return c.ClusterID }}),
 		key("http.listener", "127.0.0.1:9644", "Shale: host:port for metrics and health; empty turns it off.",

@@ -1,5 +1,7 @@
 package metadata
 
+import "github.com/shalelog/shale/internal/acl"
+
 // Broker is one registered broker as the controller last committed it.
 type Broker struct {
 	ID   int32
@@ -47,6 +49,8 @@ type Image struct {
 	// Coordinators holds the group coordinator of each __consumer_offsets partition; its
 	// length is offsets.topic.num.partitions as the cluster fixed it. Immutable.
 	Coordinators []Coordinator
+	// ACLs are the ACL bindings; nil when there are none. Immutable.
+	ACLs *acl.Set
 }
 
 // Topic returns the named topic, or nil.

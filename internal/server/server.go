@@ -286,6 +286,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		TopicDefaults:            cfg.TopicDefaults(),
 		BrokerConfigs:            brokerConfigs,
+		Authorizer:               cfg.Authorizer(),
 		Logger:                   n.lg,
 		Metrics:                  protocol.NewMetrics(n.reg),
 	}, protocol.Deps{

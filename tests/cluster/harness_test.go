@@ -129,7 +129,8 @@ type cluster struct {
 	voters      string
 }
 
-func newCluster(t *testing.T) *cluster {
+// newCluster starts the cluster; extra are further settings for every node.
+func newCluster(t *testing.T, extra ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t}
 	var voters []string
@@ -148,6 +149,7 @@ func newCluster(t *testing.T) *cluster {
 		"--num.partitions=3",
 		"--auto.create.topics.enable=false",
 	}
+	common = append(common, extra...)
 	for _, p := range c.controllers {
 		p.args = append([]string{"serve", "--node.id=" + strconv.Itoa(int(p.id)), "--process.roles=controller",
 			"--listeners=CONTROLLER://" + p.addr, "--log.dirs=" + filepath.Join(p.dir, "data")}, common...)
