@@ -77,6 +77,9 @@ func validateBatch(b []byte) (Header, error) {
 }
 
 func (l *Log) appendLocked(batch []byte, h Header, base int64, epoch int32, setEpoch bool, cfg *Config) (AppendInfo, error) {
+	if err := l.markDirty(); err != nil {
+		return AppendInfo{}, err
+	}
 	n := int64(len(batch))
 	last := base + int64(h.LastOffsetDelta)
 	now := &lazyClock{now: cfg.Now}
