@@ -209,7 +209,7 @@ func (l *Log) shutdown(clean bool) error {
 	if len(errs) == 0 {
 		table := make([]segmentSummary, len(segs))
 		for i, s := range segs {
-			table[i] = segmentSummary{base: s.base, size: s.size.Load(), maxTs: s.maxTimestamp.Load(), modTime: s.modTime.Load()}
+			table[i] = segmentSummary{base: s.base, size: s.size.Load(), maxTs: s.maxTimestamp.Load(), modTime: s.modTime.Load(), rollTs: s.rollTs}
 		}
 		if err := writeCheckpoint(l.fsys, l.dir, recoveryPointFile, l.end.Load()); err != nil {
 			errs = append(errs, err)

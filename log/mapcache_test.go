@@ -68,8 +68,26 @@ func TestCleanOpenOpensNoSealedSegment(t *testing.T) {
 			t.Fatalf("batch %d differs", i)
 		}
 	}
-	if m := cfg.Maps.Mapped(); m != l.NumSegments()-1 {
-		t.Fatalf("%d sealed segments mapped after reading them all, want %d", m, l.NumSegments()-1)
+	// The last segment too: it becomes writable only with the first append.
+	if m := cfg.Maps.Mapped(); m != l.NumSegments() {
+		t.Fatalf("%d segments mapped after reading them all, want %d", m, l.NumSegments())
+	}
+	end := l.EndOffset()
+	held, err := l.Read(end-1, 1<<20, end, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := mustAppend(t, l, makeBatch(t, batchSpec{timestamp: 5000}), 2)
+	if info.BaseOffset != end {
+		t.Fatalf("first append after a clean open at %d, want %d", info.BaseOffset, end)
+	}
+	if !bytes.Equal(held.Chunks[0], want[len(want)-1]) {
+		t.Fatal("a View of the last segment changed when it became writable")
+	}
+	held.Release()
+	checkIndexes(t, l)
+	if got := readAll(t, l, 0); len(got) != len(want)+1 {
+		t.Fatalf("%d batches after the append, want %d", len(got), len(want)+1)
 	}
 	// Retention still sees the largest timestamps the marker carried.
 	if off, ok, err := l.OffsetForTimestamp(1000 + int64(len(want)) - 1); err != nil || !ok {

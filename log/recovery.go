@@ -29,9 +29,10 @@ func (l *Log) load() error {
 	marker, markerErr := readWholeFile(l.fsys, filepath.Join(l.dir, cleanShutdownFile))
 	clean := markerErr == nil
 	var table map[int64]segmentSummary
+	var markerEnd int64
 	if clean {
 		// An older marker has no table: still clean, the sizes come from the files.
-		table, _ = decodeCleanShutdown(marker)
+		markerEnd, table, _ = decodeCleanShutdown(marker)
 	}
 	rp, rpOK, err := readCheckpoint(l.fsys, l.dir, recoveryPointFile)
 	if err != nil {
@@ -91,6 +92,16 @@ func (l *Log) load() error {
 			sum = segmentSummary{base: base, size: size, maxTs: -1, modTime: mod}
 		}
 		size, mod := sum.size, sum.modTime
+		if i == len(bases)-1 && known && markerEnd >= base {
+			// Clean shutdown: the last segment stays as it is, read-only and unmapped,
+			// until the first append makes it the writable active segment (activate):
+			// an idle replica costs no mapping and no descriptor for it.
+			s := openSealedSegment(l.fsys, l.dir, base, size, sum.maxTs, mod, true, params.maps)
+			s.next, s.rollTs, s.created = markerEnd, sum.rollTs, now
+			s.reopened(now)
+			segs = append(segs, s)
+			break
+		}
 		if i == len(bases)-1 {
 			// Clean shutdown: the last segment becomes the active one as it is.
 			s, err := openActiveSegment(l.fsys, l.dir, base, size, params, nil, now)

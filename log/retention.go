@@ -29,6 +29,9 @@ func (l *Log) Truncate(offset int64) error {
 	if err := l.markDirty(); err != nil {
 		return err
 	}
+	if err := l.activate(); err != nil {
+		return err
+	}
 	segs := l.segments()
 	if offset < segs[0].base {
 		return l.truncateFullyLocked(offset)
