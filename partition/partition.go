@@ -62,6 +62,9 @@ type Partition struct {
 	mu        sync.Mutex
 	producers *producerState
 	epochs    epochCache
+	// savedEpochs is what the leader-epoch-checkpoint holds, so that close rewrites it
+	// only when a save failed since.
+	savedEpochs []epochEntry
 	state     State
 	cfg       Settings
 	// Leader only: what each follower has fetched, and the ISR proposed to the controller
@@ -183,6 +186,7 @@ func (p *Partition) rebuild() error {
 	}
 	p.epochs.truncateBefore(start)
 	if slices.Equal(p.epochs.entries, saved) && saved != nil {
+		p.savedEpochs = saved
 		return nil // unchanged: a restart of thousands of replicas writes nothing here
 	}
 	return p.saveEpochsLocked()
@@ -192,6 +196,7 @@ func (p *Partition) saveEpochsLocked() error {
 	if err := writeFileAtomic(filepath.Join(p.dir, epochCheckpointFile), encodeEpochs(p.epochs.entries)); err != nil {
 		return fmt.Errorf("%w: leader-epoch-checkpoint of %s-%d: %w", shalelog.ErrStorage, p.topic, p.index, err)
 	}
+	p.savedEpochs = slices.Clone(p.epochs.entries)
 	return nil
 }
 
@@ -520,8 +525,10 @@ func (p *Partition) close() error {
 	// A snapshot that fails leaves the previous one, which still replays correctly from
 	// its own offset.
 	snapErr := p.producers.save(p.dir, p.log.EndOffset())
-	if err := p.saveEpochsLocked(); err != nil {
-		return errors.Join(err, snapErr, p.log.CloseUnclean())
+	if !slices.Equal(p.epochs.entries, p.savedEpochs) || p.savedEpochs == nil {
+		if err := p.saveEpochsLocked(); err != nil {
+			return errors.Join(err, snapErr, p.log.CloseUnclean())
+		}
 	}
 	if err := p.log.Close(); err != nil {
 		return err
