@@ -65,8 +65,8 @@ type Partition struct {
 	// savedEpochs is what the leader-epoch-checkpoint holds, so that close rewrites it
 	// only when a save failed since.
 	savedEpochs []epochEntry
-	state     State
-	cfg       Settings
+	state       State
+	cfg         Settings
 	// Leader only: what each follower has fetched, and the ISR proposed to the controller
 	// and not yet seen committed (nil when none is in flight).
 	followers  map[int32]*followerState
