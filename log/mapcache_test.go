@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // manySegments makes a cleanly closed log of at least n segments in dir and returns
@@ -269,5 +270,31 @@ func TestCrashAfterCleanOpenWithoutWrites(t *testing.T) {
 	if l.RecoveredFrom() >= l.EndOffset() {
 		t.Fatalf("no recovery after a crash that followed a write: recovered from %d, end %d", l.RecoveredFrom(), l.EndOffset())
 	}
+	checkIndexes(t, l)
+}
+
+// TestSegmentMsAcrossCleanRestart: the last segment waits read-only for its first
+// append after a clean open, and segment.ms still counts from its first batch (carried
+// by the clean-shutdown marker), not from the restart.
+func TestSegmentMsAcrossCleanRestart(t *testing.T) {
+	dir := t.TempDir()
+	clock := newFakeClock(1_000_000)
+	cfg := testConfig(clock)
+	cfg.SegmentMs = 60_000
+	l := mustOpen(t, dir, cfg)
+	mustAppend(t, l, makeBatch(t, batchSpec{timestamp: 1_000_000}), 1)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(61 * time.Second)
+	l = mustOpen(t, dir, cfg)
+	defer l.Close()
+	if _, err := l.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if l.NumSegments() != 2 {
+		t.Fatalf("%d segments: segment.ms did not roll the idle segment reopened after a clean shutdown", l.NumSegments())
+	}
+	mustAppend(t, l, makeBatch(t, batchSpec{timestamp: 1_061_000}), 1)
 	checkIndexes(t, l)
 }
