@@ -214,7 +214,7 @@ func (l *Log) shutdown(clean bool) error {
 		if err := writeCheckpoint(l.fsys, l.dir, recoveryPointFile, l.end.Load()); err != nil {
 			errs = append(errs, err)
 		} else if clean {
-			if err := writeFileAtomic(l.fsys, filepath.Join(l.dir, cleanShutdownFile), encodeCleanShutdown(l.end.Load(), table)); err != nil {
+			if err := writeFileAtomic(l.fsys, filepath.Join(l.dir, cleanShutdownFile), encodeCleanShutdown(l.end.Load(), l.start.Load(), table)); err != nil {
 				errs = append(errs, storageError("write clean-shutdown marker", err))
 			}
 		}

@@ -29,23 +29,35 @@ func (l *Log) load() error {
 	marker, markerErr := readWholeFile(l.fsys, filepath.Join(l.dir, cleanShutdownFile))
 	clean := markerErr == nil
 	var table map[int64]segmentSummary
-	var markerEnd int64
+	var markerEnd, startCk, rp int64
+	var startOK, rpOK bool
 	if clean {
 		// An older marker has no table: still clean, the sizes come from the files.
-		markerEnd, table, _ = decodeCleanShutdown(marker)
-	}
-	rp, rpOK, err := readCheckpoint(l.fsys, l.dir, recoveryPointFile)
-	if err != nil {
-		lg.Warn("ignoring unreadable recovery point; scanning all segments", "err", err)
-		rp, rpOK, clean = 0, false, false
+		var err error
+		if markerEnd, startCk, table, err = decodeCleanShutdown(marker); err == nil {
+			// The marker was written after both checkpoints and nothing changed since:
+			// its start offset is theirs, and a clean log needs no recovery point.
+			startOK, rp, rpOK = true, markerEnd, true
+		}
 	}
 	if !rpOK {
-		rp = 0
+		var err error
+		rp, rpOK, err = readCheckpoint(l.fsys, l.dir, recoveryPointFile)
+		if err != nil {
+			lg.Warn("ignoring unreadable recovery point; scanning all segments", "err", err)
+			rp, rpOK, clean = 0, false, false
+		}
+		if !rpOK {
+			rp = 0
+		}
 	}
-	startCk, startOK, err := readCheckpoint(l.fsys, l.dir, logStartFile)
-	if err != nil {
-		lg.Warn("ignoring unreadable log start offset checkpoint", "err", err)
-		startOK = false
+	if !startOK {
+		var err error
+		startCk, startOK, err = readCheckpoint(l.fsys, l.dir, logStartFile)
+		if err != nil {
+			lg.Warn("ignoring unreadable log start offset checkpoint", "err", err)
+			startOK = false
+		}
 	}
 
 	bases, err := l.listSegments()
