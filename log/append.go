@@ -77,6 +77,12 @@ func validateBatch(b []byte) (Header, error) {
 }
 
 func (l *Log) appendLocked(batch []byte, h Header, base int64, epoch int32, setEpoch bool, cfg *Config) (AppendInfo, error) {
+	if err := l.markDirty(); err != nil {
+		return AppendInfo{}, err
+	}
+	if err := l.activate(); err != nil {
+		return AppendInfo{}, err
+	}
 	n := int64(len(batch))
 	last := base + int64(h.LastOffsetDelta)
 	now := &lazyClock{now: cfg.Now}
@@ -186,4 +192,25 @@ func (l *Log) roll(base, batchSize int64, cfg *Config, now int64) (*segment, err
 	l.publish(next)
 	l.kickFlusher()
 	return s, nil
+}
+
+// activate makes the last segment writable before the first append after a clean open,
+// which leaves it read-only and unmapped (see load). A new segment object takes over its
+// files, as Truncate does with a sealed one; the old one stays valid for Views that hold
+// it. On error nothing changed. The caller holds mu.
+func (l *Log) activate() error {
+	s := l.active()
+	if s.writable {
+		return nil
+	}
+	cfg := l.config()
+	a, err := openActiveSegment(l.fsys, l.dir, s.base, s.size.Load(), paramsFor(*cfg, 0), nil, cfg.Now().UnixMilli())
+	if err != nil {
+		return err
+	}
+	segs := l.segments()
+	l.publish(append(append([]*segment(nil), segs[:len(segs)-1]...), a))
+	s.retire()
+	s.release()
+	return nil
 }

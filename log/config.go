@@ -39,6 +39,10 @@ type Config struct {
 	// FlushMs (flush.ms, default math.MaxInt64): fsync on append when the last fsync is
 	// at least this many milliseconds old.
 	FlushMs int64
+	// Maps bounds the sealed segments mapped at once, shared by every log of a broker
+	// (log.mapped.segments.max); nil means a package-wide cache of
+	// DefaultMaxMappedSegments. Set it before Open: SetConfig keeps the one a log has.
+	Maps *MapCache
 	// Logger receives recovery and background-flush reports; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock for rolls, retention and flush.ms; nil means time.Now.
@@ -107,6 +111,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.FlushMs == 0 {
 		c.FlushMs = d.FlushMs
+	}
+	if c.Maps == nil {
+		c.Maps = defaultMaps
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -224,21 +224,52 @@ func TestCrashGarbageAfterTailDoesNotComeBack(t *testing.T) {
 	checkIndexes(t, l)
 }
 
+// TestCrashMissingRecoveryPointScansEverything: without a usable recovery point every
+// segment is scanned, so damage in the first one is found at open and the log is cut
+// there; skipping the scan would keep the damaged batch and the segments after it. A
+// recovery point beyond the data trusts the sealed segments, but the active one is
+// always scanned.
 func TestCrashMissingRecoveryPointScansEverything(t *testing.T) {
 	f := newCrashFixture(t)
+	names := segmentFiles(t, f.dir, logSuffix)
+	first, _, _ := parseSegmentFileName(names[0])
+	second, _, _ := parseSegmentFileName(names[1])
+	var inFirst [][]byte
+	for _, b := range f.batches {
+		if h, _ := ParseHeader(b); h.BaseOffset < second {
+			inFirst = append(inFirst, b)
+		}
+	}
+	if first != 0 || len(inFirst) < 2 {
+		t.Fatalf("fixture: first segment at %d with %d batches", first, len(inFirst))
+	}
 	for _, content := range []string{"", "garbage\n", checkpointVersion + "\n-5\n", checkpointVersion + "\n99999999\n"} {
 		dir := copyDir(t, f.dir)
 		os.WriteFile(filepath.Join(dir, recoveryPointFile), []byte(content), 0o644)
 		if content == "" {
 			os.Remove(filepath.Join(dir, recoveryPointFile))
 		}
-		want := f.batches
+		var want [][]byte
 		if content == checkpointVersion+"\n99999999\n" {
-			// A recovery point beyond the data trusts the sealed segments; the active one is
-			// always scanned, so the result is the same.
-			want = f.batches
+			// Damage the active segment's last batch.
+			p := filepath.Join(dir, filepath.Base(f.lastPath))
+			data, _ := os.ReadFile(p)
+			data[f.lastPos+offAttributes+1] ^= 0x40
+			os.WriteFile(p, data, 0o644)
+			want = f.batches[:len(f.batches)-1]
+		} else {
+			// Damage the first segment's last batch: it and everything after go.
+			p := filepath.Join(dir, names[0])
+			data, _ := os.ReadFile(p)
+			pos := 0
+			for _, b := range inFirst[:len(inFirst)-1] {
+				pos += len(b)
+			}
+			data[pos+offAttributes+1] ^= 0x40
+			os.WriteFile(p, data, 0o644)
+			want = inFirst[:len(inFirst)-1]
 		}
-		reopenAndCheck(t, dir, f.cfg, want)
+		t.Run(content, func(t *testing.T) { reopenAndCheck(t, dir, f.cfg, want) })
 	}
 }
 

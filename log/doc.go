@@ -11,7 +11,8 @@
 // segment's base offset), .index (offset index: relative offset uint32, position
 // uint32) and .timeindex (time index: timestamp int64, relative offset uint32), as in
 // Kafka; and per log recovery-point-offset-checkpoint, log-start-offset-checkpoint and,
-// after a clean Close, the clean-shutdown marker. Other files are left alone.
+// after a clean Close, the clean-shutdown marker (with each segment's size and largest
+// timestamp, so that a clean open opens no segment file). Other files are left alone.
 //
 // The active segment's .log is preallocated (sparse) to segment.bytes and mapped; appends
 // copy into the mapping. Writing into a hole of a sparse mapping on a full disk raises
@@ -24,6 +25,15 @@
 // gets default read-around back for its readers; it is trimmed to its length, synced in
 // the background, and the recovery point advanced past it.
 //
+// # Mappings
+//
+// Sealed segments are mapped on first use, read-only, and their descriptors closed once
+// they are durable. A MapCache shared by every log of a broker (log.mapped.segments.max)
+// bounds how many stay mapped: past it, the least recently used that no reader holds
+// are unmapped, to be mapped again on their next use. After a clean open even the last
+// segment stays unmapped until the first append makes it writable, so an idle
+// partition costs no mapping at all.
+//
 // # Concurrency
 //
 // One appender at a time (an internal mutex), any number of readers that never take it:
@@ -34,7 +44,8 @@
 // # Recovery
 //
 // Open trusts segments wholly below the recovery point (and everything after a clean
-// shutdown). It scans the rest, verifying every batch's CRC and header, cuts the log at
+// shutdown, whose marker stays until the first change). It scans the rest, verifying
+// every batch's CRC and header, cuts the log at
 // the first torn or invalid batch (zeros after the last batch are the normal end of a
 // preallocated file), deletes the segments after a damaged one, and rebuilds missing or
 // damaged indexes.

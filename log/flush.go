@@ -69,12 +69,13 @@ func (l *Log) syncSegment(s *segment) error {
 		return nil
 	}
 	defer s.release()
-	if err := s.load(int64(l.config().IndexIntervalBytes)); err != nil {
+	if err := s.use(int64(l.config().IndexIntervalBytes)); err != nil {
 		if err == errSegmentGone {
 			return nil
 		}
 		return err
 	}
+	defer s.unuse()
 	if err := s.trim(); err != nil {
 		return err
 	}
@@ -82,6 +83,9 @@ func (l *Log) syncSegment(s *segment) error {
 		return err
 	}
 	s.synced.Store(true)
+	// From here on the cache may unmap it (a rolled segment stays mapped otherwise); it
+	// is loaded again read-only on its next use.
+	s.maps.add(s)
 	return nil
 }
 
@@ -108,7 +112,9 @@ func (l *Log) Flush() error {
 		// The active segment (or, if a roll raced, the newest listed one): its indexes
 		// too, because once it is below the recovery point they are trusted.
 		if s.acquire() {
+			s.pin.RLock() // the active segment is never unmapped, but it may have just rolled
 			err := s.sync()
+			s.pin.RUnlock()
 			s.release()
 			if err != nil {
 				return fmt.Errorf("flush log %s: %w", l.dir, err)
@@ -146,9 +152,10 @@ func (l *Log) maybeFlush(cfg *Config, now *lazyClock) error {
 		if s.synced.Load() || !s.acquire() {
 			continue
 		}
-		err := s.load(int64(cfg.IndexIntervalBytes))
+		err := s.use(int64(cfg.IndexIntervalBytes))
 		if err == nil {
 			err = s.syncData()
+			s.unuse()
 		}
 		s.release()
 		if err != nil && err != errSegmentGone {

@@ -179,7 +179,7 @@ func checkIndexes(t testing.TB, l *Log) {
 		if !s.acquire() {
 			t.Fatalf("segment %d: cannot acquire", s.base)
 		}
-		if err := s.load(interval); err != nil {
+		if err := s.use(interval); err != nil {
 			t.Fatalf("segment %d: load: %v", s.base, err)
 		}
 		size := s.size.Load()
@@ -207,6 +207,7 @@ func checkIndexes(t testing.TB, l *Log) {
 		if i == len(segs)-1 && r.next > l.EndOffset() {
 			t.Fatalf("last segment ends at %d beyond the end offset %d", r.next, l.EndOffset())
 		}
+		s.unuse()
 		s.release()
 	}
 }

@@ -32,6 +32,11 @@ type Log struct {
 	// Flush-policy bookkeeping, under mu.
 	flushedEnd int64 // end offset at the last policy or explicit flush
 	lastFlush  int64 // unix ms of the last flush
+	// marked: the clean-shutdown marker of the last Close is still on disk (under mu).
+	marked bool
+	// recoveredFrom is where Open's recovery started (the end offset after a clean
+	// shutdown); set once by Open.
+	recoveredFrom int64
 
 	// flushMu serializes full syncs and the recovery-point checkpoint.
 	flushMu       sync.Mutex
@@ -107,6 +112,12 @@ func (l *Log) StartOffset() int64 { return l.start.Load() }
 // EndOffset is the log end offset: the offset the next appended record gets.
 func (l *Log) EndOffset() int64 { return l.end.Load() }
 
+// RecoveredFrom is the offset from which Open recovered the log: the end offset after a
+// clean shutdown (nothing was recovered), the recovery point after an unclean one.
+// Everything below it is as it was when it was made durable, so state derived from the
+// log and saved beside it (epochs, producer snapshots) only needs replaying from here.
+func (l *Log) RecoveredFrom() int64 { return l.recoveredFrom }
+
 // Dir is the log's directory.
 func (l *Log) Dir() string { return l.dir }
 
@@ -134,6 +145,7 @@ func (l *Log) SetConfig(cfg Config) {
 	if cfg.Now == nil {
 		cfg.Now = old.Now
 	}
+	cfg.Maps = old.Maps // segments stay counted where they were mapped
 	if err := cfg.Validate(); err != nil {
 		old.Logger.Warn("ignoring invalid log config", "dir", l.dir, "err", err)
 		return
@@ -145,19 +157,32 @@ func (l *Log) SetConfig(cfg Config) {
 // Close shuts the log down cleanly: it syncs everything, trims the active segment's
 // files to their contents, writes the recovery point and the clean-shutdown marker.
 // Views obtained before stay valid until released. Closing twice is a no-op.
-func (l *Log) Close() error {
+func (l *Log) Close() error { return l.close(true) }
+
+// CloseUnclean closes the log as Close does but leaves no clean-shutdown marker (and
+// removes one left from before), so that the next Open recovers from the recovery point
+// and RecoveredFrom says so: for a caller whose own state beside the log could not be
+// saved.
+func (l *Log) CloseUnclean() error { return l.close(false) }
+
+func (l *Log) close(clean bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Swap(true) {
 		return nil
 	}
 	l.stopFlusher()
-	err := l.shutdown()
+	var err error
+	if !clean {
+		// A clean close replaces the marker atomically instead.
+		err = l.markDirty()
+	}
+	err = errors.Join(err, l.shutdown(clean))
 	l.lock.Close()
 	return err
 }
 
-func (l *Log) shutdown() error {
+func (l *Log) shutdown(clean bool) error {
 	segs := l.segments()
 	var errs []error
 	if err := segs[len(segs)-1].seal(l.nowMs()); err != nil {
@@ -168,23 +193,30 @@ func (l *Log) shutdown() error {
 		if s.synced.Load() {
 			continue
 		}
-		if err := s.load(int64(l.config().IndexIntervalBytes)); err != nil {
+		if err := s.use(int64(l.config().IndexIntervalBytes)); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if err := s.trim(); err != nil {
-			errs = append(errs, err)
-			continue
+		err := s.trim()
+		if err == nil {
+			err = s.sync()
 		}
-		if err := s.sync(); err != nil {
+		s.unuse()
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if len(errs) == 0 {
+		table := make([]segmentSummary, len(segs))
+		for i, s := range segs {
+			table[i] = segmentSummary{base: s.base, size: s.size.Load(), maxTs: s.maxTimestamp.Load(), modTime: s.modTime.Load(), rollTs: s.rollTs}
+		}
 		if err := writeCheckpoint(l.fsys, l.dir, recoveryPointFile, l.end.Load()); err != nil {
 			errs = append(errs, err)
-		} else if err := writeFileAtomic(l.fsys, filepath.Join(l.dir, cleanShutdownFile), encodeCheckpoint(l.end.Load())); err != nil {
-			errs = append(errs, storageError("write clean-shutdown marker", err))
+		} else if clean {
+			if err := writeFileAtomic(l.fsys, filepath.Join(l.dir, cleanShutdownFile), encodeCleanShutdown(l.end.Load(), l.start.Load(), table)); err != nil {
+				errs = append(errs, storageError("write clean-shutdown marker", err))
+			}
 		}
 	}
 	l.flushMu.Unlock()

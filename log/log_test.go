@@ -305,8 +305,12 @@ func TestReopenClean(t *testing.T) {
 		t.Fatalf("no clean-shutdown marker after Close: %v", err)
 	}
 	l = mustOpen(t, dir, cfg)
-	if _, err := os.Stat(filepath.Join(dir, cleanShutdownFile)); !os.IsNotExist(err) {
-		t.Fatalf("clean-shutdown marker still there after Open: %v", err)
+	// The marker stays until the first change: a crash before one needs no recovery.
+	if _, err := os.Stat(filepath.Join(dir, cleanShutdownFile)); err != nil {
+		t.Fatalf("clean-shutdown marker gone before any change: %v", err)
+	}
+	if l.RecoveredFrom() != 60 {
+		t.Fatalf("recovered from %d after a clean shutdown, want the end 60", l.RecoveredFrom())
 	}
 	if l.EndOffset() != 60 {
 		t.Fatalf("end offset %d after reopen, want 60", l.EndOffset())
@@ -324,6 +328,9 @@ func TestReopenClean(t *testing.T) {
 	info := mustAppend(t, l, makeBatch(t, batchSpec{timestamp: 99}), 3)
 	if info.BaseOffset != 60 {
 		t.Fatalf("append after reopen got offset %d", info.BaseOffset)
+	}
+	if _, err := os.Stat(filepath.Join(dir, cleanShutdownFile)); !os.IsNotExist(err) {
+		t.Fatalf("clean-shutdown marker still there after an append: %v", err)
 	}
 	checkIndexes(t, l)
 	if err := l.Close(); err != nil {

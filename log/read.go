@@ -32,6 +32,7 @@ func (v *View) Release() {
 	segs := v.segs
 	v.segs, v.Chunks = nil, nil
 	for _, s := range segs {
+		s.unuse()
 		s.release()
 	}
 }
@@ -90,7 +91,7 @@ func (l *Log) tryRead(offset int64, maxBytes int, maxOffset int64, minOne bool) 
 			v.Release()
 			return nil, true, nil
 		}
-		if err := s.load(interval); err != nil {
+		if err := s.use(interval); err != nil {
 			s.release()
 			v.Release()
 			if err == errSegmentGone {
@@ -133,6 +134,7 @@ func (l *Log) tryRead(offset int64, maxBytes int, maxOffset int64, minOne bool) 
 			v.Size += int(pos - from)
 			v.segs = append(v.segs, s)
 		} else {
+			s.unuse()
 			s.release()
 		}
 		if full || budget == 0 {
@@ -199,12 +201,13 @@ func (l *Log) ScanHeaders(from int64, fn func(h Header) bool) error {
 }
 
 func (s *segment) scanHeaders(from, end, interval int64, fn func(h Header) bool) (bool, error) {
-	if err := s.load(interval); err != nil {
+	if err := s.use(interval); err != nil {
 		if err == errSegmentGone {
 			return false, fmt.Errorf("%w: segment %d removed during a header scan", ErrOffsetOutOfRange, s.base)
 		}
 		return false, err
 	}
+	defer s.unuse()
 	size := s.size.Load()
 	pos := s.position(from, size)
 	for pos < size {
@@ -251,12 +254,13 @@ func (l *Log) OffsetForTimestamp(ts int64) (baseOffset int64, ok bool, err error
 }
 
 func (s *segment) offsetForTimestamp(ts, start, end, interval int64) (int64, bool, error) {
-	if err := s.load(interval); err != nil {
+	if err := s.use(interval); err != nil {
 		if err == errSegmentGone {
 			return 0, false, nil
 		}
 		return 0, false, err
 	}
+	defer s.unuse()
 	size := s.size.Load()
 	from, _ := s.times.lookup(ts)
 	pos := s.position(max(from, start), size)

@@ -13,27 +13,51 @@ import (
 // load builds the segment list from the directory, recovering after an unclean
 // shutdown. Segments wholly below the recovery point were durable when the point was
 // written and are trusted; the rest are scanned. A clean-shutdown marker means nothing
-// needs scanning.
+// needs scanning, and its table gives each segment's size and largest timestamp without
+// opening any file but the active segment's.
+//
+// The marker stays until the first change (markDirty): a log reopened and closed again,
+// or abandoned in a crash, without a write in between is still exactly what the marker
+// describes. The active segment's files are grown for appends on open, so its size comes
+// from the table, and its indexes, grown too, fail their check and are rebuilt from it.
 func (l *Log) load() error {
 	cfg := l.config()
 	lg := cfg.Logger.With("dir", l.dir)
 	now := cfg.Now().UnixMilli()
 	params := paramsFor(*cfg, 0)
 
-	_, markerErr := readWholeFile(l.fsys, filepath.Join(l.dir, cleanShutdownFile))
+	marker, markerErr := readWholeFile(l.fsys, filepath.Join(l.dir, cleanShutdownFile))
 	clean := markerErr == nil
-	rp, rpOK, err := readCheckpoint(l.fsys, l.dir, recoveryPointFile)
-	if err != nil {
-		lg.Warn("ignoring unreadable recovery point; scanning all segments", "err", err)
-		rp, rpOK, clean = 0, false, false
+	var table map[int64]segmentSummary
+	var markerEnd, startCk, rp int64
+	var startOK, rpOK bool
+	if clean {
+		// An older marker has no table: still clean, the sizes come from the files.
+		var err error
+		if markerEnd, startCk, table, err = decodeCleanShutdown(marker); err == nil {
+			// The marker was written after both checkpoints and nothing changed since:
+			// its start offset is theirs, and a clean log needs no recovery point.
+			startOK, rp, rpOK = true, markerEnd, true
+		}
 	}
 	if !rpOK {
-		rp = 0
+		var err error
+		rp, rpOK, err = readCheckpoint(l.fsys, l.dir, recoveryPointFile)
+		if err != nil {
+			lg.Warn("ignoring unreadable recovery point; scanning all segments", "err", err)
+			rp, rpOK, clean = 0, false, false
+		}
+		if !rpOK {
+			rp = 0
+		}
 	}
-	startCk, startOK, err := readCheckpoint(l.fsys, l.dir, logStartFile)
-	if err != nil {
-		lg.Warn("ignoring unreadable log start offset checkpoint", "err", err)
-		startOK = false
+	if !startOK {
+		var err error
+		startCk, startOK, err = readCheckpoint(l.fsys, l.dir, logStartFile)
+		if err != nil {
+			lg.Warn("ignoring unreadable log start offset checkpoint", "err", err)
+			startOK = false
+		}
 	}
 
 	bases, err := l.listSegments()
@@ -60,11 +84,35 @@ func (l *Log) load() error {
 		}
 	}
 
+	if !clean && len(bases) > 0 {
+		from := int64(0)
+		if scanFrom < len(bases) {
+			from = bases[scanFrom]
+		}
+		lg.Info("recovering log after an unclean shutdown", "recovery_point", rp,
+			"segments", len(bases), "segments_to_scan", len(bases)-scanFrom, "scan_from", from)
+	}
+
 	for i := 0; i < scanFrom; i++ {
 		base := bases[i]
-		size, mod, err := statFile(l.fsys, segmentPath(l.dir, base, logSuffix))
-		if err != nil {
-			return fail(storageError("stat segment", err))
+		sum, known := table[base]
+		if !known {
+			size, mod, err := statFile(l.fsys, segmentPath(l.dir, base, logSuffix))
+			if err != nil {
+				return fail(storageError("stat segment", err))
+			}
+			sum = segmentSummary{base: base, size: size, maxTs: -1, modTime: mod}
+		}
+		size, mod := sum.size, sum.modTime
+		if i == len(bases)-1 && known && markerEnd >= base {
+			// Clean shutdown: the last segment stays as it is, read-only and unmapped,
+			// until the first append makes it the writable active segment (activate):
+			// an idle replica costs no mapping and no descriptor for it.
+			s := openSealedSegment(l.fsys, l.dir, base, size, sum.maxTs, mod, true, params.maps)
+			s.next, s.rollTs, s.created = markerEnd, sum.rollTs, now
+			s.reopened(now)
+			segs = append(segs, s)
+			break
 		}
 		if i == len(bases)-1 {
 			// Clean shutdown: the last segment becomes the active one as it is.
@@ -75,16 +123,21 @@ func (l *Log) load() error {
 			segs = append(segs, s)
 			break
 		}
+		if known {
+			segs = append(segs, openSealedSegment(l.fsys, l.dir, base, size, sum.maxTs, mod, true, params.maps))
+			continue
+		}
 		maxTs, err := readLastTimestamp(l.fsys, segmentPath(l.dir, base, timeIndexSuffix), base, bases[i+1])
-		s := openSealedSegment(l.fsys, l.dir, base, size, maxTs, mod, true)
+		s := openSealedSegment(l.fsys, l.dir, base, size, maxTs, mod, true, params.maps)
 		if err != nil {
 			// Missing or damaged time index: loading rebuilds it, and its last entry is
 			// the largest timestamp that retention needs.
-			if lerr := s.load(params.interval); lerr != nil {
+			if lerr := s.use(params.interval); lerr != nil {
 				s.release()
 				return fail(lerr)
 			}
 			ts, _, _ := s.times.lastEntry()
+			s.unuse()
 			s.maxTimestamp.Store(ts)
 		}
 		segs = append(segs, s)
@@ -128,7 +181,7 @@ func (l *Log) load() error {
 			segs = append(segs, s)
 			break
 		}
-		s := openSealedSegment(l.fsys, l.dir, base, r.valid, r.state.maxTs, mod, false)
+		s := openSealedSegment(l.fsys, l.dir, base, r.valid, r.state.maxTs, mod, false, params.maps)
 		if err := s.writeIndexes(&r, params, false); err != nil {
 			s.closeIndexes()
 			s.release()
@@ -178,16 +231,28 @@ func (l *Log) load() error {
 	l.start.Store(start)
 	if clean {
 		l.recoveryPoint = end
-		// From here on a crash must be recovered from: the marker goes first.
-		if err := l.fsys.Remove(filepath.Join(l.dir, cleanShutdownFile)); err != nil && !isNotExist(err) {
-			return fail(storageError("remove clean-shutdown marker", err))
-		}
-		if err := l.fsys.SyncDir(l.dir); err != nil {
-			return fail(storageError("sync log directory", err))
-		}
+		l.marked = true
 	} else {
 		l.recoveryPoint = min(rp, end)
 	}
+	l.recoveredFrom = l.recoveryPoint
+	return nil
+}
+
+// markDirty removes the clean-shutdown marker, durably, before the first change to the
+// log after a clean open: from then on a crash must be recovered from. The caller holds
+// mu; nothing may change when it fails.
+func (l *Log) markDirty() error {
+	if !l.marked {
+		return nil
+	}
+	if err := l.fsys.Remove(filepath.Join(l.dir, cleanShutdownFile)); err != nil && !isNotExist(err) {
+		return storageError("remove clean-shutdown marker", err)
+	}
+	if err := l.fsys.SyncDir(l.dir); err != nil {
+		return storageError("sync log directory", err)
+	}
+	l.marked = false
 	return nil
 }
 

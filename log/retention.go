@@ -26,6 +26,12 @@ func (l *Log) Truncate(offset int64) error {
 	if offset >= l.end.Load() {
 		return nil
 	}
+	if err := l.markDirty(); err != nil {
+		return err
+	}
+	if err := l.activate(); err != nil {
+		return err
+	}
 	segs := l.segments()
 	if offset < segs[0].base {
 		return l.truncateFullyLocked(offset)
@@ -38,9 +44,10 @@ func (l *Log) Truncate(offset int64) error {
 		return fmt.Errorf("%w: segment %d is gone", ErrStorage, s.base)
 	}
 	defer s.release()
-	if err := s.load(int64(cfg.IndexIntervalBytes)); err != nil {
+	if err := s.use(int64(cfg.IndexIntervalBytes)); err != nil {
 		return err
 	}
+	defer s.unuse()
 	size := s.size.Load()
 	pos := s.position(offset, size)
 	newEnd := offset
@@ -98,6 +105,9 @@ func (l *Log) TruncateFully(offset int64) error {
 	}
 	if offset < 0 {
 		return fmt.Errorf("%w: negative offset %d", ErrOffsetOutOfRange, offset)
+	}
+	if err := l.markDirty(); err != nil {
+		return err
 	}
 	return l.truncateFullyLocked(offset)
 }
@@ -186,6 +196,9 @@ func (l *Log) DeleteRecordsBefore(offset int64) error {
 	if offset <= l.start.Load() {
 		return nil
 	}
+	if err := l.markDirty(); err != nil {
+		return err
+	}
 	if err := l.setStartLocked(offset); err != nil {
 		return err
 	}
@@ -238,7 +251,15 @@ func (l *Log) EnforceRetention() (deleted int, err error) {
 	cfg := l.config()
 	now := cfg.Now().UnixMilli()
 	var errs []error
-	if a := l.active(); a.size.Load() > 0 && a.idleTooLong(now, cfg.SegmentMs) {
+	// Most checks change nothing; only a change ends the clean state of the last close.
+	dirty := func() bool {
+		err := l.markDirty()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return err == nil
+	}
+	if a := l.active(); a.size.Load() > 0 && a.idleTooLong(now, cfg.SegmentMs) && dirty() {
 		if _, err := l.roll(l.end.Load(), 0, cfg, now); err != nil {
 			errs = append(errs, err)
 		}
@@ -249,8 +270,10 @@ func (l *Log) EnforceRetention() (deleted int, err error) {
 		for n < len(segs)-1 && now-segs[n].retentionTimestamp() > cfg.RetentionMs {
 			n++
 		}
-		l.deleteOldest(n)
-		deleted += n
+		if n > 0 && dirty() {
+			l.deleteOldest(n)
+			deleted += n
+		}
 	}
 	if cfg.RetentionBytes >= 0 {
 		segs := l.segments()
@@ -260,8 +283,10 @@ func (l *Log) EnforceRetention() (deleted int, err error) {
 			diff -= segs[n].size.Load()
 			n++
 		}
-		l.deleteOldest(n)
-		deleted += n
+		if n > 0 && dirty() {
+			l.deleteOldest(n)
+			deleted += n
+		}
 	}
 	return deleted, errors.Join(errs...)
 }

@@ -20,6 +20,7 @@ type segmentParams struct {
 	offsetEntries int64 // offset index capacity
 	timeEntries   int64 // time index capacity (one slot is kept for sealing)
 	interval      int64 // index.interval.bytes
+	maps          *MapCache
 }
 
 func paramsFor(cfg Config, batchSize int64) segmentParams {
@@ -28,6 +29,7 @@ func paramsFor(cfg Config, batchSize int64) segmentParams {
 		offsetEntries: max(int64(cfg.SegmentIndexBytes)/offsetEntrySize, 1),
 		timeEntries:   max(int64(cfg.SegmentIndexBytes)/timeEntrySize, 2),
 		interval:      int64(cfg.IndexIntervalBytes),
+		maps:          cfg.Maps,
 	}
 }
 
@@ -41,10 +43,20 @@ func paramsFor(cfg Config, batchSize int64) segmentParams {
 // A segment is reference counted: the Log holds one reference while the segment is in
 // its list, each View one more. Mappings go away with the last reference, so deleting
 // or truncating never unmaps memory a View still points at.
+//
+// A sealed segment's mappings may also go away while it stays in the list: the MapCache
+// unmaps idle ones to bound the mappings of a broker with many segments. Whoever uses a
+// segment's data or indexes holds pin (read-locked, via use) from before load until it
+// is done, a View until Release; the cache unmaps only what it can write-lock at once.
 type segment struct {
 	fsys fileSystem
 	dir  string
 	base int64
+	maps *MapCache
+
+	pin  sync.RWMutex
+	used atomic.Bool // set by use, cleared by the cache's sweep
+	slot int         // index in maps.ring, -1 when not there; under maps.mu
 
 	refs         atomic.Int32
 	size         atomic.Int64
@@ -75,8 +87,11 @@ func (s *segment) logPath() string       { return segmentPath(s.dir, s.base, log
 func (s *segment) indexPath() string     { return segmentPath(s.dir, s.base, indexSuffix) }
 func (s *segment) timeIndexPath() string { return segmentPath(s.dir, s.base, timeIndexSuffix) }
 
-func newSegmentStruct(fsys fileSystem, dir string, base int64) *segment {
-	s := &segment{fsys: fsys, dir: dir, base: base, next: base, rollTs: -1}
+func newSegmentStruct(fsys fileSystem, dir string, base int64, maps *MapCache) *segment {
+	if maps == nil {
+		maps = defaultMaps
+	}
+	s := &segment{fsys: fsys, dir: dir, base: base, maps: maps, slot: -1, next: base, rollTs: -1}
 	s.refs.Store(1)
 	s.maxTimestamp.Store(-1)
 	return s
@@ -85,7 +100,7 @@ func newSegmentStruct(fsys fileSystem, dir string, base int64) *segment {
 // createSegment makes a new, empty active segment at base, replacing stale files of
 // the same name (a mapping of those stays valid: they are unlinked, not overwritten).
 func createSegment(fsys fileSystem, dir string, base int64, p segmentParams, now int64) (*segment, error) {
-	s := newSegmentStruct(fsys, dir, base)
+	s := newSegmentStruct(fsys, dir, base, p.maps)
 	s.created = now
 	s.modTime.Store(now)
 	if err := removeIfExists(fsys, s.logPath()); err != nil {
@@ -142,7 +157,7 @@ func (s *segment) makeWritable(p segmentParams) {
 // for appending. With scan (from recovery) the indexes are rebuilt from it; without,
 // the index files are trusted after a sanity check and rebuilt if they fail it.
 func openActiveSegment(fsys fileSystem, dir string, base, size int64, p segmentParams, scan *scanResult, now int64) (*segment, error) {
-	s := newSegmentStruct(fsys, dir, base)
+	s := newSegmentStruct(fsys, dir, base, p.maps)
 	s.created = now
 	s.modTime.Store(now)
 	f, err := fsys.OpenFile(s.logPath(), os.O_RDWR, 0)
@@ -206,8 +221,8 @@ func (s *segment) reopened(now int64) {
 
 // openSealedSegment describes a sealed segment without mapping anything; it is loaded
 // on first use.
-func openSealedSegment(fsys fileSystem, dir string, base, size, maxTs, modTime int64, synced bool) *segment {
-	s := newSegmentStruct(fsys, dir, base)
+func openSealedSegment(fsys fileSystem, dir string, base, size, maxTs, modTime int64, synced bool, maps *MapCache) *segment {
+	s := newSegmentStruct(fsys, dir, base, maps)
 	s.size.Store(size)
 	s.maxTimestamp.Store(maxTs)
 	s.modTime.Store(modTime)
@@ -336,7 +351,51 @@ func (s *segment) release() {
 		s.loaded.Store(false)
 		s.closeFiles()
 		s.mu.Unlock()
+		s.maps.remove(s)
 	}
+}
+
+// use pins the segment's mappings and loads them if needed: until unuse, the MapCache
+// cannot unmap them. The caller holds a reference. On error nothing stays pinned.
+func (s *segment) use(interval int64) error {
+	s.pin.RLock()
+	if !s.used.Load() {
+		s.used.Store(true)
+	}
+	if err := s.load(interval); err != nil {
+		s.pin.RUnlock()
+		return err
+	}
+	return nil
+}
+
+// unuse lets the MapCache unmap the segment again, and gets the cache back within its
+// limit if readers had held it over.
+func (s *segment) unuse() {
+	s.pin.RUnlock()
+	if s.maps.over() {
+		s.maps.shrink()
+	}
+}
+
+// unmapIdle unmaps a sealed segment that no reader holds, keeping it in its log's list
+// to be loaded again on its next use. It reports false when a reader holds it.
+func (s *segment) unmapIdle() bool {
+	if !s.acquire() {
+		return true // being destroyed: the last release unmaps it
+	}
+	defer s.release()
+	if !s.pin.TryLock() {
+		return false
+	}
+	defer s.pin.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.loaded.Load() {
+		s.loaded.Store(false)
+		s.closeFiles()
+	}
+	return true
 }
 
 // retire stops the segment from ever being loaded again: it was deleted or another
@@ -348,11 +407,20 @@ func (s *segment) retire() {
 }
 
 // load maps a sealed segment and its indexes, checking the indexes and rebuilding
-// those that fail. The caller holds a reference.
+// those that fail, and counts it in the MapCache. The caller holds a reference and pins
+// the segment (use), or is its only user (recovery, shutdown).
 func (s *segment) load(interval int64) error {
 	if s.loaded.Load() {
 		return nil
 	}
+	if err := s.loadLocked(interval); err != nil {
+		return err
+	}
+	s.maps.add(s)
+	return nil
+}
+
+func (s *segment) loadLocked(interval int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.loaded.Load() {
@@ -364,6 +432,15 @@ func (s *segment) load(interval int64) error {
 	size := s.size.Load()
 	f, err := s.fsys.OpenFile(s.logPath(), os.O_RDONLY, 0)
 	if err != nil {
+		return storageError("open segment", err)
+	}
+	// The size came from the clean-shutdown marker or a stat at open: a file cut since
+	// (by hand) must fail here rather than fault a reader past its end.
+	if actual, err := fileSize(f); err != nil || actual < size {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s has %d bytes, %d expected", s.logPath(), actual, size)
+		}
 		return storageError("open segment", err)
 	}
 	data, err := f.Map(int(size), false)
@@ -381,8 +458,28 @@ func (s *segment) load(interval int64) error {
 	if ts, _, ok := s.times.lastEntry(); ok {
 		s.maxTimestamp.Store(ts)
 	}
+	if s.synced.Load() {
+		// Durable and read-only: the mappings outlive the descriptors, which would
+		// otherwise count against the open-files limit for nothing.
+		s.closeDescriptors()
+	}
 	s.loaded.Store(true)
 	return nil
+}
+
+// closeDescriptors closes the files of a loaded segment that no longer needs them
+// (sealed and synced), keeping the mappings.
+func (s *segment) closeDescriptors() {
+	if s.logFile != nil {
+		s.logFile.Close()
+		s.logFile = nil
+	}
+	for _, x := range []*indexFile{s.offsets.indexFile, s.times.indexFile} {
+		if x.f != nil && x.res == nil {
+			x.f.Close()
+			x.f = nil
+		}
+	}
 }
 
 func (s *segment) loadSealedIndexes(size, interval int64) error {
@@ -535,6 +632,9 @@ func (s *segment) trim() error {
 // sync makes the segment's data and indexes durable. The caller holds a reference and
 // has loaded the segment.
 func (s *segment) sync() error {
+	if s.logFile == nil { // loaded after it was synced: nothing to do
+		return nil
+	}
 	if err := s.logFile.Sync(); err != nil {
 		return storageError("sync segment", err)
 	}
@@ -546,6 +646,9 @@ func (s *segment) sync() error {
 
 // syncData makes only the log data durable; indexes are rebuilt on recovery anyway.
 func (s *segment) syncData() error {
+	if s.logFile == nil { // loaded after it was synced
+		return nil
+	}
 	if err := s.logFile.Sync(); err != nil {
 		return storageError("sync segment", err)
 	}

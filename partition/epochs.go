@@ -9,9 +9,10 @@ type epochEntry struct {
 }
 
 // epochCache maps leader epochs to the offsets where they began, as Kafka's
-// leader-epoch-checkpoint does; OffsetForLeaderEpoch is answered from it. It is rebuilt
-// from the batch headers on open, so it needs no file of its own. Not safe for
-// concurrent use: the Partition's mutex guards it.
+// leader-epoch-checkpoint does; OffsetForLeaderEpoch is answered from it. It is saved to
+// that checkpoint before any batch of a new epoch is appended, so an open trusts the
+// file, and merges the batch headers only where the log was recovered (see rebuild).
+// Not safe for concurrent use: the Partition's mutex guards it.
 type epochCache struct {
 	entries []epochEntry // ascending in both fields
 }

@@ -32,10 +32,14 @@ func (p *Partition) AppendAsFollower(records []byte, leaderEpoch int32) (int, er
 		if h.LastOffset() < p.log.EndOffset() {
 			continue
 		}
-		if _, err := p.log.AppendReplica(b); err != nil {
+		// The epoch goes to its checkpoint before its first batch reaches the log, so
+		// that the checkpoint covers every batch on disk and a restart need not scan the
+		// log for epochs. If the append then fails, the entry at the log end is what a
+		// leader elected there would have written: harmless.
+		if err := p.assignEpochLocked(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
 			return n, err
 		}
-		if err := p.assignEpochLocked(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
+		if _, err := p.log.AppendReplica(b); err != nil {
 			return n, err
 		}
 		p.producers.record(h)

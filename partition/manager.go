@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	shalelog "github.com/shalelog/shale/log"
 )
 
 // TopicPartition names a partition.
@@ -36,8 +38,21 @@ type ManagerConfig struct {
 	// FileDeleteDelay is file.delete.delay.ms: how long a replica directory set aside
 	// (deleted topic, stale topic id) stays before it is removed (default 60 s).
 	FileDeleteDelay time.Duration
-	Logger          *slog.Logger
+	// RecoveryThreads is num.recovery.threads.per.data.dir: how many replicas OpenAll
+	// opens at once (default DefaultRecoveryThreads).
+	RecoveryThreads int
+	// MaxMappedSegments is log.mapped.segments.max: how many sealed segments of all the
+	// replicas may be mapped at once (default shalelog.DefaultMaxMappedSegments).
+	MaxMappedSegments int
+	Logger            *slog.Logger
 }
+
+// DefaultRecoveryThreads is Shale's default for num.recovery.threads.per.data.dir. Kafka's
+// is 1; opening a replica after a clean shutdown is a few blocking file-system calls
+// (open, stat, ftruncate, mmap, reading checkpoints) with little CPU, so several in
+// flight overlap their waits even on one core, and after an unclean shutdown the scans
+// of the unflushed tails use every core there is.
+const DefaultRecoveryThreads = 8
 
 // Manager owns every partition replica on this broker's log directory.
 type Manager struct {
@@ -46,6 +61,13 @@ type Manager struct {
 
 	mu    sync.RWMutex
 	parts map[TopicPartition]*Partition
+	// opening holds the replicas being opened, outside mu, so that traffic to the open
+	// ones never waits behind an open; a second Open of the same replica waits for the
+	// first, and Remove and Close wait for it to finish.
+	opening map[TopicPartition]*openCall
+	wg      sync.WaitGroup // in-flight opens, for Close
+	closing bool
+	maps    *shalelog.MapCache
 	// hwAtStart is the high-watermark checkpoint read at startup, for replicas opened later.
 	hwAtStart map[TopicPartition]int64
 	// cpMu serializes checkpoint writes.
@@ -70,6 +92,12 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if cfg.FileDeleteDelay <= 0 {
 		cfg.FileDeleteDelay = time.Minute
 	}
+	if cfg.RecoveryThreads <= 0 {
+		cfg.RecoveryThreads = DefaultRecoveryThreads
+	}
+	if cfg.MaxMappedSegments <= 0 {
+		cfg.MaxMappedSegments = shalelog.DefaultMaxMappedSegments
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -91,6 +119,8 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		cfg:       cfg,
 		lg:        cfg.Logger,
 		parts:     make(map[TopicPartition]*Partition),
+		opening:   make(map[TopicPartition]*openCall),
+		maps:      shalelog.NewMapCache(cfg.MaxMappedSegments),
 		hwAtStart: hws,
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -117,45 +147,129 @@ func (m *Manager) All() []*Partition {
 	return out
 }
 
+// openCall is one replica being opened.
+type openCall struct {
+	done chan struct{}
+	p    *Partition
+	err  error
+}
+
+// errManagerClosed: an Open raced with Close.
+var errManagerClosed = errors.New("replica manager is closed")
+
 // Open returns the replica, opening or creating its log on first use. A directory that
 // holds another topic id (a topic of the same name deleted while this broker was away)
-// is set aside for deletion and the replica starts empty.
+// is set aside for deletion and the replica starts empty. The open runs outside the
+// manager's lock: replicas already open keep serving meanwhile.
 func (m *Manager) Open(topic string, topicID [16]byte, index int32, cfg Settings) (*Partition, error) {
 	tp := TopicPartition{topic, index}
-	m.mu.RLock()
-	p := m.parts[tp]
-	m.mu.RUnlock()
-	if p != nil {
-		if p.topicID != topicID && topicID != ([16]byte{}) {
-			return nil, fmt.Errorf("%w: %s is open for topic id %x", ErrTopicIDMismatch, tp, p.topicID)
+	for {
+		m.mu.RLock()
+		p := m.parts[tp]
+		m.mu.RUnlock()
+		if p != nil {
+			if p.topicID != topicID && topicID != ([16]byte{}) {
+				return nil, fmt.Errorf("%w: %s is open for topic id %x", ErrTopicIDMismatch, tp, p.topicID)
+			}
+			return p, nil
 		}
-		return p, nil
+		m.mu.Lock()
+		if m.closing {
+			m.mu.Unlock()
+			return nil, errManagerClosed
+		}
+		if p := m.parts[tp]; p != nil {
+			m.mu.Unlock()
+			continue // check the topic id above
+		}
+		if c := m.opening[tp]; c != nil {
+			m.mu.Unlock()
+			<-c.done
+			if c.err != nil {
+				return nil, c.err
+			}
+			continue
+		}
+		c := &openCall{done: make(chan struct{})}
+		m.opening[tp] = c
+		hw, ok := m.hwAtStart[tp]
+		if !ok {
+			hw = -1
+		}
+		m.wg.Add(1)
+		m.mu.Unlock()
+
+		c.p, c.err = m.openReplica(tp, topicID, hw, cfg)
+		m.mu.Lock()
+		delete(m.opening, tp)
+		if c.err == nil {
+			m.parts[tp] = c.p
+		}
+		m.mu.Unlock()
+		close(c.done)
+		m.wg.Done()
+		return c.p, c.err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if p := m.parts[tp]; p != nil {
-		return p, nil
-	}
+}
+
+func (m *Manager) openReplica(tp TopicPartition, topicID [16]byte, hw int64, cfg Settings) (*Partition, error) {
 	dir := filepath.Join(m.cfg.Dir, tp.String())
-	hw, ok := m.hwAtStart[tp]
-	if !ok {
-		hw = -1
-	}
-	p, err := open(topic, topicID, index, m.cfg.NodeID, dir, hw, cfg, m.lg)
+	cfg.Log.Maps = m.maps
+	p, err := open(tp.Topic, topicID, tp.Index, m.cfg.NodeID, dir, hw, cfg, m.lg)
 	if errors.Is(err, ErrTopicIDMismatch) {
 		m.lg.Warn("replica directory belongs to an older topic of the same name; setting it aside", "partition", tp, "err", err)
 		if err := m.setAside(tp); err != nil {
 			return nil, err
 		}
+		m.mu.Lock()
 		delete(m.hwAtStart, tp)
-		p, err = open(topic, topicID, index, m.cfg.NodeID, dir, -1, cfg, m.lg)
+		m.mu.Unlock()
+		p, err = open(tp.Topic, topicID, tp.Index, m.cfg.NodeID, dir, -1, cfg, m.lg)
 	}
-	if err != nil {
-		return nil, err
-	}
-	m.parts[tp] = p
-	return p, nil
+	return p, err
 }
+
+// OpenRequest names a replica for OpenAll.
+type OpenRequest struct {
+	Topic    string
+	TopicID  [16]byte
+	Index    int32
+	Settings Settings
+}
+
+// OpenResult is what OpenAll did with one request.
+type OpenResult struct {
+	Partition *Partition
+	Err       error
+}
+
+// OpenAll opens the replicas with num.recovery.threads.per.data.dir of them in flight at
+// once, as a broker does at startup, and returns one result per request, in order.
+func (m *Manager) OpenAll(reqs []OpenRequest) []OpenResult {
+	out := make([]OpenResult, len(reqs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(m.cfg.RecoveryThreads, len(reqs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				r := reqs[i]
+				p, err := m.Open(r.Topic, r.TopicID, r.Index, r.Settings)
+				out[i] = OpenResult{Partition: p, Err: err}
+			}
+		}()
+	}
+	for i := range reqs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
+}
+
+// MappedSegments is how many sealed segments are mapped now, across every replica.
+func (m *Manager) MappedSegments() int { return m.maps.Mapped() }
 
 // setAside renames a replica directory to <name>.<random>-delete; the cleanup loop removes
 // it after file.delete.delay.ms. Renaming is atomic, so a crash leaves the directory
@@ -179,6 +293,13 @@ func (m *Manager) setAside(tp TopicPartition) error {
 func (m *Manager) Remove(topic string, index int32) error {
 	tp := TopicPartition{topic, index}
 	m.mu.Lock()
+	for m.opening[tp] != nil {
+		// Never rename a directory that is being opened.
+		c := m.opening[tp]
+		m.mu.Unlock()
+		<-c.done
+		m.mu.Lock()
+	}
 	p := m.parts[tp]
 	delete(m.parts, tp)
 	delete(m.hwAtStart, tp)
@@ -305,6 +426,10 @@ func (m *Manager) EnforceRetention(ctx context.Context) {
 func (m *Manager) Close() error {
 	close(m.stop)
 	<-m.done
+	m.mu.Lock()
+	m.closing = true
+	m.mu.Unlock()
+	m.wg.Wait() // opens in flight finish and are closed with the rest
 	var errs []error
 	if err := m.CheckpointHighWatermarks(); err != nil {
 		errs = append(errs, err)

@@ -62,8 +62,11 @@ type Partition struct {
 	mu        sync.Mutex
 	producers *producerState
 	epochs    epochCache
-	state     State
-	cfg       Settings
+	// savedEpochs is what the leader-epoch-checkpoint holds, so that close rewrites it
+	// only when a save failed since.
+	savedEpochs []epochEntry
+	state       State
+	cfg         Settings
 	// Leader only: what each follower has fetched, and the ISR proposed to the controller
 	// and not yet seen committed (nil when none is in flight).
 	followers  map[int32]*followerState
@@ -131,41 +134,61 @@ func open(topic string, topicID [16]byte, index, nodeID int32, dir string, hw in
 	return p, nil
 }
 
-// rebuild restores the epoch cache and producer state from the checkpoint and the batch
-// headers, starting the producer replay at the clean-shutdown snapshot when there is one.
+// rebuild restores the epoch cache and producer state from what was saved beside the log
+// and the batch headers the saved state may not cover. After a clean shutdown that is
+// nothing: the leader-epoch-checkpoint is written before any batch of a new epoch is
+// (by the leader when elected, by a follower before it appends) and the producer
+// snapshot at close, so both are trusted and no segment is read. After an unclean one,
+// the epochs are replayed from where the log's recovery started and the producers from
+// their last snapshot (the whole log without one).
 func (p *Partition) rebuild() error {
+	start, end := p.log.StartOffset(), p.log.EndOffset()
 	from := p.producers.load(p.dir)
-	if from > p.log.EndOffset() || from < 0 {
+	if from > end || from < 0 {
 		p.producers = newProducerState()
 		from = 0
 	}
-	var scanned epochCache
-	err := p.log.ScanHeaders(p.log.StartOffset(), func(h shalelog.Header) bool {
-		scanned.assign(h.PartitionLeaderEpoch, h.BaseOffset)
-		if h.BaseOffset >= from {
-			p.producers.record(h)
+	epochFrom := p.log.RecoveredFrom()
+	var saved []epochEntry
+	b, err := os.ReadFile(filepath.Join(p.dir, epochCheckpointFile))
+	switch {
+	case err == nil:
+		if saved, err = decodeEpochs(b); err != nil {
+			p.lg.Warn("ignoring an unreadable leader-epoch-checkpoint; rebuilding it from the log", "err", err)
+			saved, epochFrom = nil, start
 		}
-		return true
-	})
-	if err != nil {
-		return fmt.Errorf("rebuild state of %s-%d: %w", p.topic, p.index, err)
+	case errors.Is(err, os.ErrNotExist):
+		epochFrom = start // a replica from before the checkpoint existed, or a new one
+	default:
+		return fmt.Errorf("%w: read leader-epoch-checkpoint of %s-%d: %w", shalelog.ErrStorage, p.topic, p.index, err)
 	}
-	p.producers.removeBefore(p.log.StartOffset())
+	var scanned epochCache
+	if scanFrom := max(min(epochFrom, from), start); scanFrom < end {
+		err := p.log.ScanHeaders(scanFrom, func(h shalelog.Header) bool {
+			scanned.assign(h.PartitionLeaderEpoch, h.BaseOffset)
+			if h.BaseOffset >= from {
+				p.producers.record(h)
+			}
+			return true
+		})
+		if err != nil {
+			return fmt.Errorf("rebuild state of %s-%d: %w", p.topic, p.index, err)
+		}
+	}
+	p.producers.removeBefore(start)
 	// The checkpoint knows epochs that began without a batch; the log knows epochs whose
 	// checkpoint write a crash may have lost. Entries past the log end are gone with the
 	// records they described.
-	if b, err := os.ReadFile(filepath.Join(p.dir, epochCheckpointFile)); err == nil {
-		if entries, err := decodeEpochs(b); err == nil {
-			p.epochs.entries = entries
-		} else {
-			p.lg.Warn("ignoring an unreadable leader-epoch-checkpoint; rebuilt from the log", "err", err)
-		}
-	}
-	p.epochs.truncateFrom(p.log.EndOffset() + 1)
+	p.epochs.entries = slices.Clone(saved)
+	p.epochs.truncateFrom(end + 1)
 	for _, e := range scanned.entries {
 		p.epochs.assign(e.Epoch, e.StartOffset)
 	}
-	p.epochs.truncateBefore(p.log.StartOffset())
+	p.epochs.truncateBefore(start)
+	if slices.Equal(p.epochs.entries, saved) && saved != nil {
+		p.savedEpochs = saved
+		return nil // unchanged: a restart of thousands of replicas writes nothing here
+	}
 	return p.saveEpochsLocked()
 }
 
@@ -173,6 +196,7 @@ func (p *Partition) saveEpochsLocked() error {
 	if err := writeFileAtomic(filepath.Join(p.dir, epochCheckpointFile), encodeEpochs(p.epochs.entries)); err != nil {
 		return fmt.Errorf("%w: leader-epoch-checkpoint of %s-%d: %w", shalelog.ErrStorage, p.topic, p.index, err)
 	}
+	p.savedEpochs = slices.Clone(p.epochs.entries)
 	return nil
 }
 
@@ -491,12 +515,21 @@ func (p *Partition) EnforceRetention() error {
 // Flush forces the log to disk.
 func (p *Partition) Flush() error { return p.log.Flush() }
 
-// close shuts the replica down cleanly, leaving a producer snapshot for a fast reopen.
+// close shuts the replica down cleanly, leaving the epoch checkpoint and a producer
+// snapshot that the next open trusts. If the epochs cannot be saved, the log is closed
+// without its clean-shutdown marker, so that the next open replays them from the log.
 func (p *Partition) close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.role.Store(int32(RoleNone))
+	// A snapshot that fails leaves the previous one, which still replays correctly from
+	// its own offset.
 	snapErr := p.producers.save(p.dir, p.log.EndOffset())
+	if !slices.Equal(p.epochs.entries, p.savedEpochs) || p.savedEpochs == nil {
+		if err := p.saveEpochsLocked(); err != nil {
+			return errors.Join(err, snapErr, p.log.CloseUnclean())
+		}
+	}
 	if err := p.log.Close(); err != nil {
 		return err
 	}

@@ -49,8 +49,12 @@ type Config struct {
 	// default 10 minutes).
 	ProducerIDExpiration              time.Duration
 	ProducerIDExpirationCheckInterval time.Duration
-	Logger                            *slog.Logger
-	Registry                          prometheus.Registerer
+	// RecoveryThreads is num.recovery.threads.per.data.dir and MaxMappedSegments
+	// log.mapped.segments.max (see partition.ManagerConfig for their defaults).
+	RecoveryThreads   int
+	MaxMappedSegments int
+	Logger            *slog.Logger
+	Registry          prometheus.Registerer
 }
 
 func (c *Config) defaults() {
@@ -119,6 +123,7 @@ func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 	parts, err := partition.NewManager(partition.ManagerConfig{
 		Dir: cfg.LogDir, NodeID: cfg.NodeID, RetentionCheckInterval: cfg.RetentionCheckInterval,
 		HWCheckpointInterval: cfg.HWCheckpointInterval, Logger: cfg.Logger,
+		RecoveryThreads: cfg.RecoveryThreads, MaxMappedSegments: cfg.MaxMappedSegments,
 	})
 	if err != nil {
 		return nil, err
@@ -310,6 +315,7 @@ func (m *Manager) apply(im *metadata.Image, startup bool) {
 	now := time.Now()
 	want := map[partition.TopicPartition]bool{}
 	follow := map[partition.TopicPartition]followTarget{}
+	openErrs := m.openMissing(im, id)
 	for _, t := range im.Topics {
 		changedConfigs := !maps.Equal(m.configs[t.Name], t.Configs)
 		settings := SettingsFor(t.Configs, m.cfg.TopicDefaults)
@@ -321,11 +327,12 @@ func (m *Manager) apply(im *metadata.Image, startup bool) {
 			want[tp] = true
 			p := m.parts.Get(t.Name, mp.Index)
 			if p == nil {
-				var err error
-				if p, err = m.parts.Open(t.Name, t.ID, mp.Index, settings); err != nil {
-					m.lg.Error("cannot open partition", "partition", tp, "err", err)
-					continue
+				err := openErrs[tp]
+				if err == nil {
+					err = errors.New("replica not open")
 				}
+				m.lg.Error("cannot open partition", "partition", tp, "err", err)
+				continue
 			} else if changedConfigs {
 				p.ApplySettings(settings)
 			}
@@ -387,6 +394,36 @@ func (m *Manager) apply(im *metadata.Image, startup bool) {
 			}
 		}
 	}
+}
+
+// openMissing opens the replicas assigned to this broker that are not open yet, in
+// parallel (num.recovery.threads.per.data.dir at once, as at startup), and returns the
+// errors of those that failed.
+func (m *Manager) openMissing(im *metadata.Image, id int32) map[partition.TopicPartition]error {
+	var reqs []partition.OpenRequest
+	for _, t := range im.Topics {
+		var settings *partition.Settings
+		for _, mp := range t.Partitions {
+			if !metadata.Contains(mp.Replicas, id) || m.parts.Get(t.Name, mp.Index) != nil {
+				continue
+			}
+			if settings == nil {
+				s := SettingsFor(t.Configs, m.cfg.TopicDefaults)
+				settings = &s
+			}
+			reqs = append(reqs, partition.OpenRequest{Topic: t.Name, TopicID: t.ID, Index: mp.Index, Settings: *settings})
+		}
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	errs := map[partition.TopicPartition]error{}
+	for i, r := range m.parts.OpenAll(reqs) {
+		if r.Err != nil {
+			errs[partition.TopicPartition{Topic: reqs[i].Topic, Index: reqs[i].Index}] = r.Err
+		}
+	}
+	return errs
 }
 
 // SettingsFor resolves a topic's configs into what its partitions act on.

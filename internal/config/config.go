@@ -111,6 +111,13 @@ type Config struct {
 	LogRetentionBytes int64
 	// LogRetentionCheckIntervalMs is log.retention.check.interval.ms (default 300000).
 	LogRetentionCheckIntervalMs int64
+	// NumRecoveryThreadsPerDataDir is num.recovery.threads.per.data.dir: replicas opened
+	// at once at startup (default 8; Kafka's is 1, see partition.DefaultRecoveryThreads).
+	NumRecoveryThreadsPerDataDir int32
+	// LogMappedSegmentsMax is log.mapped.segments.max (Shale): sealed segments mapped at
+	// once across all replicas, three mappings and up to three descriptors each
+	// (default 8192, see log.DefaultMaxMappedSegments).
+	LogMappedSegmentsMax int32
 	// LogFlushIntervalMessages is log.flush.interval.messages (default MaxInt64); topic
 	// flush.messages.
 	LogFlushIntervalMessages int64

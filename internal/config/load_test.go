@@ -45,6 +45,7 @@ func TestDefault(t *testing.T) {
 		AutoLeaderRebalanceEnable:           true, LeaderImbalanceCheckIntervalSeconds: 300, LeaderImbalancePerBrokerPercentage: 10,
 		LogRollMs: 168 * 3600 * 1000, LogRetentionMs: 168 * 3600 * 1000, LogRetentionBytes: -1,
 		LogRetentionCheckIntervalMs: 300000, LogFlushIntervalMessages: math.MaxInt64,
+		NumRecoveryThreadsPerDataDir: 8, LogMappedSegmentsMax: 8192,
 		LogFlushIntervalMs: math.MaxInt64, LogIndexIntervalBytes: 4096, LogIndexSizeMaxBytes: 10485760,
 		MessageMaxBytes: 1048588, LogMessageTimestampType: "CreateTime", CompressionType: "producer",
 		SocketRequestMaxBytes: 104857600, BrokerSessionTimeoutMs: 9000, BrokerHeartbeatIntervalMs: 2000,
@@ -197,11 +198,14 @@ log.retention.check.interval.ms=300000
 	if c.LogDir != "/tmp/kraft-combined-logs" || c.LogRetentionMs != 168*msPerHour {
 		t.Errorf("log dir %q retention %d", c.LogDir, c.LogRetentionMs)
 	}
+	if c.NumRecoveryThreadsPerDataDir != 1 {
+		t.Errorf("num.recovery.threads.per.data.dir %d, the file says 1", c.NumRecoveryThreadsPerDataDir)
+	}
 	if h, p := c.AdvertisedKafka(); h != "localhost" || p != 9092 {
 		t.Errorf("advertised %s:%d", h, p)
 	}
-	if len(c.Warnings) != 8 {
-		t.Errorf("%d warnings, want 8: %q", len(c.Warnings), c.Warnings)
+	if len(c.Warnings) != 7 {
+		t.Errorf("%d warnings, want 7: %q", len(c.Warnings), c.Warnings)
 	}
 	// Set explicitly in the file, so reported as broker-level although equal to defaults.
 	want := map[string]string{"retention.ms": "604800000", "segment.bytes": "1073741824"}

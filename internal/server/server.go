@@ -252,6 +252,8 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		RetentionCheckInterval: cfg.LogRetentionCheckInterval(),
 		ReplicaLagTimeMax:      time.Duration(cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
 		NumReplicaFetchers:     int(cfg.NumReplicaFetchers),
+		RecoveryThreads:        int(cfg.NumRecoveryThreadsPerDataDir),
+		MaxMappedSegments:      int(cfg.LogMappedSegmentsMax),
 		ReplicaFetchWaitMax:    time.Duration(cfg.ReplicaFetchWaitMaxMs) * time.Millisecond,
 		ReplicaFetchBackoff:    time.Duration(cfg.ReplicaFetchBackoffMs) * time.Millisecond,
 		ReplicaFetchMaxBytes:   cfg.ReplicaFetchMaxBytes,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -115,7 +116,12 @@ func TestKill9KeepsAcknowledged(t *testing.T) {
 	t.Logf("%d acknowledged records all present among %d in the log", len(final), want)
 }
 
-// TestSigtermCleanShutdown: SIGTERM exits 0 and the restart needs no recovery.
+// recoveryLine is what the log package logs when it opens a log that was not closed
+// cleanly.
+const recoveryLine = "recovering log after an unclean shutdown"
+
+// TestSigtermCleanShutdown: SIGTERM exits 0 and the restart needs no recovery; a SIGKILL
+// after a write does (which shows that the check can fail).
 func TestSigtermCleanShutdown(t *testing.T) {
 	n := newNode(t)
 	n.start()
@@ -140,6 +146,20 @@ func TestSigtermCleanShutdown(t *testing.T) {
 	end.Each(func(o kadm.ListedOffset) { total += o.Offset })
 	if total != 100 {
 		t.Fatalf("%d records after restart, want 100", total)
+	}
+	if strings.Contains(n.log(), recoveryLine) {
+		t.Fatalf("the restart after SIGTERM recovered a log:\n%s", n.log())
+	}
+
+	cl = mustClient(t, n.addr(), kgo.DefaultProduceTopic("clean"))
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("last")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	n.kill9()
+	n.start()
+	if !strings.Contains(n.log(), recoveryLine) {
+		t.Fatalf("no recovery logged after SIGKILL:\n%s", n.log())
 	}
 }
 
