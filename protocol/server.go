@@ -28,6 +28,20 @@ type Config struct {
 	// MaxInFlight bounds the requests read ahead on one connection while earlier ones are
 	// still being answered. Default 64.
 	MaxInFlight int
+	// QueuedMaxRequests is queued.max.requests: requests read but not yet handled across
+	// the broker; a reader that would exceed it waits (its connection is muted). Default 500.
+	QueuedMaxRequests int
+	// QueuedMaxRequestBytes is queued.max.request.bytes: request bytes held across the
+	// broker; a connection reserves a request's size before reading its body and is muted
+	// while the pool is exhausted. Kafka's default is -1 (no limit); Shale's is
+	// DefaultQueuedMaxRequestBytes. -1 means no limit.
+	QueuedMaxRequestBytes int64
+	// ConnectionsMaxIdle is connections.max.idle.ms: a connection with nothing in flight
+	// that moves no bytes for this long is closed. Default 10 minutes; negative disables.
+	ConnectionsMaxIdle time.Duration
+	// WriteTimeout closes a connection whose client accepts no response bytes for this
+	// long, releasing what its responses pin. Default ConnectionsMaxIdle.
+	WriteTimeout time.Duration
 	// AutoCreateTopics is auto.create.topics.enable (default true in Kafka).
 	AutoCreateTopics bool
 	// DeleteTopicEnable is delete.topic.enable (default true).
@@ -46,6 +60,13 @@ type Config struct {
 	Logger        *slog.Logger
 	Metrics       *Metrics
 }
+
+// DefaultQueuedMaxRequestBytes is Shale's queued.max.request.bytes: Kafka leaves the
+// pool unbounded (-1), which lets many clients each send a large request at once and
+// exhaust the heap. 256 MiB holds two full-size requests (socket.request.max.bytes)
+// or hundreds of ordinary produce batches; request buffers then stay below this plus one
+// request.
+const DefaultQueuedMaxRequestBytes = 256 << 20
 
 // Deps are the broker services handlers use.
 type Deps struct {
@@ -85,6 +106,8 @@ type Server struct {
 	handlers map[int16]handlerEntry
 	sentinel [sentinelLen]byte
 	sessions *fetchSessionCache
+	pool     *memoryPool
+	slots    requestSlots
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -101,6 +124,18 @@ func NewServer(cfg Config, deps Deps) *Server {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = 64
 	}
+	if cfg.QueuedMaxRequests <= 0 {
+		cfg.QueuedMaxRequests = 500
+	}
+	if cfg.QueuedMaxRequestBytes == 0 {
+		cfg.QueuedMaxRequestBytes = DefaultQueuedMaxRequestBytes
+	}
+	if cfg.ConnectionsMaxIdle == 0 {
+		cfg.ConnectionsMaxIdle = 10 * time.Minute
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = cfg.ConnectionsMaxIdle
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -111,7 +146,8 @@ func NewServer(cfg Config, deps Deps) *Server {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	s := &Server{cfg: cfg, deps: deps, lg: cfg.Logger, handlers: map[int16]handlerEntry{}, conns: map[*conn]struct{}{}, sentinel: newSentinel(),
-		sessions: newFetchSessionCache(cfg.FetchSessionSlots)}
+		sessions: newFetchSessionCache(cfg.FetchSessionSlots), pool: newMemoryPool(cfg.QueuedMaxRequestBytes),
+		slots: make(requestSlots, cfg.QueuedMaxRequests)}
 	s.registerBuiltins()
 	return s
 }

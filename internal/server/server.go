@@ -276,6 +276,9 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 	n.kafka = protocol.NewServer(protocol.Config{
 		NodeID:                   cfg.NodeID,
 		MaxRequestBytes:          cfg.SocketRequestMaxBytes,
+		QueuedMaxRequests:        int(cfg.QueuedMaxRequests),
+		QueuedMaxRequestBytes:    cfg.QueuedMaxRequestBytes,
+		ConnectionsMaxIdle:       time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
 		AutoCreateTopics:         cfg.AutoCreateTopicsEnable,
 		DeleteTopicEnable:        cfg.DeleteTopicEnable,
 		FetchSessionSlots:        fetchSessionSlots(cfg.MaxIncrementalFetchSessionCacheSlots),

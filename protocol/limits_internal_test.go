@@ -1,0 +1,46 @@
+package protocol
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestMemoryPoolNonStrict(t *testing.T) {
+	p := newMemoryPool(100)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	if err := p.reserve(ctx, stop, 60); err != nil {
+		t.Fatal(err)
+	}
+	// Not exhausted yet: a request past the cap still gets in, as in Kafka's pool.
+	if err := p.reserve(ctx, stop, 80); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- p.reserve(ctx, stop, 10) }()
+	select {
+	case err := <-got:
+		t.Fatalf("reserved from an exhausted pool (err %v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	p.release(60) // 80 of 100 used: not exhausted
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if u := p.Used(); u != 90 {
+		t.Fatalf("used %d, want 90", u)
+	}
+	p.release(90)
+	cctx, cancel := context.WithCancel(ctx)
+	p.reserve(ctx, stop, 100)
+	go func() { got <- p.reserve(cctx, stop, 1) }()
+	cancel()
+	if err := <-got; err == nil {
+		t.Fatal("reserve ignored its context")
+	}
+	close(stop)
+	if err := p.reserve(ctx, stop, 1); err == nil {
+		t.Fatal("reserve ignored stop")
+	}
+}
