@@ -30,6 +30,8 @@ type change struct {
 	offsetsPartitions int32
 	// coordinators are the changed coordinators, set by coordinatorChanges.
 	coordinators map[int32]*pb.CoordinatorState
+	// quotas are the client quota entities set, complete (fsm_quotas.go).
+	quotas map[metadata.QuotaEntity]*pb.ClientQuotaState
 	// sideEffects change the FSM's state outside the image (offsets, producer ids...).
 	sideEffects []func()
 }
@@ -248,8 +250,9 @@ func (c *change) delta() *pb.MetadataDelta {
 	for _, p := range slices.Sorted(maps.Keys(c.coordinators)) {
 		d.Coordinators = append(d.Coordinators, c.coordinators[p])
 	}
+	d.ClientQuotas = c.quotaDelta()
 	if d.ClusterId == nil && d.ControllerId == nil && len(d.Brokers) == 0 && len(d.Topics) == 0 && len(d.DeletedTopics) == 0 &&
-		len(d.Coordinators) == 0 {
+		len(d.Coordinators) == 0 && len(d.ClientQuotas) == 0 {
 		return nil
 	}
 	return d

@@ -149,6 +149,8 @@ func (f *fsm) dispatch(c *change, rec *pb.Record) applyResult {
 		return f.applyControlledShutdown(c, r.ControlledShutdown)
 	case *pb.Record_ElectLeaders:
 		return f.applyElectLeaders(c, r.ElectLeaders)
+	case *pb.Record_ClientQuotas:
+		return f.applyClientQuotas(c, r.ClientQuotas)
 	default:
 		// A record from a newer version: every controller of this version skips it alike.
 		f.log.Error("unknown metadata record skipped", "offset", c.offset)

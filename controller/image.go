@@ -115,6 +115,9 @@ func applyDelta(im *metadata.Image, d *pb.MetadataDelta) (*metadata.Image, error
 		}
 		out.Coordinators = cs
 	}
+	if len(d.ClientQuotas) > 0 {
+		out.ClientQuotas = applyClientQuotas(im.ClientQuotas, d.ClientQuotas)
+	}
 	if len(d.Topics) == 0 && len(d.DeletedTopics) == 0 {
 		return &out, nil
 	}
@@ -178,7 +181,7 @@ func applyTopicDelta(old *metadata.Topic, td *pb.TopicDelta) (*metadata.Topic, e
 // partitions each. brokers gives each broker's complete state (with listeners).
 func imageChunks(im *metadata.Image, brokers []*pb.BrokerState, maxPartitions int) []*pb.MetadataImageChunk {
 	first := &pb.MetadataImageChunk{Offset: im.Offset, ClusterId: im.ClusterID, ControllerId: im.ControllerID,
-		Brokers: brokers, First: true, Coordinators: coordinatorsToPB(im.Coordinators)}
+		Brokers: brokers, First: true, Coordinators: coordinatorsToPB(im.Coordinators), ClientQuotas: clientQuotasToPB(im.ClientQuotas)}
 	chunks := []*pb.MetadataImageChunk{first}
 	cur, n := first, 0
 	for _, name := range slices.Sorted(maps.Keys(im.Topics)) {
@@ -214,6 +217,7 @@ func (a *imageAssembler) add(c *pb.MetadataImageChunk) (*metadata.Image, error) 
 			return nil, err
 		}
 		a.im.Coordinators = cs
+		a.im.ClientQuotas = applyClientQuotas(nil, c.ClientQuotas)
 	}
 	if a.im == nil || a.im.Offset != c.Offset {
 		a.im = nil

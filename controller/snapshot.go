@@ -51,7 +51,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		brokers: f.sortedBrokersLocked(),
 		groups:  groups,
 	}
-	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups))
+	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + len(s.img.ClientQuotas))
 	return s, nil
 }
 
@@ -94,6 +94,11 @@ func (s *fsmSnapshot) write(sink io.Writer) error {
 				LogOffset: v.logOffset})
 		}
 		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_Group{Group: gs}}); err != nil {
+			return err
+		}
+	}
+	for _, q := range clientQuotasToPB(s.img.ClientQuotas) {
+		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_ClientQuota{ClientQuota: q}}); err != nil {
 			return err
 		}
 	}
@@ -178,6 +183,8 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 				st.offsetsLogEnd = max(st.offsetsLogEnd, e.LogOffset+1)
 			}
 			st.groups[x.Group.Group] = g
+		case *pb.SnapshotItem_ClientQuota:
+			st.img.ClientQuotas = applyClientQuotas(st.img.ClientQuotas, []*pb.ClientQuotaState{x.ClientQuota})
 		default:
 			return nil, fmt.Errorf("item %d: unknown kind", i)
 		}

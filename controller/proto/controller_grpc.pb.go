@@ -38,6 +38,7 @@ const (
 	Controller_ListOffsetGroups_FullMethodName    = "/shale.controller.v1.Controller/ListOffsetGroups"
 	Controller_ReadOffsetsLog_FullMethodName      = "/shale.controller.v1.Controller/ReadOffsetsLog"
 	Controller_ElectLeaders_FullMethodName        = "/shale.controller.v1.Controller/ElectLeaders"
+	Controller_AlterClientQuotas_FullMethodName   = "/shale.controller.v1.Controller/AlterClientQuotas"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -65,6 +66,8 @@ type ControllerClient interface {
 	ReadOffsetsLog(ctx context.Context, in *ReadOffsetsLogRequest, opts ...grpc.CallOption) (*ReadOffsetsLogResponse, error)
 	// ElectLeaders is Kafka's ElectLeaders: a PREFERRED or UNCLEAN election.
 	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
+	// AlterClientQuotas changes client quotas (Kafka's AlterClientQuotas, KIP-546).
+	AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error)
 }
 
 type controllerClient struct {
@@ -234,6 +237,16 @@ func (c *controllerClient) ElectLeaders(ctx context.Context, in *ElectLeadersReq
 	return out, nil
 }
 
+func (c *controllerClient) AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterClientQuotasResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterClientQuotas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -259,6 +272,8 @@ type ControllerServer interface {
 	ReadOffsetsLog(context.Context, *ReadOffsetsLogRequest) (*ReadOffsetsLogResponse, error)
 	// ElectLeaders is Kafka's ElectLeaders: a PREFERRED or UNCLEAN election.
 	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
+	// AlterClientQuotas changes client quotas (Kafka's AlterClientQuotas, KIP-546).
+	AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -313,6 +328,9 @@ func (UnimplementedControllerServer) ReadOffsetsLog(context.Context, *ReadOffset
 }
 func (UnimplementedControllerServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
+}
+func (UnimplementedControllerServer) AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterClientQuotas not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -598,6 +616,24 @@ func _Controller_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AlterClientQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterClientQuotasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterClientQuotas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterClientQuotas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterClientQuotas(ctx, req.(*AlterClientQuotasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -660,6 +696,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ElectLeaders",
 			Handler:    _Controller_ElectLeaders_Handler,
+		},
+		{
+			MethodName: "AlterClientQuotas",
+			Handler:    _Controller_AlterClientQuotas_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

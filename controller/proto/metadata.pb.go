@@ -409,7 +409,10 @@ type MetadataDelta struct {
 	// Changed coordinators of __consumer_offsets partitions; a partition one past the
 	// image's last one extends the list (the first delta after the cluster fixed
 	// offsets.topic.num.partitions lists them all).
-	Coordinators  []*CoordinatorState `protobuf:"bytes,8,rep,name=coordinators,proto3" json:"coordinators,omitempty"`
+	Coordinators []*CoordinatorState `protobuf:"bytes,8,rep,name=coordinators,proto3" json:"coordinators,omitempty"`
+	// Client quota entities whose values changed, complete; an entity with no values is
+	// removed.
+	ClientQuotas  []*ClientQuotaState `protobuf:"bytes,80,rep,name=client_quotas,json=clientQuotas,proto3" json:"client_quotas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -496,6 +499,13 @@ func (x *MetadataDelta) GetDeletedTopics() []string {
 func (x *MetadataDelta) GetCoordinators() []*CoordinatorState {
 	if x != nil {
 		return x.Coordinators
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetClientQuotas() []*ClientQuotaState {
+	if x != nil {
+		return x.ClientQuotas
 	}
 	return nil
 }
@@ -667,7 +677,8 @@ type MetadataImageChunk struct {
 	Topics        []*TopicState          `protobuf:"bytes,5,rep,name=topics,proto3" json:"topics,omitempty"`
 	First         bool                   `protobuf:"varint,6,opt,name=first,proto3" json:"first,omitempty"`
 	Last          bool                   `protobuf:"varint,7,opt,name=last,proto3" json:"last,omitempty"`
-	Coordinators  []*CoordinatorState    `protobuf:"bytes,8,rep,name=coordinators,proto3" json:"coordinators,omitempty"` // in the first chunk
+	Coordinators  []*CoordinatorState    `protobuf:"bytes,8,rep,name=coordinators,proto3" json:"coordinators,omitempty"`                      // in the first chunk
+	ClientQuotas  []*ClientQuotaState    `protobuf:"bytes,80,rep,name=client_quotas,json=clientQuotas,proto3" json:"client_quotas,omitempty"` // in the first chunk
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -758,6 +769,174 @@ func (x *MetadataImageChunk) GetCoordinators() []*CoordinatorState {
 	return nil
 }
 
+func (x *MetadataImageChunk) GetClientQuotas() []*ClientQuotaState {
+	if x != nil {
+		return x.ClientQuotas
+	}
+	return nil
+}
+
+// QuotaEntityPart is one component (user or client id) of a client quota entity: a
+// name, or the default for every name.
+type QuotaEntityPart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Default       bool                   `protobuf:"varint,1,opt,name=default,proto3" json:"default,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaEntityPart) Reset() {
+	*x = QuotaEntityPart{}
+	mi := &file_metadata_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaEntityPart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaEntityPart) ProtoMessage() {}
+
+func (x *QuotaEntityPart) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaEntityPart.ProtoReflect.Descriptor instead.
+func (*QuotaEntityPart) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *QuotaEntityPart) GetDefault() bool {
+	if x != nil {
+		return x.Default
+	}
+	return false
+}
+
+func (x *QuotaEntityPart) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// ClientQuotaEntity is Kafka's quota entity: a user, a client id, or both; an absent
+// part is not part of the entity.
+type ClientQuotaEntity struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          *QuotaEntityPart       `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	ClientId      *QuotaEntityPart       `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientQuotaEntity) Reset() {
+	*x = ClientQuotaEntity{}
+	mi := &file_metadata_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientQuotaEntity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientQuotaEntity) ProtoMessage() {}
+
+func (x *ClientQuotaEntity) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientQuotaEntity.ProtoReflect.Descriptor instead.
+func (*ClientQuotaEntity) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ClientQuotaEntity) GetUser() *QuotaEntityPart {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+func (x *ClientQuotaEntity) GetClientId() *QuotaEntityPart {
+	if x != nil {
+		return x.ClientId
+	}
+	return nil
+}
+
+// ClientQuotaState is one entity's quota values (producer_byte_rate, ...).
+type ClientQuotaState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entity        *ClientQuotaEntity     `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	Values        map[string]float64     `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientQuotaState) Reset() {
+	*x = ClientQuotaState{}
+	mi := &file_metadata_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientQuotaState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientQuotaState) ProtoMessage() {}
+
+func (x *ClientQuotaState) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientQuotaState.ProtoReflect.Descriptor instead.
+func (*ClientQuotaState) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ClientQuotaState) GetEntity() *ClientQuotaEntity {
+	if x != nil {
+		return x.Entity
+	}
+	return nil
+}
+
+func (x *ClientQuotaState) GetValues() map[string]float64 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 // ReplicaList is one partition's replicas.
 type ReplicaList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -768,7 +947,7 @@ type ReplicaList struct {
 
 func (x *ReplicaList) Reset() {
 	*x = ReplicaList{}
-	mi := &file_metadata_proto_msgTypes[9]
+	mi := &file_metadata_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +959,7 @@ func (x *ReplicaList) String() string {
 func (*ReplicaList) ProtoMessage() {}
 
 func (x *ReplicaList) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[9]
+	mi := &file_metadata_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +972,7 @@ func (x *ReplicaList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaList.ProtoReflect.Descriptor instead.
 func (*ReplicaList) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{9}
+	return file_metadata_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReplicaList) GetReplicas() []int32 {
@@ -814,7 +993,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_metadata_proto_msgTypes[10]
+	mi := &file_metadata_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +1005,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[10]
+	mi := &file_metadata_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +1018,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{10}
+	return file_metadata_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TopicPartitions) GetTopic() string {
@@ -875,7 +1054,7 @@ type OffsetEntry struct {
 
 func (x *OffsetEntry) Reset() {
 	*x = OffsetEntry{}
-	mi := &file_metadata_proto_msgTypes[11]
+	mi := &file_metadata_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +1066,7 @@ func (x *OffsetEntry) String() string {
 func (*OffsetEntry) ProtoMessage() {}
 
 func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[11]
+	mi := &file_metadata_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +1079,7 @@ func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetEntry.ProtoReflect.Descriptor instead.
 func (*OffsetEntry) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{11}
+	return file_metadata_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OffsetEntry) GetTopic() string {
@@ -997,7 +1176,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9e\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xea\x03\n" +
 	"\rMetadataDelta\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1f\n" +
 	"\vprev_offset\x18\x02 \x01(\x04R\n" +
@@ -1008,7 +1187,8 @@ const file_metadata_proto_rawDesc = "" +
 	"\abrokers\x18\x05 \x03(\v2 .shale.controller.v1.BrokerStateR\abrokers\x127\n" +
 	"\x06topics\x18\x06 \x03(\v2\x1f.shale.controller.v1.TopicDeltaR\x06topics\x12%\n" +
 	"\x0edeleted_topics\x18\a \x03(\tR\rdeletedTopics\x12I\n" +
-	"\fcoordinators\x18\b \x03(\v2%.shale.controller.v1.CoordinatorStateR\fcoordinatorsB\r\n" +
+	"\fcoordinators\x18\b \x03(\v2%.shale.controller.v1.CoordinatorStateR\fcoordinators\x12J\n" +
+	"\rclient_quotas\x18P \x03(\v2%.shale.controller.v1.ClientQuotaStateR\fclientQuotasB\r\n" +
 	"\v_cluster_idB\x10\n" +
 	"\x0e_controller_id\"\x81\x01\n" +
 	"\x10CoordinatorState\x12\x1c\n" +
@@ -1028,7 +1208,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xda\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa6\x03\n" +
 	"\x12MetadataImageChunk\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1d\n" +
 	"\n" +
@@ -1038,7 +1218,20 @@ const file_metadata_proto_rawDesc = "" +
 	"\x06topics\x18\x05 \x03(\v2\x1f.shale.controller.v1.TopicStateR\x06topics\x12\x14\n" +
 	"\x05first\x18\x06 \x01(\bR\x05first\x12\x12\n" +
 	"\x04last\x18\a \x01(\bR\x04last\x12I\n" +
-	"\fcoordinators\x18\b \x03(\v2%.shale.controller.v1.CoordinatorStateR\fcoordinators\")\n" +
+	"\fcoordinators\x18\b \x03(\v2%.shale.controller.v1.CoordinatorStateR\fcoordinators\x12J\n" +
+	"\rclient_quotas\x18P \x03(\v2%.shale.controller.v1.ClientQuotaStateR\fclientQuotas\"?\n" +
+	"\x0fQuotaEntityPart\x12\x18\n" +
+	"\adefault\x18\x01 \x01(\bR\adefault\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x90\x01\n" +
+	"\x11ClientQuotaEntity\x128\n" +
+	"\x04user\x18\x01 \x01(\v2$.shale.controller.v1.QuotaEntityPartR\x04user\x12A\n" +
+	"\tclient_id\x18\x02 \x01(\v2$.shale.controller.v1.QuotaEntityPartR\bclientId\"\xd8\x01\n" +
+	"\x10ClientQuotaState\x12>\n" +
+	"\x06entity\x18\x01 \x01(\v2&.shale.controller.v1.ClientQuotaEntityR\x06entity\x12I\n" +
+	"\x06values\x18\x02 \x03(\v21.shale.controller.v1.ClientQuotaState.ValuesEntryR\x06values\x1a9\n" +
+	"\vValuesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\")\n" +
 	"\vReplicaList\x12\x1a\n" +
 	"\breplicas\x18\x01 \x03(\x05R\breplicas\"G\n" +
 	"\x0fTopicPartitions\x12\x14\n" +
@@ -1069,7 +1262,7 @@ func file_metadata_proto_rawDescGZIP() []byte {
 	return file_metadata_proto_rawDescData
 }
 
-var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_metadata_proto_goTypes = []any{
 	(*Error)(nil),              // 0: shale.controller.v1.Error
 	(*Listener)(nil),           // 1: shale.controller.v1.Listener
@@ -1080,29 +1273,39 @@ var file_metadata_proto_goTypes = []any{
 	(*CoordinatorState)(nil),   // 6: shale.controller.v1.CoordinatorState
 	(*TopicDelta)(nil),         // 7: shale.controller.v1.TopicDelta
 	(*MetadataImageChunk)(nil), // 8: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),        // 9: shale.controller.v1.ReplicaList
-	(*TopicPartitions)(nil),    // 10: shale.controller.v1.TopicPartitions
-	(*OffsetEntry)(nil),        // 11: shale.controller.v1.OffsetEntry
-	nil,                        // 12: shale.controller.v1.TopicState.ConfigsEntry
-	nil,                        // 13: shale.controller.v1.TopicDelta.ConfigsEntry
+	(*QuotaEntityPart)(nil),    // 9: shale.controller.v1.QuotaEntityPart
+	(*ClientQuotaEntity)(nil),  // 10: shale.controller.v1.ClientQuotaEntity
+	(*ClientQuotaState)(nil),   // 11: shale.controller.v1.ClientQuotaState
+	(*ReplicaList)(nil),        // 12: shale.controller.v1.ReplicaList
+	(*TopicPartitions)(nil),    // 13: shale.controller.v1.TopicPartitions
+	(*OffsetEntry)(nil),        // 14: shale.controller.v1.OffsetEntry
+	nil,                        // 15: shale.controller.v1.TopicState.ConfigsEntry
+	nil,                        // 16: shale.controller.v1.TopicDelta.ConfigsEntry
+	nil,                        // 17: shale.controller.v1.ClientQuotaState.ValuesEntry
 }
 var file_metadata_proto_depIdxs = []int32{
 	1,  // 0: shale.controller.v1.BrokerState.listeners:type_name -> shale.controller.v1.Listener
-	12, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
+	15, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
 	3,  // 2: shale.controller.v1.TopicState.partitions:type_name -> shale.controller.v1.PartitionState
 	2,  // 3: shale.controller.v1.MetadataDelta.brokers:type_name -> shale.controller.v1.BrokerState
 	7,  // 4: shale.controller.v1.MetadataDelta.topics:type_name -> shale.controller.v1.TopicDelta
 	6,  // 5: shale.controller.v1.MetadataDelta.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	13, // 6: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
-	3,  // 7: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
-	2,  // 8: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
-	4,  // 9: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
-	6,  // 10: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	11, // 6: shale.controller.v1.MetadataDelta.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
+	16, // 7: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
+	3,  // 8: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
+	2,  // 9: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
+	4,  // 10: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
+	6,  // 11: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	11, // 12: shale.controller.v1.MetadataImageChunk.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
+	9,  // 13: shale.controller.v1.ClientQuotaEntity.user:type_name -> shale.controller.v1.QuotaEntityPart
+	9,  // 14: shale.controller.v1.ClientQuotaEntity.client_id:type_name -> shale.controller.v1.QuotaEntityPart
+	10, // 15: shale.controller.v1.ClientQuotaState.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	17, // 16: shale.controller.v1.ClientQuotaState.values:type_name -> shale.controller.v1.ClientQuotaState.ValuesEntry
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_metadata_proto_init() }
@@ -1117,7 +1320,7 @@ func file_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_proto_rawDesc), len(file_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -102,6 +102,7 @@ type Record struct {
 	//	*Record_OffsetOps
 	//	*Record_ElectLeaders
 	//	*Record_ControlledShutdown
+	//	*Record_ClientQuotas
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -261,6 +262,15 @@ func (x *Record) GetControlledShutdown() *ControlledShutdownRecord {
 	return nil
 }
 
+func (x *Record) GetClientQuotas() *ClientQuotasRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_ClientQuotas); ok {
+			return x.ClientQuotas
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -317,6 +327,10 @@ type Record_ControlledShutdown struct {
 	ControlledShutdown *ControlledShutdownRecord `protobuf:"bytes,13,opt,name=controlled_shutdown,json=controlledShutdown,proto3,oneof"`
 }
 
+type Record_ClientQuotas struct {
+	ClientQuotas *ClientQuotasRecord `protobuf:"bytes,80,opt,name=client_quotas,json=clientQuotas,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -342,6 +356,8 @@ func (*Record_OffsetOps) isRecord_Record() {}
 func (*Record_ElectLeaders) isRecord_Record() {}
 
 func (*Record_ControlledShutdown) isRecord_Record() {}
+
+func (*Record_ClientQuotas) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -1607,6 +1623,7 @@ type SnapshotItem struct {
 	//	*SnapshotItem_Broker
 	//	*SnapshotItem_Topic
 	//	*SnapshotItem_Group
+	//	*SnapshotItem_ClientQuota
 	Item          isSnapshotItem_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1676,6 +1693,15 @@ func (x *SnapshotItem) GetGroup() *GroupOffsets {
 	return nil
 }
 
+func (x *SnapshotItem) GetClientQuota() *ClientQuotaState {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_ClientQuota); ok {
+			return x.ClientQuota
+		}
+	}
+	return nil
+}
+
 type isSnapshotItem_Item interface {
 	isSnapshotItem_Item()
 }
@@ -1692,17 +1718,69 @@ type SnapshotItem_Group struct {
 	Group *GroupOffsets `protobuf:"bytes,3,opt,name=group,proto3,oneof"`
 }
 
+type SnapshotItem_ClientQuota struct {
+	ClientQuota *ClientQuotaState `protobuf:"bytes,80,opt,name=client_quota,json=clientQuota,proto3,oneof"`
+}
+
 func (*SnapshotItem_Broker) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Topic) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Group) isSnapshotItem_Item() {}
 
+func (*SnapshotItem_ClientQuota) isSnapshotItem_Item() {}
+
+// ClientQuotasRecord sets client quota entities' complete values (AlterClientQuotas);
+// an entity with no values is removed.
+type ClientQuotasRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Quotas        []*ClientQuotaState    `protobuf:"bytes,1,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientQuotasRecord) Reset() {
+	*x = ClientQuotasRecord{}
+	mi := &file_records_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientQuotasRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientQuotasRecord) ProtoMessage() {}
+
+func (x *ClientQuotasRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientQuotasRecord.ProtoReflect.Descriptor instead.
+func (*ClientQuotasRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ClientQuotasRecord) GetQuotas() []*ClientQuotaState {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xe6\b\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xb6\t\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -1718,7 +1796,8 @@ const file_records_proto_rawDesc = "" +
 	"\n" +
 	"offset_ops\x18\v \x01(\v2$.shale.controller.v1.OffsetOpsRecordH\x00R\toffsetOps\x12N\n" +
 	"\relect_leaders\x18\f \x01(\v2'.shale.controller.v1.ElectLeadersRecordH\x00R\felectLeaders\x12`\n" +
-	"\x13controlled_shutdown\x18\r \x01(\v2-.shale.controller.v1.ControlledShutdownRecordH\x00R\x12controlledShutdownB\b\n" +
+	"\x13controlled_shutdown\x18\r \x01(\v2-.shale.controller.v1.ControlledShutdownRecordH\x00R\x12controlledShutdown\x12N\n" +
+	"\rclient_quotas\x18P \x01(\v2'.shale.controller.v1.ClientQuotasRecordH\x00R\fclientQuotasB\b\n" +
 	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -1821,12 +1900,15 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\x03R\roffsetsLogEnd\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xc6\x01\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\x92\x02\n" +
 	"\fSnapshotItem\x12:\n" +
 	"\x06broker\x18\x01 \x01(\v2 .shale.controller.v1.BrokerStateH\x00R\x06broker\x127\n" +
 	"\x05topic\x18\x02 \x01(\v2\x1f.shale.controller.v1.TopicStateH\x00R\x05topic\x129\n" +
-	"\x05group\x18\x03 \x01(\v2!.shale.controller.v1.GroupOffsetsH\x00R\x05groupB\x06\n" +
-	"\x04item*~\n" +
+	"\x05group\x18\x03 \x01(\v2!.shale.controller.v1.GroupOffsetsH\x00R\x05group\x12J\n" +
+	"\fclient_quota\x18P \x01(\v2%.shale.controller.v1.ClientQuotaStateH\x00R\vclientQuotaB\x06\n" +
+	"\x04item\"S\n" +
+	"\x12ClientQuotasRecord\x12=\n" +
+	"\x06quotas\x18\x01 \x03(\v2%.shale.controller.v1.ClientQuotaStateR\x06quotas*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
@@ -1846,7 +1928,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                 // 0: shale.controller.v1.ElectionType
 	(*Record)(nil),                    // 1: shale.controller.v1.Record
@@ -1870,15 +1952,17 @@ var file_records_proto_goTypes = []any{
 	(*SnapshotHeader)(nil),            // 19: shale.controller.v1.SnapshotHeader
 	(*GroupOffsets)(nil),              // 20: shale.controller.v1.GroupOffsets
 	(*SnapshotItem)(nil),              // 21: shale.controller.v1.SnapshotItem
-	nil,                               // 22: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                               // 23: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                  // 24: shale.controller.v1.Listener
-	(*ReplicaList)(nil),               // 25: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),               // 26: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),           // 27: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),          // 28: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),               // 29: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                // 30: shale.controller.v1.TopicState
+	(*ClientQuotasRecord)(nil),        // 22: shale.controller.v1.ClientQuotasRecord
+	nil,                               // 23: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                               // 24: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                  // 25: shale.controller.v1.Listener
+	(*ReplicaList)(nil),               // 26: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),               // 27: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),           // 28: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),          // 29: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),               // 30: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                // 31: shale.controller.v1.TopicState
+	(*ClientQuotaState)(nil),          // 32: shale.controller.v1.ClientQuotaState
 }
 var file_records_proto_depIdxs = []int32{
 	2,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -1894,29 +1978,32 @@ var file_records_proto_depIdxs = []int32{
 	16, // 10: shale.controller.v1.Record.offset_ops:type_name -> shale.controller.v1.OffsetOpsRecord
 	17, // 11: shale.controller.v1.Record.elect_leaders:type_name -> shale.controller.v1.ElectLeadersRecord
 	18, // 12: shale.controller.v1.Record.controlled_shutdown:type_name -> shale.controller.v1.ControlledShutdownRecord
-	24, // 13: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	25, // 14: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	22, // 15: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	6,  // 16: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	8,  // 17: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	25, // 18: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	10, // 19: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	23, // 20: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	26, // 21: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	27, // 22: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	15, // 23: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 24: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	27, // 25: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	28, // 26: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	26, // 27: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	29, // 28: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	30, // 29: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	20, // 30: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	22, // 13: shale.controller.v1.Record.client_quotas:type_name -> shale.controller.v1.ClientQuotasRecord
+	25, // 14: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	26, // 15: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	23, // 16: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	6,  // 17: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	8,  // 18: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	26, // 19: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	10, // 20: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	24, // 21: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	27, // 22: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	28, // 23: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	15, // 24: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 25: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	28, // 26: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	29, // 27: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	27, // 28: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	30, // 29: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	31, // 30: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	20, // 31: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	32, // 32: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	32, // 33: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -1939,11 +2026,13 @@ func file_records_proto_init() {
 		(*Record_OffsetOps)(nil),
 		(*Record_ElectLeaders)(nil),
 		(*Record_ControlledShutdown)(nil),
+		(*Record_ClientQuotas)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
 		(*SnapshotItem_Topic)(nil),
 		(*SnapshotItem_Group)(nil),
+		(*SnapshotItem_ClientQuota)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1951,7 +2040,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

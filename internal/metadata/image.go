@@ -47,6 +47,8 @@ type Image struct {
 	// Coordinators holds the group coordinator of each __consumer_offsets partition; its
 	// length is offsets.topic.num.partitions as the cluster fixed it. Immutable.
 	Coordinators []Coordinator
+	// ClientQuotas are the client quota entities' values (quotas.go). Immutable.
+	ClientQuotas ClientQuotas
 }
 
 // Topic returns the named topic, or nil.
