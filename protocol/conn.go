@@ -36,6 +36,10 @@ type Request struct {
 	// holds one of queued.max.requests: both are given back once it has been handled.
 	reserved int64
 	slot     bool
+	// size is the request's length on the wire, and handlerTime the time its handler
+	// took: what produce and request-time quotas charge.
+	size        int32
+	handlerTime time.Duration
 }
 
 // AnonymousPrincipal is Kafka's principal for an unauthenticated connection.
@@ -82,6 +86,9 @@ type conn struct {
 	// of the two.
 	lastActive atomic.Int64
 	inFlight   atomic.Int32
+	// throttledUntil (unix nanoseconds) is when a quota throttle ends: until then the
+	// connection reads no further request, as Kafka mutes a throttled channel.
+	throttledUntil atomic.Int64
 
 	// principal is owned by the processor goroutine: requests are handled one at a time
 	// in order, so an authentication changes it for exactly the requests after it.
@@ -175,6 +182,9 @@ func (c *conn) readLoop(ctx context.Context, reqs chan<- *Request) error {
 			c.s.cfg.Metrics.RejectedRequests.Inc()
 			return fmt.Errorf("request of %d bytes is outside [8, socket.request.max.bytes=%d]", size, c.s.cfg.MaxRequestBytes)
 		}
+		if err := c.waitThrottle(ctx); err != nil {
+			return err
+		}
 		body, err := c.readBody(ctx, br, size)
 		if err != nil {
 			return err
@@ -185,7 +195,7 @@ func (c *conn) readLoop(ctx context.Context, reqs chan<- *Request) error {
 			c.s.cfg.Metrics.RejectedRequests.Inc()
 			return err
 		}
-		req.reserved = int64(size)
+		req.reserved, req.size = int64(size), size+4
 		c.s.cfg.Metrics.BytesIn.Add(float64(size + 4))
 		// A full broker-wide queue mutes this connection until a request is handled.
 		if err := c.s.slots.acquire(ctx, c.stopRead); err != nil {
@@ -254,6 +264,37 @@ func (c *conn) releaseRequest(req *Request) {
 	if req.slot {
 		req.slot = false
 		c.s.slots.release()
+	}
+}
+
+// throttle mutes the connection for d from now (or longer, if already throttled).
+func (c *conn) throttle(d time.Duration) {
+	until := time.Now().Add(d).UnixNano()
+	for {
+		cur := c.throttledUntil.Load()
+		if cur >= until || c.throttledUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// waitThrottle waits out a quota throttle before the reader takes the next request's
+// body, so a throttled client's requests stay in its socket.
+func (c *conn) waitThrottle(ctx context.Context) error {
+	d := time.Until(time.Unix(0, c.throttledUntil.Load()))
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		c.touch() // a muted connection is not idle
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.stopRead:
+		return errStopped
 	}
 }
 
@@ -348,7 +389,9 @@ func (c *conn) decode(body []byte) (*Request, error) {
 
 func (c *conn) process(ctx context.Context, reqs <-chan *Request, resps chan<- pending) {
 	for req := range reqs {
+		start := time.Now()
 		res := c.dispatch(ctx, req)
+		req.handlerTime = time.Since(start)
 		c.releaseRequest(req)
 		select {
 		case resps <- pending{req: req, res: res}:
@@ -401,6 +444,9 @@ func (c *conn) write(ctx context.Context, resps <-chan pending) {
 			res = wait(ctx)
 		}
 		c.inFlight.Add(-1)
+		if t := c.chargeQuotas(p.req, &res, p.req.handlerTime); t > 0 {
+			c.throttle(t)
+		}
 		if failed {
 			if res.Release != nil {
 				res.Release()

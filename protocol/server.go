@@ -42,6 +42,11 @@ type Config struct {
 	// WriteTimeout closes a connection whose client accepts no response bytes for this
 	// long, releasing what its responses pin. Default ConnectionsMaxIdle.
 	WriteTimeout time.Duration
+	// QuotaWindowNum and QuotaWindowSize are quota.window.num (default 11) and
+	// quota.window.size.seconds (default 1s): client quotas measure rates over that many
+	// samples of that length.
+	QuotaWindowNum  int
+	QuotaWindowSize time.Duration
 	// AutoCreateTopics is auto.create.topics.enable (default true in Kafka).
 	AutoCreateTopics bool
 	// DeleteTopicEnable is delete.topic.enable (default true).
@@ -107,6 +112,7 @@ type Server struct {
 	sentinel [sentinelLen]byte
 	sessions *fetchSessionCache
 	pool     *memoryPool
+	quotas   *quotaManager
 	slots    requestSlots
 
 	mu        sync.Mutex
@@ -136,6 +142,12 @@ func NewServer(cfg Config, deps Deps) *Server {
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = cfg.ConnectionsMaxIdle
 	}
+	if cfg.QuotaWindowNum <= 0 {
+		cfg.QuotaWindowNum = 11
+	}
+	if cfg.QuotaWindowSize <= 0 {
+		cfg.QuotaWindowSize = time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -147,7 +159,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 	}
 	s := &Server{cfg: cfg, deps: deps, lg: cfg.Logger, handlers: map[int16]handlerEntry{}, conns: map[*conn]struct{}{}, sentinel: newSentinel(),
 		sessions: newFetchSessionCache(cfg.FetchSessionSlots), pool: newMemoryPool(cfg.QueuedMaxRequestBytes),
-		slots: make(requestSlots, cfg.QueuedMaxRequests)}
+		slots: make(requestSlots, cfg.QueuedMaxRequests), quotas: newQuotaManager(cfg.QuotaWindowNum, cfg.QuotaWindowSize)}
 	s.registerBuiltins()
 	return s
 }
