@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/binary"
+	"net"
 	"os"
 	"runtime"
 	"strconv"
@@ -184,4 +185,63 @@ func TestStuckReaderClosed(t *testing.T) {
 		rc.send(req)
 	}
 	testutil.Eventually(t, 20*time.Second, "the stuck reader's connection to close", func() bool { return gaugeValue(m.Connections) == before })
+}
+
+func withConnLimits(total, perIP int, overrides map[string]int) brokerOpt {
+	return func(c *protocol.Config) {
+		c.MaxConnections, c.MaxConnectionsPerIP, c.MaxConnectionsPerIPOverrides = total, perIP, overrides
+	}
+}
+
+// TestMaxConnectionsPerIP: a connection past its address's limit is closed at once;
+// closing one lets a new one in.
+func TestMaxConnectionsPerIP(t *testing.T) {
+	tb := startBroker(t, withConnLimits(0, 2, nil))
+	a, b := dialRaw(t, tb.addr), dialRaw(t, tb.addr)
+	a.roundTrip(kmsg.NewPtrApiVersionsRequest())
+	b.roundTrip(kmsg.NewPtrApiVersionsRequest())
+	over := dialRaw(t, tb.addr)
+	over.send(kmsg.NewPtrApiVersionsRequest())
+	over.expectClosed()
+	a.c.Close()
+	testutil.Eventually(t, 10*time.Second, "a connection to be accepted again", func() bool {
+		c, err := net.DialTimeout("tcp", tb.addr, time.Second)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		rc := &rawConn{t: t, c: c}
+		rc.corr++
+		if _, err := c.Write(frame(kmsg.NewPtrApiVersionsRequest(), rc.corr)); err != nil {
+			return false
+		}
+		_, _, err = rc.readBody()
+		return err == nil
+	})
+
+	// An override of 0 refuses the address outright.
+	tb2 := startBroker(t, withConnLimits(0, 0, map[string]int{"127.0.0.1": 0}))
+	refused := dialRaw(t, tb2.addr)
+	refused.send(kmsg.NewPtrApiVersionsRequest())
+	refused.expectClosed()
+}
+
+// TestMaxConnections: past max.connections the broker accepts nothing until a
+// connection closes.
+func TestMaxConnections(t *testing.T) {
+	tb := startBroker(t, withConnLimits(1, 0, nil))
+	first := dialRaw(t, tb.addr)
+	first.roundTrip(kmsg.NewPtrApiVersionsRequest())
+	waiting := dialRaw(t, tb.addr) // completes in the listen backlog, not accepted
+	corr := waiting.send(kmsg.NewPtrApiVersionsRequest())
+	waiting.c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	var one [1]byte
+	if _, err := waiting.c.Read(one[:]); err == nil {
+		t.Fatal("a connection past max.connections was served")
+	}
+	first.c.Close()
+	got, _, err := waiting.readBody()
+	if err != nil || got != corr {
+		t.Fatalf("after a slot freed: correlation %d, err %v", got, err)
+	}
 }

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,6 +50,14 @@ type Config struct {
 	// samples of that length.
 	QuotaWindowNum  int
 	QuotaWindowSize time.Duration
+	// MaxConnections is max.connections: past it the broker stops accepting until a
+	// connection closes, as Kafka's acceptor does. 0 or less: no limit.
+	MaxConnections int
+	// MaxConnectionsPerIP is max.connections.per.ip, and MaxConnectionsPerIPOverrides
+	// (max.connections.per.ip.overrides) its exceptions by address: a connection past
+	// its address's limit is closed at once. 0 or less: no limit.
+	MaxConnectionsPerIP          int
+	MaxConnectionsPerIPOverrides map[string]int
 	// AutoCreateTopics is auto.create.topics.enable (default true in Kafka).
 	AutoCreateTopics bool
 	// DeleteTopicEnable is delete.topic.enable (default true).
@@ -118,6 +129,10 @@ type Server struct {
 	mu        sync.Mutex
 	listeners []net.Listener
 	conns     map[*conn]struct{}
+	perIP     map[string]int
+	// connSlots holds a token per open connection under max.connections (nil: no limit).
+	connSlots chan struct{}
+	closed    chan struct{}
 	closing   bool
 	wg        sync.WaitGroup
 }
@@ -158,8 +173,12 @@ func NewServer(cfg Config, deps Deps) *Server {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	s := &Server{cfg: cfg, deps: deps, lg: cfg.Logger, handlers: map[int16]handlerEntry{}, conns: map[*conn]struct{}{}, sentinel: newSentinel(),
+		perIP: map[string]int{}, closed: make(chan struct{}),
 		sessions: newFetchSessionCache(cfg.FetchSessionSlots), pool: newMemoryPool(cfg.QueuedMaxRequestBytes),
 		slots: make(requestSlots, cfg.QueuedMaxRequests), quotas: newQuotaManager(cfg.QuotaWindowNum, cfg.QuotaWindowSize)}
+	if cfg.MaxConnections > 0 && cfg.MaxConnections < math.MaxInt32 {
+		s.connSlots = make(chan struct{}, cfg.MaxConnections)
+	}
 	s.registerBuiltins()
 	return s
 }
@@ -193,7 +212,21 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer stop()
 	var backoff time.Duration
 	for {
+		// At max.connections, accept nothing until a connection closes: new clients
+		// wait in the listen backlog.
+		if s.connSlots != nil {
+			select {
+			case s.connSlots <- struct{}{}:
+			case <-ctx.Done():
+				return nil
+			case <-s.closed:
+				return nil
+			}
+		}
 		nc, err := ln.Accept()
+		if err != nil && s.connSlots != nil {
+			<-s.connSlots
+		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
 				return nil
@@ -209,12 +242,22 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			tc.SetNoDelay(true)
 		}
 		c := newConn(s, nc)
+		ip := remoteIP(nc)
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
 			nc.Close()
+			s.releaseConnSlot()
 			return nil
 		}
+		if limit := s.ipLimit(ip); limit >= 0 && s.perIP[ip] >= limit {
+			s.mu.Unlock()
+			s.lg.Warn("closing connection over max.connections.per.ip", "remote", nc.RemoteAddr().String(), "limit", limit)
+			nc.Close()
+			s.releaseConnSlot()
+			continue
+		}
+		s.perIP[ip]++
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -224,7 +267,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			c.serve(ctx)
 			s.mu.Lock()
 			delete(s.conns, c)
+			if s.perIP[ip]--; s.perIP[ip] <= 0 {
+				delete(s.perIP, ip)
+			}
 			s.mu.Unlock()
+			s.releaseConnSlot()
 			s.cfg.Metrics.Connections.Dec()
 		}()
 	}
@@ -234,6 +281,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // every connection.
 func (s *Server) Close(grace time.Duration) error {
 	s.mu.Lock()
+	if !s.closing {
+		close(s.closed)
+	}
 	s.closing = true
 	for _, ln := range s.listeners {
 		ln.Close()
@@ -257,6 +307,68 @@ func (s *Server) Close(grace time.Duration) error {
 		<-done
 	}
 	return nil
+}
+
+func (s *Server) releaseConnSlot() {
+	if s.connSlots != nil {
+		<-s.connSlots
+	}
+}
+
+// ipLimit is the max.connections.per.ip that applies to ip, -1 for none. An override
+// of 0 refuses the address outright, as in Kafka.
+func (s *Server) ipLimit(ip string) int {
+	if n, ok := s.cfg.MaxConnectionsPerIPOverrides[ip]; ok {
+		return n
+	}
+	if n := s.cfg.MaxConnectionsPerIP; n > 0 && n < math.MaxInt32 {
+		return n
+	}
+	return -1
+}
+
+func remoteIP(nc net.Conn) string {
+	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	host, _, err := net.SplitHostPort(nc.RemoteAddr().String())
+	if err != nil {
+		return nc.RemoteAddr().String()
+	}
+	return host
+}
+
+// ParseConnectionOverrides parses max.connections.per.ip.overrides: "host:count,..."
+// where host is an address or a name resolved now, as Kafka resolves it at start-up.
+func ParseConnectionOverrides(v string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		i := strings.LastIndex(item, ":")
+		if i <= 0 {
+			return nil, fmt.Errorf("max.connections.per.ip.overrides entry %q is not host:count", item)
+		}
+		n, err := strconv.Atoi(item[i+1:])
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("max.connections.per.ip.overrides entry %q: count must be a non-negative integer", item)
+		}
+		host := strings.Trim(item[:i], "[]")
+		if ip := net.ParseIP(host); ip != nil {
+			out[ip.String()] = n
+			continue
+		}
+		addrs, err := net.LookupIP(host)
+		if err != nil {
+			return nil, fmt.Errorf("max.connections.per.ip.overrides host %q: %w", host, err)
+		}
+		for _, a := range addrs {
+			out[a.String()] = n
+		}
+	}
+	return out, nil
 }
 
 // errUnknownKey closes the connection, as Kafka does for an API key it does not know.
