@@ -97,6 +97,9 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, lg: s.lg.With("remote", nc.RemoteAddr().String()), stopRead: make(chan struct{}), principal: AnonymousPrincipal}
+	if s.cfg.testPrincipal != "" {
+		c.principal = s.cfg.testPrincipal
+	}
 	c.touch()
 	return c
 }

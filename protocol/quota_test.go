@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shalelog/shale/internal/testutil"
 	"github.com/shalelog/shale/protocol"
 )
 
@@ -131,4 +132,62 @@ type throttleHook struct{ n, total atomic.Int64 }
 func (h *throttleHook) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _ bool) {
 	h.n.Add(1)
 	h.total.Add(int64(d))
+}
+
+// TestQuotasByUserThrottleEveryKind: user quotas of each kind reach the principal's
+// requests: produce, fetch and request time each come back with throttle_time_ms.
+func TestQuotasByUserThrottleEveryKind(t *testing.T) {
+	tb := startBroker(t, func(c *protocol.Config) { protocol.SetTestPrincipal(c, "User:alice") })
+	tb.createTopic("by-user", 1, nil)
+	adm := tb.admin()
+	alice := "alice"
+	user := kadm.ClientQuotaEntity{{Type: "user", Name: &alice}}
+	// Another user's quota must not touch alice.
+	bob := "bob"
+	setQuota(t, adm, kadm.ClientQuotaEntity{{Type: "user", Name: &bob}}, "producer_byte_rate", 1)
+
+	val := make([]byte, 64<<10)
+	rand.Read(val)
+	produce := func(hook *throttleHook) {
+		cl := tb.client(kgo.DefaultProduceTopic("by-user"), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.WithHooks(hook))
+		for range 4 {
+			if err := cl.ProduceSync(ctxTimeout(t, 20*time.Second), &kgo.Record{Value: val}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	free := &throttleHook{}
+	produce(free)
+	if free.n.Load() != 0 {
+		t.Fatalf("throttled by another user's quota (%d times)", free.n.Load())
+	}
+
+	// 256 KiB at 16 KiB/s is far past what the 10 s minimum window allows.
+	setQuota(t, adm, user, "producer_byte_rate", 16<<10)
+	held := &throttleHook{}
+	produce(held)
+	if held.n.Load() == 0 {
+		t.Fatal("produce past alice's producer_byte_rate was not throttled")
+	}
+
+	setQuota(t, adm, user, "consumer_byte_rate", 16<<10)
+	fetched := &throttleHook{}
+	consumer := tb.client(kgo.ConsumeTopics("by-user"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(fetched))
+	for got := 0; got < 8; {
+		fs := consumer.PollFetches(ctxTimeout(t, 20*time.Second))
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		got += fs.NumRecords()
+	}
+	testutil.Eventually(t, 20*time.Second, "a fetch response with throttle_time_ms", func() bool { return fetched.n.Load() > 0 })
+
+	// request_percentage: a vanishing share of handler time throttles any request.
+	setQuota(t, adm, user, "request_percentage", 0.0001)
+	reqs := &throttleHook{}
+	cl := tb.client(kgo.WithHooks(reqs))
+	testutil.Eventually(t, 20*time.Second, "a request throttled by request_percentage", func() bool {
+		kadm.NewClient(cl).ListTopics(ctxTimeout(t, 5*time.Second))
+		return reqs.n.Load() > 0
+	})
 }

@@ -73,6 +73,9 @@ type Config struct {
 	FetchSessionSlots int
 	// BrokerConfigs is what DescribeConfigs reports for this broker (name -> value).
 	BrokerConfigs map[string]string
+	// testPrincipal, set only by tests (export_test.go), is every connection's
+	// principal until authentication exists to set it.
+	testPrincipal string
 	Logger        *slog.Logger
 	Metrics       *Metrics
 }
