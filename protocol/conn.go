@@ -449,6 +449,8 @@ func (c *conn) write(ctx context.Context, resps <-chan pending) {
 		c.inFlight.Add(-1)
 		if t := c.chargeQuotas(p.req, &res, p.req.handlerTime); t > 0 {
 			c.throttle(t)
+			m.Throttles.Inc()
+			m.ThrottleSeconds.Add(t.Seconds())
 		}
 		if failed {
 			if res.Release != nil {

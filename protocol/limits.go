@@ -3,6 +3,8 @@ package protocol
 import (
 	"context"
 	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // memoryPool bounds the request bytes the broker holds across all connections
@@ -13,6 +15,7 @@ import (
 // request (socket.request.max.bytes).
 type memoryPool struct {
 	capacity int64 // <= 0: unbounded
+	gauge    prometheus.Gauge
 
 	mu   sync.Mutex
 	used int64
@@ -21,8 +24,8 @@ type memoryPool struct {
 	freed chan struct{}
 }
 
-func newMemoryPool(capacity int64) *memoryPool {
-	return &memoryPool{capacity: capacity, freed: make(chan struct{})}
+func newMemoryPool(capacity int64, gauge prometheus.Gauge) *memoryPool {
+	return &memoryPool{capacity: capacity, gauge: gauge, freed: make(chan struct{})}
 }
 
 // reserve takes n bytes, waiting while the pool is exhausted. The caller is a
@@ -33,6 +36,7 @@ func (p *memoryPool) reserve(ctx context.Context, stop <-chan struct{}, n int64)
 		p.mu.Lock()
 		if p.capacity <= 0 || p.used < p.capacity {
 			p.used += n
+			p.gauge.Add(float64(n))
 			p.mu.Unlock()
 			return nil
 		}
@@ -54,6 +58,7 @@ func (p *memoryPool) release(n int64) {
 	}
 	p.mu.Lock()
 	p.used -= n
+	p.gauge.Sub(float64(n))
 	close(p.freed)
 	p.freed = make(chan struct{})
 	p.mu.Unlock()

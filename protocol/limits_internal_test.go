@@ -7,7 +7,7 @@ import (
 )
 
 func TestMemoryPoolNonStrict(t *testing.T) {
-	p := newMemoryPool(100)
+	p := newMemoryPool(100, NewMetrics(nil).RequestPoolBytes)
 	ctx := context.Background()
 	stop := make(chan struct{})
 	if err := p.reserve(ctx, stop, 60); err != nil {

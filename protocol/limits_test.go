@@ -117,14 +117,15 @@ func TestStalledSizePrefixesHoldNoMemory(t *testing.T) {
 // TestPoolMutesReaders: with the pool exhausted by a request whose body stalls, other
 // connections are muted (read nothing), and they resume once the stalled client is gone.
 func TestPoolMutesReaders(t *testing.T) {
-	tb := startBroker(t, withLimits(1<<20, time.Minute, time.Minute))
+	m := protocol.NewMetrics(prometheus.NewRegistry())
+	tb := startBroker(t, withLimits(1<<20, time.Minute, time.Minute), withMetrics(m))
 	hog := dialRaw(t, tb.addr)
 	// 2 MiB announced, one byte sent: the whole 2 MiB is reserved, past the 1 MiB pool.
 	if _, err := hog.c.Write(append(sizePrefix(2<<20), 0)); err != nil {
 		t.Fatal(err)
 	}
+	testutil.Eventually(t, 10*time.Second, "the hog's reservation", func() bool { return gaugeValue(m.RequestPoolBytes) == 2<<20 })
 	other := dialRaw(t, tb.addr)
-	time.Sleep(200 * time.Millisecond) // let the hog's reservation land first
 	corr := other.send(kmsg.NewPtrApiVersionsRequest())
 	other.c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 	var b [1]byte
@@ -136,6 +137,7 @@ func TestPoolMutesReaders(t *testing.T) {
 	if err != nil || got != corr {
 		t.Fatalf("after the pool freed: correlation %d, err %v; want %d", got, err, corr)
 	}
+	testutil.Eventually(t, 10*time.Second, "the pool to be empty", func() bool { return gaugeValue(m.RequestPoolBytes) == 0 })
 }
 
 // TestIdleConnectionClosed: connections.max.idle.ms closes a connection that sends

@@ -222,6 +222,10 @@ func (c *conn) chargeQuotas(req *Request, res *Result, handlerTime time.Duration
 			n = len(res.Resp.AppendTo(nil))
 		}
 		throttle = m.record(quotas, quotaFetch, req.Principal, req.ClientID, float64(n), now)
+	case *kmsg.OffsetForLeaderEpochRequest:
+		if kr.ReplicaID >= 0 {
+			return 0 // a follower truncating, part of replication
+		}
 	}
 	throttle = max(throttle, m.record(quotas, quotaRequest, req.Principal, req.ClientID, float64(handlerTime)*nanosToPercentage, now))
 	if throttle <= 0 {

@@ -177,7 +177,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 	}
 	s := &Server{cfg: cfg, deps: deps, lg: cfg.Logger, handlers: map[int16]handlerEntry{}, conns: map[*conn]struct{}{}, sentinel: newSentinel(),
 		perIP: map[string]int{}, closed: make(chan struct{}),
-		sessions: newFetchSessionCache(cfg.FetchSessionSlots), pool: newMemoryPool(cfg.QueuedMaxRequestBytes),
+		sessions: newFetchSessionCache(cfg.FetchSessionSlots), pool: newMemoryPool(cfg.QueuedMaxRequestBytes, cfg.Metrics.RequestPoolBytes),
 		slots: make(requestSlots, cfg.QueuedMaxRequests), quotas: newQuotaManager(cfg.QuotaWindowNum, cfg.QuotaWindowSize)}
 	if cfg.MaxConnections > 0 && cfg.MaxConnections < math.MaxInt32 {
 		s.connSlots = make(chan struct{}, cfg.MaxConnections)
