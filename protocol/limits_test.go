@@ -109,8 +109,11 @@ func TestStalledSizePrefixesHoldNoMemory(t *testing.T) {
 	heapGrew := int64(heapInUse()) - int64(heapBefore)
 	rssGrew := int64(rssBytes()) - int64(rssBefore)
 	t.Logf("%d stalled 100 MiB prefixes: heap +%d KiB, RSS +%d KiB", stalled, heapGrew>>10, rssGrew>>10)
-	if rssBefore > 0 && rssGrew > int64(limit) {
-		t.Fatalf("RSS grew by %d MiB, want under %d MiB", rssGrew>>20, limit>>20)
+	// RSS also carries the served clients' traffic, pages the runtime has not returned
+	// yet and, under -race, shadow memory: only a gross bound is meaningful, well below
+	// the 4 GiB announced.
+	if rssLimit := int64(512 << 20); rssBefore > 0 && rssGrew > rssLimit {
+		t.Fatalf("RSS grew by %d MiB, want under %d MiB", rssGrew>>20, rssLimit>>20)
 	}
 }
 
