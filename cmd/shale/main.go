@@ -31,13 +31,14 @@ Commands:
   serve     run a Shale node (broker and/or controller)
   topic     create, list, describe, delete or alter topics
   group     list, describe (with lag), delete consumer groups, reset their offsets
+  quota     set, remove or list client quotas
   produce   send lines from stdin as records
   consume   print records as lines
   bench     benchmark a Kafka-compatible cluster
   version   print the version
   help      print help for a command
 
-The topic, group, produce, consume and bench commands work against any Kafka cluster.
+The topic, group, quota, produce, consume and bench commands work against any Kafka cluster.
 Run "shale help <command>" or "shale <command> --help" for a command's flags.
 `
 )
@@ -67,6 +68,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return topicCommand(ctx, rest, stdout, stderr)
 	case "group", "groups":
 		return groupCommand(ctx, rest, stdout, stderr)
+	case "quota", "quotas":
+		return quotaCommand(ctx, rest, stdout, stderr)
 	case "produce":
 		return produceCommand(ctx, rest, stdin, stdout, stderr)
 	case "consume":
@@ -89,7 +92,7 @@ func helpCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return exitOK
 	}
 	switch args[0] {
-	case "serve", "topic", "topics", "group", "groups", "produce", "consume", "bench":
+	case "serve", "topic", "topics", "group", "groups", "quota", "quotas", "produce", "consume", "bench":
 		return run(ctx, []string{args[0], "--help"}, nil, stdout, stderr)
 	case "version", "help":
 		fmt.Fprint(stdout, usageHeader)
