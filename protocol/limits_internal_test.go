@@ -44,3 +44,18 @@ func TestMemoryPoolNonStrict(t *testing.T) {
 		t.Fatal("reserve ignored stop")
 	}
 }
+
+func TestParseConnectionOverrides(t *testing.T) {
+	got, err := ParseConnectionOverrides(" 10.0.0.1:5, [2001:db8::1]:0,localhost:7 ,")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["10.0.0.1"] != 5 || got["2001:db8::1"] != 0 || got["127.0.0.1"] != 7 {
+		t.Fatalf("overrides %v", got)
+	}
+	for _, bad := range []string{"10.0.0.1", "10.0.0.1:x", "10.0.0.1:-1", ":3"} {
+		if _, err := ParseConnectionOverrides(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
