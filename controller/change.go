@@ -32,6 +32,8 @@ type change struct {
 	coordinators map[int32]*pb.CoordinatorState
 	// acls are the ACL bindings this record stores or removes.
 	acls aclChange
+	// quotas are the client quota entities set, complete (fsm_quotas.go).
+	quotas map[metadata.QuotaEntity]*pb.ClientQuotaState
 	// sideEffects change the FSM's state outside the image (offsets, producer ids...).
 	sideEffects []func()
 }
@@ -251,8 +253,9 @@ func (c *change) delta() *pb.MetadataDelta {
 		d.Coordinators = append(d.Coordinators, c.coordinators[p])
 	}
 	c.acls.fill(d)
+	d.ClientQuotas = c.quotaDelta()
 	if d.ClusterId == nil && d.ControllerId == nil && c.acls.empty() && len(d.Brokers) == 0 && len(d.Topics) == 0 && len(d.DeletedTopics) == 0 &&
-		len(d.Coordinators) == 0 {
+		len(d.Coordinators) == 0 && len(d.ClientQuotas) == 0 {
 		return nil
 	}
 	return d

@@ -153,6 +153,8 @@ func (f *fsm) dispatch(c *change, rec *pb.Record) applyResult {
 		return f.applyCreateAcls(c, r.CreateAcls)
 	case *pb.Record_DeleteAcls:
 		return f.applyDeleteAcls(c, r.DeleteAcls)
+	case *pb.Record_ClientQuotas:
+		return f.applyClientQuotas(c, r.ClientQuotas)
 	default:
 		// A record from a newer version: every controller of this version skips it alike.
 		f.log.Error("unknown metadata record skipped", "offset", c.offset)

@@ -119,6 +119,9 @@ func applyDelta(im *metadata.Image, d *pb.MetadataDelta) (*metadata.Image, error
 	if len(d.AclsCreated) > 0 || len(d.AclsDeleted) > 0 {
 		out.ACLs = applyACLDelta(im.ACLs, d)
 	}
+	if len(d.ClientQuotas) > 0 {
+		out.ClientQuotas = applyClientQuotas(im.ClientQuotas, d.ClientQuotas)
+	}
 	if len(d.Topics) == 0 && len(d.DeletedTopics) == 0 {
 		return &out, nil
 	}
@@ -182,7 +185,8 @@ func applyTopicDelta(old *metadata.Topic, td *pb.TopicDelta) (*metadata.Topic, e
 // partitions each. brokers gives each broker's complete state (with listeners).
 func imageChunks(im *metadata.Image, brokers []*pb.BrokerState, maxPartitions int) []*pb.MetadataImageChunk {
 	first := &pb.MetadataImageChunk{Offset: im.Offset, ClusterId: im.ClusterID, ControllerId: im.ControllerID,
-		Brokers: brokers, First: true, Coordinators: coordinatorsToPB(im.Coordinators), Acls: aclsToPB(im.ACLs.All())}
+		Brokers: brokers, First: true, Coordinators: coordinatorsToPB(im.Coordinators), Acls: aclsToPB(im.ACLs.All()),
+		ClientQuotas: clientQuotasToPB(im.ClientQuotas)}
 	chunks := []*pb.MetadataImageChunk{first}
 	cur, n := first, 0
 	for _, name := range slices.Sorted(maps.Keys(im.Topics)) {
@@ -221,6 +225,7 @@ func (a *imageAssembler) add(c *pb.MetadataImageChunk) (*metadata.Image, error) 
 		if len(c.Acls) > 0 {
 			a.im.ACLs = acl.NewSet(aclsFromPB(c.Acls))
 		}
+		a.im.ClientQuotas = applyClientQuotas(nil, c.ClientQuotas)
 	}
 	if a.im == nil || a.im.Offset != c.Offset {
 		a.im = nil

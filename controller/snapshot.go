@@ -52,7 +52,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		brokers: f.sortedBrokersLocked(),
 		groups:  groups,
 	}
-	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len())
+	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas))
 	return s, nil
 }
 
@@ -100,6 +100,11 @@ func (s *fsmSnapshot) write(sink io.Writer) error {
 	}
 	for _, b := range s.img.ACLs.All() {
 		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_Acl{Acl: aclToPB(b)}}); err != nil {
+			return err
+		}
+	}
+	for _, q := range clientQuotasToPB(s.img.ClientQuotas) {
+		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_ClientQuota{ClientQuota: q}}); err != nil {
 			return err
 		}
 	}
@@ -187,6 +192,8 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 			st.groups[x.Group.Group] = g
 		case *pb.SnapshotItem_Acl:
 			acls = append(acls, aclFromPB(x.Acl))
+		case *pb.SnapshotItem_ClientQuota:
+			st.img.ClientQuotas = applyClientQuotas(st.img.ClientQuotas, []*pb.ClientQuotaState{x.ClientQuota})
 		default:
 			return nil, fmt.Errorf("item %d: unknown kind", i)
 		}

@@ -44,14 +44,8 @@ var (
 	errClusterDenied = kerr.ClusterAuthorizationFailed
 )
 
-// principalOf is who r is decided for. Tests set principalHook to stand in for
-// authentication; in production it is always the connection's principal.
+// principalOf is who r is decided for: its connection's principal.
 func (s *Server) principalOf(r *Request) string {
-	if s.cfg.principalHook != nil {
-		if p := s.cfg.principalHook(r); p != "" {
-			return p
-		}
-	}
 	if r.Principal == "" {
 		return AnonymousPrincipal
 	}

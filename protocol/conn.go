@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -29,6 +31,15 @@ type Request struct {
 	// Principal is who the connection authenticated as when this request was handled, in
 	// Kafka's form ("User:alice"); AnonymousPrincipal before or without authentication.
 	Principal string
+
+	// reserved is what the request holds of the broker's memory pool, and slot whether it
+	// holds one of queued.max.requests: both are given back once it has been handled.
+	reserved int64
+	slot     bool
+	// size is the request's length on the wire, and handlerTime the time its handler
+	// took: what produce and request-time quotas charge.
+	size        int32
+	handlerTime time.Duration
 }
 
 // AnonymousPrincipal is Kafka's principal for an unauthenticated connection.
@@ -65,6 +76,19 @@ type conn struct {
 
 	stopOnce sync.Once
 	stopRead chan struct{}
+	// deadlineMu orders stopReading's immediate deadline against the reader arming its
+	// idle deadline, so that a stop is never overwritten by a later deadline.
+	deadlineMu sync.Mutex
+	stopped    bool
+
+	// lastActive (unix nanoseconds) is when bytes last moved either way, and inFlight the
+	// requests read but not yet answered: connections.max.idle.ms counts from the later
+	// of the two.
+	lastActive atomic.Int64
+	inFlight   atomic.Int32
+	// throttledUntil (unix nanoseconds) is when a quota throttle ends: until then the
+	// connection reads no further request, as Kafka mutes a throttled channel.
+	throttledUntil atomic.Int64
 
 	// principal is owned by the processor goroutine: requests are handled one at a time
 	// in order, so an authentication changes it for exactly the requests after it.
@@ -72,12 +96,19 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{s: s, nc: nc, lg: s.lg.With("remote", nc.RemoteAddr().String()), stopRead: make(chan struct{}), principal: AnonymousPrincipal}
+	c := &conn{s: s, nc: nc, lg: s.lg.With("remote", nc.RemoteAddr().String()), stopRead: make(chan struct{}), principal: AnonymousPrincipal}
+	c.touch()
+	return c
 }
+
+func (c *conn) touch() { c.lastActive.Store(time.Now().UnixNano()) }
 
 // stopReading makes the connection take no new requests; those read already are answered.
 func (c *conn) stopReading() {
 	c.stopOnce.Do(func() {
+		c.deadlineMu.Lock()
+		defer c.deadlineMu.Unlock()
+		c.stopped = true
 		close(c.stopRead)
 		// Unblock a read in progress; the writer keeps going.
 		c.nc.SetReadDeadline(time.Now())
@@ -127,7 +158,15 @@ func peerGone(err error) bool {
 }
 
 func (c *conn) read(ctx context.Context, reqs chan<- *Request) error {
-	br := bufio.NewReaderSize(c.nc, 64<<10)
+	err := c.readLoop(ctx, reqs)
+	if errors.Is(err, errStopped) {
+		return nil
+	}
+	return err
+}
+
+func (c *conn) readLoop(ctx context.Context, reqs chan<- *Request) error {
+	br := bufio.NewReaderSize(idleReader{c}, readBufferSize)
 	var sizeBuf [4]byte
 	for {
 		select {
@@ -143,21 +182,168 @@ func (c *conn) read(ctx context.Context, reqs chan<- *Request) error {
 			c.s.cfg.Metrics.RejectedRequests.Inc()
 			return fmt.Errorf("request of %d bytes is outside [8, socket.request.max.bytes=%d]", size, c.s.cfg.MaxRequestBytes)
 		}
-		body := make([]byte, size)
-		if _, err := io.ReadFull(br, body); err != nil {
-			return fmt.Errorf("read request body: %w", err)
+		if err := c.waitThrottle(ctx); err != nil {
+			return err
+		}
+		body, err := c.readBody(ctx, br, size)
+		if err != nil {
+			return err
 		}
 		req, err := c.decode(body)
 		if err != nil {
+			c.s.pool.release(int64(size))
 			c.s.cfg.Metrics.RejectedRequests.Inc()
 			return err
 		}
+		req.reserved, req.size = int64(size), size+4
 		c.s.cfg.Metrics.BytesIn.Add(float64(size + 4))
+		// A full broker-wide queue mutes this connection until a request is handled.
+		if err := c.s.slots.acquire(ctx, c.stopRead); err != nil {
+			c.s.pool.release(req.reserved)
+			return err
+		}
+		req.slot = true
+		c.inFlight.Add(1)
 		select {
 		case reqs <- req:
 		case <-ctx.Done():
+			c.releaseRequest(req)
 			return ctx.Err()
 		}
+	}
+}
+
+// readBufferSize is each connection's socket read buffer, which is all that a client
+// that sends nothing (or only a size prefix) makes the broker hold.
+const readBufferSize = 16 << 10
+
+// firstBodyChunk is the buffer a request body starts in; it doubles as bytes arrive,
+// so a size prefix alone allocates nothing and a slow body no more than twice what came.
+const firstBodyChunk = 64 << 10
+
+// readBody reads a request body of size bytes. It reserves the bytes from the broker's
+// pool only once the body starts to arrive, so a connection stalled after its size
+// prefix holds none of the pool, and it allocates the buffer as the bytes arrive.
+func (c *conn) readBody(ctx context.Context, br *bufio.Reader, size int32) ([]byte, error) {
+	if _, err := br.Peek(1); err != nil {
+		return nil, fmt.Errorf("read request body: %w", unexpectedEOF(err))
+	}
+	if err := c.s.pool.reserve(ctx, c.stopRead, int64(size)); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 0, min(int(size), firstBodyChunk))
+	for len(buf) < int(size) {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(int(size), 2*cap(buf)))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := br.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil && len(buf) < int(size) {
+			c.s.pool.release(int64(size))
+			return nil, fmt.Errorf("read request body: %w", unexpectedEOF(err))
+		}
+	}
+	return buf, nil
+}
+
+func unexpectedEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// releaseRequest gives back what a handled (or dropped) request held of the broker's
+// limits. Like Kafka, it is called once the handler has returned, not when the response
+// is written: a produce waiting for replication must not keep followers' fetches out.
+func (c *conn) releaseRequest(req *Request) {
+	c.s.pool.release(req.reserved)
+	req.reserved = 0
+	if req.slot {
+		req.slot = false
+		c.s.slots.release()
+	}
+}
+
+// throttle mutes the connection for d from now (or longer, if already throttled).
+func (c *conn) throttle(d time.Duration) {
+	until := time.Now().Add(d).UnixNano()
+	for {
+		cur := c.throttledUntil.Load()
+		if cur >= until || c.throttledUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// waitThrottle waits out a quota throttle before the reader takes the next request's
+// body, so a throttled client's requests stay in its socket.
+func (c *conn) waitThrottle(ctx context.Context) error {
+	d := time.Until(time.Unix(0, c.throttledUntil.Load()))
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		c.touch() // a muted connection is not idle
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.stopRead:
+		return errStopped
+	}
+}
+
+// errStopped ends a read the broker stopped (shutdown), as opposed to one that failed.
+var errStopped = errors.New("connection stopped reading")
+
+// errIdle closes a connection idle for connections.max.idle.ms.
+var errIdle = errors.New("connection idle for connections.max.idle.ms")
+
+// idleReader reads from the connection under connections.max.idle.ms: a read that waits
+// that long after the last traffic, with no request of the connection in flight, closes
+// it, so that a client that stopped talking releases what it holds.
+type idleReader struct{ c *conn }
+
+func (r idleReader) Read(p []byte) (int, error) {
+	c := r.c
+	idle := c.s.cfg.ConnectionsMaxIdle
+	for {
+		c.deadlineMu.Lock()
+		if c.stopped {
+			c.deadlineMu.Unlock()
+			return 0, errStopped
+		}
+		if idle > 0 {
+			last := time.Unix(0, c.lastActive.Load())
+			if c.inFlight.Load() > 0 {
+				last = time.Now()
+			}
+			c.nc.SetReadDeadline(last.Add(idle))
+		}
+		c.deadlineMu.Unlock()
+		n, err := c.nc.Read(p)
+		if n > 0 {
+			c.touch()
+		}
+		var ne net.Error
+		if n == 0 && errors.As(err, &ne) && ne.Timeout() {
+			c.deadlineMu.Lock()
+			stopped := c.stopped
+			c.deadlineMu.Unlock()
+			if stopped {
+				return 0, errStopped
+			}
+			if idle > 0 && (c.inFlight.Load() > 0 || time.Since(time.Unix(0, c.lastActive.Load())) < idle) {
+				continue // traffic or work since the deadline was armed
+			}
+			return 0, errIdle
+		}
+		return n, err
 	}
 }
 
@@ -203,10 +389,14 @@ func (c *conn) decode(body []byte) (*Request, error) {
 
 func (c *conn) process(ctx context.Context, reqs <-chan *Request, resps chan<- pending) {
 	for req := range reqs {
+		start := time.Now()
 		res := c.dispatch(ctx, req)
+		req.handlerTime = time.Since(start)
+		c.releaseRequest(req)
 		select {
 		case resps <- pending{req: req, res: res}:
 		case <-ctx.Done():
+			c.inFlight.Add(-1)
 			if res.Release != nil {
 				res.Release()
 			}
@@ -216,6 +406,11 @@ func (c *conn) process(ctx context.Context, reqs <-chan *Request, resps chan<- p
 
 func (c *conn) dispatch(ctx context.Context, req *Request) (res Result) {
 	req.Principal = c.principal
+	if h := c.s.cfg.principalHook; h != nil {
+		if p := h(req); p != "" {
+			req.Principal = p
+		}
+	}
 	m := c.s.cfg.Metrics
 	m.Requests.WithLabelValues(describeKey(req.Key)).Inc()
 	defer func() {
@@ -243,7 +438,7 @@ func (c *conn) dispatch(ctx context.Context, req *Request) (res Result) {
 }
 
 func (c *conn) write(ctx context.Context, resps <-chan pending) {
-	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	bw := bufio.NewWriterSize(deadlineWriter{c}, 64<<10)
 	var hdr []byte
 	failed := false
 	m := c.s.cfg.Metrics
@@ -252,6 +447,12 @@ func (c *conn) write(ctx context.Context, resps <-chan pending) {
 		for res.Wait != nil && !failed {
 			wait := res.Wait
 			res = wait(ctx)
+		}
+		c.inFlight.Add(-1)
+		if t := c.chargeQuotas(p.req, &res, p.req.handlerTime); t > 0 {
+			c.throttle(t)
+			m.Throttles.Inc()
+			m.ThrottleSeconds.Add(t.Seconds())
 		}
 		if failed {
 			if res.Release != nil {
@@ -267,6 +468,7 @@ func (c *conn) write(ctx context.Context, resps <-chan pending) {
 				// Nothing queued behind this response: send now rather than wait to
 				// fill the buffer.
 				if err := bw.Flush(); err != nil {
+					c.lg.Debug("write failed", "err", err)
 					failed = true
 				}
 			}
@@ -280,10 +482,57 @@ func (c *conn) write(ctx context.Context, resps <-chan pending) {
 			failed = true
 			c.nc.Close()
 		}
+		if failed {
+			// A client that takes no bytes must not keep what it pinned (fetch views of
+			// segments, queued responses) or keep sending requests.
+			c.nc.Close()
+		}
 	}
 	if !failed {
 		bw.Flush()
 	}
+}
+
+// writeChunk is the most written to the socket under one write deadline, so that the
+// deadline bounds a stall rather than the time a large response takes.
+const writeChunk = 1 << 20
+
+// deadlineWriter writes to the connection under the write deadline
+// (connections.max.idle.ms): a client that accepts no bytes for that long is gone.
+type deadlineWriter struct{ c *conn }
+
+func (w deadlineWriter) Write(p []byte) (int, error) {
+	w.c.armWrite()
+	n, err := w.c.nc.Write(p)
+	if n > 0 {
+		w.c.touch()
+	}
+	return n, err
+}
+
+func (c *conn) armWrite() {
+	if d := c.s.cfg.WriteTimeout; d > 0 {
+		c.nc.SetWriteDeadline(time.Now().Add(d))
+	}
+}
+
+// writeBuffers writes bufs with writev, a chunk at a time, each under a fresh deadline.
+func (c *conn) writeBuffers(bufs net.Buffers) error {
+	for len(bufs) > 0 {
+		n, total := 0, 0
+		for n < len(bufs) && (n == 0 || total+len(bufs[n]) <= writeChunk) {
+			total += len(bufs[n])
+			n++
+		}
+		chunk := bufs[:n:n]
+		bufs = bufs[n:]
+		c.armWrite()
+		if _, err := chunk.WriteTo(c.nc); err != nil {
+			return err
+		}
+		c.touch()
+	}
+	return nil
 }
 
 // writeOne frames one response: size, correlation id, header tags (flexible responses
@@ -324,9 +573,7 @@ func (c *conn) writeOne(bw *bufio.Writer, hdr *[]byte, req *Request, res Result)
 		if err := bw.Flush(); err != nil {
 			return err
 		}
-		bufs := res.Encoded
-		_, err := bufs.WriteTo(c.nc)
-		return err
+		return c.writeBuffers(slices.Clone(res.Encoded))
 	}
 	for _, b := range res.Encoded {
 		if _, err := bw.Write(b); err != nil {

@@ -14,6 +14,12 @@ type Metrics struct {
 	TopicBytesIn     *prometheus.CounterVec
 	RejectedRequests prometheus.Counter
 	HandlerPanics    prometheus.Counter
+	// RequestPoolBytes is what requests hold of queued.max.request.bytes.
+	RequestPoolBytes prometheus.Gauge
+	// Throttles and ThrottleSeconds count responses a client quota throttled and the
+	// time they were throttled for.
+	Throttles       prometheus.Counter
+	ThrottleSeconds prometheus.Counter
 }
 
 // NewMetrics creates the series and registers them with reg (nil: not registered).
@@ -30,9 +36,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		TopicBytesIn:     prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "shale", Name: "topic_bytes_in_total", Help: "Record batch bytes appended, by topic."}, []string{"topic"}),
 		RejectedRequests: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shale", Name: "rejected_requests_total", Help: "Requests that closed their connection: oversized, malformed or unknown."}),
 		HandlerPanics:    prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shale", Name: "handler_panics_total", Help: "Handler panics recovered (each is a bug)."}),
+		RequestPoolBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "shale", Name: "request_pool_bytes", Help: "Request bytes held of queued.max.request.bytes."}),
+		Throttles:        prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shale", Name: "quota_throttles_total", Help: "Responses throttled by a client quota."}),
+		ThrottleSeconds:  prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shale", Name: "quota_throttle_seconds_total", Help: "Time clients were throttled for by quotas."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Connections, m.Requests, m.Latency, m.BytesIn, m.BytesOut, m.BytesFetched, m.MessagesIn, m.TopicBytesIn, m.RejectedRequests, m.HandlerPanics)
+		reg.MustRegister(m.Connections, m.Requests, m.Latency, m.BytesIn, m.BytesOut, m.BytesFetched, m.MessagesIn, m.TopicBytesIn, m.RejectedRequests, m.HandlerPanics,
+			m.RequestPoolBytes, m.Throttles, m.ThrottleSeconds)
 	}
 	return m
 }

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +32,33 @@ type Config struct {
 	// MaxInFlight bounds the requests read ahead on one connection while earlier ones are
 	// still being answered. Default 64.
 	MaxInFlight int
+	// QueuedMaxRequests is queued.max.requests: requests read but not yet handled across
+	// the broker; a reader that would exceed it waits (its connection is muted). Default 500.
+	QueuedMaxRequests int
+	// QueuedMaxRequestBytes is queued.max.request.bytes: request bytes held across the
+	// broker; a connection reserves a request's size before reading its body and is muted
+	// while the pool is exhausted. Kafka's default is -1 (no limit); Shale's is
+	// DefaultQueuedMaxRequestBytes. -1 means no limit.
+	QueuedMaxRequestBytes int64
+	// ConnectionsMaxIdle is connections.max.idle.ms: a connection with nothing in flight
+	// that moves no bytes for this long is closed. Default 10 minutes; negative disables.
+	ConnectionsMaxIdle time.Duration
+	// WriteTimeout closes a connection whose client accepts no response bytes for this
+	// long, releasing what its responses pin. Default ConnectionsMaxIdle.
+	WriteTimeout time.Duration
+	// QuotaWindowNum and QuotaWindowSize are quota.window.num (default 11) and
+	// quota.window.size.seconds (default 1s): client quotas measure rates over that many
+	// samples of that length.
+	QuotaWindowNum  int
+	QuotaWindowSize time.Duration
+	// MaxConnections is max.connections: past it the broker stops accepting until a
+	// connection closes, as Kafka's acceptor does. 0 or less: no limit.
+	MaxConnections int
+	// MaxConnectionsPerIP is max.connections.per.ip, and MaxConnectionsPerIPOverrides
+	// (max.connections.per.ip.overrides) its exceptions by address: a connection past
+	// its address's limit is closed at once. 0 or less: no limit.
+	MaxConnectionsPerIP          int
+	MaxConnectionsPerIPOverrides map[string]int
 	// AutoCreateTopics is auto.create.topics.enable (default true in Kafka).
 	AutoCreateTopics bool
 	// DeleteTopicEnable is delete.topic.enable (default true).
@@ -50,9 +80,17 @@ type Config struct {
 	Logger     *slog.Logger
 	Metrics    *Metrics
 
-	// principalHook stands in for authentication in tests (export_test.go, authorize.go).
+	// principalHook, set only by tests (export_test.go), stands in for authentication:
+	// a request's principal is what it names, unless it names none.
 	principalHook func(*Request) string
 }
+
+// DefaultQueuedMaxRequestBytes is Shale's queued.max.request.bytes: Kafka leaves the
+// pool unbounded (-1), which lets many clients each send a large request at once and
+// exhaust the heap. 256 MiB holds two full-size requests (socket.request.max.bytes)
+// or hundreds of ordinary produce batches; request buffers then stay below this plus one
+// request.
+const DefaultQueuedMaxRequestBytes = 256 << 20
 
 // Deps are the broker services handlers use.
 type Deps struct {
@@ -92,10 +130,17 @@ type Server struct {
 	handlers map[int16]handlerEntry
 	sentinel [sentinelLen]byte
 	sessions *fetchSessionCache
+	pool     *memoryPool
+	quotas   *quotaManager
+	slots    requestSlots
 
 	mu        sync.Mutex
 	listeners []net.Listener
 	conns     map[*conn]struct{}
+	perIP     map[string]int
+	// connSlots holds a token per open connection under max.connections (nil: no limit).
+	connSlots chan struct{}
+	closed    chan struct{}
 	closing   bool
 	wg        sync.WaitGroup
 }
@@ -108,6 +153,24 @@ func NewServer(cfg Config, deps Deps) *Server {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = 64
 	}
+	if cfg.QueuedMaxRequests <= 0 {
+		cfg.QueuedMaxRequests = 500
+	}
+	if cfg.QueuedMaxRequestBytes == 0 {
+		cfg.QueuedMaxRequestBytes = DefaultQueuedMaxRequestBytes
+	}
+	if cfg.ConnectionsMaxIdle == 0 {
+		cfg.ConnectionsMaxIdle = 10 * time.Minute
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = cfg.ConnectionsMaxIdle
+	}
+	if cfg.QuotaWindowNum <= 0 {
+		cfg.QuotaWindowNum = 11
+	}
+	if cfg.QuotaWindowSize <= 0 {
+		cfg.QuotaWindowSize = time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -118,7 +181,12 @@ func NewServer(cfg Config, deps Deps) *Server {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	s := &Server{cfg: cfg, deps: deps, lg: cfg.Logger, handlers: map[int16]handlerEntry{}, conns: map[*conn]struct{}{}, sentinel: newSentinel(),
-		sessions: newFetchSessionCache(cfg.FetchSessionSlots)}
+		perIP: map[string]int{}, closed: make(chan struct{}),
+		sessions: newFetchSessionCache(cfg.FetchSessionSlots), pool: newMemoryPool(cfg.QueuedMaxRequestBytes, cfg.Metrics.RequestPoolBytes),
+		slots: make(requestSlots, cfg.QueuedMaxRequests), quotas: newQuotaManager(cfg.QuotaWindowNum, cfg.QuotaWindowSize)}
+	if cfg.MaxConnections > 0 && cfg.MaxConnections < math.MaxInt32 {
+		s.connSlots = make(chan struct{}, cfg.MaxConnections)
+	}
 	s.registerBuiltins()
 	return s
 }
@@ -152,7 +220,21 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer stop()
 	var backoff time.Duration
 	for {
+		// At max.connections, accept nothing until a connection closes: new clients
+		// wait in the listen backlog.
+		if s.connSlots != nil {
+			select {
+			case s.connSlots <- struct{}{}:
+			case <-ctx.Done():
+				return nil
+			case <-s.closed:
+				return nil
+			}
+		}
 		nc, err := ln.Accept()
+		if err != nil && s.connSlots != nil {
+			<-s.connSlots
+		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
 				return nil
@@ -168,12 +250,22 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			tc.SetNoDelay(true)
 		}
 		c := newConn(s, nc)
+		ip := remoteIP(nc)
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
 			nc.Close()
+			s.releaseConnSlot()
 			return nil
 		}
+		if limit := s.ipLimit(ip); limit >= 0 && s.perIP[ip] >= limit {
+			s.mu.Unlock()
+			s.lg.Warn("closing connection over max.connections.per.ip", "remote", nc.RemoteAddr().String(), "limit", limit)
+			nc.Close()
+			s.releaseConnSlot()
+			continue
+		}
+		s.perIP[ip]++
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -183,7 +275,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			c.serve(ctx)
 			s.mu.Lock()
 			delete(s.conns, c)
+			if s.perIP[ip]--; s.perIP[ip] <= 0 {
+				delete(s.perIP, ip)
+			}
 			s.mu.Unlock()
+			s.releaseConnSlot()
 			s.cfg.Metrics.Connections.Dec()
 		}()
 	}
@@ -193,6 +289,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // every connection.
 func (s *Server) Close(grace time.Duration) error {
 	s.mu.Lock()
+	if !s.closing {
+		close(s.closed)
+	}
 	s.closing = true
 	for _, ln := range s.listeners {
 		ln.Close()
@@ -216,6 +315,68 @@ func (s *Server) Close(grace time.Duration) error {
 		<-done
 	}
 	return nil
+}
+
+func (s *Server) releaseConnSlot() {
+	if s.connSlots != nil {
+		<-s.connSlots
+	}
+}
+
+// ipLimit is the max.connections.per.ip that applies to ip, -1 for none. An override
+// of 0 refuses the address outright, as in Kafka.
+func (s *Server) ipLimit(ip string) int {
+	if n, ok := s.cfg.MaxConnectionsPerIPOverrides[ip]; ok {
+		return n
+	}
+	if n := s.cfg.MaxConnectionsPerIP; n > 0 && n < math.MaxInt32 {
+		return n
+	}
+	return -1
+}
+
+func remoteIP(nc net.Conn) string {
+	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	host, _, err := net.SplitHostPort(nc.RemoteAddr().String())
+	if err != nil {
+		return nc.RemoteAddr().String()
+	}
+	return host
+}
+
+// ParseConnectionOverrides parses max.connections.per.ip.overrides: "host:count,..."
+// where host is an address or a name resolved now, as Kafka resolves it at start-up.
+func ParseConnectionOverrides(v string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		i := strings.LastIndex(item, ":")
+		if i <= 0 {
+			return nil, fmt.Errorf("max.connections.per.ip.overrides entry %q is not host:count", item)
+		}
+		n, err := strconv.Atoi(item[i+1:])
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("max.connections.per.ip.overrides entry %q: count must be a non-negative integer", item)
+		}
+		host := strings.Trim(item[:i], "[]")
+		if ip := net.ParseIP(host); ip != nil {
+			out[ip.String()] = n
+			continue
+		}
+		addrs, err := net.LookupIP(host)
+		if err != nil {
+			return nil, fmt.Errorf("max.connections.per.ip.overrides host %q: %w", host, err)
+		}
+		for _, a := range addrs {
+			out[a.String()] = n
+		}
+	}
+	return out, nil
 }
 
 // errUnknownKey closes the connection, as Kafka does for an API key it does not know.

@@ -32,13 +32,14 @@ Commands:
   topic     create, list, describe, delete or alter topics
   group     list, describe (with lag), delete consumer groups, reset their offsets
   acl       add, remove or list ACLs
+  quota     set, remove or list client quotas
   produce   send lines from stdin as records
   consume   print records as lines
   bench     benchmark a Kafka-compatible cluster
   version   print the version
   help      print help for a command
 
-The topic, group, acl, produce, consume and bench commands work against any Kafka cluster.
+The topic, group, acl, quota, produce, consume and bench commands work against any Kafka cluster.
 Run "shale help <command>" or "shale <command> --help" for a command's flags.
 `
 )
@@ -70,6 +71,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return groupCommand(ctx, rest, stdout, stderr)
 	case "acl", "acls":
 		return aclCommand(ctx, rest, stdout, stderr)
+	case "quota", "quotas":
+		return quotaCommand(ctx, rest, stdout, stderr)
 	case "produce":
 		return produceCommand(ctx, rest, stdin, stdout, stderr)
 	case "consume":
@@ -92,7 +95,7 @@ func helpCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return exitOK
 	}
 	switch args[0] {
-	case "serve", "topic", "topics", "group", "groups", "acl", "acls", "produce", "consume", "bench":
+	case "serve", "topic", "topics", "group", "groups", "acl", "acls", "quota", "quotas", "produce", "consume", "bench":
 		return run(ctx, []string{args[0], "--help"}, nil, stdout, stderr)
 	case "version", "help":
 		fmt.Fprint(stdout, usageHeader)

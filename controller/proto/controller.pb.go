@@ -2482,6 +2482,214 @@ func (x *DeleteAclsResponse) GetResults() []*DeleteAclsFilterResult {
 	return nil
 }
 
+type ClientQuotaOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         float64                `protobuf:"fixed64,2,opt,name=value,proto3" json:"value,omitempty"`
+	Remove        bool                   `protobuf:"varint,3,opt,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientQuotaOp) Reset() {
+	*x = ClientQuotaOp{}
+	mi := &file_controller_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientQuotaOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientQuotaOp) ProtoMessage() {}
+
+func (x *ClientQuotaOp) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientQuotaOp.ProtoReflect.Descriptor instead.
+func (*ClientQuotaOp) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ClientQuotaOp) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ClientQuotaOp) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *ClientQuotaOp) GetRemove() bool {
+	if x != nil {
+		return x.Remove
+	}
+	return false
+}
+
+type ClientQuotaAlteration struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entity        *ClientQuotaEntity     `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	Ops           []*ClientQuotaOp       `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientQuotaAlteration) Reset() {
+	*x = ClientQuotaAlteration{}
+	mi := &file_controller_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientQuotaAlteration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientQuotaAlteration) ProtoMessage() {}
+
+func (x *ClientQuotaAlteration) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientQuotaAlteration.ProtoReflect.Descriptor instead.
+func (*ClientQuotaAlteration) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ClientQuotaAlteration) GetEntity() *ClientQuotaEntity {
+	if x != nil {
+		return x.Entity
+	}
+	return nil
+}
+
+func (x *ClientQuotaAlteration) GetOps() []*ClientQuotaOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+type AlterClientQuotasRequest struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Entries       []*ClientQuotaAlteration `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	ValidateOnly  bool                     `protobuf:"varint,2,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterClientQuotasRequest) Reset() {
+	*x = AlterClientQuotasRequest{}
+	mi := &file_controller_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterClientQuotasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterClientQuotasRequest) ProtoMessage() {}
+
+func (x *AlterClientQuotasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterClientQuotasRequest.ProtoReflect.Descriptor instead.
+func (*AlterClientQuotasRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *AlterClientQuotasRequest) GetEntries() []*ClientQuotaAlteration {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *AlterClientQuotasRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+type AlterClientQuotasResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Errors        []*Error               `protobuf:"bytes,1,rep,name=errors,proto3" json:"errors,omitempty"` // one per entry
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterClientQuotasResponse) Reset() {
+	*x = AlterClientQuotasResponse{}
+	mi := &file_controller_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterClientQuotasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterClientQuotasResponse) ProtoMessage() {}
+
+func (x *AlterClientQuotasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterClientQuotasResponse.ProtoReflect.Descriptor instead.
+func (*AlterClientQuotasResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *AlterClientQuotasResponse) GetErrors() []*Error {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
 var File_controller_proto protoreflect.FileDescriptor
 
 const file_controller_proto_rawDesc = "" +
@@ -2655,7 +2863,19 @@ const file_controller_proto_rawDesc = "" +
 	"\adeleted\x18\x02 \x03(\v2\x1f.shale.controller.v1.AclBindingR\adeleted\"\x8d\x01\n" +
 	"\x12DeleteAclsResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12E\n" +
-	"\aresults\x18\x02 \x03(\v2+.shale.controller.v1.DeleteAclsFilterResultR\aresults2\x9f\x0e\n" +
+	"\aresults\x18\x02 \x03(\v2+.shale.controller.v1.DeleteAclsFilterResultR\aresults\"O\n" +
+	"\rClientQuotaOp\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value\x12\x16\n" +
+	"\x06remove\x18\x03 \x01(\bR\x06remove\"\x8d\x01\n" +
+	"\x15ClientQuotaAlteration\x12>\n" +
+	"\x06entity\x18\x01 \x01(\v2&.shale.controller.v1.ClientQuotaEntityR\x06entity\x124\n" +
+	"\x03ops\x18\x02 \x03(\v2\".shale.controller.v1.ClientQuotaOpR\x03ops\"\x85\x01\n" +
+	"\x18AlterClientQuotasRequest\x12D\n" +
+	"\aentries\x18\x01 \x03(\v2*.shale.controller.v1.ClientQuotaAlterationR\aentries\x12#\n" +
+	"\rvalidate_only\x18\x02 \x01(\bR\fvalidateOnly\"O\n" +
+	"\x19AlterClientQuotasResponse\x122\n" +
+	"\x06errors\x18\x01 \x03(\v2\x1a.shale.controller.v1.ErrorR\x06errors2\x93\x0f\n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -2676,7 +2896,8 @@ const file_controller_proto_rawDesc = "" +
 	"\n" +
 	"CreateAcls\x12&.shale.controller.v1.CreateAclsRequest\x1a'.shale.controller.v1.CreateAclsResponse\x12]\n" +
 	"\n" +
-	"DeleteAcls\x12&.shale.controller.v1.DeleteAclsRequest\x1a'.shale.controller.v1.DeleteAclsResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"DeleteAcls\x12&.shale.controller.v1.DeleteAclsRequest\x1a'.shale.controller.v1.DeleteAclsResponse\x12r\n" +
+	"\x11AlterClientQuotas\x12-.shale.controller.v1.AlterClientQuotasRequest\x1a..shale.controller.v1.AlterClientQuotasResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_controller_proto_rawDescOnce sync.Once
@@ -2690,7 +2911,7 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_controller_proto_goTypes = []any{
 	(*NotLeader)(nil),                   // 0: shale.controller.v1.NotLeader
 	(*RegisterBrokerRequest)(nil),       // 1: shale.controller.v1.RegisterBrokerRequest
@@ -2734,104 +2955,115 @@ var file_controller_proto_goTypes = []any{
 	(*DeleteAclsRequest)(nil),           // 39: shale.controller.v1.DeleteAclsRequest
 	(*DeleteAclsFilterResult)(nil),      // 40: shale.controller.v1.DeleteAclsFilterResult
 	(*DeleteAclsResponse)(nil),          // 41: shale.controller.v1.DeleteAclsResponse
-	nil,                                 // 42: shale.controller.v1.CreatableTopic.ConfigsEntry
-	(*Listener)(nil),                    // 43: shale.controller.v1.Listener
-	(*Error)(nil),                       // 44: shale.controller.v1.Error
-	(*MetadataDelta)(nil),               // 45: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),          // 46: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),                 // 47: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),                  // 48: shale.controller.v1.TopicState
-	(*PartitionState)(nil),              // 49: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),                 // 50: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),             // 51: shale.controller.v1.TopicPartitions
-	(ElectionType)(0),                   // 52: shale.controller.v1.ElectionType
-	(*AclBinding)(nil),                  // 53: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),                   // 54: shale.controller.v1.AclFilter
+	(*ClientQuotaOp)(nil),               // 42: shale.controller.v1.ClientQuotaOp
+	(*ClientQuotaAlteration)(nil),       // 43: shale.controller.v1.ClientQuotaAlteration
+	(*AlterClientQuotasRequest)(nil),    // 44: shale.controller.v1.AlterClientQuotasRequest
+	(*AlterClientQuotasResponse)(nil),   // 45: shale.controller.v1.AlterClientQuotasResponse
+	nil,                                 // 46: shale.controller.v1.CreatableTopic.ConfigsEntry
+	(*Listener)(nil),                    // 47: shale.controller.v1.Listener
+	(*Error)(nil),                       // 48: shale.controller.v1.Error
+	(*MetadataDelta)(nil),               // 49: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),          // 50: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),                 // 51: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),                  // 52: shale.controller.v1.TopicState
+	(*PartitionState)(nil),              // 53: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),                 // 54: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),             // 55: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),                   // 56: shale.controller.v1.ElectionType
+	(*AclBinding)(nil),                  // 57: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),                   // 58: shale.controller.v1.AclFilter
+	(*ClientQuotaEntity)(nil),           // 59: shale.controller.v1.ClientQuotaEntity
 }
 var file_controller_proto_depIdxs = []int32{
-	43, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	44, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	44, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	45, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	46, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	47, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	42, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	47, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	48, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	48, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	49, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	50, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	51, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	46, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
 	7,  // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	44, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	48, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	48, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	52, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
 	9,  // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	44, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	47, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	48, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	51, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
 	13, // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	44, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	48, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
 	16, // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	44, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
-	44, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	49, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	44, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	50, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	44, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	51, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	44, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	50, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	51, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	50, // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
-	44, // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
+	48, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	48, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	53, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	48, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	54, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	48, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	55, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	48, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	54, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	55, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	54, // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
+	48, // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
 	29, // 28: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
-	44, // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	44, // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	52, // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
-	51, // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	44, // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
-	44, // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	48, // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	48, // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	56, // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	55, // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	48, // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	48, // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
 	35, // 35: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
-	53, // 36: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
-	44, // 37: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
-	44, // 38: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
-	54, // 39: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
-	44, // 40: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
-	53, // 41: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
-	44, // 42: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
+	57, // 36: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
+	48, // 37: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
+	48, // 38: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
+	58, // 39: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
+	48, // 40: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
+	57, // 41: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
+	48, // 42: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
 	40, // 43: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
-	1,  // 44: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,  // 45: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,  // 46: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,  // 47: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11, // 48: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14, // 49: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17, // 50: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	19, // 51: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	21, // 52: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	23, // 53: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	25, // 54: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	27, // 55: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	32, // 56: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	28, // 57: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
-	34, // 58: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
-	37, // 59: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
-	39, // 60: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
-	2,  // 61: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,  // 62: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,  // 63: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10, // 64: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12, // 65: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15, // 66: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18, // 67: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	20, // 68: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	22, // 69: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	24, // 70: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	26, // 71: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	31, // 72: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	33, // 73: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	30, // 74: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
-	36, // 75: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
-	38, // 76: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
-	41, // 77: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
-	61, // [61:78] is the sub-list for method output_type
-	44, // [44:61] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	59, // 44: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	42, // 45: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
+	43, // 46: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
+	48, // 47: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
+	1,  // 48: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,  // 49: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,  // 50: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,  // 51: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11, // 52: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14, // 53: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17, // 54: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	19, // 55: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	21, // 56: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	23, // 57: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	25, // 58: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	27, // 59: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	32, // 60: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	28, // 61: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
+	34, // 62: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	37, // 63: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
+	39, // 64: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
+	44, // 65: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
+	2,  // 66: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,  // 67: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,  // 68: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10, // 69: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12, // 70: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15, // 71: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18, // 72: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	20, // 73: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	22, // 74: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	24, // 75: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	26, // 76: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	31, // 77: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	33, // 78: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	30, // 79: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
+	36, // 80: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	38, // 81: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
+	41, // 82: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
+	45, // 83: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
+	66, // [66:84] is the sub-list for method output_type
+	48, // [48:66] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -2853,7 +3085,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   43,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

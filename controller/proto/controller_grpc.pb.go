@@ -40,6 +40,7 @@ const (
 	Controller_ElectLeaders_FullMethodName        = "/shale.controller.v1.Controller/ElectLeaders"
 	Controller_CreateAcls_FullMethodName          = "/shale.controller.v1.Controller/CreateAcls"
 	Controller_DeleteAcls_FullMethodName          = "/shale.controller.v1.Controller/DeleteAcls"
+	Controller_AlterClientQuotas_FullMethodName   = "/shale.controller.v1.Controller/AlterClientQuotas"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -70,6 +71,8 @@ type ControllerClient interface {
 	// CreateAcls and DeleteAcls are Kafka's: each binding or filter gets its own outcome.
 	CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error)
 	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
+	// AlterClientQuotas changes client quotas (Kafka's AlterClientQuotas, KIP-546).
+	AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error)
 }
 
 type controllerClient struct {
@@ -259,6 +262,16 @@ func (c *controllerClient) DeleteAcls(ctx context.Context, in *DeleteAclsRequest
 	return out, nil
 }
 
+func (c *controllerClient) AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterClientQuotasResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterClientQuotas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -287,6 +300,8 @@ type ControllerServer interface {
 	// CreateAcls and DeleteAcls are Kafka's: each binding or filter gets its own outcome.
 	CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error)
 	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
+	// AlterClientQuotas changes client quotas (Kafka's AlterClientQuotas, KIP-546).
+	AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -347,6 +362,9 @@ func (UnimplementedControllerServer) CreateAcls(context.Context, *CreateAclsRequ
 }
 func (UnimplementedControllerServer) DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteAcls not implemented")
+}
+func (UnimplementedControllerServer) AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterClientQuotas not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -668,6 +686,24 @@ func _Controller_DeleteAcls_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AlterClientQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterClientQuotasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterClientQuotas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterClientQuotas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterClientQuotas(ctx, req.(*AlterClientQuotasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -738,6 +774,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteAcls",
 			Handler:    _Controller_DeleteAcls_Handler,
+		},
+		{
+			MethodName: "AlterClientQuotas",
+			Handler:    _Controller_AlterClientQuotas_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

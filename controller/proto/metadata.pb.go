@@ -411,8 +411,11 @@ type MetadataDelta struct {
 	// offsets.topic.num.partitions lists them all).
 	Coordinators []*CoordinatorState `protobuf:"bytes,8,rep,name=coordinators,proto3" json:"coordinators,omitempty"`
 	// ACL bindings this record stored or removed (removals applied first).
-	AclsCreated   []*AclBinding `protobuf:"bytes,60,rep,name=acls_created,json=aclsCreated,proto3" json:"acls_created,omitempty"`
-	AclsDeleted   []*AclBinding `protobuf:"bytes,61,rep,name=acls_deleted,json=aclsDeleted,proto3" json:"acls_deleted,omitempty"`
+	AclsCreated []*AclBinding `protobuf:"bytes,60,rep,name=acls_created,json=aclsCreated,proto3" json:"acls_created,omitempty"`
+	AclsDeleted []*AclBinding `protobuf:"bytes,61,rep,name=acls_deleted,json=aclsDeleted,proto3" json:"acls_deleted,omitempty"`
+	// Client quota entities whose values changed, complete; an entity with no values is
+	// removed.
+	ClientQuotas  []*ClientQuotaState `protobuf:"bytes,80,rep,name=client_quotas,json=clientQuotas,proto3" json:"client_quotas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -513,6 +516,13 @@ func (x *MetadataDelta) GetAclsCreated() []*AclBinding {
 func (x *MetadataDelta) GetAclsDeleted() []*AclBinding {
 	if x != nil {
 		return x.AclsDeleted
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetClientQuotas() []*ClientQuotaState {
+	if x != nil {
+		return x.ClientQuotas
 	}
 	return nil
 }
@@ -684,8 +694,9 @@ type MetadataImageChunk struct {
 	Topics        []*TopicState          `protobuf:"bytes,5,rep,name=topics,proto3" json:"topics,omitempty"`
 	First         bool                   `protobuf:"varint,6,opt,name=first,proto3" json:"first,omitempty"`
 	Last          bool                   `protobuf:"varint,7,opt,name=last,proto3" json:"last,omitempty"`
-	Coordinators  []*CoordinatorState    `protobuf:"bytes,8,rep,name=coordinators,proto3" json:"coordinators,omitempty"` // in the first chunk
-	Acls          []*AclBinding          `protobuf:"bytes,60,rep,name=acls,proto3" json:"acls,omitempty"`                // every ACL binding, in the first chunk
+	Coordinators  []*CoordinatorState    `protobuf:"bytes,8,rep,name=coordinators,proto3" json:"coordinators,omitempty"`                      // in the first chunk
+	Acls          []*AclBinding          `protobuf:"bytes,60,rep,name=acls,proto3" json:"acls,omitempty"`                                     // every ACL binding, in the first chunk
+	ClientQuotas  []*ClientQuotaState    `protobuf:"bytes,80,rep,name=client_quotas,json=clientQuotas,proto3" json:"client_quotas,omitempty"` // in the first chunk
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -783,6 +794,174 @@ func (x *MetadataImageChunk) GetAcls() []*AclBinding {
 	return nil
 }
 
+func (x *MetadataImageChunk) GetClientQuotas() []*ClientQuotaState {
+	if x != nil {
+		return x.ClientQuotas
+	}
+	return nil
+}
+
+// QuotaEntityPart is one component (user or client id) of a client quota entity: a
+// name, or the default for every name.
+type QuotaEntityPart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Default       bool                   `protobuf:"varint,1,opt,name=default,proto3" json:"default,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaEntityPart) Reset() {
+	*x = QuotaEntityPart{}
+	mi := &file_metadata_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaEntityPart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaEntityPart) ProtoMessage() {}
+
+func (x *QuotaEntityPart) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaEntityPart.ProtoReflect.Descriptor instead.
+func (*QuotaEntityPart) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *QuotaEntityPart) GetDefault() bool {
+	if x != nil {
+		return x.Default
+	}
+	return false
+}
+
+func (x *QuotaEntityPart) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// ClientQuotaEntity is Kafka's quota entity: a user, a client id, or both; an absent
+// part is not part of the entity.
+type ClientQuotaEntity struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          *QuotaEntityPart       `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	ClientId      *QuotaEntityPart       `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientQuotaEntity) Reset() {
+	*x = ClientQuotaEntity{}
+	mi := &file_metadata_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientQuotaEntity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientQuotaEntity) ProtoMessage() {}
+
+func (x *ClientQuotaEntity) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientQuotaEntity.ProtoReflect.Descriptor instead.
+func (*ClientQuotaEntity) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ClientQuotaEntity) GetUser() *QuotaEntityPart {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+func (x *ClientQuotaEntity) GetClientId() *QuotaEntityPart {
+	if x != nil {
+		return x.ClientId
+	}
+	return nil
+}
+
+// ClientQuotaState is one entity's quota values (producer_byte_rate, ...).
+type ClientQuotaState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entity        *ClientQuotaEntity     `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	Values        map[string]float64     `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientQuotaState) Reset() {
+	*x = ClientQuotaState{}
+	mi := &file_metadata_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientQuotaState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientQuotaState) ProtoMessage() {}
+
+func (x *ClientQuotaState) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientQuotaState.ProtoReflect.Descriptor instead.
+func (*ClientQuotaState) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ClientQuotaState) GetEntity() *ClientQuotaEntity {
+	if x != nil {
+		return x.Entity
+	}
+	return nil
+}
+
+func (x *ClientQuotaState) GetValues() map[string]float64 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 // ReplicaList is one partition's replicas.
 type ReplicaList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -793,7 +972,7 @@ type ReplicaList struct {
 
 func (x *ReplicaList) Reset() {
 	*x = ReplicaList{}
-	mi := &file_metadata_proto_msgTypes[9]
+	mi := &file_metadata_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +984,7 @@ func (x *ReplicaList) String() string {
 func (*ReplicaList) ProtoMessage() {}
 
 func (x *ReplicaList) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[9]
+	mi := &file_metadata_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +997,7 @@ func (x *ReplicaList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaList.ProtoReflect.Descriptor instead.
 func (*ReplicaList) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{9}
+	return file_metadata_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReplicaList) GetReplicas() []int32 {
@@ -839,7 +1018,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_metadata_proto_msgTypes[10]
+	mi := &file_metadata_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +1030,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[10]
+	mi := &file_metadata_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +1043,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{10}
+	return file_metadata_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TopicPartitions) GetTopic() string {
@@ -900,7 +1079,7 @@ type OffsetEntry struct {
 
 func (x *OffsetEntry) Reset() {
 	*x = OffsetEntry{}
-	mi := &file_metadata_proto_msgTypes[11]
+	mi := &file_metadata_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +1091,7 @@ func (x *OffsetEntry) String() string {
 func (*OffsetEntry) ProtoMessage() {}
 
 func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[11]
+	mi := &file_metadata_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +1104,7 @@ func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetEntry.ProtoReflect.Descriptor instead.
 func (*OffsetEntry) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{11}
+	return file_metadata_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OffsetEntry) GetTopic() string {
@@ -1002,7 +1181,7 @@ type AclBinding struct {
 
 func (x *AclBinding) Reset() {
 	*x = AclBinding{}
-	mi := &file_metadata_proto_msgTypes[12]
+	mi := &file_metadata_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1193,7 @@ func (x *AclBinding) String() string {
 func (*AclBinding) ProtoMessage() {}
 
 func (x *AclBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[12]
+	mi := &file_metadata_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1206,7 @@ func (x *AclBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBinding.ProtoReflect.Descriptor instead.
 func (*AclBinding) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{12}
+	return file_metadata_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AclBinding) GetResourceType() int32 {
@@ -1097,7 +1276,7 @@ type AclFilter struct {
 
 func (x *AclFilter) Reset() {
 	*x = AclFilter{}
-	mi := &file_metadata_proto_msgTypes[13]
+	mi := &file_metadata_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1288,7 @@ func (x *AclFilter) String() string {
 func (*AclFilter) ProtoMessage() {}
 
 func (x *AclFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[13]
+	mi := &file_metadata_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1301,7 @@ func (x *AclFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
 func (*AclFilter) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{13}
+	return file_metadata_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AclFilter) GetResourceType() int32 {
@@ -1212,7 +1391,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa6\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf2\x04\n" +
 	"\rMetadataDelta\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1f\n" +
 	"\vprev_offset\x18\x02 \x01(\x04R\n" +
@@ -1225,7 +1404,8 @@ const file_metadata_proto_rawDesc = "" +
 	"\x0edeleted_topics\x18\a \x03(\tR\rdeletedTopics\x12I\n" +
 	"\fcoordinators\x18\b \x03(\v2%.shale.controller.v1.CoordinatorStateR\fcoordinators\x12B\n" +
 	"\facls_created\x18< \x03(\v2\x1f.shale.controller.v1.AclBindingR\vaclsCreated\x12B\n" +
-	"\facls_deleted\x18= \x03(\v2\x1f.shale.controller.v1.AclBindingR\vaclsDeletedB\r\n" +
+	"\facls_deleted\x18= \x03(\v2\x1f.shale.controller.v1.AclBindingR\vaclsDeleted\x12J\n" +
+	"\rclient_quotas\x18P \x03(\v2%.shale.controller.v1.ClientQuotaStateR\fclientQuotasB\r\n" +
 	"\v_cluster_idB\x10\n" +
 	"\x0e_controller_id\"\x81\x01\n" +
 	"\x10CoordinatorState\x12\x1c\n" +
@@ -1245,7 +1425,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8f\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdb\x03\n" +
 	"\x12MetadataImageChunk\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1d\n" +
 	"\n" +
@@ -1256,7 +1436,20 @@ const file_metadata_proto_rawDesc = "" +
 	"\x05first\x18\x06 \x01(\bR\x05first\x12\x12\n" +
 	"\x04last\x18\a \x01(\bR\x04last\x12I\n" +
 	"\fcoordinators\x18\b \x03(\v2%.shale.controller.v1.CoordinatorStateR\fcoordinators\x123\n" +
-	"\x04acls\x18< \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\")\n" +
+	"\x04acls\x18< \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\x12J\n" +
+	"\rclient_quotas\x18P \x03(\v2%.shale.controller.v1.ClientQuotaStateR\fclientQuotas\"?\n" +
+	"\x0fQuotaEntityPart\x12\x18\n" +
+	"\adefault\x18\x01 \x01(\bR\adefault\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x90\x01\n" +
+	"\x11ClientQuotaEntity\x128\n" +
+	"\x04user\x18\x01 \x01(\v2$.shale.controller.v1.QuotaEntityPartR\x04user\x12A\n" +
+	"\tclient_id\x18\x02 \x01(\v2$.shale.controller.v1.QuotaEntityPartR\bclientId\"\xd8\x01\n" +
+	"\x10ClientQuotaState\x12>\n" +
+	"\x06entity\x18\x01 \x01(\v2&.shale.controller.v1.ClientQuotaEntityR\x06entity\x12I\n" +
+	"\x06values\x18\x02 \x03(\v21.shale.controller.v1.ClientQuotaState.ValuesEntryR\x06values\x1a9\n" +
+	"\vValuesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\")\n" +
 	"\vReplicaList\x12\x1a\n" +
 	"\breplicas\x18\x01 \x03(\x05R\breplicas\"G\n" +
 	"\x0fTopicPartitions\x12\x14\n" +
@@ -1312,7 +1505,7 @@ func file_metadata_proto_rawDescGZIP() []byte {
 	return file_metadata_proto_rawDescData
 }
 
-var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_metadata_proto_goTypes = []any{
 	(*Error)(nil),              // 0: shale.controller.v1.Error
 	(*Listener)(nil),           // 1: shale.controller.v1.Listener
@@ -1323,34 +1516,44 @@ var file_metadata_proto_goTypes = []any{
 	(*CoordinatorState)(nil),   // 6: shale.controller.v1.CoordinatorState
 	(*TopicDelta)(nil),         // 7: shale.controller.v1.TopicDelta
 	(*MetadataImageChunk)(nil), // 8: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),        // 9: shale.controller.v1.ReplicaList
-	(*TopicPartitions)(nil),    // 10: shale.controller.v1.TopicPartitions
-	(*OffsetEntry)(nil),        // 11: shale.controller.v1.OffsetEntry
-	(*AclBinding)(nil),         // 12: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),          // 13: shale.controller.v1.AclFilter
-	nil,                        // 14: shale.controller.v1.TopicState.ConfigsEntry
-	nil,                        // 15: shale.controller.v1.TopicDelta.ConfigsEntry
+	(*QuotaEntityPart)(nil),    // 9: shale.controller.v1.QuotaEntityPart
+	(*ClientQuotaEntity)(nil),  // 10: shale.controller.v1.ClientQuotaEntity
+	(*ClientQuotaState)(nil),   // 11: shale.controller.v1.ClientQuotaState
+	(*ReplicaList)(nil),        // 12: shale.controller.v1.ReplicaList
+	(*TopicPartitions)(nil),    // 13: shale.controller.v1.TopicPartitions
+	(*OffsetEntry)(nil),        // 14: shale.controller.v1.OffsetEntry
+	(*AclBinding)(nil),         // 15: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),          // 16: shale.controller.v1.AclFilter
+	nil,                        // 17: shale.controller.v1.TopicState.ConfigsEntry
+	nil,                        // 18: shale.controller.v1.TopicDelta.ConfigsEntry
+	nil,                        // 19: shale.controller.v1.ClientQuotaState.ValuesEntry
 }
 var file_metadata_proto_depIdxs = []int32{
 	1,  // 0: shale.controller.v1.BrokerState.listeners:type_name -> shale.controller.v1.Listener
-	14, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
+	17, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
 	3,  // 2: shale.controller.v1.TopicState.partitions:type_name -> shale.controller.v1.PartitionState
 	2,  // 3: shale.controller.v1.MetadataDelta.brokers:type_name -> shale.controller.v1.BrokerState
 	7,  // 4: shale.controller.v1.MetadataDelta.topics:type_name -> shale.controller.v1.TopicDelta
 	6,  // 5: shale.controller.v1.MetadataDelta.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	12, // 6: shale.controller.v1.MetadataDelta.acls_created:type_name -> shale.controller.v1.AclBinding
-	12, // 7: shale.controller.v1.MetadataDelta.acls_deleted:type_name -> shale.controller.v1.AclBinding
-	15, // 8: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
-	3,  // 9: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
-	2,  // 10: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
-	4,  // 11: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
-	6,  // 12: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	12, // 13: shale.controller.v1.MetadataImageChunk.acls:type_name -> shale.controller.v1.AclBinding
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	15, // 6: shale.controller.v1.MetadataDelta.acls_created:type_name -> shale.controller.v1.AclBinding
+	15, // 7: shale.controller.v1.MetadataDelta.acls_deleted:type_name -> shale.controller.v1.AclBinding
+	11, // 8: shale.controller.v1.MetadataDelta.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
+	18, // 9: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
+	3,  // 10: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
+	2,  // 11: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
+	4,  // 12: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
+	6,  // 13: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	15, // 14: shale.controller.v1.MetadataImageChunk.acls:type_name -> shale.controller.v1.AclBinding
+	11, // 15: shale.controller.v1.MetadataImageChunk.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
+	9,  // 16: shale.controller.v1.ClientQuotaEntity.user:type_name -> shale.controller.v1.QuotaEntityPart
+	9,  // 17: shale.controller.v1.ClientQuotaEntity.client_id:type_name -> shale.controller.v1.QuotaEntityPart
+	10, // 18: shale.controller.v1.ClientQuotaState.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	19, // 19: shale.controller.v1.ClientQuotaState.values:type_name -> shale.controller.v1.ClientQuotaState.ValuesEntry
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_metadata_proto_init() }
@@ -1359,14 +1562,14 @@ func file_metadata_proto_init() {
 		return
 	}
 	file_metadata_proto_msgTypes[5].OneofWrappers = []any{}
-	file_metadata_proto_msgTypes[13].OneofWrappers = []any{}
+	file_metadata_proto_msgTypes[16].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_proto_rawDesc), len(file_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -104,6 +104,7 @@ type Record struct {
 	//	*Record_ControlledShutdown
 	//	*Record_CreateAcls
 	//	*Record_DeleteAcls
+	//	*Record_ClientQuotas
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -281,6 +282,15 @@ func (x *Record) GetDeleteAcls() *DeleteAclsRecord {
 	return nil
 }
 
+func (x *Record) GetClientQuotas() *ClientQuotasRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_ClientQuotas); ok {
+			return x.ClientQuotas
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -345,6 +355,10 @@ type Record_DeleteAcls struct {
 	DeleteAcls *DeleteAclsRecord `protobuf:"bytes,61,opt,name=delete_acls,json=deleteAcls,proto3,oneof"`
 }
 
+type Record_ClientQuotas struct {
+	ClientQuotas *ClientQuotasRecord `protobuf:"bytes,80,opt,name=client_quotas,json=clientQuotas,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -374,6 +388,8 @@ func (*Record_ControlledShutdown) isRecord_Record() {}
 func (*Record_CreateAcls) isRecord_Record() {}
 
 func (*Record_DeleteAcls) isRecord_Record() {}
+
+func (*Record_ClientQuotas) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -1640,6 +1656,7 @@ type SnapshotItem struct {
 	//	*SnapshotItem_Topic
 	//	*SnapshotItem_Group
 	//	*SnapshotItem_Acl
+	//	*SnapshotItem_ClientQuota
 	Item          isSnapshotItem_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1718,6 +1735,15 @@ func (x *SnapshotItem) GetAcl() *AclBinding {
 	return nil
 }
 
+func (x *SnapshotItem) GetClientQuota() *ClientQuotaState {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_ClientQuota); ok {
+			return x.ClientQuota
+		}
+	}
+	return nil
+}
+
 type isSnapshotItem_Item interface {
 	isSnapshotItem_Item()
 }
@@ -1738,6 +1764,10 @@ type SnapshotItem_Acl struct {
 	Acl *AclBinding `protobuf:"bytes,60,opt,name=acl,proto3,oneof"`
 }
 
+type SnapshotItem_ClientQuota struct {
+	ClientQuota *ClientQuotaState `protobuf:"bytes,80,opt,name=client_quota,json=clientQuota,proto3,oneof"`
+}
+
 func (*SnapshotItem_Broker) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Topic) isSnapshotItem_Item() {}
@@ -1745,6 +1775,8 @@ func (*SnapshotItem_Topic) isSnapshotItem_Item() {}
 func (*SnapshotItem_Group) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Acl) isSnapshotItem_Item() {}
+
+func (*SnapshotItem_ClientQuota) isSnapshotItem_Item() {}
 
 // CreateAclsRecord stores ACL bindings the leader validated; bindings already stored are
 // kept once.
@@ -1838,11 +1870,58 @@ func (x *DeleteAclsRecord) GetFilters() []*AclFilter {
 	return nil
 }
 
+// ClientQuotasRecord sets client quota entities' complete values (AlterClientQuotas);
+// an entity with no values is removed.
+type ClientQuotasRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Quotas        []*ClientQuotaState    `protobuf:"bytes,1,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientQuotasRecord) Reset() {
+	*x = ClientQuotasRecord{}
+	mi := &file_records_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientQuotasRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientQuotasRecord) ProtoMessage() {}
+
+func (x *ClientQuotasRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientQuotasRecord.ProtoReflect.Descriptor instead.
+func (*ClientQuotasRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ClientQuotasRecord) GetQuotas() []*ClientQuotaState {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xfa\t\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xca\n" +
+	"\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -1862,7 +1941,8 @@ const file_records_proto_rawDesc = "" +
 	"\vcreate_acls\x18< \x01(\v2%.shale.controller.v1.CreateAclsRecordH\x00R\n" +
 	"createAcls\x12H\n" +
 	"\vdelete_acls\x18= \x01(\v2%.shale.controller.v1.DeleteAclsRecordH\x00R\n" +
-	"deleteAclsB\b\n" +
+	"deleteAcls\x12N\n" +
+	"\rclient_quotas\x18P \x01(\v2'.shale.controller.v1.ClientQuotasRecordH\x00R\fclientQuotasB\b\n" +
 	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -1965,17 +2045,20 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\x03R\roffsetsLogEnd\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xfb\x01\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xc7\x02\n" +
 	"\fSnapshotItem\x12:\n" +
 	"\x06broker\x18\x01 \x01(\v2 .shale.controller.v1.BrokerStateH\x00R\x06broker\x127\n" +
 	"\x05topic\x18\x02 \x01(\v2\x1f.shale.controller.v1.TopicStateH\x00R\x05topic\x129\n" +
 	"\x05group\x18\x03 \x01(\v2!.shale.controller.v1.GroupOffsetsH\x00R\x05group\x123\n" +
-	"\x03acl\x18< \x01(\v2\x1f.shale.controller.v1.AclBindingH\x00R\x03aclB\x06\n" +
+	"\x03acl\x18< \x01(\v2\x1f.shale.controller.v1.AclBindingH\x00R\x03acl\x12J\n" +
+	"\fclient_quota\x18P \x01(\v2%.shale.controller.v1.ClientQuotaStateH\x00R\vclientQuotaB\x06\n" +
 	"\x04item\"G\n" +
 	"\x10CreateAclsRecord\x123\n" +
 	"\x04acls\x18\x01 \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\"L\n" +
 	"\x10DeleteAclsRecord\x128\n" +
-	"\afilters\x18\x01 \x03(\v2\x1e.shale.controller.v1.AclFilterR\afilters*~\n" +
+	"\afilters\x18\x01 \x03(\v2\x1e.shale.controller.v1.AclFilterR\afilters\"S\n" +
+	"\x12ClientQuotasRecord\x12=\n" +
+	"\x06quotas\x18\x01 \x03(\v2%.shale.controller.v1.ClientQuotaStateR\x06quotas*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
@@ -1995,7 +2078,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                 // 0: shale.controller.v1.ElectionType
 	(*Record)(nil),                    // 1: shale.controller.v1.Record
@@ -2021,17 +2104,19 @@ var file_records_proto_goTypes = []any{
 	(*SnapshotItem)(nil),              // 21: shale.controller.v1.SnapshotItem
 	(*CreateAclsRecord)(nil),          // 22: shale.controller.v1.CreateAclsRecord
 	(*DeleteAclsRecord)(nil),          // 23: shale.controller.v1.DeleteAclsRecord
-	nil,                               // 24: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                               // 25: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                  // 26: shale.controller.v1.Listener
-	(*ReplicaList)(nil),               // 27: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),               // 28: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),           // 29: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),          // 30: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),               // 31: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                // 32: shale.controller.v1.TopicState
-	(*AclBinding)(nil),                // 33: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),                 // 34: shale.controller.v1.AclFilter
+	(*ClientQuotasRecord)(nil),        // 24: shale.controller.v1.ClientQuotasRecord
+	nil,                               // 25: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                               // 26: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                  // 27: shale.controller.v1.Listener
+	(*ReplicaList)(nil),               // 28: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),               // 29: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),           // 30: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),          // 31: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),               // 32: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                // 33: shale.controller.v1.TopicState
+	(*AclBinding)(nil),                // 34: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),          // 35: shale.controller.v1.ClientQuotaState
+	(*AclFilter)(nil),                 // 36: shale.controller.v1.AclFilter
 }
 var file_records_proto_depIdxs = []int32{
 	2,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -2049,32 +2134,35 @@ var file_records_proto_depIdxs = []int32{
 	18, // 12: shale.controller.v1.Record.controlled_shutdown:type_name -> shale.controller.v1.ControlledShutdownRecord
 	22, // 13: shale.controller.v1.Record.create_acls:type_name -> shale.controller.v1.CreateAclsRecord
 	23, // 14: shale.controller.v1.Record.delete_acls:type_name -> shale.controller.v1.DeleteAclsRecord
-	26, // 15: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	27, // 16: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	24, // 17: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	6,  // 18: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	8,  // 19: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	27, // 20: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	10, // 21: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	25, // 22: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	28, // 23: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	29, // 24: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	15, // 25: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 26: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	29, // 27: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	30, // 28: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	28, // 29: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	31, // 30: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	32, // 31: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	20, // 32: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	33, // 33: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	33, // 34: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	34, // 35: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	24, // 15: shale.controller.v1.Record.client_quotas:type_name -> shale.controller.v1.ClientQuotasRecord
+	27, // 16: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	28, // 17: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	25, // 18: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	6,  // 19: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	8,  // 20: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	28, // 21: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	10, // 22: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	26, // 23: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	29, // 24: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	30, // 25: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	15, // 26: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 27: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	30, // 28: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	31, // 29: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	29, // 30: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	32, // 31: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	33, // 32: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	20, // 33: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	34, // 34: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	35, // 35: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	34, // 36: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	36, // 37: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	35, // 38: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -2099,12 +2187,14 @@ func file_records_proto_init() {
 		(*Record_ControlledShutdown)(nil),
 		(*Record_CreateAcls)(nil),
 		(*Record_DeleteAcls)(nil),
+		(*Record_ClientQuotas)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
 		(*SnapshotItem_Topic)(nil),
 		(*SnapshotItem_Group)(nil),
 		(*SnapshotItem_Acl)(nil),
+		(*SnapshotItem_ClientQuota)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2112,7 +2202,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -142,6 +142,27 @@ type Config struct {
 	// SocketRequestMaxBytes is socket.request.max.bytes (default 104857600): the largest
 	// request the Kafka listener reads.
 	SocketRequestMaxBytes int32
+	// Limits and quotas (issue 13): see README "Quotas and limits".
+	// QueuedMaxRequests is queued.max.requests (default 500): requests read but not yet
+	// handled across the broker before readers are muted.
+	QueuedMaxRequests int32
+	// QueuedMaxRequestBytes is queued.max.request.bytes (default 268435456, where Kafka's
+	// is -1, unbounded): request bytes held across the broker before readers are muted.
+	QueuedMaxRequestBytes int64
+	// ConnectionsMaxIdleMs is connections.max.idle.ms (default 600000): an idle connection
+	// is closed after this long, and so is one whose client takes no response bytes.
+	ConnectionsMaxIdleMs int64
+	// MaxConnections is max.connections (default 2147483647): client connections per broker.
+	MaxConnections int32
+	// MaxConnectionsPerIP is max.connections.per.ip (default 2147483647).
+	MaxConnectionsPerIP int32
+	// MaxConnectionsPerIPOverrides is max.connections.per.ip.overrides ("host:n,...").
+	MaxConnectionsPerIPOverrides string
+	// QuotaWindowNum and QuotaWindowSizeSeconds are quota.window.num (default 11) and
+	// quota.window.size.seconds (default 1): the samples a client's rate is measured over.
+	QuotaWindowNum         int32
+	QuotaWindowSizeSeconds int32
+
 	// BrokerRack is broker.rack (default "", none).
 	BrokerRack string
 	// BrokerSessionTimeoutMs is broker.session.timeout.ms (default 9000): how long the

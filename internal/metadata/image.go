@@ -51,6 +51,8 @@ type Image struct {
 	Coordinators []Coordinator
 	// ACLs are the ACL bindings; nil when there are none. Immutable.
 	ACLs *acl.Set
+	// ClientQuotas are the client quota entities' values (quotas.go). Immutable.
+	ClientQuotas ClientQuotas
 }
 
 // Topic returns the named topic, or nil.

@@ -222,6 +222,10 @@ func (n *node) startController(ctx context.Context, ln net.Listener) error {
 
 func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 	cfg := n.cfg
+	ipOverrides, err := protocol.ParseConnectionOverrides(cfg.MaxConnectionsPerIPOverrides)
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
 	host, port := cfg.AdvertisedKafka()
 	var addrs []string
 	for _, v := range cfg.Voters() {
@@ -279,18 +283,26 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		brokerConfigs[s.Key] = s.Value
 	}
 	n.kafka = protocol.NewServer(protocol.Config{
-		NodeID:                   cfg.NodeID,
-		MaxRequestBytes:          cfg.SocketRequestMaxBytes,
-		AutoCreateTopics:         cfg.AutoCreateTopicsEnable,
-		DeleteTopicEnable:        cfg.DeleteTopicEnable,
-		FetchSessionSlots:        fetchSessionSlots(cfg.MaxIncrementalFetchSessionCacheSlots),
-		DefaultPartitions:        cfg.NumPartitions,
-		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
-		TopicDefaults:            cfg.TopicDefaults(),
-		BrokerConfigs:            brokerConfigs,
-		Authorizer:               cfg.Authorizer(),
-		Logger:                   n.lg,
-		Metrics:                  protocol.NewMetrics(n.reg),
+		NodeID:                       cfg.NodeID,
+		MaxRequestBytes:              cfg.SocketRequestMaxBytes,
+		QueuedMaxRequests:            int(cfg.QueuedMaxRequests),
+		QueuedMaxRequestBytes:        cfg.QueuedMaxRequestBytes,
+		ConnectionsMaxIdle:           time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
+		MaxConnections:               int(cfg.MaxConnections),
+		MaxConnectionsPerIP:          int(cfg.MaxConnectionsPerIP),
+		MaxConnectionsPerIPOverrides: ipOverrides,
+		QuotaWindowNum:               int(cfg.QuotaWindowNum),
+		QuotaWindowSize:              time.Duration(cfg.QuotaWindowSizeSeconds) * time.Second,
+		AutoCreateTopics:             cfg.AutoCreateTopicsEnable,
+		DeleteTopicEnable:            cfg.DeleteTopicEnable,
+		FetchSessionSlots:            fetchSessionSlots(cfg.MaxIncrementalFetchSessionCacheSlots),
+		DefaultPartitions:            cfg.NumPartitions,
+		DefaultReplicationFactor:     cfg.DefaultReplicationFactor,
+		TopicDefaults:                cfg.TopicDefaults(),
+		BrokerConfigs:                brokerConfigs,
+		Authorizer:                   cfg.Authorizer(),
+		Logger:                       n.lg,
+		Metrics:                      protocol.NewMetrics(n.reg),
 	}, protocol.Deps{
 		Meta:        store,
 		Replicas:    n.replicas,
