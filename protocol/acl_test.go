@@ -491,3 +491,30 @@ func TestACLsFollowerFetchNeedsClusterAction(t *testing.T) {
 		t.Fatalf("follower ListOffsets with CLUSTER_ACTION: %d", code)
 	}
 }
+
+// The quota APIs are cluster configuration: DESCRIBE_CONFIGS and ALTER_CONFIGS on the
+// cluster, as Kafka's AuthHelper asks.
+func TestACLsClientQuotaAPIs(t *testing.T) {
+	b := startACLBroker(t, false)
+	ctx := ctxTimeout(t, 20*time.Second)
+	alice := kadm.NewClient(b.as("alice"))
+	user := "bob"
+	entry := []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "user", Name: &user}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1 << 20}},
+	}}
+	if _, err := alice.DescribeClientQuotas(ctx, false, nil); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("describe quotas without DESCRIBE_CONFIGS: %v", err)
+	}
+	if res, err := alice.AlterClientQuotas(ctx, entry); err != nil || len(res) != 1 || !errors.Is(res[0].Err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("alter quotas without ALTER_CONFIGS: %v %+v", err, res)
+	}
+	b.grant(t, kadm.NewACLs().Clusters().Allow("User:alice").Operations(kadm.OpDescribeConfigs, kadm.OpAlterConfigs))
+	if res, err := alice.AlterClientQuotas(ctx, entry); err != nil || len(res) != 1 || res[0].Err != nil {
+		t.Fatalf("alter quotas with ALTER_CONFIGS: %v %+v", err, res)
+	}
+	got, err := alice.DescribeClientQuotas(ctx, false, nil)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("describe quotas with DESCRIBE_CONFIGS: %v %+v", err, got)
+	}
+}
