@@ -2238,6 +2238,214 @@ func (x *ElectLeadersResponse) GetResults() []*PartitionError {
 	return nil
 }
 
+type AlterScramCredentialsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Upserts       []*ScramCredential     `protobuf:"bytes,1,rep,name=upserts,proto3" json:"upserts,omitempty"`
+	Deletions     []*ScramCredentialKey  `protobuf:"bytes,2,rep,name=deletions,proto3" json:"deletions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterScramCredentialsRequest) Reset() {
+	*x = AlterScramCredentialsRequest{}
+	mi := &file_controller_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterScramCredentialsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterScramCredentialsRequest) ProtoMessage() {}
+
+func (x *AlterScramCredentialsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterScramCredentialsRequest.ProtoReflect.Descriptor instead.
+func (*AlterScramCredentialsRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *AlterScramCredentialsRequest) GetUpserts() []*ScramCredential {
+	if x != nil {
+		return x.Upserts
+	}
+	return nil
+}
+
+func (x *AlterScramCredentialsRequest) GetDeletions() []*ScramCredentialKey {
+	if x != nil {
+		return x.Deletions
+	}
+	return nil
+}
+
+type AlterScramCredentialsResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Error          *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`                                         // the whole call
+	DeletionErrors []*Error               `protobuf:"bytes,2,rep,name=deletion_errors,json=deletionErrors,proto3" json:"deletion_errors,omitempty"` // in request order; unset entries succeeded
+	UpsertErrors   []*Error               `protobuf:"bytes,3,rep,name=upsert_errors,json=upsertErrors,proto3" json:"upsert_errors,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AlterScramCredentialsResponse) Reset() {
+	*x = AlterScramCredentialsResponse{}
+	mi := &file_controller_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterScramCredentialsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterScramCredentialsResponse) ProtoMessage() {}
+
+func (x *AlterScramCredentialsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterScramCredentialsResponse.ProtoReflect.Descriptor instead.
+func (*AlterScramCredentialsResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *AlterScramCredentialsResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *AlterScramCredentialsResponse) GetDeletionErrors() []*Error {
+	if x != nil {
+		return x.DeletionErrors
+	}
+	return nil
+}
+
+func (x *AlterScramCredentialsResponse) GetUpsertErrors() []*Error {
+	if x != nil {
+		return x.UpsertErrors
+	}
+	return nil
+}
+
+type DescribeScramCredentialsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Users         []string               `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"` // empty: every user
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeScramCredentialsRequest) Reset() {
+	*x = DescribeScramCredentialsRequest{}
+	mi := &file_controller_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeScramCredentialsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeScramCredentialsRequest) ProtoMessage() {}
+
+func (x *DescribeScramCredentialsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeScramCredentialsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeScramCredentialsRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *DescribeScramCredentialsRequest) GetUsers() []string {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+type DescribeScramCredentialsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Credentials   []*ScramCredential     `protobuf:"bytes,2,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeScramCredentialsResponse) Reset() {
+	*x = DescribeScramCredentialsResponse{}
+	mi := &file_controller_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeScramCredentialsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeScramCredentialsResponse) ProtoMessage() {}
+
+func (x *DescribeScramCredentialsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeScramCredentialsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeScramCredentialsResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *DescribeScramCredentialsResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *DescribeScramCredentialsResponse) GetCredentials() []*ScramCredential {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
+}
+
 var File_controller_proto protoreflect.FileDescriptor
 
 const file_controller_proto_rawDesc = "" +
@@ -2398,7 +2606,19 @@ const file_controller_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\x87\x01\n" +
 	"\x14ElectLeadersResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12=\n" +
-	"\aresults\x18\x02 \x03(\v2#.shale.controller.v1.PartitionErrorR\aresults2\xe1\f\n" +
+	"\aresults\x18\x02 \x03(\v2#.shale.controller.v1.PartitionErrorR\aresults\"\xa5\x01\n" +
+	"\x1cAlterScramCredentialsRequest\x12>\n" +
+	"\aupserts\x18\x01 \x03(\v2$.shale.controller.v1.ScramCredentialR\aupserts\x12E\n" +
+	"\tdeletions\x18\x02 \x03(\v2'.shale.controller.v1.ScramCredentialKeyR\tdeletions\"\xd7\x01\n" +
+	"\x1dAlterScramCredentialsResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12C\n" +
+	"\x0fdeletion_errors\x18\x02 \x03(\v2\x1a.shale.controller.v1.ErrorR\x0edeletionErrors\x12?\n" +
+	"\rupsert_errors\x18\x03 \x03(\v2\x1a.shale.controller.v1.ErrorR\fupsertErrors\"7\n" +
+	"\x1fDescribeScramCredentialsRequest\x12\x14\n" +
+	"\x05users\x18\x01 \x03(\tR\x05users\"\x9c\x01\n" +
+	" DescribeScramCredentialsResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12F\n" +
+	"\vcredentials\x18\x02 \x03(\v2$.shale.controller.v1.ScramCredentialR\vcredentials2\xeb\x0e\n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -2415,7 +2635,9 @@ const file_controller_proto_rawDesc = "" +
 	"\x12DeleteGroupOffsets\x12..shale.controller.v1.DeleteGroupOffsetsRequest\x1a/.shale.controller.v1.DeleteGroupOffsetsResponse\x12o\n" +
 	"\x10ListOffsetGroups\x12,.shale.controller.v1.ListOffsetGroupsRequest\x1a-.shale.controller.v1.ListOffsetGroupsResponse\x12i\n" +
 	"\x0eReadOffsetsLog\x12*.shale.controller.v1.ReadOffsetsLogRequest\x1a+.shale.controller.v1.ReadOffsetsLogResponse\x12c\n" +
-	"\fElectLeaders\x12(.shale.controller.v1.ElectLeadersRequest\x1a).shale.controller.v1.ElectLeadersResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\fElectLeaders\x12(.shale.controller.v1.ElectLeadersRequest\x1a).shale.controller.v1.ElectLeadersResponse\x12~\n" +
+	"\x15AlterScramCredentials\x121.shale.controller.v1.AlterScramCredentialsRequest\x1a2.shale.controller.v1.AlterScramCredentialsResponse\x12\x87\x01\n" +
+	"\x18DescribeScramCredentials\x124.shale.controller.v1.DescribeScramCredentialsRequest\x1a5.shale.controller.v1.DescribeScramCredentialsResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_controller_proto_rawDescOnce sync.Once
@@ -2429,129 +2651,146 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_controller_proto_goTypes = []any{
-	(*NotLeader)(nil),                   // 0: shale.controller.v1.NotLeader
-	(*RegisterBrokerRequest)(nil),       // 1: shale.controller.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),      // 2: shale.controller.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),      // 3: shale.controller.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),     // 4: shale.controller.v1.BrokerHeartbeatResponse
-	(*WatchMetadataRequest)(nil),        // 5: shale.controller.v1.WatchMetadataRequest
-	(*MetadataUpdate)(nil),              // 6: shale.controller.v1.MetadataUpdate
-	(*CreatableTopic)(nil),              // 7: shale.controller.v1.CreatableTopic
-	(*CreateTopicsRequest)(nil),         // 8: shale.controller.v1.CreateTopicsRequest
-	(*CreateTopicResult)(nil),           // 9: shale.controller.v1.CreateTopicResult
-	(*CreateTopicsResponse)(nil),        // 10: shale.controller.v1.CreateTopicsResponse
-	(*DeleteTopicsRequest)(nil),         // 11: shale.controller.v1.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),        // 12: shale.controller.v1.DeleteTopicsResponse
-	(*PartitionsSpec)(nil),              // 13: shale.controller.v1.PartitionsSpec
-	(*CreatePartitionsRequest)(nil),     // 14: shale.controller.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),    // 15: shale.controller.v1.CreatePartitionsResponse
-	(*ConfigOp)(nil),                    // 16: shale.controller.v1.ConfigOp
-	(*AlterTopicConfigsRequest)(nil),    // 17: shale.controller.v1.AlterTopicConfigsRequest
-	(*AlterTopicConfigsResponse)(nil),   // 18: shale.controller.v1.AlterTopicConfigsResponse
-	(*AlterPartitionRequest)(nil),       // 19: shale.controller.v1.AlterPartitionRequest
-	(*AlterPartitionResponse)(nil),      // 20: shale.controller.v1.AlterPartitionResponse
-	(*AllocateProducerIdsRequest)(nil),  // 21: shale.controller.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil), // 22: shale.controller.v1.AllocateProducerIdsResponse
-	(*CommitOffsetsRequest)(nil),        // 23: shale.controller.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),       // 24: shale.controller.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),         // 25: shale.controller.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),        // 26: shale.controller.v1.FetchOffsetsResponse
-	(*DeleteGroupOffsetsRequest)(nil),   // 27: shale.controller.v1.DeleteGroupOffsetsRequest
-	(*ReadOffsetsLogRequest)(nil),       // 28: shale.controller.v1.ReadOffsetsLogRequest
-	(*OffsetsLogRecord)(nil),            // 29: shale.controller.v1.OffsetsLogRecord
-	(*ReadOffsetsLogResponse)(nil),      // 30: shale.controller.v1.ReadOffsetsLogResponse
-	(*DeleteGroupOffsetsResponse)(nil),  // 31: shale.controller.v1.DeleteGroupOffsetsResponse
-	(*ListOffsetGroupsRequest)(nil),     // 32: shale.controller.v1.ListOffsetGroupsRequest
-	(*ListOffsetGroupsResponse)(nil),    // 33: shale.controller.v1.ListOffsetGroupsResponse
-	(*ElectLeadersRequest)(nil),         // 34: shale.controller.v1.ElectLeadersRequest
-	(*PartitionError)(nil),              // 35: shale.controller.v1.PartitionError
-	(*ElectLeadersResponse)(nil),        // 36: shale.controller.v1.ElectLeadersResponse
-	nil,                                 // 37: shale.controller.v1.CreatableTopic.ConfigsEntry
-	(*Listener)(nil),                    // 38: shale.controller.v1.Listener
-	(*Error)(nil),                       // 39: shale.controller.v1.Error
-	(*MetadataDelta)(nil),               // 40: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),          // 41: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),                 // 42: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),                  // 43: shale.controller.v1.TopicState
-	(*PartitionState)(nil),              // 44: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),                 // 45: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),             // 46: shale.controller.v1.TopicPartitions
-	(ElectionType)(0),                   // 47: shale.controller.v1.ElectionType
+	(*NotLeader)(nil),                        // 0: shale.controller.v1.NotLeader
+	(*RegisterBrokerRequest)(nil),            // 1: shale.controller.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),           // 2: shale.controller.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),           // 3: shale.controller.v1.BrokerHeartbeatRequest
+	(*BrokerHeartbeatResponse)(nil),          // 4: shale.controller.v1.BrokerHeartbeatResponse
+	(*WatchMetadataRequest)(nil),             // 5: shale.controller.v1.WatchMetadataRequest
+	(*MetadataUpdate)(nil),                   // 6: shale.controller.v1.MetadataUpdate
+	(*CreatableTopic)(nil),                   // 7: shale.controller.v1.CreatableTopic
+	(*CreateTopicsRequest)(nil),              // 8: shale.controller.v1.CreateTopicsRequest
+	(*CreateTopicResult)(nil),                // 9: shale.controller.v1.CreateTopicResult
+	(*CreateTopicsResponse)(nil),             // 10: shale.controller.v1.CreateTopicsResponse
+	(*DeleteTopicsRequest)(nil),              // 11: shale.controller.v1.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),             // 12: shale.controller.v1.DeleteTopicsResponse
+	(*PartitionsSpec)(nil),                   // 13: shale.controller.v1.PartitionsSpec
+	(*CreatePartitionsRequest)(nil),          // 14: shale.controller.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),         // 15: shale.controller.v1.CreatePartitionsResponse
+	(*ConfigOp)(nil),                         // 16: shale.controller.v1.ConfigOp
+	(*AlterTopicConfigsRequest)(nil),         // 17: shale.controller.v1.AlterTopicConfigsRequest
+	(*AlterTopicConfigsResponse)(nil),        // 18: shale.controller.v1.AlterTopicConfigsResponse
+	(*AlterPartitionRequest)(nil),            // 19: shale.controller.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),           // 20: shale.controller.v1.AlterPartitionResponse
+	(*AllocateProducerIdsRequest)(nil),       // 21: shale.controller.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),      // 22: shale.controller.v1.AllocateProducerIdsResponse
+	(*CommitOffsetsRequest)(nil),             // 23: shale.controller.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),            // 24: shale.controller.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),              // 25: shale.controller.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),             // 26: shale.controller.v1.FetchOffsetsResponse
+	(*DeleteGroupOffsetsRequest)(nil),        // 27: shale.controller.v1.DeleteGroupOffsetsRequest
+	(*ReadOffsetsLogRequest)(nil),            // 28: shale.controller.v1.ReadOffsetsLogRequest
+	(*OffsetsLogRecord)(nil),                 // 29: shale.controller.v1.OffsetsLogRecord
+	(*ReadOffsetsLogResponse)(nil),           // 30: shale.controller.v1.ReadOffsetsLogResponse
+	(*DeleteGroupOffsetsResponse)(nil),       // 31: shale.controller.v1.DeleteGroupOffsetsResponse
+	(*ListOffsetGroupsRequest)(nil),          // 32: shale.controller.v1.ListOffsetGroupsRequest
+	(*ListOffsetGroupsResponse)(nil),         // 33: shale.controller.v1.ListOffsetGroupsResponse
+	(*ElectLeadersRequest)(nil),              // 34: shale.controller.v1.ElectLeadersRequest
+	(*PartitionError)(nil),                   // 35: shale.controller.v1.PartitionError
+	(*ElectLeadersResponse)(nil),             // 36: shale.controller.v1.ElectLeadersResponse
+	(*AlterScramCredentialsRequest)(nil),     // 37: shale.controller.v1.AlterScramCredentialsRequest
+	(*AlterScramCredentialsResponse)(nil),    // 38: shale.controller.v1.AlterScramCredentialsResponse
+	(*DescribeScramCredentialsRequest)(nil),  // 39: shale.controller.v1.DescribeScramCredentialsRequest
+	(*DescribeScramCredentialsResponse)(nil), // 40: shale.controller.v1.DescribeScramCredentialsResponse
+	nil,                                      // 41: shale.controller.v1.CreatableTopic.ConfigsEntry
+	(*Listener)(nil),                         // 42: shale.controller.v1.Listener
+	(*Error)(nil),                            // 43: shale.controller.v1.Error
+	(*MetadataDelta)(nil),                    // 44: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),               // 45: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),                      // 46: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),                       // 47: shale.controller.v1.TopicState
+	(*PartitionState)(nil),                   // 48: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),                      // 49: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                  // 50: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),                        // 51: shale.controller.v1.ElectionType
+	(*ScramCredential)(nil),                  // 52: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),               // 53: shale.controller.v1.ScramCredentialKey
 }
 var file_controller_proto_depIdxs = []int32{
-	38, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	39, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	39, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	40, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	41, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	42, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	37, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	42, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	43, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	43, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	44, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	45, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	46, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	41, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
 	7,  // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	39, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	43, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	43, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	47, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
 	9,  // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	39, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	42, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	43, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	46, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
 	13, // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	39, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	43, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
 	16, // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	39, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
-	39, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	44, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	39, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	45, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	39, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	46, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	39, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	45, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	46, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	45, // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
-	39, // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
+	43, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	43, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	48, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	43, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	49, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	43, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	50, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	43, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	49, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	50, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	49, // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
+	43, // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
 	29, // 28: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
-	39, // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	39, // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	47, // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
-	46, // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	39, // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
-	39, // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	43, // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	43, // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	51, // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	50, // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	43, // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	43, // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
 	35, // 35: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
-	1,  // 36: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,  // 37: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,  // 38: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,  // 39: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11, // 40: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14, // 41: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17, // 42: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	19, // 43: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	21, // 44: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	23, // 45: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	25, // 46: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	27, // 47: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	32, // 48: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	28, // 49: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
-	34, // 50: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
-	2,  // 51: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,  // 52: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,  // 53: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10, // 54: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12, // 55: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15, // 56: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18, // 57: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	20, // 58: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	22, // 59: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	24, // 60: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	26, // 61: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	31, // 62: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	33, // 63: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	30, // 64: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
-	36, // 65: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
-	51, // [51:66] is the sub-list for method output_type
-	36, // [36:51] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	52, // 36: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
+	53, // 37: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	43, // 38: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	43, // 39: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
+	43, // 40: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
+	43, // 41: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	52, // 42: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
+	1,  // 43: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,  // 44: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,  // 45: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,  // 46: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11, // 47: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14, // 48: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17, // 49: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	19, // 50: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	21, // 51: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	23, // 52: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	25, // 53: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	27, // 54: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	32, // 55: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	28, // 56: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
+	34, // 57: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	37, // 58: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
+	39, // 59: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
+	2,  // 60: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,  // 61: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,  // 62: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10, // 63: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12, // 64: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15, // 65: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18, // 66: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	20, // 67: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	22, // 68: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	24, // 69: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	26, // 70: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	31, // 71: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	33, // 72: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	30, // 73: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
+	36, // 74: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	38, // 75: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
+	40, // 76: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
+	60, // [60:77] is the sub-list for method output_type
+	43, // [43:60] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -2573,7 +2812,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

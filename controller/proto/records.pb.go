@@ -102,6 +102,7 @@ type Record struct {
 	//	*Record_OffsetOps
 	//	*Record_ElectLeaders
 	//	*Record_ControlledShutdown
+	//	*Record_ScramCredentials
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -261,6 +262,15 @@ func (x *Record) GetControlledShutdown() *ControlledShutdownRecord {
 	return nil
 }
 
+func (x *Record) GetScramCredentials() *ScramCredentialsRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_ScramCredentials); ok {
+			return x.ScramCredentials
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -317,6 +327,10 @@ type Record_ControlledShutdown struct {
 	ControlledShutdown *ControlledShutdownRecord `protobuf:"bytes,13,opt,name=controlled_shutdown,json=controlledShutdown,proto3,oneof"`
 }
 
+type Record_ScramCredentials struct {
+	ScramCredentials *ScramCredentialsRecord `protobuf:"bytes,40,opt,name=scram_credentials,json=scramCredentials,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -342,6 +356,8 @@ func (*Record_OffsetOps) isRecord_Record() {}
 func (*Record_ElectLeaders) isRecord_Record() {}
 
 func (*Record_ControlledShutdown) isRecord_Record() {}
+
+func (*Record_ScramCredentials) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -1607,6 +1623,7 @@ type SnapshotItem struct {
 	//	*SnapshotItem_Broker
 	//	*SnapshotItem_Topic
 	//	*SnapshotItem_Group
+	//	*SnapshotItem_ScramCredential
 	Item          isSnapshotItem_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1676,6 +1693,15 @@ func (x *SnapshotItem) GetGroup() *GroupOffsets {
 	return nil
 }
 
+func (x *SnapshotItem) GetScramCredential() *ScramCredential {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_ScramCredential); ok {
+			return x.ScramCredential
+		}
+	}
+	return nil
+}
+
 type isSnapshotItem_Item interface {
 	isSnapshotItem_Item()
 }
@@ -1692,17 +1718,78 @@ type SnapshotItem_Group struct {
 	Group *GroupOffsets `protobuf:"bytes,3,opt,name=group,proto3,oneof"`
 }
 
+type SnapshotItem_ScramCredential struct {
+	ScramCredential *ScramCredential `protobuf:"bytes,40,opt,name=scram_credential,json=scramCredential,proto3,oneof"`
+}
+
 func (*SnapshotItem_Broker) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Topic) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Group) isSnapshotItem_Item() {}
 
+func (*SnapshotItem_ScramCredential) isSnapshotItem_Item() {}
+
+// ScramCredentialsRecord upserts and deletes users' salted SCRAM credentials (KIP-554).
+// Deletions apply before upserts; a deletion of a credential that does not exist is
+// ignored (the controller reports RESOURCE_NOT_FOUND before proposing).
+type ScramCredentialsRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Upserts       []*ScramCredential     `protobuf:"bytes,1,rep,name=upserts,proto3" json:"upserts,omitempty"`
+	Deletions     []*ScramCredentialKey  `protobuf:"bytes,2,rep,name=deletions,proto3" json:"deletions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScramCredentialsRecord) Reset() {
+	*x = ScramCredentialsRecord{}
+	mi := &file_records_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScramCredentialsRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScramCredentialsRecord) ProtoMessage() {}
+
+func (x *ScramCredentialsRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScramCredentialsRecord.ProtoReflect.Descriptor instead.
+func (*ScramCredentialsRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ScramCredentialsRecord) GetUpserts() []*ScramCredential {
+	if x != nil {
+		return x.Upserts
+	}
+	return nil
+}
+
+func (x *ScramCredentialsRecord) GetDeletions() []*ScramCredentialKey {
+	if x != nil {
+		return x.Deletions
+	}
+	return nil
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xe6\b\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xc2\t\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -1718,7 +1805,8 @@ const file_records_proto_rawDesc = "" +
 	"\n" +
 	"offset_ops\x18\v \x01(\v2$.shale.controller.v1.OffsetOpsRecordH\x00R\toffsetOps\x12N\n" +
 	"\relect_leaders\x18\f \x01(\v2'.shale.controller.v1.ElectLeadersRecordH\x00R\felectLeaders\x12`\n" +
-	"\x13controlled_shutdown\x18\r \x01(\v2-.shale.controller.v1.ControlledShutdownRecordH\x00R\x12controlledShutdownB\b\n" +
+	"\x13controlled_shutdown\x18\r \x01(\v2-.shale.controller.v1.ControlledShutdownRecordH\x00R\x12controlledShutdown\x12Z\n" +
+	"\x11scram_credentials\x18( \x01(\v2+.shale.controller.v1.ScramCredentialsRecordH\x00R\x10scramCredentialsB\b\n" +
 	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -1821,12 +1909,16 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\x03R\roffsetsLogEnd\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xc6\x01\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\x99\x02\n" +
 	"\fSnapshotItem\x12:\n" +
 	"\x06broker\x18\x01 \x01(\v2 .shale.controller.v1.BrokerStateH\x00R\x06broker\x127\n" +
 	"\x05topic\x18\x02 \x01(\v2\x1f.shale.controller.v1.TopicStateH\x00R\x05topic\x129\n" +
-	"\x05group\x18\x03 \x01(\v2!.shale.controller.v1.GroupOffsetsH\x00R\x05groupB\x06\n" +
-	"\x04item*~\n" +
+	"\x05group\x18\x03 \x01(\v2!.shale.controller.v1.GroupOffsetsH\x00R\x05group\x12Q\n" +
+	"\x10scram_credential\x18( \x01(\v2$.shale.controller.v1.ScramCredentialH\x00R\x0fscramCredentialB\x06\n" +
+	"\x04item\"\x9f\x01\n" +
+	"\x16ScramCredentialsRecord\x12>\n" +
+	"\aupserts\x18\x01 \x03(\v2$.shale.controller.v1.ScramCredentialR\aupserts\x12E\n" +
+	"\tdeletions\x18\x02 \x03(\v2'.shale.controller.v1.ScramCredentialKeyR\tdeletions*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
@@ -1846,7 +1938,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                 // 0: shale.controller.v1.ElectionType
 	(*Record)(nil),                    // 1: shale.controller.v1.Record
@@ -1870,15 +1962,18 @@ var file_records_proto_goTypes = []any{
 	(*SnapshotHeader)(nil),            // 19: shale.controller.v1.SnapshotHeader
 	(*GroupOffsets)(nil),              // 20: shale.controller.v1.GroupOffsets
 	(*SnapshotItem)(nil),              // 21: shale.controller.v1.SnapshotItem
-	nil,                               // 22: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                               // 23: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                  // 24: shale.controller.v1.Listener
-	(*ReplicaList)(nil),               // 25: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),               // 26: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),           // 27: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),          // 28: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),               // 29: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                // 30: shale.controller.v1.TopicState
+	(*ScramCredentialsRecord)(nil),    // 22: shale.controller.v1.ScramCredentialsRecord
+	nil,                               // 23: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                               // 24: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                  // 25: shale.controller.v1.Listener
+	(*ReplicaList)(nil),               // 26: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),               // 27: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),           // 28: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),          // 29: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),               // 30: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                // 31: shale.controller.v1.TopicState
+	(*ScramCredential)(nil),           // 32: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),        // 33: shale.controller.v1.ScramCredentialKey
 }
 var file_records_proto_depIdxs = []int32{
 	2,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -1894,29 +1989,33 @@ var file_records_proto_depIdxs = []int32{
 	16, // 10: shale.controller.v1.Record.offset_ops:type_name -> shale.controller.v1.OffsetOpsRecord
 	17, // 11: shale.controller.v1.Record.elect_leaders:type_name -> shale.controller.v1.ElectLeadersRecord
 	18, // 12: shale.controller.v1.Record.controlled_shutdown:type_name -> shale.controller.v1.ControlledShutdownRecord
-	24, // 13: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	25, // 14: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	22, // 15: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	6,  // 16: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	8,  // 17: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	25, // 18: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	10, // 19: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	23, // 20: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	26, // 21: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	27, // 22: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	15, // 23: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 24: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	27, // 25: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	28, // 26: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	26, // 27: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	29, // 28: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	30, // 29: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	20, // 30: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	22, // 13: shale.controller.v1.Record.scram_credentials:type_name -> shale.controller.v1.ScramCredentialsRecord
+	25, // 14: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	26, // 15: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	23, // 16: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	6,  // 17: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	8,  // 18: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	26, // 19: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	10, // 20: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	24, // 21: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	27, // 22: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	28, // 23: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	15, // 24: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 25: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	28, // 26: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	29, // 27: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	27, // 28: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	30, // 29: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	31, // 30: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	20, // 31: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	32, // 32: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	32, // 33: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	33, // 34: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -1939,11 +2038,13 @@ func file_records_proto_init() {
 		(*Record_OffsetOps)(nil),
 		(*Record_ElectLeaders)(nil),
 		(*Record_ControlledShutdown)(nil),
+		(*Record_ScramCredentials)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
 		(*SnapshotItem_Topic)(nil),
 		(*SnapshotItem_Group)(nil),
+		(*SnapshotItem_ScramCredential)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1951,7 +2052,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
