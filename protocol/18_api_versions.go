@@ -67,6 +67,7 @@ func (s *Server) registerBuiltins() {
 	s.Register(kmsg.IncrementalAlterConfigs, 0, 1, s.handleIncrementalAlterConfigs)
 	s.Register(kmsg.DescribeCluster, 0, 1, s.handleDescribeCluster)
 	s.Register(kmsg.ElectLeaders, 0, 2, s.handleElectLeaders)
+	s.registerAuth()
 	if s.deps.Groups != nil {
 		// Capped below KIP-848 (OffsetCommit/OffsetFetch v9, ConsumerGroupHeartbeat) and
 		// topic ids (v10); FindCoordinator v4 and OffsetFetch v8 are the batched forms.

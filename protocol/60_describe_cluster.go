@@ -24,7 +24,7 @@ func (s *Server) handleDescribeCluster(_ context.Context, r *Request) Result {
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterAllOps
 	}
-	for _, b := range liveBrokers(im) {
+	for _, b := range liveBrokers(im, r.Listener) {
 		rb := kmsg.NewDescribeClusterResponseBroker()
 		rb.NodeID, rb.Host, rb.Port, rb.Rack = b.ID, b.Host, b.Port, rackOf(b)
 		resp.Brokers = append(resp.Brokers, rb)

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -29,6 +30,8 @@ type Request struct {
 	// Principal is who the connection authenticated as when this request was handled, in
 	// Kafka's form ("User:alice"); AnonymousPrincipal before or without authentication.
 	Principal string
+	// Listener is the name of the listener the request arrived on.
+	Listener string
 }
 
 // AnonymousPrincipal is Kafka's principal for an unauthenticated connection.
@@ -69,10 +72,16 @@ type conn struct {
 	// principal is owned by the processor goroutine: requests are handled one at a time
 	// in order, so an authentication changes it for exactly the requests after it.
 	principal string
+	// ln is the listener the connection arrived on; auth its SASL state (auth.go).
+	ln   *Listener
+	auth authState
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{s: s, nc: nc, lg: s.lg.With("remote", nc.RemoteAddr().String()), stopRead: make(chan struct{}), principal: AnonymousPrincipal}
+func newConn(s *Server, nc net.Conn, ln *Listener) *conn {
+	if ln.TLS != nil {
+		nc = tls.Server(nc, ln.TLS)
+	}
+	return &conn{s: s, nc: nc, lg: s.lg.With("remote", nc.RemoteAddr().String()), stopRead: make(chan struct{}), principal: AnonymousPrincipal, ln: ln}
 }
 
 // stopReading makes the connection take no new requests; those read already are answered.
@@ -89,6 +98,10 @@ func (c *conn) stopReading() {
 func (c *conn) serve(parent context.Context) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
+	if !c.handshakeTLS(ctx) {
+		c.nc.Close()
+		return
+	}
 	reqs := make(chan *Request, c.s.cfg.MaxInFlight)
 	resps := make(chan pending, c.s.cfg.MaxInFlight)
 
@@ -143,6 +156,10 @@ func (c *conn) read(ctx context.Context, reqs chan<- *Request) error {
 			c.s.cfg.Metrics.RejectedRequests.Inc()
 			return fmt.Errorf("request of %d bytes is outside [8, socket.request.max.bytes=%d]", size, c.s.cfg.MaxRequestBytes)
 		}
+		if size > maxPreAuthRequestBytes && c.ln.sasl() && !c.auth.authenticated.Load() {
+			c.s.cfg.Metrics.RejectedRequests.Inc()
+			return fmt.Errorf("request of %d bytes before SASL authentication (at most %d)", size, maxPreAuthRequestBytes)
+		}
 		body := make([]byte, size)
 		if _, err := io.ReadFull(br, body); err != nil {
 			return fmt.Errorf("read request body: %w", err)
@@ -172,7 +189,7 @@ func (c *conn) decode(body []byte) (*Request, error) {
 	if err := rd.Complete(); err != nil {
 		return nil, fmt.Errorf("malformed request header: %w", err)
 	}
-	req := &Request{Key: key, Version: version, Correlation: corr, Remote: c.nc.RemoteAddr(), Received: time.Now()}
+	req := &Request{Key: key, Version: version, Correlation: corr, Remote: c.nc.RemoteAddr(), Received: time.Now(), Listener: c.ln.Name}
 	if clientID != nil {
 		req.ClientID = *clientID
 	}
@@ -228,6 +245,10 @@ func (c *conn) dispatch(ctx context.Context, req *Request) (res Result) {
 			}
 		}
 	}()
+	ctx, gated, stop := c.gate(ctx, req)
+	if stop {
+		return gated
+	}
 	if req.Key == kmsg.ApiVersions.Int16() {
 		return c.s.handleApiVersions(ctx, req)
 	}

@@ -43,6 +43,8 @@ type Config struct {
 	FetchSessionSlots int
 	// BrokerConfigs is what DescribeConfigs reports for this broker (name -> value).
 	BrokerConfigs map[string]string
+	// Auth is how SSL and SASL listeners authenticate clients (auth.go).
+	Auth AuthConfig
 	Logger        *slog.Logger
 	Metrics       *Metrics
 }
@@ -85,6 +87,8 @@ type Server struct {
 	handlers map[int16]handlerEntry
 	sentinel [sentinelLen]byte
 	sessions *fetchSessionCache
+	// scram, when the metadata store keeps SCRAM credentials.
+	scram metadata.ScramStore
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -132,8 +136,24 @@ func (s *Server) supportedKeys() []kmsg.ApiVersionsResponseApiKey {
 	return out
 }
 
-// Serve accepts connections on ln until ctx is done or the server is closed.
+// Serve accepts PLAINTEXT connections on ln until ctx is done or the server is closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	return s.ServeListener(ctx, ln, Listener{SecurityProtocol: ProtocolPlaintext})
+}
+
+// ServeListener accepts connections on ln with the listener's security protocol until
+// ctx is done or the server is closed.
+func (s *Server) ServeListener(ctx context.Context, ln net.Listener, lc Listener) error {
+	switch lc.SecurityProtocol {
+	case "", ProtocolPlaintext, ProtocolSASLPlaintext:
+		lc.TLS = nil
+	case ProtocolSSL, ProtocolSASLSSL:
+		if lc.TLS == nil {
+			return fmt.Errorf("listener %s: %s needs a TLS configuration", lc.Name, lc.SecurityProtocol)
+		}
+	default:
+		return fmt.Errorf("listener %s: unknown security protocol %q", lc.Name, lc.SecurityProtocol)
+	}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -160,7 +180,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
-		c := newConn(s, nc)
+		c := newConn(s, nc, &lc)
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
