@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -58,6 +59,13 @@ type AuthConfig struct {
 	MaxReauth time.Duration
 	// HandshakeTimeout bounds a TLS handshake (default 10s).
 	HandshakeTimeout time.Duration
+	// InterBrokerUser and InterBrokerPassword are the login brokers use with each other
+	// (sasl.inter.broker.username/password). Every broker knows them from its own
+	// configuration and accepts them with any enabled mechanism without a stored
+	// credential, so a new cluster's brokers can replicate before any user exists.
+	InterBrokerUser, InterBrokerPassword string
+	// interBrokerScram caches the inter-broker user's SCRAM credentials by mechanism.
+	interBrokerScram map[string]metadata.ScramCredential
 }
 
 // maxPreAuthRequestBytes is Kafka's sasl.server.max.receive.size: before a SASL
@@ -88,6 +96,15 @@ func connFrom(ctx context.Context) *conn {
 // registerAuth registers the SASL APIs and, when the metadata store keeps them, the
 // SCRAM credential APIs.
 func (s *Server) registerAuth() {
+	if a := &s.cfg.Auth; a.InterBrokerUser != "" {
+		a.interBrokerScram = map[string]metadata.ScramCredential{}
+		for _, mech := range []string{security.MechanismScramSHA256, security.MechanismScramSHA512} {
+			salt, salted, err := security.SaltPassword(mech, a.InterBrokerPassword, nil, security.MinScramIterations)
+			if err == nil {
+				a.interBrokerScram[mech] = security.ScramFromSalted(a.InterBrokerUser, mech, salt, salted, security.MinScramIterations)
+			}
+		}
+	}
 	// SaslHandshake v0 makes the tokens that follow raw frames without a Kafka header;
 	// every client Shale is tested with uses v1 and SaslAuthenticate.
 	s.Register(kmsg.SASLHandshake, 1, 1, s.handleSaslHandshake)
@@ -284,6 +301,10 @@ func (s *Server) checkPlain(token []byte) (string, error) {
 		return "", errors.New("PLAIN token has no user name")
 	case authz != "" && authz != user:
 		return user, fmt.Errorf("authorization id %q differs from the user", authz)
+	case s.cfg.Auth.InterBrokerUser != "" && user == s.cfg.Auth.InterBrokerUser:
+		if subtle.ConstantTimeCompare([]byte(pass), []byte(s.cfg.Auth.InterBrokerPassword)) != 1 {
+			return user, errors.New("wrong password for the inter-broker user")
+		}
 	case s.cfg.Auth.PlainUsers == nil:
 		return user, errors.New("no PLAIN users are configured (sasl.plain.users.file)")
 	case !s.cfg.Auth.PlainUsers.Check(user, pass):
@@ -300,6 +321,9 @@ const scramLookupTimeout = 10 * time.Second
 func (s *Server) newScramConversation(ctx context.Context, mech string) (*scram.ServerConversation, error) {
 	hash, _ := security.ScramHash(mech)
 	srv, err := hash.NewServer(func(user string) (scram.StoredCredentials, error) {
+		if cr, ok := s.cfg.Auth.interBrokerScram[mech]; ok && user == cr.User {
+			return security.ScramStored(cr), nil
+		}
 		if s.scram == nil {
 			return scram.StoredCredentials{}, errUnknownScramUser
 		}

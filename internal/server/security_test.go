@@ -1,0 +1,262 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/shalelog/shale/internal/security/securitytest"
+	"github.com/shalelog/shale/internal/testutil"
+)
+
+// secureNode is one combined node with a SASL_SSL listener (the inter-broker one), an
+// SSL listener that requires client certificates, and a PLAINTEXT-free controller port.
+type secureNode struct {
+	ca, rogue    *securitytest.CA
+	secure, mtls string // addresses
+	ctl          string
+	logs         *syncBuffer
+	dir          string
+}
+
+func startSecureNode(t *testing.T, extra ...string) *secureNode {
+	t.Helper()
+	n := &secureNode{logs: &syncBuffer{}, dir: t.TempDir()}
+	n.ca = securitytest.NewCA(t, "shale test CA")
+	n.rogue = securitytest.NewCA(t, "someone else's CA")
+	server := n.ca.Issue(t, securitytest.Options{Subject: pkix.Name{CommonName: "broker-1"}, Hosts: []string{"127.0.0.1", "localhost"}})
+	keystore := server.WriteKeystore(t, n.dir, "broker.pem")
+	truststore := securitytest.WriteTruststore(t, n.dir, "ca.pem", n.ca)
+	users := filepath.Join(n.dir, "plain-users")
+	if err := os.WriteFile(users, []byte("# PLAIN users\ncarol=carol-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.secure = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	n.mtls = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	n.ctl = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	args := append([]string{
+		"--log.dirs=" + filepath.Join(n.dir, "data"), "--http.listener=",
+		"--listeners=SECURE://" + n.secure + ",MTLS://" + n.mtls + ",CONTROLLER://" + n.ctl,
+		"--listener.security.protocol.map=SECURE:SASL_SSL,MTLS:SSL,CONTROLLER:PLAINTEXT",
+		"--inter.broker.listener.name=SECURE",
+		"--ssl.keystore.location=" + keystore, "--ssl.truststore.location=" + truststore,
+		"--ssl.client.auth=required",
+		"--ssl.principal.mapping.rules=RULE:^CN=([^,]*),OU=eng.*$/$1/L,DEFAULT",
+		"--sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN", "--sasl.plain.users.file=" + users,
+		"--sasl.inter.broker.username=admin", "--sasl.inter.broker.password=admin-secret",
+		"--group.initial.rebalance.delay.ms=0",
+	}, extra...)
+	runNode(t, n.logs, args...)
+	return n
+}
+
+func (n *secureNode) clientTLS(certs ...tls.Certificate) *tls.Config {
+	return &tls.Config{RootCAs: securitytest.Pool(n.ca), Certificates: certs, MinVersion: tls.VersionTLS12}
+}
+
+func (n *secureNode) saslClient(t *testing.T, mech sasl.Mechanism, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(n.secure), kgo.DialTLSConfig(n.clientTLS()), kgo.SASL(mech),
+		kgo.RequestRetries(1), kgo.RetryTimeout(5 * time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func (n *secureNode) mtlsClient(t *testing.T, certs ...tls.Certificate) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.mtls), kgo.DialTLSConfig(n.clientTLS(certs...)),
+		kgo.RequestRetries(1), kgo.RetryTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func scram512(user, pass string) sasl.Mechanism {
+	return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestSASLAndMutualTLS drives one node with franz-go: SCRAM users created through
+// AlterUserScramCredentials, SCRAM-SHA-512 and PLAIN over SASL_SSL, client certificates
+// over SSL, each listener advertised to its own clients, and every wrong credential
+// refused with Kafka's error before any data is seen.
+func TestSASLAndMutualTLS(t *testing.T) {
+	n := startSecureNode(t)
+	admin := n.saslClient(t, scram512("admin", "admin-secret"))
+	testutil.Eventually(t, 30*time.Second, "the broker over SASL_SSL", func() bool {
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxFor(t, 2*time.Second), admin)
+		return err == nil && len(resp.Brokers) == 1
+	})
+	adm := kadm.NewClient(admin)
+	ctx := ctxFor(t, 60*time.Second)
+	altered, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
+		{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-secret"},
+		{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 8192, Password: "alice-secret"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := altered["alice"].Err; e != nil {
+		t.Fatalf("upsert alice: %v", e)
+	}
+	weak := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	up := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+	up.Name, up.Mechanism, up.Iterations, up.Salt, up.SaltedPassword = "bob", 2, 100, []byte("salt"), []byte("salted")
+	weak.Upsertions = append(weak.Upsertions, up)
+	if resp, err := weak.RequestWith(ctx, admin); err != nil || len(resp.Results) != 1 || resp.Results[0].ErrorCode != kerr.UnacceptableCredential.Code {
+		t.Fatalf("upsert with 100 iterations: %+v, %v; want UNACCEPTABLE_CREDENTIAL", resp, err)
+	}
+	described, err := adm.DescribeUserSCRAMs(ctx, "alice", "nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := described["alice"]; d.Err != nil || len(d.CredInfos) != 2 {
+		t.Fatalf("describe alice: %+v", d)
+	}
+	if d := described["nobody"]; !errors.Is(d.Err, kerr.ResourceNotFound) {
+		t.Fatalf("describe an unknown user: %+v", d)
+	}
+
+	// alice produces over SASL_SSL with SCRAM-SHA-512, and reads back with SCRAM-SHA-256.
+	alice := n.saslClient(t, scram512("alice", "alice-secret"), kgo.DefaultProduceTopic("secured"), kgo.AllowAutoTopicCreation())
+	if err := alice.ProduceSync(ctx, &kgo.Record{Value: []byte("for alice's eyes")}).FirstErr(); err != nil {
+		t.Fatalf("produce as alice: %v\n%s", err, n.logs.String())
+	}
+	reader := n.saslClient(t, scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism(), kgo.ConsumeTopics("secured"))
+	fs := reader.PollFetches(ctx)
+	if err := fs.Err(); err != nil || fs.NumRecords() != 1 || string(fs.Records()[0].Value) != "for alice's eyes" {
+		t.Fatalf("consume as alice: %v, %d records", err, fs.NumRecords())
+	}
+	// Metadata answers each client with the listener it came in on.
+	meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, alice)
+	if err != nil || len(meta.Brokers) != 1 || fmt.Sprintf("%s:%d", meta.Brokers[0].Host, meta.Brokers[0].Port) != n.secure {
+		t.Fatalf("Metadata over SASL_SSL: %+v, %v", meta, err)
+	}
+
+	// PLAIN against the users file.
+	carol := n.saslClient(t, plain.Auth{User: "carol", Pass: "carol-secret"}.AsMechanism())
+	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, carol); err != nil {
+		t.Fatalf("PLAIN login: %v", err)
+	}
+
+	// Wrong password, unknown user, a PLAIN user trying SCRAM: SASL_AUTHENTICATION_FAILED,
+	// and no fetch gets an answer.
+	for name, mech := range map[string]sasl.Mechanism{
+		"wrong password":      scram512("alice", "not-her-password"),
+		"unknown user":        scram512("mallory", "whatever"),
+		"wrong PLAIN":         plain.Auth{User: "carol", Pass: "nope"}.AsMechanism(),
+		"PLAIN user on SCRAM": scram512("carol", "carol-secret"),
+	} {
+		cl := n.saslClient(t, mech)
+		fetch := kmsg.NewPtrFetchRequest()
+		fetch.MaxWaitMillis, fetch.MaxBytes = 100, 1<<20
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = "secured"
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.PartitionMaxBytes = 1 << 20
+		ft.Partitions = append(ft.Partitions, fp)
+		fetch.Topics = append(fetch.Topics, ft)
+		resp, err := fetch.RequestWith(ctxFor(t, 20*time.Second), cl)
+		if !errors.Is(err, kerr.SaslAuthenticationFailed) || resp != nil {
+			t.Errorf("%s: fetch answered %+v, err %v; want SASL_AUTHENTICATION_FAILED", name, resp, err)
+		}
+	}
+
+	// mTLS: alice's certificate maps to User:alice and may produce.
+	aliceCert := n.ca.Issue(t, securitytest.Options{Subject: pkix.Name{CommonName: "Alice", OrganizationalUnit: []string{"eng"}}})
+	m := n.mtlsClient(t, aliceCert.TLS(t))
+	meta, err = kmsg.NewPtrMetadataRequest().RequestWith(ctx, m)
+	if err != nil || len(meta.Brokers) != 1 || fmt.Sprintf("%s:%d", meta.Brokers[0].Host, meta.Brokers[0].Port) != n.mtls {
+		t.Fatalf("Metadata over SSL: %+v, %v", meta, err)
+	}
+	if err := m.ProduceSync(ctx, &kgo.Record{Topic: "secured", Value: []byte("over mTLS")}).FirstErr(); err != nil {
+		t.Fatalf("produce over mTLS: %v", err)
+	}
+
+	// No certificate, an untrusted one, an expired one: the TLS handshake fails.
+	untrusted := n.rogue.Issue(t, securitytest.Options{Subject: pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"eng"}}})
+	expired := n.ca.Issue(t, securitytest.Options{Subject: pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"eng"}}, Expired: true})
+	for name, certs := range map[string][]tls.Certificate{
+		"no certificate": nil,
+		"untrusted":      {untrusted.TLS(t)},
+		"expired":        {expired.TLS(t)},
+	} {
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxFor(t, 20*time.Second), n.mtlsClient(t, certs...))
+		if err == nil || resp != nil || !strings.Contains(err.Error(), "tls") {
+			t.Errorf("%s: Metadata answered %+v, err %v; want a TLS handshake failure", name, resp, err)
+		}
+	}
+
+	logs := n.logs.String()
+	for _, want := range []string{
+		`msg="authentication succeeded" event=authentication success=true principal=User:alice`,
+		`mechanism=SCRAM-SHA-512`, `mechanism=SSL`, `listener=MTLS security_protocol=SSL`,
+		`msg="authentication failed" event=authentication success=false principal=User:mallory`,
+		`reason="TLS handshake`,
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("audit log lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(logs)
+	}
+}
+
+// Before authenticating, a SASL listener answers ApiVersions only; anything else closes
+// the connection, and the controller port serves no Kafka client when every broker
+// listener is secured.
+func TestSASLListenerRefusesUnauthenticatedRequests(t *testing.T) {
+	n := startSecureNode(t)
+	waitSecure := n.saslClient(t, scram512("admin", "admin-secret"))
+	testutil.Eventually(t, 30*time.Second, "the broker over SASL_SSL", func() bool {
+		_, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxFor(t, 2*time.Second), waitSecure)
+		return err == nil
+	})
+	// TLS but no SASL.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.secure), kgo.DialTLSConfig(n.clientTLS()), kgo.RequestRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxFor(t, 10*time.Second), cl); err == nil {
+		t.Fatalf("Metadata without SASL answered: %+v", resp)
+	}
+	if !strings.Contains(n.logs.String(), "request before SASL authentication") {
+		t.Errorf("the closed connection is not logged:\n%s", n.logs.String())
+	}
+	// The controller port would be a way around authentication.
+	cp, err := kgo.NewClient(kgo.SeedBrokers(n.ctl), kgo.RequestRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Close()
+	if resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxFor(t, 10*time.Second), cp); err == nil {
+		t.Fatalf("Metadata through the controller port answered: %+v", resp)
+	}
+}
