@@ -39,9 +39,6 @@ type TLSReloader struct {
 	// CheckInterval bounds how often the files are stat'ed (default one second).
 	CheckInterval time.Duration
 
-	// nextProtos are offered in ALPN (h2 for gRPC); nil for Kafka listeners.
-	nextProtos []string
-
 	mu        sync.Mutex
 	lastCheck time.Time
 	stamps    [2]fileStamp
@@ -133,7 +130,8 @@ func (r *TLSReloader) current() (*tls.Certificate, *x509.CertPool) {
 // ServerConfig is the listeners' TLS configuration; each handshake gets the current files.
 // withClientAuth false never asks for a client certificate: as in Kafka, ssl.client.auth
 // applies to SSL listeners, not to SASL_SSL ones, whose clients authenticate with SASL.
-func (r *TLSReloader) ServerConfig(withClientAuth bool) *tls.Config {
+// nextProtos are offered in ALPN (h2 for gRPC, which requires it).
+func (r *TLSReloader) ServerConfig(withClientAuth bool, nextProtos ...string) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
@@ -141,7 +139,7 @@ func (r *TLSReloader) ServerConfig(withClientAuth bool) *tls.Config {
 			if cert == nil {
 				return nil, errors.New("no server certificate: ssl.keystore.location is not set")
 			}
-			c := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cert}, ClientCAs: pool, NextProtos: r.nextProtos}
+			c := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cert}, ClientCAs: pool, NextProtos: nextProtos}
 			if !withClientAuth {
 				return c, nil
 			}

@@ -130,6 +130,15 @@ func (ns *nodeSecurity) controllerClientTLS() *tls.Config {
 	return c
 }
 
+// controllerServerTLS serves the controller's gRPC over TLS when the controller
+// listener is mapped to SSL; ssl.client.auth applies to it as to any SSL listener.
+func (ns *nodeSecurity) controllerServerTLS() *tls.Config {
+	if ns.tls == nil || len(ns.cfg.ControllerListenerNames) == 0 || ns.cfg.SecurityProtocol(ns.cfg.ControllerListenerNames[0]) != protocol.ProtocolSSL {
+		return nil
+	}
+	return ns.tls.ServerConfig(true, "h2")
+}
+
 // otherEndpoints are the advertised broker listeners other than the inter-broker one.
 func otherEndpoints(cfg *config.Config) []metadata.Endpoint {
 	var out []metadata.Endpoint

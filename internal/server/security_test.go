@@ -19,6 +19,10 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	controllerpb "github.com/shalelog/shale/controller/proto"
 
 	"github.com/shalelog/shale/internal/security/securitytest"
 	"github.com/shalelog/shale/internal/testutil"
@@ -258,5 +262,26 @@ func TestSASLListenerRefusesUnauthenticatedRequests(t *testing.T) {
 	defer cp.Close()
 	if resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxFor(t, 10*time.Second), cp); err == nil {
 		t.Fatalf("Metadata through the controller port answered: %+v", resp)
+	}
+}
+
+// With the controller listener mapped to SSL, the broker reaches the controller's gRPC
+// over TLS (with its own certificate, as ssl.client.auth=required asks): it registers and
+// serves clients.
+func TestControllerListenerOverTLS(t *testing.T) {
+	n := startSecureNode(t, "--listener.security.protocol.map=SECURE:SASL_SSL,MTLS:SSL,CONTROLLER:SSL")
+	admin := n.saslClient(t, scram512("admin", "admin-secret"))
+	testutil.Eventually(t, 30*time.Second, "the broker registered through a TLS controller listener", func() bool {
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxFor(t, 2*time.Second), admin)
+		return err == nil && len(resp.Brokers) == 1
+	})
+	// A plaintext gRPC client is refused.
+	cc, err := grpc.NewClient(n.ctl, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if _, err := controllerpb.NewControllerClient(cc).ListOffsetGroups(ctxFor(t, 5*time.Second), &controllerpb.ListOffsetGroupsRequest{}); err == nil {
+		t.Fatal("plaintext gRPC to an SSL controller listener was answered")
 	}
 }

@@ -216,6 +216,7 @@ func (n *node) startController(ctx context.Context, ln net.Listener) error {
 		NodeID:                             cfg.NodeID,
 		Voters:                             voters,
 		Listener:                           ln,
+		GRPCTLS:                            n.sec.controllerServerTLS(),
 		ServeKafkaClients:                  cfg.IsBroker() && plaintextListener(cfg) != "",
 		DataDir:                            filepath.Join(cfg.LogDir, "__cluster_metadata"),
 		SessionTimeout:                     cfg.BrokerSessionTimeout(),
