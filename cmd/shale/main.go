@@ -31,6 +31,7 @@ Commands:
   serve     run a Shale node (broker and/or controller)
   topic     create, list, describe, delete or alter topics
   group     list, describe (with lag), delete consumer groups, reset their offsets
+  user      create, delete or list SCRAM users
   produce   send lines from stdin as records
   consume   print records as lines
   bench     benchmark a Kafka-compatible cluster
@@ -67,6 +68,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return topicCommand(ctx, rest, stdout, stderr)
 	case "group", "groups":
 		return groupCommand(ctx, rest, stdout, stderr)
+	case "user", "users":
+		return userCommand(ctx, rest, stdout, stderr)
 	case "produce":
 		return produceCommand(ctx, rest, stdin, stdout, stderr)
 	case "consume":
@@ -89,7 +92,7 @@ func helpCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return exitOK
 	}
 	switch args[0] {
-	case "serve", "topic", "topics", "group", "groups", "produce", "consume", "bench":
+	case "serve", "topic", "topics", "group", "groups", "user", "users", "produce", "consume", "bench":
 		return run(ctx, []string{args[0], "--help"}, nil, stdout, stderr)
 	case "version", "help":
 		fmt.Fprint(stdout, usageHeader)
