@@ -44,9 +44,9 @@ type Config struct {
 	// BrokerConfigs is what DescribeConfigs reports for this broker (name -> value).
 	BrokerConfigs map[string]string
 	// Auth is how SSL and SASL listeners authenticate clients (auth.go).
-	Auth AuthConfig
-	Logger        *slog.Logger
-	Metrics       *Metrics
+	Auth    AuthConfig
+	Logger  *slog.Logger
+	Metrics *Metrics
 }
 
 // Deps are the broker services handlers use.
