@@ -285,3 +285,44 @@ func TestControllerListenerOverTLS(t *testing.T) {
 		t.Fatal("plaintext gRPC to an SSL controller listener was answered")
 	}
 }
+
+// Followers replicate over the SASL_SSL inter-broker listener: a second broker logs in
+// to the first with the inter-broker SCRAM-SHA-512 login, and an acks=all write that
+// needs both replicas (min.insync.replicas=2) is acknowledged.
+func TestReplicationOverSASLSSL(t *testing.T) {
+	n := startSecureNode(t, "--node.id=1")
+	second := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	keystore, truststore := filepath.Join(n.dir, "broker.pem"), filepath.Join(n.dir, "ca.pem")
+	runNode(t, n.logs, "--node.id=2", "--process.roles=broker", "--controller.quorum.voters=1@"+n.ctl,
+		"--log.dirs="+filepath.Join(n.dir, "data2"), "--http.listener=",
+		"--listeners=SECURE://"+second, "--listener.security.protocol.map=SECURE:SASL_SSL",
+		"--inter.broker.listener.name=SECURE",
+		"--ssl.keystore.location="+keystore, "--ssl.truststore.location="+truststore,
+		"--sasl.inter.broker.username=admin", "--sasl.inter.broker.password=admin-secret")
+	admin := n.saslClient(t, scram512("admin", "admin-secret"))
+	testutil.Eventually(t, 30*time.Second, "both brokers", func() bool {
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxFor(t, 2*time.Second), admin)
+		return err == nil && len(resp.Brokers) == 2
+	})
+	ctx := ctxFor(t, 60*time.Second)
+	adm := kadm.NewClient(admin)
+	if _, err := adm.CreateTopic(ctx, 1, 2, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, "replicated"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "both replicas in sync", func() bool {
+		td, err := adm.ListTopics(ctxFor(t, 2*time.Second), "replicated")
+		if err != nil {
+			return false
+		}
+		p := td["replicated"].Partitions[0]
+		return p.Err == nil && len(p.ISR) == 2
+	})
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := admin.ProduceSync(wctx, &kgo.Record{Topic: "replicated", Value: []byte("on both brokers")}).FirstErr(); err != nil {
+		t.Fatalf("acks=all produce with min.insync.replicas=2: %v\n%s", err, n.logs.String())
+	}
+	if !strings.Contains(n.logs.String(), `client=127.0.0.1:`) || !strings.Contains(n.logs.String(), `principal=User:admin`) {
+		t.Errorf("the follower's login is not in the audit log")
+	}
+}
