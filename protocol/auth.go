@@ -1,7 +1,9 @@
 package protocol
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
 	"context"
 	"crypto/subtle"
 	"crypto/tls"
@@ -15,7 +17,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/xdg-go/scram"
 
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/security"
@@ -81,9 +82,40 @@ type authState struct {
 	mechanism string
 	// inProgress: a handshake was accepted and SaslAuthenticate is expected.
 	inProgress bool
-	scram      *scram.ServerConversation
+	scram      *security.ScramServer
 	// expiry ends the session (connections.max.reauth.ms); zero for none.
 	expiry time.Time
+	// raw is set from an accepted SaslHandshake v0 until the exchange ends: the frames
+	// in between are bare SASL tokens (kafka-python 2.0 speaks only this). The reader
+	// reads it; the client sends the next token only after the previous answer, which
+	// the processor writes after updating raw.
+	raw atomic.Bool
+}
+
+// decodeOrRawSASL decodes a request, or wraps a bare SASL token as a SaslAuthenticate.
+func (c *conn) decodeOrRawSASL(body []byte) (*Request, error) {
+	if !c.auth.raw.Load() {
+		return c.decode(body)
+	}
+	kreq := kmsg.NewPtrSASLAuthenticateRequest()
+	kreq.SASLAuthBytes = body
+	return &Request{Key: kmsg.SASLAuthenticate.Int16(), Kreq: kreq, Remote: c.nc.RemoteAddr(), Received: time.Now(),
+		Listener: c.ln.Name, rawSASL: true}, nil
+}
+
+// writeRawSASL answers a bare token with a bare token: size, then bytes.
+func writeRawSASL(bw *bufio.Writer, res Result) error {
+	resp, _ := res.Resp.(*kmsg.SASLAuthenticateResponse)
+	if resp == nil {
+		return nil
+	}
+	var size [4]byte
+	binary.BigEndian.PutUint32(size[:], uint32(len(resp.SASLAuthBytes)))
+	if _, err := bw.Write(size[:]); err != nil {
+		return err
+	}
+	_, err := bw.Write(resp.SASLAuthBytes)
+	return err
 }
 
 type connKey struct{}
@@ -105,9 +137,9 @@ func (s *Server) registerAuth() {
 			}
 		}
 	}
-	// SaslHandshake v0 makes the tokens that follow raw frames without a Kafka header;
-	// every client Shale is tested with uses v1 and SaslAuthenticate.
-	s.Register(kmsg.SASLHandshake, 1, 1, s.handleSaslHandshake)
+	// SaslHandshake v0 makes the tokens that follow bare frames without a Kafka header
+	// (kafka-python 2.0); librdkafka needs v0 in range to use SASL at all.
+	s.Register(kmsg.SASLHandshake, 0, 1, s.handleSaslHandshake)
 	s.Register(kmsg.SASLAuthenticate, 0, 2, s.handleSaslAuthenticate)
 	if st, ok := s.deps.Meta.(metadata.ScramStore); ok {
 		s.scram = st
@@ -204,6 +236,9 @@ func (s *Server) handleSaslHandshake(ctx context.Context, r *Request) Result {
 		return Result{Resp: resp, CloseConn: true}
 	}
 	c.auth.mechanism, c.auth.inProgress, c.auth.scram = req.Mechanism, true, nil
+	if r.Version == 0 {
+		c.auth.raw.Store(true)
+	}
 	return Result{Resp: resp}
 }
 
@@ -224,7 +259,12 @@ func (s *Server) handleSaslAuthenticate(ctx context.Context, r *Request) Result 
 	mech := c.auth.mechanism
 	fail := func(principal string, err error) Result {
 		c.auth.inProgress, c.auth.scram = false, nil
+		c.auth.raw.Store(false)
 		s.audit(false, principal, c, mech, err)
+		if r.rawSASL {
+			// Without a header there is no way to carry an error: Kafka closes.
+			return Result{NoResponse: true, CloseConn: true}
+		}
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 		msg := authFailedMessage + mech
 		resp.ErrorMessage = &msg
@@ -272,6 +312,7 @@ func (s *Server) handleSaslAuthenticate(ctx context.Context, r *Request) Result 
 	}
 	c.principal = principal
 	c.auth.inProgress, c.auth.scram = false, nil
+	c.auth.raw.Store(false)
 	c.auth.authenticated.Store(true)
 	if d := s.cfg.Auth.MaxReauth; d > 0 {
 		c.auth.expiry = time.Now().Add(d)
@@ -318,32 +359,27 @@ var errUnknownScramUser = errors.New("unknown user or no credential for the mech
 // scramLookupTimeout bounds the credential read from the controller quorum.
 const scramLookupTimeout = 10 * time.Second
 
-func (s *Server) newScramConversation(ctx context.Context, mech string) (*scram.ServerConversation, error) {
-	hash, _ := security.ScramHash(mech)
-	srv, err := hash.NewServer(func(user string) (scram.StoredCredentials, error) {
+func (s *Server) newScramConversation(ctx context.Context, mech string) (*security.ScramServer, error) {
+	return security.NewScramServer(mech, func(user string) (metadata.ScramCredential, error) {
 		if cr, ok := s.cfg.Auth.interBrokerScram[mech]; ok && user == cr.User {
-			return security.ScramStored(cr), nil
+			return cr, nil
 		}
 		if s.scram == nil {
-			return scram.StoredCredentials{}, errUnknownScramUser
+			return metadata.ScramCredential{}, errUnknownScramUser
 		}
 		lctx, cancel := context.WithTimeout(ctx, scramLookupTimeout)
 		defer cancel()
 		creds, err := s.scram.ScramCredentials(lctx, []string{user})
 		if err != nil {
-			return scram.StoredCredentials{}, fmt.Errorf("read SCRAM credentials: %w", err)
+			return metadata.ScramCredential{}, fmt.Errorf("read SCRAM credentials: %w", err)
 		}
 		for _, cr := range creds {
 			if cr.User == user && cr.Mechanism == mech {
-				return security.ScramStored(cr), nil
+				return cr, nil
 			}
 		}
-		return scram.StoredCredentials{}, errUnknownScramUser
+		return metadata.ScramCredential{}, errUnknownScramUser
 	})
-	if err != nil {
-		return nil, fmt.Errorf("SCRAM server: %w", err)
-	}
-	return srv.NewConversation(), nil
 }
 
 // audit logs an authentication outcome as a structured record: who, from where, how,

@@ -32,6 +32,9 @@ type Request struct {
 	Principal string
 	// Listener is the name of the listener the request arrived on.
 	Listener string
+	// rawSASL marks a SASL token sent without a Kafka header after SaslHandshake v0;
+	// its answer goes back the same way (auth.go).
+	rawSASL bool
 }
 
 // AnonymousPrincipal is Kafka's principal for an unauthenticated connection.
@@ -164,7 +167,7 @@ func (c *conn) read(ctx context.Context, reqs chan<- *Request) error {
 		if _, err := io.ReadFull(br, body); err != nil {
 			return fmt.Errorf("read request body: %w", err)
 		}
-		req, err := c.decode(body)
+		req, err := c.decodeOrRawSASL(body)
 		if err != nil {
 			c.s.cfg.Metrics.RejectedRequests.Inc()
 			return err
@@ -310,6 +313,9 @@ func (c *conn) write(ctx context.Context, resps <-chan pending) {
 // writeOne frames one response: size, correlation id, header tags (flexible responses
 // other than ApiVersions, whose header is always v0), body.
 func (c *conn) writeOne(bw *bufio.Writer, hdr *[]byte, req *Request, res Result) error {
+	if req.rawSASL {
+		return writeRawSASL(bw, res)
+	}
 	var body []byte
 	var bodyLen int
 	flexible := res.Flexible

@@ -17,8 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/xdg-go/scram"
-
 	"github.com/shalelog/shale/internal/metadata"
 )
 
@@ -37,12 +35,12 @@ const (
 )
 
 // ScramHash returns the hash of a SCRAM mechanism, false for any other name.
-func ScramHash(mechanism string) (scram.HashGeneratorFcn, bool) {
+func ScramHash(mechanism string) (func() hash.Hash, bool) {
 	switch mechanism {
 	case MechanismScramSHA256:
-		return scram.SHA256, true
+		return sha256.New, true
 	case MechanismScramSHA512:
-		return scram.SHA512, true
+		return sha512.New, true
 	}
 	return nil, false
 }
@@ -86,12 +84,6 @@ func SaltPassword(mechanism, password string, salt []byte, iterations int32) (sa
 		return nil, nil, fmt.Errorf("salt password: %w", err)
 	}
 	return salt, salted, nil
-}
-
-// ScramStored converts a credential to the SCRAM library's form.
-func ScramStored(c metadata.ScramCredential) scram.StoredCredentials {
-	return scram.StoredCredentials{KeyFactors: scram.KeyFactors{Salt: string(c.Salt), Iters: int(c.Iterations)},
-		StoredKey: c.StoredKey, ServerKey: c.ServerKey}
 }
 
 // PlainUsers is the user list SASL/PLAIN checks passwords against: Shale's

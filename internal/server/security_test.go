@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -324,5 +325,65 @@ func TestReplicationOverSASLSSL(t *testing.T) {
 	}
 	if !strings.Contains(n.logs.String(), `client=127.0.0.1:`) || !strings.Contains(n.logs.String(), `principal=User:admin`) {
 		t.Errorf("the follower's login is not in the audit log")
+	}
+}
+
+// kcat (librdkafka) over SASL_SSL with SCRAM-SHA-512 and over mTLS; a wrong password
+// fails and reads nothing.
+func TestKcatOverSASLSSLAndMutualTLS(t *testing.T) {
+	if _, err := exec.LookPath("kcat"); err != nil {
+		t.Skip("no kcat on PATH (tests/deps.sh installs it)")
+	}
+	n := startSecureNode(t)
+	admin := n.saslClient(t, scram512("admin", "admin-secret"))
+	testutil.Eventually(t, 30*time.Second, "the broker over SASL_SSL", func() bool {
+		_, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxFor(t, 2*time.Second), admin)
+		return err == nil
+	})
+	ctx := ctxFor(t, 90*time.Second)
+	adm := kadm.NewClient(admin)
+	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-secret"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "kcat"); err != nil {
+		t.Fatal(err)
+	}
+	ca := filepath.Join(n.dir, "ca.pem")
+	kcat := func(stdin string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "kcat", args...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	sasl := func(pass string) []string {
+		return []string{"-b", n.secure, "-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=SCRAM-SHA-512",
+			"-X", "sasl.username=alice", "-X", "sasl.password=" + pass, "-X", "ssl.ca.location=" + ca}
+	}
+	if out, err := kcat("one\ntwo\n", append(sasl("alice-secret"), "-P", "-t", "kcat")...); err != nil {
+		t.Fatalf("kcat produce over SASL_SSL: %v\n%s", err, out)
+	}
+	if out, err := kcat("", append(sasl("alice-secret"), "-C", "-t", "kcat", "-o", "beginning", "-c", "2", "-e", "-q")...); err != nil || out != "one\ntwo\n" {
+		t.Fatalf("kcat consume over SASL_SSL: %v\n%q", err, out)
+	}
+	if out, err := kcat("", append(sasl("wrong"), "-L", "-t", "kcat", "-m", "5")...); err == nil || strings.Contains(out, "one") || !strings.Contains(out, "Authentication failed") {
+		t.Errorf("kcat with a wrong password: %v\n%s", err, out)
+	}
+
+	cert := n.ca.Issue(t, securitytest.Options{Subject: pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"eng"}}})
+	certFile, keyFile := filepath.Join(n.dir, "alice.crt"), filepath.Join(n.dir, "alice.key")
+	if err := os.WriteFile(certFile, cert.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, cert.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mtls := []string{"-b", n.mtls, "-X", "security.protocol=SSL", "-X", "ssl.ca.location=" + ca,
+		"-X", "ssl.certificate.location=" + certFile, "-X", "ssl.key.location=" + keyFile}
+	if out, err := kcat("", append(mtls, "-C", "-t", "kcat", "-o", "beginning", "-c", "2", "-e", "-q")...); err != nil || out != "one\ntwo\n" {
+		t.Fatalf("kcat consume over mTLS: %v\n%q", err, out)
+	}
+	noCert := []string{"-b", n.mtls, "-X", "security.protocol=SSL", "-X", "ssl.ca.location=" + ca}
+	if out, err := kcat("", append(noCert, "-L", "-t", "kcat", "-m", "5")...); err == nil || strings.Contains(out, "one") {
+		t.Errorf("kcat without a client certificate: %v\n%s", err, out)
 	}
 }
