@@ -3,10 +3,10 @@ package protocol
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"context"
 	"crypto/subtle"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
