@@ -387,3 +387,56 @@ func TestKcatOverSASLSSLAndMutualTLS(t *testing.T) {
 		t.Errorf("kcat without a client certificate: %v\n%s", err, out)
 	}
 }
+
+// kafkaPythonScript produces one record and reads it back over SASL_SSL with
+// SCRAM-SHA-512; kafka-python 2.0 uses SaslHandshake v0 and bare tokens.
+const kafkaPythonScript = `
+import sys
+from kafka import KafkaProducer, KafkaConsumer
+from kafka.errors import KafkaError
+bootstrap, user, password, cafile, topic = sys.argv[1:6]
+common = dict(bootstrap_servers=bootstrap, security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512",
+              sasl_plain_username=user, sasl_plain_password=password, ssl_cafile=cafile, api_version=(2, 4, 0))
+try:
+    p = KafkaProducer(max_block_ms=10000, **common)
+    p.send(topic, b"from kafka-python").get(timeout=20)
+    p.close()
+    c = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=15000, **common)
+    values = [m.value for m in c]
+    c.close()
+except KafkaError as e:
+    print("FAILED", type(e).__name__, e)
+    sys.exit(3)
+print("OK", values)
+`
+
+func TestKafkaPythonOverSASLSSL(t *testing.T) {
+	const python = "/usr/bin/python3" // Debian's python3-kafka (tests/deps.sh)
+	if err := exec.Command(python, "-c", "import kafka").Run(); err != nil {
+		t.Skip("no kafka-python for /usr/bin/python3 (tests/deps.sh installs it)")
+	}
+	n := startSecureNode(t)
+	admin := n.saslClient(t, scram512("admin", "admin-secret"))
+	testutil.Eventually(t, 30*time.Second, "the broker over SASL_SSL", func() bool {
+		_, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxFor(t, 2*time.Second), admin)
+		return err == nil
+	})
+	ctx := ctxFor(t, 120*time.Second)
+	adm := kadm.NewClient(admin)
+	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-secret"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "py"); err != nil {
+		t.Fatal(err)
+	}
+	run := func(pass string) (string, error) {
+		out, err := exec.CommandContext(ctx, python, "-c", kafkaPythonScript, n.secure, "alice", pass, filepath.Join(n.dir, "ca.pem"), "py").CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("alice-secret"); err != nil || !strings.Contains(out, "OK [b'from kafka-python']") {
+		t.Fatalf("kafka-python over SASL_SSL: %v\n%s", err, out)
+	}
+	if out, err := run("wrong"); err == nil || strings.Contains(out, "OK") {
+		t.Fatalf("kafka-python with a wrong password: %v\n%s", err, out)
+	}
+}
