@@ -42,8 +42,24 @@ type Listener struct {
 	TLS *tls.Config
 }
 
+// The accessors take a nil listener (a conn built by hand in a test) as PLAINTEXT.
+
 func (l *Listener) sasl() bool {
-	return l.SecurityProtocol == ProtocolSASLPlaintext || l.SecurityProtocol == ProtocolSASLSSL
+	return l != nil && (l.SecurityProtocol == ProtocolSASLPlaintext || l.SecurityProtocol == ProtocolSASLSSL)
+}
+
+func (l *Listener) name() string {
+	if l == nil {
+		return ""
+	}
+	return l.Name
+}
+
+func (l *Listener) protocol() string {
+	if l == nil || l.SecurityProtocol == "" {
+		return ProtocolPlaintext
+	}
+	return l.SecurityProtocol
 }
 
 // AuthConfig is how listeners authenticate clients.
@@ -100,7 +116,7 @@ func (c *conn) decodeOrRawSASL(body []byte) (*Request, error) {
 	kreq := kmsg.NewPtrSASLAuthenticateRequest()
 	kreq.SASLAuthBytes = body
 	return &Request{Key: kmsg.SASLAuthenticate.Int16(), Kreq: kreq, Remote: c.nc.RemoteAddr(), Received: time.Now(),
-		Listener: c.ln.Name, rawSASL: true}, nil
+		Listener: c.ln.name(), rawSASL: true}, nil
 }
 
 // writeRawSASL answers a bare token with a bare token: size, then bytes.
@@ -167,7 +183,7 @@ func (c *conn) handshakeTLS(ctx context.Context) bool {
 		return false
 	}
 	certs := tc.ConnectionState().PeerCertificates
-	if c.ln.SecurityProtocol != ProtocolSSL {
+	if c.ln.protocol() != ProtocolSSL {
 		return true // SASL_SSL: the principal comes from SASL
 	}
 	if len(certs) == 0 {
@@ -202,12 +218,12 @@ func (c *conn) gate(ctx context.Context, req *Request) (context.Context, Result,
 		return ctx, Result{}, false
 	}
 	if !c.auth.authenticated.Load() {
-		c.lg.Info("closing connection: request before SASL authentication", "api", describeKey(req.Key), "listener", c.ln.Name)
+		c.lg.Info("closing connection: request before SASL authentication", "api", describeKey(req.Key), "listener", c.ln.name())
 		return ctx, Result{NoResponse: true, CloseConn: true}, true
 	}
 	if !c.auth.expiry.IsZero() && time.Now().After(c.auth.expiry) {
 		c.lg.Info("closing connection: SASL session expired without re-authentication (connections.max.reauth.ms)",
-			"principal", c.principal, "api", describeKey(req.Key), "listener", c.ln.Name)
+			"principal", c.principal, "api", describeKey(req.Key), "listener", c.ln.name())
 		return ctx, Result{NoResponse: true, CloseConn: true}, true
 	}
 	return ctx, Result{}, false
@@ -390,8 +406,8 @@ func (s *Server) audit(ok bool, principal string, c *conn, mechanism string, err
 		slog.Bool("success", ok),
 		slog.String("principal", principal),
 		slog.String("client", remoteString(c.nc.RemoteAddr())),
-		slog.String("listener", c.ln.Name),
-		slog.String("security_protocol", c.ln.SecurityProtocol),
+		slog.String("listener", c.ln.name()),
+		slog.String("security_protocol", c.ln.protocol()),
 		slog.String("mechanism", mechanism),
 	}
 	if ok {

@@ -192,7 +192,7 @@ func (c *conn) decode(body []byte) (*Request, error) {
 	if err := rd.Complete(); err != nil {
 		return nil, fmt.Errorf("malformed request header: %w", err)
 	}
-	req := &Request{Key: key, Version: version, Correlation: corr, Remote: c.nc.RemoteAddr(), Received: time.Now(), Listener: c.ln.Name}
+	req := &Request{Key: key, Version: version, Correlation: corr, Remote: c.nc.RemoteAddr(), Received: time.Now(), Listener: c.ln.name()}
 	if clientID != nil {
 		req.ClientID = *clientID
 	}
