@@ -440,3 +440,80 @@ func TestKafkaPythonOverSASLSSL(t *testing.T) {
 		t.Fatalf("kafka-python with a wrong password: %v\n%s", err, out)
 	}
 }
+
+// kafkajsScript produces one record and reads it back over SASL_SSL with SCRAM-SHA-512
+// (or, with a certificate and key, over mTLS); it prints OK and the value, or FAILED
+// and the error's name.
+const kafkajsScript = `
+const fs = require('fs');
+const { Kafka, logLevel } = require('kafkajs');
+const [bootstrap, user, password, ca, cert, key] = process.argv.slice(1); // node -e: no script name
+const ssl = { ca: [fs.readFileSync(ca)] };
+if (cert) { ssl.cert = fs.readFileSync(cert); ssl.key = fs.readFileSync(key); }
+const cfg = { clientId: 'shale-kafkajs', brokers: [bootstrap], ssl, logLevel: logLevel.NOTHING, retry: { retries: 1 } };
+if (user) cfg.sasl = { mechanism: 'scram-sha-512', username: user, password };
+(async () => {
+  const kafka = new Kafka(cfg);
+  const producer = kafka.producer();
+  await producer.connect();
+  await producer.send({ topic: 'js', messages: [{ value: 'from kafkajs' }] });
+  await producer.disconnect();
+  const consumer = kafka.consumer({ groupId: 'js-' + Date.now() });
+  await consumer.connect();
+  await consumer.subscribe({ topic: 'js', fromBeginning: true });
+  const got = await new Promise((resolve) => {
+    consumer.run({ eachMessage: async ({ message }) => resolve(message.value.toString()) });
+  });
+  await consumer.disconnect();
+  console.log('OK ' + got);
+  process.exit(0);
+})().catch((e) => { console.log('FAILED ' + e.name + ': ' + e.message); process.exit(3); });
+`
+
+func TestKafkajsOverSASLSSLAndMutualTLS(t *testing.T) {
+	nodeModules, _ := filepath.Abs("../../tests/interop/node/node_modules")
+	if p := os.Getenv("SHALE_NODE_MODULES"); p != "" {
+		nodeModules = p
+	}
+	if _, err := os.Stat(filepath.Join(nodeModules, "kafkajs", "package.json")); err != nil {
+		t.Skip("kafkajs is not installed in tests/interop/node (tests/deps.sh installs it)")
+	}
+	n := startSecureNode(t)
+	admin := n.saslClient(t, scram512("admin", "admin-secret"))
+	testutil.Eventually(t, 30*time.Second, "the broker over SASL_SSL", func() bool {
+		_, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxFor(t, 2*time.Second), admin)
+		return err == nil
+	})
+	ctx := ctxFor(t, 120*time.Second)
+	adm := kadm.NewClient(admin)
+	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-secret"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "js"); err != nil {
+		t.Fatal(err)
+	}
+	ca := filepath.Join(n.dir, "ca.pem")
+	run := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "node", append([]string{"-e", kafkajsScript, "--"}, args...)...)
+		cmd.Env = append(os.Environ(), "NODE_PATH="+nodeModules)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run(n.secure, "alice", "alice-secret", ca); err != nil || !strings.Contains(out, "OK from kafkajs") {
+		t.Fatalf("kafkajs over SASL_SSL: %v\n%s", err, out)
+	}
+	if out, err := run(n.secure, "alice", "wrong", ca); err == nil || !strings.Contains(out, "SASL") {
+		t.Fatalf("kafkajs with a wrong password: %v\n%s", err, out)
+	}
+	cert := n.ca.Issue(t, securitytest.Options{Subject: pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"eng"}}})
+	certFile, keyFile := filepath.Join(n.dir, "js.crt"), filepath.Join(n.dir, "js.key")
+	if err := os.WriteFile(certFile, cert.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, cert.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(n.mtls, "", "", ca, certFile, keyFile); err != nil || !strings.Contains(out, "OK from kafkajs") {
+		t.Fatalf("kafkajs over mTLS: %v\n%s", err, out)
+	}
+}
