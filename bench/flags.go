@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shalelog/shale/client"
 )
 
 // valueFunc adapts a getter and a setter to flag.Value.
@@ -91,6 +93,8 @@ type commonFlags struct {
 	json      bool
 	progress  bool
 	preset    string
+	// security is --command-config's TLS and SASL settings.
+	security client.Security
 }
 
 func bindWorkload(fs *flag.FlagSet, w *Workload, c *commonFlags) {
@@ -98,6 +102,12 @@ func bindWorkload(fs *flag.FlagSet, w *Workload, c *commonFlags) {
 	fs.BoolVar(&c.json, "json", false, "print the report as JSON on stdout instead of a table")
 	fs.BoolVar(&c.progress, "progress", true, "print a progress line to stderr every second")
 	fs.StringVar(&c.preset, "preset", "", "start from a named workload (see `shale bench presets`); other flags override it")
+	fs.Func("command-config", "Kafka client properties `file` for a secured listener (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location)",
+		func(path string) error {
+			s, err := client.LoadSecurity(path)
+			c.security = s
+			return err
+		})
 
 	fs.StringVar(&w.Topic, "topic", w.Topic, "topic to use, created if missing")
 	fs.Var(&valueFunc{

@@ -112,7 +112,7 @@ func (o Options) kgoOpts() ([]kgo.Opt, error) {
 	if o.DeliveryTimeout > 0 {
 		opts = append(opts, kgo.RecordDeliveryTimeout(o.DeliveryTimeout))
 	}
-	sec, err := o.Security.kgoOpts()
+	sec, err := o.Security.KgoOpts()
 	if err != nil {
 		return nil, err
 	}

@@ -87,8 +87,8 @@ func jaasOption(name string) *regexp.Regexp {
 	return regexp.MustCompile(`(?:^|\s)` + name + `\s*=\s*"((?:[^"\\]|\\.)*)"`)
 }
 
-// kgoOpts turns the settings into franz-go options.
-func (s Security) kgoOpts() ([]kgo.Opt, error) {
+// KgoOpts turns the settings into franz-go options.
+func (s Security) KgoOpts() ([]kgo.Opt, error) {
 	var opts []kgo.Opt
 	switch s.Protocol {
 	case "", "PLAINTEXT", "SASL_PLAINTEXT":
