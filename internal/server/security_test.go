@@ -287,44 +287,49 @@ func TestControllerListenerOverTLS(t *testing.T) {
 	}
 }
 
-// Followers replicate over the SASL_SSL inter-broker listener: a second broker logs in
-// to the first with the inter-broker SCRAM-SHA-512 login, and an acks=all write that
-// needs both replicas (min.insync.replicas=2) is acknowledged.
-func TestReplicationOverSASLSSL(t *testing.T) {
-	n := startSecureNode(t, "--node.id=1")
-	second := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	keystore, truststore := filepath.Join(n.dir, "broker.pem"), filepath.Join(n.dir, "ca.pem")
-	runNode(t, n.logs, "--node.id=2", "--process.roles=broker", "--controller.quorum.voters=1@"+n.ctl,
-		"--log.dirs="+filepath.Join(n.dir, "data2"), "--http.listener=",
-		"--listeners=SECURE://"+second, "--listener.security.protocol.map=SECURE:SASL_SSL",
-		"--inter.broker.listener.name=SECURE",
-		"--ssl.keystore.location="+keystore, "--ssl.truststore.location="+truststore,
-		"--sasl.inter.broker.username=admin", "--sasl.inter.broker.password=admin-secret")
-	admin := n.saslClient(t, scram512("admin", "admin-secret"))
-	testutil.Eventually(t, 30*time.Second, "both brokers", func() bool {
-		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxFor(t, 2*time.Second), admin)
-		return err == nil && len(resp.Brokers) == 2
-	})
-	ctx := ctxFor(t, 60*time.Second)
-	adm := kadm.NewClient(admin)
-	if _, err := adm.CreateTopic(ctx, 1, 2, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, "replicated"); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, 30*time.Second, "both replicas in sync", func() bool {
-		td, err := adm.ListTopics(ctxFor(t, 2*time.Second), "replicated")
-		if err != nil {
-			return false
-		}
-		p := td["replicated"].Partitions[0]
-		return p.Err == nil && len(p.ISR) == 2
-	})
-	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	if err := admin.ProduceSync(wctx, &kgo.Record{Topic: "replicated", Value: []byte("on both brokers")}).FirstErr(); err != nil {
-		t.Fatalf("acks=all produce with min.insync.replicas=2: %v\n%s", err, n.logs.String())
-	}
-	if !strings.Contains(n.logs.String(), `client=127.0.0.1:`) || !strings.Contains(n.logs.String(), `principal=User:admin`) {
-		t.Errorf("the follower's login is not in the audit log")
+// Followers replicate over a secured inter-broker listener: SASL_SSL, where a second
+// broker logs in to the first with the inter-broker SCRAM-SHA-512 login, and SSL with
+// required client certificates, where it presents its own. An acks=all write that needs
+// both replicas (min.insync.replicas=2) is acknowledged.
+func TestReplicationOverSecuredListeners(t *testing.T) {
+	for _, interBroker := range []string{"SECURE", "MTLS"} {
+		t.Run(interBroker, func(t *testing.T) {
+			n := startSecureNode(t, "--node.id=1", "--inter.broker.listener.name="+interBroker)
+			secure2 := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			mtls2 := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			keystore, truststore := filepath.Join(n.dir, "broker.pem"), filepath.Join(n.dir, "ca.pem")
+			runNode(t, n.logs, "--node.id=2", "--process.roles=broker", "--controller.quorum.voters=1@"+n.ctl,
+				"--log.dirs="+filepath.Join(n.dir, "data2"), "--http.listener=",
+				"--listeners=SECURE://"+secure2+",MTLS://"+mtls2, "--listener.security.protocol.map=SECURE:SASL_SSL,MTLS:SSL",
+				"--inter.broker.listener.name="+interBroker, "--ssl.client.auth=required",
+				"--ssl.keystore.location="+keystore, "--ssl.truststore.location="+truststore,
+				"--sasl.inter.broker.username=admin", "--sasl.inter.broker.password=admin-secret")
+			admin := n.saslClient(t, scram512("admin", "admin-secret"))
+			testutil.Eventually(t, 30*time.Second, "both brokers", func() bool {
+				resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxFor(t, 2*time.Second), admin)
+				return err == nil && len(resp.Brokers) == 2
+			})
+			ctx := ctxFor(t, 60*time.Second)
+			adm := kadm.NewClient(admin)
+			if _, err := adm.CreateTopic(ctx, 2, 2, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, "replicated"); err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			producer := n.saslClient(t, scram512("admin", "admin-secret"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			for p := range int32(2) { // one partition led by each broker
+				if err := producer.ProduceSync(wctx, &kgo.Record{Topic: "replicated", Partition: p, Value: []byte("on both brokers")}).FirstErr(); err != nil {
+					t.Fatalf("acks=all produce to partition %d with min.insync.replicas=2: %v\n%s", p, err, n.logs.String())
+				}
+			}
+			want := `principal=User:admin client=127.0.0.1:`
+			if interBroker == "MTLS" {
+				want = `principal="User:CN=broker-1" client=127.0.0.1:`
+			}
+			if !strings.Contains(n.logs.String(), want) {
+				t.Errorf("the followers' logins (%s) are not in the audit log", want)
+			}
+		})
 	}
 }
 
