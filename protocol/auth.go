@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -336,6 +337,12 @@ func (s *Server) handleSaslAuthenticate(ctx context.Context, r *Request) Result 
 	}
 	s.audit(true, principal, c, mech, nil)
 	return Result{Resp: resp}
+}
+
+// sensitiveConfig reports whether a broker config holds a secret: as Kafka does for its
+// PASSWORD-type configs, DescribeConfigs then gives no value and marks it sensitive.
+func sensitiveConfig(name string) bool {
+	return strings.HasSuffix(name, ".password") || strings.HasSuffix(name, "sasl.jaas.config")
 }
 
 func userPrincipal(user string) string {

@@ -163,6 +163,26 @@ func TestSASLAndMutualTLS(t *testing.T) {
 		t.Fatalf("Metadata over SASL_SSL: %+v, %v", meta, err)
 	}
 
+	// The inter-broker password is a secret, as Kafka's password configs are.
+	cfgs, err := adm.DescribeBrokerConfigs(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, rc := range cfgs {
+		for _, c := range rc.Configs {
+			if c.Key == "sasl.inter.broker.password" {
+				found = true
+				if c.Value != nil || !c.Sensitive {
+					t.Errorf("DescribeConfigs shows sasl.inter.broker.password: %+v", c)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("DescribeConfigs lacks sasl.inter.broker.password")
+	}
+
 	// PLAIN against the users file.
 	carol := n.saslClient(t, plain.Auth{User: "carol", Pass: "carol-secret"}.AsMechanism())
 	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, carol); err != nil {
