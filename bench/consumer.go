@@ -127,6 +127,7 @@ func (t *assignTracker) change(consumer, delta int) {
 type consumerSpec struct {
 	w         *Workload
 	bootstrap []string
+	extra     []kgo.Opt // RunOptions.ClientOpts
 	epoch     time.Time
 	runID     uint64
 	meter     *meter
@@ -147,10 +148,10 @@ type consumer struct {
 }
 
 func newConsumer(spec consumerSpec) (*consumer, error) {
-	opts := []kgo.Opt{
+	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(spec.bootstrap...),
 		kgo.ClientID("shale-bench-consumer"),
-	}
+	}, spec.extra...)
 	if spec.group != "" {
 		idx, tr := spec.index, spec.tracker
 		count := func(m map[string][]int32) int {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/shalelog/shale/bench/nullbroker"
 	"github.com/shalelog/shale/internal/flagusage"
+	"github.com/shalelog/shale/client"
 )
 
 // valueFunc adapts a getter and a setter to flag.Value.
@@ -108,6 +109,8 @@ type commonFlags struct {
 	json      bool
 	progress  bool
 	preset    string
+	// security is --command-config's TLS and SASL settings.
+	security client.Security
 }
 
 func bindWorkload(fs *flag.FlagSet, w *Workload, c *commonFlags) {
@@ -115,6 +118,12 @@ func bindWorkload(fs *flag.FlagSet, w *Workload, c *commonFlags) {
 	fs.BoolVar(&c.json, "json", false, "print the report as JSON on stdout instead of a table")
 	fs.BoolVar(&c.progress, "progress", true, "print a progress line to stderr every second")
 	fs.StringVar(&c.preset, "preset", "", "start from the workload of this `name` (see shale bench presets); other flags override it")
+	fs.Func("command-config", "Kafka client properties `file` for a secured listener (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location)",
+		func(path string) error {
+			s, err := client.LoadSecurity(path)
+			c.security = s
+			return err
+		})
 
 	fs.StringVar(&w.Topic, "topic", w.Topic, "`name` of the topic to use, created if missing")
 	fs.Var(&valueFunc{

@@ -98,6 +98,9 @@ func runCommand(ctx context.Context, mode Mode, args []string, stdout, stderr io
 		return usageError(stderr, string(mode), err)
 	}
 	opt := RunOptions{Bootstrap: splitList(c.bootstrap), Target: c.bootstrap}
+	if opt.ClientOpts, err = c.security.KgoOpts(); err != nil {
+		return usageError(stderr, string(mode), err)
+	}
 	if c.progress {
 		opt.Progress = stderr
 	}

@@ -24,6 +24,7 @@ const deliveryTimeout = 60 * time.Second
 type producerSpec struct {
 	w         *Workload
 	bootstrap []string
+	extra     []kgo.Opt // RunOptions.ClientOpts
 	epoch     time.Time
 	runID     uint64
 	pattern   []byte
@@ -71,7 +72,7 @@ func producerOpts(w *Workload, bootstrap []string, slots int) []kgo.Opt {
 func newProducer(ctx context.Context, spec producerSpec) (*producer, error) {
 	w := spec.w
 	slots := w.slots()
-	cl, err := kgo.NewClient(producerOpts(w, spec.bootstrap, slots)...)
+	cl, err := kgo.NewClient(append(producerOpts(w, spec.bootstrap, slots), spec.extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("producer %d: %w", spec.index, err)
 	}

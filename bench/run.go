@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // RunOptions says where and how to run a workload.
@@ -22,6 +24,9 @@ type RunOptions struct {
 	// Peak, for a workload with RateOfPeak, is a closed-loop peak
 	// (records/s) already measured with the same shape; zero measures it.
 	Peak float64
+	// ClientOpts are added to every client the run makes: TLS and SASL for a secured
+	// listener.
+	ClientOpts []kgo.Opt
 }
 
 // settleWait bounds the wait for a consumer group to hand out every
@@ -119,7 +124,7 @@ func runOnce(ctx context.Context, w Workload, opt RunOptions) (*Report, error) {
 			Rate:      w.Rate,
 		},
 	}
-	adm, err := newAdmin(opt.Bootstrap)
+	adm, err := newAdmin(opt.Bootstrap, opt.ClientOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -231,6 +236,7 @@ func (r *run) runProducers(ctx context.Context, m *meter, warmup time.Duration, 
 		spec := producerSpec{
 			w:         w,
 			bootstrap: r.opt.Bootstrap,
+			extra:     r.opt.ClientOpts,
 			epoch:     r.epoch,
 			runID:     r.runID,
 			pattern:   r.pattern,
@@ -310,6 +316,7 @@ func (r *run) startConsumers(ctx context.Context, m *meter, goal *consumeGoal, s
 		spec := consumerSpec{
 			w:         w,
 			bootstrap: r.opt.Bootstrap,
+			extra:     r.opt.ClientOpts,
 			epoch:     r.epoch,
 			runID:     r.runID,
 			meter:     m,

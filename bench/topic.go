@@ -20,8 +20,8 @@ type admin struct {
 	adm *kadm.Client
 }
 
-func newAdmin(bootstrap []string) (*admin, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.ClientID("shale-bench-admin"))
+func newAdmin(bootstrap []string, extra ...kgo.Opt) (*admin, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(bootstrap...), kgo.ClientID("shale-bench-admin")}, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("admin client: %w", err)
 	}

@@ -35,6 +35,9 @@ type Options struct {
 	// included (default: no limit, as in franz-go; the produce's context still applies).
 	DeliveryTimeout time.Duration
 
+	// Security connects to TLS and SASL listeners.
+	Security Security
+
 	// Extra are further franz-go options, applied last.
 	Extra []kgo.Opt
 }
@@ -109,6 +112,11 @@ func (o Options) kgoOpts() ([]kgo.Opt, error) {
 	if o.DeliveryTimeout > 0 {
 		opts = append(opts, kgo.RecordDeliveryTimeout(o.DeliveryTimeout))
 	}
+	sec, err := o.Security.KgoOpts()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, sec...)
 	return append(opts, o.Extra...), nil
 }
 

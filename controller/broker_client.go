@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -28,6 +29,14 @@ type BrokerConfig struct {
 	Rack string
 	// ListenerName names the advertised listener. Default PLAINTEXT.
 	ListenerName string
+	// SecurityProtocol is that listener's (default PLAINTEXT).
+	SecurityProtocol string
+	// OtherListeners are the broker's other advertised listeners: Metadata gives a client
+	// the addresses of the listener it arrived on.
+	OtherListeners []metadata.Endpoint
+	// TLS, when set, secures the gRPC connections to the controllers (a controller
+	// listener mapped to SSL).
+	TLS *tls.Config
 	// ControllerAddrs are the voters' addresses.
 	ControllerAddrs []string
 	// HeartbeatInterval is broker.heartbeat.interval.ms. Default 2s.
@@ -128,7 +137,7 @@ func NewBrokerClient(ctx context.Context, cfg BrokerConfig) (*BrokerClient, erro
 		cfg:         cfg,
 		log:         cfg.Logger.With("component", "controller-client", "node.id", cfg.NodeID),
 		incarnation: hex.EncodeToString(inc[:]),
-		q:           newQuorumConns(cfg.ControllerAddrs),
+		q:           newQuorumConns(cfg.ControllerAddrs, cfg.TLS),
 		kick:        make(chan struct{}, 1),
 		epoch:       -1,
 		leaseCh:     make(chan struct{}),
@@ -181,13 +190,27 @@ func NewBrokerClient(ctx context.Context, cfg BrokerConfig) (*BrokerClient, erro
 	}
 }
 
+// listenersPB lists the advertised listeners, the inter-broker one first: brokers
+// replicate from, and older code reads, the first.
+func (c *BrokerClient) listenersPB() []*pb.Listener {
+	proto := c.cfg.SecurityProtocol
+	if proto == "" {
+		proto = "PLAINTEXT"
+	}
+	out := []*pb.Listener{{Name: c.cfg.ListenerName, Host: c.cfg.Host, Port: c.cfg.Port, SecurityProtocol: proto}}
+	for _, e := range c.cfg.OtherListeners {
+		out = append(out, &pb.Listener{Name: e.Name, Host: e.Host, Port: e.Port, SecurityProtocol: e.SecurityProtocol})
+	}
+	return out
+}
+
 // register registers this process, retrying while another process's session for the
 // same id is still alive.
 func (c *BrokerClient) register(ctx context.Context) error {
 	req := &pb.RegisterBrokerRequest{
 		BrokerId:    c.cfg.NodeID,
 		Incarnation: c.incarnation,
-		Listeners:   []*pb.Listener{{Name: c.cfg.ListenerName, Host: c.cfg.Host, Port: c.cfg.Port, SecurityProtocol: "PLAINTEXT"}},
+		Listeners:   c.listenersPB(),
 		Rack:        c.cfg.Rack,
 	}
 	backoff := 100 * time.Millisecond

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -26,10 +28,16 @@ type quorumConns struct {
 	conns  map[string]*grpc.ClientConn
 	leader int // index into addrs
 	closed bool
+	creds  credentials.TransportCredentials
 }
 
-func newQuorumConns(addrs []string) *quorumConns {
-	return &quorumConns{addrs: slices.Clone(addrs), conns: map[string]*grpc.ClientConn{}}
+// newQuorumConns dials the controllers in plaintext, or with TLS when tlsCfg is set.
+func newQuorumConns(addrs []string, tlsCfg *tls.Config) *quorumConns {
+	creds := insecure.NewCredentials()
+	if tlsCfg != nil {
+		creds = credentials.NewTLS(tlsCfg)
+	}
+	return &quorumConns{addrs: slices.Clone(addrs), conns: map[string]*grpc.ClientConn{}, creds: creds}
 }
 
 // current returns the controller to try and a client for it.
@@ -44,7 +52,7 @@ func (q *quorumConns) current() (string, pb.ControllerClient, error) {
 	if cc == nil {
 		var err error
 		cc, err = grpc.NewClient(addr,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithTransportCredentials(q.creds),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize)),
 			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
 			grpc.WithConnectParams(grpcConnectParams),

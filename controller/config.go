@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,9 @@ type Config struct {
 	ListenAddr string
 	// Listener, when set, is an already bound listener used instead of ListenAddr.
 	Listener net.Listener
+	// GRPCTLS, when set, serves the gRPC service (brokers' calls) over TLS only, with
+	// ALPN h2; Raft between controllers stays as it is.
+	GRPCTLS *tls.Config
 	// ServeKafkaClients hands the connections of Kafka clients that were given this
 	// controller's address to KafkaListener, for the broker in the same process to
 	// serve; otherwise they are closed at once with a log line naming the brokers'

@@ -30,6 +30,8 @@ type fsm struct {
 	lastApplied    uint64
 	deltas         deltaLog
 	offsetsLog     offsetsLog
+	// scram holds SCRAM credentials by user, then mechanism (fsm_scram.go).
+	scram map[string]map[string]*pb.ScramCredential
 }
 
 type topicPartition struct {
@@ -155,6 +157,8 @@ func (f *fsm) dispatch(c *change, rec *pb.Record) applyResult {
 		return f.applyDeleteAcls(c, r.DeleteAcls)
 	case *pb.Record_ClientQuotas:
 		return f.applyClientQuotas(c, r.ClientQuotas)
+	case *pb.Record_ScramCredentials:
+		return f.applyScramCredentials(c, r.ScramCredentials)
 	default:
 		// A record from a newer version: every controller of this version skips it alike.
 		f.log.Error("unknown metadata record skipped", "offset", c.offset)

@@ -23,6 +23,9 @@ func brokerFromPB(b *pb.BrokerState) metadata.Broker {
 	if len(b.Listeners) > 0 {
 		out.Host, out.Port = b.Listeners[0].Host, b.Listeners[0].Port
 	}
+	for _, l := range b.Listeners {
+		out.Listeners = append(out.Listeners, metadata.Endpoint{Name: l.Name, Host: l.Host, Port: l.Port, SecurityProtocol: l.SecurityProtocol})
+	}
 	return out
 }
 

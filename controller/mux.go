@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,8 +48,11 @@ type connMux struct {
 	grpc *subListener
 	// kafka, when set, receives Kafka clients' connections; kafkaHint says where the
 	// brokers listen, for the log line.
-	kafka         *subListener
-	kafkaHint     func() string
+	kafka     *subListener
+	kafkaHint func() string
+	// grpcTLS, when set, makes gRPC TLS-only: a connection whose first byte opens a TLS
+	// handshake goes to gRPC through TLS, and a plaintext HTTP/2 one is closed.
+	grpcTLS       *tls.Config
 	kafkaLoggedAt atomic.Int64 // unix nanoseconds
 
 	done      chan struct{}
@@ -130,8 +134,20 @@ func (m *connMux) classify(c net.Conn) {
 		m.kafkaClient(&prefixConn{Conn: c, prefix: first[:]})
 		return
 	}
+	if m.grpcTLS != nil {
+		if first[0] != tlsHandshakeByte {
+			m.log.Debug("closing a plaintext connection to the TLS controller listener", "remote", c.RemoteAddr().String())
+			c.Close()
+			return
+		}
+		m.grpc.deliver(tls.Server(&prefixConn{Conn: c, prefix: first[:]}, m.grpcTLS))
+		return
+	}
 	m.grpc.deliver(&prefixConn{Conn: c, prefix: first[:]})
 }
+
+// tlsHandshakeByte opens every TLS connection (a handshake record).
+const tlsHandshakeByte byte = 0x16
 
 // kafkaClient serves or closes a Kafka client's connection, with a log line (at most
 // one per kafkaHintEvery) naming the listeners it should use.

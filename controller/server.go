@@ -163,6 +163,7 @@ func (s *Server) Start(ctx context.Context) error {
 	hlog := newRaftLogger(s.log)
 	mux := newConnMux(ln, staticAddr(s.cfg.selfAddr()), s.log)
 	mux.kafkaHint = s.brokerListeners
+	mux.grpcTLS = s.cfg.GRPCTLS
 	if s.cfg.ServeKafkaClients {
 		mux.kafka = newSubListener(mux, ln.Addr())
 	}

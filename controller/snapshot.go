@@ -26,6 +26,7 @@ type fsmSnapshot struct {
 	img     *metadata.Image
 	brokers []*pb.BrokerState
 	groups  map[string]map[topicPartition]offsetValue
+	scram   []*pb.ScramCredential
 }
 
 // Snapshot captures the state for Raft; Persist then writes it while Apply carries on.
@@ -51,8 +52,9 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		img:     f.img,
 		brokers: f.sortedBrokersLocked(),
 		groups:  groups,
+		scram:   f.scramSnapshotLocked(),
 	}
-	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas))
+	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.scram))
 	return s, nil
 }
 
@@ -108,6 +110,11 @@ func (s *fsmSnapshot) write(sink io.Writer) error {
 			return err
 		}
 	}
+	for _, c := range s.scram {
+		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_ScramCredential{ScramCredential: c}}); err != nil {
+			return err
+		}
+	}
 	return w.Flush()
 }
 
@@ -126,7 +133,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.img, f.brokers, f.groups = st.img, st.brokers, st.groups
+	f.img, f.brokers, f.groups, f.scram = st.img, st.brokers, st.groups, st.scram
 	f.unclean, f.nextProducerID, f.lastApplied = st.unclean, st.nextProducerID, st.appliedIndex
 	f.deltas.reset(st.img.Offset)
 	f.offsetsLog.restore(st.offsetsLogEnd)
@@ -137,6 +144,7 @@ type restoredState struct {
 	img            *metadata.Image
 	brokers        map[int32]*pb.BrokerState
 	groups         map[string]map[topicPartition]offsetValue
+	scram          map[string]map[string]*pb.ScramCredential
 	unclean        bool
 	nextProducerID int64
 	appliedIndex   uint64
@@ -156,6 +164,7 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 		img:            emptyImage(),
 		brokers:        map[int32]*pb.BrokerState{},
 		groups:         map[string]map[topicPartition]offsetValue{},
+		scram:          map[string]map[string]*pb.ScramCredential{},
 		unclean:        h.UncleanLeaderElection,
 		nextProducerID: h.NextProducerId,
 		appliedIndex:   h.AppliedIndex,
@@ -194,6 +203,8 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 			acls = append(acls, aclFromPB(x.Acl))
 		case *pb.SnapshotItem_ClientQuota:
 			st.img.ClientQuotas = applyClientQuotas(st.img.ClientQuotas, []*pb.ClientQuotaState{x.ClientQuota})
+		case *pb.SnapshotItem_ScramCredential:
+			restoreScram(st.scram, x.ScramCredential)
 		default:
 			return nil, fmt.Errorf("item %d: unknown kind", i)
 		}

@@ -58,7 +58,7 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Result {
 		}
 	}
 
-	fillBrokers(resp, im)
+	fillBrokers(resp, im, r.Listener)
 	clusterID := im.ClusterID
 	resp.ClusterID = &clusterID
 	resp.ControllerID = s.cfg.NodeID // any broker forwards controller requests
@@ -111,19 +111,20 @@ func (s *Server) handleMetadata(ctx context.Context, r *Request) Result {
 	return Result{Resp: resp}
 }
 
-func fillBrokers(resp *kmsg.MetadataResponse, im *metadata.Image) {
-	for _, b := range liveBrokers(im) {
+func fillBrokers(resp *kmsg.MetadataResponse, im *metadata.Image, listener string) {
+	for _, b := range liveBrokers(im, listener) {
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID, mb.Host, mb.Port, mb.Rack = b.ID, b.Host, b.Port, rackOf(b)
 		resp.Brokers = append(resp.Brokers, mb)
 	}
 }
 
-// liveBrokers are the unfenced brokers, by id: what clients may connect to.
-func liveBrokers(im *metadata.Image) []metadata.Broker {
+// liveBrokers are the unfenced brokers, by id: what clients may connect to, at their
+// addresses on the listener the client came in on (those without it are left out).
+func liveBrokers(im *metadata.Image, listener string) []metadata.Broker {
 	out := make([]metadata.Broker, 0, len(im.Brokers))
 	for _, b := range im.Brokers {
-		if !b.Fenced {
+		if b, ok := b.On(listener); ok && !b.Fenced {
 			out = append(out, b)
 		}
 	}

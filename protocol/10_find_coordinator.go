@@ -39,21 +39,25 @@ func (s *Server) handleFindCoordinator(_ context.Context, r *Request) Result {
 			c := kmsg.NewFindCoordinatorResponseCoordinator()
 			c.Key = key
 			b, err := find(key)
-			c.NodeID, c.Host, c.Port = coordinatorAddress(b, err)
+			c.NodeID, c.Host, c.Port = coordinatorAddress(b, err, r.Listener)
 			c.ErrorCode, c.ErrorMessage = errorCode(err), errorMessage(err)
 			resp.Coordinators = append(resp.Coordinators, c)
 		}
 		return Result{Resp: resp}
 	}
 	b, err := find(req.CoordinatorKey)
-	resp.NodeID, resp.Host, resp.Port = coordinatorAddress(b, err)
+	resp.NodeID, resp.Host, resp.Port = coordinatorAddress(b, err, r.Listener)
 	resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
 	return Result{Resp: resp}
 }
 
-func coordinatorAddress(b metadata.Broker, err error) (int32, string, int32) {
+func coordinatorAddress(b metadata.Broker, err error, listener string) (int32, string, int32) {
 	if err != nil {
 		return -1, "", -1
+	}
+	// A coordinator registered without the client's listener keeps its main address.
+	if on, ok := b.On(listener); ok {
+		b = on
 	}
 	return b.ID, b.Host, b.Port
 }

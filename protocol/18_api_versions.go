@@ -70,6 +70,7 @@ func (s *Server) registerBuiltins() {
 	s.registerACLs() // 29_acls.go
 	s.Register(kmsg.DescribeClientQuotas, 0, 1, s.handleDescribeClientQuotas)
 	s.Register(kmsg.AlterClientQuotas, 0, 1, s.handleAlterClientQuotas)
+	s.registerAuth()
 	if s.deps.Groups != nil {
 		// Capped below KIP-848 (OffsetCommit/OffsetFetch v9, ConsumerGroupHeartbeat) and
 		// topic ids (v10); FindCoordinator v4 and OffsetFetch v8 are the batched forms.

@@ -127,9 +127,13 @@ func (s *Server) describeBrokerConfigs(res kmsg.DescribeConfigsRequestResource, 
 		c.ReadOnly = true // Shale's broker configs are static
 		c.Source = kmsg.ConfigSourceStaticBrokerConfig
 		c.ConfigType = kmsg.ConfigTypeString
+		sensitive := sensitiveConfig(n)
+		if sensitive {
+			c.Value, c.IsSensitive, c.ConfigType = nil, true, kmsg.ConfigTypePassword
+		}
 		if req.IncludeSynonyms && version >= 1 {
 			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-			syn.Name, syn.Value, syn.Source = n, &v, kmsg.ConfigSourceStaticBrokerConfig
+			syn.Name, syn.Value, syn.Source = n, c.Value, kmsg.ConfigSourceStaticBrokerConfig
 			c.ConfigSynonyms = append(c.ConfigSynonyms, syn)
 		}
 		out = append(out, c)

@@ -27,7 +27,7 @@ func (s *Server) handleDescribeCluster(_ context.Context, r *Request) Result {
 			resp.ClusterAuthorizedOperations = s.authorizedOps(r, resCluster, clusterResource)
 		}
 	}
-	for _, b := range liveBrokers(im) {
+	for _, b := range liveBrokers(im, r.Listener) {
 		rb := kmsg.NewDescribeClusterResponseBroker()
 		rb.NodeID, rb.Host, rb.Port, rb.Rack = b.ID, b.Host, b.Port, rackOf(b)
 		resp.Brokers = append(resp.Brokers, rb)

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -40,6 +41,11 @@ type Request struct {
 	// took: what produce and request-time quotas charge.
 	size        int32
 	handlerTime time.Duration
+	// Listener is the name of the listener the request arrived on.
+	Listener string
+	// rawSASL marks a SASL token sent without a Kafka header after SaslHandshake v0;
+	// its answer goes back the same way (auth.go).
+	rawSASL bool
 }
 
 // AnonymousPrincipal is Kafka's principal for an unauthenticated connection.
@@ -93,10 +99,16 @@ type conn struct {
 	// principal is owned by the processor goroutine: requests are handled one at a time
 	// in order, so an authentication changes it for exactly the requests after it.
 	principal string
+	// ln is the listener the connection arrived on; auth its SASL state (auth.go).
+	ln   *Listener
+	auth authState
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, lg: s.lg.With("remote", nc.RemoteAddr().String()), stopRead: make(chan struct{}), principal: AnonymousPrincipal}
+func newConn(s *Server, nc net.Conn, ln *Listener) *conn {
+	if ln.TLS != nil {
+		nc = tls.Server(nc, ln.TLS)
+	}
+	c := &conn{s: s, nc: nc, lg: s.lg.With("remote", nc.RemoteAddr().String()), stopRead: make(chan struct{}), principal: AnonymousPrincipal, ln: ln}
 	c.touch()
 	return c
 }
@@ -120,6 +132,10 @@ func (c *conn) stopReading() {
 func (c *conn) serve(parent context.Context) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
+	if !c.handshakeTLS(ctx) {
+		c.nc.Close()
+		return
+	}
 	reqs := make(chan *Request, c.s.cfg.MaxInFlight)
 	resps := make(chan pending, c.s.cfg.MaxInFlight)
 
@@ -182,6 +198,10 @@ func (c *conn) readLoop(ctx context.Context, reqs chan<- *Request) error {
 			c.s.cfg.Metrics.RejectedRequests.Inc()
 			return fmt.Errorf("request of %d bytes is outside [8, socket.request.max.bytes=%d]", size, c.s.cfg.MaxRequestBytes)
 		}
+		if size > maxPreAuthRequestBytes && c.ln.sasl() && !c.auth.authenticated.Load() {
+			c.s.cfg.Metrics.RejectedRequests.Inc()
+			return fmt.Errorf("request of %d bytes before SASL authentication (at most %d)", size, maxPreAuthRequestBytes)
+		}
 		if err := c.waitThrottle(ctx); err != nil {
 			return err
 		}
@@ -189,7 +209,7 @@ func (c *conn) readLoop(ctx context.Context, reqs chan<- *Request) error {
 		if err != nil {
 			return err
 		}
-		req, err := c.decode(body)
+		req, err := c.decodeOrRawSASL(body)
 		if err != nil {
 			c.s.pool.release(int64(size))
 			c.s.cfg.Metrics.RejectedRequests.Inc()
@@ -358,7 +378,7 @@ func (c *conn) decode(body []byte) (*Request, error) {
 	if err := rd.Complete(); err != nil {
 		return nil, fmt.Errorf("malformed request header: %w", err)
 	}
-	req := &Request{Key: key, Version: version, Correlation: corr, Remote: c.nc.RemoteAddr(), Received: time.Now()}
+	req := &Request{Key: key, Version: version, Correlation: corr, Remote: c.nc.RemoteAddr(), Received: time.Now(), Listener: c.ln.name()}
 	if clientID != nil {
 		req.ClientID = *clientID
 	}
@@ -423,6 +443,10 @@ func (c *conn) dispatch(ctx context.Context, req *Request) (res Result) {
 			}
 		}
 	}()
+	ctx, gated, stop := c.gate(ctx, req)
+	if stop {
+		return gated
+	}
 	if req.Key == kmsg.ApiVersions.Int16() {
 		return c.s.handleApiVersions(ctx, req)
 	}
@@ -538,6 +562,9 @@ func (c *conn) writeBuffers(bufs net.Buffers) error {
 // writeOne frames one response: size, correlation id, header tags (flexible responses
 // other than ApiVersions, whose header is always v0), body.
 func (c *conn) writeOne(bw *bufio.Writer, hdr *[]byte, req *Request, res Result) error {
+	if req.rawSASL {
+		return writeRawSASL(bw, res)
+	}
 	var body []byte
 	var bodyLen int
 	flexible := res.Flexible

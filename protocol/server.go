@@ -77,8 +77,10 @@ type Config struct {
 	// Authorizer checks every request against the image's ACLs (authorizer.class.name,
 	// super.users, allow.everyone.if.no.acl.found); nil allows everything.
 	Authorizer *acl.Authorizer
-	Logger     *slog.Logger
-	Metrics    *Metrics
+	// Auth is how SSL and SASL listeners authenticate clients (auth.go).
+	Auth    AuthConfig
+	Logger  *slog.Logger
+	Metrics *Metrics
 
 	// principalHook, set only by tests (export_test.go), stands in for authentication:
 	// a request's principal is what it names, unless it names none.
@@ -133,6 +135,8 @@ type Server struct {
 	pool     *memoryPool
 	quotas   *quotaManager
 	slots    requestSlots
+	// scram, when the metadata store keeps SCRAM credentials.
+	scram metadata.ScramStore
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -207,8 +211,24 @@ func (s *Server) supportedKeys() []kmsg.ApiVersionsResponseApiKey {
 	return out
 }
 
-// Serve accepts connections on ln until ctx is done or the server is closed.
+// Serve accepts PLAINTEXT connections on ln until ctx is done or the server is closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	return s.ServeListener(ctx, ln, Listener{SecurityProtocol: ProtocolPlaintext})
+}
+
+// ServeListener accepts connections on ln with the listener's security protocol until
+// ctx is done or the server is closed.
+func (s *Server) ServeListener(ctx context.Context, ln net.Listener, lc Listener) error {
+	switch lc.SecurityProtocol {
+	case "", ProtocolPlaintext, ProtocolSASLPlaintext:
+		lc.TLS = nil
+	case ProtocolSSL, ProtocolSASLSSL:
+		if lc.TLS == nil {
+			return fmt.Errorf("listener %s: %s needs a TLS configuration", lc.Name, lc.SecurityProtocol)
+		}
+	default:
+		return fmt.Errorf("listener %s: unknown security protocol %q", lc.Name, lc.SecurityProtocol)
+	}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -249,7 +269,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
-		c := newConn(s, nc)
+		c := newConn(s, nc, &lc)
 		ip := remoteIP(nc)
 		s.mu.Lock()
 		if s.closing {

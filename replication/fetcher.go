@@ -122,12 +122,13 @@ type fetcher struct {
 }
 
 func newFetcher(m *Manager, k fetcherKey) (*fetcher, error) {
-	cl, err := kgo.NewClient(
+	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(k.addr),
 		kgo.ClientID(fmt.Sprintf("shale-replica-fetcher-%d-%d", m.cfg.NodeID, k.index)),
-		kgo.DialTimeout(5*time.Second),
+		kgo.DialTimeout(5 * time.Second),
 		kgo.WithLogger(nil),
-	)
+	}, m.cfg.FetcherOpts...)
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
 	}

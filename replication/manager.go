@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/records"
@@ -22,7 +23,10 @@ import (
 
 // Config configures a Manager. Zero values take Kafka's defaults.
 type Config struct {
-	NodeID        int32
+	NodeID int32
+	// FetcherOpts are added to the replica fetchers' Kafka clients: TLS and SASL for the
+	// inter-broker listener.
+	FetcherOpts   []kgo.Opt
 	LogDir        string
 	TopicDefaults topicconfig.BrokerDefaults
 	// RetentionCheckInterval is log.retention.check.interval.ms (default 5 minutes).

@@ -64,11 +64,18 @@ func (c *command) usageErr(stderr io.Writer, format string, args ...any) int {
 type connFlags struct {
 	bootstrap string
 	clientID  string
+	security  client.Security
 }
 
 func (cf *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&cf.bootstrap, "bootstrap-server", "localhost:9092", "`host:port`[,host:port...] of brokers to start from")
 	fs.StringVar(&cf.clientID, "client-id", "shale-cli", "client id sent to the brokers")
+	fs.Func("command-config", "Kafka client properties `file` for secured listeners: security.protocol, sasl.mechanism,\nsasl.jaas.config (or sasl.username, sasl.password), ssl.truststore.location, ssl.keystore.location (PEM)",
+		func(path string) error {
+			s, err := client.LoadSecurity(path)
+			cf.security = s
+			return err
+		})
 }
 
 func (cf *connFlags) options() client.Options {
@@ -78,7 +85,7 @@ func (cf *connFlags) options() client.Options {
 			brokers = append(brokers, b)
 		}
 	}
-	return client.Options{Brokers: brokers, ClientID: cf.clientID, DialTimeout: 5 * time.Second}
+	return client.Options{Brokers: brokers, ClientID: cf.clientID, DialTimeout: 5 * time.Second, Security: cf.security}
 }
 
 // keyValues is a repeatable k=v flag.

@@ -33,6 +33,7 @@ Commands:
   group     list, describe (with lag), delete consumer groups, reset their offsets
   acl       add, remove or list ACLs
   quota     set, remove or list client quotas
+  user      create, delete or list SCRAM users
   produce   send lines from stdin as records
   consume   print records as lines
   bench     benchmark a Kafka-compatible cluster
@@ -73,6 +74,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return aclCommand(ctx, rest, stdout, stderr)
 	case "quota", "quotas":
 		return quotaCommand(ctx, rest, stdout, stderr)
+	case "user", "users":
+		return userCommand(ctx, rest, stdout, stderr)
 	case "produce":
 		return produceCommand(ctx, rest, stdin, stdout, stderr)
 	case "consume":
@@ -95,7 +98,7 @@ func helpCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return exitOK
 	}
 	switch args[0] {
-	case "serve", "topic", "topics", "group", "groups", "acl", "acls", "quota", "quotas", "produce", "consume", "bench":
+	case "serve", "topic", "topics", "group", "groups", "acl", "acls", "quota", "quotas", "user", "users", "produce", "consume", "bench":
 		return run(ctx, []string{args[0], "--help"}, nil, stdout, stderr)
 	case "version", "help":
 		fmt.Fprint(stdout, usageHeader)

@@ -2690,6 +2690,214 @@ func (x *AlterClientQuotasResponse) GetErrors() []*Error {
 	return nil
 }
 
+type AlterScramCredentialsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Upserts       []*ScramCredential     `protobuf:"bytes,1,rep,name=upserts,proto3" json:"upserts,omitempty"`
+	Deletions     []*ScramCredentialKey  `protobuf:"bytes,2,rep,name=deletions,proto3" json:"deletions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterScramCredentialsRequest) Reset() {
+	*x = AlterScramCredentialsRequest{}
+	mi := &file_controller_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterScramCredentialsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterScramCredentialsRequest) ProtoMessage() {}
+
+func (x *AlterScramCredentialsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterScramCredentialsRequest.ProtoReflect.Descriptor instead.
+func (*AlterScramCredentialsRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *AlterScramCredentialsRequest) GetUpserts() []*ScramCredential {
+	if x != nil {
+		return x.Upserts
+	}
+	return nil
+}
+
+func (x *AlterScramCredentialsRequest) GetDeletions() []*ScramCredentialKey {
+	if x != nil {
+		return x.Deletions
+	}
+	return nil
+}
+
+type AlterScramCredentialsResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Error          *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`                                         // the whole call
+	DeletionErrors []*Error               `protobuf:"bytes,2,rep,name=deletion_errors,json=deletionErrors,proto3" json:"deletion_errors,omitempty"` // in request order; unset entries succeeded
+	UpsertErrors   []*Error               `protobuf:"bytes,3,rep,name=upsert_errors,json=upsertErrors,proto3" json:"upsert_errors,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AlterScramCredentialsResponse) Reset() {
+	*x = AlterScramCredentialsResponse{}
+	mi := &file_controller_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterScramCredentialsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterScramCredentialsResponse) ProtoMessage() {}
+
+func (x *AlterScramCredentialsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterScramCredentialsResponse.ProtoReflect.Descriptor instead.
+func (*AlterScramCredentialsResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *AlterScramCredentialsResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *AlterScramCredentialsResponse) GetDeletionErrors() []*Error {
+	if x != nil {
+		return x.DeletionErrors
+	}
+	return nil
+}
+
+func (x *AlterScramCredentialsResponse) GetUpsertErrors() []*Error {
+	if x != nil {
+		return x.UpsertErrors
+	}
+	return nil
+}
+
+type DescribeScramCredentialsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Users         []string               `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"` // empty: every user
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeScramCredentialsRequest) Reset() {
+	*x = DescribeScramCredentialsRequest{}
+	mi := &file_controller_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeScramCredentialsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeScramCredentialsRequest) ProtoMessage() {}
+
+func (x *DescribeScramCredentialsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeScramCredentialsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeScramCredentialsRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *DescribeScramCredentialsRequest) GetUsers() []string {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+type DescribeScramCredentialsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Credentials   []*ScramCredential     `protobuf:"bytes,2,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeScramCredentialsResponse) Reset() {
+	*x = DescribeScramCredentialsResponse{}
+	mi := &file_controller_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeScramCredentialsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeScramCredentialsResponse) ProtoMessage() {}
+
+func (x *DescribeScramCredentialsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeScramCredentialsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeScramCredentialsResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *DescribeScramCredentialsResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *DescribeScramCredentialsResponse) GetCredentials() []*ScramCredential {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
+}
+
 var File_controller_proto protoreflect.FileDescriptor
 
 const file_controller_proto_rawDesc = "" +
@@ -2875,7 +3083,19 @@ const file_controller_proto_rawDesc = "" +
 	"\aentries\x18\x01 \x03(\v2*.shale.controller.v1.ClientQuotaAlterationR\aentries\x12#\n" +
 	"\rvalidate_only\x18\x02 \x01(\bR\fvalidateOnly\"O\n" +
 	"\x19AlterClientQuotasResponse\x122\n" +
-	"\x06errors\x18\x01 \x03(\v2\x1a.shale.controller.v1.ErrorR\x06errors2\x93\x0f\n" +
+	"\x06errors\x18\x01 \x03(\v2\x1a.shale.controller.v1.ErrorR\x06errors\"\xa5\x01\n" +
+	"\x1cAlterScramCredentialsRequest\x12>\n" +
+	"\aupserts\x18\x01 \x03(\v2$.shale.controller.v1.ScramCredentialR\aupserts\x12E\n" +
+	"\tdeletions\x18\x02 \x03(\v2'.shale.controller.v1.ScramCredentialKeyR\tdeletions\"\xd7\x01\n" +
+	"\x1dAlterScramCredentialsResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12C\n" +
+	"\x0fdeletion_errors\x18\x02 \x03(\v2\x1a.shale.controller.v1.ErrorR\x0edeletionErrors\x12?\n" +
+	"\rupsert_errors\x18\x03 \x03(\v2\x1a.shale.controller.v1.ErrorR\fupsertErrors\"7\n" +
+	"\x1fDescribeScramCredentialsRequest\x12\x14\n" +
+	"\x05users\x18\x01 \x03(\tR\x05users\"\x9c\x01\n" +
+	" DescribeScramCredentialsResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12F\n" +
+	"\vcredentials\x18\x02 \x03(\v2$.shale.controller.v1.ScramCredentialR\vcredentials2\x9d\x11\n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -2897,7 +3117,9 @@ const file_controller_proto_rawDesc = "" +
 	"CreateAcls\x12&.shale.controller.v1.CreateAclsRequest\x1a'.shale.controller.v1.CreateAclsResponse\x12]\n" +
 	"\n" +
 	"DeleteAcls\x12&.shale.controller.v1.DeleteAclsRequest\x1a'.shale.controller.v1.DeleteAclsResponse\x12r\n" +
-	"\x11AlterClientQuotas\x12-.shale.controller.v1.AlterClientQuotasRequest\x1a..shale.controller.v1.AlterClientQuotasResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\x11AlterClientQuotas\x12-.shale.controller.v1.AlterClientQuotasRequest\x1a..shale.controller.v1.AlterClientQuotasResponse\x12~\n" +
+	"\x15AlterScramCredentials\x121.shale.controller.v1.AlterScramCredentialsRequest\x1a2.shale.controller.v1.AlterScramCredentialsResponse\x12\x87\x01\n" +
+	"\x18DescribeScramCredentials\x124.shale.controller.v1.DescribeScramCredentialsRequest\x1a5.shale.controller.v1.DescribeScramCredentialsResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_controller_proto_rawDescOnce sync.Once
@@ -2911,159 +3133,176 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_controller_proto_goTypes = []any{
-	(*NotLeader)(nil),                   // 0: shale.controller.v1.NotLeader
-	(*RegisterBrokerRequest)(nil),       // 1: shale.controller.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),      // 2: shale.controller.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),      // 3: shale.controller.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),     // 4: shale.controller.v1.BrokerHeartbeatResponse
-	(*WatchMetadataRequest)(nil),        // 5: shale.controller.v1.WatchMetadataRequest
-	(*MetadataUpdate)(nil),              // 6: shale.controller.v1.MetadataUpdate
-	(*CreatableTopic)(nil),              // 7: shale.controller.v1.CreatableTopic
-	(*CreateTopicsRequest)(nil),         // 8: shale.controller.v1.CreateTopicsRequest
-	(*CreateTopicResult)(nil),           // 9: shale.controller.v1.CreateTopicResult
-	(*CreateTopicsResponse)(nil),        // 10: shale.controller.v1.CreateTopicsResponse
-	(*DeleteTopicsRequest)(nil),         // 11: shale.controller.v1.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),        // 12: shale.controller.v1.DeleteTopicsResponse
-	(*PartitionsSpec)(nil),              // 13: shale.controller.v1.PartitionsSpec
-	(*CreatePartitionsRequest)(nil),     // 14: shale.controller.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),    // 15: shale.controller.v1.CreatePartitionsResponse
-	(*ConfigOp)(nil),                    // 16: shale.controller.v1.ConfigOp
-	(*AlterTopicConfigsRequest)(nil),    // 17: shale.controller.v1.AlterTopicConfigsRequest
-	(*AlterTopicConfigsResponse)(nil),   // 18: shale.controller.v1.AlterTopicConfigsResponse
-	(*AlterPartitionRequest)(nil),       // 19: shale.controller.v1.AlterPartitionRequest
-	(*AlterPartitionResponse)(nil),      // 20: shale.controller.v1.AlterPartitionResponse
-	(*AllocateProducerIdsRequest)(nil),  // 21: shale.controller.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil), // 22: shale.controller.v1.AllocateProducerIdsResponse
-	(*CommitOffsetsRequest)(nil),        // 23: shale.controller.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),       // 24: shale.controller.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),         // 25: shale.controller.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),        // 26: shale.controller.v1.FetchOffsetsResponse
-	(*DeleteGroupOffsetsRequest)(nil),   // 27: shale.controller.v1.DeleteGroupOffsetsRequest
-	(*ReadOffsetsLogRequest)(nil),       // 28: shale.controller.v1.ReadOffsetsLogRequest
-	(*OffsetsLogRecord)(nil),            // 29: shale.controller.v1.OffsetsLogRecord
-	(*ReadOffsetsLogResponse)(nil),      // 30: shale.controller.v1.ReadOffsetsLogResponse
-	(*DeleteGroupOffsetsResponse)(nil),  // 31: shale.controller.v1.DeleteGroupOffsetsResponse
-	(*ListOffsetGroupsRequest)(nil),     // 32: shale.controller.v1.ListOffsetGroupsRequest
-	(*ListOffsetGroupsResponse)(nil),    // 33: shale.controller.v1.ListOffsetGroupsResponse
-	(*ElectLeadersRequest)(nil),         // 34: shale.controller.v1.ElectLeadersRequest
-	(*PartitionError)(nil),              // 35: shale.controller.v1.PartitionError
-	(*ElectLeadersResponse)(nil),        // 36: shale.controller.v1.ElectLeadersResponse
-	(*CreateAclsRequest)(nil),           // 37: shale.controller.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),          // 38: shale.controller.v1.CreateAclsResponse
-	(*DeleteAclsRequest)(nil),           // 39: shale.controller.v1.DeleteAclsRequest
-	(*DeleteAclsFilterResult)(nil),      // 40: shale.controller.v1.DeleteAclsFilterResult
-	(*DeleteAclsResponse)(nil),          // 41: shale.controller.v1.DeleteAclsResponse
-	(*ClientQuotaOp)(nil),               // 42: shale.controller.v1.ClientQuotaOp
-	(*ClientQuotaAlteration)(nil),       // 43: shale.controller.v1.ClientQuotaAlteration
-	(*AlterClientQuotasRequest)(nil),    // 44: shale.controller.v1.AlterClientQuotasRequest
-	(*AlterClientQuotasResponse)(nil),   // 45: shale.controller.v1.AlterClientQuotasResponse
-	nil,                                 // 46: shale.controller.v1.CreatableTopic.ConfigsEntry
-	(*Listener)(nil),                    // 47: shale.controller.v1.Listener
-	(*Error)(nil),                       // 48: shale.controller.v1.Error
-	(*MetadataDelta)(nil),               // 49: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),          // 50: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),                 // 51: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),                  // 52: shale.controller.v1.TopicState
-	(*PartitionState)(nil),              // 53: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),                 // 54: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),             // 55: shale.controller.v1.TopicPartitions
-	(ElectionType)(0),                   // 56: shale.controller.v1.ElectionType
-	(*AclBinding)(nil),                  // 57: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),                   // 58: shale.controller.v1.AclFilter
-	(*ClientQuotaEntity)(nil),           // 59: shale.controller.v1.ClientQuotaEntity
+	(*NotLeader)(nil),                        // 0: shale.controller.v1.NotLeader
+	(*RegisterBrokerRequest)(nil),            // 1: shale.controller.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),           // 2: shale.controller.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),           // 3: shale.controller.v1.BrokerHeartbeatRequest
+	(*BrokerHeartbeatResponse)(nil),          // 4: shale.controller.v1.BrokerHeartbeatResponse
+	(*WatchMetadataRequest)(nil),             // 5: shale.controller.v1.WatchMetadataRequest
+	(*MetadataUpdate)(nil),                   // 6: shale.controller.v1.MetadataUpdate
+	(*CreatableTopic)(nil),                   // 7: shale.controller.v1.CreatableTopic
+	(*CreateTopicsRequest)(nil),              // 8: shale.controller.v1.CreateTopicsRequest
+	(*CreateTopicResult)(nil),                // 9: shale.controller.v1.CreateTopicResult
+	(*CreateTopicsResponse)(nil),             // 10: shale.controller.v1.CreateTopicsResponse
+	(*DeleteTopicsRequest)(nil),              // 11: shale.controller.v1.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),             // 12: shale.controller.v1.DeleteTopicsResponse
+	(*PartitionsSpec)(nil),                   // 13: shale.controller.v1.PartitionsSpec
+	(*CreatePartitionsRequest)(nil),          // 14: shale.controller.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),         // 15: shale.controller.v1.CreatePartitionsResponse
+	(*ConfigOp)(nil),                         // 16: shale.controller.v1.ConfigOp
+	(*AlterTopicConfigsRequest)(nil),         // 17: shale.controller.v1.AlterTopicConfigsRequest
+	(*AlterTopicConfigsResponse)(nil),        // 18: shale.controller.v1.AlterTopicConfigsResponse
+	(*AlterPartitionRequest)(nil),            // 19: shale.controller.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),           // 20: shale.controller.v1.AlterPartitionResponse
+	(*AllocateProducerIdsRequest)(nil),       // 21: shale.controller.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),      // 22: shale.controller.v1.AllocateProducerIdsResponse
+	(*CommitOffsetsRequest)(nil),             // 23: shale.controller.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),            // 24: shale.controller.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),              // 25: shale.controller.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),             // 26: shale.controller.v1.FetchOffsetsResponse
+	(*DeleteGroupOffsetsRequest)(nil),        // 27: shale.controller.v1.DeleteGroupOffsetsRequest
+	(*ReadOffsetsLogRequest)(nil),            // 28: shale.controller.v1.ReadOffsetsLogRequest
+	(*OffsetsLogRecord)(nil),                 // 29: shale.controller.v1.OffsetsLogRecord
+	(*ReadOffsetsLogResponse)(nil),           // 30: shale.controller.v1.ReadOffsetsLogResponse
+	(*DeleteGroupOffsetsResponse)(nil),       // 31: shale.controller.v1.DeleteGroupOffsetsResponse
+	(*ListOffsetGroupsRequest)(nil),          // 32: shale.controller.v1.ListOffsetGroupsRequest
+	(*ListOffsetGroupsResponse)(nil),         // 33: shale.controller.v1.ListOffsetGroupsResponse
+	(*ElectLeadersRequest)(nil),              // 34: shale.controller.v1.ElectLeadersRequest
+	(*PartitionError)(nil),                   // 35: shale.controller.v1.PartitionError
+	(*ElectLeadersResponse)(nil),             // 36: shale.controller.v1.ElectLeadersResponse
+	(*CreateAclsRequest)(nil),                // 37: shale.controller.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),               // 38: shale.controller.v1.CreateAclsResponse
+	(*DeleteAclsRequest)(nil),                // 39: shale.controller.v1.DeleteAclsRequest
+	(*DeleteAclsFilterResult)(nil),           // 40: shale.controller.v1.DeleteAclsFilterResult
+	(*DeleteAclsResponse)(nil),               // 41: shale.controller.v1.DeleteAclsResponse
+	(*ClientQuotaOp)(nil),                    // 42: shale.controller.v1.ClientQuotaOp
+	(*ClientQuotaAlteration)(nil),            // 43: shale.controller.v1.ClientQuotaAlteration
+	(*AlterClientQuotasRequest)(nil),         // 44: shale.controller.v1.AlterClientQuotasRequest
+	(*AlterClientQuotasResponse)(nil),        // 45: shale.controller.v1.AlterClientQuotasResponse
+	(*AlterScramCredentialsRequest)(nil),     // 46: shale.controller.v1.AlterScramCredentialsRequest
+	(*AlterScramCredentialsResponse)(nil),    // 47: shale.controller.v1.AlterScramCredentialsResponse
+	(*DescribeScramCredentialsRequest)(nil),  // 48: shale.controller.v1.DescribeScramCredentialsRequest
+	(*DescribeScramCredentialsResponse)(nil), // 49: shale.controller.v1.DescribeScramCredentialsResponse
+	nil,                                      // 50: shale.controller.v1.CreatableTopic.ConfigsEntry
+	(*Listener)(nil),                         // 51: shale.controller.v1.Listener
+	(*Error)(nil),                            // 52: shale.controller.v1.Error
+	(*MetadataDelta)(nil),                    // 53: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),               // 54: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),                      // 55: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),                       // 56: shale.controller.v1.TopicState
+	(*PartitionState)(nil),                   // 57: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),                      // 58: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                  // 59: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),                        // 60: shale.controller.v1.ElectionType
+	(*AclBinding)(nil),                       // 61: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),                        // 62: shale.controller.v1.AclFilter
+	(*ClientQuotaEntity)(nil),                // 63: shale.controller.v1.ClientQuotaEntity
+	(*ScramCredential)(nil),                  // 64: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),               // 65: shale.controller.v1.ScramCredentialKey
 }
 var file_controller_proto_depIdxs = []int32{
-	47, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	48, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	48, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	49, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	50, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	51, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	46, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	51, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	52, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	52, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	53, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	54, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	55, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	50, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
 	7,  // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	48, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	52, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	52, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	56, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
 	9,  // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	48, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	51, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	52, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	55, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
 	13, // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	48, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	52, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
 	16, // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	48, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
-	48, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	53, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	48, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	54, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	48, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	55, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	48, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	54, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	55, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	54, // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
-	48, // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
+	52, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	52, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	57, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	52, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	58, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	52, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	59, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	52, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	58, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	59, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	58, // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
+	52, // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
 	29, // 28: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
-	48, // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	48, // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	56, // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
-	55, // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	48, // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
-	48, // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	52, // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	52, // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	60, // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	59, // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	52, // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	52, // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
 	35, // 35: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
-	57, // 36: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
-	48, // 37: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
-	48, // 38: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
-	58, // 39: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
-	48, // 40: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
-	57, // 41: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
-	48, // 42: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
+	61, // 36: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
+	52, // 37: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
+	52, // 38: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
+	62, // 39: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
+	52, // 40: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
+	61, // 41: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
+	52, // 42: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
 	40, // 43: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
-	59, // 44: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	63, // 44: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
 	42, // 45: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
 	43, // 46: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
-	48, // 47: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
-	1,  // 48: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,  // 49: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,  // 50: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,  // 51: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11, // 52: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14, // 53: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17, // 54: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	19, // 55: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	21, // 56: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	23, // 57: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	25, // 58: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	27, // 59: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	32, // 60: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	28, // 61: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
-	34, // 62: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
-	37, // 63: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
-	39, // 64: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
-	44, // 65: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
-	2,  // 66: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,  // 67: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,  // 68: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10, // 69: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12, // 70: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15, // 71: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18, // 72: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	20, // 73: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	22, // 74: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	24, // 75: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	26, // 76: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	31, // 77: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	33, // 78: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	30, // 79: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
-	36, // 80: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
-	38, // 81: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
-	41, // 82: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
-	45, // 83: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
-	66, // [66:84] is the sub-list for method output_type
-	48, // [48:66] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	52, // 47: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
+	64, // 48: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
+	65, // 49: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	52, // 50: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	52, // 51: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
+	52, // 52: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
+	52, // 53: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	64, // 54: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
+	1,  // 55: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,  // 56: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,  // 57: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,  // 58: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11, // 59: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14, // 60: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17, // 61: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	19, // 62: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	21, // 63: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	23, // 64: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	25, // 65: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	27, // 66: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	32, // 67: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	28, // 68: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
+	34, // 69: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	37, // 70: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
+	39, // 71: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
+	44, // 72: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
+	46, // 73: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
+	48, // 74: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
+	2,  // 75: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,  // 76: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,  // 77: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10, // 78: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12, // 79: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15, // 80: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18, // 81: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	20, // 82: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	22, // 83: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	24, // 84: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	26, // 85: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	31, // 86: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	33, // 87: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	30, // 88: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
+	36, // 89: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	38, // 90: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
+	41, // 91: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
+	45, // 92: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
+	47, // 93: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
+	49, // 94: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
+	75, // [75:95] is the sub-list for method output_type
+	55, // [55:75] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -3085,7 +3324,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   47,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,24 +23,26 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Controller_RegisterBroker_FullMethodName      = "/shale.controller.v1.Controller/RegisterBroker"
-	Controller_BrokerHeartbeat_FullMethodName     = "/shale.controller.v1.Controller/BrokerHeartbeat"
-	Controller_WatchMetadata_FullMethodName       = "/shale.controller.v1.Controller/WatchMetadata"
-	Controller_CreateTopics_FullMethodName        = "/shale.controller.v1.Controller/CreateTopics"
-	Controller_DeleteTopics_FullMethodName        = "/shale.controller.v1.Controller/DeleteTopics"
-	Controller_CreatePartitions_FullMethodName    = "/shale.controller.v1.Controller/CreatePartitions"
-	Controller_AlterTopicConfigs_FullMethodName   = "/shale.controller.v1.Controller/AlterTopicConfigs"
-	Controller_AlterPartition_FullMethodName      = "/shale.controller.v1.Controller/AlterPartition"
-	Controller_AllocateProducerIds_FullMethodName = "/shale.controller.v1.Controller/AllocateProducerIds"
-	Controller_CommitOffsets_FullMethodName       = "/shale.controller.v1.Controller/CommitOffsets"
-	Controller_FetchOffsets_FullMethodName        = "/shale.controller.v1.Controller/FetchOffsets"
-	Controller_DeleteGroupOffsets_FullMethodName  = "/shale.controller.v1.Controller/DeleteGroupOffsets"
-	Controller_ListOffsetGroups_FullMethodName    = "/shale.controller.v1.Controller/ListOffsetGroups"
-	Controller_ReadOffsetsLog_FullMethodName      = "/shale.controller.v1.Controller/ReadOffsetsLog"
-	Controller_ElectLeaders_FullMethodName        = "/shale.controller.v1.Controller/ElectLeaders"
-	Controller_CreateAcls_FullMethodName          = "/shale.controller.v1.Controller/CreateAcls"
-	Controller_DeleteAcls_FullMethodName          = "/shale.controller.v1.Controller/DeleteAcls"
-	Controller_AlterClientQuotas_FullMethodName   = "/shale.controller.v1.Controller/AlterClientQuotas"
+	Controller_RegisterBroker_FullMethodName           = "/shale.controller.v1.Controller/RegisterBroker"
+	Controller_BrokerHeartbeat_FullMethodName          = "/shale.controller.v1.Controller/BrokerHeartbeat"
+	Controller_WatchMetadata_FullMethodName            = "/shale.controller.v1.Controller/WatchMetadata"
+	Controller_CreateTopics_FullMethodName             = "/shale.controller.v1.Controller/CreateTopics"
+	Controller_DeleteTopics_FullMethodName             = "/shale.controller.v1.Controller/DeleteTopics"
+	Controller_CreatePartitions_FullMethodName         = "/shale.controller.v1.Controller/CreatePartitions"
+	Controller_AlterTopicConfigs_FullMethodName        = "/shale.controller.v1.Controller/AlterTopicConfigs"
+	Controller_AlterPartition_FullMethodName           = "/shale.controller.v1.Controller/AlterPartition"
+	Controller_AllocateProducerIds_FullMethodName      = "/shale.controller.v1.Controller/AllocateProducerIds"
+	Controller_CommitOffsets_FullMethodName            = "/shale.controller.v1.Controller/CommitOffsets"
+	Controller_FetchOffsets_FullMethodName             = "/shale.controller.v1.Controller/FetchOffsets"
+	Controller_DeleteGroupOffsets_FullMethodName       = "/shale.controller.v1.Controller/DeleteGroupOffsets"
+	Controller_ListOffsetGroups_FullMethodName         = "/shale.controller.v1.Controller/ListOffsetGroups"
+	Controller_ReadOffsetsLog_FullMethodName           = "/shale.controller.v1.Controller/ReadOffsetsLog"
+	Controller_ElectLeaders_FullMethodName             = "/shale.controller.v1.Controller/ElectLeaders"
+	Controller_CreateAcls_FullMethodName               = "/shale.controller.v1.Controller/CreateAcls"
+	Controller_DeleteAcls_FullMethodName               = "/shale.controller.v1.Controller/DeleteAcls"
+	Controller_AlterClientQuotas_FullMethodName        = "/shale.controller.v1.Controller/AlterClientQuotas"
+	Controller_AlterScramCredentials_FullMethodName    = "/shale.controller.v1.Controller/AlterScramCredentials"
+	Controller_DescribeScramCredentials_FullMethodName = "/shale.controller.v1.Controller/DescribeScramCredentials"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -73,6 +75,11 @@ type ControllerClient interface {
 	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
 	// AlterClientQuotas changes client quotas (Kafka's AlterClientQuotas, KIP-546).
 	AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error)
+	// AlterScramCredentials upserts and deletes salted SCRAM credentials (KIP-554).
+	AlterScramCredentials(ctx context.Context, in *AlterScramCredentialsRequest, opts ...grpc.CallOption) (*AlterScramCredentialsResponse, error)
+	// DescribeScramCredentials returns stored credentials, secrets included: brokers check
+	// SASL/SCRAM proofs against them (only brokers reach this service).
+	DescribeScramCredentials(ctx context.Context, in *DescribeScramCredentialsRequest, opts ...grpc.CallOption) (*DescribeScramCredentialsResponse, error)
 }
 
 type controllerClient struct {
@@ -272,6 +279,26 @@ func (c *controllerClient) AlterClientQuotas(ctx context.Context, in *AlterClien
 	return out, nil
 }
 
+func (c *controllerClient) AlterScramCredentials(ctx context.Context, in *AlterScramCredentialsRequest, opts ...grpc.CallOption) (*AlterScramCredentialsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterScramCredentialsResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterScramCredentials_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) DescribeScramCredentials(ctx context.Context, in *DescribeScramCredentialsRequest, opts ...grpc.CallOption) (*DescribeScramCredentialsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeScramCredentialsResponse)
+	err := c.cc.Invoke(ctx, Controller_DescribeScramCredentials_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -302,6 +329,11 @@ type ControllerServer interface {
 	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
 	// AlterClientQuotas changes client quotas (Kafka's AlterClientQuotas, KIP-546).
 	AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error)
+	// AlterScramCredentials upserts and deletes salted SCRAM credentials (KIP-554).
+	AlterScramCredentials(context.Context, *AlterScramCredentialsRequest) (*AlterScramCredentialsResponse, error)
+	// DescribeScramCredentials returns stored credentials, secrets included: brokers check
+	// SASL/SCRAM proofs against them (only brokers reach this service).
+	DescribeScramCredentials(context.Context, *DescribeScramCredentialsRequest) (*DescribeScramCredentialsResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -365,6 +397,12 @@ func (UnimplementedControllerServer) DeleteAcls(context.Context, *DeleteAclsRequ
 }
 func (UnimplementedControllerServer) AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterClientQuotas not implemented")
+}
+func (UnimplementedControllerServer) AlterScramCredentials(context.Context, *AlterScramCredentialsRequest) (*AlterScramCredentialsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterScramCredentials not implemented")
+}
+func (UnimplementedControllerServer) DescribeScramCredentials(context.Context, *DescribeScramCredentialsRequest) (*DescribeScramCredentialsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeScramCredentials not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -704,6 +742,42 @@ func _Controller_AlterClientQuotas_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AlterScramCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterScramCredentialsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterScramCredentials(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterScramCredentials_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterScramCredentials(ctx, req.(*AlterScramCredentialsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_DescribeScramCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeScramCredentialsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).DescribeScramCredentials(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_DescribeScramCredentials_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).DescribeScramCredentials(ctx, req.(*DescribeScramCredentialsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -778,6 +852,14 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AlterClientQuotas",
 			Handler:    _Controller_AlterClientQuotas_Handler,
+		},
+		{
+			MethodName: "AlterScramCredentials",
+			Handler:    _Controller_AlterScramCredentials_Handler,
+		},
+		{
+			MethodName: "DescribeScramCredentials",
+			Handler:    _Controller_DescribeScramCredentials_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1353,6 +1353,145 @@ func (x *AclFilter) GetPermission() int32 {
 	return 0
 }
 
+// ScramCredential is one user's salted SCRAM credential for one mechanism (KIP-554): the
+// password itself is never stored, only what RFC 5802 needs to check a proof.
+type ScramCredential struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Mechanism     string                 `protobuf:"bytes,2,opt,name=mechanism,proto3" json:"mechanism,omitempty"` // SCRAM-SHA-256 or SCRAM-SHA-512
+	Salt          []byte                 `protobuf:"bytes,3,opt,name=salt,proto3" json:"salt,omitempty"`
+	StoredKey     []byte                 `protobuf:"bytes,4,opt,name=stored_key,json=storedKey,proto3" json:"stored_key,omitempty"`
+	ServerKey     []byte                 `protobuf:"bytes,5,opt,name=server_key,json=serverKey,proto3" json:"server_key,omitempty"`
+	Iterations    int32                  `protobuf:"varint,6,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScramCredential) Reset() {
+	*x = ScramCredential{}
+	mi := &file_metadata_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScramCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScramCredential) ProtoMessage() {}
+
+func (x *ScramCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScramCredential.ProtoReflect.Descriptor instead.
+func (*ScramCredential) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ScramCredential) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ScramCredential) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+func (x *ScramCredential) GetSalt() []byte {
+	if x != nil {
+		return x.Salt
+	}
+	return nil
+}
+
+func (x *ScramCredential) GetStoredKey() []byte {
+	if x != nil {
+		return x.StoredKey
+	}
+	return nil
+}
+
+func (x *ScramCredential) GetServerKey() []byte {
+	if x != nil {
+		return x.ServerKey
+	}
+	return nil
+}
+
+func (x *ScramCredential) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+// ScramCredentialKey names one user's credential for one mechanism.
+type ScramCredentialKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Mechanism     string                 `protobuf:"bytes,2,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScramCredentialKey) Reset() {
+	*x = ScramCredentialKey{}
+	mi := &file_metadata_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScramCredentialKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScramCredentialKey) ProtoMessage() {}
+
+func (x *ScramCredentialKey) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScramCredentialKey.ProtoReflect.Descriptor instead.
+func (*ScramCredentialKey) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ScramCredentialKey) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ScramCredentialKey) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
 var File_metadata_proto protoreflect.FileDescriptor
 
 const file_metadata_proto_rawDesc = "" +
@@ -1491,7 +1630,21 @@ const file_metadata_proto_rawDesc = "" +
 	"\x0e_resource_nameB\f\n" +
 	"\n" +
 	"_principalB\a\n" +
-	"\x05_hostB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\x05_host\"\xb5\x01\n" +
+	"\x0fScramCredential\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x1c\n" +
+	"\tmechanism\x18\x02 \x01(\tR\tmechanism\x12\x12\n" +
+	"\x04salt\x18\x03 \x01(\fR\x04salt\x12\x1d\n" +
+	"\n" +
+	"stored_key\x18\x04 \x01(\fR\tstoredKey\x12\x1d\n" +
+	"\n" +
+	"server_key\x18\x05 \x01(\fR\tserverKey\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x06 \x01(\x05R\n" +
+	"iterations\"F\n" +
+	"\x12ScramCredentialKey\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x1c\n" +
+	"\tmechanism\x18\x02 \x01(\tR\tmechanismB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_metadata_proto_rawDescOnce sync.Once
@@ -1505,7 +1658,7 @@ func file_metadata_proto_rawDescGZIP() []byte {
 	return file_metadata_proto_rawDescData
 }
 
-var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_metadata_proto_goTypes = []any{
 	(*Error)(nil),              // 0: shale.controller.v1.Error
 	(*Listener)(nil),           // 1: shale.controller.v1.Listener
@@ -1524,13 +1677,15 @@ var file_metadata_proto_goTypes = []any{
 	(*OffsetEntry)(nil),        // 14: shale.controller.v1.OffsetEntry
 	(*AclBinding)(nil),         // 15: shale.controller.v1.AclBinding
 	(*AclFilter)(nil),          // 16: shale.controller.v1.AclFilter
-	nil,                        // 17: shale.controller.v1.TopicState.ConfigsEntry
-	nil,                        // 18: shale.controller.v1.TopicDelta.ConfigsEntry
-	nil,                        // 19: shale.controller.v1.ClientQuotaState.ValuesEntry
+	(*ScramCredential)(nil),    // 17: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil), // 18: shale.controller.v1.ScramCredentialKey
+	nil,                        // 19: shale.controller.v1.TopicState.ConfigsEntry
+	nil,                        // 20: shale.controller.v1.TopicDelta.ConfigsEntry
+	nil,                        // 21: shale.controller.v1.ClientQuotaState.ValuesEntry
 }
 var file_metadata_proto_depIdxs = []int32{
 	1,  // 0: shale.controller.v1.BrokerState.listeners:type_name -> shale.controller.v1.Listener
-	17, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
+	19, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
 	3,  // 2: shale.controller.v1.TopicState.partitions:type_name -> shale.controller.v1.PartitionState
 	2,  // 3: shale.controller.v1.MetadataDelta.brokers:type_name -> shale.controller.v1.BrokerState
 	7,  // 4: shale.controller.v1.MetadataDelta.topics:type_name -> shale.controller.v1.TopicDelta
@@ -1538,7 +1693,7 @@ var file_metadata_proto_depIdxs = []int32{
 	15, // 6: shale.controller.v1.MetadataDelta.acls_created:type_name -> shale.controller.v1.AclBinding
 	15, // 7: shale.controller.v1.MetadataDelta.acls_deleted:type_name -> shale.controller.v1.AclBinding
 	11, // 8: shale.controller.v1.MetadataDelta.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
-	18, // 9: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
+	20, // 9: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
 	3,  // 10: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
 	2,  // 11: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
 	4,  // 12: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
@@ -1548,7 +1703,7 @@ var file_metadata_proto_depIdxs = []int32{
 	9,  // 16: shale.controller.v1.ClientQuotaEntity.user:type_name -> shale.controller.v1.QuotaEntityPart
 	9,  // 17: shale.controller.v1.ClientQuotaEntity.client_id:type_name -> shale.controller.v1.QuotaEntityPart
 	10, // 18: shale.controller.v1.ClientQuotaState.entity:type_name -> shale.controller.v1.ClientQuotaEntity
-	19, // 19: shale.controller.v1.ClientQuotaState.values:type_name -> shale.controller.v1.ClientQuotaState.ValuesEntry
+	21, // 19: shale.controller.v1.ClientQuotaState.values:type_name -> shale.controller.v1.ClientQuotaState.ValuesEntry
 	20, // [20:20] is the sub-list for method output_type
 	20, // [20:20] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name
@@ -1569,7 +1724,7 @@ func file_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_proto_rawDesc), len(file_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

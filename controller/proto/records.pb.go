@@ -105,6 +105,7 @@ type Record struct {
 	//	*Record_CreateAcls
 	//	*Record_DeleteAcls
 	//	*Record_ClientQuotas
+	//	*Record_ScramCredentials
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -291,6 +292,15 @@ func (x *Record) GetClientQuotas() *ClientQuotasRecord {
 	return nil
 }
 
+func (x *Record) GetScramCredentials() *ScramCredentialsRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_ScramCredentials); ok {
+			return x.ScramCredentials
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -359,6 +369,10 @@ type Record_ClientQuotas struct {
 	ClientQuotas *ClientQuotasRecord `protobuf:"bytes,80,opt,name=client_quotas,json=clientQuotas,proto3,oneof"`
 }
 
+type Record_ScramCredentials struct {
+	ScramCredentials *ScramCredentialsRecord `protobuf:"bytes,40,opt,name=scram_credentials,json=scramCredentials,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -390,6 +404,8 @@ func (*Record_CreateAcls) isRecord_Record() {}
 func (*Record_DeleteAcls) isRecord_Record() {}
 
 func (*Record_ClientQuotas) isRecord_Record() {}
+
+func (*Record_ScramCredentials) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -1657,6 +1673,7 @@ type SnapshotItem struct {
 	//	*SnapshotItem_Group
 	//	*SnapshotItem_Acl
 	//	*SnapshotItem_ClientQuota
+	//	*SnapshotItem_ScramCredential
 	Item          isSnapshotItem_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1744,6 +1761,15 @@ func (x *SnapshotItem) GetClientQuota() *ClientQuotaState {
 	return nil
 }
 
+func (x *SnapshotItem) GetScramCredential() *ScramCredential {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_ScramCredential); ok {
+			return x.ScramCredential
+		}
+	}
+	return nil
+}
+
 type isSnapshotItem_Item interface {
 	isSnapshotItem_Item()
 }
@@ -1768,6 +1794,10 @@ type SnapshotItem_ClientQuota struct {
 	ClientQuota *ClientQuotaState `protobuf:"bytes,80,opt,name=client_quota,json=clientQuota,proto3,oneof"`
 }
 
+type SnapshotItem_ScramCredential struct {
+	ScramCredential *ScramCredential `protobuf:"bytes,40,opt,name=scram_credential,json=scramCredential,proto3,oneof"`
+}
+
 func (*SnapshotItem_Broker) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Topic) isSnapshotItem_Item() {}
@@ -1777,6 +1807,8 @@ func (*SnapshotItem_Group) isSnapshotItem_Item() {}
 func (*SnapshotItem_Acl) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_ClientQuota) isSnapshotItem_Item() {}
+
+func (*SnapshotItem_ScramCredential) isSnapshotItem_Item() {}
 
 // CreateAclsRecord stores ACL bindings the leader validated; bindings already stored are
 // kept once.
@@ -1916,12 +1948,66 @@ func (x *ClientQuotasRecord) GetQuotas() []*ClientQuotaState {
 	return nil
 }
 
+// ScramCredentialsRecord upserts and deletes users' salted SCRAM credentials (KIP-554).
+// Deletions apply before upserts; a deletion of a credential that does not exist is
+// ignored (the controller reports RESOURCE_NOT_FOUND before proposing).
+type ScramCredentialsRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Upserts       []*ScramCredential     `protobuf:"bytes,1,rep,name=upserts,proto3" json:"upserts,omitempty"`
+	Deletions     []*ScramCredentialKey  `protobuf:"bytes,2,rep,name=deletions,proto3" json:"deletions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScramCredentialsRecord) Reset() {
+	*x = ScramCredentialsRecord{}
+	mi := &file_records_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScramCredentialsRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScramCredentialsRecord) ProtoMessage() {}
+
+func (x *ScramCredentialsRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScramCredentialsRecord.ProtoReflect.Descriptor instead.
+func (*ScramCredentialsRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ScramCredentialsRecord) GetUpserts() []*ScramCredential {
+	if x != nil {
+		return x.Upserts
+	}
+	return nil
+}
+
+func (x *ScramCredentialsRecord) GetDeletions() []*ScramCredentialKey {
+	if x != nil {
+		return x.Deletions
+	}
+	return nil
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xca\n" +
-	"\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xa6\v\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -1942,7 +2028,8 @@ const file_records_proto_rawDesc = "" +
 	"createAcls\x12H\n" +
 	"\vdelete_acls\x18= \x01(\v2%.shale.controller.v1.DeleteAclsRecordH\x00R\n" +
 	"deleteAcls\x12N\n" +
-	"\rclient_quotas\x18P \x01(\v2'.shale.controller.v1.ClientQuotasRecordH\x00R\fclientQuotasB\b\n" +
+	"\rclient_quotas\x18P \x01(\v2'.shale.controller.v1.ClientQuotasRecordH\x00R\fclientQuotas\x12Z\n" +
+	"\x11scram_credentials\x18( \x01(\v2+.shale.controller.v1.ScramCredentialsRecordH\x00R\x10scramCredentialsB\b\n" +
 	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -2045,20 +2132,24 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\x03R\roffsetsLogEnd\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xc7\x02\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\x9a\x03\n" +
 	"\fSnapshotItem\x12:\n" +
 	"\x06broker\x18\x01 \x01(\v2 .shale.controller.v1.BrokerStateH\x00R\x06broker\x127\n" +
 	"\x05topic\x18\x02 \x01(\v2\x1f.shale.controller.v1.TopicStateH\x00R\x05topic\x129\n" +
 	"\x05group\x18\x03 \x01(\v2!.shale.controller.v1.GroupOffsetsH\x00R\x05group\x123\n" +
 	"\x03acl\x18< \x01(\v2\x1f.shale.controller.v1.AclBindingH\x00R\x03acl\x12J\n" +
-	"\fclient_quota\x18P \x01(\v2%.shale.controller.v1.ClientQuotaStateH\x00R\vclientQuotaB\x06\n" +
+	"\fclient_quota\x18P \x01(\v2%.shale.controller.v1.ClientQuotaStateH\x00R\vclientQuota\x12Q\n" +
+	"\x10scram_credential\x18( \x01(\v2$.shale.controller.v1.ScramCredentialH\x00R\x0fscramCredentialB\x06\n" +
 	"\x04item\"G\n" +
 	"\x10CreateAclsRecord\x123\n" +
 	"\x04acls\x18\x01 \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\"L\n" +
 	"\x10DeleteAclsRecord\x128\n" +
 	"\afilters\x18\x01 \x03(\v2\x1e.shale.controller.v1.AclFilterR\afilters\"S\n" +
 	"\x12ClientQuotasRecord\x12=\n" +
-	"\x06quotas\x18\x01 \x03(\v2%.shale.controller.v1.ClientQuotaStateR\x06quotas*~\n" +
+	"\x06quotas\x18\x01 \x03(\v2%.shale.controller.v1.ClientQuotaStateR\x06quotas\"\x9f\x01\n" +
+	"\x16ScramCredentialsRecord\x12>\n" +
+	"\aupserts\x18\x01 \x03(\v2$.shale.controller.v1.ScramCredentialR\aupserts\x12E\n" +
+	"\tdeletions\x18\x02 \x03(\v2'.shale.controller.v1.ScramCredentialKeyR\tdeletions*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
@@ -2078,7 +2169,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                 // 0: shale.controller.v1.ElectionType
 	(*Record)(nil),                    // 1: shale.controller.v1.Record
@@ -2105,18 +2196,21 @@ var file_records_proto_goTypes = []any{
 	(*CreateAclsRecord)(nil),          // 22: shale.controller.v1.CreateAclsRecord
 	(*DeleteAclsRecord)(nil),          // 23: shale.controller.v1.DeleteAclsRecord
 	(*ClientQuotasRecord)(nil),        // 24: shale.controller.v1.ClientQuotasRecord
-	nil,                               // 25: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                               // 26: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                  // 27: shale.controller.v1.Listener
-	(*ReplicaList)(nil),               // 28: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),               // 29: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),           // 30: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),          // 31: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),               // 32: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                // 33: shale.controller.v1.TopicState
-	(*AclBinding)(nil),                // 34: shale.controller.v1.AclBinding
-	(*ClientQuotaState)(nil),          // 35: shale.controller.v1.ClientQuotaState
-	(*AclFilter)(nil),                 // 36: shale.controller.v1.AclFilter
+	(*ScramCredentialsRecord)(nil),    // 25: shale.controller.v1.ScramCredentialsRecord
+	nil,                               // 26: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                               // 27: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                  // 28: shale.controller.v1.Listener
+	(*ReplicaList)(nil),               // 29: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),               // 30: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),           // 31: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),          // 32: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),               // 33: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                // 34: shale.controller.v1.TopicState
+	(*AclBinding)(nil),                // 35: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),          // 36: shale.controller.v1.ClientQuotaState
+	(*ScramCredential)(nil),           // 37: shale.controller.v1.ScramCredential
+	(*AclFilter)(nil),                 // 38: shale.controller.v1.AclFilter
+	(*ScramCredentialKey)(nil),        // 39: shale.controller.v1.ScramCredentialKey
 }
 var file_records_proto_depIdxs = []int32{
 	2,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -2135,34 +2229,38 @@ var file_records_proto_depIdxs = []int32{
 	22, // 13: shale.controller.v1.Record.create_acls:type_name -> shale.controller.v1.CreateAclsRecord
 	23, // 14: shale.controller.v1.Record.delete_acls:type_name -> shale.controller.v1.DeleteAclsRecord
 	24, // 15: shale.controller.v1.Record.client_quotas:type_name -> shale.controller.v1.ClientQuotasRecord
-	27, // 16: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	28, // 17: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	25, // 18: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	6,  // 19: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	8,  // 20: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	28, // 21: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	10, // 22: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	26, // 23: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	29, // 24: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	30, // 25: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	15, // 26: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 27: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	30, // 28: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	31, // 29: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	29, // 30: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	32, // 31: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	33, // 32: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	20, // 33: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	34, // 34: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	35, // 35: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
-	34, // 36: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	36, // 37: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	35, // 38: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	25, // 16: shale.controller.v1.Record.scram_credentials:type_name -> shale.controller.v1.ScramCredentialsRecord
+	28, // 17: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	29, // 18: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	26, // 19: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	6,  // 20: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	8,  // 21: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	29, // 22: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	10, // 23: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	27, // 24: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	30, // 25: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	31, // 26: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	15, // 27: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 28: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	31, // 29: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	32, // 30: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	30, // 31: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	33, // 32: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	34, // 33: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	20, // 34: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	35, // 35: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	36, // 36: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	37, // 37: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	35, // 38: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	38, // 39: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	36, // 40: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	37, // 41: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	39, // 42: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -2188,6 +2286,7 @@ func file_records_proto_init() {
 		(*Record_CreateAcls)(nil),
 		(*Record_DeleteAcls)(nil),
 		(*Record_ClientQuotas)(nil),
+		(*Record_ScramCredentials)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
@@ -2195,6 +2294,7 @@ func file_records_proto_init() {
 		(*SnapshotItem_Group)(nil),
 		(*SnapshotItem_Acl)(nil),
 		(*SnapshotItem_ClientQuota)(nil),
+		(*SnapshotItem_ScramCredential)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2202,7 +2302,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -43,7 +43,7 @@ type Config struct {
 	// ListenerSecurityProtocolMap is listener.security.protocol.map (default
 	// "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
 	// listener name to security protocol. As in Kafka, a controller listener missing from
-	// it is PLAINTEXT. Shale serves PLAINTEXT only for now and refuses other listeners.
+	// it is PLAINTEXT; a controller listener may be PLAINTEXT or SSL.
 	ListenerSecurityProtocolMap map[string]string
 	// ControllerListenerNames is controller.listener.names (default "CONTROLLER"). The
 	// first is the listener a controller serves its quorum on.
@@ -203,6 +203,37 @@ type Config struct {
 	HTTPListener string
 	// LogLevel is log.level (Shale's own; default info): debug, info, warn or error.
 	LogLevel slog.Level
+
+	// Security (security.go). SSLKeystoreType and SSLTruststoreType are
+	// ssl.keystore.type and ssl.truststore.type (default PEM, the only format Shale reads).
+	SSLKeystoreType, SSLTruststoreType string
+	// SSLKeystoreLocation is ssl.keystore.location (default ""): this node's certificate
+	// chain and private key, one PEM file, reloaded when it changes.
+	SSLKeystoreLocation string
+	// SSLTruststoreLocation is ssl.truststore.location (default "": the system's CAs).
+	SSLTruststoreLocation string
+	// SSLClientAuth is ssl.client.auth (default none): required, requested or none.
+	SSLClientAuth string
+	// SSLPrincipalMappingRules is ssl.principal.mapping.rules (default DEFAULT).
+	SSLPrincipalMappingRules string
+	// SSLEndpointIdentificationAlgorithm is ssl.endpoint.identification.algorithm
+	// (default https): brokers verify the host name in a peer broker's certificate.
+	SSLEndpointIdentificationAlgorithm string
+	// SASLEnabledMechanisms is sasl.enabled.mechanisms (Shale's default
+	// SCRAM-SHA-256,SCRAM-SHA-512; Kafka's GSSAPI is not served).
+	SASLEnabledMechanisms []string
+	// SASLMechanismInterBrokerProtocol is sasl.mechanism.inter.broker.protocol (Shale's
+	// default SCRAM-SHA-512).
+	SASLMechanismInterBrokerProtocol string
+	// SASLPlainUsersFile is sasl.plain.users.file (Shale's own; default ""): the
+	// user=password file SASL/PLAIN checks.
+	SASLPlainUsersFile string
+	// SASLInterBrokerUsername and SASLInterBrokerPassword are sasl.inter.broker.username
+	// and sasl.inter.broker.password (Shale's own; Kafka puts them in the listener's JAAS
+	// config): the login brokers use on a SASL inter-broker listener.
+	SASLInterBrokerUsername, SASLInterBrokerPassword string
+	// ConnectionsMaxReauthMs is connections.max.reauth.ms (default 0, no limit).
+	ConnectionsMaxReauthMs int64
 
 	// Warnings are messages about the configuration that are not errors (unknown keys in
 	// a file, a wildcard host advertised as 127.0.0.1); the caller logs them once it has

@@ -154,7 +154,7 @@ func buildKeys() []*keyDef {
 			accessor{set: setListeners(func(c *Config) *[]Listener { return &c.Listeners }), get: getListeners(func(c *Config) []Listener { return c.Listeners })}),
 		key("advertised.listeners", "", "Addresses given to clients, NAME://host:port,...; empty: the non-controller listeners.",
 			accessor{set: setListeners(func(c *Config) *[]Listener { return &c.AdvertisedListeners }), get: getListeners(func(c *Config) []Listener { return c.AdvertisedListeners })}),
-		key("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "Listener name to security protocol, NAME:PROTOCOL,... (Shale serves PLAINTEXT only).",
+		key("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "Listener name to security protocol, NAME:PROTOCOL,...",
 			accessor{set: setProtocolMap, get: getProtocolMap}),
 		key("controller.listener.names", "CONTROLLER", "Listeners used by the controller quorum; the first is served by a controller.",
 			accessor{set: func(c *Config, v string) error {
@@ -304,6 +304,8 @@ func buildKeys() []*keyDef {
 		key("log.level", "info", "Shale: debug, info, warn or error.",
 			accessor{set: setLogLevel, get: func(c *Config) string { return strings.ToLower(c.LogLevel.String()) }}),
 	}
+
+	keys = append(keys, securityKeys()...)
 
 	// Broker-level synonyms of topic configs that have no field of their own are accepted
 	// and passed on as topic defaults, validated by the topic config's own rules.

@@ -56,6 +56,9 @@ func TestDefault(t *testing.T) {
 		ReplicaFetchBackoffMs: 1000, ReplicaHighWatermarkCheckpointIntervalMs: 5000,
 		ReplicaFetchWaitMaxMs: 500, NumReplicaFetchers: 1, HTTPListener: "127.0.0.1:9644", LogLevel: slog.LevelInfo,
 		InterBrokerListenerName: "PLAINTEXT", ControllerListenerNames: []string{"CONTROLLER"},
+		SSLKeystoreType: "PEM", SSLTruststoreType: "PEM", SSLClientAuth: "none", SSLPrincipalMappingRules: "DEFAULT",
+		SSLEndpointIdentificationAlgorithm: "https", SASLEnabledMechanisms: []string{"SCRAM-SHA-256", "SCRAM-SHA-512"},
+		SASLMechanismInterBrokerProtocol: "SCRAM-SHA-512",
 	}
 	// Compare the scalar fields by zeroing the ones checked above or not comparable.
 	got := *c

@@ -17,18 +17,7 @@ func (c *Config) finish() error {
 		errs = append(errs, c.origins[key].errorf(format, args...))
 	}
 
-	for _, l := range c.Listeners {
-		proto, ok := c.ListenerSecurityProtocolMap[l.Name]
-		if !ok && slices.Contains(c.ControllerListenerNames, l.Name) {
-			proto, ok = "PLAINTEXT", true // as Kafka does for an unmapped controller listener
-		}
-		switch {
-		case !ok:
-			fail("listeners", "listener %s has no security protocol: add %s:PLAINTEXT to listener.security.protocol.map", l.Name, l.Name)
-		case proto != "PLAINTEXT":
-			fail("listeners", "listener %s uses security protocol %s; Shale serves only PLAINTEXT listeners for now (no TLS or SASL yet)", l.Name, proto)
-		}
-	}
+	c.finishSecurity(fail)
 	controllerName := c.ControllerListenerNames[0]
 	_, hasControllerListener := findListener(c.Listeners, controllerName)
 	if c.IsController() && !hasControllerListener && len(c.ControllerQuorumVoters) == 0 {

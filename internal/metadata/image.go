@@ -14,6 +14,8 @@ type Broker struct {
 	Epoch int64
 	// Fenced brokers hold no leadership and are left out of Metadata responses.
 	Fenced bool
+	// Listeners are every advertised listener, the inter-broker one (Host, Port) first.
+	Listeners []Endpoint
 }
 
 // Partition is one partition's committed state.

@@ -62,7 +62,11 @@ func Run(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 	defer lock.Release()
-	n := &node{cfg: cfg, lg: lg, reg: prometheus.NewRegistry()}
+	sec, err := newNodeSecurity(cfg, lg)
+	if err != nil {
+		return err
+	}
+	n := &node{cfg: cfg, lg: lg, reg: prometheus.NewRegistry(), sec: sec}
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	defer n.close()
 	if err := n.start(ctx, lns); err != nil {
@@ -77,6 +81,7 @@ type node struct {
 	cfg *config.Config
 	lg  *slog.Logger
 	reg *prometheus.Registry
+	sec *nodeSecurity
 
 	controller *controller.Server
 	store      metadata.Store
@@ -99,6 +104,8 @@ type node struct {
 // listeners are a node's bound sockets, until start hands each to what serves it.
 type listeners struct {
 	kafka, controller, http net.Listener
+	// others are the broker listeners besides the inter-broker one (kafka), by name.
+	others map[string]net.Listener
 }
 
 // bind binds every listener the node serves, and records the ports that port-0
@@ -120,6 +127,20 @@ func bind(cfg *config.Config, lg *slog.Logger) (*listeners, error) {
 			return nil, err
 		}
 		cfg.SetBoundPort(cfg.InterBrokerListenerName, lns.kafka.Addr().(*net.TCPAddr).Port)
+		for _, l := range cfg.BrokerListeners() {
+			if l.Name == cfg.InterBrokerListenerName {
+				continue
+			}
+			ln, err := listen("on listener "+l.Name, l.Addr())
+			if err != nil {
+				return nil, err
+			}
+			if lns.others == nil {
+				lns.others = map[string]net.Listener{}
+			}
+			lns.others[l.Name] = ln
+			cfg.SetBoundPort(l.Name, ln.Addr().(*net.TCPAddr).Port)
+		}
 	}
 	if cfg.IsController() {
 		host, port := cfg.ControllerListener()
@@ -149,6 +170,10 @@ func (l *listeners) close() {
 			*ln = nil
 		}
 	}
+	for name, ln := range l.others {
+		ln.Close()
+		delete(l.others, name)
+	}
 }
 
 func (n *node) start(parent context.Context, lns *listeners) error {
@@ -170,10 +195,10 @@ func (n *node) start(parent context.Context, lns *listeners) error {
 	if !cfg.IsBroker() {
 		return nil
 	}
-	if err := n.startBroker(ctx, lns.kafka); err != nil {
+	if err := n.startBroker(ctx, lns.kafka, lns.others); err != nil {
 		return err // lns.kafka is still set: Run closes it
 	}
-	lns.kafka = nil
+	lns.kafka, lns.others = nil, nil
 	return nil
 }
 
@@ -193,7 +218,8 @@ func (n *node) startController(ctx context.Context, ln net.Listener) error {
 		NodeID:                             cfg.NodeID,
 		Voters:                             voters,
 		Listener:                           ln,
-		ServeKafkaClients:                  cfg.IsBroker(),
+		GRPCTLS:                            n.sec.controllerServerTLS(),
+		ServeKafkaClients:                  cfg.IsBroker() && plaintextListener(cfg) != "",
 		DataDir:                            filepath.Join(cfg.LogDir, "__cluster_metadata"),
 		SessionTimeout:                     cfg.BrokerSessionTimeout(),
 		DefaultPartitions:                  cfg.NumPartitions,
@@ -220,7 +246,7 @@ func (n *node) startController(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
+func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[string]net.Listener) error {
 	cfg := n.cfg
 	ipOverrides, err := protocol.ParseConnectionOverrides(cfg.MaxConnectionsPerIPOverrides)
 	if err != nil {
@@ -238,6 +264,9 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		Port:              int32(port),
 		Rack:              cfg.BrokerRack,
 		ListenerName:      cfg.InterBrokerListenerName,
+		SecurityProtocol:  cfg.SecurityProtocol(cfg.InterBrokerListenerName),
+		OtherListeners:    otherEndpoints(cfg),
+		TLS:               n.sec.controllerClientTLS(),
 		ControllerAddrs:   addrs,
 		HeartbeatInterval: cfg.BrokerHeartbeatInterval(),
 		SessionTimeout:    cfg.BrokerSessionTimeout(),
@@ -251,6 +280,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 
 	n.replicas, err = replication.NewManager(replication.Config{
 		NodeID:                 cfg.NodeID,
+		FetcherOpts:            n.sec.fetcherOpts(),
 		LogDir:                 cfg.LogDir,
 		TopicDefaults:          cfg.TopicDefaults(),
 		RetentionCheckInterval: cfg.LogRetentionCheckInterval(),
@@ -301,6 +331,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		TopicDefaults:                cfg.TopicDefaults(),
 		BrokerConfigs:                brokerConfigs,
 		Authorizer:                   cfg.Authorizer(),
+		Auth:                         n.sec.auth(),
 		Logger:                       n.lg,
 		Metrics:                      protocol.NewMetrics(n.reg),
 	}, protocol.Deps{
@@ -309,12 +340,20 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		ProducerIDs: producerid.New(store),
 		Groups:      n.startGroups(store),
 	})
-	// A client given the controller's address is served too: the Metadata answer
-	// moves it to the Kafka listener.
-	lns := []net.Listener{ln}
+	type served struct {
+		ln net.Listener
+		lc protocol.Listener
+	}
+	lns := []served{{ln, n.sec.listener(cfg.InterBrokerListenerName)}}
+	for name, l := range others {
+		lns = append(lns, served{l, n.sec.listener(name)})
+	}
+	// A client given the controller's address is served too, as if it had come in on a
+	// PLAINTEXT listener (only when there is one, so that the controller port is no way
+	// around authentication): the Metadata answer moves it to that listener.
 	if n.controller != nil {
 		if cln := n.controller.KafkaListener(); cln != nil {
-			lns = append(lns, cln)
+			lns = append(lns, served{cln, n.sec.listener(plaintextListener(cfg))})
 		}
 	}
 	n.serving = make(chan struct{})
@@ -323,8 +362,8 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		serving.Add(1)
 		go func() {
 			defer serving.Done()
-			if err := n.kafka.Serve(ctx, l); err != nil {
-				n.lg.Error("Kafka listener stopped", "err", err)
+			if err := n.kafka.ServeListener(ctx, l.ln, l.lc); err != nil {
+				n.lg.Error("Kafka listener stopped", "listener", l.lc.Name, "err", err)
 			}
 		}()
 	}
@@ -334,6 +373,21 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 	}()
 	n.lg.Info("serving Kafka clients", "listener", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(port)), "node_id", cfg.NodeID, "log_dir", cfg.LogDir)
 	return nil
+}
+
+// plaintextListener names the broker listener the controller port's Kafka clients are
+// served as: the inter-broker one when it is PLAINTEXT, else the first PLAINTEXT one;
+// "" when every broker listener is secured.
+func plaintextListener(cfg *config.Config) string {
+	if cfg.SecurityProtocol(cfg.InterBrokerListenerName) == protocol.ProtocolPlaintext {
+		return cfg.InterBrokerListenerName
+	}
+	for _, l := range cfg.BrokerListeners() {
+		if cfg.SecurityProtocol(l.Name) == protocol.ProtocolPlaintext {
+			return l.Name
+		}
+	}
+	return ""
 }
 
 // startGroups starts the consumer-group coordinator and its lag metrics.
