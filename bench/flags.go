@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/shalelog/shale/bench/nullbroker"
-	"github.com/shalelog/shale/internal/flagusage"
 	"github.com/shalelog/shale/client"
+	"github.com/shalelog/shale/internal/flagusage"
 )
 
 // valueFunc adapts a getter and a setter to flag.Value.
