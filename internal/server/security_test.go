@@ -96,6 +96,39 @@ func (n *secureNode) mtlsClient(t *testing.T, certs ...tls.Certificate) *kgo.Cli
 	return cl
 }
 
+// addAlice waits for the node over SASL_SSL, then, as the inter-broker admin, creates the
+// SCRAM-SHA-512 user alice (password alice-secret) and a one-partition topic.
+func (n *secureNode) addAlice(t *testing.T, ctx context.Context, topic string) {
+	t.Helper()
+	admin := n.saslClient(t, scram512("admin", "admin-secret"))
+	testutil.Eventually(t, 30*time.Second, "the broker over SASL_SSL", func() bool {
+		_, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxFor(t, 2*time.Second), admin)
+		return err == nil
+	})
+	adm := kadm.NewClient(admin)
+	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-secret"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// aliceCertFiles writes a client certificate for CN=alice,OU=eng (User:alice through the
+// node's mapping rule) and its key, as the PEM files non-Go clients read.
+func (n *secureNode) aliceCertFiles(t *testing.T) (certFile, keyFile string) {
+	t.Helper()
+	cert := n.ca.Issue(t, securitytest.Options{Subject: pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"eng"}}})
+	certFile, keyFile = filepath.Join(n.dir, "alice.crt"), filepath.Join(n.dir, "alice.key")
+	if err := os.WriteFile(certFile, cert.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, cert.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
 func scram512(user, pass string) sasl.Mechanism {
 	return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
 }
@@ -360,19 +393,8 @@ func TestKcatOverSASLSSLAndMutualTLS(t *testing.T) {
 		t.Skip("no kcat on PATH (tests/deps.sh installs it)")
 	}
 	n := startSecureNode(t)
-	admin := n.saslClient(t, scram512("admin", "admin-secret"))
-	testutil.Eventually(t, 30*time.Second, "the broker over SASL_SSL", func() bool {
-		_, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxFor(t, 2*time.Second), admin)
-		return err == nil
-	})
 	ctx := ctxFor(t, 90*time.Second)
-	adm := kadm.NewClient(admin)
-	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-secret"}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "kcat"); err != nil {
-		t.Fatal(err)
-	}
+	n.addAlice(t, ctx, "kcat")
 	ca := filepath.Join(n.dir, "ca.pem")
 	kcat := func(stdin string, args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, "kcat", args...)
@@ -394,14 +416,7 @@ func TestKcatOverSASLSSLAndMutualTLS(t *testing.T) {
 		t.Errorf("kcat with a wrong password: %v\n%s", err, out)
 	}
 
-	cert := n.ca.Issue(t, securitytest.Options{Subject: pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"eng"}}})
-	certFile, keyFile := filepath.Join(n.dir, "alice.crt"), filepath.Join(n.dir, "alice.key")
-	if err := os.WriteFile(certFile, cert.CertPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, cert.KeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	certFile, keyFile := n.aliceCertFiles(t)
 	mtls := []string{"-b", n.mtls, "-X", "security.protocol=SSL", "-X", "ssl.ca.location=" + ca,
 		"-X", "ssl.certificate.location=" + certFile, "-X", "ssl.key.location=" + keyFile}
 	if out, err := kcat("", append(mtls, "-C", "-t", "kcat", "-o", "beginning", "-c", "2", "-e", "-q")...); err != nil || out != "one\ntwo\n" {
@@ -463,19 +478,8 @@ func TestKafkaPythonOverSASLSSL(t *testing.T) {
 		t.Skip("no kafka-python for /usr/bin/python3 (tests/deps.sh installs it)")
 	}
 	n := startSecureNode(t)
-	admin := n.saslClient(t, scram512("admin", "admin-secret"))
-	testutil.Eventually(t, 30*time.Second, "the broker over SASL_SSL", func() bool {
-		_, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxFor(t, 2*time.Second), admin)
-		return err == nil
-	})
 	ctx := ctxFor(t, 120*time.Second)
-	adm := kadm.NewClient(admin)
-	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-secret"}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "py"); err != nil {
-		t.Fatal(err)
-	}
+	n.addAlice(t, ctx, "py")
 	run := func(pass string) (string, error) {
 		out, err := exec.CommandContext(ctx, python, "-c", kafkaPythonScript, n.secure, "alice", pass, filepath.Join(n.dir, "ca.pem"), "py").CombinedOutput()
 		return string(out), err
@@ -487,14 +491,7 @@ func TestKafkaPythonOverSASLSSL(t *testing.T) {
 		t.Fatalf("kafka-python with a wrong password: %v\n%s", err, out)
 	}
 
-	cert := n.ca.Issue(t, securitytest.Options{Subject: pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"eng"}}})
-	certFile, keyFile := filepath.Join(n.dir, "alice.crt"), filepath.Join(n.dir, "alice.key")
-	if err := os.WriteFile(certFile, cert.CertPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, cert.KeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	certFile, keyFile := n.aliceCertFiles(t)
 	mtls := func(certFile, keyFile string) (string, error) {
 		out, err := exec.CommandContext(ctx, python, "-c", kafkaPythonMTLSScript, n.mtls, filepath.Join(n.dir, "ca.pem"), certFile, keyFile, "py").CombinedOutput()
 		return string(out), err
@@ -545,19 +542,8 @@ func TestKafkajsOverSASLSSLAndMutualTLS(t *testing.T) {
 		t.Skip("kafkajs is not installed in tests/interop/node (tests/deps.sh installs it)")
 	}
 	n := startSecureNode(t)
-	admin := n.saslClient(t, scram512("admin", "admin-secret"))
-	testutil.Eventually(t, 30*time.Second, "the broker over SASL_SSL", func() bool {
-		_, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxFor(t, 2*time.Second), admin)
-		return err == nil
-	})
 	ctx := ctxFor(t, 120*time.Second)
-	adm := kadm.NewClient(admin)
-	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-secret"}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "js"); err != nil {
-		t.Fatal(err)
-	}
+	n.addAlice(t, ctx, "js")
 	ca := filepath.Join(n.dir, "ca.pem")
 	run := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, "node", append([]string{"-e", kafkajsScript, "--"}, args...)...)
@@ -571,14 +557,7 @@ func TestKafkajsOverSASLSSLAndMutualTLS(t *testing.T) {
 	if out, err := run(n.secure, "alice", "wrong", ca); err == nil || !strings.Contains(out, "SASL") {
 		t.Fatalf("kafkajs with a wrong password: %v\n%s", err, out)
 	}
-	cert := n.ca.Issue(t, securitytest.Options{Subject: pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"eng"}}})
-	certFile, keyFile := filepath.Join(n.dir, "js.crt"), filepath.Join(n.dir, "js.key")
-	if err := os.WriteFile(certFile, cert.CertPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, cert.KeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	certFile, keyFile := n.aliceCertFiles(t)
 	if out, err := run(n.mtls, "", "", ca, certFile, keyFile); err != nil || !strings.Contains(out, "OK from kafkajs") {
 		t.Fatalf("kafkajs over mTLS: %v\n%s", err, out)
 	}
