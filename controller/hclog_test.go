@@ -5,11 +5,11 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/shalelog/shale/internal/testutil"
 )
 
 func TestRaftLoggerRendersFormat(t *testing.T) {
@@ -28,7 +28,7 @@ func TestRaftLoggerRendersFormat(t *testing.T) {
 // A snapshot asked for with nothing new (Close asks for one) is not an error: a clean
 // start and stop of an idle controller logs no error.
 func TestIdleRestartLogsNoError(t *testing.T) {
-	var buf syncBuffer
+	var buf testutil.Buffer
 	lg := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	q := newTestQuorum(t, 1, func(c *Config) { c.Logger = lg })
 	q.leader()
@@ -53,22 +53,4 @@ func TestRaftLoggerNothingToSnapshotIsNotAnError(t *testing.T) {
 	if out := buf.String(); strings.Contains(out, "nothing new") || !strings.Contains(out, "disk full") {
 		t.Fatalf("logged: %s", out)
 	}
-}
-
-// syncBuffer is a bytes.Buffer that several goroutines may log into.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shalelog/shale/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -31,7 +32,7 @@ func kafkaRequest(req kmsg.Request) []byte {
 // A Kafka client given a controller-only listener is closed at once, not left to time
 // out, and the log says where the brokers listen.
 func TestKafkaClientOnControllerPort(t *testing.T) {
-	var logs syncBuffer
+	var logs testutil.Buffer
 	q := newTestQuorum(t, 1, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	q.leader()
 	q.broker(1, "")

@@ -1,7 +1,6 @@
 package protocol_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,29 +17,13 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/shalelog/shale/internal/security"
+	"github.com/shalelog/shale/internal/testutil"
 	"github.com/shalelog/shale/protocol"
 )
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // saslBroker starts a broker with a SASL_PLAINTEXT listener named SASL beside the
 // PLAINTEXT one, PLAIN users alice and bob, and the given session lifetime.
-func saslBroker(t *testing.T, reauth time.Duration) (addr string, logs *lockedBuffer) {
+func saslBroker(t *testing.T, reauth time.Duration) (addr string, logs *testutil.Buffer) {
 	t.Helper()
 	dir := t.TempDir()
 	users := filepath.Join(dir, "users")
@@ -52,7 +34,7 @@ func saslBroker(t *testing.T, reauth time.Duration) (addr string, logs *lockedBu
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs = &lockedBuffer{}
+	logs = &testutil.Buffer{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/shalelog/shale/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -278,7 +278,7 @@ func startServe(t *testing.T, extra ...string) (bootstrap string, stop func() (i
 	t.Helper()
 	kafka, controller := freePort(t), freePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var serveErr syncBuffer
+	var serveErr testutil.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, append([]string{"serve", "--log.dirs=" + filepath.Join(t.TempDir(), "data"),
@@ -315,22 +315,4 @@ func startServe(t *testing.T, extra ...string) (bootstrap string, stop func() (i
 			t.Fatalf("serve did not come up: %s", serveErr.String())
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer that serve's logger and the test may use at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

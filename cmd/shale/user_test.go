@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shalelog/shale/internal/security/securitytest"
+	"github.com/shalelog/shale/internal/testutil"
 )
 
 // `shale user` against a node whose only Kafka listener is SASL_SSL: the admin login
@@ -24,7 +25,7 @@ func TestUserCommandsOverSASLSSL(t *testing.T) {
 	truststore := securitytest.WriteTruststore(t, dir, "ca.pem", ca)
 	kafka, controller := freePort(t), freePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var serveErr syncBuffer
+	var serveErr testutil.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "--log.dirs=" + filepath.Join(dir, "data"),

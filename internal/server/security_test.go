@@ -35,13 +35,13 @@ type secureNode struct {
 	ca, rogue    *securitytest.CA
 	secure, mtls string // addresses
 	ctl          string
-	logs         *syncBuffer
+	logs         *testutil.Buffer
 	dir          string
 }
 
 func startSecureNode(t *testing.T, extra ...string) *secureNode {
 	t.Helper()
-	n := &secureNode{logs: &syncBuffer{}, dir: t.TempDir()}
+	n := &secureNode{logs: &testutil.Buffer{}, dir: t.TempDir()}
 	n.ca = securitytest.NewCA(t, "shale test CA")
 	n.rogue = securitytest.NewCA(t, "someone else's CA")
 	server := n.ca.Issue(t, securitytest.Options{Subject: pkix.Name{CommonName: "broker-1"}, Hosts: []string{"127.0.0.1", "localhost"}})

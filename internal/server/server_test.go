@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -71,26 +69,8 @@ func TestPortConflictWritesNothing(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer that the node's logger and the test may use at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // runNode runs a node with the default logger writing to logs, until stop.
-func runNode(t *testing.T, logs *syncBuffer, args ...string) (stop func() error) {
+func runNode(t *testing.T, logs *testutil.Buffer, args ...string) (stop func() error) {
 	t.Helper()
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
@@ -141,7 +121,7 @@ func TestSingleNodeWithOnlyKafkaListener(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	for run := range 3 {
-		var logs syncBuffer
+		var logs testutil.Buffer
 		stop := runNode(t, &logs, "--log.dirs="+dir, "--http.listener=", "--listeners=PLAINTEXT://"+addr)
 		waitBroker(t, addr)
 		if err := stop(); err != nil {
@@ -167,7 +147,7 @@ func TestSingleNodeWithOnlyKafkaListener(t *testing.T) {
 func TestKafkaClientOnControllerPortIsServed(t *testing.T) {
 	kafka := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	ctl := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	var logs syncBuffer
+	var logs testutil.Buffer
 	runNode(t, &logs, "--log.dirs="+filepath.Join(t.TempDir(), "data"), "--http.listener=",
 		"--listeners=PLAINTEXT://"+kafka+",CONTROLLER://"+ctl)
 	waitBroker(t, kafka)
