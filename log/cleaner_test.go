@@ -1,6 +1,7 @@
 package log
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -316,4 +318,148 @@ func mustReadDir(t testing.TB, dir string) []string {
 		names = append(names, e.Name())
 	}
 	return names
+}
+
+// TestOffsetMapBounded fills a map past its buffer: it grows to the bound, refuses new
+// keys beyond it, still updates the keys it has, and forgets everything on Reset.
+func TestOffsetMapBounded(t *testing.T) {
+	m := NewOffsetMap(24 * 10000)
+	if m.Capacity() != 9000 {
+		t.Fatalf("capacity %d, want 9000 (10000 slots at a 0.9 load factor)", m.Capacity())
+	}
+	for i := range m.Capacity() {
+		if !m.Put(fmt.Appendf(nil, "key-%d", i), int64(i)) {
+			t.Fatalf("Put %d refused below capacity", i)
+		}
+	}
+	if len(m.slots) != 10000 {
+		t.Fatalf("table has %d slots, want the bound 10000", len(m.slots))
+	}
+	if m.Put([]byte("one-too-many"), 1) {
+		t.Fatal("a full map took a new key")
+	}
+	if !m.Put([]byte("key-5"), 99999) {
+		t.Fatal("a full map refused to update a key it has")
+	}
+	for i := range m.Capacity() {
+		want := int64(i)
+		if i == 5 {
+			want = 99999
+		}
+		if got, ok := m.Get(fmt.Appendf(nil, "key-%d", i)); !ok || got != want {
+			t.Fatalf("key-%d: %d %v, want %d", i, got, ok, want)
+		}
+	}
+	if _, ok := m.Get([]byte("one-too-many")); ok {
+		t.Fatal("a refused key is found")
+	}
+	if m.Latest() != 99999 {
+		t.Fatalf("latest %d", m.Latest())
+	}
+	m.Reset()
+	if _, ok := m.Get([]byte("key-1")); ok || m.Len() != 0 || m.Latest() != -1 {
+		t.Fatal("Reset left keys behind")
+	}
+}
+
+// TestCleanViewSurvivesSwap holds a View over a segment while it is cleaned and swapped:
+// the View keeps reading the old bytes, and a new read sees the cleaned segment.
+func TestCleanViewSurvivesSwap(t *testing.T) {
+	clock := newFakeClock(1_000_000)
+	cfg := testConfig(clock)
+	cfg.SegmentBytes = 1024
+	l := mustOpen(t, t.TempDir(), cfg)
+	defer l.Close()
+	for i := range 60 {
+		mustAppend(t, l, keyedBatch(t, clock.Now().UnixMilli(), -1, []testRecord{{key: fmt.Sprint(i % 3), value: []byte("value")}}), 0)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := l.Read(0, 1<<20, l.EndOffset(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := append([]byte(nil), v.Chunks[0]...)
+	st, err := l.Clean(cleanOpts(l.EndOffset(), -1))
+	if err != nil || st.Segments == 0 {
+		t.Fatalf("Clean: %+v, %v", st, err)
+	}
+	if !bytes.Equal(before, v.Chunks[0]) {
+		t.Fatal("a View's bytes changed under it")
+	}
+	v.Release()
+	recs := readRecords(t, l)
+	if len(recs) >= 60 {
+		t.Fatalf("%d records after cleaning", len(recs))
+	}
+	checkIndexes(t, l)
+}
+
+// TestCleanConcurrentAppendsAndReads cleans repeatedly while an appender and readers
+// run; the race detector and the final table check the rest.
+func TestCleanConcurrentAppendsAndReads(t *testing.T) {
+	cfg := testConfig(nil)
+	cfg.SegmentBytes = 2048
+	l := mustOpen(t, t.TempDir(), cfg)
+	defer l.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			v, err := l.Read(l.StartOffset(), 1<<20, l.EndOffset(), true)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for _, c := range v.Chunks {
+				if _, err := SplitBatches(c); err != nil {
+					t.Error(err)
+				}
+			}
+			v.Release()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := l.Flush(); err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := l.Clean(cleanOpts(l.EndOffset(), 0)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	latest := map[string]int64{}
+	for i := range 3000 {
+		k := fmt.Sprint(i % 17)
+		info := mustAppend(t, l, keyedBatch(t, int64(i), -1, []testRecord{{key: k, value: []byte("v")}}), 0)
+		latest[k] = info.BaseOffset
+	}
+	close(stop)
+	wg.Wait()
+	got := map[string]int64{}
+	for _, r := range readRecords(t, l) {
+		got[r.key] = r.offset
+	}
+	for k, off := range latest {
+		if got[k] != off {
+			t.Fatalf("key %s: latest %d, read %d", k, off, got[k])
+		}
+	}
 }

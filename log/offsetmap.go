@@ -13,13 +13,19 @@ const offsetMapLoadFactor = 0.9
 // OffsetMap maps record keys to the latest offset seen for them, in a fixed amount of
 // memory (log.cleaner.dedupe.buffer.size): keys are stored as 128-bit hashes, so two
 // keys collide with negligible probability and the memory never grows with key sizes.
+// The table starts small and doubles up to the bound, so a cleaner thread of a broker
+// whose compacted logs are small never touches the whole buffer.
 // It is not safe for concurrent use; each cleaner thread has its own.
 type OffsetMap struct {
 	seed1, seed2 maphash.Seed
 	slots        []offsetSlot
+	maxSlots     int
 	n, limit     int
 	latest       int64 // largest offset put since the last Reset, -1 if none
 }
+
+// initialOffsetMapSlots is the table's first size.
+const initialOffsetMapSlots = 1024
 
 type offsetSlot struct {
 	h1, h2 uint64 // h1|h2 == 0 marks an empty slot (hashes are forced nonzero)
@@ -28,10 +34,27 @@ type offsetSlot struct {
 
 // NewOffsetMap returns a map using about bufferBytes of memory (at least 16 slots).
 func NewOffsetMap(bufferBytes int64) *OffsetMap {
-	n := max(bufferBytes/offsetMapEntrySize, 16)
-	m := &OffsetMap{seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed(), slots: make([]offsetSlot, n), latest: -1}
+	n := int(max(bufferBytes/offsetMapEntrySize, 16))
+	m := &OffsetMap{seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed(), maxSlots: n, latest: -1}
+	m.slots = make([]offsetSlot, min(n, initialOffsetMapSlots))
 	m.limit = max(int(float64(n)*offsetMapLoadFactor), 1)
 	return m
+}
+
+// grow doubles the table (up to maxSlots) when one more key would take it past the
+// load factor, and reports whether it did.
+func (m *OffsetMap) grow() bool {
+	if len(m.slots) >= m.maxSlots || float64(m.n+1) <= float64(len(m.slots))*offsetMapLoadFactor {
+		return false
+	}
+	old := m.slots
+	m.slots = make([]offsetSlot, min(2*len(old), m.maxSlots))
+	for _, s := range old {
+		if s.h1 != 0 || s.h2 != 0 {
+			*m.find(s.h1, s.h2) = s
+		}
+	}
+	return true
 }
 
 // Capacity is how many keys the map holds before it is full.
@@ -78,6 +101,9 @@ func (m *OffsetMap) Put(key []byte, offset int64) bool {
 	if s.h1 == 0 && s.h2 == 0 {
 		if m.n >= m.limit {
 			return false
+		}
+		if m.grow() {
+			s = m.find(h1, h2)
 		}
 		s.h1, s.h2 = h1, h2
 		m.n++
