@@ -49,6 +49,24 @@ type CleanOptions struct {
 	// Throttle, if set, is called with the bytes read and written as the pass goes
 	// (log.cleaner.io.max.bytes.per.second); it may sleep.
 	Throttle func(bytes int64)
+	// Done, if set, aborts the pass when closed (shutdown): it stops between segments
+	// with ErrCleanAborted, leaving the segments swapped so far, all of them valid.
+	Done <-chan struct{}
+}
+
+// ErrCleanAborted: Clean stopped because CleanOptions.Done was closed.
+var ErrCleanAborted = errors.New("log cleaning aborted")
+
+func (o *CleanOptions) aborted() bool {
+	if o.Done == nil {
+		return false
+	}
+	select {
+	case <-o.Done:
+		return true
+	default:
+		return false
+	}
 }
 
 // CleanStats says what a pass did.
@@ -165,6 +183,9 @@ func (l *Log) Clean(opt CleanOptions) (CleanStats, error) {
 	mapEnd := firstDirty
 	full := false
 	for i := 0; i < k && !full; i++ {
+		if opt.aborted() {
+			return st, ErrCleanAborted
+		}
 		s := segs[i]
 		if segs[i+1].base <= firstDirty {
 			continue
@@ -213,6 +234,9 @@ func (l *Log) Clean(opt CleanOptions) (CleanStats, error) {
 	// goes, every older record of its key has gone before it (a crash between swaps
 	// leaves a log in which no key has lost its latest value).
 	for i := 0; i < k && segs[i].base < mapEnd; i++ {
+		if opt.aborted() {
+			return st, ErrCleanAborted
+		}
 		s := segs[i]
 		dropTombstones := opt.DeleteRetentionMs >= 0 && now-s.retentionTimestamp() > opt.DeleteRetentionMs
 		keep := func(off int64, key []byte, tomb bool) bool {

@@ -261,6 +261,11 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		Logger:                 n.lg,
 		Registry:               n.reg,
 
+		CleanerThreads:             int(cfg.LogCleanerThreads),
+		CleanerDedupeBufferSize:    cfg.LogCleanerDedupeBufferSize,
+		CleanerIOMaxBytesPerSecond: cfg.LogCleanerIOMaxBytesPerSecond,
+		CleanerBackoff:             time.Duration(cfg.LogCleanerBackoffMs) * time.Millisecond,
+
 		ProducerIDExpiration:              time.Duration(cfg.ProducerIDExpirationMs) * time.Millisecond,
 		ProducerIDExpirationCheckInterval: time.Duration(cfg.ProducerIDExpirationCheckIntervalMs) * time.Millisecond,
 	}, store)
