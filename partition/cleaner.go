@@ -42,6 +42,9 @@ type cleanerInfo struct {
 	mu      sync.Mutex
 	lastRun time.Time
 	last    shalelog.CleanStats
+	// retryAt holds the replica back after a failed pass, so that a log the cleaner
+	// cannot clean does not keep a thread spinning on it.
+	retryAt time.Time
 }
 
 // CleanerStatus reports the replica's dirty ratio and last cleaner run; ok is false
@@ -63,6 +66,12 @@ func (p *Partition) cleanable(now time.Time) (float64, bool) {
 	set := p.Settings()
 	c := set.Compaction
 	if !c.Compact {
+		return 0, false
+	}
+	p.cleanerInfo.mu.Lock()
+	retryAt := p.cleanerInfo.retryAt
+	p.cleanerInfo.mu.Unlock()
+	if now.Before(retryAt) {
 		return 0, false
 	}
 	ratio, dirty, _ := p.log.DirtyRatio(p.HighWatermark(), c.MinLagMs)
@@ -146,6 +155,9 @@ func (t *throttler) take(n int64) {
 	}
 }
 
+// cleanerRetryBackoff is how long a replica whose cleaning failed is left alone.
+const cleanerRetryBackoff = time.Minute
+
 // cleaners are the broker's cleaner threads (log.cleaner.threads), each with its own key
 // map of log.cleaner.dedupe.buffer.size / threads bytes.
 type cleaners struct {
@@ -225,7 +237,10 @@ func (c *cleaners) clean(p *Partition, om *shalelog.OffsetMap) {
 		return
 	}
 	if err != nil {
-		p.lg.Warn("log cleaner failed", "err", err)
+		p.cleanerInfo.mu.Lock()
+		p.cleanerInfo.retryAt = time.Now().Add(cleanerRetryBackoff)
+		p.cleanerInfo.mu.Unlock()
+		p.lg.Warn("log cleaner failed; retrying later", "retry_in", cleanerRetryBackoff, "err", err)
 		return
 	}
 	p.lg.Info("log cleaner run", "segments", st.Segments, "bytes_read", st.BytesRead, "bytes_written", st.BytesWritten,
