@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -83,24 +84,24 @@ type CleanStats struct {
 // cleanerState is the cleaner's bookkeeping on a Log.
 type cleanerState struct {
 	mu      sync.Mutex // one pass at a time per log
-	loaded  bool
-	cleaned int64 // the checkpointed first dirty offset
+	load    sync.Once
+	cleaned atomic.Int64 // the checkpointed first dirty offset
 }
 
-// firstDirty is where the dirty section starts: the checkpoint, clamped to the log.
-func (l *Log) firstDirtyLocked() int64 {
+// firstDirty is where the dirty section starts: the checkpoint, clamped to the log. It
+// never waits for a pass in progress.
+func (l *Log) firstDirty() int64 {
 	c := &l.cleaner
-	if !c.loaded {
+	c.load.Do(func() {
 		off, ok, err := readCheckpoint(l.fsys, l.dir, cleanerCheckpointFile)
 		if err != nil {
 			l.logger().Warn("ignoring unreadable cleaner checkpoint; the whole log is dirty", "dir", l.dir, "err", err)
 		}
 		if ok {
-			c.cleaned = off
+			c.cleaned.Store(off)
 		}
-		c.loaded = true
-	}
-	return min(max(c.cleaned, l.start.Load()), l.end.Load())
+	})
+	return min(max(c.cleaned.Load(), l.start.Load()), l.end.Load())
 }
 
 // cleanable returns how many leading segments of segs may be cleaned: sealed, durable,
@@ -124,9 +125,7 @@ func cleanable(segs []*segment, upper, now, minLagMs int64) int {
 // in the dirty section, not yet cleaned: Kafka's cleanable ratio, compared with
 // min.cleanable.dirty.ratio. It also returns both byte counts.
 func (l *Log) DirtyRatio(upper, minLagMs int64) (ratio float64, dirty, total int64) {
-	l.cleaner.mu.Lock()
-	firstDirty := l.firstDirtyLocked()
-	l.cleaner.mu.Unlock()
+	firstDirty := l.firstDirty()
 	segs := l.segments()
 	if len(segs) == 0 {
 		return 0, 0, 0
@@ -166,7 +165,7 @@ func (l *Log) Clean(opt CleanOptions) (CleanStats, error) {
 	now := l.nowMs()
 	cfg := l.config()
 	interval := int64(cfg.IndexIntervalBytes)
-	firstDirty := l.firstDirtyLocked()
+	firstDirty := l.firstDirty()
 	st := CleanStats{FirstDirty: firstDirty, MapEnd: firstDirty}
 	segs := l.segments()
 	if len(segs) == 0 {
@@ -283,7 +282,7 @@ func (l *Log) Clean(opt CleanOptions) (CleanStats, error) {
 	if err := writeCheckpoint(l.fsys, l.dir, cleanerCheckpointFile, mapEnd); err != nil {
 		return st, fmt.Errorf("log clean %s: %w", l.dir, err)
 	}
-	l.cleaner.cleaned = mapEnd
+	l.cleaner.cleaned.Store(mapEnd)
 	st.Duration = time.Since(began)
 	return st, nil
 }

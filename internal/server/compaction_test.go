@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,8 +23,9 @@ import (
 func TestCompactedTopicThroughFranzGo(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	var logs syncBuffer
-	runNode(t, &logs, "--log.dirs="+dir, "--http.listener=", "--listeners=PLAINTEXT://"+addr,
+	runNode(t, &logs, "--log.dirs="+dir, "--http.listener="+httpAddr, "--listeners=PLAINTEXT://"+addr,
 		"--log.cleaner.backoff.ms=50", "--log.cleaner.dedupe.buffer.size=1048576")
 	waitBroker(t, addr)
 
@@ -88,6 +91,18 @@ func TestCompactedTopicThroughFranzGo(t *testing.T) {
 		t.Errorf("no cleaner run was logged")
 	}
 	t.Logf("produced %d records, a new consumer reads %d", produced, read)
+
+	resp2, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp2.Body)
+	resp2.Body.Close()
+	for _, m := range []string{`shale_log_cleaner_dirty_ratio{partition="0",topic="compacted"}`, `shale_log_cleaner_dirty_bytes{partition="0",topic="compacted"}`, `shale_log_cleaner_seconds_since_last_run{partition="0",topic="compacted"}`} {
+		if !strings.Contains(string(body), m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
 }
 
 func ptr(s string) *string { return &s }
