@@ -86,6 +86,23 @@ type cleanerState struct {
 	mu      sync.Mutex // one pass at a time per log
 	load    sync.Once
 	cleaned atomic.Int64 // the checkpointed first dirty offset
+	// truncations counts truncations below the dirty section's start, so that a pass
+	// that raced with one does not move the start back above offsets appended again.
+	truncations atomic.Int64
+}
+
+// truncatedTo lowers the start of the dirty section to offset after the log was cut
+// there: what is appended at those offsets again has not been cleaned. The caller holds
+// the appender's lock.
+func (l *Log) truncatedTo(offset int64) error {
+	c := &l.cleaner
+	l.firstDirty() // loads the checkpoint
+	if c.cleaned.Load() <= offset {
+		return nil
+	}
+	c.truncations.Add(1)
+	c.cleaned.Store(offset)
+	return writeCheckpoint(l.fsys, l.dir, cleanerCheckpointFile, offset)
 }
 
 // firstDirty is where the dirty section starts: the checkpoint, clamped to the log. It
@@ -162,6 +179,7 @@ func (l *Log) Clean(opt CleanOptions) (CleanStats, error) {
 		return CleanStats{}, l.errClosed()
 	}
 	began := time.Now()
+	truncations := l.cleaner.truncations.Load()
 	now := l.nowMs()
 	cfg := l.config()
 	interval := int64(cfg.IndexIntervalBytes)
@@ -278,6 +296,11 @@ func (l *Log) Clean(opt CleanOptions) (CleanStats, error) {
 		st.Segments++
 		st.BytesWritten += int64(len(out))
 		st.RecordsRemoved += removed
+	}
+	if l.cleaner.truncations.Load() != truncations {
+		// Truncated below the dirty section meanwhile: it stays where truncation put it.
+		st.Duration = time.Since(began)
+		return st, nil
 	}
 	if err := writeCheckpoint(l.fsys, l.dir, cleanerCheckpointFile, mapEnd); err != nil {
 		return st, fmt.Errorf("log clean %s: %w", l.dir, err)

@@ -463,3 +463,42 @@ func TestCleanConcurrentAppendsAndReads(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanAfterTruncationBelowCleaned truncates below the cleaned offset and appends
+// new records at the same offsets: the next pass treats them as dirty, so a tombstone
+// among them cannot be taken for the only record of its key.
+func TestCleanAfterTruncationBelowCleaned(t *testing.T) {
+	clock := newFakeClock(1_000_000)
+	cfg := testConfig(clock)
+	cfg.SegmentBytes = 600
+	l := mustOpen(t, t.TempDir(), cfg)
+	defer func() { l.Close() }()
+	for i := range 40 {
+		mustAppend(t, l, keyedBatch(t, clock.Now().UnixMilli(), -1, []testRecord{{key: fmt.Sprint(i % 4), value: []byte("v")}}), 0)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Clean(cleanOpts(l.EndOffset(), -1)); err != nil {
+		t.Fatal(err)
+	}
+	cleaned := l.firstDirty()
+	if cleaned <= 10 {
+		t.Fatalf("cleaned only to %d", cleaned)
+	}
+	if err := l.Truncate(5); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.cleaner.cleaned.Load(); got > l.EndOffset() {
+		t.Fatalf("dirty section starts at %d, beyond the end %d after truncation", got, l.EndOffset())
+	}
+	// Persisted: a reopened log has it too.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = mustOpen(t, l.Dir(), cfg)
+	if l.firstDirty(); l.cleaner.cleaned.Load() > l.EndOffset() {
+		got := l.cleaner.cleaned.Load()
+		t.Fatalf("after reopen the dirty section starts at %d, beyond the end %d", got, l.EndOffset())
+	}
+}
