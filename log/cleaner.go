@@ -249,39 +249,57 @@ func (l *Log) Clean(opt CleanOptions) (CleanStats, error) {
 
 	// Phase 2: rewrite the segments up to mapEnd, oldest first, so that when a tombstone
 	// goes, every older record of its key has gone before it (a crash between swaps
-	// leaves a log in which no key has lost its latest value).
-	for i := 0; i < k && segs[i].base < mapEnd; i++ {
+	// leaves a log in which no key has lost its latest value). Consecutive segments
+	// whose sizes add up to at most segment.bytes are merged into one, as Kafka groups
+	// them, so that a compacted log's segment count shrinks with it.
+	for i := 0; i < k && segs[i].base < mapEnd; {
 		if opt.aborted() {
 			return st, ErrCleanAborted
 		}
-		s := segs[i]
-		dropTombstones := opt.DeleteRetentionMs >= 0 && now-s.retentionTimestamp() > opt.DeleteRetentionMs
-		keep := func(off int64, key []byte, tomb bool) bool {
-			if key == nil {
-				return false
-			}
-			if off >= mapEnd {
-				return true
-			}
-			latest, ok := m.Get(key)
-			if ok && latest > off {
-				return false
-			}
-			// The latest record of its key: a tombstone may go once its retention is over.
-			return !(tomb && dropTombstones)
+		j, total := i+1, segs[i].size.Load()
+		for j < k && segs[j].base < mapEnd && total+segs[j].size.Load() <= cfg.SegmentBytes && fitsRelative(segs[i].base, segs[j+1].base-1) {
+			total += segs[j].size.Load()
+			j++
 		}
-		out, removed, read, err := l.rewriteSegment(s, interval, opt, keep)
-		if err != nil {
-			return st, fmt.Errorf("log clean %s: %w", l.dir, err)
+		group := segs[i:j]
+		i = j
+		var out []byte
+		var removed int64
+		for gi, s := range group {
+			dropTombstones := opt.DeleteRetentionMs >= 0 && now-s.retentionTimestamp() > opt.DeleteRetentionMs
+			keep := func(off int64, key []byte, tomb bool) bool {
+				if key == nil {
+					return false
+				}
+				if off >= mapEnd {
+					return true
+				}
+				latest, ok := m.Get(key)
+				if ok && latest > off {
+					return false
+				}
+				// The latest record of its key: a tombstone may go once its retention is over.
+				return !(tomb && dropTombstones)
+			}
+			var n, read int64
+			var err error
+			out, n, read, err = l.rewriteSegment(s, out, interval, opt, keep, gi == len(group)-1)
+			if err != nil {
+				return st, fmt.Errorf("log clean %s: %w", l.dir, err)
+			}
+			removed += n
+			st.BytesRead += read
+			if opt.Throttle != nil {
+				opt.Throttle(read)
+			}
 		}
-		st.BytesRead += read
 		if opt.Throttle != nil {
-			opt.Throttle(read + int64(len(out)))
+			opt.Throttle(int64(len(out)))
 		}
-		if removed == 0 {
+		if removed == 0 && len(group) == 1 {
 			continue
 		}
-		swapped, err := l.swapSegment(s, out)
+		swapped, err := l.swapSegments(group, out)
 		if err != nil {
 			return st, fmt.Errorf("log clean %s: %w", l.dir, err)
 		}
@@ -293,7 +311,7 @@ func (l *Log) Clean(opt CleanOptions) (CleanStats, error) {
 			st.Duration = time.Since(began)
 			return st, nil
 		}
-		st.Segments++
+		st.Segments += len(group)
 		st.BytesWritten += int64(len(out))
 		st.RecordsRemoved += removed
 	}
@@ -324,14 +342,13 @@ func (l *Log) withSegment(s *segment, interval int64, fn func(data []byte) error
 	return guardFault(func() error { return fn(data) })
 }
 
-// rewriteSegment builds the cleaned contents of s. It never returns an empty segment:
-// when every batch goes, the last one stays as a header-only batch, so the segment keeps
-// its offset range and the log its end.
-func (l *Log) rewriteSegment(s *segment, interval int64, opt CleanOptions, keep func(int64, []byte, bool) bool) (out []byte, removed, read int64, err error) {
+// rewriteSegment appends the cleaned contents of s to out. With keepLast, the
+// segment's last batch stays (as a header when it lost every record), so that the
+// rewritten segment still ends at the old one's last offset: recovery relies on it to
+// tell which old segments a committed swap replaced.
+func (l *Log) rewriteSegment(s *segment, out []byte, interval int64, opt CleanOptions, keep func(int64, []byte, bool) bool, keepLast bool) (_ []byte, removed, read int64, err error) {
 	err = l.withSegment(s, interval, func(data []byte) error {
-		out = make([]byte, 0, len(data))
 		read = int64(len(data))
-		var last []byte
 		for pos := int64(0); pos < int64(len(data)); {
 			h, err := ParseHeader(data[pos:])
 			if err != nil {
@@ -350,20 +367,15 @@ func (l *Log) rewriteSegment(s *segment, interval int64, opt CleanOptions, keep 
 			}
 			removed += int64(int(h.RecordCount) - kept)
 			if kept == 0 {
-				last = nb
 				keepEmpty := h.HasProducer()
 				if keepEmpty && opt.KeepEmptyBatch != nil {
 					keepEmpty = opt.KeepEmptyBatch(h.ProducerID, h.LastOffset())
 				}
-				if !keepEmpty {
+				if !keepEmpty && !(keepLast && pos == int64(len(data))) {
 					continue
 				}
-				last = nil
 			}
 			out = append(out, nb...)
-		}
-		if len(out) == 0 && last != nil {
-			out = append(out, last...)
 		}
 		return nil
 	})

@@ -158,17 +158,18 @@ func TestCleanerModel(t *testing.T) {
 	if testing.Short() {
 		seeds = 8
 	}
-	var swapped, removed, crashes int64
+	var swapped, removed, crashes, merges int64
 	for seed := range seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			st := runCleanerModel(t, uint64(seed))
 			swapped += st.Segments
 			removed += st.RecordsRemoved
 			crashes += st.crashes
+			merges += st.merges
 		})
 	}
-	t.Logf("%d segments swapped, %d records removed, %d crashes", swapped, removed, crashes)
-	if swapped == 0 || removed == 0 || crashes == 0 {
+	t.Logf("%d segments swapped, %d records removed, %d crashes, %d passes merged segments", swapped, removed, crashes, merges)
+	if swapped == 0 || removed == 0 || crashes == 0 || merges == 0 {
 		t.Fatalf("the model test exercised nothing: %d swaps, %d records removed, %d crashes", swapped, removed, crashes)
 	}
 }
@@ -177,6 +178,7 @@ type modelStats struct {
 	Segments       int64
 	RecordsRemoved int64
 	crashes        int64
+	merges         int64
 }
 
 var errTestCrash = errors.New("test crash")
@@ -272,7 +274,11 @@ func runCleanerModel(t *testing.T, seed uint64) (ms modelStats) {
 		}
 		upper := next - int64(rng.IntN(5)) // a high watermark a little behind
 		retention := []int64{-1, 0, 2000}[rng.IntN(3)]
+		before := l.NumSegments()
 		st, err := l.Clean(cleanOpts(upper, retention))
+		if err == nil && l.NumSegments() < before {
+			ms.merges++
+		}
 		testSwapHook = nil
 		ms.Segments += int64(st.Segments)
 		ms.RecordsRemoved += st.RecordsRemoved

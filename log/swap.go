@@ -1,6 +1,7 @@
 package log
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,24 +18,32 @@ const (
 	swapSuffix    = ".swap"
 )
 
-// swapSegment replaces the sealed segment old with data, its cleaned contents, if old is
-// still in the log (retention or truncation may have removed it meanwhile: then it
-// reports false and changes nothing). The bytes are written and synced outside the
-// appender's lock; only the renames and the new segment list take it.
-func (l *Log) swapSegment(old *segment, data []byte) (bool, error) {
-	cleaned := segmentPath(l.dir, old.base, logSuffix+cleanedSuffix)
+// swapSegments replaces the consecutive sealed segments olds with one segment holding
+// data, their cleaned contents, at the first one's base offset, if they are all still in
+// the log (retention or truncation may have removed one meanwhile: then it reports false
+// and changes nothing). The bytes are written and synced outside the appender's lock;
+// only the renames and the new segment list take it.
+func (l *Log) swapSegments(olds []*segment, data []byte) (bool, error) {
+	first := olds[0]
+	cleaned := segmentPath(l.dir, first.base, logSuffix+cleanedSuffix)
 	if err := l.writeCleaned(cleaned, data); err != nil {
 		return false, err
 	}
-	var size, maxTs int64 = int64(len(data)), -1
-	r := scanSegment(data, old.base, maxOffset, int64(l.config().IndexIntervalBytes))
+	size := int64(len(data))
+	r := scanSegment(data, first.base, maxOffset, int64(l.config().IndexIntervalBytes))
 	if r.valid != size {
 		l.fsys.Remove(cleaned)
 		return false, storageError("clean segment", r.stop)
 	}
-	maxTs = r.state.maxTs
+	// Retention counts from the largest timestamp left (the old ones' when no batch
+	// has one) and the latest modification of the replaced segments, as Kafka keeps it.
+	maxTs, oldMaxTs, modTime := r.state.maxTs, int64(-1), int64(-1)
+	for _, o := range olds {
+		oldMaxTs = max(oldMaxTs, o.maxTimestamp.Load())
+		modTime = max(modTime, o.modTime.Load())
+	}
 	if maxTs < 0 {
-		maxTs = old.maxTimestamp.Load()
+		maxTs = oldMaxTs
 	}
 
 	l.mu.Lock()
@@ -42,13 +51,19 @@ func (l *Log) swapSegment(old *segment, data []byte) (bool, error) {
 	segs := l.segments()
 	idx := -1
 	for i, s := range segs {
-		if s == old {
+		if s == first {
 			idx = i
 		}
 	}
-	if l.closed.Load() || idx < 0 || idx == len(segs)-1 {
+	if l.closed.Load() || idx < 0 || idx+len(olds) > len(segs)-1 {
 		l.fsys.Remove(cleaned)
 		return false, nil
+	}
+	for n, o := range olds {
+		if segs[idx+n] != o {
+			l.fsys.Remove(cleaned)
+			return false, nil
+		}
 	}
 	if err := l.markDirty(); err != nil {
 		l.fsys.Remove(cleaned)
@@ -57,7 +72,7 @@ func (l *Log) swapSegment(old *segment, data []byte) (bool, error) {
 	if err := swapHook("cleaned"); err != nil {
 		return false, err
 	}
-	swap := segmentPath(l.dir, old.base, logSuffix+swapSuffix)
+	swap := segmentPath(l.dir, first.base, logSuffix+swapSuffix)
 	if err := l.fsys.Rename(cleaned, swap); err != nil {
 		l.fsys.Remove(cleaned)
 		return false, storageError("rename cleaned segment", err)
@@ -70,21 +85,44 @@ func (l *Log) swapSegment(old *segment, data []byte) (bool, error) {
 	if err := swapHook("committed"); err != nil {
 		return false, err
 	}
-	// From here the swap is committed. The old object must never load the new files,
-	// so it retires, and a new object describes whichever file the name now holds.
-	old.retire()
-	renamed, err := completeSwap(l.fsys, l.dir, old.base)
-	ns := openSealedSegment(l.fsys, l.dir, old.base, size, maxTs, old.modTime.Load(), true, old.maps)
-	if !renamed {
-		// Still the old bytes (their indexes may be gone: loading rebuilds them). The
-		// next Open completes the swap.
-		ns = openSealedSegment(l.fsys, l.dir, old.base, old.size.Load(), old.maxTimestamp.Load(), old.modTime.Load(), true, old.maps)
+	// From here the swap is committed. The old objects must never load the new files,
+	// so they retire, and a new object describes whichever file the name now holds.
+	for _, o := range olds {
+		o.retire()
 	}
-	next := append([]*segment(nil), segs...)
-	next[idx] = ns
+	bases := make([]int64, len(olds))
+	for n, o := range olds {
+		bases[n] = o.base
+	}
+	renamed, err := completeSwap(l.fsys, l.dir, bases)
+	next := append([]*segment(nil), segs[:idx]...)
+	if renamed {
+		next = append(next, openSealedSegment(l.fsys, l.dir, first.base, size, maxTs, modTime, true, first.maps))
+	} else {
+		// The swap is committed but not done: the next Open completes it. Until then
+		// the old files serve (their indexes may be gone: loading rebuilds them);
+		// those removed already leave a gap that reads step over.
+		for _, o := range olds {
+			if fileExists(l.fsys, o.logPath()) {
+				next = append(next, openSealedSegment(l.fsys, l.dir, o.base, o.size.Load(), o.maxTimestamp.Load(), o.modTime.Load(), true, o.maps))
+			}
+		}
+	}
+	next = append(next, segs[idx+len(olds):]...)
 	l.publish(next)
-	old.release() // the Log's reference; Views keep the old mapping until they let go
+	for _, o := range olds {
+		o.release() // the Log's reference; Views keep the old mapping until they let go
+	}
 	return renamed && err == nil, err
+}
+
+func fileExists(fsys fileSystem, path string) bool {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
 }
 
 // testSwapHook, set only by tests, is called at each step of a swap; an error stops the
@@ -121,26 +159,68 @@ func (l *Log) writeCleaned(path string, data []byte) error {
 	return nil
 }
 
-// completeSwap finishes a committed swap of the segment at base: the old indexes go
-// (they describe the old bytes; loading rebuilds them), then the .swap file takes the
-// segment's name. Each step is idempotent, so recovery can repeat it after a crash.
-// It reports whether the rename happened.
-func completeSwap(fsys fileSystem, dir string, base int64) (renamed bool, err error) {
+// completeSwap finishes a committed swap of the segments at bases into one at bases[0]:
+// the segments after the first go, then the first one's indexes (they describe the old
+// bytes; loading rebuilds them), then the .swap file takes the first one's name. Each
+// step is idempotent, so recovery can repeat it after a crash. It reports whether the
+// rename happened.
+func completeSwap(fsys fileSystem, dir string, bases []int64) (renamed bool, err error) {
+	for _, b := range bases[1:] {
+		if err := removeSegmentFiles(fsys, dir, b); err != nil {
+			return false, err
+		}
+	}
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
-		if err := removeIfExists(fsys, segmentPath(dir, base, suffix)); err != nil {
+		if err := removeIfExists(fsys, segmentPath(dir, bases[0], suffix)); err != nil {
 			return false, err
 		}
 	}
 	if err := swapHook("indexes-removed"); err != nil {
 		return false, err
 	}
-	if err := fsys.Rename(segmentPath(dir, base, logSuffix+swapSuffix), segmentPath(dir, base, logSuffix)); err != nil {
+	if err := fsys.Rename(segmentPath(dir, bases[0], logSuffix+swapSuffix), segmentPath(dir, bases[0], logSuffix)); err != nil {
 		return false, storageError("rename swapped segment", err)
 	}
 	if err := fsys.SyncDir(dir); err != nil {
 		return true, storageError("sync log directory", err)
 	}
 	return true, nil
+}
+
+// swapCovers returns the base offsets of the segments a committed swap at base
+// replaces: its own, and every other segment whose base lies within the offsets of the
+// .swap file (cleaning keeps the last batch of a merged group, so the file reaches at
+// least the last replaced segment's base).
+func swapCovers(fsys fileSystem, dir string, base int64, entries []os.DirEntry) ([]int64, error) {
+	f, err := fsys.OpenFile(segmentPath(dir, base, logSuffix+swapSuffix), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, storageError("open swap file", err)
+	}
+	defer f.Close()
+	size, err := fileSize(f)
+	if err != nil {
+		return nil, storageError("stat swap file", err)
+	}
+	var r scanResult
+	if size > 0 {
+		data, err := f.Map(int(size), false)
+		if err != nil {
+			return nil, storageError("map swap file", err)
+		}
+		err = guardFault(func() error { r = scanSegment(data, base, maxOffset, math.MaxInt64); return nil })
+		unmap(data)
+		if err != nil {
+			return nil, err
+		}
+	}
+	bases := []int64{base}
+	for _, e := range entries {
+		b, suffix, ok := parseSegmentFileName(e.Name())
+		if ok && suffix == logSuffix && b > base && b < r.next {
+			bases = append(bases, b)
+		}
+	}
+	return bases, nil
 }
 
 // recoverSwaps deals with what an interrupted cleaning left in dir: .cleaned files were
@@ -174,7 +254,11 @@ func recoverSwaps(fsys fileSystem, dir string) (swapped bool, err error) {
 			}
 			continue
 		}
-		if _, err := completeSwap(fsys, dir, base); err != nil {
+		bases, err := swapCovers(fsys, dir, base, entries)
+		if err != nil {
+			return swapped, err
+		}
+		if _, err := completeSwap(fsys, dir, bases); err != nil {
 			return swapped, err
 		}
 		swapped = true
