@@ -89,6 +89,8 @@ type cleanerState struct {
 	// truncations counts truncations below the dirty section's start, so that a pass
 	// that raced with one does not move the start back above offsets appended again.
 	truncations atomic.Int64
+	// ckMu orders the checkpoint writes of a pass's end and of a truncation.
+	ckMu sync.Mutex
 }
 
 // truncatedTo lowers the start of the dirty section to offset after the log was cut
@@ -97,6 +99,8 @@ type cleanerState struct {
 func (l *Log) truncatedTo(offset int64) error {
 	c := &l.cleaner
 	l.firstDirty() // loads the checkpoint
+	c.ckMu.Lock()
+	defer c.ckMu.Unlock()
 	if c.cleaned.Load() <= offset {
 		return nil
 	}
@@ -315,6 +319,8 @@ func (l *Log) Clean(opt CleanOptions) (CleanStats, error) {
 		st.BytesWritten += int64(len(out))
 		st.RecordsRemoved += removed
 	}
+	l.cleaner.ckMu.Lock()
+	defer l.cleaner.ckMu.Unlock()
 	if l.cleaner.truncations.Load() != truncations {
 		// Truncated below the dirty section meanwhile: it stays where truncation put it.
 		st.Duration = time.Since(began)
