@@ -508,3 +508,45 @@ func TestCleanAfterTruncationBelowCleaned(t *testing.T) {
 		t.Fatalf("after reopen the dirty section starts at %d, beyond the end %d", got, l.EndOffset())
 	}
 }
+
+// TestAppendReplicaTakesCompactedBatches: a follower of a compacted leader receives
+// batches with offset gaps inside them and header-only batches; it appends them at the
+// leader's offsets and finds them again after a crash (recovery accepts them too), while
+// a produced batch must still satisfy Kafka's count invariants.
+func TestAppendReplicaTakesCompactedBatches(t *testing.T) {
+	cfg := testConfig(nil)
+	dir := t.TempDir()
+	l := mustOpen(t, dir, cfg)
+	full := keyedBatch(t, 1000, 42, []testRecord{{key: "a", value: []byte("1")}, {key: "b", value: []byte("2")}, {key: "a", value: []byte("3")}})
+	SetBaseOffset(full, 10)
+	gapped, n, err := testFilter{}.Filter(full, func(off int64, _ []byte, _ bool) bool { return off != 10 })
+	if err != nil || n != 2 {
+		t.Fatal(n, err)
+	}
+	empty, n, err := testFilter{}.Filter(full, func(int64, []byte, bool) bool { return false })
+	if err != nil || n != 0 {
+		t.Fatal(n, err)
+	}
+	SetBaseOffset(empty, 20)
+	if _, err := l.Append(empty, 0); err == nil {
+		t.Fatal("Append took a batch with no records")
+	}
+	for _, b := range [][]byte{gapped, empty} {
+		if _, err := l.AppendReplica(b); err != nil {
+			t.Fatalf("AppendReplica: %v", err)
+		}
+	}
+	if l.EndOffset() != 23 {
+		t.Fatalf("end offset %d, want 23", l.EndOffset())
+	}
+	l.crashForTest()
+	l = mustOpen(t, dir, cfg)
+	defer l.Close()
+	if l.EndOffset() != 23 {
+		t.Fatalf("after recovery the end offset is %d, want 23", l.EndOffset())
+	}
+	recs := readRecords(t, l)
+	if len(recs) != 2 || recs[0].offset != 11 || recs[1].offset != 12 {
+		t.Fatalf("read back %+v", recs)
+	}
+}
