@@ -1,0 +1,126 @@
+package partition
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/shalelog/shale/internal/records"
+	"github.com/shalelog/shale/internal/testutil"
+	shalelog "github.com/shalelog/shale/log"
+)
+
+func keyedBatch(t *testing.T, key string, value string) []byte {
+	t.Helper()
+	b, err := records.Build(shalelog.Header{Magic: 2, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, shalelog.CodecNone,
+		[]records.Record{{Key: []byte(key), Value: []byte(value)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// readTable reads the partition's log from its start: key -> (value, offset) of the
+// last record of each key, and how many records there are below and from offset hw.
+func readTable(t *testing.T, p *Partition, hw int64) (table map[string]int64, below, above int) {
+	t.Helper()
+	table = map[string]int64{}
+	v, err := p.log.Read(p.log.StartOffset(), math.MaxInt32, p.log.EndOffset(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	for _, c := range v.Chunks {
+		bs, err := shalelog.SplitBatches(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range bs {
+			h, recs, err := records.Records(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				off := h.BaseOffset + int64(r.OffsetDelta)
+				table[string(r.Key)] = off
+				if off < hw {
+					below++
+				} else {
+					above++
+				}
+			}
+		}
+	}
+	return table, below, above
+}
+
+// The manager's cleaner (here its CleanNow pass) compacts a compacted replica up to its high watermark and no
+// further, reports it in CleanerStatus, and its goroutines end with Close.
+func TestManagerCleansBelowHighWatermark(t *testing.T) {
+	before := runtime.NumGoroutine()
+	m, err := NewManager(ManagerConfig{Dir: t.TempDir(), NodeID: 1, CleanerBackoff: time.Hour, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := testSettings()
+	set.MinInsyncReplicas = 1
+	set.Log.SegmentBytes = 1024
+	set.Compaction = Compaction{Compact: true, MinCleanableRatio: 0.01, MaxLagMs: math.MaxInt64, DeleteRetentionMs: 86400000}
+	p, err := m.Open("t", testID, 0, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ApplyState(leaderState(1, 1, 1), time.Now())
+	latest := map[string]int64{}
+	appendKey := func(i int) {
+		b := keyedBatch(t, fmt.Sprint(i%5), fmt.Sprint(i))
+		h, _ := shalelog.ParseHeader(b)
+		res, err := p.AppendAsLeader(b, h, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		latest[fmt.Sprint(i%5)] = res.BaseOffset
+	}
+	for i := range 200 {
+		appendKey(i)
+	}
+	// A follower joins the ISR and fetches nothing: the high watermark stays, and what
+	// is appended from here is above it.
+	p.ApplyState(leaderState(1, 2, 1, 2), time.Now())
+	hw := p.HighWatermark()
+	for i := 200; i < 400; i++ {
+		appendKey(i)
+	}
+	if p.HighWatermark() != hw {
+		t.Fatalf("high watermark moved from %d to %d", hw, p.HighWatermark())
+	}
+	if err := p.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// The threads wait an hour between looks; CleanNow is the same pass, here and now.
+	m.CleanNow()
+	st, ok := p.CleanerStatus()
+	if !ok || st.LastRun.IsZero() || st.LastStats.RecordsRemoved == 0 || st.DirtyBytes != 0 {
+		t.Fatalf("cleaner status after a pass: %+v (compacted %v)", st, ok)
+	}
+	table, below, above := readTable(t, p, hw)
+	if above != 200 {
+		t.Fatalf("%d records at or above the high watermark %d, want all 200 untouched", above, hw)
+	}
+	if below >= int(hw) {
+		t.Fatalf("%d records below the high watermark %d: nothing was cleaned", below, hw)
+	}
+	for k, off := range latest {
+		if table[k] != off {
+			t.Fatalf("key %s: latest at %d, read %d", k, off, table[k])
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the cleaner goroutines end", func() bool {
+		return runtime.NumGoroutine() <= before
+	})
+}
