@@ -107,6 +107,7 @@ func (p *Partition) Clean(m *shalelog.OffsetMap, throttle func(int64), done <-ch
 		MinCompactionLagMs: c.MinLagMs,
 		Throttle:           throttle,
 		Done:               done,
+		KeepEmptyBatch:     p.isLastProducerBatch,
 	})
 	p.cleanerInfo.mu.Lock()
 	p.cleanerInfo.lastRun = time.Now()
@@ -115,6 +116,18 @@ func (p *Partition) Clean(m *shalelog.OffsetMap, throttle func(int64), done <-ch
 	}
 	p.cleanerInfo.mu.Unlock()
 	return st, err
+}
+
+// isLastProducerBatch says whether the batch ending at lastOffset is the last one of a
+// producer this replica still tracks: only that one must keep its header when
+// compaction empties it, so that the producer's epoch and last sequence survive a
+// restart that rebuilds producer state from the log (Kafka's rule). Other emptied
+// batches go.
+func (p *Partition) isLastProducerBatch(producerID, lastOffset int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.producers.producers[producerID]
+	return e != nil && len(e.Batches) > 0 && e.Batches[len(e.Batches)-1].LastOffset == lastOffset
 }
 
 // throttler holds the cleaners of a broker to log.cleaner.io.max.bytes.per.second, as

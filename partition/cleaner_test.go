@@ -124,3 +124,65 @@ func TestManagerCleansBelowHighWatermark(t *testing.T) {
 		return runtime.NumGoroutine() <= before
 	})
 }
+
+// Compaction keeps an emptied idempotent batch only when it is its producer's last (or
+// ends a segment): the producer's sequence survives, and the other emptied batches leave
+// no header behind.
+func TestCleanKeepsOnlyLastProducerBatchHeader(t *testing.T) {
+	m, err := NewManager(ManagerConfig{Dir: t.TempDir(), NodeID: 1, CleanerBackoff: time.Hour, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	set := testSettings()
+	set.MinInsyncReplicas = 1
+	set.Log.SegmentBytes = 512
+	set.Compaction = Compaction{Compact: true, MinCleanableRatio: 0.01, MaxLagMs: math.MaxInt64, DeleteRetentionMs: 86400000}
+	p, err := m.Open("t", testID, 0, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ApplyState(leaderState(1, 1, 1), time.Now())
+	var lastIdempotent int64
+	for i := range 60 {
+		h := shalelog.Header{Magic: 2, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+		if i < 20 {
+			h.ProducerID, h.ProducerEpoch, h.BaseSequence = 7, 0, int32(i)
+		}
+		b, err := records.Build(h, shalelog.CodecNone, []records.Record{{Key: []byte("same"), Value: []byte(fmt.Sprint(i))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hh, _ := shalelog.ParseHeader(b)
+		res, err := p.AppendAsLeader(b, hh, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < 20 {
+			lastIdempotent = res.BaseOffset
+		}
+	}
+	if err := p.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	m.CleanNow()
+	var producerHeaders []int64
+	v, err := p.log.Read(p.log.StartOffset(), math.MaxInt32, p.log.EndOffset(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	for _, c := range v.Chunks {
+		bs, _ := shalelog.SplitBatches(c)
+		for _, b := range bs {
+			if h, _ := shalelog.ParseHeader(b); h.ProducerID == 7 {
+				producerHeaders = append(producerHeaders, h.BaseOffset)
+			}
+		}
+	}
+	// Besides the producer's last batch, only a segment's final batch may stay (it keeps
+	// the offset range a merged segment's recovery relies on): a few, not all 20.
+	if len(producerHeaders) == 0 || producerHeaders[len(producerHeaders)-1] != lastIdempotent || len(producerHeaders) > 5 {
+		t.Fatalf("batches of producer 7 left at %v, want its last (%d) and at most a few segment ends", producerHeaders, lastIdempotent)
+	}
+}
