@@ -165,6 +165,25 @@ func (l *Log) DirtyRatio(upper, minLagMs int64) (ratio float64, dirty, total int
 	return float64(dirty) / float64(total), dirty, total
 }
 
+// FirstDirtyTimestamp is the largest timestamp (or last modification) of the oldest
+// cleanable segment in the dirty section, -1 when there is none: max.compaction.lag.ms
+// counts from it. Every record of that segment is at least as old as the segment's
+// newest, so a log past the lag by this measure surely holds records past it.
+func (l *Log) FirstDirtyTimestamp(upper, minLagMs int64) int64 {
+	firstDirty := l.firstDirty()
+	segs := l.segments()
+	if len(segs) == 0 {
+		return -1
+	}
+	k := cleanable(segs, upper, l.nowMs(), minLagMs)
+	for i := 0; i < k; i++ {
+		if segs[i+1].base > firstDirty {
+			return segs[i].retentionTimestamp()
+		}
+	}
+	return -1
+}
+
 // Clean compacts the log once, as Kafka's cleaner does: it maps each key of the dirty
 // section (from the last pass's end, within the cleanable segments) to its latest
 // offset, then rewrites every cleanable segment up to the end of what the map covers,

@@ -82,13 +82,9 @@ func (p *Partition) cleanable(now time.Time) (float64, bool) {
 		return ratio, true
 	}
 	// max.compaction.lag.ms: a log whose dirty records have waited this long is due
-	// whatever its ratio. The time since the last run (or start) stands for the age of
-	// the oldest dirty record, which it bounds from below.
+	// whatever its ratio.
 	if c.MaxLagMs > 0 && c.MaxLagMs < math.MaxInt64 {
-		p.cleanerInfo.mu.Lock()
-		last := p.cleanerInfo.lastRun
-		p.cleanerInfo.mu.Unlock()
-		if last.IsZero() || now.Sub(last) >= time.Duration(c.MaxLagMs)*time.Millisecond {
+		if ts := p.log.FirstDirtyTimestamp(p.HighWatermark(), c.MinLagMs); ts >= 0 && now.UnixMilli()-ts > c.MaxLagMs {
 			return ratio, true
 		}
 	}

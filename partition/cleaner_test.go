@@ -186,3 +186,38 @@ func TestCleanKeepsOnlyLastProducerBatchHeader(t *testing.T) {
 		t.Fatalf("batches of producer 7 left at %v, want its last (%d) and at most a few segment ends", producerHeaders, lastIdempotent)
 	}
 }
+
+// max.compaction.lag.ms makes a log due below min.cleanable.dirty.ratio once its oldest
+// dirty segment is older than the lag, and not before.
+func TestMaxCompactionLagMakesDue(t *testing.T) {
+	p := openTest(t, t.TempDir(), 1, -1)
+	set := testSettings()
+	set.MinInsyncReplicas = 1
+	set.Log.SegmentBytes = 300
+	set.Compaction = Compaction{Compact: true, MinCleanableRatio: 1.1, MaxLagMs: 60_000, DeleteRetentionMs: 86400000}
+	p.ApplySettings(set)
+	p.ApplyState(leaderState(1, 1, 1), time.Now())
+	old := time.Now().Add(-time.Hour).UnixMilli()
+	for i := range 20 {
+		b, err := records.Build(shalelog.Header{Magic: 2, FirstTimestamp: old, MaxTimestamp: old, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, shalelog.CodecNone,
+			[]records.Record{{Key: []byte("k"), Value: []byte(fmt.Sprint(i))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := shalelog.ParseHeader(b)
+		if _, err := p.AppendAsLeader(b, h, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, due := p.cleanable(time.Now()); !due {
+		t.Fatal("an hour-old dirty log with max.compaction.lag.ms=60000 is not due")
+	}
+	set.Compaction.MaxLagMs = 2 * 3600_000
+	p.ApplySettings(set)
+	if _, due := p.cleanable(time.Now()); due {
+		t.Fatal("a log within max.compaction.lag.ms and below the ratio is due")
+	}
+}
