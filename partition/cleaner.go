@@ -179,6 +179,9 @@ type cleaners struct {
 }
 
 func (m *Manager) startCleaners() {
+	if m.cfg.CleanerDisabled {
+		return
+	}
 	c := &cleaners{m: m, inProgress: map[*Partition]bool{}, throttle: &throttler{rate: m.cfg.CleanerIOMaxBytesPerSecond, stop: m.stop}}
 	m.cleaners = c
 	per := m.cfg.CleanerDedupeBufferSize / int64(m.cfg.CleanerThreads)

@@ -221,3 +221,37 @@ func TestMaxCompactionLagMakesDue(t *testing.T) {
 		t.Fatal("a log within max.compaction.lag.ms and below the ratio is due")
 	}
 }
+
+// log.cleaner.enable=false: no cleaner runs, and the manager still closes.
+func TestCleanerDisabled(t *testing.T) {
+	m, err := NewManager(ManagerConfig{Dir: t.TempDir(), NodeID: 1, CleanerDisabled: true, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := testSettings()
+	set.MinInsyncReplicas = 1
+	set.Log.SegmentBytes = 300
+	set.Compaction = Compaction{Compact: true, MinCleanableRatio: 0.01, MaxLagMs: math.MaxInt64}
+	p, err := m.Open("t", testID, 0, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ApplyState(leaderState(1, 1, 1), time.Now())
+	for i := range 20 {
+		b := keyedBatch(t, "k", fmt.Sprint(i))
+		h, _ := shalelog.ParseHeader(b)
+		if _, err := p.AppendAsLeader(b, h, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	m.CleanNow()
+	if st, _ := p.CleanerStatus(); !st.LastRun.IsZero() {
+		t.Fatal("a disabled cleaner ran")
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -50,6 +50,8 @@ type ManagerConfig struct {
 	// default 128 MiB), all together reading and writing at most
 	// CleanerIOMaxBytesPerSecond (log.cleaner.io.max.bytes.per.second, default no
 	// limit). They look for work every CleanerBackoff (log.cleaner.backoff.ms, 15 s).
+	// CleanerDisabled is !log.cleaner.enable: no cleaner thread runs.
+	CleanerDisabled            bool
 	CleanerThreads             int
 	CleanerDedupeBufferSize    int64
 	CleanerIOMaxBytesPerSecond float64
@@ -448,7 +450,9 @@ func (m *Manager) EnforceRetention(ctx context.Context) {
 func (m *Manager) Close() error {
 	close(m.stop)
 	<-m.done
-	m.cleaners.wg.Wait()
+	if m.cleaners != nil {
+		m.cleaners.wg.Wait()
+	}
 	m.mu.Lock()
 	m.closing = true
 	m.mu.Unlock()

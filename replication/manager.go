@@ -53,9 +53,11 @@ type Config struct {
 	// log.mapped.segments.max (see partition.ManagerConfig for their defaults).
 	RecoveryThreads   int
 	MaxMappedSegments int
-	// The log cleaner's settings (see partition.ManagerConfig): log.cleaner.threads,
+	// The log cleaner's settings (see partition.ManagerConfig): !log.cleaner.enable,
+	// log.cleaner.threads,
 	// log.cleaner.dedupe.buffer.size, log.cleaner.io.max.bytes.per.second,
 	// log.cleaner.backoff.ms.
+	CleanerDisabled            bool
 	CleanerThreads             int
 	CleanerDedupeBufferSize    int64
 	CleanerIOMaxBytesPerSecond float64
@@ -131,7 +133,7 @@ func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 		Dir: cfg.LogDir, NodeID: cfg.NodeID, RetentionCheckInterval: cfg.RetentionCheckInterval,
 		HWCheckpointInterval: cfg.HWCheckpointInterval, Logger: cfg.Logger,
 		RecoveryThreads: cfg.RecoveryThreads, MaxMappedSegments: cfg.MaxMappedSegments,
-		CleanerThreads: cfg.CleanerThreads, CleanerDedupeBufferSize: cfg.CleanerDedupeBufferSize,
+		CleanerDisabled: cfg.CleanerDisabled, CleanerThreads: cfg.CleanerThreads, CleanerDedupeBufferSize: cfg.CleanerDedupeBufferSize,
 		CleanerIOMaxBytesPerSecond: cfg.CleanerIOMaxBytesPerSecond, CleanerBackoff: cfg.CleanerBackoff,
 	})
 	if err != nil {

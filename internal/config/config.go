@@ -122,6 +122,8 @@ type Config struct {
 	// (log.cleaner.dedupe.buffer.size, 128 MiB shared by the threads),
 	// LogCleanerIOMaxBytesPerSecond (log.cleaner.io.max.bytes.per.second, no limit) and
 	// LogCleanerBackoffMs (log.cleaner.backoff.ms, 15000) drive compaction.
+	// LogCleanerEnable is log.cleaner.enable (default true).
+	LogCleanerEnable              bool
 	LogCleanerThreads             int32
 	LogCleanerDedupeBufferSize    int64
 	LogCleanerIOMaxBytesPerSecond float64

@@ -246,6 +246,8 @@ func buildKeys() []*keyDef {
 			i32(func(c *Config) *int32 { return &c.NumRecoveryThreadsPerDataDir }, 1)),
 		key("log.mapped.segments.max", "8192", "Shale: sealed segments kept mapped at once, 3 mappings each against vm.max_map_count; idle ones are unmapped beyond it.",
 			i32(func(c *Config) *int32 { return &c.LogMappedSegmentsMax }, 1)),
+		key("log.cleaner.enable", "true", "Run the log cleaner; false leaves topics with cleanup.policy=compact uncompacted.",
+			boolField(func(c *Config) *bool { return &c.LogCleanerEnable })),
 		key("log.cleaner.threads", "1", "Goroutines compacting topics with cleanup.policy=compact.",
 			i32(func(c *Config) *int32 { return &c.LogCleanerThreads }, 1)),
 		key("log.cleaner.dedupe.buffer.size", "134217728", "Memory for the cleaners' key maps, shared among log.cleaner.threads.",

@@ -261,6 +261,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener) error {
 		Logger:                 n.lg,
 		Registry:               n.reg,
 
+		CleanerDisabled:            !cfg.LogCleanerEnable,
 		CleanerThreads:             int(cfg.LogCleanerThreads),
 		CleanerDedupeBufferSize:    cfg.LogCleanerDedupeBufferSize,
 		CleanerIOMaxBytesPerSecond: cfg.LogCleanerIOMaxBytesPerSecond,
