@@ -46,7 +46,7 @@ func (l *Log) Append(batch []byte, leaderEpoch int32) (AppendInfo, error) {
 // max.message.bytes is not applied: the leader accepted the batch.
 func (l *Log) AppendReplica(batch []byte) (AppendInfo, error) {
 	cfg := l.config()
-	h, err := validateBatch(batch)
+	h, err := validateReplicaBatch(batch)
 	if err != nil {
 		return AppendInfo{}, err
 	}
@@ -59,6 +59,22 @@ func (l *Log) AppendReplica(batch []byte) (AppendInfo, error) {
 		return AppendInfo{}, fmt.Errorf("%w: batch base offset %d is below the log end offset %d", ErrUnexpectedOffset, h.BaseOffset, end)
 	}
 	return l.appendLocked(batch, h, h.BaseOffset, 0, false, cfg)
+}
+
+// validateReplicaBatch checks that b is exactly one batch as a leader's log may hold it:
+// a compacted leader sends batches with gaps or no records at all.
+func validateReplicaBatch(b []byte) (Header, error) {
+	h, err := validateStoredHeader(b)
+	if err != nil {
+		return h, err
+	}
+	if h.Size() != len(b) {
+		return h, fmt.Errorf("%w: %d bytes after a %d-byte batch", ErrCorruptMessage, len(b)-h.Size(), h.Size())
+	}
+	if h.BaseOffset > math.MaxInt64-int64(h.LastOffsetDelta)-1 {
+		return h, fmt.Errorf("%w: base offset %d overflows", ErrInvalidRecord, h.BaseOffset)
+	}
+	return h, nil
 }
 
 // validateBatch checks that b is exactly one valid batch.

@@ -41,6 +41,19 @@
 // copy-on-write, and a View pins the segments it points into by reference count, so
 // retention, truncation and Close never unmap memory a View still uses.
 //
+// # Compaction
+//
+// Clean (cleaner.go) compacts a log as Kafka's cleaner does: a bounded map (OffsetMap)
+// of each key in the dirty section to its latest offset, then a rewrite of the sealed
+// segments below the caller's upper bound (the high watermark), oldest first, merging
+// neighbours up to segment.bytes. A rewritten segment is written aside as
+// BASE.log.cleaned, committed by renaming it to BASE.log.swap and swapped in (swap.go);
+// Open deletes .cleaned files and completes .swap ones. Where the last pass ended is in
+// cleaner-offset-checkpoint. Record encoding stays outside this package: the caller
+// passes a RecordFilter (internal/records.CompactionFilter). Compaction leaves batches
+// with offset gaps or no records at all; recovery and AppendReplica accept them, Append
+// does not.
+//
 // # Recovery
 //
 // Open trusts segments wholly below the recovery point (and everything after a clean

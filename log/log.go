@@ -44,6 +44,8 @@ type Log struct {
 
 	lock io.Closer // the directory lock, held while open
 
+	cleaner cleanerState // compaction (cleaner.go)
+
 	// The background flusher syncs rolled segments and advances the recovery point.
 	kick chan struct{}
 	stop chan struct{}

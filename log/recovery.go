@@ -26,6 +26,16 @@ func (l *Log) load() error {
 	now := cfg.Now().UnixMilli()
 	params := paramsFor(*cfg, 0)
 
+	swapped, err := recoverSwaps(l.fsys, l.dir)
+	if err != nil {
+		return err
+	}
+	if swapped {
+		// The marker predates no swap (cleaning removes it first); be safe regardless.
+		if err := removeIfExists(l.fsys, filepath.Join(l.dir, cleanShutdownFile)); err != nil {
+			return err
+		}
+	}
 	marker, markerErr := readWholeFile(l.fsys, filepath.Join(l.dir, cleanShutdownFile))
 	clean := markerErr == nil
 	var table map[int64]segmentSummary

@@ -60,6 +60,9 @@ func (l *Log) Truncate(offset int64) error {
 	if err := l.lowerRecoveryPoint(newEnd); err != nil {
 		return err
 	}
+	if err := l.truncatedTo(newEnd); err != nil {
+		return err
+	}
 
 	kept := segs[:i+1]
 	if s != segs[len(segs)-1] {
@@ -115,6 +118,9 @@ func (l *Log) TruncateFully(offset int64) error {
 func (l *Log) truncateFullyLocked(offset int64) error {
 	cfg := l.config()
 	now := cfg.Now().UnixMilli()
+	if err := l.truncatedTo(offset); err != nil {
+		return err
+	}
 	// The new segment first, so that a failure changes nothing.
 	s, err := createSegment(l.fsys, l.dir, offset, paramsFor(*cfg, 0), now)
 	if err != nil {

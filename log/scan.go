@@ -34,7 +34,7 @@ func scanSegment(data []byte, base, limit, interval int64) scanResult {
 	pos := int64(0)
 	size := int64(len(data))
 	for pos < size {
-		h, err := ValidateHeader(data[pos:])
+		h, err := validateStoredHeader(data[pos:])
 		if err != nil {
 			r.stop = err
 			r.zeroTail = allZero(data[pos:min(size, pos+BatchHeaderSize)])

@@ -44,7 +44,19 @@ type ManagerConfig struct {
 	// MaxMappedSegments is log.mapped.segments.max: how many sealed segments of all the
 	// replicas may be mapped at once (default shalelog.DefaultMaxMappedSegments).
 	MaxMappedSegments int
-	Logger            *slog.Logger
+	// CleanerThreads is log.cleaner.threads (default 1): goroutines compacting the
+	// replicas of topics with cleanup.policy=compact, each with a key map of
+	// CleanerDedupeBufferSize / CleanerThreads bytes (log.cleaner.dedupe.buffer.size,
+	// default 128 MiB), all together reading and writing at most
+	// CleanerIOMaxBytesPerSecond (log.cleaner.io.max.bytes.per.second, default no
+	// limit). They look for work every CleanerBackoff (log.cleaner.backoff.ms, 15 s).
+	// CleanerDisabled is !log.cleaner.enable: no cleaner thread runs.
+	CleanerDisabled            bool
+	CleanerThreads             int
+	CleanerDedupeBufferSize    int64
+	CleanerIOMaxBytesPerSecond float64
+	CleanerBackoff             time.Duration
+	Logger                     *slog.Logger
 }
 
 // DefaultRecoveryThreads is Shale's default for num.recovery.threads.per.data.dir. Kafka's
@@ -73,6 +85,8 @@ type Manager struct {
 	// cpMu serializes checkpoint writes.
 	cpMu sync.Mutex
 
+	cleaners *cleaners
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -97,6 +111,15 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	}
 	if cfg.MaxMappedSegments <= 0 {
 		cfg.MaxMappedSegments = shalelog.DefaultMaxMappedSegments
+	}
+	if cfg.CleanerThreads <= 0 {
+		cfg.CleanerThreads = 1
+	}
+	if cfg.CleanerDedupeBufferSize <= 0 {
+		cfg.CleanerDedupeBufferSize = 128 << 20
+	}
+	if cfg.CleanerBackoff <= 0 {
+		cfg.CleanerBackoff = 15 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -126,6 +149,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		done:      make(chan struct{}),
 	}
 	go m.loop()
+	m.startCleaners()
 	return m, nil
 }
 
@@ -426,6 +450,9 @@ func (m *Manager) EnforceRetention(ctx context.Context) {
 func (m *Manager) Close() error {
 	close(m.stop)
 	<-m.done
+	if m.cleaners != nil {
+		m.cleaners.wg.Wait()
+	}
 	m.mu.Lock()
 	m.closing = true
 	m.mu.Unlock()

@@ -87,6 +87,8 @@ type Partition struct {
 	// the high watermark advances, so an append with nobody waiting allocates nothing.
 	waitMu sync.Mutex
 	waitCh chan struct{}
+
+	cleanerInfo cleanerInfo
 }
 
 // Settings are the topic-level settings a partition acts on besides storage.
@@ -96,6 +98,7 @@ type Settings struct {
 	LogAppendTime      bool
 	Codec              int   // compression.type as a codec; -1 keeps the producer's
 	MaxTimestampDiffMs int64 // message.timestamp.difference.max.ms; <= 0 disables
+	Compaction         Compaction
 }
 
 // open opens (or creates) the replica's log at dir and rebuilds its in-memory state. hw

@@ -122,7 +122,7 @@ func (m *Manager) appendOne(pp *ProducePartition, acks int16) {
 		pp.Err = fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", kerr.MessageTooLarge, h.Size(), max)
 		return
 	}
-	h, err = records.Validate(pp.Records, records.ValidateOptions{MaxTimestampDiffMs: set.MaxTimestampDiffMs, NowMs: time.Now().UnixMilli(), LogAppendTime: set.LogAppendTime})
+	h, err = records.Validate(pp.Records, records.ValidateOptions{MaxTimestampDiffMs: set.MaxTimestampDiffMs, NowMs: time.Now().UnixMilli(), LogAppendTime: set.LogAppendTime, Compacted: set.Compaction.Compact})
 	if err != nil {
 		pp.Err = err
 		return

@@ -57,8 +57,17 @@ type Config struct {
 	// log.mapped.segments.max (see partition.ManagerConfig for their defaults).
 	RecoveryThreads   int
 	MaxMappedSegments int
-	Logger            *slog.Logger
-	Registry          prometheus.Registerer
+	// The log cleaner's settings (see partition.ManagerConfig): !log.cleaner.enable,
+	// log.cleaner.threads,
+	// log.cleaner.dedupe.buffer.size, log.cleaner.io.max.bytes.per.second,
+	// log.cleaner.backoff.ms.
+	CleanerDisabled            bool
+	CleanerThreads             int
+	CleanerDedupeBufferSize    int64
+	CleanerIOMaxBytesPerSecond float64
+	CleanerBackoff             time.Duration
+	Logger                     *slog.Logger
+	Registry                   prometheus.Registerer
 }
 
 func (c *Config) defaults() {
@@ -128,6 +137,8 @@ func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 		Dir: cfg.LogDir, NodeID: cfg.NodeID, RetentionCheckInterval: cfg.RetentionCheckInterval,
 		HWCheckpointInterval: cfg.HWCheckpointInterval, Logger: cfg.Logger,
 		RecoveryThreads: cfg.RecoveryThreads, MaxMappedSegments: cfg.MaxMappedSegments,
+		CleanerDisabled: cfg.CleanerDisabled, CleanerThreads: cfg.CleanerThreads, CleanerDedupeBufferSize: cfg.CleanerDedupeBufferSize,
+		CleanerIOMaxBytesPerSecond: cfg.CleanerIOMaxBytesPerSecond, CleanerBackoff: cfg.CleanerBackoff,
 	})
 	if err != nil {
 		return nil, err
@@ -449,6 +460,19 @@ func SettingsFor(configs map[string]string, defaults topicconfig.BrokerDefaults)
 		}
 	}
 	s.Log = logConfig(r)
+	deleteOld, compact := r.Policy()
+	s.Compaction = partition.Compaction{
+		Compact:           compact,
+		MinCleanableRatio: r.Float64(topicconfig.MinCleanableDirtyRatio),
+		MinLagMs:          r.Int64(topicconfig.MinCompactionLagMs),
+		MaxLagMs:          r.Int64(topicconfig.MaxCompactionLagMs),
+		DeleteRetentionMs: r.Int64(topicconfig.DeleteRetentionMs),
+	}
+	if !deleteOld {
+		// cleanup.policy=compact alone: segments are never deleted for their age or the
+		// log's size, only compacted.
+		s.Log.RetentionMs, s.Log.RetentionBytes = -1, -1
+	}
 	return s
 }
 

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -15,6 +16,7 @@ type metrics struct {
 
 	size, leo, hw, start, leader, isrSize     *prometheus.Desc
 	count, underReplicated, underMinISR, offl *prometheus.Desc
+	dirtyRatio, dirtyBytes, sinceClean        *prometheus.Desc
 
 	isrShrinks, isrExpands prometheus.Counter
 	replicatedBytes        prometheus.Counter
@@ -34,6 +36,9 @@ func newMetrics(m *Manager) *metrics {
 		underReplicated: prometheus.NewDesc("shale_under_replicated_partitions", "Partitions led here whose ISR is smaller than their replica set.", nil, nil),
 		underMinISR:     prometheus.NewDesc("shale_under_min_isr_partitions", "Partitions led here whose ISR is smaller than min.insync.replicas.", nil, nil),
 		offl:            prometheus.NewDesc("shale_offline_partitions", "Partitions in the cluster metadata with no leader.", nil, nil),
+		dirtyRatio:      prometheus.NewDesc("shale_log_cleaner_dirty_ratio", "Share of a compacted replica's cleanable log not yet cleaned (compared with min.cleanable.dirty.ratio).", labels, nil),
+		dirtyBytes:      prometheus.NewDesc("shale_log_cleaner_dirty_bytes", "Bytes of a compacted replica's cleanable log not yet cleaned: the cleaner's lag.", labels, nil),
+		sinceClean:      prometheus.NewDesc("shale_log_cleaner_seconds_since_last_run", "Seconds since the cleaner last finished with a compacted replica (absent before its first run).", labels, nil),
 		isrShrinks:      prometheus.NewCounter(prometheus.CounterOpts{Name: "shale_isr_shrinks_total", Help: "ISR shrinks this broker proposed as leader."}),
 		isrExpands:      prometheus.NewCounter(prometheus.CounterOpts{Name: "shale_isr_expands_total", Help: "ISR expansions this broker proposed as leader."}),
 		replicatedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "shale_replication_bytes_in_total", Help: "Bytes this broker appended as a follower."}),
@@ -41,7 +46,7 @@ func newMetrics(m *Manager) *metrics {
 }
 
 func (c *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.size, c.leo, c.hw, c.start, c.leader, c.isrSize, c.count, c.underReplicated, c.underMinISR, c.offl} {
+	for _, d := range []*prometheus.Desc{c.size, c.leo, c.hw, c.start, c.leader, c.isrSize, c.count, c.underReplicated, c.underMinISR, c.offl, c.dirtyRatio, c.dirtyBytes, c.sinceClean} {
 		ch <- d
 	}
 	c.isrShrinks.Describe(ch)
@@ -72,6 +77,13 @@ func (c *metrics) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(c.leader, prometheus.GaugeValue, leader, labels...)
+		if cs, ok := p.CleanerStatus(); ok {
+			ch <- prometheus.MustNewConstMetric(c.dirtyRatio, prometheus.GaugeValue, cs.DirtyRatio, labels...)
+			ch <- prometheus.MustNewConstMetric(c.dirtyBytes, prometheus.GaugeValue, float64(cs.DirtyBytes), labels...)
+			if !cs.LastRun.IsZero() {
+				ch <- prometheus.MustNewConstMetric(c.sinceClean, prometheus.GaugeValue, time.Since(cs.LastRun).Seconds(), labels...)
+			}
+		}
 	}
 	offline := 0
 	for _, t := range c.m.Image().Topics {

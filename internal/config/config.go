@@ -118,6 +118,16 @@ type Config struct {
 	// once across all replicas, three mappings and up to three descriptors each
 	// (default 8192, see log.DefaultMaxMappedSegments).
 	LogMappedSegmentsMax int32
+	// LogCleanerThreads (log.cleaner.threads, default 1), LogCleanerDedupeBufferSize
+	// (log.cleaner.dedupe.buffer.size, 128 MiB shared by the threads),
+	// LogCleanerIOMaxBytesPerSecond (log.cleaner.io.max.bytes.per.second, no limit) and
+	// LogCleanerBackoffMs (log.cleaner.backoff.ms, 15000) drive compaction.
+	// LogCleanerEnable is log.cleaner.enable (default true).
+	LogCleanerEnable              bool
+	LogCleanerThreads             int32
+	LogCleanerDedupeBufferSize    int64
+	LogCleanerIOMaxBytesPerSecond float64
+	LogCleanerBackoffMs           int64
 	// LogFlushIntervalMessages is log.flush.interval.messages (default MaxInt64); topic
 	// flush.messages.
 	LogFlushIntervalMessages int64

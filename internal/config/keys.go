@@ -85,6 +85,24 @@ func i16(field func(*Config) *int16, min int64) accessor { return intField(16, f
 func i32(field func(*Config) *int32, min int64) accessor { return intField(32, field, min) }
 func i64(field func(*Config) *int64, min int64) accessor { return intField(64, field, min) }
 
+// f64 is a double setting, at least min.
+func f64(field func(*Config) *float64, min float64) accessor {
+	return accessor{
+		set: func(c *Config, v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return fmt.Errorf("not a number")
+			}
+			if f < min {
+				return fmt.Errorf("must be at least %g", min)
+			}
+			*field(c) = f
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatFloat(*field(c), 'g', -1, 64) },
+	}
+}
+
 func boolField(field func(*Config) *bool) accessor {
 	return accessor{
 		set: func(c *Config, v string) error {
@@ -228,6 +246,16 @@ func buildKeys() []*keyDef {
 			i32(func(c *Config) *int32 { return &c.NumRecoveryThreadsPerDataDir }, 1)),
 		key("log.mapped.segments.max", "8192", "Shale: sealed segments kept mapped at once, 3 mappings each against vm.max_map_count; idle ones are unmapped beyond it.",
 			i32(func(c *Config) *int32 { return &c.LogMappedSegmentsMax }, 1)),
+		key("log.cleaner.enable", "true", "Run the log cleaner; false leaves topics with cleanup.policy=compact uncompacted.",
+			boolField(func(c *Config) *bool { return &c.LogCleanerEnable })),
+		key("log.cleaner.threads", "1", "Goroutines compacting topics with cleanup.policy=compact.",
+			i32(func(c *Config) *int32 { return &c.LogCleanerThreads }, 1)),
+		key("log.cleaner.dedupe.buffer.size", "134217728", "Memory for the cleaners' key maps, shared among log.cleaner.threads.",
+			i64(func(c *Config) *int64 { return &c.LogCleanerDedupeBufferSize }, 1<<20)),
+		key("log.cleaner.io.max.bytes.per.second", strconv.FormatFloat(math.MaxFloat64, 'g', -1, 64), "Bytes per second the cleaners read and write at most, all together.",
+			f64(func(c *Config) *float64 { return &c.LogCleanerIOMaxBytesPerSecond }, 1)),
+		key("log.cleaner.backoff.ms", "15000", "How long a cleaner with nothing to clean waits before looking again.",
+			i64(func(c *Config) *int64 { return &c.LogCleanerBackoffMs }, 0)),
 		key("log.flush.interval.messages", strconv.FormatInt(math.MaxInt64, 10), "Fsync after this many messages.",
 			i64(func(c *Config) *int64 { return &c.LogFlushIntervalMessages }, noMin)),
 		key("log.flush.interval.ms", strconv.FormatInt(math.MaxInt64, 10), "Fsync when the oldest unflushed message is this old.",

@@ -46,6 +46,7 @@ func TestDefault(t *testing.T) {
 		LogRollMs: 168 * 3600 * 1000, LogRetentionMs: 168 * 3600 * 1000, LogRetentionBytes: -1,
 		LogRetentionCheckIntervalMs: 300000, LogFlushIntervalMessages: math.MaxInt64,
 		NumRecoveryThreadsPerDataDir: 8, LogMappedSegmentsMax: 8192,
+		LogCleanerEnable: true, LogCleanerThreads: 1, LogCleanerDedupeBufferSize: 128 << 20, LogCleanerIOMaxBytesPerSecond: math.MaxFloat64, LogCleanerBackoffMs: 15000,
 		LogFlushIntervalMs: math.MaxInt64, LogIndexIntervalBytes: 4096, LogIndexSizeMaxBytes: 10485760,
 		MessageMaxBytes: 1048588, LogMessageTimestampType: "CreateTime", CompressionType: "producer",
 		SocketRequestMaxBytes: 104857600, QueuedMaxRequests: 500, QueuedMaxRequestBytes: 268435456, ConnectionsMaxIdleMs: 600000,

@@ -59,7 +59,7 @@ func TestLoadRejects(t *testing.T) {
 		{"segment too small (topic rule)", []string{"--log.segment.bytes=13"}, nil, "log.segment.bytes=\"13\" (from flag --log.segment.bytes): value 13 must be at least 14"},
 		{"bad compression (topic rule)", []string{"--compression.type=brotli"}, nil, "compression.type"},
 		{"bad timestamp type (topic rule)", []string{"--log.message.timestamp.type=Now"}, nil, "CreateTime, LogAppendTime"},
-		{"compact not supported (topic rule)", []string{"--log.cleanup.policy=compact"}, nil, "not supported by Shale yet"},
+		{"unknown cleanup policy (topic rule)", []string{"--log.cleanup.policy=archive"}, nil, "must be delete or compact"},
 		{"retention zero", []string{"--log.retention.ms=0"}, nil, "must be -1 (unlimited) or at least 1"},
 		{"retention hours names the synonym", []string{"--log.retention.hours=soon"}, nil, `log.retention.hours="soon"`},
 		{"roll hours zero", []string{"--log.roll.hours=0"}, nil, "must be at least 1"},

@@ -295,6 +295,12 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 		Logger:                 n.lg,
 		Registry:               n.reg,
 
+		CleanerDisabled:            !cfg.LogCleanerEnable,
+		CleanerThreads:             int(cfg.LogCleanerThreads),
+		CleanerDedupeBufferSize:    cfg.LogCleanerDedupeBufferSize,
+		CleanerIOMaxBytesPerSecond: cfg.LogCleanerIOMaxBytesPerSecond,
+		CleanerBackoff:             time.Duration(cfg.LogCleanerBackoffMs) * time.Millisecond,
+
 		ProducerIDExpiration:              time.Duration(cfg.ProducerIDExpirationMs) * time.Millisecond,
 		ProducerIDExpirationCheckInterval: time.Duration(cfg.ProducerIDExpirationCheckIntervalMs) * time.Millisecond,
 	}, store)

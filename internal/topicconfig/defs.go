@@ -85,6 +85,15 @@ func atLeast(min int64) func(string) error {
 	}
 }
 
+// ratio accepts a fraction in [0, 1], as Kafka's min.cleanable.dirty.ratio.
+func ratio(v string) error {
+	f, _ := strconv.ParseFloat(v, 64)
+	if f < 0 || f > 1 {
+		return fmt.Errorf("value %s must be between 0 and 1", v)
+	}
+	return nil
+}
+
 func oneOf(allowed ...string) func(string) error {
 	return func(v string) error {
 		if !slices.Contains(allowed, v) {
@@ -114,19 +123,21 @@ const (
 	SegmentIndexBytes           = "segment.index.bytes"
 	SegmentMs                   = "segment.ms"
 	UncleanLeaderElectionEnable = "unclean.leader.election.enable"
+	DeleteRetentionMs           = "delete.retention.ms"
+	MaxCompactionLagMs          = "max.compaction.lag.ms"
+	MinCleanableDirtyRatio      = "min.cleanable.dirty.ratio"
+	MinCompactionLagMs          = "min.compaction.lag.ms"
 )
 
 // defs is Kafka's topic config table, with Kafka's defaults.
 var defs = sortedByName([]*Def{
 	{Name: CleanupPolicy, BrokerName: "log.cleanup.policy", Type: TypeList, Default: "delete",
-		Doc: "Retention policy for old segments: delete.", check: func(v string) error {
+		Doc: "delete removes old segments by retention; compact keeps each key's latest record; compact,delete does both.", check: func(v string) error {
 			for _, p := range strings.Split(v, ",") {
 				switch strings.TrimSpace(p) {
-				case "delete":
-				case "compact":
-					return fmt.Errorf("cleanup.policy=compact is not supported by Shale yet")
+				case "delete", "compact":
 				default:
-					return fmt.Errorf("value %q must be delete (or compact, not yet supported)", p)
+					return fmt.Errorf("value %q must be delete or compact", p)
 				}
 			}
 			return nil
@@ -134,8 +145,8 @@ var defs = sortedByName([]*Def{
 	{Name: CompressionType, BrokerName: "compression.type", Type: TypeString, Default: "producer",
 		Doc:   "Codec the broker stores batches with; producer keeps the producer's codec.",
 		check: oneOf("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")},
-	{Name: "delete.retention.ms", BrokerName: "log.cleaner.delete.retention.ms", Type: TypeLong, Default: "86400000",
-		Doc: "Accepted for compatibility; applies to compacted topics only.", check: atLeast(0)},
+	{Name: DeleteRetentionMs, BrokerName: "log.cleaner.delete.retention.ms", Type: TypeLong, Default: "86400000",
+		Doc: "How long a tombstone stays in a compacted topic after its segment's last write.", check: atLeast(0)},
 	{Name: "file.delete.delay.ms", BrokerName: "log.segment.delete.delay.ms", Type: TypeLong, Default: "60000",
 		Doc: "Accepted for compatibility; Shale deletes a segment once no reader holds it.", check: atLeast(0)},
 	{Name: FlushMessages, BrokerName: "log.flush.interval.messages", Type: TypeLong, Default: maxLongString,
@@ -144,8 +155,8 @@ var defs = sortedByName([]*Def{
 		Doc: "Fsync when the oldest unflushed message is this old.", check: atLeast(0)},
 	{Name: IndexIntervalBytes, BrokerName: "log.index.interval.bytes", Type: TypeInt, Default: "4096",
 		Doc: "Bytes between offset index entries.", check: atLeast(0)},
-	{Name: "max.compaction.lag.ms", BrokerName: "log.cleaner.max.compaction.lag.ms", Type: TypeLong, Default: maxLongString,
-		Doc: "Accepted for compatibility; applies to compacted topics only.", check: atLeast(1)},
+	{Name: MaxCompactionLagMs, BrokerName: "log.cleaner.max.compaction.lag.ms", Type: TypeLong, Default: maxLongString,
+		Doc: "A compacted log with records older than this is cleaned whatever its dirty ratio.", check: atLeast(1)},
 	{Name: MaxMessageBytes, BrokerName: "message.max.bytes", Type: TypeInt, Default: "1048588",
 		Doc: "Largest record batch the topic accepts.", check: atLeast(0)},
 	{Name: "message.downconversion.enable", BrokerName: "log.message.downconversion.enable", Type: TypeBoolean, Default: "true",
@@ -154,10 +165,10 @@ var defs = sortedByName([]*Def{
 		Doc: "Largest allowed difference between a CreateTime timestamp and the broker's clock.", check: atLeast(0)},
 	{Name: MessageTimestampType, BrokerName: "log.message.timestamp.type", Type: TypeString, Default: "CreateTime",
 		Doc: "CreateTime keeps the producer's timestamps; LogAppendTime stamps the broker's.", check: oneOf("CreateTime", "LogAppendTime")},
-	{Name: "min.cleanable.dirty.ratio", BrokerName: "log.cleaner.min.cleanable.ratio", Type: TypeDouble, Default: "0.5",
-		Doc: "Accepted for compatibility; applies to compacted topics only."},
-	{Name: "min.compaction.lag.ms", BrokerName: "log.cleaner.min.compaction.lag.ms", Type: TypeLong, Default: "0",
-		Doc: "Accepted for compatibility; applies to compacted topics only.", check: atLeast(0)},
+	{Name: MinCleanableDirtyRatio, BrokerName: "log.cleaner.min.cleanable.ratio", Type: TypeDouble, Default: "0.5",
+		Doc: "Share of a compacted log not yet cleaned at which the cleaner takes it.", check: ratio},
+	{Name: MinCompactionLagMs, BrokerName: "log.cleaner.min.compaction.lag.ms", Type: TypeLong, Default: "0",
+		Doc: "Records younger than this are not compacted.", check: atLeast(0)},
 	{Name: MinInsyncReplicas, BrokerName: "min.insync.replicas", Type: TypeInt, Default: "1",
 		Doc: "Fewest in-sync replicas that must hold an acks=all write.", check: atLeast(1)},
 	{Name: "preallocate", BrokerName: "log.preallocate", Type: TypeBoolean, Default: "false",

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -103,4 +104,31 @@ func clamp(v, lo, hi int64) int64 { return max(lo, min(v, hi)) }
 // Int32 returns an int-typed config's effective value, clamped into int32's range.
 func (r Resolved) Int32(name string) int32 {
 	return int32(clamp(r.Int64(name), math.MinInt32, math.MaxInt32))
+}
+
+// Float64 returns a double config's effective value; an unparsable stored value (which
+// validation prevents) falls back to the default.
+func (r Resolved) Float64(name string) float64 {
+	v, _ := r.Get(name)
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		if d, _ := Lookup(name); d != nil {
+			f, _ = strconv.ParseFloat(d.Default, 64)
+		}
+	}
+	return f
+}
+
+// Policy is cleanup.policy parsed: whether old segments are deleted by retention and
+// whether the log is compacted (both for compact,delete).
+func (r Resolved) Policy() (deleteOld, compact bool) {
+	for _, p := range strings.Split(r.String(CleanupPolicy), ",") {
+		switch strings.TrimSpace(p) {
+		case "delete":
+			deleteOld = true
+		case "compact":
+			compact = true
+		}
+	}
+	return deleteOld, compact
 }
