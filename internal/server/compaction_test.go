@@ -24,7 +24,7 @@ func TestCompactedTopicThroughFranzGo(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	var logs syncBuffer
+	var logs testutil.Buffer
 	runNode(t, &logs, "--log.dirs="+dir, "--http.listener="+httpAddr, "--listeners=PLAINTEXT://"+addr,
 		"--log.cleaner.backoff.ms=50", "--log.cleaner.dedupe.buffer.size=1048576")
 	waitBroker(t, addr)
