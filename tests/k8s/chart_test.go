@@ -265,8 +265,50 @@ func checkManifests(t *testing.T, set string, ms []manifest) {
 				t.Errorf("node.id %s twice", id)
 			}
 			ids[id] = true
+			if ss.Name == "shale" {
+				checkBrokerListeners(t, set, i, props, c, services)
+			}
 		}
 	}
+}
+
+// checkBrokerListeners: with external access a broker has an EXTERNAL listener that its
+// external Service forwards to and that advertises the external address, while the
+// brokers replicate over PLAINTEXT and the headless name; without it, PLAINTEXT alone.
+func checkBrokerListeners(t *testing.T, set string, i int, props string, c corev1.Container, services []*corev1.Service) {
+	t.Helper()
+	adv := propsValue(props, "advertised.listeners")
+	internal := fmt.Sprintf("PLAINTEXT://shale-%d.shale-headless.%s.svc.cluster.local:9092", i, namespace)
+	if !strings.HasPrefix(adv, internal) {
+		t.Errorf("%s broker %d: advertised.listeners %q does not start with %q", set, i, adv, internal)
+	}
+	external := strings.HasPrefix(set, "external")
+	hasPort := slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "external" && p.ContainerPort == 9094 })
+	if !external {
+		if strings.Contains(props, "EXTERNAL") || hasPort {
+			t.Errorf("%s broker %d: an EXTERNAL listener without external access", set, i)
+		}
+		return
+	}
+	if !strings.Contains(propsValue(props, "listeners"), "EXTERNAL://0.0.0.0:9094") || !strings.Contains(adv, ",EXTERNAL://") ||
+		propsValue(props, "inter.broker.listener.name") != "PLAINTEXT" ||
+		!strings.Contains(propsValue(props, "listener.security.protocol.map"), "EXTERNAL:PLAINTEXT") {
+		t.Errorf("%s broker %d: listeners %q advertised %q map %q", set, i, propsValue(props, "listeners"), adv,
+			propsValue(props, "listener.security.protocol.map"))
+	}
+	if !hasPort {
+		t.Errorf("%s broker %d: no container port named external", set, i)
+	}
+	name := fmt.Sprintf("shale-%d-external", i)
+	for _, s := range services {
+		if s.Name == name {
+			if len(s.Spec.Ports) != 1 || s.Spec.Ports[0].TargetPort.String() != "external" {
+				t.Errorf("%s: ports %+v, want targetPort external", name, s.Spec.Ports)
+			}
+			return
+		}
+	}
+	t.Errorf("%s: Service %s not rendered", set, name)
 }
 
 // propsValue is the last value of key in a properties file (the last one wins).

@@ -83,16 +83,21 @@ app.kubernetes.io/component: {{ .component }}
 {{- join "," $voters -}}
 {{- end -}}
 
-{{/* The address broker pod $i advertises to clients and to the other brokers. */}}
+{{/* The address broker pod $i advertises on its PLAINTEXT listener: to clients inside the
+cluster and to the other brokers, which replicate over it. */}}
 {{- define "shale.advertised" -}}
 {{- $root := .root -}}
+{{- printf "%s-%d.%s.%s.svc.%s:%d" (include "shale.fullname" $root) .i (include "shale.headless" $root) $root.Release.Namespace $root.Values.clusterDomain (int $root.Values.ports.kafka) -}}
+{{- end -}}
+
+{{/* The address broker pod $i advertises on its EXTERNAL listener (external.enabled). */}}
+{{- define "shale.advertisedExternal" -}}
+{{- $root := .root -}}
 {{- $i := .i -}}
-{{- if and $root.Values.external.enabled (eq $root.Values.external.type "NodePort") -}}
+{{- if eq $root.Values.external.type "NodePort" -}}
 {{- printf "%s:%d" $root.Values.external.nodePort.host (add (int $root.Values.external.nodePort.basePort) $i) -}}
-{{- else if $root.Values.external.enabled -}}
-{{- printf "%s:%d" (index $root.Values.external.loadBalancer.hosts $i) (int $root.Values.ports.kafka) -}}
 {{- else -}}
-{{- printf "%s-%d.%s.%s.svc.%s:%d" (include "shale.fullname" $root) $i (include "shale.headless" $root) $root.Release.Namespace $root.Values.clusterDomain (int $root.Values.ports.kafka) -}}
+{{- printf "%s:%d" (index $root.Values.external.loadBalancer.hosts $i) (int $root.Values.ports.kafka) -}}
 {{- end -}}
 {{- end -}}
 
