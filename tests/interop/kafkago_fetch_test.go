@@ -32,7 +32,11 @@ func TestKafkaGoClientFetch(t *testing.T) {
 			t.Fatalf("produce: %v", err)
 		}
 	}
-	client := &kafka.Client{Addr: kafka.TCP(target.seeds...), Timeout: 10 * time.Second}
+	// A transport of its own: kafka.DefaultTransport caches metadata for seconds, and an
+	// earlier test in this process may have filled it before the topic existed.
+	transport := &kafka.Transport{}
+	defer transport.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(target.seeds...), Timeout: 10 * time.Second, Transport: transport}
 	fr, err := client.Fetch(ctx, &kafka.FetchRequest{Topic: topic, Partition: 0, Offset: 0, MinBytes: 1, MaxBytes: 1 << 20, MaxWait: time.Second})
 	if err != nil {
 		t.Fatalf("kafka-go Client.Fetch: %v", err)
