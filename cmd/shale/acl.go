@@ -32,20 +32,9 @@ Every subcommand takes --bootstrap-server host:port (default localhost:9092).
 `
 
 func aclCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, aclUsage)
-		return exitUsage
-	}
-	sub, rest := args[0], args[1:]
-	switch sub {
-	case "add", "remove", "list":
-		return aclRun(ctx, sub, rest, stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, aclUsage)
-		return exitOK
-	}
-	fmt.Fprintf(stderr, "shale acl: unknown subcommand %q\n\n%s", sub, aclUsage)
-	return exitUsage
+	return dispatch(ctx, "acl", aclUsage, map[string]subcommand{
+		"add": named("add", aclRun), "remove": named("remove", aclRun), "list": named("list", aclRun),
+	}, args, stdout, stderr)
 }
 
 // aclFlags are the flags of every acl subcommand.

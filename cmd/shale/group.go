@@ -32,26 +32,9 @@ func (gf *groupFlags) register(c *command) {
 }
 
 func groupCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, groupUsage)
-		return exitUsage
-	}
-	sub, rest := args[0], args[1:]
-	switch sub {
-	case "list":
-		return groupList(ctx, rest, stdout, stderr)
-	case "describe":
-		return groupDescribe(ctx, rest, stdout, stderr)
-	case "delete":
-		return groupDelete(ctx, rest, stdout, stderr)
-	case "reset-offsets":
-		return groupResetOffsets(ctx, rest, stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, groupUsage)
-		return exitOK
-	}
-	fmt.Fprintf(stderr, "shale group: unknown subcommand %q\n\n%s", sub, groupUsage)
-	return exitUsage
+	return dispatch(ctx, "group", groupUsage, map[string]subcommand{
+		"list": groupList, "describe": groupDescribe, "delete": groupDelete, "reset-offsets": groupResetOffsets,
+	}, args, stdout, stderr)
 }
 
 func groupList(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -79,22 +79,9 @@ func (qf *quotaFlags) entity() kadm.ClientQuotaEntity {
 }
 
 func quotaCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, quotaUsage)
-		return exitUsage
-	}
-	sub, rest := args[0], args[1:]
-	switch sub {
-	case "set", "remove":
-		return quotaAlter(ctx, sub, rest, stdout, stderr)
-	case "list":
-		return quotaList(ctx, rest, stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, quotaUsage)
-		return exitOK
-	}
-	fmt.Fprintf(stderr, "shale quota: unknown subcommand %q\n\n%s", sub, quotaUsage)
-	return exitUsage
+	return dispatch(ctx, "quota", quotaUsage, map[string]subcommand{
+		"set": named("set", quotaAlter), "remove": named("remove", quotaAlter), "list": quotaList,
+	}, args, stdout, stderr)
 }
 
 func quotaAlter(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) int {

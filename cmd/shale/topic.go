@@ -34,30 +34,10 @@ func (tf *topicFlags) register(c *command) {
 }
 
 func topicCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, topicUsage)
-		return exitUsage
-	}
-	sub, rest := args[0], args[1:]
-	switch sub {
-	case "create":
-		return topicCreate(ctx, rest, stdout, stderr)
-	case "list":
-		return topicList(ctx, rest, stdout, stderr)
-	case "describe":
-		return topicDescribe(ctx, rest, stdout, stderr)
-	case "delete":
-		return topicDelete(ctx, rest, stdout, stderr)
-	case "alter":
-		return topicAlter(ctx, rest, stdout, stderr)
-	case "elect-leaders":
-		return topicElectLeaders(ctx, rest, stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, topicUsage)
-		return exitOK
-	}
-	fmt.Fprintf(stderr, "shale topic: unknown subcommand %q\n\n%s", sub, topicUsage)
-	return exitUsage
+	return dispatch(ctx, "topic", topicUsage, map[string]subcommand{
+		"create": topicCreate, "list": topicList, "describe": topicDescribe, "delete": topicDelete,
+		"alter": topicAlter, "elect-leaders": topicElectLeaders,
+	}, args, stdout, stderr)
 }
 
 func failed(stderr io.Writer, name string, err error) int {

@@ -27,24 +27,9 @@ Every subcommand takes --bootstrap-server host:port and, for secured listeners,
 `
 
 func userCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, userUsage)
-		return exitUsage
-	}
-	sub, rest := args[0], args[1:]
-	switch sub {
-	case "create":
-		return userCreate(ctx, rest, stdout, stderr)
-	case "delete":
-		return userDelete(ctx, rest, stdout, stderr)
-	case "list":
-		return userList(ctx, rest, stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, userUsage)
-		return exitOK
-	}
-	fmt.Fprintf(stderr, "shale user: unknown subcommand %q\n\n%s", sub, userUsage)
-	return exitUsage
+	return dispatch(ctx, "user", userUsage, map[string]subcommand{
+		"create": userCreate, "delete": userDelete, "list": userList,
+	}, args, stdout, stderr)
 }
 
 type userFlags struct {
