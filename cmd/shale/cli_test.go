@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -243,16 +242,6 @@ func TestHelpAndVersion(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // shale serve runs a node until its context ends, and exits 0; the client commands work
 // against it.
 func TestServe(t *testing.T) {
@@ -276,7 +265,7 @@ func TestServe(t *testing.T) {
 // exit code and what serve logged.
 func startServe(t *testing.T, extra ...string) (bootstrap string, stop func() (int, string)) {
 	t.Helper()
-	kafka, controller := freePort(t), freePort(t)
+	kafka, controller := testutil.FreePort(t), testutil.FreePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var serveErr testutil.Buffer
 	done := make(chan int, 1)

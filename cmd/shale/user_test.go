@@ -23,7 +23,7 @@ func TestUserCommandsOverSASLSSL(t *testing.T) {
 	ca := securitytest.NewCA(t, "cli test CA")
 	keystore := ca.Issue(t, securitytest.Options{Subject: pkix.Name{CommonName: "broker"}, Hosts: []string{"127.0.0.1"}}).WriteKeystore(t, dir, "broker.pem")
 	truststore := securitytest.WriteTruststore(t, dir, "ca.pem", ca)
-	kafka, controller := freePort(t), freePort(t)
+	kafka, controller := testutil.FreePort(t), testutil.FreePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var serveErr testutil.Buffer
 	done := make(chan int, 1)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,17 +22,8 @@ import (
 
 	"github.com/shalelog/shale/internal/config"
 	"github.com/shalelog/shale/internal/server"
+	"github.com/shalelog/shale/internal/testutil"
 )
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // node is one in-process `shale serve` with both roles.
 type node struct {
@@ -50,10 +40,10 @@ func startCluster(t *testing.T, n int) []node {
 	var voters []string
 	ctlPorts := map[int]int{}
 	for id := 1; id <= n; id++ {
-		ctlPorts[id] = freePort(t)
+		ctlPorts[id] = testutil.FreePort(t)
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", id, ctlPorts[id]))
 		nodes = append(nodes, node{id: id, dir: t.TempDir(),
-			kafka: "127.0.0.1:" + strconv.Itoa(freePort(t)), http: "127.0.0.1:" + strconv.Itoa(freePort(t))})
+			kafka: "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t)), http: "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t))})
 	}
 	// Registered after the TempDirs, so run before they are removed. Stop every node at
 	// once: stopped one by one, the last ones wait out their

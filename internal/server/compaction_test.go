@@ -22,8 +22,8 @@ import (
 // stay deleted, and it reads fewer records than were written (offsets have gaps).
 func TestCompactedTopicThroughFranzGo(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	var logs testutil.Buffer
 	runNode(t, &logs, "--log.dirs="+dir, "--http.listener="+httpAddr, "--listeners=PLAINTEXT://"+addr,
 		"--log.cleaner.backoff.ms=50", "--log.cleaner.dedupe.buffer.size=1048576")

@@ -51,9 +51,9 @@ func startSecureNode(t *testing.T, extra ...string) *secureNode {
 	if err := os.WriteFile(users, []byte("# PLAIN users\ncarol=carol-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n.secure = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	n.mtls = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	n.ctl = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	n.secure = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	n.mtls = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	n.ctl = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	args := append([]string{
 		"--log.dirs=" + filepath.Join(n.dir, "data"), "--http.listener=",
 		"--listeners=SECURE://" + n.secure + ",MTLS://" + n.mtls + ",CONTROLLER://" + n.ctl,
@@ -348,8 +348,8 @@ func TestReplicationOverSecuredListeners(t *testing.T) {
 	for _, interBroker := range []string{"SECURE", "MTLS"} {
 		t.Run(interBroker, func(t *testing.T) {
 			n := startSecureNode(t, "--node.id=1", "--inter.broker.listener.name="+interBroker)
-			secure2 := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-			mtls2 := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			secure2 := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+			mtls2 := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 			keystore, truststore := filepath.Join(n.dir, "broker.pem"), filepath.Join(n.dir, "ca.pem")
 			runNode(t, n.logs, "--node.id=2", "--process.roles=broker", "--controller.quorum.voters=1@"+n.ctl,
 				"--log.dirs="+filepath.Join(n.dir, "data2"), "--http.listener=",

@@ -18,16 +18,6 @@ import (
 	"github.com/shalelog/shale/internal/testutil"
 )
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 func load(t *testing.T, args ...string) *config.Config {
 	t.Helper()
 	cfg, err := config.Load(args, nil)
@@ -119,7 +109,7 @@ func waitBroker(t *testing.T, addr string) {
 // complaint.
 func TestSingleNodeWithOnlyKafkaListener(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	for run := range 3 {
 		var logs testutil.Buffer
 		stop := runNode(t, &logs, "--log.dirs="+dir, "--http.listener=", "--listeners=PLAINTEXT://"+addr)
@@ -145,8 +135,8 @@ func TestSingleNodeWithOnlyKafkaListener(t *testing.T) {
 // broker, whose Metadata moves it to the Kafka listener, instead of retrying until it
 // times out.
 func TestKafkaClientOnControllerPortIsServed(t *testing.T) {
-	kafka := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	ctl := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	kafka := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	ctl := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	var logs testutil.Buffer
 	runNode(t, &logs, "--log.dirs="+filepath.Join(t.TempDir(), "data"), "--http.listener=",
 		"--listeners=PLAINTEXT://"+kafka+",CONTROLLER://"+ctl)

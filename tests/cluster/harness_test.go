@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,16 +29,6 @@ const (
 	sessionTimeout    = 2 * time.Second
 	heartbeatInterval = 250 * time.Millisecond
 )
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // proc is one `shale serve` process, restartable on the same ports and data.
 type proc struct {
@@ -135,7 +124,7 @@ func newCluster(t *testing.T, extra ...string) *cluster {
 	c := &cluster{t: t}
 	var voters []string
 	for id := int32(1); id <= 3; id++ {
-		p := &proc{t: t, id: id, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), dir: t.TempDir()}
+		p := &proc{t: t, id: id, addr: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), dir: t.TempDir()}
 		c.controllers = append(c.controllers, p)
 		voters = append(voters, fmt.Sprintf("%d@%s", id, p.addr))
 	}
@@ -155,7 +144,7 @@ func newCluster(t *testing.T, extra ...string) *cluster {
 			"--listeners=CONTROLLER://" + p.addr, "--log.dirs=" + filepath.Join(p.dir, "data")}, common...)
 	}
 	for id := int32(4); id <= 6; id++ {
-		p := &proc{t: t, id: id, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), dir: t.TempDir()}
+		p := &proc{t: t, id: id, addr: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), dir: t.TempDir()}
 		p.args = append([]string{"serve", "--node.id=" + strconv.Itoa(int(id)), "--process.roles=broker",
 			"--listeners=PLAINTEXT://" + p.addr, "--log.dirs=" + filepath.Join(p.dir, "data")}, common...)
 		c.brokers = append(c.brokers, p)

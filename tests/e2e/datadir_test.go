@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shalelog/shale/internal/testutil"
 )
 
 // TestSecondServeOnSameDirFailsFast: a second `shale serve` on a data directory in use
@@ -22,7 +24,7 @@ func TestSecondServeOnSameDirFailsFast(t *testing.T) {
 	second := exec.Command(shaleBin, "serve",
 		"--node.id=1",
 		"--log.dirs="+filepath.Join(first.dir, "data"),
-		fmt.Sprintf("--listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", freePort(t), freePort(t)),
+		fmt.Sprintf("--listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", testutil.FreePort(t), testutil.FreePort(t)),
 		"--http.listener=",
 	)
 	second.Stderr = &stderr

@@ -7,7 +7,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shalelog/shale/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -41,16 +41,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // node is one `shale serve` process.
 type node struct {
 	t       *testing.T
@@ -63,7 +53,7 @@ type node struct {
 }
 
 func newNode(t *testing.T, extra ...string) *node {
-	return &node{t: t, dir: t.TempDir(), port: freePort(t), ctlPort: freePort(t), extra: extra}
+	return &node{t: t, dir: t.TempDir(), port: testutil.FreePort(t), ctlPort: testutil.FreePort(t), extra: extra}
 }
 
 func (n *node) addr() string { return "127.0.0.1:" + strconv.Itoa(n.port) }
