@@ -392,6 +392,9 @@ func (p *Partition) appendLocked(batch []byte, h shalelog.Header) (AppendResult,
 	h.BaseOffset = info.BaseOffset
 	h.PartitionLeaderEpoch = epoch
 	p.producers.record(h)
+	if h.IsTransactional() {
+		p.noteTxnsLocked()
+	}
 	res.BaseOffset, res.LastOffset, res.LeaderEpoch = info.BaseOffset, info.LastOffset, epoch
 	return res, nil
 }
