@@ -214,8 +214,8 @@ func (s *producerState) truncateFrom(offset int64) bool {
 	return true
 }
 
-// removeBefore forgets producers whose every batch is below the log start offset, and
-// the aborted transactions that ended there. A producer with an open transaction stays:
+// removeBefore forgets producers whose every batch is below the log start offset. A
+// producer with an open transaction stays:
 // retention and DeleteRecords stop at the first unstable offset.
 func (s *producerState) removeBefore(start int64) {
 	for id, e := range s.producers {
@@ -223,7 +223,6 @@ func (s *producerState) removeBefore(start int64) {
 			delete(s.producers, id)
 		}
 	}
-	s.txns.removeBefore(start)
 }
 
 // expire forgets producers whose newest batch is stamped at or before cutoffMs, and

@@ -110,10 +110,10 @@ var wantAborted = []AbortedTxn{{ProducerID: 7, FirstOffset: 0, LastOffset: 4, La
 
 func TestTransactionState(t *testing.T) {
 	p := txnLeader(t, t.TempDir())
-	if got := p.AbortedTxns(0, 6); !slices.Equal(got, wantAborted) {
+	if got, _ := p.AbortedTxns(0, 6); !slices.Equal(got, wantAborted) {
 		t.Errorf("aborted %+v, want %+v", got, wantAborted)
 	}
-	if got := p.AbortedTxns(5, 6); len(got) != 0 {
+	if got, _ := p.AbortedTxns(5, 6); len(got) != 0 {
 		t.Errorf("aborted past the marker: %+v", got)
 	}
 	if _, err := p.AppendMarker(8, 0, records.Marker{Commit: true, CoordinatorEpoch: 0}); !errors.Is(err, kerr.TransactionCoordinatorFenced) {
@@ -169,7 +169,7 @@ func TestTransactionStateSurvivesRestart(t *testing.T) {
 		if lso := q.LastStableOffset(); lso != 6 {
 			t.Errorf("%s: LSO %d, want 6", what, lso)
 		}
-		if got := q.AbortedTxns(0, 8); !slices.Equal(got, wantAborted) {
+		if got, _ := q.AbortedTxns(0, 8); !slices.Equal(got, wantAborted) {
 			t.Errorf("%s: aborted %+v", what, got)
 		}
 		if err := q.close(); err != nil {
@@ -198,7 +198,7 @@ func TestFollowerTransactionState(t *testing.T) {
 	if lso := f.LastStableOffset(); lso != 6 {
 		t.Errorf("follower LSO %d", lso)
 	}
-	if got := f.AbortedTxns(0, 6); !slices.Equal(got, wantAborted) {
+	if got, _ := f.AbortedTxns(0, 6); !slices.Equal(got, wantAborted) {
 		t.Errorf("follower aborted %+v", got)
 	}
 	if err := f.TruncateTo(5); err != nil { // cuts producer 8's commit
@@ -210,7 +210,7 @@ func TestFollowerTransactionState(t *testing.T) {
 	if err := f.TruncateTo(4); err != nil { // and producer 7's abort
 		t.Fatal(err)
 	}
-	if first, aborted := f.firstUnstableOffset(), f.AbortedTxns(0, 4); first != 0 || len(aborted) != 0 {
-		t.Errorf("after truncating the abort marker: first unstable %d, aborted %+v", first, aborted)
+	if aborted, _ := f.AbortedTxns(0, 4); f.firstUnstableOffset() != 0 || len(aborted) != 0 {
+		t.Errorf("after truncating the abort marker: first unstable %d, aborted %+v", f.firstUnstableOffset(), aborted)
 	}
 }

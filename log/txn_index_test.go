@@ -1,0 +1,139 @@
+package log
+
+import (
+	"os"
+	"slices"
+	"testing"
+)
+
+func abortedIn(t *testing.T, l *Log, from, to int64) []AbortedTxn {
+	t.Helper()
+	got, err := l.AbortedTxns(from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func TestTxnIndex(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(nil)
+	cfg.SegmentBytes = 1024
+	l := mustOpen(t, dir, cfg)
+	// One batch per segment: segment i holds offset i.
+	for i := range 10 {
+		mustAppend(t, l, sizedBatch(t, 600, 1000), 0)
+		if n := l.NumSegments(); n != i+1 {
+			t.Fatalf("%d segments after %d batches", n, i+1)
+		}
+	}
+	a := AbortedTxn{ProducerID: 1, FirstOffset: 0, LastOffset: 2, LastStableOffset: 3}
+	b := AbortedTxn{ProducerID: 2, FirstOffset: 3, LastOffset: 5, LastStableOffset: 4} // producer 3 open from 4
+	c := AbortedTxn{ProducerID: 3, FirstOffset: 4, LastOffset: 8, LastStableOffset: 9}
+	for _, x := range []AbortedTxn{a, b, c} {
+		if err := l.AppendAbortedTxn(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.AppendAbortedTxn(AbortedTxn{ProducerID: 9, FirstOffset: 7, LastOffset: 8, LastStableOffset: 9}); err == nil {
+		t.Error("an entry out of marker order was accepted")
+	}
+	check := func(what string, from, to int64, want ...AbortedTxn) {
+		t.Helper()
+		if got := abortedIn(t, l, from, to); !slices.Equal(got, want) {
+			t.Errorf("%s: [%d, %d): %+v, want %+v", what, from, to, got, want)
+		}
+	}
+	all := func(what string) {
+		check(what, 0, 10, a, b, c)
+		// From segment 3: the abort of producer 1 ended before; producer 3's began
+		// inside the range and its marker lies beyond it.
+		check(what, 3, 5, b, c)
+		check(what, 6, 7, c)
+		check(what, 9, 10)
+	}
+	all("appended")
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = mustOpen(t, dir, cfg)
+	all("reopened")
+
+	if err := l.Truncate(6); err != nil {
+		t.Fatal(err)
+	}
+	check("truncated", 0, 10, a, b)
+	if _, err := os.Stat(segmentPath(dir, 8, txnIndexSuffix)); !os.IsNotExist(err) {
+		t.Errorf("the index of the truncated abort is still there: %v", err)
+	}
+	l.Close()
+	l = mustOpen(t, dir, cfg)
+	check("truncated and reopened", 0, 10, a, b)
+
+	if err := l.DeleteRecordsBefore(4); err != nil {
+		t.Fatal(err)
+	}
+	check("after deleting records", 4, 10, b)
+	if _, err := os.Stat(segmentPath(dir, 2, txnIndexSuffix)); !os.IsNotExist(err) {
+		t.Errorf("the index of a deleted segment is still there: %v", err)
+	}
+
+	// Replay: dropping the entries from an offset, then appending them again.
+	if err := l.DropAbortedTxnsFrom(5); err != nil {
+		t.Fatal(err)
+	}
+	check("dropped", 4, 10)
+	if err := l.AppendAbortedTxn(b); err != nil {
+		t.Fatal(err)
+	}
+	check("appended again", 4, 10, b)
+
+	// An entry past the log end (its marker lost in a crash) is dropped on load.
+	end := l.EndOffset()
+	if err := l.AppendAbortedTxn(AbortedTxn{ProducerID: 5, FirstOffset: end - 1, LastOffset: end + 3, LastStableOffset: end + 4}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = mustOpen(t, dir, cfg)
+	check("past the end", 4, end+10, b)
+	l.Close()
+
+	if err := l.Truncate(0); err == nil {
+		t.Error("truncate of a closed log")
+	}
+	l = mustOpen(t, dir, cfg)
+	if err := l.TruncateFully(100); err != nil {
+		t.Fatal(err)
+	}
+	check("truncated fully", 100, 200)
+	l.Close()
+}
+
+func FuzzTxnIndex(f *testing.F) {
+	var seed []byte
+	for _, a := range []AbortedTxn{{1, 0, 2, 3}, {2, 3, 5, 4}, {3, 4, 8, 9}} {
+		seed = encodeAbortedTxn(seed, a)
+	}
+	f.Add(seed)
+	f.Add(seed[:len(seed)-5])
+	f.Add(append(append([]byte(nil), seed...), seed[:txnEntrySize]...)) // out of order
+	f.Add([]byte{0, 1, 2})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := decodeTxnIndex(b)
+		var enc []byte
+		for _, a := range got {
+			enc = encodeAbortedTxn(enc, a)
+		}
+		if !slices.Equal(enc, b[:len(enc)]) {
+			t.Fatalf("the decoded prefix does not encode back to the input")
+		}
+		if err == nil && len(enc) != len(b) {
+			t.Fatalf("no error, yet %d of %d bytes decoded", len(enc), len(b))
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i].LastOffset <= got[i-1].LastOffset {
+				t.Fatalf("entries out of order: %+v", got)
+			}
+		}
+	})
+}
