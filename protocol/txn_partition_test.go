@@ -126,6 +126,26 @@ func dataValues(t *testing.T, raw []byte) []string {
 	return out
 }
 
+// describeProducer returns what DescribeProducers says of producer pid on partition 0.
+func describeProducer(t *testing.T, rc *rawConn, topic string, pid int64) kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
+	t.Helper()
+	req := kmsg.NewPtrDescribeProducersRequest()
+	rt := kmsg.NewDescribeProducersRequestTopic()
+	rt.Topic, rt.Partitions = topic, []int32{0}
+	req.Topics = append(req.Topics, rt)
+	rp := rc.roundTrip(req).(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0]
+	if rp.ErrorCode != 0 {
+		t.Fatalf("DescribeProducers: %d", rp.ErrorCode)
+	}
+	for _, ap := range rp.ActiveProducers {
+		if ap.ProducerID == pid {
+			return ap
+		}
+	}
+	t.Fatalf("DescribeProducers does not list producer %d: %+v", pid, rp.ActiveProducers)
+	return kmsg.DescribeProducersResponseTopicPartitionActiveProducer{}
+}
+
 func listLatest(t *testing.T, rc *rawConn, topic string, iso int8) int64 {
 	t.Helper()
 	req := kmsg.NewPtrListOffsetsRequest()
@@ -230,8 +250,14 @@ func TestTransactionalPartition(t *testing.T) {
 	if p := produceRaw(t, rc, "txn", 0, makeBatch(t, pid, epoch, 4, 1, 3)); p.ErrorCode != kerr.InvalidTxnState.Code {
 		t.Errorf("non-transactional write in a transaction: %d", p.ErrorCode)
 	}
+	if ap := describeProducer(t, rc, "txn", pid); ap.CurrentTxnStartOffset != 5 || ap.CoordinatorEpoch != 5 || ap.LastSequence != 3 || ap.ProducerEpoch != int32(epoch) {
+		t.Errorf("DescribeProducers in the transaction: %+v", ap)
+	}
 	if code := writeMarker(t, rc, "txn", pid, epoch, true, 5); code != 0 {
 		t.Fatalf("commit marker: %d", code)
+	}
+	if ap := describeProducer(t, rc, "txn", pid); ap.CurrentTxnStartOffset != -1 {
+		t.Errorf("DescribeProducers after the commit: %+v", ap)
 	}
 	rp = fetchIso(t, rc, topicID, 5, 1)
 	if rp.LastStableOffset != 7 || len(rp.AbortedTransactions) != 0 {
