@@ -1,6 +1,8 @@
 package log
 
 import (
+	"encoding/binary"
+	"fmt"
 	"os"
 	"slices"
 	"testing"
@@ -136,4 +138,55 @@ func FuzzTxnIndex(f *testing.F) {
 			}
 		}
 	})
+}
+
+// withAttributes sets attribute bits on a batch and fixes its CRC.
+func withAttributes(b []byte, attrs uint16) []byte {
+	binary.BigEndian.PutUint16(b[offAttributes:], binary.BigEndian.Uint16(b[offAttributes:])|attrs)
+	binary.BigEndian.PutUint32(b[offCRC:], ComputeCRC(b))
+	return b
+}
+
+// Compaction never lets an aborted record stand for its key: it drops the records of
+// aborted transactions (found in the transaction index) and keeps the committed value
+// they would otherwise have displaced, and the marker.
+func TestCleanDropsAbortedRecords(t *testing.T) {
+	clock := newFakeClock(1_000_000)
+	cfg := testConfig(clock)
+	cfg.SegmentBytes = 600
+	l := mustOpen(t, t.TempDir(), cfg)
+	defer func() { l.Close() }()
+	ts := clock.Now().UnixMilli()
+	mustAppend(t, l, keyedBatch(t, ts, -1, []testRecord{{key: "a", value: []byte("committed")}}), 0)
+	mustAppend(t, l, withAttributes(keyedBatch(t, ts, 5, []testRecord{{key: "a", value: []byte("aborted")}}), AttrTransactional), 0)
+	marker := mustAppend(t, l, withAttributes(keyedBatch(t, ts, 5, []testRecord{{key: "", value: []byte{0, 0, 0, 0, 0, 0}}}), AttrTransactional|AttrControl), 0)
+	if err := l.AppendAbortedTxn(AbortedTxn{ProducerID: 5, FirstOffset: 1, LastOffset: marker.BaseOffset, LastStableOffset: marker.BaseOffset + 1}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		mustAppend(t, l, keyedBatch(t, ts, -1, []testRecord{{key: fmt.Sprint("k", i%3), value: []byte("v")}}), 0)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Clean(cleanOpts(l.EndOffset(), -1)); err != nil {
+		t.Fatal(err)
+	}
+	var a []string
+	for _, r := range readRecords(t, l) {
+		if r.key == "a" {
+			a = append(a, fmt.Sprint(r.offset))
+		}
+	}
+	if !slices.Equal(a, []string{"0"}) {
+		t.Errorf("records of key a at offsets %v, want only the committed one at 0", a)
+	}
+	var control bool
+	for _, b := range readAll(t, l, 0) {
+		h, _ := ParseHeader(b)
+		control = control || (h.IsControl() && h.BaseOffset == marker.BaseOffset)
+	}
+	if !control {
+		t.Error("the abort marker was cleaned away")
+	}
 }
