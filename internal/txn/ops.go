@@ -385,3 +385,11 @@ func (c *Coordinator) List(f ListFilter) ([]metadata.TxnState, bool) {
 	})
 	return out, loading
 }
+
+// CommitOffsets stores a TxnOffsetCommit's offsets as pending in id's transaction; the
+// group's coordinator (this broker or not the transaction's) calls it under its fence.
+// The controller checks the transaction: the producer's id and epoch and that
+// AddOffsetsToTxn added the group.
+func (c *Coordinator) CommitOffsets(ctx context.Context, fence metadata.GroupFence, id string, pid int64, epoch int16, group string, offsets []metadata.CommittedOffset) error {
+	return c.store.TxnOffsetCommit(ctx, fence, id, pid, epoch, group, offsets)
+}
