@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Truncate removes everything at offsets >= offset, from the start of the batch that
@@ -249,6 +250,12 @@ func (l *Log) deleteOldest(n int) {
 // last modification, without timestamps) is older than retention.ms, and while the log
 // stays at least retention.bytes without them. It returns how many it deleted.
 func (l *Log) EnforceRetention() (deleted int, err error) {
+	return l.EnforceRetentionBelow(math.MaxInt64)
+}
+
+// EnforceRetentionBelow is EnforceRetention that deletes only segments wholly below
+// upper: the first offset of an open transaction stays, as must every record after it.
+func (l *Log) EnforceRetentionBelow(upper int64) (deleted int, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
@@ -273,7 +280,7 @@ func (l *Log) EnforceRetention() (deleted int, err error) {
 	if cfg.RetentionMs >= 0 {
 		segs := l.segments()
 		n := 0
-		for n < len(segs)-1 && now-segs[n].retentionTimestamp() > cfg.RetentionMs {
+		for n < len(segs)-1 && now-segs[n].retentionTimestamp() > cfg.RetentionMs && segs[n+1].base <= upper {
 			n++
 		}
 		if n > 0 && dirty() {
@@ -285,7 +292,7 @@ func (l *Log) EnforceRetention() (deleted int, err error) {
 		segs := l.segments()
 		diff := l.Size() - cfg.RetentionBytes
 		n := 0
-		for n < len(segs)-1 && diff-segs[n].size.Load() >= 0 {
+		for n < len(segs)-1 && diff-segs[n].size.Load() >= 0 && segs[n+1].base <= upper {
 			diff -= segs[n].size.Load()
 			n++
 		}

@@ -96,7 +96,7 @@ func (p *Partition) cleanable(now time.Time) (float64, bool) {
 func (p *Partition) Clean(m *shalelog.OffsetMap, throttle func(int64), done <-chan struct{}) (shalelog.CleanStats, error) {
 	c := p.Settings().Compaction
 	st, err := p.log.Clean(shalelog.CleanOptions{
-		UpperBound:         p.HighWatermark(),
+		UpperBound:         p.LastStableOffset(),
 		Filter:             records.CompactionFilter{},
 		Map:                m,
 		DeleteRetentionMs:  c.DeleteRetentionMs,

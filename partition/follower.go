@@ -42,7 +42,20 @@ func (p *Partition) AppendAsFollower(records []byte, leaderEpoch int32) (int, er
 		if _, err := p.log.AppendReplica(b); err != nil {
 			return n, err
 		}
-		p.producers.record(h)
+		// The same producer state as the leader's, so that a new leader knows which
+		// transactions are open.
+		if h.IsControl() {
+			if m, err := parseMarker(b); err != nil {
+				p.lg.Warn("skipping an unreadable control batch from the leader", "offset", h.BaseOffset, "err", err)
+			} else if err := p.recordMarkerLocked(h, m); err != nil {
+				return n, err
+			}
+		} else {
+			p.producers.record(h)
+			if h.IsTransactional() {
+				p.noteTxnsLocked()
+			}
+		}
 		n += size
 	}
 	if n > 0 {
@@ -94,7 +107,11 @@ func (p *Partition) TruncateTo(offset int64) error {
 	}
 	end := p.log.EndOffset()
 	p.epochs.truncateFrom(end)
-	p.producers.truncateFrom(end)
+	if !p.producers.truncateFrom(end) {
+		if err := p.replayProducersLocked(); err != nil {
+			return err
+		}
+	}
 	if p.hw.Load() > end {
 		p.hw.Store(end)
 	}
@@ -115,6 +132,7 @@ func (p *Partition) RestartAt(offset int64) error {
 	}
 	p.epochs.entries = nil
 	p.producers = newProducerState()
+	p.noteTxnsLocked()
 	p.hw.Store(offset)
 	p.lg.Info("restarted the log at the leader's log start", "offset", offset)
 	return p.saveEpochsLocked()

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -81,7 +82,10 @@ type Partition struct {
 
 	hw          atomic.Int64
 	leaderEpoch atomic.Int32
-	role        atomic.Int32
+	// txnActive is set while a transaction is open or its marker uncommitted, so that
+	// the last stable offset of a partition without transactions needs no lock.
+	txnActive atomic.Bool
+	role      atomic.Int32
 
 	// waitMu guards waitCh, made when a fetch parks and closed (then dropped) when data or
 	// the high watermark advances, so an append with nobody waiting allocates nothing.
@@ -167,18 +171,20 @@ func (p *Partition) rebuild() error {
 	}
 	var scanned epochCache
 	if scanFrom := max(min(epochFrom, from), start); scanFrom < end {
+		var replayErr error
 		err := p.log.ScanHeaders(scanFrom, func(h shalelog.Header) bool {
 			scanned.assign(h.PartitionLeaderEpoch, h.BaseOffset)
 			if h.BaseOffset >= from {
-				p.producers.record(h)
+				replayErr = p.replayBatch(h)
 			}
-			return true
+			return replayErr == nil
 		})
-		if err != nil {
+		if err = cmp.Or(err, replayErr); err != nil {
 			return fmt.Errorf("rebuild state of %s-%d: %w", p.topic, p.index, err)
 		}
 	}
 	p.producers.removeBefore(start)
+	p.noteTxnsLocked()
 	// The checkpoint knows epochs that began without a batch; the log knows epochs whose
 	// checkpoint write a crash may have lost. Entries past the log end are gone with the
 	// records they described.
@@ -386,6 +392,9 @@ func (p *Partition) appendLocked(batch []byte, h shalelog.Header) (AppendResult,
 	h.BaseOffset = info.BaseOffset
 	h.PartitionLeaderEpoch = epoch
 	p.producers.record(h)
+	if h.IsTransactional() {
+		p.noteTxnsLocked()
+	}
 	res.BaseOffset, res.LastOffset, res.LeaderEpoch = info.BaseOffset, info.LastOffset, epoch
 	return res, nil
 }
@@ -423,6 +432,21 @@ func (p *Partition) Read(offset int64, maxBytes int, toLogEnd, minOne bool) (*sh
 		return &shalelog.View{FirstOffset: offset}, nil
 	}
 	return p.log.Read(offset, maxBytes, limit, minOne)
+}
+
+// ReadCommitted returns batches from offset for a read_committed consumer: up to the
+// last stable offset, with the aborted transactions the read spans, so that the consumer
+// can drop their records. lso is the last stable offset the read stopped at.
+func (p *Partition) ReadCommitted(offset int64, maxBytes int, minOne bool) (v *shalelog.View, lso int64, aborted []AbortedTxn, err error) {
+	lso = p.LastStableOffset()
+	if offset > lso && offset <= p.log.EndOffset() {
+		return &shalelog.View{FirstOffset: offset, NextOffset: offset}, lso, nil, nil
+	}
+	v, err = p.log.Read(offset, maxBytes, lso, minOne)
+	if err != nil || v.Size == 0 {
+		return v, lso, nil, err
+	}
+	return v, lso, p.AbortedTxns(v.FirstOffset, v.NextOffset), nil
 }
 
 // Waiter returns a channel closed at the next append, high-watermark or role change.
@@ -498,7 +522,9 @@ func (p *Partition) deleteBeforeLocked(offset int64) (int64, error) {
 
 // EnforceRetention deletes old segments by the topic's retention settings.
 func (p *Partition) EnforceRetention() error {
-	n, err := p.log.EnforceRetention()
+	// Nothing at or after the first unstable offset goes: an open transaction's records
+	// stay with its marker to come.
+	n, err := p.log.EnforceRetentionBelow(p.firstUnstableOffset())
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
 )
 
@@ -34,6 +35,9 @@ type producerEntry struct {
 	Batches []batchMeta // oldest first, at most retainedBatches
 	// LastTimestamp is the newest batch's max timestamp, for expiry.
 	LastTimestamp int64
+	// CoordinatorEpoch is the epoch of the transaction coordinator that wrote this
+	// producer's last marker: markers from an older coordinator are fenced.
+	CoordinatorEpoch int32 `json:"coordinator_epoch,omitempty"`
 }
 
 func (e *producerEntry) lastSeq() int32 {
@@ -43,14 +47,15 @@ func (e *producerEntry) lastSeq() int32 {
 	return e.Batches[len(e.Batches)-1].LastSeq
 }
 
-// producerState tracks idempotent producers for one partition. The Partition's mutex
-// guards it.
+// producerState tracks idempotent and transactional producers for one partition. The
+// Partition's mutex guards it.
 type producerState struct {
 	producers map[int64]*producerEntry
+	txns      txnState
 }
 
 func newProducerState() *producerState {
-	return &producerState{producers: make(map[int64]*producerEntry)}
+	return &producerState{producers: make(map[int64]*producerEntry), txns: newTxnState()}
 }
 
 // seqAdd adds n to a sequence number; sequences wrap from MaxInt32 to 0.
@@ -70,12 +75,22 @@ func (e *errDuplicate) Error() string {
 	return fmt.Sprintf("duplicate of the batch at offset %d", e.meta.BaseOffset)
 }
 
-// check decides whether an idempotent batch may be appended. It returns *errDuplicate for
+// check decides whether a client's batch may be appended. It returns *errDuplicate for
 // a retry of a batch already in the log, and Kafka's error otherwise.
 func (s *producerState) check(h shalelog.Header) error {
 	if !h.HasProducer() {
+		if h.IsTransactional() {
+			return fmt.Errorf("%w: transactional batch without a producer id", kerr.InvalidRecord)
+		}
 		return nil
 	}
+	if err := s.checkSequence(h); err != nil {
+		return err
+	}
+	return s.txns.checkData(h, s.producers[h.ProducerID])
+}
+
+func (s *producerState) checkSequence(h shalelog.Header) error {
 	if h.BaseSequence < 0 {
 		return fmt.Errorf("%w: idempotent batch without a base sequence", kerr.InvalidRecord)
 	}
@@ -106,16 +121,31 @@ func (s *producerState) check(h shalelog.Header) error {
 	return nil
 }
 
-// record notes an appended batch (on the leader after check, or while replaying the log).
+// entryFor returns the producer's entry at epoch, creating it or moving it to a newer
+// epoch (whose batches start afresh); nil when epoch is older than the entry's, which
+// only replication of a fenced producer's late batch can bring.
+func (s *producerState) entryFor(id int64, epoch int16) *producerEntry {
+	e := s.producers[id]
+	switch {
+	case e == nil:
+		e = &producerEntry{Epoch: epoch, CoordinatorEpoch: -1}
+		s.producers[id] = e
+	case epoch > e.Epoch:
+		e.Epoch, e.Batches = epoch, nil
+	case epoch < e.Epoch:
+		return nil
+	}
+	return e
+}
+
+// record notes an appended data batch (on the leader after check, or on a follower and
+// while replaying the log). Control batches go to recordMarker.
 func (s *producerState) record(h shalelog.Header) {
 	if !h.HasProducer() {
 		return
 	}
-	e := s.producers[h.ProducerID]
-	if e == nil || h.ProducerEpoch > e.Epoch {
-		e = &producerEntry{Epoch: h.ProducerEpoch}
-		s.producers[h.ProducerID] = e
-	} else if h.ProducerEpoch < e.Epoch {
+	e := s.entryFor(h.ProducerID, h.ProducerEpoch)
+	if e == nil {
 		return
 	}
 	e.Batches = append(e.Batches, batchMeta{
@@ -129,10 +159,45 @@ func (s *producerState) record(h shalelog.Header) {
 		e.Batches = append(e.Batches[:0], e.Batches[len(e.Batches)-retainedBatches:]...)
 	}
 	e.LastTimestamp = h.MaxTimestamp
+	if h.IsTransactional() {
+		s.txns.begin(h)
+	}
 }
 
-// truncateFrom forgets batches at or after offset (log truncation).
-func (s *producerState) truncateFrom(offset int64) {
+// checkMarker decides whether the coordinator's marker may be appended: not from an
+// older producer epoch (INVALID_PRODUCER_EPOCH) nor from an older coordinator than the
+// last marker's (TRANSACTION_COORDINATOR_FENCED), as Kafka's ProducerAppendInfo checks.
+func (s *producerState) checkMarker(producerID int64, epoch int16, m records.Marker) error {
+	e := s.producers[producerID]
+	if e == nil {
+		return nil
+	}
+	if epoch < e.Epoch {
+		return fmt.Errorf("%w: marker for producer %d at epoch %d, which is older than %d", kerr.InvalidProducerEpoch, producerID, epoch, e.Epoch)
+	}
+	if e.CoordinatorEpoch > m.CoordinatorEpoch {
+		return fmt.Errorf("%w: marker for producer %d from coordinator epoch %d, older than %d", kerr.TransactionCoordinatorFenced, producerID, m.CoordinatorEpoch, e.CoordinatorEpoch)
+	}
+	return nil
+}
+
+// recordMarker notes an appended transaction marker: the producer's transaction, if one
+// is open, ends at it. An abort is returned for the aborted-transaction index.
+func (s *producerState) recordMarker(h shalelog.Header, m records.Marker) (AbortedTxn, bool) {
+	if e := s.entryFor(h.ProducerID, h.ProducerEpoch); e != nil {
+		e.CoordinatorEpoch = m.CoordinatorEpoch
+		e.LastTimestamp = h.MaxTimestamp
+	}
+	return s.txns.end(h, m)
+}
+
+// truncateFrom forgets batches at or after offset (log truncation). It reports false,
+// changing nothing, when transactions began or ended at or after offset: only a replay
+// of the log can tell which are open then.
+func (s *producerState) truncateFrom(offset int64) bool {
+	if s.txns.LastOffset >= offset {
+		return false
+	}
 	for id, e := range s.producers {
 		n := 0
 		for _, b := range e.Batches {
@@ -142,19 +207,23 @@ func (s *producerState) truncateFrom(offset int64) {
 			}
 		}
 		e.Batches = e.Batches[:n]
-		if n == 0 {
+		if n == 0 && !s.txns.open(id) {
 			delete(s.producers, id)
 		}
 	}
+	return true
 }
 
-// removeBefore forgets producers whose every batch is below the log start offset.
+// removeBefore forgets producers whose every batch is below the log start offset, and
+// the aborted transactions that ended there. A producer with an open transaction stays:
+// retention and DeleteRecords stop at the first unstable offset.
 func (s *producerState) removeBefore(start int64) {
 	for id, e := range s.producers {
-		if n := len(e.Batches); n == 0 || e.Batches[n-1].LastOffset < start {
+		if n := len(e.Batches); (n == 0 || e.Batches[n-1].LastOffset < start) && !s.txns.open(id) {
 			delete(s.producers, id)
 		}
 	}
+	s.txns.removeBefore(start)
 }
 
 // expire forgets producers whose newest batch is stamped at or before cutoffMs, and
@@ -162,7 +231,9 @@ func (s *producerState) removeBefore(start int64) {
 func (s *producerState) expire(cutoffMs int64) int {
 	n := 0
 	for id, e := range s.producers {
-		if e.LastTimestamp <= cutoffMs {
+		// As in Kafka, a producer with an open transaction does not expire: the
+		// coordinator's transaction.timeout.ms aborts it first.
+		if e.LastTimestamp <= cutoffMs && !s.txns.open(id) {
 			delete(s.producers, id)
 			n++
 		}
@@ -186,12 +257,14 @@ func (p *Partition) ExpireProducers(now time.Time, expiration time.Duration) int
 type producerSnapshot struct {
 	Offset    int64                    `json:"offset"`
 	Producers map[int64]*producerEntry `json:"producers"`
+	// Txns is absent from the snapshots of versions without transactions.
+	Txns *txnState `json:"transactions,omitempty"`
 }
 
 const producerSnapshotFile = "producer-state.json"
 
 func (s *producerState) save(dir string, offset int64) error {
-	b, err := json.Marshal(producerSnapshot{Offset: offset, Producers: s.producers})
+	b, err := json.Marshal(producerSnapshot{Offset: offset, Producers: s.producers, Txns: &s.txns})
 	if err != nil {
 		return fmt.Errorf("encode producer state: %w", err)
 	}
@@ -217,6 +290,10 @@ func (s *producerState) load(dir string) int64 {
 		return 0
 	}
 	s.producers = snap.Producers
+	if snap.Txns != nil {
+		s.txns = *snap.Txns
+		s.txns.fill()
+	}
 	return snap.Offset
 }
 

@@ -30,8 +30,12 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Result {
 	switch {
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		reqErr = fmt.Errorf("%w: acks must be -1, 0 or 1, not %d", kerr.InvalidRequiredAcks, req.Acks)
-	case req.TransactionID != nil:
-		reqErr = fmt.Errorf("%w: Shale does not support transactions yet", kerr.TransactionalIDAuthorizationFailed)
+	case req.TransactionID != nil && !s.allowed(r, opWrite, kmsg.ACLResourceTypeTransactionalId, *req.TransactionID):
+		reqErr = fmt.Errorf("%w: WRITE on transactional id %q is denied", kerr.TransactionalIDAuthorizationFailed, *req.TransactionID)
+	}
+	var txnID string
+	if req.TransactionID != nil {
+		txnID = *req.TransactionID
 	}
 
 	var parts []producePart
@@ -48,14 +52,14 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Result {
 			rp.Partition = p.Partition
 			rt.Partitions = append(rt.Partitions, rp)
 			pp := &replication.ProducePartition{Topic: t.Topic, Index: p.Partition, Records: p.Records, Legacy: r.Version < 3,
-				Err: topicErr}
+				TransactionalID: txnID, Err: topicErr}
 			parts = append(parts, producePart{ProducePartition: pp, rt: i, rp: j})
 			all = append(all, pp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 
-	s.deps.Replicas.Append(req.Acks, all)
+	s.deps.Replicas.Append(ctx, req.Acks, all)
 
 	anyErr := false
 	var waiting []*replication.ProducePartition

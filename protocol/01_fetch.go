@@ -207,8 +207,14 @@ func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version in
 		res := s.deps.Replicas.Fetch(who, replication.FetchPartition{
 			Topic: name, Index: it.key.partition, CurrentLeaderEpoch: it.currentLeaderEpoch, FetchOffset: it.fetchOffset,
 			LastFetchedEpoch: it.lastFetchedEpoch, MaxBytes: max(maxBytes, 0), MinOne: total == 0,
+			ReadCommitted: req.IsolationLevel == 1 && version >= 4,
 		})
-		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = res.HighWatermark, res.HighWatermark, res.LogStartOffset
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
+		for _, a := range res.AbortedTxns {
+			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+			at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+			rp.AbortedTransactions = append(rp.AbortedTransactions, at)
+		}
 		if res.Err != nil {
 			rp.ErrorCode = errorCode(res.Err)
 			stop = true

@@ -52,7 +52,7 @@ func (s *Server) handleListOffsets(_ context.Context, r *Request) Result {
 				rp.ErrorCode = errorCode(err)
 			}
 			if rp.ErrorCode == 0 {
-				if err := listOffset(p, lp.Timestamp, req.ReplicaID >= 0, &rp); err != nil {
+				if err := listOffset(p, lp.Timestamp, req.ReplicaID >= 0, req.IsolationLevel == 1, &rp); err != nil {
 					rp.ErrorCode = errorCode(s.deps.Replicas.ReplicaGone(t.Topic, lp.Partition, err))
 				}
 			}
@@ -63,12 +63,15 @@ func (s *Server) handleListOffsets(_ context.Context, r *Request) Result {
 	return Result{Resp: resp}
 }
 
-// listOffset fills rp with the offset for ts. Consumers see up to the high watermark
-// (read_committed equals it while Shale has no transactions); followers see the log end.
-func listOffset(p *partition.Partition, ts int64, follower bool, rp *kmsg.ListOffsetsResponseTopicPartition) error {
+// listOffset fills rp with the offset for ts. Consumers see up to the high watermark,
+// read_committed ones up to the last stable offset; followers see the log end.
+func listOffset(p *partition.Partition, ts int64, follower, readCommitted bool, rp *kmsg.ListOffsetsResponseTopicPartition) error {
 	limit := p.HighWatermark()
-	if follower {
+	switch {
+	case follower:
 		limit = p.LogEndOffset()
+	case readCommitted:
+		limit = p.LastStableOffset()
 	}
 	switch ts {
 	case listLatest:

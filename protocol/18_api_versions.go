@@ -61,6 +61,7 @@ func (s *Server) registerBuiltins() {
 	s.Register(kmsg.DeleteRecords, 0, 2, s.handleDeleteRecords)
 	s.Register(kmsg.InitProducerID, 0, 4, s.handleInitProducerID)
 	s.Register(kmsg.OffsetForLeaderEpoch, 0, 4, s.handleOffsetForLeaderEpoch)
+	s.Register(kmsg.WriteTxnMarkers, 0, 1, s.handleWriteTxnMarkers)
 	s.Register(kmsg.DescribeConfigs, 0, 4, s.handleDescribeConfigs)
 	s.Register(kmsg.AlterConfigs, 0, 1, s.handleAlterConfigs)
 	s.Register(kmsg.CreatePartitions, 0, 3, s.handleCreatePartitions)

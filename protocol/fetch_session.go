@@ -63,6 +63,9 @@ type cachedPartition struct {
 	item           fetchItem
 	highWatermark  int64
 	logStartOffset int64
+	// lastStableOffset is sent like the high watermark: a read_committed consumer
+	// waits for it to move.
+	lastStableOffset int64
 }
 
 type fetchSession struct {
@@ -318,7 +321,8 @@ func (s *Server) finishFetchContext(fc *fetchContext, reads []fetchRead, privile
 		parts := make([]*cachedPartition, len(reads))
 		for i := range reads {
 			keep[i] = true
-			parts[i] = &cachedPartition{item: fc.items[i], highWatermark: reads[i].rp.HighWatermark, logStartOffset: reads[i].rp.LogStartOffset}
+			parts[i] = &cachedPartition{item: fc.items[i], highWatermark: reads[i].rp.HighWatermark, logStartOffset: reads[i].rp.LogStartOffset,
+				lastStableOffset: reads[i].rp.LastStableOffset}
 			if reads[i].rp.ErrorCode != 0 {
 				parts[i].highWatermark = -1
 			}
@@ -341,8 +345,9 @@ func (s *Server) finishFetchContext(fc *fetchContext, reads []fetchRead, privile
 		}
 		rp := &r.rp
 		must := r.size() > 0 || rp.ErrorCode != 0 || rp.DivergingEpoch.Epoch >= 0 || rp.DivergingEpoch.EndOffset >= 0 ||
-			rp.PreferredReadReplica >= 0 || cp.highWatermark != rp.HighWatermark || cp.logStartOffset != rp.LogStartOffset
-		cp.highWatermark, cp.logStartOffset = rp.HighWatermark, rp.LogStartOffset
+			rp.PreferredReadReplica >= 0 || cp.highWatermark != rp.HighWatermark || cp.logStartOffset != rp.LogStartOffset ||
+			cp.lastStableOffset != rp.LastStableOffset
+		cp.highWatermark, cp.logStartOffset, cp.lastStableOffset = rp.HighWatermark, rp.LogStartOffset, rp.LastStableOffset
 		if rp.ErrorCode != 0 {
 			// Resent once the error is gone.
 			cp.highWatermark = -1

@@ -23,6 +23,9 @@ type ProducePartition struct {
 	Records []byte
 	// Legacy marks Produce v0-v2 records: magic 0/1 message sets, up-converted here.
 	Legacy bool
+	// TransactionalID is the request's transactional id, "" for none: a transactional
+	// batch is verified with the coordinator under it (TxnVerifier).
+	TransactionalID string
 
 	// Set by Append.
 	Result partition.AppendResult
@@ -47,8 +50,10 @@ func (pp *ProducePartition) LogStartOffset() int64 {
 // and the records validated once, then recompressed only when the topic's
 // compression.type asks for it. Partitions of one request run in parallel so that a
 // single producer connection can use every core. acks=-1 is checked against
-// min.insync.replicas under the partition lock.
-func (m *Manager) Append(acks int16, parts []*ProducePartition) {
+// min.insync.replicas under the partition lock. A producer's first transactional batch
+// to a partition is verified with the transaction coordinator first (KIP-890); ctx
+// bounds that.
+func (m *Manager) Append(ctx context.Context, acks int16, parts []*ProducePartition) {
 	defer func() {
 		for _, pp := range parts {
 			m.traffic.produced(pp)
@@ -69,7 +74,7 @@ func (m *Manager) Append(acks int16, parts []*ProducePartition) {
 	}
 	if len(todo) <= 1 {
 		for _, pp := range todo {
-			m.appendOne(pp, acks)
+			m.appendOne(ctx, pp, acks)
 		}
 		return
 	}
@@ -90,14 +95,14 @@ func (m *Manager) Append(acks int16, parts []*ProducePartition) {
 				pp := todo[next]
 				next++
 				mu.Unlock()
-				m.appendOne(pp, acks)
+				m.appendOne(ctx, pp, acks)
 			}
 		}()
 	}
 	wg.Wait()
 }
 
-func (m *Manager) appendOne(pp *ProducePartition, acks int16) {
+func (m *Manager) appendOne(ctx context.Context, pp *ProducePartition, acks int16) {
 	p := pp.p
 	set := p.Settings()
 	if pp.Legacy {
@@ -126,6 +131,12 @@ func (m *Manager) appendOne(pp *ProducePartition, acks int16) {
 	if err != nil {
 		pp.Err = err
 		return
+	}
+	if h.IsTransactional() && h.HasProducer() {
+		if err := m.verifyTxn(ctx, pp, h); err != nil {
+			pp.Err = err
+			return
+		}
 	}
 	batch := pp.Records
 	if set.Codec >= 0 && set.Codec != h.Codec() {

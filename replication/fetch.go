@@ -33,6 +33,9 @@ type FetchPartition struct {
 	MaxBytes         int
 	// MinOne returns the first batch whole even when it is larger than MaxBytes.
 	MinOne bool
+	// ReadCommitted (isolation_level 1) reads a consumer's fetch only up to the last
+	// stable offset, and lists the aborted transactions it spans.
+	ReadCommitted bool
 }
 
 // FetchResult is one partition's answer. View, when not nil, must be released.
@@ -40,6 +43,10 @@ type FetchResult struct {
 	View           *shalelog.View
 	HighWatermark  int64
 	LogStartOffset int64
+	// LastStableOffset is where read_committed consumers stop.
+	LastStableOffset int64
+	// AbortedTxns are the aborted transactions a read_committed read spans.
+	AbortedTxns []partition.AbortedTxn
 	// DivergingEpoch is >= 0 when the fetcher must truncate to DivergingEndOffset first.
 	DivergingEpoch     int32
 	DivergingEndOffset int64
@@ -55,7 +62,7 @@ var ErrStaleReplica = fmt.Errorf("%w: the fetching replica's broker epoch is not
 // Fetch reads one partition for a consumer (up to the high watermark) or a follower (up
 // to the log end; its fetch offset is its log end offset, which moves the high watermark).
 func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
-	res = FetchResult{HighWatermark: -1, LogStartOffset: -1, DivergingEpoch: -1, DivergingEndOffset: -1}
+	res = FetchResult{HighWatermark: -1, LogStartOffset: -1, LastStableOffset: -1, DivergingEpoch: -1, DivergingEndOffset: -1}
 	defer func() { m.traffic.fetched(f.Topic, who.IsFollower(), &res) }()
 	p, err := m.Leader(f.Topic, f.Index, f.CurrentLeaderEpoch)
 	if err != nil {
@@ -80,6 +87,7 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
 		if epoch != f.LastFetchedEpoch || end < f.FetchOffset {
 			res.DivergingEpoch, res.DivergingEndOffset = epoch, end
 			res.HighWatermark, res.LogStartOffset = p.HighWatermark(), p.LogStartOffset()
+			res.LastStableOffset = p.LastStableOffset()
 			return res
 		}
 	}
@@ -95,7 +103,13 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
 	}
 	res.Waiter = p.Waiter()
 	res.HighWatermark, res.LogStartOffset = p.HighWatermark(), p.LogStartOffset()
-	view, err := p.Read(f.FetchOffset, max(f.MaxBytes, 0), who.IsFollower(), f.MinOne)
+	var view *shalelog.View
+	if f.ReadCommitted && !who.IsFollower() {
+		view, res.LastStableOffset, res.AbortedTxns, err = p.ReadCommitted(f.FetchOffset, max(f.MaxBytes, 0), f.MinOne)
+	} else {
+		res.LastStableOffset = p.LastStableOffset()
+		view, err = p.Read(f.FetchOffset, max(f.MaxBytes, 0), who.IsFollower(), f.MinOne)
+	}
 	if err != nil {
 		if errors.Is(err, shalelog.ErrOffsetOutOfRange) {
 			err = fmt.Errorf("%w: %w", kerr.OffsetOutOfRange, err)

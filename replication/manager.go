@@ -123,6 +123,8 @@ type Manager struct {
 
 	fetchers   *fetcherPool
 	autoCreate autoCreator
+	// txnVerifier checks a producer's first transactional write to a partition (txn.go).
+	txnVerifier atomic.Pointer[txnVerifierBox]
 
 	ctx    context.Context
 	cancel context.CancelFunc
