@@ -402,7 +402,8 @@ func plaintextListener(cfg *config.Config) string {
 	return ""
 }
 
-// startTxn starts the transaction coordinator.
+// startTxn starts the transaction coordinator and installs its KIP-890 verifier in the
+// replica manager.
 func (n *node) startTxn(store *controller.BrokerClient, pids *producerid.Allocator) *txn.Coordinator {
 	cfg := n.cfg
 	n.txnClients = txn.NewBrokerClients(cfg.NodeID, n.sec.fetcherOpts()...)
@@ -414,6 +415,8 @@ func (n *node) startTxn(store *controller.BrokerClient, pids *producerid.Allocat
 		RemoveExpiredInterval: time.Duration(cfg.TransactionRemoveExpiredTransactionCleanupIntervalMs) * time.Millisecond,
 		Logger:                n.lg,
 	}, store, pids, n.txnClients)
+	// Partition leaders check a producer's first transactional write with it (KIP-890).
+	n.replicas.SetTxnVerifier(&txn.Verifier{Coordinator: n.txn, Remote: n.txnClients})
 	return n.txn
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/replication"
 )
 
 // Remote reaches the transaction coordinator on another broker.
@@ -90,3 +91,5 @@ func (v *Verifier) verify(ctx context.Context, transactionalID string, producerI
 	}
 	return fmt.Errorf("%w: the transaction coordinator did not answer for %s-%d", kerr.InvalidTxnState, topic, partition)
 }
+
+var _ replication.TxnVerifier = (*Verifier)(nil)
