@@ -254,3 +254,84 @@ func TestTxnOffsetCommitVisibleOnlyAfterCommit(t *testing.T) {
 		t.Fatalf("offset %d after an aborted TxnOffsetCommit, want 5", got)
 	}
 }
+
+// TestGroupTransactSessionExactlyOnce runs franz-go's consume-transform-produce loop:
+// every input record reaches the output exactly once, and the group's committed offsets
+// move with the transactions.
+func TestGroupTransactSessionExactlyOnce(t *testing.T) {
+	tb := startTxnBroker(t)
+	tb.createTopic("in", 2, nil)
+	tb.createTopic("out", 2, nil)
+	ctx := ctxTimeout(t, 60*time.Second)
+	const n = 200
+	in := tb.client(kgo.DefaultProduceTopic("in"))
+	for i := range n {
+		in.Produce(ctx, &kgo.Record{Value: fmt.Appendf(nil, "%d", i)}, nil)
+	}
+	if err := in.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	sess, err := kgo.NewGroupTransactSession(
+		kgo.SeedBrokers(tb.addr), kgo.WithLogger(nil),
+		kgo.TransactionalID("eos"), kgo.TransactionTimeout(30*time.Second),
+		kgo.ConsumerGroup("eos-group"), kgo.ConsumeTopics("in"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(),
+		kgo.DefaultProduceTopic("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	seen := 0
+	for round := 0; seen < n; round++ {
+		if round > 1000 {
+			t.Fatalf("only %d of %d records transformed", seen, n)
+		}
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := sess.PollFetches(pctx)
+		cancel()
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		var batch int
+		fs.EachRecord(func(r *kgo.Record) {
+			batch++
+			sess.Produce(ctx, &kgo.Record{Value: append([]byte("out-"), r.Value...)}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					t.Errorf("produce: %v", err)
+				}
+			})
+		})
+		committed, err := sess.End(ctx, kgo.TryCommit)
+		if err != nil {
+			t.Fatalf("End: %v", err)
+		}
+		if committed {
+			seen += batch
+		}
+	}
+	got := readAll(t, tb, "out", true, n)
+	count := map[string]int{}
+	for _, v := range got {
+		count[v]++
+	}
+	for i := range n {
+		if c := count[fmt.Sprintf("out-%d", i)]; c != 1 {
+			t.Fatalf("output has %d copies of record %d (%d records in all)", c, i, len(got))
+		}
+	}
+	if len(got) != n {
+		t.Fatalf("output has %d records, want %d", len(got), n)
+	}
+	adm := kadm.NewClient(tb.client())
+	offs, err := adm.FetchOffsets(ctx, "eos-group")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	offs.Each(func(o kadm.OffsetResponse) { total += o.At })
+	if total != n {
+		t.Fatalf("group committed %d offsets in all, want %d", total, n)
+	}
+}
