@@ -211,8 +211,11 @@ func (c *Coordinator) loaded(pss []*partition, states []metadata.TxnState) {
 		}
 		ps.txns[st.TransactionalID] = &txnMeta{st: st}
 	}
+	loaded, txns := 0, 0
 	for _, ps := range byPart {
 		ps.loaded = true
+		loaded++
+		txns += len(ps.txns)
 		for _, t := range ps.txns {
 			if t.st.Status == metadata.TxnPrepareCommit || t.st.Status == metadata.TxnPrepareAbort {
 				c.lg.Info("completing a transaction the previous coordinator left", "transactional_id", t.st.TransactionalID,
@@ -220,7 +223,9 @@ func (c *Coordinator) loaded(pss []*partition, states []metadata.TxnState) {
 				c.startCompletionLocked(ps, t)
 			}
 		}
-		c.lg.Info("transaction coordinator loaded a partition", "partition", ps.index, "coordinator_epoch", ps.epoch, "transactions", len(ps.txns))
+	}
+	if loaded > 0 {
+		c.lg.Info("transaction coordinator loaded partitions", "partitions", loaded, "transactions", txns)
 	}
 }
 
