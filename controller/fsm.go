@@ -32,6 +32,9 @@ type fsm struct {
 	offsetsLog     offsetsLog
 	// scram holds SCRAM credentials by user, then mechanism (fsm_scram.go).
 	scram map[string]map[string]*pb.ScramCredential
+	// txns holds transaction states by transactional id (fsm_txn.go); values are
+	// replaced, never modified.
+	txns map[string]*pb.TxnState
 }
 
 type topicPartition struct {
@@ -65,6 +68,7 @@ func newFSM(log *slog.Logger) *fsm {
 		img:     emptyImage(),
 		brokers: map[int32]*pb.BrokerState{},
 		groups:  map[string]map[topicPartition]offsetValue{},
+		txns:    map[string]*pb.TxnState{},
 		deltas:  newDeltaLog(deltaLogCapacity, 0),
 		offsetsLog: offsetsLog{
 			changed: make(chan struct{}),
@@ -159,6 +163,10 @@ func (f *fsm) dispatch(c *change, rec *pb.Record) applyResult {
 		return f.applyClientQuotas(c, r.ClientQuotas)
 	case *pb.Record_ScramCredentials:
 		return f.applyScramCredentials(c, r.ScramCredentials)
+	case *pb.Record_TxnState:
+		return f.applyTxnState(c, r.TxnState)
+	case *pb.Record_TxnOffsetCommit:
+		return f.applyTxnOffsetCommit(c, r.TxnOffsetCommit)
 	default:
 		// A record from a newer version: every controller of this version skips it alike.
 		f.log.Error("unknown metadata record skipped", "offset", c.offset)

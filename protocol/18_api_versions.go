@@ -88,4 +88,7 @@ func (s *Server) registerBuiltins() {
 		s.Register(kmsg.DeleteGroups, 0, 2, s.handleDeleteGroups)
 		s.Register(kmsg.OffsetDelete, 0, 0, s.handleOffsetDelete)
 	}
+	if s.deps.Txn != nil && s.deps.Groups != nil {
+		s.registerTxn() // txn.go
+	}
 }

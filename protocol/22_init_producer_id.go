@@ -12,10 +12,7 @@ func (s *Server) handleInitProducerID(ctx context.Context, r *Request) Result {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		// Transactions need a transaction coordinator, which Shale does not have yet;
-		// a non-retriable error makes the client fail fast rather than retry forever.
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-		return Result{Resp: resp}
+		return s.initTransactionalProducer(ctx, r, req, resp)
 	}
 	// An idempotent producer needs IDEMPOTENT_WRITE on the cluster, or (KIP-679) WRITE on
 	// some topic.
@@ -33,5 +30,32 @@ func (s *Server) handleInitProducerID(ctx context.Context, r *Request) Result {
 		return Result{Resp: resp}
 	}
 	resp.ProducerID, resp.ProducerEpoch = id, 0
+	return Result{Resp: resp}
+}
+
+// initTransactionalProducer is InitProducerId with a transactional id: the transaction
+// coordinator hands out the id's producer id and bumps its epoch.
+func (s *Server) initTransactionalProducer(ctx context.Context, r *Request, req *kmsg.InitProducerIDRequest, resp *kmsg.InitProducerIDResponse) Result {
+	id := *req.TransactionalID
+	switch {
+	case s.deps.Txn == nil:
+		// Without a coordinator a non-retriable error makes the client fail fast rather
+		// than retry forever.
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return Result{Resp: resp}
+	case !s.allowed(r, opWrite, resTxnID, id):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return Result{Resp: resp}
+	}
+	expectedPID, expectedEpoch := int64(-1), int16(-1)
+	if r.Version >= 3 {
+		expectedPID, expectedEpoch = req.ProducerID, req.ProducerEpoch
+	}
+	pid, epoch, err := s.deps.Txn.InitProducerID(ctx, id, req.TransactionTimeoutMillis, expectedPID, expectedEpoch)
+	if err != nil {
+		resp.ErrorCode = txnErrorCode(err, r.Version < 4)
+		return Result{Resp: resp}
+	}
+	resp.ProducerID, resp.ProducerEpoch = pid, epoch
 	return Result{Resp: resp}
 }

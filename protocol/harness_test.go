@@ -16,6 +16,7 @@ import (
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/producerid"
+	"github.com/shalelog/shale/internal/txn"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
 )
@@ -31,11 +32,14 @@ type testBroker struct {
 	broker *replication.Manager
 	srv    *protocol.Server
 	groups *group.Coordinator // nil unless started as a group broker
+	txn    *txn.Coordinator   // nil unless started as a transaction broker
+	txnCl  *txn.BrokerClients
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the listener and the replica manager have stopped
 
 	cfg  protocol.Config
 	gcfg *group.Config
+	tcfg *txn.Config
 }
 
 type brokerOpt func(*protocol.Config)
@@ -71,6 +75,13 @@ func startBrokerIn(t testing.TB, dir string, opts ...brokerOpt) *testBroker {
 // otherwise it restarts node on its data dir, as a restarted process does.
 func launch(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config) *testBroker {
 	t.Helper()
+	return launchTxn(t, dir, node, cfg, gcfg, nil)
+}
+
+// launchTxn is launch with a transaction coordinator when tcfg is set (and gcfg, which
+// TxnOffsetCommit needs); it writes its markers over the broker's own listener.
+func launchTxn(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, tcfg *txn.Config) *testBroker {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -90,10 +101,16 @@ func launch(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Co
 	}
 	deps := protocol.Deps{Meta: store, Replicas: b, ProducerIDs: producerid.New(store)}
 	tb := &testBroker{t: t, addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, node: node, store: store, broker: b,
-		done: make(chan struct{}), cfg: cfg, gcfg: gcfg}
+		done: make(chan struct{}), cfg: cfg, gcfg: gcfg, tcfg: tcfg}
 	if gcfg != nil {
 		tb.groups = group.New(*gcfg, store)
 		deps.Groups = tb.groups
+	}
+	if tcfg != nil {
+		tb.txnCl = txn.NewBrokerClients(1)
+		tb.txn = txn.New(*tcfg, node.Broker, deps.ProducerIDs, tb.txnCl)
+		deps.Txn = tb.txn
+		b.SetTxnVerifier(&txn.Verifier{Coordinator: tb.txn, Remote: tb.txnCl})
 	}
 	tb.srv = protocol.NewServer(cfg, deps)
 	var ctx context.Context
@@ -119,6 +136,10 @@ func (tb *testBroker) stop() {
 	if tb.groups != nil {
 		tb.groups.Close()
 	}
+	if tb.txn != nil {
+		tb.txn.Close()
+		tb.txnCl.Close()
+	}
 	tb.srv.Close(2 * time.Second)
 	tb.cancel()
 	<-tb.done
@@ -136,7 +157,7 @@ func (tb *testBroker) stop() {
 func (tb *testBroker) restart() *testBroker {
 	tb.t.Helper()
 	tb.stop()
-	return launch(tb.t, tb.dir, tb.node, tb.cfg, tb.gcfg)
+	return launchTxn(tb.t, tb.dir, tb.node, tb.cfg, tb.gcfg, tb.tcfg)
 }
 
 // waitApplied waits until the replica manager has applied an image for which cond holds:

@@ -20,6 +20,7 @@ import (
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/producerid"
 	"github.com/shalelog/shale/internal/topicconfig"
+	"github.com/shalelog/shale/internal/txn"
 	"github.com/shalelog/shale/replication"
 )
 
@@ -106,6 +107,9 @@ type Deps struct {
 	// Groups, when set, is the consumer-group coordinator; without it the group APIs are
 	// not advertised.
 	Groups *group.Coordinator
+	// Txn, when set, is the transaction coordinator; without it the transaction APIs
+	// are not advertised and transactional producers are refused.
+	Txn *txn.Coordinator
 }
 
 // image is the metadata handlers answer from.

@@ -2898,6 +2898,286 @@ func (x *DescribeScramCredentialsResponse) GetCredentials() []*ScramCredential {
 	return nil
 }
 
+type WriteTxnStateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Record        *TxnStateRecord        `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteTxnStateRequest) Reset() {
+	*x = WriteTxnStateRequest{}
+	mi := &file_controller_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteTxnStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteTxnStateRequest) ProtoMessage() {}
+
+func (x *WriteTxnStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteTxnStateRequest.ProtoReflect.Descriptor instead.
+func (*WriteTxnStateRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *WriteTxnStateRequest) GetRecord() *TxnStateRecord {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+type WriteTxnStateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteTxnStateResponse) Reset() {
+	*x = WriteTxnStateResponse{}
+	mi := &file_controller_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteTxnStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteTxnStateResponse) ProtoMessage() {}
+
+func (x *WriteTxnStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteTxnStateResponse.ProtoReflect.Descriptor instead.
+func (*WriteTxnStateResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *WriteTxnStateResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type TxnOffsetCommitRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Record        *TxnOffsetCommitRecord `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnOffsetCommitRequest) Reset() {
+	*x = TxnOffsetCommitRequest{}
+	mi := &file_controller_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOffsetCommitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOffsetCommitRequest) ProtoMessage() {}
+
+func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOffsetCommitRequest.ProtoReflect.Descriptor instead.
+func (*TxnOffsetCommitRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *TxnOffsetCommitRequest) GetRecord() *TxnOffsetCommitRecord {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+type TxnOffsetCommitResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnOffsetCommitResponse) Reset() {
+	*x = TxnOffsetCommitResponse{}
+	mi := &file_controller_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOffsetCommitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOffsetCommitResponse) ProtoMessage() {}
+
+func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOffsetCommitResponse.ProtoReflect.Descriptor instead.
+func (*TxnOffsetCommitResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *TxnOffsetCommitResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type LoadTxnStatesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partitions    []int32                `protobuf:"varint,1,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	AllPartitions bool                   `protobuf:"varint,2,opt,name=all_partitions,json=allPartitions,proto3" json:"all_partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadTxnStatesRequest) Reset() {
+	*x = LoadTxnStatesRequest{}
+	mi := &file_controller_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadTxnStatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadTxnStatesRequest) ProtoMessage() {}
+
+func (x *LoadTxnStatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadTxnStatesRequest.ProtoReflect.Descriptor instead.
+func (*LoadTxnStatesRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *LoadTxnStatesRequest) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *LoadTxnStatesRequest) GetAllPartitions() bool {
+	if x != nil {
+		return x.AllPartitions
+	}
+	return false
+}
+
+type LoadTxnStatesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	States        []*TxnState            `protobuf:"bytes,2,rep,name=states,proto3" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadTxnStatesResponse) Reset() {
+	*x = LoadTxnStatesResponse{}
+	mi := &file_controller_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadTxnStatesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadTxnStatesResponse) ProtoMessage() {}
+
+func (x *LoadTxnStatesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadTxnStatesResponse.ProtoReflect.Descriptor instead.
+func (*LoadTxnStatesResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *LoadTxnStatesResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *LoadTxnStatesResponse) GetStates() []*TxnState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
 var File_controller_proto protoreflect.FileDescriptor
 
 const file_controller_proto_rawDesc = "" +
@@ -3095,7 +3375,23 @@ const file_controller_proto_rawDesc = "" +
 	"\x05users\x18\x01 \x03(\tR\x05users\"\x9c\x01\n" +
 	" DescribeScramCredentialsResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12F\n" +
-	"\vcredentials\x18\x02 \x03(\v2$.shale.controller.v1.ScramCredentialR\vcredentials2\x9d\x11\n" +
+	"\vcredentials\x18\x02 \x03(\v2$.shale.controller.v1.ScramCredentialR\vcredentials\"S\n" +
+	"\x14WriteTxnStateRequest\x12;\n" +
+	"\x06record\x18\x01 \x01(\v2#.shale.controller.v1.TxnStateRecordR\x06record\"I\n" +
+	"\x15WriteTxnStateResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\\\n" +
+	"\x16TxnOffsetCommitRequest\x12B\n" +
+	"\x06record\x18\x01 \x01(\v2*.shale.controller.v1.TxnOffsetCommitRecordR\x06record\"K\n" +
+	"\x17TxnOffsetCommitResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"]\n" +
+	"\x14LoadTxnStatesRequest\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\x05R\n" +
+	"partitions\x12%\n" +
+	"\x0eall_partitions\x18\x02 \x01(\bR\rallPartitions\"\x80\x01\n" +
+	"\x15LoadTxnStatesResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x125\n" +
+	"\x06states\x18\x02 \x03(\v2\x1d.shale.controller.v1.TxnStateR\x06states2\xdb\x13\n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -3119,7 +3415,10 @@ const file_controller_proto_rawDesc = "" +
 	"DeleteAcls\x12&.shale.controller.v1.DeleteAclsRequest\x1a'.shale.controller.v1.DeleteAclsResponse\x12r\n" +
 	"\x11AlterClientQuotas\x12-.shale.controller.v1.AlterClientQuotasRequest\x1a..shale.controller.v1.AlterClientQuotasResponse\x12~\n" +
 	"\x15AlterScramCredentials\x121.shale.controller.v1.AlterScramCredentialsRequest\x1a2.shale.controller.v1.AlterScramCredentialsResponse\x12\x87\x01\n" +
-	"\x18DescribeScramCredentials\x124.shale.controller.v1.DescribeScramCredentialsRequest\x1a5.shale.controller.v1.DescribeScramCredentialsResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\x18DescribeScramCredentials\x124.shale.controller.v1.DescribeScramCredentialsRequest\x1a5.shale.controller.v1.DescribeScramCredentialsResponse\x12f\n" +
+	"\rWriteTxnState\x12).shale.controller.v1.WriteTxnStateRequest\x1a*.shale.controller.v1.WriteTxnStateResponse\x12l\n" +
+	"\x0fTxnOffsetCommit\x12+.shale.controller.v1.TxnOffsetCommitRequest\x1a,.shale.controller.v1.TxnOffsetCommitResponse\x12f\n" +
+	"\rLoadTxnStates\x12).shale.controller.v1.LoadTxnStatesRequest\x1a*.shale.controller.v1.LoadTxnStatesResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_controller_proto_rawDescOnce sync.Once
@@ -3133,7 +3432,7 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_controller_proto_goTypes = []any{
 	(*NotLeader)(nil),                        // 0: shale.controller.v1.NotLeader
 	(*RegisterBrokerRequest)(nil),            // 1: shale.controller.v1.RegisterBrokerRequest
@@ -3185,124 +3484,145 @@ var file_controller_proto_goTypes = []any{
 	(*AlterScramCredentialsResponse)(nil),    // 47: shale.controller.v1.AlterScramCredentialsResponse
 	(*DescribeScramCredentialsRequest)(nil),  // 48: shale.controller.v1.DescribeScramCredentialsRequest
 	(*DescribeScramCredentialsResponse)(nil), // 49: shale.controller.v1.DescribeScramCredentialsResponse
-	nil,                                      // 50: shale.controller.v1.CreatableTopic.ConfigsEntry
-	(*Listener)(nil),                         // 51: shale.controller.v1.Listener
-	(*Error)(nil),                            // 52: shale.controller.v1.Error
-	(*MetadataDelta)(nil),                    // 53: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),               // 54: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),                      // 55: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),                       // 56: shale.controller.v1.TopicState
-	(*PartitionState)(nil),                   // 57: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),                      // 58: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                  // 59: shale.controller.v1.TopicPartitions
-	(ElectionType)(0),                        // 60: shale.controller.v1.ElectionType
-	(*AclBinding)(nil),                       // 61: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),                        // 62: shale.controller.v1.AclFilter
-	(*ClientQuotaEntity)(nil),                // 63: shale.controller.v1.ClientQuotaEntity
-	(*ScramCredential)(nil),                  // 64: shale.controller.v1.ScramCredential
-	(*ScramCredentialKey)(nil),               // 65: shale.controller.v1.ScramCredentialKey
+	(*WriteTxnStateRequest)(nil),             // 50: shale.controller.v1.WriteTxnStateRequest
+	(*WriteTxnStateResponse)(nil),            // 51: shale.controller.v1.WriteTxnStateResponse
+	(*TxnOffsetCommitRequest)(nil),           // 52: shale.controller.v1.TxnOffsetCommitRequest
+	(*TxnOffsetCommitResponse)(nil),          // 53: shale.controller.v1.TxnOffsetCommitResponse
+	(*LoadTxnStatesRequest)(nil),             // 54: shale.controller.v1.LoadTxnStatesRequest
+	(*LoadTxnStatesResponse)(nil),            // 55: shale.controller.v1.LoadTxnStatesResponse
+	nil,                                      // 56: shale.controller.v1.CreatableTopic.ConfigsEntry
+	(*Listener)(nil),                         // 57: shale.controller.v1.Listener
+	(*Error)(nil),                            // 58: shale.controller.v1.Error
+	(*MetadataDelta)(nil),                    // 59: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),               // 60: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),                      // 61: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),                       // 62: shale.controller.v1.TopicState
+	(*PartitionState)(nil),                   // 63: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),                      // 64: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                  // 65: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),                        // 66: shale.controller.v1.ElectionType
+	(*AclBinding)(nil),                       // 67: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),                        // 68: shale.controller.v1.AclFilter
+	(*ClientQuotaEntity)(nil),                // 69: shale.controller.v1.ClientQuotaEntity
+	(*ScramCredential)(nil),                  // 70: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),               // 71: shale.controller.v1.ScramCredentialKey
+	(*TxnStateRecord)(nil),                   // 72: shale.controller.v1.TxnStateRecord
+	(*TxnOffsetCommitRecord)(nil),            // 73: shale.controller.v1.TxnOffsetCommitRecord
+	(*TxnState)(nil),                         // 74: shale.controller.v1.TxnState
 }
 var file_controller_proto_depIdxs = []int32{
-	51, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	52, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	52, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	53, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	54, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	55, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	50, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	57, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	58, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	58, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	59, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	60, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	61, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	56, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
 	7,  // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	52, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	56, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	58, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	62, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
 	9,  // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	52, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	55, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	58, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	61, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
 	13, // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	52, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	58, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
 	16, // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	52, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
-	52, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	57, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	52, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	58, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	52, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	59, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	52, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	58, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	59, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	58, // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
-	52, // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
+	58, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	58, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	63, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	58, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	64, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	58, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	65, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	58, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	64, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	65, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	64, // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
+	58, // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
 	29, // 28: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
-	52, // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	52, // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	60, // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
-	59, // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	52, // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
-	52, // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	58, // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	58, // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	66, // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	65, // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	58, // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	58, // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
 	35, // 35: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
-	61, // 36: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
-	52, // 37: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
-	52, // 38: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
-	62, // 39: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
-	52, // 40: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
-	61, // 41: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
-	52, // 42: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
+	67, // 36: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
+	58, // 37: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
+	58, // 38: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
+	68, // 39: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
+	58, // 40: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
+	67, // 41: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
+	58, // 42: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
 	40, // 43: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
-	63, // 44: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	69, // 44: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
 	42, // 45: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
 	43, // 46: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
-	52, // 47: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
-	64, // 48: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
-	65, // 49: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	52, // 50: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	52, // 51: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
-	52, // 52: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
-	52, // 53: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	64, // 54: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
-	1,  // 55: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,  // 56: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,  // 57: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,  // 58: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11, // 59: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14, // 60: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17, // 61: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	19, // 62: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	21, // 63: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	23, // 64: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	25, // 65: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	27, // 66: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	32, // 67: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	28, // 68: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
-	34, // 69: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
-	37, // 70: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
-	39, // 71: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
-	44, // 72: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
-	46, // 73: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
-	48, // 74: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
-	2,  // 75: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,  // 76: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,  // 77: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10, // 78: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12, // 79: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15, // 80: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18, // 81: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	20, // 82: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	22, // 83: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	24, // 84: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	26, // 85: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	31, // 86: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	33, // 87: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	30, // 88: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
-	36, // 89: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
-	38, // 90: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
-	41, // 91: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
-	45, // 92: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
-	47, // 93: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
-	49, // 94: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
-	75, // [75:95] is the sub-list for method output_type
-	55, // [55:75] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	58, // 47: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
+	70, // 48: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
+	71, // 49: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	58, // 50: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	58, // 51: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
+	58, // 52: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
+	58, // 53: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	70, // 54: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
+	72, // 55: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
+	58, // 56: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
+	73, // 57: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
+	58, // 58: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
+	58, // 59: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
+	74, // 60: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
+	1,  // 61: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,  // 62: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,  // 63: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,  // 64: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11, // 65: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14, // 66: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17, // 67: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	19, // 68: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	21, // 69: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	23, // 70: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	25, // 71: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	27, // 72: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	32, // 73: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	28, // 74: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
+	34, // 75: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	37, // 76: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
+	39, // 77: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
+	44, // 78: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
+	46, // 79: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
+	48, // 80: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
+	50, // 81: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
+	52, // 82: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
+	54, // 83: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
+	2,  // 84: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,  // 85: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,  // 86: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10, // 87: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12, // 88: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15, // 89: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18, // 90: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	20, // 91: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	22, // 92: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	24, // 93: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	26, // 94: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	31, // 95: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	33, // 96: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	30, // 97: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
+	36, // 98: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	38, // 99: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
+	41, // 100: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
+	45, // 101: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
+	47, // 102: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
+	49, // 103: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
+	51, // 104: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
+	53, // 105: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
+	55, // 106: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
+	84, // [84:107] is the sub-list for method output_type
+	61, // [61:84] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -3324,7 +3644,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   51,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -43,6 +43,9 @@ const (
 	Controller_AlterClientQuotas_FullMethodName        = "/shale.controller.v1.Controller/AlterClientQuotas"
 	Controller_AlterScramCredentials_FullMethodName    = "/shale.controller.v1.Controller/AlterScramCredentials"
 	Controller_DescribeScramCredentials_FullMethodName = "/shale.controller.v1.Controller/DescribeScramCredentials"
+	Controller_WriteTxnState_FullMethodName            = "/shale.controller.v1.Controller/WriteTxnState"
+	Controller_TxnOffsetCommit_FullMethodName          = "/shale.controller.v1.Controller/TxnOffsetCommit"
+	Controller_LoadTxnStates_FullMethodName            = "/shale.controller.v1.Controller/LoadTxnStates"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -80,6 +83,13 @@ type ControllerClient interface {
 	// DescribeScramCredentials returns stored credentials, secrets included: brokers check
 	// SASL/SCRAM proofs against them (only brokers reach this service).
 	DescribeScramCredentials(ctx context.Context, in *DescribeScramCredentialsRequest, opts ...grpc.CallOption) (*DescribeScramCredentialsResponse, error)
+	// WriteTxnState commits one transition of a transactional id (TxnStateRecord).
+	WriteTxnState(ctx context.Context, in *WriteTxnStateRequest, opts ...grpc.CallOption) (*WriteTxnStateResponse, error)
+	// TxnOffsetCommit adds offsets to a transaction's pending offsets.
+	TxnOffsetCommit(ctx context.Context, in *TxnOffsetCommitRequest, opts ...grpc.CallOption) (*TxnOffsetCommitResponse, error)
+	// LoadTxnStates returns the transactional ids that hash to the given offsets
+	// partitions (all of them when all_partitions), with their pending offsets.
+	LoadTxnStates(ctx context.Context, in *LoadTxnStatesRequest, opts ...grpc.CallOption) (*LoadTxnStatesResponse, error)
 }
 
 type controllerClient struct {
@@ -299,6 +309,36 @@ func (c *controllerClient) DescribeScramCredentials(ctx context.Context, in *Des
 	return out, nil
 }
 
+func (c *controllerClient) WriteTxnState(ctx context.Context, in *WriteTxnStateRequest, opts ...grpc.CallOption) (*WriteTxnStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WriteTxnStateResponse)
+	err := c.cc.Invoke(ctx, Controller_WriteTxnState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) TxnOffsetCommit(ctx context.Context, in *TxnOffsetCommitRequest, opts ...grpc.CallOption) (*TxnOffsetCommitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnOffsetCommitResponse)
+	err := c.cc.Invoke(ctx, Controller_TxnOffsetCommit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) LoadTxnStates(ctx context.Context, in *LoadTxnStatesRequest, opts ...grpc.CallOption) (*LoadTxnStatesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LoadTxnStatesResponse)
+	err := c.cc.Invoke(ctx, Controller_LoadTxnStates_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -334,6 +374,13 @@ type ControllerServer interface {
 	// DescribeScramCredentials returns stored credentials, secrets included: brokers check
 	// SASL/SCRAM proofs against them (only brokers reach this service).
 	DescribeScramCredentials(context.Context, *DescribeScramCredentialsRequest) (*DescribeScramCredentialsResponse, error)
+	// WriteTxnState commits one transition of a transactional id (TxnStateRecord).
+	WriteTxnState(context.Context, *WriteTxnStateRequest) (*WriteTxnStateResponse, error)
+	// TxnOffsetCommit adds offsets to a transaction's pending offsets.
+	TxnOffsetCommit(context.Context, *TxnOffsetCommitRequest) (*TxnOffsetCommitResponse, error)
+	// LoadTxnStates returns the transactional ids that hash to the given offsets
+	// partitions (all of them when all_partitions), with their pending offsets.
+	LoadTxnStates(context.Context, *LoadTxnStatesRequest) (*LoadTxnStatesResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -403,6 +450,15 @@ func (UnimplementedControllerServer) AlterScramCredentials(context.Context, *Alt
 }
 func (UnimplementedControllerServer) DescribeScramCredentials(context.Context, *DescribeScramCredentialsRequest) (*DescribeScramCredentialsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeScramCredentials not implemented")
+}
+func (UnimplementedControllerServer) WriteTxnState(context.Context, *WriteTxnStateRequest) (*WriteTxnStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WriteTxnState not implemented")
+}
+func (UnimplementedControllerServer) TxnOffsetCommit(context.Context, *TxnOffsetCommitRequest) (*TxnOffsetCommitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TxnOffsetCommit not implemented")
+}
+func (UnimplementedControllerServer) LoadTxnStates(context.Context, *LoadTxnStatesRequest) (*LoadTxnStatesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LoadTxnStates not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -778,6 +834,60 @@ func _Controller_DescribeScramCredentials_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_WriteTxnState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WriteTxnStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).WriteTxnState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_WriteTxnState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).WriteTxnState(ctx, req.(*WriteTxnStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_TxnOffsetCommit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnOffsetCommitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).TxnOffsetCommit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_TxnOffsetCommit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).TxnOffsetCommit(ctx, req.(*TxnOffsetCommitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_LoadTxnStates_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LoadTxnStatesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).LoadTxnStates(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_LoadTxnStates_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).LoadTxnStates(ctx, req.(*LoadTxnStatesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -860,6 +970,18 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeScramCredentials",
 			Handler:    _Controller_DescribeScramCredentials_Handler,
+		},
+		{
+			MethodName: "WriteTxnState",
+			Handler:    _Controller_WriteTxnState_Handler,
+		},
+		{
+			MethodName: "TxnOffsetCommit",
+			Handler:    _Controller_TxnOffsetCommit_Handler,
+		},
+		{
+			MethodName: "LoadTxnStates",
+			Handler:    _Controller_LoadTxnStates_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

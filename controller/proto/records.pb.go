@@ -85,6 +85,71 @@ func (ElectionType) EnumDescriptor() ([]byte, []int) {
 	return file_records_proto_rawDescGZIP(), []int{0}
 }
 
+// TxnStatus is a transaction's state, as Kafka's TransactionState.
+type TxnStatus int32
+
+const (
+	TxnStatus_TXN_STATUS_EMPTY               TxnStatus = 0
+	TxnStatus_TXN_STATUS_ONGOING             TxnStatus = 1
+	TxnStatus_TXN_STATUS_PREPARE_COMMIT      TxnStatus = 2
+	TxnStatus_TXN_STATUS_PREPARE_ABORT       TxnStatus = 3
+	TxnStatus_TXN_STATUS_COMPLETE_COMMIT     TxnStatus = 4
+	TxnStatus_TXN_STATUS_COMPLETE_ABORT      TxnStatus = 5
+	TxnStatus_TXN_STATUS_DEAD                TxnStatus = 6
+	TxnStatus_TXN_STATUS_PREPARE_EPOCH_FENCE TxnStatus = 7
+)
+
+// Enum value maps for TxnStatus.
+var (
+	TxnStatus_name = map[int32]string{
+		0: "TXN_STATUS_EMPTY",
+		1: "TXN_STATUS_ONGOING",
+		2: "TXN_STATUS_PREPARE_COMMIT",
+		3: "TXN_STATUS_PREPARE_ABORT",
+		4: "TXN_STATUS_COMPLETE_COMMIT",
+		5: "TXN_STATUS_COMPLETE_ABORT",
+		6: "TXN_STATUS_DEAD",
+		7: "TXN_STATUS_PREPARE_EPOCH_FENCE",
+	}
+	TxnStatus_value = map[string]int32{
+		"TXN_STATUS_EMPTY":               0,
+		"TXN_STATUS_ONGOING":             1,
+		"TXN_STATUS_PREPARE_COMMIT":      2,
+		"TXN_STATUS_PREPARE_ABORT":       3,
+		"TXN_STATUS_COMPLETE_COMMIT":     4,
+		"TXN_STATUS_COMPLETE_ABORT":      5,
+		"TXN_STATUS_DEAD":                6,
+		"TXN_STATUS_PREPARE_EPOCH_FENCE": 7,
+	}
+)
+
+func (x TxnStatus) Enum() *TxnStatus {
+	p := new(TxnStatus)
+	*p = x
+	return p
+}
+
+func (x TxnStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TxnStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_records_proto_enumTypes[1].Descriptor()
+}
+
+func (TxnStatus) Type() protoreflect.EnumType {
+	return &file_records_proto_enumTypes[1]
+}
+
+func (x TxnStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TxnStatus.Descriptor instead.
+func (TxnStatus) EnumDescriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{1}
+}
+
 type Record struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Record:
@@ -106,6 +171,8 @@ type Record struct {
 	//	*Record_DeleteAcls
 	//	*Record_ClientQuotas
 	//	*Record_ScramCredentials
+	//	*Record_TxnState
+	//	*Record_TxnOffsetCommit
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -301,6 +368,24 @@ func (x *Record) GetScramCredentials() *ScramCredentialsRecord {
 	return nil
 }
 
+func (x *Record) GetTxnState() *TxnStateRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_TxnState); ok {
+			return x.TxnState
+		}
+	}
+	return nil
+}
+
+func (x *Record) GetTxnOffsetCommit() *TxnOffsetCommitRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_TxnOffsetCommit); ok {
+			return x.TxnOffsetCommit
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -373,6 +458,14 @@ type Record_ScramCredentials struct {
 	ScramCredentials *ScramCredentialsRecord `protobuf:"bytes,40,opt,name=scram_credentials,json=scramCredentials,proto3,oneof"`
 }
 
+type Record_TxnState struct {
+	TxnState *TxnStateRecord `protobuf:"bytes,100,opt,name=txn_state,json=txnState,proto3,oneof"`
+}
+
+type Record_TxnOffsetCommit struct {
+	TxnOffsetCommit *TxnOffsetCommitRecord `protobuf:"bytes,101,opt,name=txn_offset_commit,json=txnOffsetCommit,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -406,6 +499,10 @@ func (*Record_DeleteAcls) isRecord_Record() {}
 func (*Record_ClientQuotas) isRecord_Record() {}
 
 func (*Record_ScramCredentials) isRecord_Record() {}
+
+func (*Record_TxnState) isRecord_Record() {}
+
+func (*Record_TxnOffsetCommit) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -1674,6 +1771,7 @@ type SnapshotItem struct {
 	//	*SnapshotItem_Acl
 	//	*SnapshotItem_ClientQuota
 	//	*SnapshotItem_ScramCredential
+	//	*SnapshotItem_TxnState
 	Item          isSnapshotItem_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1770,6 +1868,15 @@ func (x *SnapshotItem) GetScramCredential() *ScramCredential {
 	return nil
 }
 
+func (x *SnapshotItem) GetTxnState() *TxnState {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_TxnState); ok {
+			return x.TxnState
+		}
+	}
+	return nil
+}
+
 type isSnapshotItem_Item interface {
 	isSnapshotItem_Item()
 }
@@ -1798,6 +1905,10 @@ type SnapshotItem_ScramCredential struct {
 	ScramCredential *ScramCredential `protobuf:"bytes,40,opt,name=scram_credential,json=scramCredential,proto3,oneof"`
 }
 
+type SnapshotItem_TxnState struct {
+	TxnState *TxnState `protobuf:"bytes,100,opt,name=txn_state,json=txnState,proto3,oneof"`
+}
+
 func (*SnapshotItem_Broker) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Topic) isSnapshotItem_Item() {}
@@ -1809,6 +1920,8 @@ func (*SnapshotItem_Acl) isSnapshotItem_Item() {}
 func (*SnapshotItem_ClientQuota) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_ScramCredential) isSnapshotItem_Item() {}
+
+func (*SnapshotItem_TxnState) isSnapshotItem_Item() {}
 
 // CreateAclsRecord stores ACL bindings the leader validated; bindings already stored are
 // kept once.
@@ -2003,11 +2116,316 @@ func (x *ScramCredentialsRecord) GetDeletions() []*ScramCredentialKey {
 	return nil
 }
 
+// TxnState is one transactional id's metadata, as Kafka's __transaction_state value.
+type TxnState struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      int64                  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch   int32                  `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// The producer id and epoch before the last bump (KIP-360 retries), -1 for none.
+	LastProducerId    int64              `protobuf:"varint,4,opt,name=last_producer_id,json=lastProducerId,proto3" json:"last_producer_id,omitempty"`
+	LastProducerEpoch int32              `protobuf:"varint,5,opt,name=last_producer_epoch,json=lastProducerEpoch,proto3" json:"last_producer_epoch,omitempty"`
+	TimeoutMs         int32              `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Status            TxnStatus          `protobuf:"varint,7,opt,name=status,proto3,enum=shale.controller.v1.TxnStatus" json:"status,omitempty"`
+	Partitions        []*TopicPartitions `protobuf:"bytes,8,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// groups are the consumer groups AddOffsetsToTxn added.
+	Groups       []string `protobuf:"bytes,9,rep,name=groups,proto3" json:"groups,omitempty"`
+	StartMs      int64    `protobuf:"varint,10,opt,name=start_ms,json=startMs,proto3" json:"start_ms,omitempty"`
+	LastUpdateMs int64    `protobuf:"varint,11,opt,name=last_update_ms,json=lastUpdateMs,proto3" json:"last_update_ms,omitempty"`
+	// pending_offsets are TxnOffsetCommit's offsets, not yet the groups' committed ones.
+	// The FSM owns them: TxnStateRecords never set them, snapshots and loads do.
+	PendingOffsets []*GroupOffsets `protobuf:"bytes,12,rep,name=pending_offsets,json=pendingOffsets,proto3" json:"pending_offsets,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TxnState) Reset() {
+	*x = TxnState{}
+	mi := &file_records_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnState) ProtoMessage() {}
+
+func (x *TxnState) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnState.ProtoReflect.Descriptor instead.
+func (*TxnState) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *TxnState) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TxnState) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TxnState) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *TxnState) GetLastProducerId() int64 {
+	if x != nil {
+		return x.LastProducerId
+	}
+	return 0
+}
+
+func (x *TxnState) GetLastProducerEpoch() int32 {
+	if x != nil {
+		return x.LastProducerEpoch
+	}
+	return 0
+}
+
+func (x *TxnState) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *TxnState) GetStatus() TxnStatus {
+	if x != nil {
+		return x.Status
+	}
+	return TxnStatus_TXN_STATUS_EMPTY
+}
+
+func (x *TxnState) GetPartitions() []*TopicPartitions {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *TxnState) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *TxnState) GetStartMs() int64 {
+	if x != nil {
+		return x.StartMs
+	}
+	return 0
+}
+
+func (x *TxnState) GetLastUpdateMs() int64 {
+	if x != nil {
+		return x.LastUpdateMs
+	}
+	return 0
+}
+
+func (x *TxnState) GetPendingOffsets() []*GroupOffsets {
+	if x != nil {
+		return x.PendingOffsets
+	}
+	return nil
+}
+
+// TxnStateRecord is one transition of a transactional id, written by its transaction
+// coordinator (coordinator_id at coordinator_epoch, the epoch of the id's offsets
+// partition); the FSM refuses any other writer with NOT_COORDINATOR. A transition to
+// COMPLETE_COMMIT makes the pending offsets the groups' committed offsets; one to any
+// state but ONGOING or PREPARE_COMMIT drops them.
+type TxnStateRecord struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	CoordinatorId    int32                  `protobuf:"varint,1,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	CoordinatorEpoch int32                  `protobuf:"varint,2,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	State            *TxnState              `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// remove forgets the transactional id (transactional.id.expiration.ms).
+	Remove        bool `protobuf:"varint,4,opt,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnStateRecord) Reset() {
+	*x = TxnStateRecord{}
+	mi := &file_records_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnStateRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnStateRecord) ProtoMessage() {}
+
+func (x *TxnStateRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnStateRecord.ProtoReflect.Descriptor instead.
+func (*TxnStateRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *TxnStateRecord) GetCoordinatorId() int32 {
+	if x != nil {
+		return x.CoordinatorId
+	}
+	return 0
+}
+
+func (x *TxnStateRecord) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *TxnStateRecord) GetState() *TxnState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *TxnStateRecord) GetRemove() bool {
+	if x != nil {
+		return x.Remove
+	}
+	return false
+}
+
+// TxnOffsetCommitRecord adds offsets to a transaction's pending offsets, written by the
+// group's coordinator (coordinator_id at coordinator_epoch).
+type TxnOffsetCommitRecord struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	CoordinatorId    int32                  `protobuf:"varint,1,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	CoordinatorEpoch int32                  `protobuf:"varint,2,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	TransactionalId  string                 `protobuf:"bytes,3,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId       int64                  `protobuf:"varint,4,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch    int32                  `protobuf:"varint,5,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	Group            string                 `protobuf:"bytes,6,opt,name=group,proto3" json:"group,omitempty"`
+	Offsets          []*OffsetEntry         `protobuf:"bytes,7,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *TxnOffsetCommitRecord) Reset() {
+	*x = TxnOffsetCommitRecord{}
+	mi := &file_records_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOffsetCommitRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOffsetCommitRecord) ProtoMessage() {}
+
+func (x *TxnOffsetCommitRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOffsetCommitRecord.ProtoReflect.Descriptor instead.
+func (*TxnOffsetCommitRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *TxnOffsetCommitRecord) GetCoordinatorId() int32 {
+	if x != nil {
+		return x.CoordinatorId
+	}
+	return 0
+}
+
+func (x *TxnOffsetCommitRecord) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *TxnOffsetCommitRecord) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TxnOffsetCommitRecord) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TxnOffsetCommitRecord) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *TxnOffsetCommitRecord) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *TxnOffsetCommitRecord) GetOffsets() []*OffsetEntry {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xa6\v\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xc4\f\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -2029,7 +2447,9 @@ const file_records_proto_rawDesc = "" +
 	"\vdelete_acls\x18= \x01(\v2%.shale.controller.v1.DeleteAclsRecordH\x00R\n" +
 	"deleteAcls\x12N\n" +
 	"\rclient_quotas\x18P \x01(\v2'.shale.controller.v1.ClientQuotasRecordH\x00R\fclientQuotas\x12Z\n" +
-	"\x11scram_credentials\x18( \x01(\v2+.shale.controller.v1.ScramCredentialsRecordH\x00R\x10scramCredentialsB\b\n" +
+	"\x11scram_credentials\x18( \x01(\v2+.shale.controller.v1.ScramCredentialsRecordH\x00R\x10scramCredentials\x12B\n" +
+	"\ttxn_state\x18d \x01(\v2#.shale.controller.v1.TxnStateRecordH\x00R\btxnState\x12X\n" +
+	"\x11txn_offset_commit\x18e \x01(\v2*.shale.controller.v1.TxnOffsetCommitRecordH\x00R\x0ftxnOffsetCommitB\b\n" +
 	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -2132,14 +2552,15 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\x03R\roffsetsLogEnd\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\x9a\x03\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xd8\x03\n" +
 	"\fSnapshotItem\x12:\n" +
 	"\x06broker\x18\x01 \x01(\v2 .shale.controller.v1.BrokerStateH\x00R\x06broker\x127\n" +
 	"\x05topic\x18\x02 \x01(\v2\x1f.shale.controller.v1.TopicStateH\x00R\x05topic\x129\n" +
 	"\x05group\x18\x03 \x01(\v2!.shale.controller.v1.GroupOffsetsH\x00R\x05group\x123\n" +
 	"\x03acl\x18< \x01(\v2\x1f.shale.controller.v1.AclBindingH\x00R\x03acl\x12J\n" +
 	"\fclient_quota\x18P \x01(\v2%.shale.controller.v1.ClientQuotaStateH\x00R\vclientQuota\x12Q\n" +
-	"\x10scram_credential\x18( \x01(\v2$.shale.controller.v1.ScramCredentialH\x00R\x0fscramCredentialB\x06\n" +
+	"\x10scram_credential\x18( \x01(\v2$.shale.controller.v1.ScramCredentialH\x00R\x0fscramCredential\x12<\n" +
+	"\ttxn_state\x18d \x01(\v2\x1d.shale.controller.v1.TxnStateH\x00R\btxnStateB\x06\n" +
 	"\x04item\"G\n" +
 	"\x10CreateAclsRecord\x123\n" +
 	"\x04acls\x18\x01 \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\"L\n" +
@@ -2149,12 +2570,53 @@ const file_records_proto_rawDesc = "" +
 	"\x06quotas\x18\x01 \x03(\v2%.shale.controller.v1.ClientQuotaStateR\x06quotas\"\x9f\x01\n" +
 	"\x16ScramCredentialsRecord\x12>\n" +
 	"\aupserts\x18\x01 \x03(\v2$.shale.controller.v1.ScramCredentialR\aupserts\x12E\n" +
-	"\tdeletions\x18\x02 \x03(\v2'.shale.controller.v1.ScramCredentialKeyR\tdeletions*~\n" +
+	"\tdeletions\x18\x02 \x03(\v2'.shale.controller.v1.ScramCredentialKeyR\tdeletions\"\x99\x04\n" +
+	"\bTxnState\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\x12(\n" +
+	"\x10last_producer_id\x18\x04 \x01(\x03R\x0elastProducerId\x12.\n" +
+	"\x13last_producer_epoch\x18\x05 \x01(\x05R\x11lastProducerEpoch\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x06 \x01(\x05R\ttimeoutMs\x126\n" +
+	"\x06status\x18\a \x01(\x0e2\x1e.shale.controller.v1.TxnStatusR\x06status\x12D\n" +
+	"\n" +
+	"partitions\x18\b \x03(\v2$.shale.controller.v1.TopicPartitionsR\n" +
+	"partitions\x12\x16\n" +
+	"\x06groups\x18\t \x03(\tR\x06groups\x12\x19\n" +
+	"\bstart_ms\x18\n" +
+	" \x01(\x03R\astartMs\x12$\n" +
+	"\x0elast_update_ms\x18\v \x01(\x03R\flastUpdateMs\x12J\n" +
+	"\x0fpending_offsets\x18\f \x03(\v2!.shale.controller.v1.GroupOffsetsR\x0ependingOffsets\"\xb1\x01\n" +
+	"\x0eTxnStateRecord\x12%\n" +
+	"\x0ecoordinator_id\x18\x01 \x01(\x05R\rcoordinatorId\x12+\n" +
+	"\x11coordinator_epoch\x18\x02 \x01(\x05R\x10coordinatorEpoch\x123\n" +
+	"\x05state\x18\x03 \x01(\v2\x1d.shale.controller.v1.TxnStateR\x05state\x12\x16\n" +
+	"\x06remove\x18\x04 \x01(\bR\x06remove\"\xb0\x02\n" +
+	"\x15TxnOffsetCommitRecord\x12%\n" +
+	"\x0ecoordinator_id\x18\x01 \x01(\x05R\rcoordinatorId\x12+\n" +
+	"\x11coordinator_epoch\x18\x02 \x01(\x05R\x10coordinatorEpoch\x12)\n" +
+	"\x10transactional_id\x18\x03 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x04 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x05 \x01(\x05R\rproducerEpoch\x12\x14\n" +
+	"\x05group\x18\x06 \x01(\tR\x05group\x12:\n" +
+	"\aoffsets\x18\a \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
 	"\x17ELECTION_TYPE_PREFERRED\x10\x02\x12\x19\n" +
-	"\x15ELECTION_TYPE_UNCLEAN\x10\x03B9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\x15ELECTION_TYPE_UNCLEAN\x10\x03*\xee\x01\n" +
+	"\tTxnStatus\x12\x14\n" +
+	"\x10TXN_STATUS_EMPTY\x10\x00\x12\x16\n" +
+	"\x12TXN_STATUS_ONGOING\x10\x01\x12\x1d\n" +
+	"\x19TXN_STATUS_PREPARE_COMMIT\x10\x02\x12\x1c\n" +
+	"\x18TXN_STATUS_PREPARE_ABORT\x10\x03\x12\x1e\n" +
+	"\x1aTXN_STATUS_COMPLETE_COMMIT\x10\x04\x12\x1d\n" +
+	"\x19TXN_STATUS_COMPLETE_ABORT\x10\x05\x12\x13\n" +
+	"\x0fTXN_STATUS_DEAD\x10\x06\x12\"\n" +
+	"\x1eTXN_STATUS_PREPARE_EPOCH_FENCE\x10\aB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_records_proto_rawDescOnce sync.Once
@@ -2168,99 +2630,111 @@ func file_records_proto_rawDescGZIP() []byte {
 	return file_records_proto_rawDescData
 }
 
-var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                 // 0: shale.controller.v1.ElectionType
-	(*Record)(nil),                    // 1: shale.controller.v1.Record
-	(*LeaderChangeRecord)(nil),        // 2: shale.controller.v1.LeaderChangeRecord
-	(*RegisterBrokerRecord)(nil),      // 3: shale.controller.v1.RegisterBrokerRecord
-	(*FenceBrokersRecord)(nil),        // 4: shale.controller.v1.FenceBrokersRecord
-	(*UnfenceBrokerRecord)(nil),       // 5: shale.controller.v1.UnfenceBrokerRecord
-	(*NewTopic)(nil),                  // 6: shale.controller.v1.NewTopic
-	(*CreateTopicsRecord)(nil),        // 7: shale.controller.v1.CreateTopicsRecord
-	(*TopicRef)(nil),                  // 8: shale.controller.v1.TopicRef
-	(*DeleteTopicsRecord)(nil),        // 9: shale.controller.v1.DeleteTopicsRecord
-	(*NewPartitions)(nil),             // 10: shale.controller.v1.NewPartitions
-	(*CreatePartitionsRecord)(nil),    // 11: shale.controller.v1.CreatePartitionsRecord
-	(*SetTopicConfigsRecord)(nil),     // 12: shale.controller.v1.SetTopicConfigsRecord
-	(*AlterPartitionRecord)(nil),      // 13: shale.controller.v1.AlterPartitionRecord
-	(*AllocateProducerIdsRecord)(nil), // 14: shale.controller.v1.AllocateProducerIdsRecord
-	(*OffsetOp)(nil),                  // 15: shale.controller.v1.OffsetOp
-	(*OffsetOpsRecord)(nil),           // 16: shale.controller.v1.OffsetOpsRecord
-	(*ElectLeadersRecord)(nil),        // 17: shale.controller.v1.ElectLeadersRecord
-	(*ControlledShutdownRecord)(nil),  // 18: shale.controller.v1.ControlledShutdownRecord
-	(*SnapshotHeader)(nil),            // 19: shale.controller.v1.SnapshotHeader
-	(*GroupOffsets)(nil),              // 20: shale.controller.v1.GroupOffsets
-	(*SnapshotItem)(nil),              // 21: shale.controller.v1.SnapshotItem
-	(*CreateAclsRecord)(nil),          // 22: shale.controller.v1.CreateAclsRecord
-	(*DeleteAclsRecord)(nil),          // 23: shale.controller.v1.DeleteAclsRecord
-	(*ClientQuotasRecord)(nil),        // 24: shale.controller.v1.ClientQuotasRecord
-	(*ScramCredentialsRecord)(nil),    // 25: shale.controller.v1.ScramCredentialsRecord
-	nil,                               // 26: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                               // 27: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                  // 28: shale.controller.v1.Listener
-	(*ReplicaList)(nil),               // 29: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),               // 30: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),           // 31: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),          // 32: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),               // 33: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                // 34: shale.controller.v1.TopicState
-	(*AclBinding)(nil),                // 35: shale.controller.v1.AclBinding
-	(*ClientQuotaState)(nil),          // 36: shale.controller.v1.ClientQuotaState
-	(*ScramCredential)(nil),           // 37: shale.controller.v1.ScramCredential
-	(*AclFilter)(nil),                 // 38: shale.controller.v1.AclFilter
-	(*ScramCredentialKey)(nil),        // 39: shale.controller.v1.ScramCredentialKey
+	(TxnStatus)(0),                    // 1: shale.controller.v1.TxnStatus
+	(*Record)(nil),                    // 2: shale.controller.v1.Record
+	(*LeaderChangeRecord)(nil),        // 3: shale.controller.v1.LeaderChangeRecord
+	(*RegisterBrokerRecord)(nil),      // 4: shale.controller.v1.RegisterBrokerRecord
+	(*FenceBrokersRecord)(nil),        // 5: shale.controller.v1.FenceBrokersRecord
+	(*UnfenceBrokerRecord)(nil),       // 6: shale.controller.v1.UnfenceBrokerRecord
+	(*NewTopic)(nil),                  // 7: shale.controller.v1.NewTopic
+	(*CreateTopicsRecord)(nil),        // 8: shale.controller.v1.CreateTopicsRecord
+	(*TopicRef)(nil),                  // 9: shale.controller.v1.TopicRef
+	(*DeleteTopicsRecord)(nil),        // 10: shale.controller.v1.DeleteTopicsRecord
+	(*NewPartitions)(nil),             // 11: shale.controller.v1.NewPartitions
+	(*CreatePartitionsRecord)(nil),    // 12: shale.controller.v1.CreatePartitionsRecord
+	(*SetTopicConfigsRecord)(nil),     // 13: shale.controller.v1.SetTopicConfigsRecord
+	(*AlterPartitionRecord)(nil),      // 14: shale.controller.v1.AlterPartitionRecord
+	(*AllocateProducerIdsRecord)(nil), // 15: shale.controller.v1.AllocateProducerIdsRecord
+	(*OffsetOp)(nil),                  // 16: shale.controller.v1.OffsetOp
+	(*OffsetOpsRecord)(nil),           // 17: shale.controller.v1.OffsetOpsRecord
+	(*ElectLeadersRecord)(nil),        // 18: shale.controller.v1.ElectLeadersRecord
+	(*ControlledShutdownRecord)(nil),  // 19: shale.controller.v1.ControlledShutdownRecord
+	(*SnapshotHeader)(nil),            // 20: shale.controller.v1.SnapshotHeader
+	(*GroupOffsets)(nil),              // 21: shale.controller.v1.GroupOffsets
+	(*SnapshotItem)(nil),              // 22: shale.controller.v1.SnapshotItem
+	(*CreateAclsRecord)(nil),          // 23: shale.controller.v1.CreateAclsRecord
+	(*DeleteAclsRecord)(nil),          // 24: shale.controller.v1.DeleteAclsRecord
+	(*ClientQuotasRecord)(nil),        // 25: shale.controller.v1.ClientQuotasRecord
+	(*ScramCredentialsRecord)(nil),    // 26: shale.controller.v1.ScramCredentialsRecord
+	(*TxnState)(nil),                  // 27: shale.controller.v1.TxnState
+	(*TxnStateRecord)(nil),            // 28: shale.controller.v1.TxnStateRecord
+	(*TxnOffsetCommitRecord)(nil),     // 29: shale.controller.v1.TxnOffsetCommitRecord
+	nil,                               // 30: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                               // 31: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                  // 32: shale.controller.v1.Listener
+	(*ReplicaList)(nil),               // 33: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),               // 34: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),           // 35: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),          // 36: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),               // 37: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                // 38: shale.controller.v1.TopicState
+	(*AclBinding)(nil),                // 39: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),          // 40: shale.controller.v1.ClientQuotaState
+	(*ScramCredential)(nil),           // 41: shale.controller.v1.ScramCredential
+	(*AclFilter)(nil),                 // 42: shale.controller.v1.AclFilter
+	(*ScramCredentialKey)(nil),        // 43: shale.controller.v1.ScramCredentialKey
 }
 var file_records_proto_depIdxs = []int32{
-	2,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
-	3,  // 1: shale.controller.v1.Record.register_broker:type_name -> shale.controller.v1.RegisterBrokerRecord
-	4,  // 2: shale.controller.v1.Record.fence_brokers:type_name -> shale.controller.v1.FenceBrokersRecord
-	5,  // 3: shale.controller.v1.Record.unfence_broker:type_name -> shale.controller.v1.UnfenceBrokerRecord
-	7,  // 4: shale.controller.v1.Record.create_topics:type_name -> shale.controller.v1.CreateTopicsRecord
-	9,  // 5: shale.controller.v1.Record.delete_topics:type_name -> shale.controller.v1.DeleteTopicsRecord
-	11, // 6: shale.controller.v1.Record.create_partitions:type_name -> shale.controller.v1.CreatePartitionsRecord
-	12, // 7: shale.controller.v1.Record.set_topic_configs:type_name -> shale.controller.v1.SetTopicConfigsRecord
-	13, // 8: shale.controller.v1.Record.alter_partition:type_name -> shale.controller.v1.AlterPartitionRecord
-	14, // 9: shale.controller.v1.Record.allocate_producer_ids:type_name -> shale.controller.v1.AllocateProducerIdsRecord
-	16, // 10: shale.controller.v1.Record.offset_ops:type_name -> shale.controller.v1.OffsetOpsRecord
-	17, // 11: shale.controller.v1.Record.elect_leaders:type_name -> shale.controller.v1.ElectLeadersRecord
-	18, // 12: shale.controller.v1.Record.controlled_shutdown:type_name -> shale.controller.v1.ControlledShutdownRecord
-	22, // 13: shale.controller.v1.Record.create_acls:type_name -> shale.controller.v1.CreateAclsRecord
-	23, // 14: shale.controller.v1.Record.delete_acls:type_name -> shale.controller.v1.DeleteAclsRecord
-	24, // 15: shale.controller.v1.Record.client_quotas:type_name -> shale.controller.v1.ClientQuotasRecord
-	25, // 16: shale.controller.v1.Record.scram_credentials:type_name -> shale.controller.v1.ScramCredentialsRecord
-	28, // 17: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	29, // 18: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	26, // 19: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	6,  // 20: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	8,  // 21: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	29, // 22: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	10, // 23: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	27, // 24: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	30, // 25: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	31, // 26: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	15, // 27: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 28: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	31, // 29: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	32, // 30: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	30, // 31: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	33, // 32: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	34, // 33: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	20, // 34: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	35, // 35: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	36, // 36: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
-	37, // 37: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
-	35, // 38: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	38, // 39: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	36, // 40: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
-	37, // 41: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
-	39, // 42: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	3,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
+	4,  // 1: shale.controller.v1.Record.register_broker:type_name -> shale.controller.v1.RegisterBrokerRecord
+	5,  // 2: shale.controller.v1.Record.fence_brokers:type_name -> shale.controller.v1.FenceBrokersRecord
+	6,  // 3: shale.controller.v1.Record.unfence_broker:type_name -> shale.controller.v1.UnfenceBrokerRecord
+	8,  // 4: shale.controller.v1.Record.create_topics:type_name -> shale.controller.v1.CreateTopicsRecord
+	10, // 5: shale.controller.v1.Record.delete_topics:type_name -> shale.controller.v1.DeleteTopicsRecord
+	12, // 6: shale.controller.v1.Record.create_partitions:type_name -> shale.controller.v1.CreatePartitionsRecord
+	13, // 7: shale.controller.v1.Record.set_topic_configs:type_name -> shale.controller.v1.SetTopicConfigsRecord
+	14, // 8: shale.controller.v1.Record.alter_partition:type_name -> shale.controller.v1.AlterPartitionRecord
+	15, // 9: shale.controller.v1.Record.allocate_producer_ids:type_name -> shale.controller.v1.AllocateProducerIdsRecord
+	17, // 10: shale.controller.v1.Record.offset_ops:type_name -> shale.controller.v1.OffsetOpsRecord
+	18, // 11: shale.controller.v1.Record.elect_leaders:type_name -> shale.controller.v1.ElectLeadersRecord
+	19, // 12: shale.controller.v1.Record.controlled_shutdown:type_name -> shale.controller.v1.ControlledShutdownRecord
+	23, // 13: shale.controller.v1.Record.create_acls:type_name -> shale.controller.v1.CreateAclsRecord
+	24, // 14: shale.controller.v1.Record.delete_acls:type_name -> shale.controller.v1.DeleteAclsRecord
+	25, // 15: shale.controller.v1.Record.client_quotas:type_name -> shale.controller.v1.ClientQuotasRecord
+	26, // 16: shale.controller.v1.Record.scram_credentials:type_name -> shale.controller.v1.ScramCredentialsRecord
+	28, // 17: shale.controller.v1.Record.txn_state:type_name -> shale.controller.v1.TxnStateRecord
+	29, // 18: shale.controller.v1.Record.txn_offset_commit:type_name -> shale.controller.v1.TxnOffsetCommitRecord
+	32, // 19: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	33, // 20: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	30, // 21: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	7,  // 22: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	9,  // 23: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	33, // 24: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	11, // 25: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	31, // 26: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	34, // 27: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	35, // 28: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	16, // 29: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 30: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	35, // 31: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	36, // 32: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	34, // 33: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	37, // 34: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	38, // 35: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	21, // 36: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	39, // 37: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	40, // 38: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	41, // 39: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	27, // 40: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
+	39, // 41: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	42, // 42: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	40, // 43: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	41, // 44: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	43, // 45: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	1,  // 46: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
+	35, // 47: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
+	21, // 48: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
+	27, // 49: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
+	34, // 50: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
+	51, // [51:51] is the sub-list for method output_type
+	51, // [51:51] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -2287,6 +2761,8 @@ func file_records_proto_init() {
 		(*Record_DeleteAcls)(nil),
 		(*Record_ClientQuotas)(nil),
 		(*Record_ScramCredentials)(nil),
+		(*Record_TxnState)(nil),
+		(*Record_TxnOffsetCommit)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
@@ -2295,14 +2771,15 @@ func file_records_proto_init() {
 		(*SnapshotItem_Acl)(nil),
 		(*SnapshotItem_ClientQuota)(nil),
 		(*SnapshotItem_ScramCredential)(nil),
+		(*SnapshotItem_TxnState)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   27,
+			NumEnums:      2,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

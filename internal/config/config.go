@@ -78,6 +78,18 @@ type Config struct {
 	// ProducerIDExpirationCheckIntervalMs is producer.id.expiration.check.interval.ms
 	// (default 600000).
 	ProducerIDExpirationCheckIntervalMs int64
+	// TransactionMaxTimeoutMs is transaction.max.timeout.ms (default 900000): the longest
+	// transaction.timeout.ms a producer may ask for.
+	TransactionMaxTimeoutMs int64
+	// TransactionalIDExpirationMs is transactional.id.expiration.ms (default 604800000):
+	// a transactional id with no transaction this long is forgotten.
+	TransactionalIDExpirationMs int64
+	// TransactionAbortTimedOutTransactionCleanupIntervalMs is
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms (default 10000).
+	TransactionAbortTimedOutTransactionCleanupIntervalMs int64
+	// TransactionRemoveExpiredTransactionCleanupIntervalMs is
+	// transaction.remove.expired.transaction.cleanup.interval.ms (default 3600000).
+	TransactionRemoveExpiredTransactionCleanupIntervalMs int64
 	// UncleanLeaderElectionEnable is unclean.leader.election.enable (default false).
 	UncleanLeaderElectionEnable bool
 	// AutoLeaderRebalanceEnable is auto.leader.rebalance.enable (default true): the

@@ -30,6 +30,7 @@ import (
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/producerid"
+	"github.com/shalelog/shale/internal/txn"
 	"github.com/shalelog/shale/partition"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
@@ -92,8 +93,11 @@ type node struct {
 	// probed is replicas for /readyz, whose handler runs before startBroker sets replicas.
 	probed atomic.Pointer[replication.Manager]
 	groups *group.Coordinator
-	kafka  *protocol.Server
-	http   *http.Server
+	// txn is the transaction coordinator; txnClients its connections to other brokers.
+	txn        *txn.Coordinator
+	txnClients *txn.BrokerClients
+	kafka      *protocol.Server
+	http       *http.Server
 
 	cancel       context.CancelFunc
 	stopReplicas context.CancelFunc
@@ -314,6 +318,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 	go n.replicas.Run(rctx)
 	n.probed.Store(n.replicas)
 
+	pids := producerid.New(store)
 	brokerConfigs := map[string]string{}
 	for _, s := range cfg.Settings() {
 		brokerConfigs[s.Key] = s.Value
@@ -343,8 +348,9 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 	}, protocol.Deps{
 		Meta:        store,
 		Replicas:    n.replicas,
-		ProducerIDs: producerid.New(store),
+		ProducerIDs: pids,
 		Groups:      n.startGroups(store),
+		Txn:         n.startTxn(store, pids),
 	})
 	type served struct {
 		ln net.Listener
@@ -394,6 +400,24 @@ func plaintextListener(cfg *config.Config) string {
 		}
 	}
 	return ""
+}
+
+// startTxn starts the transaction coordinator and installs its KIP-890 verifier in the
+// replica manager.
+func (n *node) startTxn(store *controller.BrokerClient, pids *producerid.Allocator) *txn.Coordinator {
+	cfg := n.cfg
+	n.txnClients = txn.NewBrokerClients(cfg.NodeID, n.sec.fetcherOpts()...)
+	n.txn = txn.New(txn.Config{
+		NodeID:                cfg.NodeID,
+		MaxTimeout:            time.Duration(cfg.TransactionMaxTimeoutMs) * time.Millisecond,
+		IDExpiration:          time.Duration(cfg.TransactionalIDExpirationMs) * time.Millisecond,
+		AbortTimedOutInterval: time.Duration(cfg.TransactionAbortTimedOutTransactionCleanupIntervalMs) * time.Millisecond,
+		RemoveExpiredInterval: time.Duration(cfg.TransactionRemoveExpiredTransactionCleanupIntervalMs) * time.Millisecond,
+		Logger:                n.lg,
+	}, store, pids, n.txnClients)
+	// Partition leaders check a producer's first transactional write with it (KIP-890).
+	n.replicas.SetTxnVerifier(&txn.Verifier{Coordinator: n.txn, Remote: n.txnClients})
+	return n.txn
 }
 
 // startGroups starts the consumer-group coordinator and its lag metrics.
@@ -503,6 +527,11 @@ func (n *node) close() error {
 		// answered (NOT_COORDINATOR: clients move to the next coordinator) instead of
 		// holding their connections past the shutdown grace.
 		errs = append(errs, n.groups.Close())
+	}
+	if n.txn != nil {
+		// Transactions left half-way are completed by the next coordinator.
+		errs = append(errs, n.txn.Close())
+		n.txnClients.Close()
 	}
 	if n.kafka != nil {
 		n.kafka.Close(shutdownGrace)
