@@ -214,3 +214,39 @@ func TestFollowerTransactionState(t *testing.T) {
 		t.Errorf("after truncating the abort marker: first unstable %d, aborted %+v", f.firstUnstableOffset(), aborted)
 	}
 }
+
+// Retention deletes no segment at or after the first offset of an open transaction.
+func TestRetentionStopsAtOpenTransaction(t *testing.T) {
+	s := testSettings()
+	s.Log.SegmentBytes = 200 // about one batch per segment
+	s.Log.RetentionMs = 0    // everything is old enough
+	p, err := open("t", testID, 0, 1, t.TempDir(), -1, s, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.close() })
+	now := time.Now()
+	if _, err := p.ApplyState(leaderState(1, 1, 1, 2), now); err != nil {
+		t.Fatal(err)
+	}
+	appendLeader(t, p, 1, -1)
+	appendLeader(t, p, 1, -1)
+	appendTxn(t, p, 7, 0, 0, 1) // open at 2
+	for range 3 {
+		appendLeader(t, p, 1, -1)
+	}
+	p.FollowerFetched(2, p.LogEndOffset(), now)
+	if err := p.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if start := p.LogStartOffset(); start != 2 {
+		t.Fatalf("log start %d with a transaction open at 2", start)
+	}
+	marker(t, p, 7, 0, true, 0)
+	if err := p.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if start := p.LogStartOffset(); start <= 2 {
+		t.Fatalf("log start %d after the transaction committed", start)
+	}
+}
