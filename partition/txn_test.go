@@ -250,3 +250,25 @@ func TestRetentionStopsAtOpenTransaction(t *testing.T) {
 		t.Fatalf("log start %d after the transaction committed", start)
 	}
 }
+
+// Two requests of one producer verifying at once share the check: either answer admits
+// both writes.
+func TestConcurrentVerificationsShareTheGuard(t *testing.T) {
+	p := openTest(t, t.TempDir(), 1, -1)
+	if _, err := p.ApplyState(leaderState(1, 1, 1, 2), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	t1, n1 := p.BeginTxnVerification(3, 0)
+	t2, n2 := p.BeginTxnVerification(3, 0)
+	if !n1 || !n2 {
+		t.Fatal("verification not needed for a new transaction")
+	}
+	p.CompleteTxnVerification(3, t1)
+	_ = t2
+	for seq := int32(0); seq < 2; seq++ {
+		b, h := txnBatch(t, 3, 0, seq, 1)
+		if _, err := p.AppendAsLeader(b, h, 1); err != nil {
+			t.Fatalf("write %d: %v", seq, err)
+		}
+	}
+}

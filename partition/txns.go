@@ -152,8 +152,9 @@ func (t *txnState) beginVerification(producerID int64, epoch int16) (token uint6
 	if t.open(producerID) {
 		return 0, false
 	}
-	if v := t.verified[producerID]; v != nil && v.done && v.epoch == epoch {
-		return 0, false
+	if v := t.verified[producerID]; v != nil && v.epoch == epoch {
+		// Concurrent requests of one producer share the check, as Kafka's guard.
+		return v.token, !v.done
 	}
 	v := &txnVerification{epoch: epoch, token: verificationTokens.Add(1)}
 	t.verified[producerID] = v
