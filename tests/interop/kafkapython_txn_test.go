@@ -70,8 +70,8 @@ func TestKafkaPythonTransactionalTopic(t *testing.T) {
 	}
 	var res struct {
 		ReadCommitted   *[]string `json:"read_committed"`
-		ReadUncommitted []string `json:"read_uncommitted"`
-		Markers         int      `json:"markers"`
+		ReadUncommitted []string  `json:"read_uncommitted"`
+		Markers         int       `json:"markers"`
 	}
 	if err := json.Unmarshal([]byte(lastLine(strings.TrimSpace(string(out)))), &res); err != nil {
 		t.Fatalf("%v\n%s", err, out)
