@@ -383,10 +383,8 @@ func TestReadCommittedLongPollWakesOnCommit(t *testing.T) {
 	if err := resp.ReadFrom(body[1:]); err != nil {
 		t.Fatal(err)
 	}
-	r := struct {
-		rp kmsg.FetchResponseTopicPartition
-	}{resp.Topics[0].Partitions[0]}
-	if got := dataValues(t, r.rp.RecordBatches); len(got) != 1 || got[0] != "a" || r.rp.LastStableOffset != 2 {
-		t.Fatalf("long poll answered %q with LSO %d", got, r.rp.LastStableOffset)
+	rp := resp.Topics[0].Partitions[0]
+	if got := dataValues(t, rp.RecordBatches); len(got) != 1 || got[0] != "a" || rp.LastStableOffset != 2 {
+		t.Fatalf("long poll answered %q with LSO %d", got, rp.LastStableOffset)
 	}
 }
