@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 )
 
 func abortedIn(t *testing.T, l *Log, from, to int64) []AbortedTxn {
@@ -188,5 +189,52 @@ func TestCleanDropsAbortedRecords(t *testing.T) {
 	}
 	if !control {
 		t.Error("the abort marker was cleaned away")
+	}
+}
+
+// An index file stays found when compaction merges its segment into an earlier one, and
+// goes when retention deletes the merged segment.
+func TestTxnIndexSurvivesSegmentMerge(t *testing.T) {
+	clock := newFakeClock(1_000_000)
+	cfg := testConfig(clock)
+	cfg.SegmentMs = 1000
+	cfg.RetentionMs = -1
+	l := mustOpen(t, t.TempDir(), cfg)
+	defer func() { l.Close() }()
+	// Small segments, rolled by time: each holds one batch of two records of one key.
+	var bases []int64
+	for i := range 6 {
+		info := mustAppend(t, l, keyedBatch(t, clock.Now().UnixMilli(), -1, []testRecord{{key: "k", value: []byte("v")}, {key: fmt.Sprint("x", i), value: []byte("v")}}), 0)
+		bases = append(bases, info.BaseOffset)
+		clock.Advance(2 * time.Second)
+		if _, err := l.EnforceRetention(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An abort whose marker went into the third segment.
+	a := AbortedTxn{ProducerID: 5, FirstOffset: bases[2], LastOffset: bases[2] + 1, LastStableOffset: bases[2] + 2}
+	if err := l.AppendAbortedTxn(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	before := l.NumSegments()
+	if _, err := l.Clean(cleanOpts(l.EndOffset(), -1)); err != nil {
+		t.Fatal(err)
+	}
+	if l.NumSegments() >= before {
+		t.Fatalf("%d segments before cleaning, %d after: nothing merged", before, l.NumSegments())
+	}
+	for _, from := range []int64{0, bases[2], bases[2] + 1} {
+		if got := abortedIn(t, l, from, l.EndOffset()); !slices.Equal(got, []AbortedTxn{a}) {
+			t.Errorf("aborted from %d after the merge: %+v", from, got)
+		}
+	}
+	if err := l.DeleteRecordsBefore(l.EndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(segmentPath(l.Dir(), bases[2], txnIndexSuffix)); !os.IsNotExist(err) {
+		t.Errorf("the index of a deleted merged segment is still there: %v", err)
 	}
 }
