@@ -1,6 +1,7 @@
 package log
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -140,19 +141,9 @@ func (l *Log) loadTxnsLocked() error {
 			files = append(files, f)
 		}
 	}
-	slices.SortFunc(files, func(a, b *txnFile) int { return cmpInt64(a.base, b.base) })
+	slices.SortFunc(files, func(a, b *txnFile) int { return cmp.Compare(a.base, b.base) })
 	t.files, t.loaded = files, true
 	return nil
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // readTxnFile reads a whole index file (readWholeFile is bounded for checkpoints).
@@ -235,7 +226,7 @@ func (l *Log) AppendAbortedTxn(a AbortedTxn) error {
 	}
 	if len(f.entries) == 0 {
 		t.files = append(t.files, f)
-		slices.SortFunc(t.files, func(a, b *txnFile) int { return cmpInt64(a.base, b.base) })
+		slices.SortFunc(t.files, func(a, b *txnFile) int { return cmp.Compare(a.base, b.base) })
 	}
 	f.entries = append(f.entries, a)
 	f.dirty = true

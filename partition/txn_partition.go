@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -212,7 +213,7 @@ func (p *Partition) Producers() []ProducerInfo {
 		out = append(out, ProducerInfo{ProducerID: id, ProducerEpoch: e.Epoch, LastSequence: e.lastSeq(), LastTimestamp: ts,
 			CoordinatorEpoch: e.CoordinatorEpoch, CurrentTxnStartOffset: start})
 	}
-	slices.SortFunc(out, func(a, b ProducerInfo) int { return int(a.ProducerID - b.ProducerID) })
+	slices.SortFunc(out, func(a, b ProducerInfo) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
 	return out
 }
 
