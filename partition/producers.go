@@ -237,6 +237,13 @@ func (s *producerState) expire(cutoffMs int64) int {
 			n++
 		}
 	}
+	// Verifications whose write never came (refused, or the producer went away) go
+	// with them, so that they do not pile up.
+	for id := range s.txns.verified {
+		if _, ok := s.producers[id]; !ok {
+			delete(s.txns.verified, id)
+		}
+	}
 	return n
 }
 
