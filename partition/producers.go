@@ -237,10 +237,10 @@ func (s *producerState) expire(cutoffMs int64) int {
 			n++
 		}
 	}
-	// Verifications whose write never came (refused, or the producer went away) go
-	// with them, so that they do not pile up.
-	for id := range s.txns.verified {
-		if _, ok := s.producers[id]; !ok {
+	// Verifications as old whose write never came (refused, or the producer went away)
+	// go too, so that they do not pile up.
+	for id, v := range s.txns.verified {
+		if _, ok := s.producers[id]; !ok && v.startedMs <= cutoffMs {
 			delete(s.txns.verified, id)
 		}
 	}

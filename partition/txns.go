@@ -3,6 +3,7 @@ package partition
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -42,6 +43,9 @@ type txnVerification struct {
 	epoch int16
 	token uint64
 	done  bool
+	// startedMs is when the check began, so that expiry can drop checks whose write
+	// never came.
+	startedMs int64
 }
 
 var verificationTokens atomic.Uint64
@@ -156,7 +160,7 @@ func (t *txnState) beginVerification(producerID int64, epoch int16) (token uint6
 		// Concurrent requests of one producer share the check, as Kafka's guard.
 		return v.token, !v.done
 	}
-	v := &txnVerification{epoch: epoch, token: verificationTokens.Add(1)}
+	v := &txnVerification{epoch: epoch, token: verificationTokens.Add(1), startedMs: time.Now().UnixMilli()}
 	t.verified[producerID] = v
 	return v.token, true
 }
