@@ -222,6 +222,25 @@ func TestTxnOffsetCommitVisibleOnlyAfterCommit(t *testing.T) {
 	if got := committed(); got != -1 {
 		t.Fatalf("offset %d visible before the commit", got)
 	}
+	// KIP-447: a consumer that requires stable offsets is told to wait.
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Group, fetch.RequireStable = "g", true
+	ft := kmsg.NewOffsetFetchRequestTopic()
+	ft.Topic, ft.Partitions = "to", []int32{0}
+	fetch.Topics = append(fetch.Topics, ft)
+	fresp, err := fetch.RequestWith(ctx, tb.client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var code int16
+	if fresp.Version >= 8 {
+		code = fresp.Groups[0].Topics[0].Partitions[0].ErrorCode
+	} else {
+		code = fresp.Topics[0].Partitions[0].ErrorCode
+	}
+	if err := kerr.ErrorForCode(code); !errors.Is(err, kerr.UnstableOffsetCommit) {
+		t.Fatalf("OffsetFetch with require_stable during the transaction: %v, want UNSTABLE_OFFSET_COMMIT", err)
+	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
