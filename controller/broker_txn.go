@@ -100,3 +100,19 @@ func (c *BrokerClient) LoadTxnStates(ctx context.Context, partitions []int32) ([
 	}
 	return out, nil
 }
+
+// PendingTxnOffsets lists group's partitions with offsets pending in a transaction.
+func (c *BrokerClient) PendingTxnOffsets(ctx context.Context, group string) (map[string][]int32, error) {
+	var resp *pb.PendingTxnOffsetsResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.PendingTxnOffsets(ctx, &pb.PendingTxnOffsetsRequest{Group: group})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := fromPBError(resp.Error); err != nil {
+		return nil, err
+	}
+	return topicFilter(false, resp.Partitions), nil
+}

@@ -166,3 +166,24 @@ func (f *fsm) txnSnapshotLocked() []*pb.TxnState {
 	}
 	return out
 }
+
+// pendingTxnOffsets returns the partitions of group with offsets pending in a
+// transaction, by topic.
+func (f *fsm) pendingTxnOffsets(group string) map[string][]int32 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := map[string][]int32{}
+	for _, t := range f.txns {
+		for _, g := range t.PendingOffsets {
+			if g.Group != group {
+				continue
+			}
+			for _, e := range g.Offsets {
+				if !slices.Contains(out[e.Topic], e.Partition) {
+					out[e.Topic] = append(out[e.Topic], e.Partition)
+				}
+			}
+		}
+	}
+	return out
+}

@@ -88,6 +88,9 @@ func TestTxnOffsetsBecomeVisibleOnlyOnCommit(t *testing.T) {
 	if got := h.f.fetchOffsets("g", nil); len(got) != 0 {
 		t.Fatalf("pending offsets visible before the commit: %+v", got)
 	}
+	if p := h.f.pendingTxnOffsets("g"); len(p) != 1 || len(p["t"]) != 1 || p["t"][0] != 1 {
+		t.Fatalf("pending partitions %v, want t-1", p)
+	}
 	// The pending offsets survive the transitions up to the commit.
 	h.txnState(broker, epoch, withStatus(ongoing(0), pb.TxnStatus_TXN_STATUS_PREPARE_COMMIT))
 	if got := h.f.fetchOffsets("g", nil); len(got) != 0 {
@@ -102,6 +105,9 @@ func TestTxnOffsetsBecomeVisibleOnlyOnCommit(t *testing.T) {
 	got := h.f.fetchOffsets("g", nil)
 	if len(got) != 1 || got[0].Offset != 42 || got[0].Metadata != "m" || got[0].CommitTime.UnixMilli() != 99 {
 		t.Fatalf("offsets after the commit: %+v", got)
+	}
+	if p := h.f.pendingTxnOffsets("g"); len(p) != 0 {
+		t.Fatalf("pending partitions %v after the commit", p)
 	}
 	if st := h.f.loadTxns(nil, true); len(st[0].PendingOffsets) != 0 {
 		t.Fatalf("pending offsets kept after the commit: %+v", st[0].PendingOffsets)

@@ -58,3 +58,13 @@ func (v *service) LoadTxnStates(ctx context.Context, req *pb.LoadTxnStatesReques
 	}
 	return &pb.LoadTxnStatesResponse{States: v.s.fsm.loadTxns(req.Partitions, req.AllPartitions)}, nil
 }
+
+func (v *service) PendingTxnOffsets(ctx context.Context, req *pb.PendingTxnOffsetsRequest) (*pb.PendingTxnOffsetsResponse, error) {
+	if _, err := v.s.awaitSession(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	if err := v.s.verifyLeader(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	return &pb.PendingTxnOffsetsResponse{Partitions: topicPartitionsPB(v.s.fsm.pendingTxnOffsets(req.Group))}, nil
+}

@@ -2,7 +2,10 @@ package protocol
 
 import (
 	"context"
+	"fmt"
+	"slices"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/internal/metadata"
@@ -25,12 +28,35 @@ type fetchedTopic struct {
 
 // fetchGroupOffsets answers one group: the requested partitions (those without a
 // commit at offset -1), or every committed one when topics is nil.
-func (s *Server) fetchGroupOffsets(ctx context.Context, r *Request, groupID string, topics map[string][]int32, order []string) ([]fetchedTopic, error) {
+func (s *Server) fetchGroupOffsets(ctx context.Context, r *Request, groupID string, topics map[string][]int32, order []string, requireStable bool) ([]fetchedTopic, error) {
 	if !s.allowed(r, opDescribe, resGroup, groupID) {
 		return nil, errGroupDenied
 	}
 	fts, err := s.fetchGroupOffsetsUnchecked(ctx, groupID, topics, order)
+	if err == nil && requireStable && s.deps.Txn != nil {
+		err = s.markUnstable(ctx, groupID, fts)
+	}
 	return s.authorizeFetchedOffsets(r, fts, topics == nil), err
+}
+
+// markUnstable answers UNSTABLE_OFFSET_COMMIT (KIP-447's require_stable) for the
+// partitions whose offsets an open transaction is about to commit: the client retries
+// until the transaction ends, rather than start from an offset about to move.
+func (s *Server) markUnstable(ctx context.Context, groupID string, fts []fetchedTopic) error {
+	pending, err := s.deps.Txn.PendingOffsets(ctx, groupID)
+	if err != nil {
+		return fmt.Errorf("%w: %w", kerr.CoordinatorNotAvailable, err)
+	}
+	for i := range fts {
+		for j := range fts[i].Partitions {
+			fp := &fts[i].Partitions[j]
+			if slices.Contains(pending[fts[i].Topic], fp.Partition) {
+				fp.Offset, fp.LeaderEpoch, fp.Metadata = -1, -1, ""
+				fp.ErrorCode = kerr.UnstableOffsetCommit.Code
+			}
+		}
+	}
+	return nil
 }
 
 func (s *Server) fetchGroupOffsetsUnchecked(ctx context.Context, groupID string, topics map[string][]int32, order []string) ([]fetchedTopic, error) {
@@ -95,7 +121,7 @@ func (s *Server) handleOffsetFetch(ctx context.Context, r *Request) Result {
 					topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 				}
 			}
-			fts, err := s.fetchGroupOffsets(ctx, r, g.Group, topics, order)
+			fts, err := s.fetchGroupOffsets(ctx, r, g.Group, topics, order, req.RequireStable)
 			rg.ErrorCode = errorCode(err)
 			for _, ft := range fts {
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
@@ -124,7 +150,7 @@ func (s *Server) handleOffsetFetch(ctx context.Context, r *Request) Result {
 			topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 		}
 	}
-	fts, err := s.fetchGroupOffsets(ctx, r, req.Group, topics, order)
+	fts, err := s.fetchGroupOffsets(ctx, r, req.Group, topics, order, r.Version >= 7 && req.RequireStable)
 	if err != nil {
 		return Result{Resp: offsetFetchError(req, errorCode(err))}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/shalelog/shale/internal/acl"
 	"github.com/shalelog/shale/internal/group"
+	"github.com/shalelog/shale/internal/txn"
 	"github.com/shalelog/shale/protocol"
 )
 
@@ -58,6 +59,12 @@ type aclBroker struct {
 
 func startACLBroker(t *testing.T, allowIfNoACL bool) *aclBroker {
 	t.Helper()
+	return startACLBrokerTxn(t, allowIfNoACL, nil)
+}
+
+// startACLBrokerTxn is startACLBroker with a transaction coordinator when tcfg is set.
+func startACLBrokerTxn(t *testing.T, allowIfNoACL bool, tcfg *txn.Config) *aclBroker {
+	t.Helper()
 	rec := &recordingHandler{}
 	cfg := brokerConfig(withoutAutoCreate())
 	cfg.DefaultPartitions = 1
@@ -65,7 +72,7 @@ func startACLBroker(t *testing.T, allowIfNoACL bool) *aclBroker {
 	cfg.Authorizer = acl.NewAuthorizer([]string{"User:admin"}, allowIfNoACL)
 	protocol.SetTestPrincipals(&cfg, func(id string) string { return "User:" + id })
 	gcfg := group.Config{NodeID: 1, MinSessionTimeout: 100 * time.Millisecond, Logger: quietLogger()}
-	return &aclBroker{testBroker: launch(t, t.TempDir(), nil, cfg, &gcfg), log: rec}
+	return &aclBroker{testBroker: launchTxn(t, t.TempDir(), nil, cfg, &gcfg, tcfg), log: rec}
 }
 
 // as returns a client whose requests are decided for User:<user>.

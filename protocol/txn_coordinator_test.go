@@ -222,6 +222,25 @@ func TestTxnOffsetCommitVisibleOnlyAfterCommit(t *testing.T) {
 	if got := committed(); got != -1 {
 		t.Fatalf("offset %d visible before the commit", got)
 	}
+	// KIP-447: a consumer that requires stable offsets is told to wait.
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Group, fetch.RequireStable = "g", true
+	ft := kmsg.NewOffsetFetchRequestTopic()
+	ft.Topic, ft.Partitions = "to", []int32{0}
+	fetch.Topics = append(fetch.Topics, ft)
+	fresp, err := fetch.RequestWith(ctx, tb.client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var code int16
+	if fresp.Version >= 8 {
+		code = fresp.Groups[0].Topics[0].Partitions[0].ErrorCode
+	} else {
+		code = fresp.Topics[0].Partitions[0].ErrorCode
+	}
+	if err := kerr.ErrorForCode(code); !errors.Is(err, kerr.UnstableOffsetCommit) {
+		t.Fatalf("OffsetFetch with require_stable during the transaction: %v, want UNSTABLE_OFFSET_COMMIT", err)
+	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
@@ -333,5 +352,57 @@ func TestGroupTransactSessionExactlyOnce(t *testing.T) {
 	offs.Each(func(o kadm.OffsetResponse) { total += o.At })
 	if total != n {
 		t.Fatalf("group committed %d offsets in all, want %d", total, n)
+	}
+}
+
+// TestTransactionACLs: a transactional id needs WRITE on the TRANSACTIONAL_ID to be used
+// and the topics WRITE to be added to a transaction.
+func TestTransactionACLs(t *testing.T) {
+	b := startACLBrokerTxn(t, false, &txn.Config{NodeID: 1, Logger: quietLogger()})
+	b.topic(t, "secure")
+	b.grant(t, kadm.NewACLs().Topics("secure").Allow("User:alice", "User:bob").Operations(kadm.OpWrite, kadm.OpDescribe))
+	// The coordinator writes its markers as the inter-broker principal, which needs
+	// CLUSTER_ACTION as replica fetchers do (here the client id stands for it).
+	b.grant(t, kadm.NewACLs().Clusters().Allow("User:shale-txn-coordinator-1").Operations(kadm.OpClusterAction))
+	ctx := ctxTimeout(t, 30*time.Second)
+	produce := func(user, id string) error {
+		cl := b.as(user, kgo.TransactionalID(id), kgo.DefaultProduceTopic("secure"), kgo.RequestRetries(2))
+		if err := cl.BeginTransaction(); err != nil {
+			return err
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+			return err
+		}
+		return cl.EndTransaction(ctx, kgo.TryCommit)
+	}
+	if err := produce("alice", "tx-a"); !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		t.Fatalf("without an ACL on the id: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", err)
+	}
+	b.grant(t, kadm.NewACLs().TransactionalIDs("tx-a").Allow("User:alice").Operations(kadm.OpWrite))
+	if err := produce("alice", "tx-a"); err != nil {
+		t.Fatalf("with WRITE on the id and the topic: %v", err)
+	}
+	// WRITE on the id but not on the topic.
+	b.topic(t, "other")
+	cl := b.as("alice", kgo.TransactionalID("tx-a"), kgo.DefaultProduceTopic("other"), kgo.RequestRetries(2))
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr()
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("adding a topic without WRITE: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	// DescribeTransactions needs DESCRIBE on the id (WRITE implies it).
+	// (kadm fails the whole call: FindCoordinator already refuses bob the id.)
+	desc, err := b.adminAs("bob").DescribeTransactions(ctx, "tx-a")
+	if err == nil {
+		err = desc["tx-a"].Err
+	}
+	if !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		t.Fatalf("bob describes tx-a: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", err)
+	}
+	desc, err = b.adminAs("alice").DescribeTransactions(ctx, "tx-a")
+	if err != nil || desc["tx-a"].Err != nil {
+		t.Fatalf("alice describes tx-a: %+v %v", desc, err)
 	}
 }

@@ -46,6 +46,7 @@ const (
 	Controller_WriteTxnState_FullMethodName            = "/shale.controller.v1.Controller/WriteTxnState"
 	Controller_TxnOffsetCommit_FullMethodName          = "/shale.controller.v1.Controller/TxnOffsetCommit"
 	Controller_LoadTxnStates_FullMethodName            = "/shale.controller.v1.Controller/LoadTxnStates"
+	Controller_PendingTxnOffsets_FullMethodName        = "/shale.controller.v1.Controller/PendingTxnOffsets"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -90,6 +91,9 @@ type ControllerClient interface {
 	// LoadTxnStates returns the transactional ids that hash to the given offsets
 	// partitions (all of them when all_partitions), with their pending offsets.
 	LoadTxnStates(ctx context.Context, in *LoadTxnStatesRequest, opts ...grpc.CallOption) (*LoadTxnStatesResponse, error)
+	// PendingTxnOffsets lists a group's partitions with offsets pending in an open
+	// transaction (OffsetFetch's require_stable, KIP-447).
+	PendingTxnOffsets(ctx context.Context, in *PendingTxnOffsetsRequest, opts ...grpc.CallOption) (*PendingTxnOffsetsResponse, error)
 }
 
 type controllerClient struct {
@@ -339,6 +343,16 @@ func (c *controllerClient) LoadTxnStates(ctx context.Context, in *LoadTxnStatesR
 	return out, nil
 }
 
+func (c *controllerClient) PendingTxnOffsets(ctx context.Context, in *PendingTxnOffsetsRequest, opts ...grpc.CallOption) (*PendingTxnOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PendingTxnOffsetsResponse)
+	err := c.cc.Invoke(ctx, Controller_PendingTxnOffsets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -381,6 +395,9 @@ type ControllerServer interface {
 	// LoadTxnStates returns the transactional ids that hash to the given offsets
 	// partitions (all of them when all_partitions), with their pending offsets.
 	LoadTxnStates(context.Context, *LoadTxnStatesRequest) (*LoadTxnStatesResponse, error)
+	// PendingTxnOffsets lists a group's partitions with offsets pending in an open
+	// transaction (OffsetFetch's require_stable, KIP-447).
+	PendingTxnOffsets(context.Context, *PendingTxnOffsetsRequest) (*PendingTxnOffsetsResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -459,6 +476,9 @@ func (UnimplementedControllerServer) TxnOffsetCommit(context.Context, *TxnOffset
 }
 func (UnimplementedControllerServer) LoadTxnStates(context.Context, *LoadTxnStatesRequest) (*LoadTxnStatesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method LoadTxnStates not implemented")
+}
+func (UnimplementedControllerServer) PendingTxnOffsets(context.Context, *PendingTxnOffsetsRequest) (*PendingTxnOffsetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PendingTxnOffsets not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -888,6 +908,24 @@ func _Controller_LoadTxnStates_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_PendingTxnOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PendingTxnOffsetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).PendingTxnOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_PendingTxnOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).PendingTxnOffsets(ctx, req.(*PendingTxnOffsetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -982,6 +1020,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LoadTxnStates",
 			Handler:    _Controller_LoadTxnStates_Handler,
+		},
+		{
+			MethodName: "PendingTxnOffsets",
+			Handler:    _Controller_PendingTxnOffsets_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

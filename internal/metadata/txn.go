@@ -79,4 +79,7 @@ type TxnStore interface {
 	// LoadTxnStates returns the states of the transactional ids in the given offsets
 	// partitions, with their pending offsets.
 	LoadTxnStates(ctx context.Context, partitions []int32) ([]TxnState, error)
+	// PendingTxnOffsets lists the partitions of group with offsets pending in an open
+	// transaction, by topic.
+	PendingTxnOffsets(ctx context.Context, group string) (map[string][]int32, error)
 }

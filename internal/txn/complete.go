@@ -193,6 +193,11 @@ func (c *Coordinator) sendMarkers(ctx context.Context, to metadata.Broker, coord
 					// Kafka drops these partitions: they cannot hold a marker.
 					c.lg.Warn("partition cannot take a transaction marker", "topic", tp.topic, "partition", tp.partition, "err", err)
 					done = append(done, tp)
+				case kerr.ClusterAuthorizationFailed:
+					// Retried like Kafka does, but loudly: the inter-broker principal
+					// needs CLUSTER_ACTION, and the transaction cannot end without it.
+					c.lg.Warn("a partition leader refused a transaction marker: the inter-broker principal lacks CLUSTER_ACTION",
+						"broker", to.ID, "topic", tp.topic, "partition", tp.partition)
 				default:
 					// NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT,
 					// UNKNOWN_TOPIC_OR_PARTITION...: retried with the next image.

@@ -106,6 +106,10 @@ func (s *fakeStore) TxnOffsetCommit(context.Context, metadata.GroupFence, string
 	return errors.New("not used")
 }
 
+func (s *fakeStore) PendingTxnOffsets(context.Context, string) (map[string][]int32, error) {
+	return nil, errors.New("not used")
+}
+
 func (s *fakeStore) LoadTxnStates(_ context.Context, partitions []int32) ([]metadata.TxnState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

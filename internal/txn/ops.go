@@ -393,3 +393,11 @@ func (c *Coordinator) List(f ListFilter) ([]metadata.TxnState, bool) {
 func (c *Coordinator) CommitOffsets(ctx context.Context, fence metadata.GroupFence, id string, pid int64, epoch int16, group string, offsets []metadata.CommittedOffset) error {
 	return c.store.TxnOffsetCommit(ctx, fence, id, pid, epoch, group, offsets)
 }
+
+// PendingOffsets lists the partitions of group with offsets pending in an open
+// transaction: OffsetFetch with require_stable answers them UNSTABLE_OFFSET_COMMIT
+// (KIP-447), so that a consumer taking over a partition does not start from an offset
+// that a transaction in flight is about to move.
+func (c *Coordinator) PendingOffsets(ctx context.Context, group string) (map[string][]int32, error) {
+	return c.store.PendingTxnOffsets(ctx, group)
+}
