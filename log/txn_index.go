@@ -323,14 +323,15 @@ func (l *Log) dropTxnsFromLocked(offset int64) error {
 	return errors.Join(errs...)
 }
 
-// truncateTxns follows a truncation of the log to end. Unloaded indexes need nothing:
-// loading drops what lies past the log end.
+// truncateTxns follows a truncation of the log to end. The indexes are loaded for it
+// even when nothing read them yet: left on disk, an entry past end would look valid
+// once appends carry the log end past it again.
 func (l *Log) truncateTxns(end int64) error {
 	t := &l.txns
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.loaded {
-		return nil
+	if err := l.loadTxnsLocked(); err != nil {
+		return err
 	}
 	return l.dropTxnsFromLocked(end)
 }

@@ -238,3 +238,29 @@ func TestTxnIndexSurvivesSegmentMerge(t *testing.T) {
 		t.Errorf("the index of a deleted merged segment is still there: %v", err)
 	}
 }
+
+// A truncation cuts the index even when nothing has loaded it since the log opened, so
+// that appends past the cut do not revive the entry.
+func TestTxnIndexTruncatedBeforeLoad(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(nil)
+	l := mustOpen(t, dir, cfg)
+	for range 10 {
+		mustAppend(t, l, makeBatch(t, batchSpec{records: 1, valueSize: 10}), 0)
+	}
+	if err := l.AppendAbortedTxn(AbortedTxn{ProducerID: 1, FirstOffset: 2, LastOffset: 8, LastStableOffset: 9}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = mustOpen(t, dir, cfg)
+	defer func() { l.Close() }()
+	if err := l.Truncate(5); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		mustAppend(t, l, makeBatch(t, batchSpec{records: 1, valueSize: 10}), 0)
+	}
+	if got := abortedIn(t, l, 0, l.EndOffset()); len(got) != 0 {
+		t.Fatalf("an abort cut by truncation came back: %+v", got)
+	}
+}
