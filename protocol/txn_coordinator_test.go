@@ -18,7 +18,7 @@ import (
 )
 
 // startTxnBroker starts a broker with group and transaction coordinators.
-func startTxnBroker(t *testing.T) *testBroker {
+func startTxnBroker(t testing.TB) *testBroker {
 	t.Helper()
 	gcfg := group.Config{NodeID: 1, MinSessionTimeout: 100 * time.Millisecond, Logger: quietLogger()}
 	tcfg := txn.Config{NodeID: 1, Logger: quietLogger(), MarkerRetryBackoff: 10 * time.Millisecond}

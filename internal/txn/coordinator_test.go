@@ -327,3 +327,27 @@ func TestListAndDescribe(t *testing.T) {
 		t.Fatalf("List Ongoing: %+v", ongoing)
 	}
 }
+
+func TestRequestWaitsForThePreviousCompletion(t *testing.T) {
+	h := newHarness(t, newFakeStore(testImage(1, 3)))
+	h.c.cfg.CompletionWait = time.Minute
+	pid, epoch, _ := h.init("a", -1, -1)
+	h.markers.mu.Lock()
+	h.markers.hold = make(chan struct{})
+	h.markers.mu.Unlock()
+	h.c.AddPartitions(bg, "a", pid, epoch, map[string][]int32{"t": {0}})
+	if err := h.c.EndTxn(bg, "a", pid, epoch, true); err != nil {
+		t.Fatal(err)
+	}
+	// The next transaction's first request is answered once the commit completed,
+	// instead of CONCURRENT_TRANSACTIONS.
+	res := make(chan error, 1)
+	go func() { res <- h.c.AddPartitions(bg, "a", pid, epoch, map[string][]int32{"t": {1}}) }()
+	close(h.markers.hold)
+	if err := <-res; err != nil {
+		t.Fatalf("AddPartitions after the completion: %v", err)
+	}
+	if st := h.store.state("a"); st.Status != metadata.TxnOngoing || len(st.Partitions["t"]) != 1 || st.Partitions["t"][0] != 1 {
+		t.Fatalf("state %+v", st)
+	}
+}
