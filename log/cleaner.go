@@ -216,6 +216,13 @@ func (l *Log) Clean(opt CleanOptions) (CleanStats, error) {
 	if k == 0 || segs[k].base <= firstDirty {
 		return st, nil
 	}
+	// Records of aborted transactions are never the latest value of their key, and go,
+	// as Kafka's cleaner discards them; their markers and index entries stay.
+	abortedTxns, err := l.AbortedTxns(segs[0].base, segs[k].base)
+	if err != nil {
+		return st, fmt.Errorf("log clean %s: %w", l.dir, err)
+	}
+	inAborted := abortedBatch(abortedTxns)
 
 	// Phase 1: map the dirty section's keys to their latest offsets.
 	m := opt.Map
@@ -237,7 +244,7 @@ func (l *Log) Clean(opt CleanOptions) (CleanStats, error) {
 					return err
 				}
 				n := int64(h.Size())
-				if h.LastOffset() >= firstDirty && !h.IsControl() {
+				if h.LastOffset() >= firstDirty && !h.IsControl() && !inAborted(h) {
 					if m.Len()+int(h.RecordCount) > m.Capacity() {
 						full = true
 						return nil
@@ -306,7 +313,7 @@ func (l *Log) Clean(opt CleanOptions) (CleanStats, error) {
 			}
 			var n, read int64
 			var err error
-			out, n, read, err = l.rewriteSegment(s, out, interval, opt, keep, gi == len(group)-1)
+			out, n, read, err = l.rewriteSegment(s, out, interval, opt, keep, inAborted, gi == len(group)-1)
 			if err != nil {
 				return st, fmt.Errorf("log clean %s: %w", l.dir, err)
 			}
@@ -353,6 +360,29 @@ func (l *Log) Clean(opt CleanOptions) (CleanStats, error) {
 	return st, nil
 }
 
+// abortedBatch returns whether a data batch belongs to one of the aborted transactions:
+// its producer's, begun at or before the batch and ended by a marker after it.
+func abortedBatch(txns []AbortedTxn) func(Header) bool {
+	if len(txns) == 0 {
+		return func(Header) bool { return false }
+	}
+	byProducer := make(map[int64][]AbortedTxn)
+	for _, a := range txns {
+		byProducer[a.ProducerID] = append(byProducer[a.ProducerID], a)
+	}
+	return func(h Header) bool {
+		if !h.IsTransactional() || h.IsControl() {
+			return false
+		}
+		for _, a := range byProducer[h.ProducerID] {
+			if a.FirstOffset <= h.BaseOffset && h.BaseOffset < a.LastOffset {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // withSegment runs fn over a sealed segment's bytes, pinned and guarded against faults.
 func (l *Log) withSegment(s *segment, interval int64, fn func(data []byte) error) error {
 	if !s.acquire() {
@@ -371,7 +401,8 @@ func (l *Log) withSegment(s *segment, interval int64, fn func(data []byte) error
 // segment's last batch stays (as a header when it lost every record), so that the
 // rewritten segment still ends at the old one's last offset: recovery relies on it to
 // tell which old segments a committed swap replaced.
-func (l *Log) rewriteSegment(s *segment, out []byte, interval int64, opt CleanOptions, keep func(int64, []byte, bool) bool, keepLast bool) (_ []byte, removed, read int64, err error) {
+func (l *Log) rewriteSegment(s *segment, out []byte, interval int64, opt CleanOptions, keep func(int64, []byte, bool) bool, inAborted func(Header) bool, keepLast bool) (_ []byte, removed, read int64, err error) {
+	dropAll := func(int64, []byte, bool) bool { return false }
 	err = l.withSegment(s, interval, func(data []byte) error {
 		read = int64(len(data))
 		for pos := int64(0); pos < int64(len(data)); {
@@ -386,7 +417,11 @@ func (l *Log) rewriteSegment(s *segment, out []byte, interval int64, opt CleanOp
 				out = append(out, batch...)
 				continue
 			}
-			nb, kept, err := opt.Filter.Filter(batch, keep)
+			batchKeep := keep
+			if inAborted(h) {
+				batchKeep = dropAll
+			}
+			nb, kept, err := opt.Filter.Filter(batch, batchKeep)
 			if err != nil {
 				return fmt.Errorf("segment %d batch %d: %w", s.base, h.BaseOffset, err)
 			}

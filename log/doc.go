@@ -12,7 +12,9 @@
 // uint32) and .timeindex (time index: timestamp int64, relative offset uint32), as in
 // Kafka; and per log recovery-point-offset-checkpoint, log-start-offset-checkpoint and,
 // after a clean Close, the clean-shutdown marker (with each segment's size and largest
-// timestamp, so that a clean open opens no segment file). Other files are left alone.
+// timestamp, so that a clean open opens no segment file). NNNNNNNNNNNNNNNNNNNN.txnindex
+// holds the aborted transactions whose abort marker its segment received (Kafka's
+// transaction index; its callers say what was aborted). Other files are left alone.
 //
 // The active segment's .log is preallocated (sparse) to segment.bytes and mapped; appends
 // copy into the mapping. Writing into a hole of a sparse mapping on a full disk raises

@@ -45,6 +45,7 @@ type Log struct {
 	lock io.Closer // the directory lock, held while open
 
 	cleaner cleanerState // compaction (cleaner.go)
+	txns    txnIndexes   // aborted transactions (txn_index.go)
 
 	// The background flusher syncs rolled segments and advances the recovery point.
 	kick chan struct{}
@@ -207,6 +208,9 @@ func (l *Log) shutdown(clean bool) error {
 		if err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := l.syncTxns(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
 		table := make([]segmentSummary, len(segs))

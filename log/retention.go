@@ -92,6 +92,9 @@ func (l *Log) Truncate(offset int64) error {
 	for _, d := range segs[i+1:] {
 		l.dropSegment(d)
 	}
+	if err := l.truncateTxns(newEnd); err != nil {
+		return err
+	}
 	l.flushedEnd = min(l.flushedEnd, newEnd)
 	if l.start.Load() > newEnd {
 		return l.setStartLocked(newEnd)
@@ -145,6 +148,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		}
 		d.release()
 	}
+	l.removeTxnsBelow(math.MaxInt64)
 	l.flushedEnd = offset
 	// The old segments are gone, so everything below offset is trivially durable.
 	l.flushMu.Lock()
@@ -241,6 +245,7 @@ func (l *Log) deleteOldest(n int) {
 	for _, s := range segs[:n] {
 		l.dropSegment(s)
 	}
+	l.removeTxnsBelow(newFirst)
 	// The recovery point is left alone: taking flushMu here would stall appends behind a
 	// background fsync, and the next flush moves it past the deleted segments anyway.
 }

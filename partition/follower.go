@@ -47,7 +47,7 @@ func (p *Partition) AppendAsFollower(records []byte, leaderEpoch int32) (int, er
 		if h.IsControl() {
 			if m, err := parseMarker(b); err != nil {
 				p.lg.Warn("skipping an unreadable control batch from the leader", "offset", h.BaseOffset, "err", err)
-			} else if err := p.recordMarkerLocked(h, m); err != nil {
+			} else if err := p.recordMarkerLocked(h, m, true); err != nil {
 				return n, err
 			}
 		} else {

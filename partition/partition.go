@@ -170,12 +170,18 @@ func (p *Partition) rebuild() error {
 		return fmt.Errorf("%w: read leader-epoch-checkpoint of %s-%d: %w", shalelog.ErrStorage, p.topic, p.index, err)
 	}
 	var scanned epochCache
+	if from < end {
+		// The aborts from there are indexed again as the replay meets their markers.
+		if err := p.log.DropAbortedTxnsFrom(from); err != nil {
+			return fmt.Errorf("rebuild state of %s-%d: %w", p.topic, p.index, err)
+		}
+	}
 	if scanFrom := max(min(epochFrom, from), start); scanFrom < end {
 		var replayErr error
 		err := p.log.ScanHeaders(scanFrom, func(h shalelog.Header) bool {
 			scanned.assign(h.PartitionLeaderEpoch, h.BaseOffset)
 			if h.BaseOffset >= from {
-				replayErr = p.replayBatch(h)
+				replayErr = p.replayBatch(h, true)
 			}
 			return replayErr == nil
 		})
@@ -446,7 +452,12 @@ func (p *Partition) ReadCommitted(offset int64, maxBytes int, minOne bool) (v *s
 	if err != nil || v.Size == 0 {
 		return v, lso, nil, err
 	}
-	return v, lso, p.AbortedTxns(v.FirstOffset, v.NextOffset), nil
+	aborted, err = p.AbortedTxns(v.FirstOffset, v.NextOffset)
+	if err != nil {
+		v.Release()
+		return nil, lso, nil, err
+	}
+	return v, lso, aborted, nil
 }
 
 // Waiter returns a channel closed at the next append, high-watermark or role change.

@@ -214,8 +214,8 @@ func (s *producerState) truncateFrom(offset int64) bool {
 	return true
 }
 
-// removeBefore forgets producers whose every batch is below the log start offset, and
-// the aborted transactions that ended there. A producer with an open transaction stays:
+// removeBefore forgets producers whose every batch is below the log start offset. A
+// producer with an open transaction stays:
 // retention and DeleteRecords stop at the first unstable offset.
 func (s *producerState) removeBefore(start int64) {
 	for id, e := range s.producers {
@@ -223,7 +223,6 @@ func (s *producerState) removeBefore(start int64) {
 			delete(s.producers, id)
 		}
 	}
-	s.txns.removeBefore(start)
 }
 
 // expire forgets producers whose newest batch is stamped at or before cutoffMs, and
@@ -236,6 +235,13 @@ func (s *producerState) expire(cutoffMs int64) int {
 		if e.LastTimestamp <= cutoffMs && !s.txns.open(id) {
 			delete(s.producers, id)
 			n++
+		}
+	}
+	// Verifications as old whose write never came (refused, or the producer went away)
+	// go too, so that they do not pile up.
+	for id, v := range s.txns.verified {
+		if _, ok := s.producers[id]; !ok && v.startedMs <= cutoffMs {
+			delete(s.txns.verified, id)
 		}
 	}
 	return n

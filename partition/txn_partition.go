@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -27,10 +28,8 @@ func (p *Partition) LastStableOffset() int64 {
 }
 
 // AbortedTxns returns the aborted transactions that a read of [from, to) spans.
-func (p *Partition) AbortedTxns(from, to int64) []AbortedTxn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.producers.txns.abortedIn(from, to)
+func (p *Partition) AbortedTxns(from, to int64) ([]AbortedTxn, error) {
+	return p.log.AbortedTxns(from, to)
 }
 
 // noteTxnsLocked refreshes the flag that lets LastStableOffset skip the lock.
@@ -87,16 +86,22 @@ func (p *Partition) appendMarkerLocked(producerID int64, producerEpoch int16, m 
 		return MarkerResult{}, err
 	}
 	h.BaseOffset, h.PartitionLeaderEpoch = info.BaseOffset, epoch
-	if err := p.recordMarkerLocked(h, m); err != nil {
+	if err := p.recordMarkerLocked(h, m, true); err != nil {
 		return MarkerResult{}, err
 	}
 	return MarkerResult{Offset: info.BaseOffset, LeaderEpoch: epoch}, nil
 }
 
-// recordMarkerLocked applies an appended marker to the producer state.
-func (p *Partition) recordMarkerLocked(h shalelog.Header, m records.Marker) error {
-	p.producers.recordMarker(h, m)
+// recordMarkerLocked applies an appended marker to the producer state and, with index,
+// an abort to the log's transaction index.
+func (p *Partition) recordMarkerLocked(h shalelog.Header, m records.Marker, index bool) error {
+	a, aborted := p.producers.recordMarker(h, m)
 	p.noteTxnsLocked()
+	if aborted && index {
+		if err := p.log.AppendAbortedTxn(a); err != nil {
+			return fmt.Errorf("%w: index the aborted transaction of producer %d at %d in %s-%d: %w", shalelog.ErrStorage, a.ProducerID, a.LastOffset, p.topic, p.index, err)
+		}
+	}
 	return nil
 }
 
@@ -126,8 +131,9 @@ func (p *Partition) CompleteTxnVerification(producerID int64, token uint64) {
 
 func parseMarker(batch []byte) (records.Marker, error) { return records.ParseMarker(batch) }
 
-// replayBatch applies a batch read back from the log to the producer state.
-func (p *Partition) replayBatch(h shalelog.Header) error {
+// replayBatch applies a batch read back from the log to the producer state, and with
+// index an abort marker to the transaction index.
+func (p *Partition) replayBatch(h shalelog.Header, index bool) error {
 	if !h.IsControl() {
 		p.producers.record(h)
 		return nil
@@ -138,7 +144,7 @@ func (p *Partition) replayBatch(h shalelog.Header) error {
 		p.lg.Warn("skipping an unreadable control batch", "offset", h.BaseOffset, "err", err)
 		return nil
 	}
-	return p.recordMarkerLocked(h, m)
+	return p.recordMarkerLocked(h, m, index)
 }
 
 // readMarker reads the control batch h describes from the log.
@@ -156,7 +162,7 @@ func (p *Partition) readMarker(h shalelog.Header) (records.Marker, error) {
 
 // replayProducersLocked rebuilds the whole producer state from the log, for a
 // truncation that cut into transactions: which of them are open again only the log
-// can tell.
+// can tell. The log's truncation already cut its transaction index.
 func (p *Partition) replayProducersLocked() error {
 	p.producers = newProducerState()
 	if p.log.StartOffset() >= p.log.EndOffset() {
@@ -165,7 +171,7 @@ func (p *Partition) replayProducersLocked() error {
 	}
 	var replayErr error
 	err := p.log.ScanHeaders(p.log.StartOffset(), func(h shalelog.Header) bool {
-		replayErr = p.replayBatch(h)
+		replayErr = p.replayBatch(h, false)
 		return replayErr == nil
 	})
 	if err == nil {
@@ -207,7 +213,7 @@ func (p *Partition) Producers() []ProducerInfo {
 		out = append(out, ProducerInfo{ProducerID: id, ProducerEpoch: e.Epoch, LastSequence: e.lastSeq(), LastTimestamp: ts,
 			CoordinatorEpoch: e.CoordinatorEpoch, CurrentTxnStartOffset: start})
 	}
-	slices.SortFunc(out, func(a, b ProducerInfo) int { return int(a.ProducerID - b.ProducerID) })
+	slices.SortFunc(out, func(a, b ProducerInfo) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
 	return out
 }
 

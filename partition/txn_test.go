@@ -110,10 +110,10 @@ var wantAborted = []AbortedTxn{{ProducerID: 7, FirstOffset: 0, LastOffset: 4, La
 
 func TestTransactionState(t *testing.T) {
 	p := txnLeader(t, t.TempDir())
-	if got := p.AbortedTxns(0, 6); !slices.Equal(got, wantAborted) {
+	if got, _ := p.AbortedTxns(0, 6); !slices.Equal(got, wantAborted) {
 		t.Errorf("aborted %+v, want %+v", got, wantAborted)
 	}
-	if got := p.AbortedTxns(5, 6); len(got) != 0 {
+	if got, _ := p.AbortedTxns(5, 6); len(got) != 0 {
 		t.Errorf("aborted past the marker: %+v", got)
 	}
 	if _, err := p.AppendMarker(8, 0, records.Marker{Commit: true, CoordinatorEpoch: 0}); !errors.Is(err, kerr.TransactionCoordinatorFenced) {
@@ -169,7 +169,7 @@ func TestTransactionStateSurvivesRestart(t *testing.T) {
 		if lso := q.LastStableOffset(); lso != 6 {
 			t.Errorf("%s: LSO %d, want 6", what, lso)
 		}
-		if got := q.AbortedTxns(0, 8); !slices.Equal(got, wantAborted) {
+		if got, _ := q.AbortedTxns(0, 8); !slices.Equal(got, wantAborted) {
 			t.Errorf("%s: aborted %+v", what, got)
 		}
 		if err := q.close(); err != nil {
@@ -198,7 +198,7 @@ func TestFollowerTransactionState(t *testing.T) {
 	if lso := f.LastStableOffset(); lso != 6 {
 		t.Errorf("follower LSO %d", lso)
 	}
-	if got := f.AbortedTxns(0, 6); !slices.Equal(got, wantAborted) {
+	if got, _ := f.AbortedTxns(0, 6); !slices.Equal(got, wantAborted) {
 		t.Errorf("follower aborted %+v", got)
 	}
 	if err := f.TruncateTo(5); err != nil { // cuts producer 8's commit
@@ -210,7 +210,65 @@ func TestFollowerTransactionState(t *testing.T) {
 	if err := f.TruncateTo(4); err != nil { // and producer 7's abort
 		t.Fatal(err)
 	}
-	if first, aborted := f.firstUnstableOffset(), f.AbortedTxns(0, 4); first != 0 || len(aborted) != 0 {
-		t.Errorf("after truncating the abort marker: first unstable %d, aborted %+v", first, aborted)
+	if aborted, _ := f.AbortedTxns(0, 4); f.firstUnstableOffset() != 0 || len(aborted) != 0 {
+		t.Errorf("after truncating the abort marker: first unstable %d, aborted %+v", f.firstUnstableOffset(), aborted)
+	}
+}
+
+// Retention deletes no segment at or after the first offset of an open transaction.
+func TestRetentionStopsAtOpenTransaction(t *testing.T) {
+	s := testSettings()
+	s.Log.SegmentBytes = 200 // about one batch per segment
+	s.Log.RetentionMs = 0    // everything is old enough
+	p, err := open("t", testID, 0, 1, t.TempDir(), -1, s, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.close() })
+	now := time.Now()
+	if _, err := p.ApplyState(leaderState(1, 1, 1, 2), now); err != nil {
+		t.Fatal(err)
+	}
+	appendLeader(t, p, 1, -1)
+	appendLeader(t, p, 1, -1)
+	appendTxn(t, p, 7, 0, 0, 1) // open at 2
+	for range 3 {
+		appendLeader(t, p, 1, -1)
+	}
+	p.FollowerFetched(2, p.LogEndOffset(), now)
+	if err := p.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if start := p.LogStartOffset(); start != 2 {
+		t.Fatalf("log start %d with a transaction open at 2", start)
+	}
+	marker(t, p, 7, 0, true, 0)
+	if err := p.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if start := p.LogStartOffset(); start <= 2 {
+		t.Fatalf("log start %d after the transaction committed", start)
+	}
+}
+
+// Two requests of one producer verifying at once share the check: either answer admits
+// both writes.
+func TestConcurrentVerificationsShareTheGuard(t *testing.T) {
+	p := openTest(t, t.TempDir(), 1, -1)
+	if _, err := p.ApplyState(leaderState(1, 1, 1, 2), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	t1, n1 := p.BeginTxnVerification(3, 0)
+	t2, n2 := p.BeginTxnVerification(3, 0)
+	if !n1 || !n2 {
+		t.Fatal("verification not needed for a new transaction")
+	}
+	p.CompleteTxnVerification(3, t1)
+	_ = t2
+	for seq := int32(0); seq < 2; seq++ {
+		b, h := txnBatch(t, 3, 0, seq, 1)
+		if _, err := p.AppendAsLeader(b, h, 1); err != nil {
+			t.Fatalf("write %d: %v", seq, err)
+		}
 	}
 }

@@ -2,9 +2,8 @@ package partition
 
 import (
 	"fmt"
-	"slices"
-	"sort"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -12,16 +11,8 @@ import (
 	shalelog "github.com/shalelog/shale/log"
 )
 
-// AbortedTxn is one aborted transaction on this partition, as Kafka's transaction index
-// holds it: the producer, the transaction's first offset, the offset of its abort
-// marker, and the last stable offset when the marker was written. A read_committed
-// consumer drops the producer's records from FirstOffset until it reaches the marker.
-type AbortedTxn struct {
-	ProducerID       int64 `json:"producer_id"`
-	FirstOffset      int64 `json:"first_offset"`
-	LastOffset       int64 `json:"last_offset"`
-	LastStableOffset int64 `json:"last_stable_offset"`
-}
+// AbortedTxn is an entry of the log's aborted-transaction index.
+type AbortedTxn = shalelog.AbortedTxn
 
 // endedTxn is a transaction whose marker is in the log but not yet committed: its
 // records stay unstable until the high watermark passes the marker, or a read_committed
@@ -33,14 +24,12 @@ type endedTxn struct {
 }
 
 // txnState is the transactional part of a partition's producer state (Kafka's
-// ProducerStateManager's ongoing and unreplicated transactions, and here also the
-// aborted ones).
+// ProducerStateManager's ongoing and unreplicated transactions). Aborted transactions
+// go to the log's transaction index.
 type txnState struct {
 	// Ongoing maps each producer with an open transaction to its first offset.
 	Ongoing map[int64]int64 `json:"ongoing"`
 	Ended   []endedTxn      `json:"ended,omitempty"`
-	// Aborted is in marker order, oldest first.
-	Aborted []AbortedTxn `json:"aborted,omitempty"`
 	// LastOffset is the last offset of the newest transactional or control batch, -1
 	// when none: truncation above it leaves every transaction as it was.
 	LastOffset int64 `json:"last_offset"`
@@ -54,6 +43,9 @@ type txnVerification struct {
 	epoch int16
 	token uint64
 	done  bool
+	// startedMs is when the check began, so that expiry can drop checks whose write
+	// never came.
+	startedMs int64
 }
 
 var verificationTokens atomic.Uint64
@@ -131,9 +123,7 @@ func (t *txnState) end(h shalelog.Header, m records.Marker) (AbortedTxn, bool) {
 	for _, f := range t.Ongoing {
 		lso = min(lso, f)
 	}
-	a := AbortedTxn{ProducerID: h.ProducerID, FirstOffset: first, LastOffset: h.BaseOffset, LastStableOffset: lso}
-	t.Aborted = append(t.Aborted, a)
-	return a, true
+	return AbortedTxn{ProducerID: h.ProducerID, FirstOffset: first, LastOffset: h.BaseOffset, LastStableOffset: lso}, true
 }
 
 // firstUnstable returns the last stable offset given the high watermark: the first
@@ -157,27 +147,6 @@ func (t *txnState) firstUnstable(hw int64) int64 {
 	return lso
 }
 
-// abortedIn returns the aborted transactions a read of [from, to) must tell a
-// read_committed consumer about: those that end at or after from and begin before to.
-func (t *txnState) abortedIn(from, to int64) []AbortedTxn {
-	i := sort.Search(len(t.Aborted), func(i int) bool { return t.Aborted[i].LastOffset >= from })
-	var out []AbortedTxn
-	for _, a := range t.Aborted[i:] {
-		if a.FirstOffset < to {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
-// removeBefore forgets aborted transactions whose marker is below the log start.
-func (t *txnState) removeBefore(start int64) {
-	i := sort.Search(len(t.Aborted), func(i int) bool { return t.Aborted[i].LastOffset >= start })
-	if i > 0 {
-		t.Aborted = slices.Delete(t.Aborted, 0, i)
-	}
-}
-
 // beginVerification starts a KIP-890 verification of producerID's write at epoch, and
 // returns its token; needed is false when the producer's transaction is already open
 // here (its first write was verified). A marker written before the verification
@@ -187,10 +156,11 @@ func (t *txnState) beginVerification(producerID int64, epoch int16) (token uint6
 	if t.open(producerID) {
 		return 0, false
 	}
-	if v := t.verified[producerID]; v != nil && v.done && v.epoch == epoch {
-		return 0, false
+	if v := t.verified[producerID]; v != nil && v.epoch == epoch {
+		// Concurrent requests of one producer share the check, as Kafka's guard.
+		return v.token, !v.done
 	}
-	v := &txnVerification{epoch: epoch, token: verificationTokens.Add(1)}
+	v := &txnVerification{epoch: epoch, token: verificationTokens.Add(1), startedMs: time.Now().UnixMilli()}
 	t.verified[producerID] = v
 	return v.token, true
 }

@@ -62,6 +62,7 @@ func (s *Server) registerBuiltins() {
 	s.Register(kmsg.InitProducerID, 0, 4, s.handleInitProducerID)
 	s.Register(kmsg.OffsetForLeaderEpoch, 0, 4, s.handleOffsetForLeaderEpoch)
 	s.Register(kmsg.WriteTxnMarkers, 0, 1, s.handleWriteTxnMarkers)
+	s.Register(kmsg.DescribeProducers, 0, 0, s.handleDescribeProducers)
 	s.Register(kmsg.DescribeConfigs, 0, 4, s.handleDescribeConfigs)
 	s.Register(kmsg.AlterConfigs, 0, 1, s.handleAlterConfigs)
 	s.Register(kmsg.CreatePartitions, 0, 3, s.handleCreatePartitions)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -126,6 +127,26 @@ func dataValues(t *testing.T, raw []byte) []string {
 	return out
 }
 
+// describeProducer returns what DescribeProducers says of producer pid on partition 0.
+func describeProducer(t *testing.T, rc *rawConn, topic string, pid int64) kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
+	t.Helper()
+	req := kmsg.NewPtrDescribeProducersRequest()
+	rt := kmsg.NewDescribeProducersRequestTopic()
+	rt.Topic, rt.Partitions = topic, []int32{0}
+	req.Topics = append(req.Topics, rt)
+	rp := rc.roundTrip(req).(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0]
+	if rp.ErrorCode != 0 {
+		t.Fatalf("DescribeProducers: %d", rp.ErrorCode)
+	}
+	for _, ap := range rp.ActiveProducers {
+		if ap.ProducerID == pid {
+			return ap
+		}
+	}
+	t.Fatalf("DescribeProducers does not list producer %d: %+v", pid, rp.ActiveProducers)
+	return kmsg.DescribeProducersResponseTopicPartitionActiveProducer{}
+}
+
 func listLatest(t *testing.T, rc *rawConn, topic string, iso int8) int64 {
 	t.Helper()
 	req := kmsg.NewPtrListOffsetsRequest()
@@ -230,8 +251,14 @@ func TestTransactionalPartition(t *testing.T) {
 	if p := produceRaw(t, rc, "txn", 0, makeBatch(t, pid, epoch, 4, 1, 3)); p.ErrorCode != kerr.InvalidTxnState.Code {
 		t.Errorf("non-transactional write in a transaction: %d", p.ErrorCode)
 	}
+	if ap := describeProducer(t, rc, "txn", pid); ap.CurrentTxnStartOffset != 5 || ap.CoordinatorEpoch != 5 || ap.LastSequence != 3 || ap.ProducerEpoch != int32(epoch) {
+		t.Errorf("DescribeProducers in the transaction: %+v", ap)
+	}
 	if code := writeMarker(t, rc, "txn", pid, epoch, true, 5); code != 0 {
 		t.Fatalf("commit marker: %d", code)
+	}
+	if ap := describeProducer(t, rc, "txn", pid); ap.CurrentTxnStartOffset != -1 {
+		t.Errorf("DescribeProducers after the commit: %+v", ap)
 	}
 	rp = fetchIso(t, rc, topicID, 5, 1)
 	if rp.LastStableOffset != 7 || len(rp.AbortedTransactions) != 0 {
@@ -266,5 +293,98 @@ func TestTransactionalPartition(t *testing.T) {
 	}
 	if len(got) != 2 || got[0] != "xxx" || got[1] != "b1" {
 		t.Fatalf("read_committed consumer got %q", got)
+	}
+}
+
+// A transactional produce needs WRITE on its transactional id besides WRITE on the
+// topic; WriteTxnMarkers is for brokers: CLUSTER_ACTION on the cluster.
+func TestACLsTransactionalPartition(t *testing.T) {
+	b := startACLBroker(t, false)
+	b.topic(t, "tx")
+	b.grant(t, kadm.NewACLs().Topics("tx").Allow("User:w").Operations(kadm.OpWrite))
+	send := func(user string, req kmsg.Request) kmsg.Response {
+		t.Helper()
+		resp, err := b.as(user).SeedBrokers()[0].Request(ctxTimeout(t, 10*time.Second), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	produce := func() int16 {
+		t.Helper()
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
+		id := "id"
+		req.TransactionID = &id
+		req.Topics = []kmsg.ProduceRequestTopic{{Topic: "tx", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: txnBatch(t, 1, 0, 0, "v")}}}}
+		return send("w", req).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	if code := produce(); code != kerr.TransactionalIDAuthorizationFailed.Code {
+		t.Errorf("without WRITE on the transactional id: %d", code)
+	}
+	b.grant(t, kadm.NewACLs().TransactionalIDs("id").Allow("User:w").Operations(kadm.OpWrite))
+	// Authorized now; refused only because no coordinator verifies it.
+	if code := produce(); code != kerr.InvalidTxnState.Code {
+		t.Errorf("with WRITE on the transactional id: %d", code)
+	}
+	markers := func(user string) int16 {
+		t.Helper()
+		req := kmsg.NewPtrWriteTxnMarkersRequest()
+		m := kmsg.NewWriteTxnMarkersRequestMarker()
+		m.ProducerID, m.Committed = 1, true
+		m.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "tx", Partitions: []int32{0}}}
+		req.Markers = append(req.Markers, m)
+		return send(user, req).(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0].ErrorCode
+	}
+	if code := markers("w"); code != kerr.ClusterAuthorizationFailed.Code {
+		t.Errorf("markers without CLUSTER_ACTION: %d", code)
+	}
+	b.grant(t, kadm.NewACLs().Clusters().Allow("User:broker2").Operations(kadm.OpClusterAction))
+	if code := markers("broker2"); code != 0 {
+		t.Errorf("markers with CLUSTER_ACTION: %d", code)
+	}
+}
+
+// A read_committed long poll parked behind an open transaction wakes when the commit
+// marker moves the last stable offset.
+func TestReadCommittedLongPollWakesOnCommit(t *testing.T) {
+	tb := startBroker(t, withoutAutoCreate())
+	tb.createTopic("lp", 1, nil)
+	v := &fakeVerifier{}
+	v.add("tx", "lp", 0)
+	tb.broker.SetTxnVerifier(v)
+	rc := dialRaw(t, tb.addr)
+	if p := produceTxn(t, rc, "tx", "lp", txnBatch(t, 1, 0, 0, "a")); p.ErrorCode != 0 {
+		t.Fatalf("produce: %d", p.ErrorCode)
+	}
+	// The fetch goes on a connection of its own and parks: nothing is committed yet.
+	fc := dialRaw(t, tb.addr)
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.ReplicaID, req.MaxBytes, req.SessionEpoch = 13, -1, 1<<20, -1
+	req.IsolationLevel, req.MinBytes, req.MaxWaitMillis = 1, 1, 60000
+	ft := kmsg.NewFetchRequestTopic()
+	ft.TopicID = tb.broker.Image().Topic("lp").ID
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = 1<<20, -1
+	ft.Partitions = append(ft.Partitions, fp)
+	req.Topics = append(req.Topics, ft)
+	fc.send(req)
+	// Give the fetch time to park (should it not have, it finds the commit at once).
+	time.Sleep(300 * time.Millisecond)
+	if code := writeMarker(t, rc, "lp", 1, 0, true, 0); code != 0 {
+		t.Fatalf("commit: %d", code)
+	}
+	// readBody gives up after 5 s, far before the fetch's 60 s wait would end.
+	_, body, err := fc.readBody()
+	if err != nil {
+		t.Fatalf("the parked read_committed fetch did not wake: %v", err)
+	}
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	if err := resp.ReadFrom(body[1:]); err != nil {
+		t.Fatal(err)
+	}
+	rp := resp.Topics[0].Partitions[0]
+	if got := dataValues(t, rp.RecordBatches); len(got) != 1 || got[0] != "a" || rp.LastStableOffset != 2 {
+		t.Fatalf("long poll answered %q with LSO %d", got, rp.LastStableOffset)
 	}
 }
