@@ -11,13 +11,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/txn"
 )
 
 // startTxnBroker starts a broker with group and transaction coordinators.
-func startTxnBroker(t *testing.T) *testBroker {
+func startTxnBroker(t testing.TB) *testBroker {
 	t.Helper()
 	gcfg := group.Config{NodeID: 1, MinSessionTimeout: 100 * time.Millisecond, Logger: quietLogger()}
 	tcfg := txn.Config{NodeID: 1, Logger: quietLogger(), MarkerRetryBackoff: 10 * time.Millisecond}
@@ -404,5 +405,72 @@ func TestTransactionACLs(t *testing.T) {
 	desc, err = b.adminAs("alice").DescribeTransactions(ctx, "tx-a")
 	if err != nil || desc["tx-a"].Err != nil {
 		t.Fatalf("alice describes tx-a: %+v %v", desc, err)
+	}
+}
+
+// TestAddPartitionsToTxnVersions: a client's v3 request answers an unknown partition
+// UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED; a broker's v4
+// VerifyOnly batch answers per partition whether it is in the transaction.
+func TestAddPartitionsToTxnVersions(t *testing.T) {
+	tb := startTxnBroker(t)
+	tb.createTopic("va", 2, nil)
+	ctx := ctxTimeout(t, 30*time.Second)
+	cl := txnProducer(t, tb, "v", "va", kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, cl, "v", 1) // adds va-0
+	pid, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A client's versions stop at 3 (franz-go uses the highest the broker offers).
+	v3 := kversion.Stable()
+	v3.SetMaxKeyVersion(kmsg.AddPartitionsToTxn.Int16(), 3)
+	broker := tb.client(kgo.MaxVersions(v3)).Broker(1)
+
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = "v", pid, epoch
+	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "va", Partitions: []int32{1}}, {Topic: "missing", Partitions: []int32{0}}}
+	kresp, err := broker.Request(ctx, add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := kresp.(*kmsg.AddPartitionsToTxnResponse)
+	codes := map[string]int16{}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			codes[fmt.Sprintf("%s-%d", rt.Topic, rp.Partition)] = rp.ErrorCode
+		}
+	}
+	if codes["missing-0"] != kerr.UnknownTopicOrPartition.Code || codes["va-1"] != kerr.OperationNotAttempted.Code {
+		t.Fatalf("v3 codes %v", codes)
+	}
+
+	broker = tb.client().Broker(1)
+	verify := kmsg.NewPtrAddPartitionsToTxnRequest()
+	tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = "v", pid, epoch, true
+	tx.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "va", Partitions: []int32{0, 1}}}
+	verify.Transactions = append(verify.Transactions, tx)
+	kresp, err = broker.Request(ctx, verify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vresp := kresp.(*kmsg.AddPartitionsToTxnResponse)
+	if vresp.ErrorCode != 0 || len(vresp.Transactions) != 1 {
+		t.Fatalf("v4 response %+v", vresp)
+	}
+	codes = map[string]int16{}
+	for _, rt := range vresp.Transactions[0].Topics {
+		for _, rp := range rt.Partitions {
+			codes[fmt.Sprintf("%s-%d", rt.Topic, rp.Partition)] = rp.ErrorCode
+		}
+	}
+	if codes["va-0"] != 0 || codes["va-1"] != kerr.InvalidTxnState.Code {
+		t.Fatalf("VerifyOnly codes %v: want va-0 in the transaction, va-1 INVALID_TXN_STATE", codes)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
 	}
 }

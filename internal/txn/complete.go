@@ -25,10 +25,10 @@ type topicPartition struct {
 // startCompletionLocked writes t's markers in the background and then its Complete*
 // state. Callers hold c.mu.
 func (c *Coordinator) startCompletionLocked(ps *partition, t *txnMeta) {
-	if t.completing || ps.ctx.Err() != nil {
+	if t.completed != nil || ps.ctx.Err() != nil {
 		return
 	}
-	t.completing = true
+	t.completed = make(chan struct{})
 	st := t.st
 	st.Partitions = clonePartitions(st.Partitions)
 	c.wg.Add(1)
@@ -40,7 +40,7 @@ func (c *Coordinator) complete(ps *partition, t *txnMeta, st metadata.TxnState) 
 	commit := st.Status == metadata.TxnPrepareCommit
 	if err := c.writeMarkers(ps.ctx, ps.epoch, st, commit); err != nil {
 		c.mu.Lock()
-		t.completing = false
+		t.endCompletion()
 		if errors.Is(err, errCoordinatorFenced) {
 			c.lg.Info("a partition leader fenced this transaction coordinator; unloading the partition",
 				"transactional_id", st.TransactionalID, "partition", ps.index, "coordinator_epoch", ps.epoch)
@@ -52,7 +52,7 @@ func (c *Coordinator) complete(ps *partition, t *txnMeta, st metadata.TxnState) 
 	for attempt := 0; ; attempt++ {
 		c.mu.Lock()
 		if ps.ctx.Err() != nil || ps.txns[st.TransactionalID] != t || t.st.Status != st.Status {
-			t.completing = false
+			t.endCompletion()
 			c.mu.Unlock()
 			return
 		}
@@ -68,7 +68,7 @@ func (c *Coordinator) complete(ps *partition, t *txnMeta, st metadata.TxnState) 
 		err := c.write(ctx, ps, t, next)
 		cancel()
 		if err == nil || ps.ctx.Err() != nil {
-			t.completing = false
+			t.endCompletion()
 			c.mu.Unlock()
 			if err == nil {
 				c.lg.Debug("transaction completed", "transactional_id", st.TransactionalID, "state", next.Status.String())
@@ -79,7 +79,7 @@ func (c *Coordinator) complete(ps *partition, t *txnMeta, st metadata.TxnState) 
 		c.lg.Warn("completing a transaction failed; retrying", "transactional_id", st.TransactionalID, "err", err)
 		if !sleep(ps.ctx, c.cfg.MarkerRetryBackoff) {
 			c.mu.Lock()
-			t.completing = false
+			t.endCompletion()
 			c.mu.Unlock()
 			return
 		}

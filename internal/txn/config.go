@@ -25,6 +25,9 @@ type Config struct {
 	// MarkerRetryBackoff is how long a marker that failed waits before it is sent again
 	// (default 100ms).
 	MarkerRetryBackoff time.Duration
+	// CompletionWait bounds how long a request waits for the previous transaction of
+	// its id to complete before it is answered CONCURRENT_TRANSACTIONS (default 1s).
+	CompletionWait time.Duration
 	// StoreTimeout bounds each call to the controller made without a client's context
 	// (loads, completions, timeouts). Default 30s.
 	StoreTimeout time.Duration
@@ -48,6 +51,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MarkerRetryBackoff <= 0 {
 		c.MarkerRetryBackoff = 100 * time.Millisecond
+	}
+	if c.CompletionWait <= 0 {
+		c.CompletionWait = time.Second
 	}
 	if c.StoreTimeout <= 0 {
 		c.StoreTimeout = 30 * time.Second

@@ -69,8 +69,16 @@ type txnMeta struct {
 	// writing is set while a transition is being committed (Kafka's pendingState):
 	// other requests get CONCURRENT_TRANSACTIONS meanwhile.
 	writing bool
-	// completing is set while markers are being written for a Prepare* state.
-	completing bool
+	// completed is closed when the markers of a Prepare* state are written and the
+	// Complete* state committed (or the attempt given up); nil when none is under way.
+	completed chan struct{}
+}
+
+func (t *txnMeta) endCompletion() {
+	if t.completed != nil {
+		close(t.completed)
+		t.completed = nil
+	}
 }
 
 // New starts a coordinator: it follows the store's images to load the transactions of

@@ -255,6 +255,9 @@ func newHarness(t *testing.T, store *fakeStore) *harness {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: h.clock.now,
 		// The tests call AbortTimedOut and RemoveExpired themselves.
 		AbortTimedOutInterval: time.Hour, RemoveExpiredInterval: time.Hour,
+		// Requests during a completion are answered CONCURRENT_TRANSACTIONS at once,
+		// unless a test waits for them.
+		CompletionWait: time.Nanosecond,
 	}, store, &fakePIDs{}, h.markers)
 	t.Cleanup(func() { h.c.Close() })
 	return h

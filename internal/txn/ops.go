@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -31,6 +32,7 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 	if timeoutMs <= 0 || int64(timeoutMs) > c.cfg.MaxTimeout.Milliseconds() {
 		return -1, -1, kerr.InvalidTransactionTimeout
 	}
+	c.awaitPrevious(ctx, id)
 	newPID := int64(-1)
 	for {
 		pid, epoch, err := c.initProducerID(ctx, id, timeoutMs, expectedPID, expectedEpoch, newPID)
@@ -143,6 +145,32 @@ func (c *Coordinator) fenceAndAbortLocked(ctx context.Context, ps *partition, t 
 	return nil
 }
 
+// awaitPrevious waits, up to Config.CompletionWait, while id's previous transaction is being
+// completed. Kafka answers CONCURRENT_TRANSACTIONS at once and clients retry after a
+// backoff (franz-go's 20ms), which bounds a producer of small transactions to a few
+// dozen a second; the markers and the Complete* commit take a few milliseconds.
+func (c *Coordinator) awaitPrevious(ctx context.Context, id string) {
+	c.mu.Lock()
+	var done chan struct{}
+	if ps, err := c.partitionFor(id); err == nil {
+		if t := ps.txns[id]; t != nil && !t.writing &&
+			(t.st.Status == metadata.TxnPrepareCommit || t.st.Status == metadata.TxnPrepareAbort) {
+			done = t.completed
+		}
+	}
+	c.mu.Unlock()
+	if done == nil {
+		return
+	}
+	timer := time.NewTimer(c.cfg.CompletionWait)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+}
+
 // checkProducer is the check every client request of a transaction starts with.
 func checkProducer(t *txnMeta, pid int64, epoch int16) error {
 	switch {
@@ -194,6 +222,7 @@ func (c *Coordinator) AddOffsets(ctx context.Context, id string, pid int64, epoc
 }
 
 func (c *Coordinator) add(ctx context.Context, id string, pid int64, epoch int16, add func(*metadata.TxnState) bool) error {
+	c.awaitPrevious(ctx, id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps, err := c.partitionFor(id)

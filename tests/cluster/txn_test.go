@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -182,4 +184,76 @@ func TestTransactionSurvivesCoordinatorKill(t *testing.T) {
 	if len(got) != 61 {
 		t.Fatalf("read_committed saw %d records after the fenced transaction, want 61", len(got))
 	}
+}
+
+// TestPreparedTransactionCompletedByNextCoordinator: the commit is decided
+// (PrepareCommit committed, EndTxn answered) while one partition's leader is frozen with
+// SIGSTOP, so its marker cannot be written; then the coordinator is killed with SIGKILL.
+// The broker that takes over the coordinator role finds the transaction in
+// PrepareCommit and writes the markers itself, to the partition's new leader once the
+// frozen broker is fenced.
+func TestPreparedTransactionCompletedByNextCoordinator(t *testing.T) {
+	c := newCluster(t)
+	createTopic(t, c.brokers[0].addr, newTopic("prep", 3, 3))
+	c.waitTopicEverywhere("prep")
+	const id = "prepared-producer"
+	coord := c.txnCoordinator(id)
+	resp, err := metadataFrom(context.Background(), c.brokers[0].addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, _ := topicState(resp, "prep")
+	frozen := int32(-1)
+	for _, p := range parts {
+		if p.leader != coord {
+			frozen = p.leader
+			break
+		}
+	}
+	if frozen < 0 {
+		t.Skipf("the coordinator (broker %d) leads every partition", coord)
+	}
+	var seeds []string
+	for _, b := range c.brokers {
+		if b.id != coord && b.id != frozen {
+			seeds = append(seeds, b.addr)
+		}
+	}
+	cl := c.kafkaClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID(id), kgo.DefaultProduceTopic("prep"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RetryTimeout(60*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Partition: int32(i % 3), Value: fmt.Appendf(nil, "p-%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.broker(frozen).signal(syscall.SIGSTOP)
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		c.broker(frozen).signal(syscall.SIGCONT)
+		t.Fatalf("commit: %v", err)
+	}
+	t.Logf("commit decided with broker %d frozen; killing coordinator %d", frozen, coord)
+	c.broker(coord).kill9()
+	// The frozen broker is fenced after its session timeout and its partitions move.
+	time.Sleep(sessionTimeout + time.Second)
+	c.broker(frozen).signal(syscall.SIGCONT)
+
+	got := c.readCommitted("prep", 30)
+	if len(got) != 30 {
+		t.Fatalf("read_committed saw %d records, want 30: %v", len(got), got)
+	}
+	completedBy := int32(-1)
+	for _, b := range c.brokers {
+		if b.id != coord && strings.Contains(b.log(), "completing a transaction the previous coordinator left") {
+			completedBy = b.id
+		}
+	}
+	if completedBy < 0 {
+		t.Fatal("no broker completed the prepared transaction after the coordinator's death")
+	}
+	t.Logf("broker %d completed the transaction", completedBy)
 }
