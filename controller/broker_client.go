@@ -47,6 +47,9 @@ type BrokerConfig struct {
 	SessionTimeout time.Duration
 	// RequestTimeout bounds one attempt of a call to a controller. Default 10s.
 	RequestTimeout time.Duration
+	// VoterRefreshInterval is how often the broker asks the quorum for its current
+	// voters, whose addresses it then dials instead of ControllerAddrs. Default 5s.
+	VoterRefreshInterval time.Duration
 	Logger         *slog.Logger
 }
 
@@ -151,10 +154,14 @@ func NewBrokerClient(ctx context.Context, cfg BrokerConfig) (*BrokerClient, erro
 		c.Close()
 		return nil, err
 	}
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go func() {
 		defer c.wg.Done()
 		c.watchLoop()
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.voterLoop()
 	}()
 	go func() {
 		defer c.wg.Done()

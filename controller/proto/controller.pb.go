@@ -2898,6 +2898,485 @@ func (x *DescribeScramCredentialsResponse) GetCredentials() []*ScramCredential {
 	return nil
 }
 
+type AddVoterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	VoterId       int32                  `protobuf:"varint,1,opt,name=voter_id,json=voterId,proto3" json:"voter_id,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"` // host:port of the new controller's CONTROLLER listener
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddVoterRequest) Reset() {
+	*x = AddVoterRequest{}
+	mi := &file_controller_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddVoterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddVoterRequest) ProtoMessage() {}
+
+func (x *AddVoterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddVoterRequest.ProtoReflect.Descriptor instead.
+func (*AddVoterRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *AddVoterRequest) GetVoterId() int32 {
+	if x != nil {
+		return x.VoterId
+	}
+	return 0
+}
+
+func (x *AddVoterRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+type AddVoterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddVoterResponse) Reset() {
+	*x = AddVoterResponse{}
+	mi := &file_controller_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddVoterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddVoterResponse) ProtoMessage() {}
+
+func (x *AddVoterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddVoterResponse.ProtoReflect.Descriptor instead.
+func (*AddVoterResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *AddVoterResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type RemoveVoterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	VoterId       int32                  `protobuf:"varint,1,opt,name=voter_id,json=voterId,proto3" json:"voter_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveVoterRequest) Reset() {
+	*x = RemoveVoterRequest{}
+	mi := &file_controller_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveVoterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveVoterRequest) ProtoMessage() {}
+
+func (x *RemoveVoterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveVoterRequest.ProtoReflect.Descriptor instead.
+func (*RemoveVoterRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *RemoveVoterRequest) GetVoterId() int32 {
+	if x != nil {
+		return x.VoterId
+	}
+	return 0
+}
+
+type RemoveVoterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveVoterResponse) Reset() {
+	*x = RemoveVoterResponse{}
+	mi := &file_controller_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveVoterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveVoterResponse) ProtoMessage() {}
+
+func (x *RemoveVoterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveVoterResponse.ProtoReflect.Descriptor instead.
+func (*RemoveVoterResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *RemoveVoterResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type DescribeQuorumRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeQuorumRequest) Reset() {
+	*x = DescribeQuorumRequest{}
+	mi := &file_controller_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeQuorumRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeQuorumRequest) ProtoMessage() {}
+
+func (x *DescribeQuorumRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeQuorumRequest.ProtoReflect.Descriptor instead.
+func (*DescribeQuorumRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{54}
+}
+
+// QuorumReplica is one replica of the metadata log: a controller, or a broker following
+// the log as an observer. Times are the leader's wall clock in ms, -1 when unknown.
+type QuorumReplica struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Id             int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address        string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`                                  // controllers only
+	LogEndOffset   int64                  `protobuf:"varint,3,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"` // -1 when unknown
+	LastFetchMs    int64                  `protobuf:"varint,4,opt,name=last_fetch_ms,json=lastFetchMs,proto3" json:"last_fetch_ms,omitempty"`
+	LastCaughtUpMs int64                  `protobuf:"varint,5,opt,name=last_caught_up_ms,json=lastCaughtUpMs,proto3" json:"last_caught_up_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *QuorumReplica) Reset() {
+	*x = QuorumReplica{}
+	mi := &file_controller_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuorumReplica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuorumReplica) ProtoMessage() {}
+
+func (x *QuorumReplica) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuorumReplica.ProtoReflect.Descriptor instead.
+func (*QuorumReplica) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *QuorumReplica) GetId() int32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *QuorumReplica) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *QuorumReplica) GetLogEndOffset() int64 {
+	if x != nil {
+		return x.LogEndOffset
+	}
+	return 0
+}
+
+func (x *QuorumReplica) GetLastFetchMs() int64 {
+	if x != nil {
+		return x.LastFetchMs
+	}
+	return 0
+}
+
+func (x *QuorumReplica) GetLastCaughtUpMs() int64 {
+	if x != nil {
+		return x.LastCaughtUpMs
+	}
+	return 0
+}
+
+type DescribeQuorumResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	LeaderId      int32                  `protobuf:"varint,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderEpoch   int64                  `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`       // the Raft term
+	HighWatermark int64                  `protobuf:"varint,4,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"` // the Raft commit index
+	Voters        []*QuorumReplica       `protobuf:"bytes,5,rep,name=voters,proto3" json:"voters,omitempty"`
+	// Controllers being added (non-voters catching up) and brokers.
+	Observers     []*QuorumReplica `protobuf:"bytes,6,rep,name=observers,proto3" json:"observers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeQuorumResponse) Reset() {
+	*x = DescribeQuorumResponse{}
+	mi := &file_controller_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeQuorumResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeQuorumResponse) ProtoMessage() {}
+
+func (x *DescribeQuorumResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeQuorumResponse.ProtoReflect.Descriptor instead.
+func (*DescribeQuorumResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *DescribeQuorumResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *DescribeQuorumResponse) GetLeaderId() int32 {
+	if x != nil {
+		return x.LeaderId
+	}
+	return 0
+}
+
+func (x *DescribeQuorumResponse) GetLeaderEpoch() int64 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *DescribeQuorumResponse) GetHighWatermark() int64 {
+	if x != nil {
+		return x.HighWatermark
+	}
+	return 0
+}
+
+func (x *DescribeQuorumResponse) GetVoters() []*QuorumReplica {
+	if x != nil {
+		return x.Voters
+	}
+	return nil
+}
+
+func (x *DescribeQuorumResponse) GetObservers() []*QuorumReplica {
+	if x != nil {
+		return x.Observers
+	}
+	return nil
+}
+
+type UnregisterBrokerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	Force         bool                   `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterBrokerRequest) Reset() {
+	*x = UnregisterBrokerRequest{}
+	mi := &file_controller_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterBrokerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterBrokerRequest) ProtoMessage() {}
+
+func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterBrokerRequest.ProtoReflect.Descriptor instead.
+func (*UnregisterBrokerRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *UnregisterBrokerRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *UnregisterBrokerRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type UnregisterBrokerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterBrokerResponse) Reset() {
+	*x = UnregisterBrokerResponse{}
+	mi := &file_controller_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterBrokerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterBrokerResponse) ProtoMessage() {}
+
+func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterBrokerResponse.ProtoReflect.Descriptor instead.
+func (*UnregisterBrokerResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *UnregisterBrokerResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 var File_controller_proto protoreflect.FileDescriptor
 
 const file_controller_proto_rawDesc = "" +
@@ -3095,7 +3574,35 @@ const file_controller_proto_rawDesc = "" +
 	"\x05users\x18\x01 \x03(\tR\x05users\"\x9c\x01\n" +
 	" DescribeScramCredentialsResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12F\n" +
-	"\vcredentials\x18\x02 \x03(\v2$.shale.controller.v1.ScramCredentialR\vcredentials2\x9d\x11\n" +
+	"\vcredentials\x18\x02 \x03(\v2$.shale.controller.v1.ScramCredentialR\vcredentials\"F\n" +
+	"\x0fAddVoterRequest\x12\x19\n" +
+	"\bvoter_id\x18\x01 \x01(\x05R\avoterId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"D\n" +
+	"\x10AddVoterResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"/\n" +
+	"\x12RemoveVoterRequest\x12\x19\n" +
+	"\bvoter_id\x18\x01 \x01(\x05R\avoterId\"G\n" +
+	"\x13RemoveVoterResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\x17\n" +
+	"\x15DescribeQuorumRequest\"\xae\x01\n" +
+	"\rQuorumReplica\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12$\n" +
+	"\x0elog_end_offset\x18\x03 \x01(\x03R\flogEndOffset\x12\"\n" +
+	"\rlast_fetch_ms\x18\x04 \x01(\x03R\vlastFetchMs\x12)\n" +
+	"\x11last_caught_up_ms\x18\x05 \x01(\x03R\x0elastCaughtUpMs\"\xaf\x02\n" +
+	"\x16DescribeQuorumResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12\x1b\n" +
+	"\tleader_id\x18\x02 \x01(\x05R\bleaderId\x12!\n" +
+	"\fleader_epoch\x18\x03 \x01(\x03R\vleaderEpoch\x12%\n" +
+	"\x0ehigh_watermark\x18\x04 \x01(\x03R\rhighWatermark\x12:\n" +
+	"\x06voters\x18\x05 \x03(\v2\".shale.controller.v1.QuorumReplicaR\x06voters\x12@\n" +
+	"\tobservers\x18\x06 \x03(\v2\".shale.controller.v1.QuorumReplicaR\tobservers\"L\n" +
+	"\x17UnregisterBrokerRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"L\n" +
+	"\x18UnregisterBrokerResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error2\xb4\x14\n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -3119,7 +3626,11 @@ const file_controller_proto_rawDesc = "" +
 	"DeleteAcls\x12&.shale.controller.v1.DeleteAclsRequest\x1a'.shale.controller.v1.DeleteAclsResponse\x12r\n" +
 	"\x11AlterClientQuotas\x12-.shale.controller.v1.AlterClientQuotasRequest\x1a..shale.controller.v1.AlterClientQuotasResponse\x12~\n" +
 	"\x15AlterScramCredentials\x121.shale.controller.v1.AlterScramCredentialsRequest\x1a2.shale.controller.v1.AlterScramCredentialsResponse\x12\x87\x01\n" +
-	"\x18DescribeScramCredentials\x124.shale.controller.v1.DescribeScramCredentialsRequest\x1a5.shale.controller.v1.DescribeScramCredentialsResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\x18DescribeScramCredentials\x124.shale.controller.v1.DescribeScramCredentialsRequest\x1a5.shale.controller.v1.DescribeScramCredentialsResponse\x12W\n" +
+	"\bAddVoter\x12$.shale.controller.v1.AddVoterRequest\x1a%.shale.controller.v1.AddVoterResponse\x12`\n" +
+	"\vRemoveVoter\x12'.shale.controller.v1.RemoveVoterRequest\x1a(.shale.controller.v1.RemoveVoterResponse\x12i\n" +
+	"\x0eDescribeQuorum\x12*.shale.controller.v1.DescribeQuorumRequest\x1a+.shale.controller.v1.DescribeQuorumResponse\x12o\n" +
+	"\x10UnregisterBroker\x12,.shale.controller.v1.UnregisterBrokerRequest\x1a-.shale.controller.v1.UnregisterBrokerResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_controller_proto_rawDescOnce sync.Once
@@ -3133,7 +3644,7 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_controller_proto_goTypes = []any{
 	(*NotLeader)(nil),                        // 0: shale.controller.v1.NotLeader
 	(*RegisterBrokerRequest)(nil),            // 1: shale.controller.v1.RegisterBrokerRequest
@@ -3185,124 +3696,147 @@ var file_controller_proto_goTypes = []any{
 	(*AlterScramCredentialsResponse)(nil),    // 47: shale.controller.v1.AlterScramCredentialsResponse
 	(*DescribeScramCredentialsRequest)(nil),  // 48: shale.controller.v1.DescribeScramCredentialsRequest
 	(*DescribeScramCredentialsResponse)(nil), // 49: shale.controller.v1.DescribeScramCredentialsResponse
-	nil,                                      // 50: shale.controller.v1.CreatableTopic.ConfigsEntry
-	(*Listener)(nil),                         // 51: shale.controller.v1.Listener
-	(*Error)(nil),                            // 52: shale.controller.v1.Error
-	(*MetadataDelta)(nil),                    // 53: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),               // 54: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),                      // 55: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),                       // 56: shale.controller.v1.TopicState
-	(*PartitionState)(nil),                   // 57: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),                      // 58: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                  // 59: shale.controller.v1.TopicPartitions
-	(ElectionType)(0),                        // 60: shale.controller.v1.ElectionType
-	(*AclBinding)(nil),                       // 61: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),                        // 62: shale.controller.v1.AclFilter
-	(*ClientQuotaEntity)(nil),                // 63: shale.controller.v1.ClientQuotaEntity
-	(*ScramCredential)(nil),                  // 64: shale.controller.v1.ScramCredential
-	(*ScramCredentialKey)(nil),               // 65: shale.controller.v1.ScramCredentialKey
+	(*AddVoterRequest)(nil),                  // 50: shale.controller.v1.AddVoterRequest
+	(*AddVoterResponse)(nil),                 // 51: shale.controller.v1.AddVoterResponse
+	(*RemoveVoterRequest)(nil),               // 52: shale.controller.v1.RemoveVoterRequest
+	(*RemoveVoterResponse)(nil),              // 53: shale.controller.v1.RemoveVoterResponse
+	(*DescribeQuorumRequest)(nil),            // 54: shale.controller.v1.DescribeQuorumRequest
+	(*QuorumReplica)(nil),                    // 55: shale.controller.v1.QuorumReplica
+	(*DescribeQuorumResponse)(nil),           // 56: shale.controller.v1.DescribeQuorumResponse
+	(*UnregisterBrokerRequest)(nil),          // 57: shale.controller.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),         // 58: shale.controller.v1.UnregisterBrokerResponse
+	nil,                                      // 59: shale.controller.v1.CreatableTopic.ConfigsEntry
+	(*Listener)(nil),                         // 60: shale.controller.v1.Listener
+	(*Error)(nil),                            // 61: shale.controller.v1.Error
+	(*MetadataDelta)(nil),                    // 62: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),               // 63: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),                      // 64: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),                       // 65: shale.controller.v1.TopicState
+	(*PartitionState)(nil),                   // 66: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),                      // 67: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                  // 68: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),                        // 69: shale.controller.v1.ElectionType
+	(*AclBinding)(nil),                       // 70: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),                        // 71: shale.controller.v1.AclFilter
+	(*ClientQuotaEntity)(nil),                // 72: shale.controller.v1.ClientQuotaEntity
+	(*ScramCredential)(nil),                  // 73: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),               // 74: shale.controller.v1.ScramCredentialKey
 }
 var file_controller_proto_depIdxs = []int32{
-	51, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	52, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	52, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	53, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	54, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	55, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	50, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	60, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	61, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	61, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	62, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	63, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	64, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	59, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
 	7,  // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	52, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	56, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	61, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	65, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
 	9,  // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	52, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	55, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	61, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	64, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
 	13, // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	52, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	61, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
 	16, // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	52, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
-	52, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	57, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	52, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	58, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	52, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	59, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	52, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	58, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	59, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	58, // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
-	52, // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
+	61, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	61, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	66, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	61, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	67, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	61, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	68, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	61, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	67, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	68, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	67, // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
+	61, // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
 	29, // 28: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
-	52, // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	52, // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	60, // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
-	59, // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	52, // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
-	52, // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	61, // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	61, // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	69, // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	68, // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	61, // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	61, // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
 	35, // 35: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
-	61, // 36: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
-	52, // 37: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
-	52, // 38: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
-	62, // 39: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
-	52, // 40: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
-	61, // 41: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
-	52, // 42: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
+	70, // 36: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
+	61, // 37: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
+	61, // 38: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
+	71, // 39: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
+	61, // 40: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
+	70, // 41: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
+	61, // 42: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
 	40, // 43: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
-	63, // 44: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	72, // 44: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
 	42, // 45: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
 	43, // 46: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
-	52, // 47: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
-	64, // 48: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
-	65, // 49: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	52, // 50: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	52, // 51: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
-	52, // 52: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
-	52, // 53: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	64, // 54: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
-	1,  // 55: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,  // 56: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,  // 57: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,  // 58: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11, // 59: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14, // 60: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17, // 61: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	19, // 62: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	21, // 63: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	23, // 64: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	25, // 65: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	27, // 66: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	32, // 67: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	28, // 68: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
-	34, // 69: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
-	37, // 70: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
-	39, // 71: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
-	44, // 72: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
-	46, // 73: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
-	48, // 74: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
-	2,  // 75: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,  // 76: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,  // 77: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10, // 78: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12, // 79: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15, // 80: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18, // 81: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	20, // 82: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	22, // 83: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	24, // 84: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	26, // 85: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	31, // 86: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	33, // 87: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	30, // 88: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
-	36, // 89: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
-	38, // 90: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
-	41, // 91: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
-	45, // 92: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
-	47, // 93: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
-	49, // 94: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
-	75, // [75:95] is the sub-list for method output_type
-	55, // [55:75] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	61, // 47: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
+	73, // 48: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
+	74, // 49: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	61, // 50: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	61, // 51: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
+	61, // 52: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
+	61, // 53: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	73, // 54: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
+	61, // 55: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
+	61, // 56: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
+	61, // 57: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
+	55, // 58: shale.controller.v1.DescribeQuorumResponse.voters:type_name -> shale.controller.v1.QuorumReplica
+	55, // 59: shale.controller.v1.DescribeQuorumResponse.observers:type_name -> shale.controller.v1.QuorumReplica
+	61, // 60: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	1,  // 61: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,  // 62: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,  // 63: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,  // 64: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11, // 65: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14, // 66: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17, // 67: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	19, // 68: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	21, // 69: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	23, // 70: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	25, // 71: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	27, // 72: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	32, // 73: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	28, // 74: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
+	34, // 75: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	37, // 76: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
+	39, // 77: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
+	44, // 78: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
+	46, // 79: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
+	48, // 80: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
+	50, // 81: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
+	52, // 82: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
+	54, // 83: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
+	57, // 84: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
+	2,  // 85: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,  // 86: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,  // 87: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10, // 88: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12, // 89: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15, // 90: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18, // 91: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	20, // 92: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	22, // 93: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	24, // 94: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	26, // 95: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	31, // 96: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	33, // 97: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	30, // 98: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
+	36, // 99: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	38, // 100: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
+	41, // 101: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
+	45, // 102: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
+	47, // 103: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
+	49, // 104: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
+	51, // 105: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
+	53, // 106: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
+	56, // 107: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
+	58, // 108: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
+	85, // [85:109] is the sub-list for method output_type
+	61, // [61:85] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -3324,7 +3858,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   51,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -43,6 +43,10 @@ const (
 	Controller_AlterClientQuotas_FullMethodName        = "/shale.controller.v1.Controller/AlterClientQuotas"
 	Controller_AlterScramCredentials_FullMethodName    = "/shale.controller.v1.Controller/AlterScramCredentials"
 	Controller_DescribeScramCredentials_FullMethodName = "/shale.controller.v1.Controller/DescribeScramCredentials"
+	Controller_AddVoter_FullMethodName                 = "/shale.controller.v1.Controller/AddVoter"
+	Controller_RemoveVoter_FullMethodName              = "/shale.controller.v1.Controller/RemoveVoter"
+	Controller_DescribeQuorum_FullMethodName           = "/shale.controller.v1.Controller/DescribeQuorum"
+	Controller_UnregisterBroker_FullMethodName         = "/shale.controller.v1.Controller/UnregisterBroker"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -80,6 +84,17 @@ type ControllerClient interface {
 	// DescribeScramCredentials returns stored credentials, secrets included: brokers check
 	// SASL/SCRAM proofs against them (only brokers reach this service).
 	DescribeScramCredentials(ctx context.Context, in *DescribeScramCredentialsRequest, opts ...grpc.CallOption) (*DescribeScramCredentialsResponse, error)
+	// AddVoter adds a controller to the Raft quorum (KIP-853's AddRaftVoter): first as a
+	// non-voter that catches up, then as a voter. One quorum change at a time.
+	AddVoter(ctx context.Context, in *AddVoterRequest, opts ...grpc.CallOption) (*AddVoterResponse, error)
+	// RemoveVoter removes a controller from the Raft quorum (KIP-853's RemoveRaftVoter).
+	RemoveVoter(ctx context.Context, in *RemoveVoterRequest, opts ...grpc.CallOption) (*RemoveVoterResponse, error)
+	// DescribeQuorum is Kafka's DescribeQuorum of the metadata log; brokers also learn the
+	// current voters' addresses from it.
+	DescribeQuorum(ctx context.Context, in *DescribeQuorumRequest, opts ...grpc.CallOption) (*DescribeQuorumResponse, error)
+	// UnregisterBroker removes a broker's registration (Kafka's UnregisterBroker); refused
+	// while the broker still holds replicas unless force is set.
+	UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error)
 }
 
 type controllerClient struct {
@@ -299,6 +314,46 @@ func (c *controllerClient) DescribeScramCredentials(ctx context.Context, in *Des
 	return out, nil
 }
 
+func (c *controllerClient) AddVoter(ctx context.Context, in *AddVoterRequest, opts ...grpc.CallOption) (*AddVoterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddVoterResponse)
+	err := c.cc.Invoke(ctx, Controller_AddVoter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) RemoveVoter(ctx context.Context, in *RemoveVoterRequest, opts ...grpc.CallOption) (*RemoveVoterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveVoterResponse)
+	err := c.cc.Invoke(ctx, Controller_RemoveVoter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) DescribeQuorum(ctx context.Context, in *DescribeQuorumRequest, opts ...grpc.CallOption) (*DescribeQuorumResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeQuorumResponse)
+	err := c.cc.Invoke(ctx, Controller_DescribeQuorum_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnregisterBrokerResponse)
+	err := c.cc.Invoke(ctx, Controller_UnregisterBroker_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -334,6 +389,17 @@ type ControllerServer interface {
 	// DescribeScramCredentials returns stored credentials, secrets included: brokers check
 	// SASL/SCRAM proofs against them (only brokers reach this service).
 	DescribeScramCredentials(context.Context, *DescribeScramCredentialsRequest) (*DescribeScramCredentialsResponse, error)
+	// AddVoter adds a controller to the Raft quorum (KIP-853's AddRaftVoter): first as a
+	// non-voter that catches up, then as a voter. One quorum change at a time.
+	AddVoter(context.Context, *AddVoterRequest) (*AddVoterResponse, error)
+	// RemoveVoter removes a controller from the Raft quorum (KIP-853's RemoveRaftVoter).
+	RemoveVoter(context.Context, *RemoveVoterRequest) (*RemoveVoterResponse, error)
+	// DescribeQuorum is Kafka's DescribeQuorum of the metadata log; brokers also learn the
+	// current voters' addresses from it.
+	DescribeQuorum(context.Context, *DescribeQuorumRequest) (*DescribeQuorumResponse, error)
+	// UnregisterBroker removes a broker's registration (Kafka's UnregisterBroker); refused
+	// while the broker still holds replicas unless force is set.
+	UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -403,6 +469,18 @@ func (UnimplementedControllerServer) AlterScramCredentials(context.Context, *Alt
 }
 func (UnimplementedControllerServer) DescribeScramCredentials(context.Context, *DescribeScramCredentialsRequest) (*DescribeScramCredentialsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeScramCredentials not implemented")
+}
+func (UnimplementedControllerServer) AddVoter(context.Context, *AddVoterRequest) (*AddVoterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddVoter not implemented")
+}
+func (UnimplementedControllerServer) RemoveVoter(context.Context, *RemoveVoterRequest) (*RemoveVoterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveVoter not implemented")
+}
+func (UnimplementedControllerServer) DescribeQuorum(context.Context, *DescribeQuorumRequest) (*DescribeQuorumResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeQuorum not implemented")
+}
+func (UnimplementedControllerServer) UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnregisterBroker not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -778,6 +856,78 @@ func _Controller_DescribeScramCredentials_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AddVoter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddVoterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AddVoter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AddVoter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AddVoter(ctx, req.(*AddVoterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_RemoveVoter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveVoterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).RemoveVoter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_RemoveVoter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).RemoveVoter(ctx, req.(*RemoveVoterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_DescribeQuorum_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeQuorumRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).DescribeQuorum(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_DescribeQuorum_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).DescribeQuorum(ctx, req.(*DescribeQuorumRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_UnregisterBroker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnregisterBrokerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).UnregisterBroker(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_UnregisterBroker_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).UnregisterBroker(ctx, req.(*UnregisterBrokerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -860,6 +1010,22 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeScramCredentials",
 			Handler:    _Controller_DescribeScramCredentials_Handler,
+		},
+		{
+			MethodName: "AddVoter",
+			Handler:    _Controller_AddVoter_Handler,
+		},
+		{
+			MethodName: "RemoveVoter",
+			Handler:    _Controller_RemoveVoter_Handler,
+		},
+		{
+			MethodName: "DescribeQuorum",
+			Handler:    _Controller_DescribeQuorum_Handler,
+		},
+		{
+			MethodName: "UnregisterBroker",
+			Handler:    _Controller_UnregisterBroker_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
