@@ -50,7 +50,7 @@ type BrokerConfig struct {
 	// VoterRefreshInterval is how often the broker asks the quorum for its current
 	// voters, whose addresses it then dials instead of ControllerAddrs. Default 5s.
 	VoterRefreshInterval time.Duration
-	Logger         *slog.Logger
+	Logger               *slog.Logger
 }
 
 // watchStallTimeout is how long a WatchMetadata stream may stay silent (controllers send

@@ -185,6 +185,10 @@ func (c *Config) withDefaults() (Config, error) {
 	case out.LeaderLeaseTimeout > out.HeartbeatTimeout:
 		return out, errors.New("controller: LeaderLeaseTimeout must not exceed HeartbeatTimeout")
 	}
+	if out.joining() && out.selfAddr() == "" {
+		return out, fmt.Errorf("controller: node.id %d is not in controller.quorum.voters %s, so it joins the running quorum, "+
+			"but it has no address for its peers to dial", out.NodeID, FormatVoters(out.Voters))
+	}
 	seen := map[int32]bool{}
 	for _, v := range out.Voters {
 		if seen[v.ID] {

@@ -71,6 +71,7 @@ func (s *Server) registerBuiltins() {
 	s.Register(kmsg.DescribeClientQuotas, 0, 1, s.handleDescribeClientQuotas)
 	s.Register(kmsg.AlterClientQuotas, 0, 1, s.handleAlterClientQuotas)
 	s.registerAuth()
+	s.registerQuorum() // 55_describe_quorum.go
 	if s.deps.Groups != nil {
 		// Capped below KIP-848 (OffsetCommit/OffsetFetch v9, ConsumerGroupHeartbeat) and
 		// topic ids (v10); FindCoordinator v4 and OffsetFetch v8 are the batched forms.
