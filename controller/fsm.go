@@ -119,6 +119,9 @@ func (f *fsm) commit(c *change) {
 	for _, b := range d.Brokers {
 		f.brokers[b.Id] = b
 	}
+	for _, id := range d.UnregisteredBrokers {
+		delete(f.brokers, id)
+	}
 	f.img = img
 	f.deltas.append(d)
 }
@@ -159,6 +162,8 @@ func (f *fsm) dispatch(c *change, rec *pb.Record) applyResult {
 		return f.applyClientQuotas(c, r.ClientQuotas)
 	case *pb.Record_ScramCredentials:
 		return f.applyScramCredentials(c, r.ScramCredentials)
+	case *pb.Record_UnregisterBroker:
+		return f.applyUnregisterBroker(c, r.UnregisterBroker)
 	default:
 		// A record from a newer version: every controller of this version skips it alike.
 		f.log.Error("unknown metadata record skipped", "offset", c.offset)

@@ -106,10 +106,13 @@ func applyDelta(im *metadata.Image, d *pb.MetadataDelta) (*metadata.Image, error
 	if d.ControllerId != nil {
 		out.ControllerID = *d.ControllerId
 	}
-	if len(d.Brokers) > 0 {
+	if len(d.Brokers) > 0 || len(d.UnregisteredBrokers) > 0 {
 		out.Brokers = maps.Clone(im.Brokers)
 		for _, b := range d.Brokers {
 			out.Brokers[b.Id] = brokerFromPB(b)
+		}
+		for _, id := range d.UnregisteredBrokers {
+			delete(out.Brokers, id)
 		}
 	}
 	if len(d.Coordinators) > 0 {

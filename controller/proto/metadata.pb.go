@@ -415,9 +415,11 @@ type MetadataDelta struct {
 	AclsDeleted []*AclBinding `protobuf:"bytes,61,rep,name=acls_deleted,json=aclsDeleted,proto3" json:"acls_deleted,omitempty"`
 	// Client quota entities whose values changed, complete; an entity with no values is
 	// removed.
-	ClientQuotas  []*ClientQuotaState `protobuf:"bytes,80,rep,name=client_quotas,json=clientQuotas,proto3" json:"client_quotas,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ClientQuotas []*ClientQuotaState `protobuf:"bytes,80,rep,name=client_quotas,json=clientQuotas,proto3" json:"client_quotas,omitempty"`
+	// Brokers whose registration was removed (UnregisterBroker), applied after brokers.
+	UnregisteredBrokers []int32 `protobuf:"varint,130,rep,packed,name=unregistered_brokers,json=unregisteredBrokers,proto3" json:"unregistered_brokers,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *MetadataDelta) Reset() {
@@ -523,6 +525,13 @@ func (x *MetadataDelta) GetAclsDeleted() []*AclBinding {
 func (x *MetadataDelta) GetClientQuotas() []*ClientQuotaState {
 	if x != nil {
 		return x.ClientQuotas
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetUnregisteredBrokers() []int32 {
+	if x != nil {
+		return x.UnregisteredBrokers
 	}
 	return nil
 }
@@ -1530,7 +1539,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf2\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa6\x05\n" +
 	"\rMetadataDelta\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1f\n" +
 	"\vprev_offset\x18\x02 \x01(\x04R\n" +
@@ -1544,7 +1553,8 @@ const file_metadata_proto_rawDesc = "" +
 	"\fcoordinators\x18\b \x03(\v2%.shale.controller.v1.CoordinatorStateR\fcoordinators\x12B\n" +
 	"\facls_created\x18< \x03(\v2\x1f.shale.controller.v1.AclBindingR\vaclsCreated\x12B\n" +
 	"\facls_deleted\x18= \x03(\v2\x1f.shale.controller.v1.AclBindingR\vaclsDeleted\x12J\n" +
-	"\rclient_quotas\x18P \x03(\v2%.shale.controller.v1.ClientQuotaStateR\fclientQuotasB\r\n" +
+	"\rclient_quotas\x18P \x03(\v2%.shale.controller.v1.ClientQuotaStateR\fclientQuotas\x122\n" +
+	"\x14unregistered_brokers\x18\x82\x01 \x03(\x05R\x13unregisteredBrokersB\r\n" +
 	"\v_cluster_idB\x10\n" +
 	"\x0e_controller_id\"\x81\x01\n" +
 	"\x10CoordinatorState\x12\x1c\n" +

@@ -106,6 +106,7 @@ type Record struct {
 	//	*Record_DeleteAcls
 	//	*Record_ClientQuotas
 	//	*Record_ScramCredentials
+	//	*Record_UnregisterBroker
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -301,6 +302,15 @@ func (x *Record) GetScramCredentials() *ScramCredentialsRecord {
 	return nil
 }
 
+func (x *Record) GetUnregisterBroker() *UnregisterBrokerRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_UnregisterBroker); ok {
+			return x.UnregisterBroker
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -373,6 +383,10 @@ type Record_ScramCredentials struct {
 	ScramCredentials *ScramCredentialsRecord `protobuf:"bytes,40,opt,name=scram_credentials,json=scramCredentials,proto3,oneof"`
 }
 
+type Record_UnregisterBroker struct {
+	UnregisterBroker *UnregisterBrokerRecord `protobuf:"bytes,130,opt,name=unregister_broker,json=unregisterBroker,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -406,6 +420,8 @@ func (*Record_DeleteAcls) isRecord_Record() {}
 func (*Record_ClientQuotas) isRecord_Record() {}
 
 func (*Record_ScramCredentials) isRecord_Record() {}
+
+func (*Record_UnregisterBroker) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -2003,11 +2019,67 @@ func (x *ScramCredentialsRecord) GetDeletions() []*ScramCredentialKey {
 	return nil
 }
 
+// UnregisterBrokerRecord removes a broker's registration (Kafka's UnregisterBroker). It is
+// refused while the broker still holds replicas unless force; forced, the broker is
+// fenced first (its leaderships move, it leaves the ISRs) and stays listed as a replica
+// of its partitions, offline.
+type UnregisterBrokerRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	Force         bool                   `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterBrokerRecord) Reset() {
+	*x = UnregisterBrokerRecord{}
+	mi := &file_records_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterBrokerRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterBrokerRecord) ProtoMessage() {}
+
+func (x *UnregisterBrokerRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterBrokerRecord.ProtoReflect.Descriptor instead.
+func (*UnregisterBrokerRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *UnregisterBrokerRecord) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *UnregisterBrokerRecord) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xa6\v\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\x83\f\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -2029,7 +2101,8 @@ const file_records_proto_rawDesc = "" +
 	"\vdelete_acls\x18= \x01(\v2%.shale.controller.v1.DeleteAclsRecordH\x00R\n" +
 	"deleteAcls\x12N\n" +
 	"\rclient_quotas\x18P \x01(\v2'.shale.controller.v1.ClientQuotasRecordH\x00R\fclientQuotas\x12Z\n" +
-	"\x11scram_credentials\x18( \x01(\v2+.shale.controller.v1.ScramCredentialsRecordH\x00R\x10scramCredentialsB\b\n" +
+	"\x11scram_credentials\x18( \x01(\v2+.shale.controller.v1.ScramCredentialsRecordH\x00R\x10scramCredentials\x12[\n" +
+	"\x11unregister_broker\x18\x82\x01 \x01(\v2+.shale.controller.v1.UnregisterBrokerRecordH\x00R\x10unregisterBrokerB\b\n" +
 	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -2149,7 +2222,10 @@ const file_records_proto_rawDesc = "" +
 	"\x06quotas\x18\x01 \x03(\v2%.shale.controller.v1.ClientQuotaStateR\x06quotas\"\x9f\x01\n" +
 	"\x16ScramCredentialsRecord\x12>\n" +
 	"\aupserts\x18\x01 \x03(\v2$.shale.controller.v1.ScramCredentialR\aupserts\x12E\n" +
-	"\tdeletions\x18\x02 \x03(\v2'.shale.controller.v1.ScramCredentialKeyR\tdeletions*~\n" +
+	"\tdeletions\x18\x02 \x03(\v2'.shale.controller.v1.ScramCredentialKeyR\tdeletions\"K\n" +
+	"\x16UnregisterBrokerRecord\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
@@ -2169,7 +2245,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                 // 0: shale.controller.v1.ElectionType
 	(*Record)(nil),                    // 1: shale.controller.v1.Record
@@ -2197,20 +2273,21 @@ var file_records_proto_goTypes = []any{
 	(*DeleteAclsRecord)(nil),          // 23: shale.controller.v1.DeleteAclsRecord
 	(*ClientQuotasRecord)(nil),        // 24: shale.controller.v1.ClientQuotasRecord
 	(*ScramCredentialsRecord)(nil),    // 25: shale.controller.v1.ScramCredentialsRecord
-	nil,                               // 26: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                               // 27: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                  // 28: shale.controller.v1.Listener
-	(*ReplicaList)(nil),               // 29: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),               // 30: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),           // 31: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),          // 32: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),               // 33: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                // 34: shale.controller.v1.TopicState
-	(*AclBinding)(nil),                // 35: shale.controller.v1.AclBinding
-	(*ClientQuotaState)(nil),          // 36: shale.controller.v1.ClientQuotaState
-	(*ScramCredential)(nil),           // 37: shale.controller.v1.ScramCredential
-	(*AclFilter)(nil),                 // 38: shale.controller.v1.AclFilter
-	(*ScramCredentialKey)(nil),        // 39: shale.controller.v1.ScramCredentialKey
+	(*UnregisterBrokerRecord)(nil),    // 26: shale.controller.v1.UnregisterBrokerRecord
+	nil,                               // 27: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                               // 28: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                  // 29: shale.controller.v1.Listener
+	(*ReplicaList)(nil),               // 30: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),               // 31: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),           // 32: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),          // 33: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),               // 34: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                // 35: shale.controller.v1.TopicState
+	(*AclBinding)(nil),                // 36: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),          // 37: shale.controller.v1.ClientQuotaState
+	(*ScramCredential)(nil),           // 38: shale.controller.v1.ScramCredential
+	(*AclFilter)(nil),                 // 39: shale.controller.v1.AclFilter
+	(*ScramCredentialKey)(nil),        // 40: shale.controller.v1.ScramCredentialKey
 }
 var file_records_proto_depIdxs = []int32{
 	2,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -2230,37 +2307,38 @@ var file_records_proto_depIdxs = []int32{
 	23, // 14: shale.controller.v1.Record.delete_acls:type_name -> shale.controller.v1.DeleteAclsRecord
 	24, // 15: shale.controller.v1.Record.client_quotas:type_name -> shale.controller.v1.ClientQuotasRecord
 	25, // 16: shale.controller.v1.Record.scram_credentials:type_name -> shale.controller.v1.ScramCredentialsRecord
-	28, // 17: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	29, // 18: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	26, // 19: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	6,  // 20: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	8,  // 21: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	29, // 22: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	10, // 23: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	27, // 24: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	30, // 25: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	31, // 26: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	15, // 27: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 28: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	31, // 29: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	32, // 30: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	30, // 31: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	33, // 32: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	34, // 33: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	20, // 34: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	35, // 35: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	36, // 36: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
-	37, // 37: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
-	35, // 38: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	38, // 39: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	36, // 40: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
-	37, // 41: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
-	39, // 42: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	26, // 17: shale.controller.v1.Record.unregister_broker:type_name -> shale.controller.v1.UnregisterBrokerRecord
+	29, // 18: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	30, // 19: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	27, // 20: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	6,  // 21: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	8,  // 22: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	30, // 23: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	10, // 24: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	28, // 25: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	31, // 26: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	32, // 27: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	15, // 28: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 29: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	32, // 30: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	33, // 31: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	31, // 32: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	34, // 33: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	35, // 34: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	20, // 35: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	36, // 36: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	37, // 37: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	38, // 38: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	36, // 39: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	39, // 40: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	37, // 41: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	38, // 42: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	40, // 43: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	44, // [44:44] is the sub-list for method output_type
+	44, // [44:44] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -2287,6 +2365,7 @@ func file_records_proto_init() {
 		(*Record_DeleteAcls)(nil),
 		(*Record_ClientQuotas)(nil),
 		(*Record_ScramCredentials)(nil),
+		(*Record_UnregisterBroker)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
@@ -2302,7 +2381,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
