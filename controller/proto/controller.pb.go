@@ -2898,6 +2898,102 @@ func (x *DescribeScramCredentialsResponse) GetCredentials() []*ScramCredential {
 	return nil
 }
 
+type AlterPartitionReassignmentsRequest struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Reassignments []*PartitionReassignment `protobuf:"bytes,1,rep,name=reassignments,proto3" json:"reassignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsRequest) Reset() {
+	*x = AlterPartitionReassignmentsRequest{}
+	mi := &file_controller_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *AlterPartitionReassignmentsRequest) GetReassignments() []*PartitionReassignment {
+	if x != nil {
+		return x.Reassignments
+	}
+	return nil
+}
+
+type AlterPartitionReassignmentsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`     // the whole call
+	Results       []*PartitionError      `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"` // one per reassignment, in request order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsResponse) Reset() {
+	*x = AlterPartitionReassignmentsResponse{}
+	mi := &file_controller_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *AlterPartitionReassignmentsResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *AlterPartitionReassignmentsResponse) GetResults() []*PartitionError {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 var File_controller_proto protoreflect.FileDescriptor
 
 const file_controller_proto_rawDesc = "" +
@@ -3095,7 +3191,12 @@ const file_controller_proto_rawDesc = "" +
 	"\x05users\x18\x01 \x03(\tR\x05users\"\x9c\x01\n" +
 	" DescribeScramCredentialsResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12F\n" +
-	"\vcredentials\x18\x02 \x03(\v2$.shale.controller.v1.ScramCredentialR\vcredentials2\x9d\x11\n" +
+	"\vcredentials\x18\x02 \x03(\v2$.shale.controller.v1.ScramCredentialR\vcredentials\"v\n" +
+	"\"AlterPartitionReassignmentsRequest\x12P\n" +
+	"\rreassignments\x18\x01 \x03(\v2*.shale.controller.v1.PartitionReassignmentR\rreassignments\"\x96\x01\n" +
+	"#AlterPartitionReassignmentsResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12=\n" +
+	"\aresults\x18\x02 \x03(\v2#.shale.controller.v1.PartitionErrorR\aresults2\xb0\x12\n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -3119,7 +3220,8 @@ const file_controller_proto_rawDesc = "" +
 	"DeleteAcls\x12&.shale.controller.v1.DeleteAclsRequest\x1a'.shale.controller.v1.DeleteAclsResponse\x12r\n" +
 	"\x11AlterClientQuotas\x12-.shale.controller.v1.AlterClientQuotasRequest\x1a..shale.controller.v1.AlterClientQuotasResponse\x12~\n" +
 	"\x15AlterScramCredentials\x121.shale.controller.v1.AlterScramCredentialsRequest\x1a2.shale.controller.v1.AlterScramCredentialsResponse\x12\x87\x01\n" +
-	"\x18DescribeScramCredentials\x124.shale.controller.v1.DescribeScramCredentialsRequest\x1a5.shale.controller.v1.DescribeScramCredentialsResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\x18DescribeScramCredentials\x124.shale.controller.v1.DescribeScramCredentialsRequest\x1a5.shale.controller.v1.DescribeScramCredentialsResponse\x12\x90\x01\n" +
+	"\x1bAlterPartitionReassignments\x127.shale.controller.v1.AlterPartitionReassignmentsRequest\x1a8.shale.controller.v1.AlterPartitionReassignmentsResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_controller_proto_rawDescOnce sync.Once
@@ -3133,176 +3235,184 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_controller_proto_goTypes = []any{
-	(*NotLeader)(nil),                        // 0: shale.controller.v1.NotLeader
-	(*RegisterBrokerRequest)(nil),            // 1: shale.controller.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),           // 2: shale.controller.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),           // 3: shale.controller.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),          // 4: shale.controller.v1.BrokerHeartbeatResponse
-	(*WatchMetadataRequest)(nil),             // 5: shale.controller.v1.WatchMetadataRequest
-	(*MetadataUpdate)(nil),                   // 6: shale.controller.v1.MetadataUpdate
-	(*CreatableTopic)(nil),                   // 7: shale.controller.v1.CreatableTopic
-	(*CreateTopicsRequest)(nil),              // 8: shale.controller.v1.CreateTopicsRequest
-	(*CreateTopicResult)(nil),                // 9: shale.controller.v1.CreateTopicResult
-	(*CreateTopicsResponse)(nil),             // 10: shale.controller.v1.CreateTopicsResponse
-	(*DeleteTopicsRequest)(nil),              // 11: shale.controller.v1.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),             // 12: shale.controller.v1.DeleteTopicsResponse
-	(*PartitionsSpec)(nil),                   // 13: shale.controller.v1.PartitionsSpec
-	(*CreatePartitionsRequest)(nil),          // 14: shale.controller.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),         // 15: shale.controller.v1.CreatePartitionsResponse
-	(*ConfigOp)(nil),                         // 16: shale.controller.v1.ConfigOp
-	(*AlterTopicConfigsRequest)(nil),         // 17: shale.controller.v1.AlterTopicConfigsRequest
-	(*AlterTopicConfigsResponse)(nil),        // 18: shale.controller.v1.AlterTopicConfigsResponse
-	(*AlterPartitionRequest)(nil),            // 19: shale.controller.v1.AlterPartitionRequest
-	(*AlterPartitionResponse)(nil),           // 20: shale.controller.v1.AlterPartitionResponse
-	(*AllocateProducerIdsRequest)(nil),       // 21: shale.controller.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil),      // 22: shale.controller.v1.AllocateProducerIdsResponse
-	(*CommitOffsetsRequest)(nil),             // 23: shale.controller.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),            // 24: shale.controller.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),              // 25: shale.controller.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),             // 26: shale.controller.v1.FetchOffsetsResponse
-	(*DeleteGroupOffsetsRequest)(nil),        // 27: shale.controller.v1.DeleteGroupOffsetsRequest
-	(*ReadOffsetsLogRequest)(nil),            // 28: shale.controller.v1.ReadOffsetsLogRequest
-	(*OffsetsLogRecord)(nil),                 // 29: shale.controller.v1.OffsetsLogRecord
-	(*ReadOffsetsLogResponse)(nil),           // 30: shale.controller.v1.ReadOffsetsLogResponse
-	(*DeleteGroupOffsetsResponse)(nil),       // 31: shale.controller.v1.DeleteGroupOffsetsResponse
-	(*ListOffsetGroupsRequest)(nil),          // 32: shale.controller.v1.ListOffsetGroupsRequest
-	(*ListOffsetGroupsResponse)(nil),         // 33: shale.controller.v1.ListOffsetGroupsResponse
-	(*ElectLeadersRequest)(nil),              // 34: shale.controller.v1.ElectLeadersRequest
-	(*PartitionError)(nil),                   // 35: shale.controller.v1.PartitionError
-	(*ElectLeadersResponse)(nil),             // 36: shale.controller.v1.ElectLeadersResponse
-	(*CreateAclsRequest)(nil),                // 37: shale.controller.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),               // 38: shale.controller.v1.CreateAclsResponse
-	(*DeleteAclsRequest)(nil),                // 39: shale.controller.v1.DeleteAclsRequest
-	(*DeleteAclsFilterResult)(nil),           // 40: shale.controller.v1.DeleteAclsFilterResult
-	(*DeleteAclsResponse)(nil),               // 41: shale.controller.v1.DeleteAclsResponse
-	(*ClientQuotaOp)(nil),                    // 42: shale.controller.v1.ClientQuotaOp
-	(*ClientQuotaAlteration)(nil),            // 43: shale.controller.v1.ClientQuotaAlteration
-	(*AlterClientQuotasRequest)(nil),         // 44: shale.controller.v1.AlterClientQuotasRequest
-	(*AlterClientQuotasResponse)(nil),        // 45: shale.controller.v1.AlterClientQuotasResponse
-	(*AlterScramCredentialsRequest)(nil),     // 46: shale.controller.v1.AlterScramCredentialsRequest
-	(*AlterScramCredentialsResponse)(nil),    // 47: shale.controller.v1.AlterScramCredentialsResponse
-	(*DescribeScramCredentialsRequest)(nil),  // 48: shale.controller.v1.DescribeScramCredentialsRequest
-	(*DescribeScramCredentialsResponse)(nil), // 49: shale.controller.v1.DescribeScramCredentialsResponse
-	nil,                                      // 50: shale.controller.v1.CreatableTopic.ConfigsEntry
-	(*Listener)(nil),                         // 51: shale.controller.v1.Listener
-	(*Error)(nil),                            // 52: shale.controller.v1.Error
-	(*MetadataDelta)(nil),                    // 53: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),               // 54: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),                      // 55: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),                       // 56: shale.controller.v1.TopicState
-	(*PartitionState)(nil),                   // 57: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),                      // 58: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                  // 59: shale.controller.v1.TopicPartitions
-	(ElectionType)(0),                        // 60: shale.controller.v1.ElectionType
-	(*AclBinding)(nil),                       // 61: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),                        // 62: shale.controller.v1.AclFilter
-	(*ClientQuotaEntity)(nil),                // 63: shale.controller.v1.ClientQuotaEntity
-	(*ScramCredential)(nil),                  // 64: shale.controller.v1.ScramCredential
-	(*ScramCredentialKey)(nil),               // 65: shale.controller.v1.ScramCredentialKey
+	(*NotLeader)(nil),                           // 0: shale.controller.v1.NotLeader
+	(*RegisterBrokerRequest)(nil),               // 1: shale.controller.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),              // 2: shale.controller.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),              // 3: shale.controller.v1.BrokerHeartbeatRequest
+	(*BrokerHeartbeatResponse)(nil),             // 4: shale.controller.v1.BrokerHeartbeatResponse
+	(*WatchMetadataRequest)(nil),                // 5: shale.controller.v1.WatchMetadataRequest
+	(*MetadataUpdate)(nil),                      // 6: shale.controller.v1.MetadataUpdate
+	(*CreatableTopic)(nil),                      // 7: shale.controller.v1.CreatableTopic
+	(*CreateTopicsRequest)(nil),                 // 8: shale.controller.v1.CreateTopicsRequest
+	(*CreateTopicResult)(nil),                   // 9: shale.controller.v1.CreateTopicResult
+	(*CreateTopicsResponse)(nil),                // 10: shale.controller.v1.CreateTopicsResponse
+	(*DeleteTopicsRequest)(nil),                 // 11: shale.controller.v1.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                // 12: shale.controller.v1.DeleteTopicsResponse
+	(*PartitionsSpec)(nil),                      // 13: shale.controller.v1.PartitionsSpec
+	(*CreatePartitionsRequest)(nil),             // 14: shale.controller.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),            // 15: shale.controller.v1.CreatePartitionsResponse
+	(*ConfigOp)(nil),                            // 16: shale.controller.v1.ConfigOp
+	(*AlterTopicConfigsRequest)(nil),            // 17: shale.controller.v1.AlterTopicConfigsRequest
+	(*AlterTopicConfigsResponse)(nil),           // 18: shale.controller.v1.AlterTopicConfigsResponse
+	(*AlterPartitionRequest)(nil),               // 19: shale.controller.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),              // 20: shale.controller.v1.AlterPartitionResponse
+	(*AllocateProducerIdsRequest)(nil),          // 21: shale.controller.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),         // 22: shale.controller.v1.AllocateProducerIdsResponse
+	(*CommitOffsetsRequest)(nil),                // 23: shale.controller.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),               // 24: shale.controller.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),                 // 25: shale.controller.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),                // 26: shale.controller.v1.FetchOffsetsResponse
+	(*DeleteGroupOffsetsRequest)(nil),           // 27: shale.controller.v1.DeleteGroupOffsetsRequest
+	(*ReadOffsetsLogRequest)(nil),               // 28: shale.controller.v1.ReadOffsetsLogRequest
+	(*OffsetsLogRecord)(nil),                    // 29: shale.controller.v1.OffsetsLogRecord
+	(*ReadOffsetsLogResponse)(nil),              // 30: shale.controller.v1.ReadOffsetsLogResponse
+	(*DeleteGroupOffsetsResponse)(nil),          // 31: shale.controller.v1.DeleteGroupOffsetsResponse
+	(*ListOffsetGroupsRequest)(nil),             // 32: shale.controller.v1.ListOffsetGroupsRequest
+	(*ListOffsetGroupsResponse)(nil),            // 33: shale.controller.v1.ListOffsetGroupsResponse
+	(*ElectLeadersRequest)(nil),                 // 34: shale.controller.v1.ElectLeadersRequest
+	(*PartitionError)(nil),                      // 35: shale.controller.v1.PartitionError
+	(*ElectLeadersResponse)(nil),                // 36: shale.controller.v1.ElectLeadersResponse
+	(*CreateAclsRequest)(nil),                   // 37: shale.controller.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                  // 38: shale.controller.v1.CreateAclsResponse
+	(*DeleteAclsRequest)(nil),                   // 39: shale.controller.v1.DeleteAclsRequest
+	(*DeleteAclsFilterResult)(nil),              // 40: shale.controller.v1.DeleteAclsFilterResult
+	(*DeleteAclsResponse)(nil),                  // 41: shale.controller.v1.DeleteAclsResponse
+	(*ClientQuotaOp)(nil),                       // 42: shale.controller.v1.ClientQuotaOp
+	(*ClientQuotaAlteration)(nil),               // 43: shale.controller.v1.ClientQuotaAlteration
+	(*AlterClientQuotasRequest)(nil),            // 44: shale.controller.v1.AlterClientQuotasRequest
+	(*AlterClientQuotasResponse)(nil),           // 45: shale.controller.v1.AlterClientQuotasResponse
+	(*AlterScramCredentialsRequest)(nil),        // 46: shale.controller.v1.AlterScramCredentialsRequest
+	(*AlterScramCredentialsResponse)(nil),       // 47: shale.controller.v1.AlterScramCredentialsResponse
+	(*DescribeScramCredentialsRequest)(nil),     // 48: shale.controller.v1.DescribeScramCredentialsRequest
+	(*DescribeScramCredentialsResponse)(nil),    // 49: shale.controller.v1.DescribeScramCredentialsResponse
+	(*AlterPartitionReassignmentsRequest)(nil),  // 50: shale.controller.v1.AlterPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 51: shale.controller.v1.AlterPartitionReassignmentsResponse
+	nil,                           // 52: shale.controller.v1.CreatableTopic.ConfigsEntry
+	(*Listener)(nil),              // 53: shale.controller.v1.Listener
+	(*Error)(nil),                 // 54: shale.controller.v1.Error
+	(*MetadataDelta)(nil),         // 55: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),    // 56: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),           // 57: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),            // 58: shale.controller.v1.TopicState
+	(*PartitionState)(nil),        // 59: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),           // 60: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),       // 61: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),             // 62: shale.controller.v1.ElectionType
+	(*AclBinding)(nil),            // 63: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),             // 64: shale.controller.v1.AclFilter
+	(*ClientQuotaEntity)(nil),     // 65: shale.controller.v1.ClientQuotaEntity
+	(*ScramCredential)(nil),       // 66: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),    // 67: shale.controller.v1.ScramCredentialKey
+	(*PartitionReassignment)(nil), // 68: shale.controller.v1.PartitionReassignment
 }
 var file_controller_proto_depIdxs = []int32{
-	51, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	52, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	52, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	53, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	54, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	55, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	50, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	53, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	54, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	54, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	55, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	56, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	57, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	52, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
 	7,  // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	52, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	56, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	54, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	58, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
 	9,  // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	52, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	55, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	54, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	57, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
 	13, // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	52, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	54, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
 	16, // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	52, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
-	52, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	57, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	52, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	58, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	52, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	59, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	52, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	58, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	59, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	58, // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
-	52, // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
+	54, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	54, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	59, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	54, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	60, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	54, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	61, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	54, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	60, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	61, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	60, // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
+	54, // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
 	29, // 28: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
-	52, // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	52, // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	60, // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
-	59, // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	52, // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
-	52, // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	54, // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	54, // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	62, // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	61, // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	54, // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	54, // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
 	35, // 35: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
-	61, // 36: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
-	52, // 37: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
-	52, // 38: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
-	62, // 39: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
-	52, // 40: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
-	61, // 41: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
-	52, // 42: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
+	63, // 36: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
+	54, // 37: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
+	54, // 38: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
+	64, // 39: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
+	54, // 40: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
+	63, // 41: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
+	54, // 42: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
 	40, // 43: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
-	63, // 44: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	65, // 44: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
 	42, // 45: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
 	43, // 46: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
-	52, // 47: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
-	64, // 48: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
-	65, // 49: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	52, // 50: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	52, // 51: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
-	52, // 52: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
-	52, // 53: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	64, // 54: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
-	1,  // 55: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,  // 56: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,  // 57: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,  // 58: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11, // 59: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14, // 60: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17, // 61: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	19, // 62: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	21, // 63: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	23, // 64: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	25, // 65: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	27, // 66: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	32, // 67: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	28, // 68: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
-	34, // 69: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
-	37, // 70: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
-	39, // 71: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
-	44, // 72: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
-	46, // 73: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
-	48, // 74: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
-	2,  // 75: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,  // 76: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,  // 77: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10, // 78: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12, // 79: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15, // 80: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18, // 81: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	20, // 82: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	22, // 83: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	24, // 84: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	26, // 85: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	31, // 86: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	33, // 87: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	30, // 88: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
-	36, // 89: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
-	38, // 90: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
-	41, // 91: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
-	45, // 92: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
-	47, // 93: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
-	49, // 94: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
-	75, // [75:95] is the sub-list for method output_type
-	55, // [55:75] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	54, // 47: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
+	66, // 48: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
+	67, // 49: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	54, // 50: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	54, // 51: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
+	54, // 52: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
+	54, // 53: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	66, // 54: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
+	68, // 55: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	54, // 56: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
+	35, // 57: shale.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> shale.controller.v1.PartitionError
+	1,  // 58: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,  // 59: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,  // 60: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,  // 61: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11, // 62: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14, // 63: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17, // 64: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	19, // 65: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	21, // 66: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	23, // 67: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	25, // 68: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	27, // 69: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	32, // 70: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	28, // 71: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
+	34, // 72: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	37, // 73: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
+	39, // 74: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
+	44, // 75: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
+	46, // 76: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
+	48, // 77: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
+	50, // 78: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
+	2,  // 79: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,  // 80: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,  // 81: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10, // 82: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12, // 83: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15, // 84: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18, // 85: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	20, // 86: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	22, // 87: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	24, // 88: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	26, // 89: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	31, // 90: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	33, // 91: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	30, // 92: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
+	36, // 93: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	38, // 94: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
+	41, // 95: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
+	45, // 96: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
+	47, // 97: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
+	49, // 98: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
+	51, // 99: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
+	79, // [79:100] is the sub-list for method output_type
+	58, // [58:79] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -3324,7 +3434,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   51,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,26 +23,27 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Controller_RegisterBroker_FullMethodName           = "/shale.controller.v1.Controller/RegisterBroker"
-	Controller_BrokerHeartbeat_FullMethodName          = "/shale.controller.v1.Controller/BrokerHeartbeat"
-	Controller_WatchMetadata_FullMethodName            = "/shale.controller.v1.Controller/WatchMetadata"
-	Controller_CreateTopics_FullMethodName             = "/shale.controller.v1.Controller/CreateTopics"
-	Controller_DeleteTopics_FullMethodName             = "/shale.controller.v1.Controller/DeleteTopics"
-	Controller_CreatePartitions_FullMethodName         = "/shale.controller.v1.Controller/CreatePartitions"
-	Controller_AlterTopicConfigs_FullMethodName        = "/shale.controller.v1.Controller/AlterTopicConfigs"
-	Controller_AlterPartition_FullMethodName           = "/shale.controller.v1.Controller/AlterPartition"
-	Controller_AllocateProducerIds_FullMethodName      = "/shale.controller.v1.Controller/AllocateProducerIds"
-	Controller_CommitOffsets_FullMethodName            = "/shale.controller.v1.Controller/CommitOffsets"
-	Controller_FetchOffsets_FullMethodName             = "/shale.controller.v1.Controller/FetchOffsets"
-	Controller_DeleteGroupOffsets_FullMethodName       = "/shale.controller.v1.Controller/DeleteGroupOffsets"
-	Controller_ListOffsetGroups_FullMethodName         = "/shale.controller.v1.Controller/ListOffsetGroups"
-	Controller_ReadOffsetsLog_FullMethodName           = "/shale.controller.v1.Controller/ReadOffsetsLog"
-	Controller_ElectLeaders_FullMethodName             = "/shale.controller.v1.Controller/ElectLeaders"
-	Controller_CreateAcls_FullMethodName               = "/shale.controller.v1.Controller/CreateAcls"
-	Controller_DeleteAcls_FullMethodName               = "/shale.controller.v1.Controller/DeleteAcls"
-	Controller_AlterClientQuotas_FullMethodName        = "/shale.controller.v1.Controller/AlterClientQuotas"
-	Controller_AlterScramCredentials_FullMethodName    = "/shale.controller.v1.Controller/AlterScramCredentials"
-	Controller_DescribeScramCredentials_FullMethodName = "/shale.controller.v1.Controller/DescribeScramCredentials"
+	Controller_RegisterBroker_FullMethodName              = "/shale.controller.v1.Controller/RegisterBroker"
+	Controller_BrokerHeartbeat_FullMethodName             = "/shale.controller.v1.Controller/BrokerHeartbeat"
+	Controller_WatchMetadata_FullMethodName               = "/shale.controller.v1.Controller/WatchMetadata"
+	Controller_CreateTopics_FullMethodName                = "/shale.controller.v1.Controller/CreateTopics"
+	Controller_DeleteTopics_FullMethodName                = "/shale.controller.v1.Controller/DeleteTopics"
+	Controller_CreatePartitions_FullMethodName            = "/shale.controller.v1.Controller/CreatePartitions"
+	Controller_AlterTopicConfigs_FullMethodName           = "/shale.controller.v1.Controller/AlterTopicConfigs"
+	Controller_AlterPartition_FullMethodName              = "/shale.controller.v1.Controller/AlterPartition"
+	Controller_AllocateProducerIds_FullMethodName         = "/shale.controller.v1.Controller/AllocateProducerIds"
+	Controller_CommitOffsets_FullMethodName               = "/shale.controller.v1.Controller/CommitOffsets"
+	Controller_FetchOffsets_FullMethodName                = "/shale.controller.v1.Controller/FetchOffsets"
+	Controller_DeleteGroupOffsets_FullMethodName          = "/shale.controller.v1.Controller/DeleteGroupOffsets"
+	Controller_ListOffsetGroups_FullMethodName            = "/shale.controller.v1.Controller/ListOffsetGroups"
+	Controller_ReadOffsetsLog_FullMethodName              = "/shale.controller.v1.Controller/ReadOffsetsLog"
+	Controller_ElectLeaders_FullMethodName                = "/shale.controller.v1.Controller/ElectLeaders"
+	Controller_CreateAcls_FullMethodName                  = "/shale.controller.v1.Controller/CreateAcls"
+	Controller_DeleteAcls_FullMethodName                  = "/shale.controller.v1.Controller/DeleteAcls"
+	Controller_AlterClientQuotas_FullMethodName           = "/shale.controller.v1.Controller/AlterClientQuotas"
+	Controller_AlterScramCredentials_FullMethodName       = "/shale.controller.v1.Controller/AlterScramCredentials"
+	Controller_DescribeScramCredentials_FullMethodName    = "/shale.controller.v1.Controller/DescribeScramCredentials"
+	Controller_AlterPartitionReassignments_FullMethodName = "/shale.controller.v1.Controller/AlterPartitionReassignments"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -80,6 +81,9 @@ type ControllerClient interface {
 	// DescribeScramCredentials returns stored credentials, secrets included: brokers check
 	// SASL/SCRAM proofs against them (only brokers reach this service).
 	DescribeScramCredentials(ctx context.Context, in *DescribeScramCredentialsRequest, opts ...grpc.CallOption) (*DescribeScramCredentialsResponse, error)
+	// AlterPartitionReassignments is Kafka's (KIP-455): start, replace or cancel moves of
+	// partitions' replicas.
+	AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error)
 }
 
 type controllerClient struct {
@@ -299,6 +303,16 @@ func (c *controllerClient) DescribeScramCredentials(ctx context.Context, in *Des
 	return out, nil
 }
 
+func (c *controllerClient) AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterPartitionReassignmentsResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterPartitionReassignments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -334,6 +348,9 @@ type ControllerServer interface {
 	// DescribeScramCredentials returns stored credentials, secrets included: brokers check
 	// SASL/SCRAM proofs against them (only brokers reach this service).
 	DescribeScramCredentials(context.Context, *DescribeScramCredentialsRequest) (*DescribeScramCredentialsResponse, error)
+	// AlterPartitionReassignments is Kafka's (KIP-455): start, replace or cancel moves of
+	// partitions' replicas.
+	AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -403,6 +420,9 @@ func (UnimplementedControllerServer) AlterScramCredentials(context.Context, *Alt
 }
 func (UnimplementedControllerServer) DescribeScramCredentials(context.Context, *DescribeScramCredentialsRequest) (*DescribeScramCredentialsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeScramCredentials not implemented")
+}
+func (UnimplementedControllerServer) AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterPartitionReassignments not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -778,6 +798,24 @@ func _Controller_DescribeScramCredentials_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AlterPartitionReassignments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterPartitionReassignmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterPartitionReassignments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterPartitionReassignments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterPartitionReassignments(ctx, req.(*AlterPartitionReassignmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -860,6 +898,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeScramCredentials",
 			Handler:    _Controller_DescribeScramCredentials_Handler,
+		},
+		{
+			MethodName: "AlterPartitionReassignments",
+			Handler:    _Controller_AlterPartitionReassignments_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -106,6 +106,7 @@ type Record struct {
 	//	*Record_DeleteAcls
 	//	*Record_ClientQuotas
 	//	*Record_ScramCredentials
+	//	*Record_AlterPartitionReassignments
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -301,6 +302,15 @@ func (x *Record) GetScramCredentials() *ScramCredentialsRecord {
 	return nil
 }
 
+func (x *Record) GetAlterPartitionReassignments() *AlterPartitionReassignmentsRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_AlterPartitionReassignments); ok {
+			return x.AlterPartitionReassignments
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -373,6 +383,10 @@ type Record_ScramCredentials struct {
 	ScramCredentials *ScramCredentialsRecord `protobuf:"bytes,40,opt,name=scram_credentials,json=scramCredentials,proto3,oneof"`
 }
 
+type Record_AlterPartitionReassignments struct {
+	AlterPartitionReassignments *AlterPartitionReassignmentsRecord `protobuf:"bytes,120,opt,name=alter_partition_reassignments,json=alterPartitionReassignments,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -406,6 +420,8 @@ func (*Record_DeleteAcls) isRecord_Record() {}
 func (*Record_ClientQuotas) isRecord_Record() {}
 
 func (*Record_ScramCredentials) isRecord_Record() {}
+
+func (*Record_AlterPartitionReassignments) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -2003,11 +2019,138 @@ func (x *ScramCredentialsRecord) GetDeletions() []*ScramCredentialKey {
 	return nil
 }
 
+// PartitionReassignment sets one partition's target replicas (Kafka's
+// AlterPartitionReassignments), or with cancel reverts the reassignment in progress.
+type PartitionReassignment struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Replicas  []int32                `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	Cancel    bool                   `protobuf:"varint,4,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	// refuses a target of another size than the replicas it replaces (KIP-860, v1 with
+	// AllowReplicationFactorChange false).
+	RefuseReplicationFactorChange bool `protobuf:"varint,5,opt,name=refuse_replication_factor_change,json=refuseReplicationFactorChange,proto3" json:"refuse_replication_factor_change,omitempty"`
+	unknownFields                 protoimpl.UnknownFields
+	sizeCache                     protoimpl.SizeCache
+}
+
+func (x *PartitionReassignment) Reset() {
+	*x = PartitionReassignment{}
+	mi := &file_records_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionReassignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionReassignment) ProtoMessage() {}
+
+func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionReassignment.ProtoReflect.Descriptor instead.
+func (*PartitionReassignment) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *PartitionReassignment) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionReassignment) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionReassignment) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *PartitionReassignment) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+func (x *PartitionReassignment) GetRefuseReplicationFactorChange() bool {
+	if x != nil {
+		return x.RefuseReplicationFactorChange
+	}
+	return false
+}
+
+// AlterPartitionReassignmentsRecord starts, replaces or cancels reassignments; each
+// partition gets its own outcome. The FSM completes a reassignment once every target
+// replica is in the ISR.
+type AlterPartitionReassignmentsRecord struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Reassignments []*PartitionReassignment `protobuf:"bytes,1,rep,name=reassignments,proto3" json:"reassignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsRecord) Reset() {
+	*x = AlterPartitionReassignmentsRecord{}
+	mi := &file_records_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsRecord) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsRecord.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *AlterPartitionReassignmentsRecord) GetReassignments() []*PartitionReassignment {
+	if x != nil {
+		return x.Reassignments
+	}
+	return nil
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xa6\v\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xa4\f\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -2029,7 +2172,8 @@ const file_records_proto_rawDesc = "" +
 	"\vdelete_acls\x18= \x01(\v2%.shale.controller.v1.DeleteAclsRecordH\x00R\n" +
 	"deleteAcls\x12N\n" +
 	"\rclient_quotas\x18P \x01(\v2'.shale.controller.v1.ClientQuotasRecordH\x00R\fclientQuotas\x12Z\n" +
-	"\x11scram_credentials\x18( \x01(\v2+.shale.controller.v1.ScramCredentialsRecordH\x00R\x10scramCredentialsB\b\n" +
+	"\x11scram_credentials\x18( \x01(\v2+.shale.controller.v1.ScramCredentialsRecordH\x00R\x10scramCredentials\x12|\n" +
+	"\x1dalter_partition_reassignments\x18x \x01(\v26.shale.controller.v1.AlterPartitionReassignmentsRecordH\x00R\x1balterPartitionReassignmentsB\b\n" +
 	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -2149,7 +2293,15 @@ const file_records_proto_rawDesc = "" +
 	"\x06quotas\x18\x01 \x03(\v2%.shale.controller.v1.ClientQuotaStateR\x06quotas\"\x9f\x01\n" +
 	"\x16ScramCredentialsRecord\x12>\n" +
 	"\aupserts\x18\x01 \x03(\v2$.shale.controller.v1.ScramCredentialR\aupserts\x12E\n" +
-	"\tdeletions\x18\x02 \x03(\v2'.shale.controller.v1.ScramCredentialKeyR\tdeletions*~\n" +
+	"\tdeletions\x18\x02 \x03(\v2'.shale.controller.v1.ScramCredentialKeyR\tdeletions\"\xc8\x01\n" +
+	"\x15PartitionReassignment\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\breplicas\x18\x03 \x03(\x05R\breplicas\x12\x16\n" +
+	"\x06cancel\x18\x04 \x01(\bR\x06cancel\x12G\n" +
+	" refuse_replication_factor_change\x18\x05 \x01(\bR\x1drefuseReplicationFactorChange\"u\n" +
+	"!AlterPartitionReassignmentsRecord\x12P\n" +
+	"\rreassignments\x18\x01 \x03(\v2*.shale.controller.v1.PartitionReassignmentR\rreassignments*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
@@ -2169,48 +2321,50 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_records_proto_goTypes = []any{
-	(ElectionType)(0),                 // 0: shale.controller.v1.ElectionType
-	(*Record)(nil),                    // 1: shale.controller.v1.Record
-	(*LeaderChangeRecord)(nil),        // 2: shale.controller.v1.LeaderChangeRecord
-	(*RegisterBrokerRecord)(nil),      // 3: shale.controller.v1.RegisterBrokerRecord
-	(*FenceBrokersRecord)(nil),        // 4: shale.controller.v1.FenceBrokersRecord
-	(*UnfenceBrokerRecord)(nil),       // 5: shale.controller.v1.UnfenceBrokerRecord
-	(*NewTopic)(nil),                  // 6: shale.controller.v1.NewTopic
-	(*CreateTopicsRecord)(nil),        // 7: shale.controller.v1.CreateTopicsRecord
-	(*TopicRef)(nil),                  // 8: shale.controller.v1.TopicRef
-	(*DeleteTopicsRecord)(nil),        // 9: shale.controller.v1.DeleteTopicsRecord
-	(*NewPartitions)(nil),             // 10: shale.controller.v1.NewPartitions
-	(*CreatePartitionsRecord)(nil),    // 11: shale.controller.v1.CreatePartitionsRecord
-	(*SetTopicConfigsRecord)(nil),     // 12: shale.controller.v1.SetTopicConfigsRecord
-	(*AlterPartitionRecord)(nil),      // 13: shale.controller.v1.AlterPartitionRecord
-	(*AllocateProducerIdsRecord)(nil), // 14: shale.controller.v1.AllocateProducerIdsRecord
-	(*OffsetOp)(nil),                  // 15: shale.controller.v1.OffsetOp
-	(*OffsetOpsRecord)(nil),           // 16: shale.controller.v1.OffsetOpsRecord
-	(*ElectLeadersRecord)(nil),        // 17: shale.controller.v1.ElectLeadersRecord
-	(*ControlledShutdownRecord)(nil),  // 18: shale.controller.v1.ControlledShutdownRecord
-	(*SnapshotHeader)(nil),            // 19: shale.controller.v1.SnapshotHeader
-	(*GroupOffsets)(nil),              // 20: shale.controller.v1.GroupOffsets
-	(*SnapshotItem)(nil),              // 21: shale.controller.v1.SnapshotItem
-	(*CreateAclsRecord)(nil),          // 22: shale.controller.v1.CreateAclsRecord
-	(*DeleteAclsRecord)(nil),          // 23: shale.controller.v1.DeleteAclsRecord
-	(*ClientQuotasRecord)(nil),        // 24: shale.controller.v1.ClientQuotasRecord
-	(*ScramCredentialsRecord)(nil),    // 25: shale.controller.v1.ScramCredentialsRecord
-	nil,                               // 26: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                               // 27: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                  // 28: shale.controller.v1.Listener
-	(*ReplicaList)(nil),               // 29: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),               // 30: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),           // 31: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),          // 32: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),               // 33: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                // 34: shale.controller.v1.TopicState
-	(*AclBinding)(nil),                // 35: shale.controller.v1.AclBinding
-	(*ClientQuotaState)(nil),          // 36: shale.controller.v1.ClientQuotaState
-	(*ScramCredential)(nil),           // 37: shale.controller.v1.ScramCredential
-	(*AclFilter)(nil),                 // 38: shale.controller.v1.AclFilter
-	(*ScramCredentialKey)(nil),        // 39: shale.controller.v1.ScramCredentialKey
+	(ElectionType)(0),                         // 0: shale.controller.v1.ElectionType
+	(*Record)(nil),                            // 1: shale.controller.v1.Record
+	(*LeaderChangeRecord)(nil),                // 2: shale.controller.v1.LeaderChangeRecord
+	(*RegisterBrokerRecord)(nil),              // 3: shale.controller.v1.RegisterBrokerRecord
+	(*FenceBrokersRecord)(nil),                // 4: shale.controller.v1.FenceBrokersRecord
+	(*UnfenceBrokerRecord)(nil),               // 5: shale.controller.v1.UnfenceBrokerRecord
+	(*NewTopic)(nil),                          // 6: shale.controller.v1.NewTopic
+	(*CreateTopicsRecord)(nil),                // 7: shale.controller.v1.CreateTopicsRecord
+	(*TopicRef)(nil),                          // 8: shale.controller.v1.TopicRef
+	(*DeleteTopicsRecord)(nil),                // 9: shale.controller.v1.DeleteTopicsRecord
+	(*NewPartitions)(nil),                     // 10: shale.controller.v1.NewPartitions
+	(*CreatePartitionsRecord)(nil),            // 11: shale.controller.v1.CreatePartitionsRecord
+	(*SetTopicConfigsRecord)(nil),             // 12: shale.controller.v1.SetTopicConfigsRecord
+	(*AlterPartitionRecord)(nil),              // 13: shale.controller.v1.AlterPartitionRecord
+	(*AllocateProducerIdsRecord)(nil),         // 14: shale.controller.v1.AllocateProducerIdsRecord
+	(*OffsetOp)(nil),                          // 15: shale.controller.v1.OffsetOp
+	(*OffsetOpsRecord)(nil),                   // 16: shale.controller.v1.OffsetOpsRecord
+	(*ElectLeadersRecord)(nil),                // 17: shale.controller.v1.ElectLeadersRecord
+	(*ControlledShutdownRecord)(nil),          // 18: shale.controller.v1.ControlledShutdownRecord
+	(*SnapshotHeader)(nil),                    // 19: shale.controller.v1.SnapshotHeader
+	(*GroupOffsets)(nil),                      // 20: shale.controller.v1.GroupOffsets
+	(*SnapshotItem)(nil),                      // 21: shale.controller.v1.SnapshotItem
+	(*CreateAclsRecord)(nil),                  // 22: shale.controller.v1.CreateAclsRecord
+	(*DeleteAclsRecord)(nil),                  // 23: shale.controller.v1.DeleteAclsRecord
+	(*ClientQuotasRecord)(nil),                // 24: shale.controller.v1.ClientQuotasRecord
+	(*ScramCredentialsRecord)(nil),            // 25: shale.controller.v1.ScramCredentialsRecord
+	(*PartitionReassignment)(nil),             // 26: shale.controller.v1.PartitionReassignment
+	(*AlterPartitionReassignmentsRecord)(nil), // 27: shale.controller.v1.AlterPartitionReassignmentsRecord
+	nil,                        // 28: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                        // 29: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),           // 30: shale.controller.v1.Listener
+	(*ReplicaList)(nil),        // 31: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),        // 32: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),    // 33: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),   // 34: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),        // 35: shale.controller.v1.BrokerState
+	(*TopicState)(nil),         // 36: shale.controller.v1.TopicState
+	(*AclBinding)(nil),         // 37: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),   // 38: shale.controller.v1.ClientQuotaState
+	(*ScramCredential)(nil),    // 39: shale.controller.v1.ScramCredential
+	(*AclFilter)(nil),          // 40: shale.controller.v1.AclFilter
+	(*ScramCredentialKey)(nil), // 41: shale.controller.v1.ScramCredentialKey
 }
 var file_records_proto_depIdxs = []int32{
 	2,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -2230,37 +2384,39 @@ var file_records_proto_depIdxs = []int32{
 	23, // 14: shale.controller.v1.Record.delete_acls:type_name -> shale.controller.v1.DeleteAclsRecord
 	24, // 15: shale.controller.v1.Record.client_quotas:type_name -> shale.controller.v1.ClientQuotasRecord
 	25, // 16: shale.controller.v1.Record.scram_credentials:type_name -> shale.controller.v1.ScramCredentialsRecord
-	28, // 17: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	29, // 18: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	26, // 19: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	6,  // 20: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	8,  // 21: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	29, // 22: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	10, // 23: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	27, // 24: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	30, // 25: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	31, // 26: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	15, // 27: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 28: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	31, // 29: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	32, // 30: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	30, // 31: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	33, // 32: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	34, // 33: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	20, // 34: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	35, // 35: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	36, // 36: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
-	37, // 37: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
-	35, // 38: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	38, // 39: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	36, // 40: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
-	37, // 41: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
-	39, // 42: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	27, // 17: shale.controller.v1.Record.alter_partition_reassignments:type_name -> shale.controller.v1.AlterPartitionReassignmentsRecord
+	30, // 18: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	31, // 19: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	28, // 20: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	6,  // 21: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	8,  // 22: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	31, // 23: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	10, // 24: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	29, // 25: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	32, // 26: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	33, // 27: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	15, // 28: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 29: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	33, // 30: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	34, // 31: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	32, // 32: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	35, // 33: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	36, // 34: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	20, // 35: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	37, // 36: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	38, // 37: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	39, // 38: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	37, // 39: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	40, // 40: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	38, // 41: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	39, // 42: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	41, // 43: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	26, // 44: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -2287,6 +2443,7 @@ func file_records_proto_init() {
 		(*Record_DeleteAcls)(nil),
 		(*Record_ClientQuotas)(nil),
 		(*Record_ScramCredentials)(nil),
+		(*Record_AlterPartitionReassignments)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
@@ -2302,7 +2459,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
