@@ -199,7 +199,6 @@ func TestPartitionReassignmentsKafkaGo(t *testing.T) {
 	}
 }
 
-
 // AlterPartitionReassignments needs ALTER on the cluster, ListPartitionReassignments
 // DESCRIBE, as in Kafka.
 func TestPartitionReassignmentsNeedClusterACLs(t *testing.T) {
