@@ -142,7 +142,7 @@ func (c *change) partition(topic string, idx int32) (*pb.PartitionState, bool) {
 	// builds new slices (setPartitionState clones).
 	bp := &t.Partitions[idx]
 	return &pb.PartitionState{Index: bp.Index, Replicas: bp.Replicas, Isr: bp.ISR, Leader: bp.Leader,
-		LeaderEpoch: bp.LeaderEpoch, PartitionEpoch: bp.PartitionEpoch}, true
+		LeaderEpoch: bp.LeaderEpoch, PartitionEpoch: bp.PartitionEpoch, AddingReplicas: bp.AddingReplicas, RemovingReplicas: bp.RemovingReplicas}, true
 }
 
 // partitionExists reports whether a partition exists as of this change, without

@@ -164,6 +164,8 @@ func (f *fsm) dispatch(c *change, rec *pb.Record) applyResult {
 		return f.applyScramCredentials(c, r.ScramCredentials)
 	case *pb.Record_UnregisterBroker:
 		return f.applyUnregisterBroker(c, r.UnregisterBroker)
+	case *pb.Record_AlterPartitionReassignments:
+		return f.applyAlterPartitionReassignments(c, r.AlterPartitionReassignments)
 	default:
 		// A record from a newer version: every controller of this version skips it alike.
 		f.log.Error("unknown metadata record skipped", "offset", c.offset)

@@ -3377,6 +3377,102 @@ func (x *UnregisterBrokerResponse) GetError() *Error {
 	return nil
 }
 
+type AlterPartitionReassignmentsRequest struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Reassignments []*PartitionReassignment `protobuf:"bytes,1,rep,name=reassignments,proto3" json:"reassignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsRequest) Reset() {
+	*x = AlterPartitionReassignmentsRequest{}
+	mi := &file_controller_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *AlterPartitionReassignmentsRequest) GetReassignments() []*PartitionReassignment {
+	if x != nil {
+		return x.Reassignments
+	}
+	return nil
+}
+
+type AlterPartitionReassignmentsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`     // the whole call
+	Results       []*PartitionError      `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"` // one per reassignment, in request order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsResponse) Reset() {
+	*x = AlterPartitionReassignmentsResponse{}
+	mi := &file_controller_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *AlterPartitionReassignmentsResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *AlterPartitionReassignmentsResponse) GetResults() []*PartitionError {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 var File_controller_proto protoreflect.FileDescriptor
 
 const file_controller_proto_rawDesc = "" +
@@ -3602,7 +3698,12 @@ const file_controller_proto_rawDesc = "" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"L\n" +
 	"\x18UnregisterBrokerResponse\x120\n" +
-	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error2\xb4\x14\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"v\n" +
+	"\"AlterPartitionReassignmentsRequest\x12P\n" +
+	"\rreassignments\x18\x01 \x03(\v2*.shale.controller.v1.PartitionReassignmentR\rreassignments\"\x96\x01\n" +
+	"#AlterPartitionReassignmentsResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12=\n" +
+	"\aresults\x18\x02 \x03(\v2#.shale.controller.v1.PartitionErrorR\aresults2\xc7\x15\n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -3630,7 +3731,8 @@ const file_controller_proto_rawDesc = "" +
 	"\bAddVoter\x12$.shale.controller.v1.AddVoterRequest\x1a%.shale.controller.v1.AddVoterResponse\x12`\n" +
 	"\vRemoveVoter\x12'.shale.controller.v1.RemoveVoterRequest\x1a(.shale.controller.v1.RemoveVoterResponse\x12i\n" +
 	"\x0eDescribeQuorum\x12*.shale.controller.v1.DescribeQuorumRequest\x1a+.shale.controller.v1.DescribeQuorumResponse\x12o\n" +
-	"\x10UnregisterBroker\x12,.shale.controller.v1.UnregisterBrokerRequest\x1a-.shale.controller.v1.UnregisterBrokerResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\x10UnregisterBroker\x12,.shale.controller.v1.UnregisterBrokerRequest\x1a-.shale.controller.v1.UnregisterBrokerResponse\x12\x90\x01\n" +
+	"\x1bAlterPartitionReassignments\x127.shale.controller.v1.AlterPartitionReassignmentsRequest\x1a8.shale.controller.v1.AlterPartitionReassignmentsResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_controller_proto_rawDescOnce sync.Once
@@ -3644,199 +3746,207 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_controller_proto_goTypes = []any{
-	(*NotLeader)(nil),                        // 0: shale.controller.v1.NotLeader
-	(*RegisterBrokerRequest)(nil),            // 1: shale.controller.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),           // 2: shale.controller.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),           // 3: shale.controller.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),          // 4: shale.controller.v1.BrokerHeartbeatResponse
-	(*WatchMetadataRequest)(nil),             // 5: shale.controller.v1.WatchMetadataRequest
-	(*MetadataUpdate)(nil),                   // 6: shale.controller.v1.MetadataUpdate
-	(*CreatableTopic)(nil),                   // 7: shale.controller.v1.CreatableTopic
-	(*CreateTopicsRequest)(nil),              // 8: shale.controller.v1.CreateTopicsRequest
-	(*CreateTopicResult)(nil),                // 9: shale.controller.v1.CreateTopicResult
-	(*CreateTopicsResponse)(nil),             // 10: shale.controller.v1.CreateTopicsResponse
-	(*DeleteTopicsRequest)(nil),              // 11: shale.controller.v1.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),             // 12: shale.controller.v1.DeleteTopicsResponse
-	(*PartitionsSpec)(nil),                   // 13: shale.controller.v1.PartitionsSpec
-	(*CreatePartitionsRequest)(nil),          // 14: shale.controller.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),         // 15: shale.controller.v1.CreatePartitionsResponse
-	(*ConfigOp)(nil),                         // 16: shale.controller.v1.ConfigOp
-	(*AlterTopicConfigsRequest)(nil),         // 17: shale.controller.v1.AlterTopicConfigsRequest
-	(*AlterTopicConfigsResponse)(nil),        // 18: shale.controller.v1.AlterTopicConfigsResponse
-	(*AlterPartitionRequest)(nil),            // 19: shale.controller.v1.AlterPartitionRequest
-	(*AlterPartitionResponse)(nil),           // 20: shale.controller.v1.AlterPartitionResponse
-	(*AllocateProducerIdsRequest)(nil),       // 21: shale.controller.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil),      // 22: shale.controller.v1.AllocateProducerIdsResponse
-	(*CommitOffsetsRequest)(nil),             // 23: shale.controller.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),            // 24: shale.controller.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),              // 25: shale.controller.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),             // 26: shale.controller.v1.FetchOffsetsResponse
-	(*DeleteGroupOffsetsRequest)(nil),        // 27: shale.controller.v1.DeleteGroupOffsetsRequest
-	(*ReadOffsetsLogRequest)(nil),            // 28: shale.controller.v1.ReadOffsetsLogRequest
-	(*OffsetsLogRecord)(nil),                 // 29: shale.controller.v1.OffsetsLogRecord
-	(*ReadOffsetsLogResponse)(nil),           // 30: shale.controller.v1.ReadOffsetsLogResponse
-	(*DeleteGroupOffsetsResponse)(nil),       // 31: shale.controller.v1.DeleteGroupOffsetsResponse
-	(*ListOffsetGroupsRequest)(nil),          // 32: shale.controller.v1.ListOffsetGroupsRequest
-	(*ListOffsetGroupsResponse)(nil),         // 33: shale.controller.v1.ListOffsetGroupsResponse
-	(*ElectLeadersRequest)(nil),              // 34: shale.controller.v1.ElectLeadersRequest
-	(*PartitionError)(nil),                   // 35: shale.controller.v1.PartitionError
-	(*ElectLeadersResponse)(nil),             // 36: shale.controller.v1.ElectLeadersResponse
-	(*CreateAclsRequest)(nil),                // 37: shale.controller.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),               // 38: shale.controller.v1.CreateAclsResponse
-	(*DeleteAclsRequest)(nil),                // 39: shale.controller.v1.DeleteAclsRequest
-	(*DeleteAclsFilterResult)(nil),           // 40: shale.controller.v1.DeleteAclsFilterResult
-	(*DeleteAclsResponse)(nil),               // 41: shale.controller.v1.DeleteAclsResponse
-	(*ClientQuotaOp)(nil),                    // 42: shale.controller.v1.ClientQuotaOp
-	(*ClientQuotaAlteration)(nil),            // 43: shale.controller.v1.ClientQuotaAlteration
-	(*AlterClientQuotasRequest)(nil),         // 44: shale.controller.v1.AlterClientQuotasRequest
-	(*AlterClientQuotasResponse)(nil),        // 45: shale.controller.v1.AlterClientQuotasResponse
-	(*AlterScramCredentialsRequest)(nil),     // 46: shale.controller.v1.AlterScramCredentialsRequest
-	(*AlterScramCredentialsResponse)(nil),    // 47: shale.controller.v1.AlterScramCredentialsResponse
-	(*DescribeScramCredentialsRequest)(nil),  // 48: shale.controller.v1.DescribeScramCredentialsRequest
-	(*DescribeScramCredentialsResponse)(nil), // 49: shale.controller.v1.DescribeScramCredentialsResponse
-	(*AddVoterRequest)(nil),                  // 50: shale.controller.v1.AddVoterRequest
-	(*AddVoterResponse)(nil),                 // 51: shale.controller.v1.AddVoterResponse
-	(*RemoveVoterRequest)(nil),               // 52: shale.controller.v1.RemoveVoterRequest
-	(*RemoveVoterResponse)(nil),              // 53: shale.controller.v1.RemoveVoterResponse
-	(*DescribeQuorumRequest)(nil),            // 54: shale.controller.v1.DescribeQuorumRequest
-	(*QuorumReplica)(nil),                    // 55: shale.controller.v1.QuorumReplica
-	(*DescribeQuorumResponse)(nil),           // 56: shale.controller.v1.DescribeQuorumResponse
-	(*UnregisterBrokerRequest)(nil),          // 57: shale.controller.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),         // 58: shale.controller.v1.UnregisterBrokerResponse
-	nil,                                      // 59: shale.controller.v1.CreatableTopic.ConfigsEntry
-	(*Listener)(nil),                         // 60: shale.controller.v1.Listener
-	(*Error)(nil),                            // 61: shale.controller.v1.Error
-	(*MetadataDelta)(nil),                    // 62: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),               // 63: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),                      // 64: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),                       // 65: shale.controller.v1.TopicState
-	(*PartitionState)(nil),                   // 66: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),                      // 67: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                  // 68: shale.controller.v1.TopicPartitions
-	(ElectionType)(0),                        // 69: shale.controller.v1.ElectionType
-	(*AclBinding)(nil),                       // 70: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),                        // 71: shale.controller.v1.AclFilter
-	(*ClientQuotaEntity)(nil),                // 72: shale.controller.v1.ClientQuotaEntity
-	(*ScramCredential)(nil),                  // 73: shale.controller.v1.ScramCredential
-	(*ScramCredentialKey)(nil),               // 74: shale.controller.v1.ScramCredentialKey
+	(*NotLeader)(nil),                           // 0: shale.controller.v1.NotLeader
+	(*RegisterBrokerRequest)(nil),               // 1: shale.controller.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),              // 2: shale.controller.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),              // 3: shale.controller.v1.BrokerHeartbeatRequest
+	(*BrokerHeartbeatResponse)(nil),             // 4: shale.controller.v1.BrokerHeartbeatResponse
+	(*WatchMetadataRequest)(nil),                // 5: shale.controller.v1.WatchMetadataRequest
+	(*MetadataUpdate)(nil),                      // 6: shale.controller.v1.MetadataUpdate
+	(*CreatableTopic)(nil),                      // 7: shale.controller.v1.CreatableTopic
+	(*CreateTopicsRequest)(nil),                 // 8: shale.controller.v1.CreateTopicsRequest
+	(*CreateTopicResult)(nil),                   // 9: shale.controller.v1.CreateTopicResult
+	(*CreateTopicsResponse)(nil),                // 10: shale.controller.v1.CreateTopicsResponse
+	(*DeleteTopicsRequest)(nil),                 // 11: shale.controller.v1.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                // 12: shale.controller.v1.DeleteTopicsResponse
+	(*PartitionsSpec)(nil),                      // 13: shale.controller.v1.PartitionsSpec
+	(*CreatePartitionsRequest)(nil),             // 14: shale.controller.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),            // 15: shale.controller.v1.CreatePartitionsResponse
+	(*ConfigOp)(nil),                            // 16: shale.controller.v1.ConfigOp
+	(*AlterTopicConfigsRequest)(nil),            // 17: shale.controller.v1.AlterTopicConfigsRequest
+	(*AlterTopicConfigsResponse)(nil),           // 18: shale.controller.v1.AlterTopicConfigsResponse
+	(*AlterPartitionRequest)(nil),               // 19: shale.controller.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),              // 20: shale.controller.v1.AlterPartitionResponse
+	(*AllocateProducerIdsRequest)(nil),          // 21: shale.controller.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),         // 22: shale.controller.v1.AllocateProducerIdsResponse
+	(*CommitOffsetsRequest)(nil),                // 23: shale.controller.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),               // 24: shale.controller.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),                 // 25: shale.controller.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),                // 26: shale.controller.v1.FetchOffsetsResponse
+	(*DeleteGroupOffsetsRequest)(nil),           // 27: shale.controller.v1.DeleteGroupOffsetsRequest
+	(*ReadOffsetsLogRequest)(nil),               // 28: shale.controller.v1.ReadOffsetsLogRequest
+	(*OffsetsLogRecord)(nil),                    // 29: shale.controller.v1.OffsetsLogRecord
+	(*ReadOffsetsLogResponse)(nil),              // 30: shale.controller.v1.ReadOffsetsLogResponse
+	(*DeleteGroupOffsetsResponse)(nil),          // 31: shale.controller.v1.DeleteGroupOffsetsResponse
+	(*ListOffsetGroupsRequest)(nil),             // 32: shale.controller.v1.ListOffsetGroupsRequest
+	(*ListOffsetGroupsResponse)(nil),            // 33: shale.controller.v1.ListOffsetGroupsResponse
+	(*ElectLeadersRequest)(nil),                 // 34: shale.controller.v1.ElectLeadersRequest
+	(*PartitionError)(nil),                      // 35: shale.controller.v1.PartitionError
+	(*ElectLeadersResponse)(nil),                // 36: shale.controller.v1.ElectLeadersResponse
+	(*CreateAclsRequest)(nil),                   // 37: shale.controller.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                  // 38: shale.controller.v1.CreateAclsResponse
+	(*DeleteAclsRequest)(nil),                   // 39: shale.controller.v1.DeleteAclsRequest
+	(*DeleteAclsFilterResult)(nil),              // 40: shale.controller.v1.DeleteAclsFilterResult
+	(*DeleteAclsResponse)(nil),                  // 41: shale.controller.v1.DeleteAclsResponse
+	(*ClientQuotaOp)(nil),                       // 42: shale.controller.v1.ClientQuotaOp
+	(*ClientQuotaAlteration)(nil),               // 43: shale.controller.v1.ClientQuotaAlteration
+	(*AlterClientQuotasRequest)(nil),            // 44: shale.controller.v1.AlterClientQuotasRequest
+	(*AlterClientQuotasResponse)(nil),           // 45: shale.controller.v1.AlterClientQuotasResponse
+	(*AlterScramCredentialsRequest)(nil),        // 46: shale.controller.v1.AlterScramCredentialsRequest
+	(*AlterScramCredentialsResponse)(nil),       // 47: shale.controller.v1.AlterScramCredentialsResponse
+	(*DescribeScramCredentialsRequest)(nil),     // 48: shale.controller.v1.DescribeScramCredentialsRequest
+	(*DescribeScramCredentialsResponse)(nil),    // 49: shale.controller.v1.DescribeScramCredentialsResponse
+	(*AddVoterRequest)(nil),                     // 50: shale.controller.v1.AddVoterRequest
+	(*AddVoterResponse)(nil),                    // 51: shale.controller.v1.AddVoterResponse
+	(*RemoveVoterRequest)(nil),                  // 52: shale.controller.v1.RemoveVoterRequest
+	(*RemoveVoterResponse)(nil),                 // 53: shale.controller.v1.RemoveVoterResponse
+	(*DescribeQuorumRequest)(nil),               // 54: shale.controller.v1.DescribeQuorumRequest
+	(*QuorumReplica)(nil),                       // 55: shale.controller.v1.QuorumReplica
+	(*DescribeQuorumResponse)(nil),              // 56: shale.controller.v1.DescribeQuorumResponse
+	(*UnregisterBrokerRequest)(nil),             // 57: shale.controller.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),            // 58: shale.controller.v1.UnregisterBrokerResponse
+	(*AlterPartitionReassignmentsRequest)(nil),  // 59: shale.controller.v1.AlterPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 60: shale.controller.v1.AlterPartitionReassignmentsResponse
+	nil,                           // 61: shale.controller.v1.CreatableTopic.ConfigsEntry
+	(*Listener)(nil),              // 62: shale.controller.v1.Listener
+	(*Error)(nil),                 // 63: shale.controller.v1.Error
+	(*MetadataDelta)(nil),         // 64: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),    // 65: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),           // 66: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),            // 67: shale.controller.v1.TopicState
+	(*PartitionState)(nil),        // 68: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),           // 69: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),       // 70: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),             // 71: shale.controller.v1.ElectionType
+	(*AclBinding)(nil),            // 72: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),             // 73: shale.controller.v1.AclFilter
+	(*ClientQuotaEntity)(nil),     // 74: shale.controller.v1.ClientQuotaEntity
+	(*ScramCredential)(nil),       // 75: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),    // 76: shale.controller.v1.ScramCredentialKey
+	(*PartitionReassignment)(nil), // 77: shale.controller.v1.PartitionReassignment
 }
 var file_controller_proto_depIdxs = []int32{
-	60, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	61, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	61, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	62, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	63, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	64, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	59, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	62, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	63, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	63, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	64, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	65, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	66, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	61, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
 	7,  // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	61, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	65, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	63, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	67, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
 	9,  // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	61, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	64, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	63, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	66, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
 	13, // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	61, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	63, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
 	16, // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	61, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
-	61, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	66, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	61, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	67, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	61, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	68, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	61, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	67, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	68, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	67, // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
-	61, // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
+	63, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	63, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	68, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	63, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	69, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	63, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	70, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	63, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	69, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	70, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	69, // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
+	63, // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
 	29, // 28: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
-	61, // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	61, // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	69, // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
-	68, // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	61, // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
-	61, // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	63, // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	63, // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	71, // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	70, // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	63, // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	63, // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
 	35, // 35: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
-	70, // 36: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
-	61, // 37: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
-	61, // 38: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
-	71, // 39: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
-	61, // 40: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
-	70, // 41: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
-	61, // 42: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
+	72, // 36: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
+	63, // 37: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
+	63, // 38: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
+	73, // 39: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
+	63, // 40: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
+	72, // 41: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
+	63, // 42: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
 	40, // 43: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
-	72, // 44: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	74, // 44: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
 	42, // 45: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
 	43, // 46: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
-	61, // 47: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
-	73, // 48: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
-	74, // 49: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	61, // 50: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	61, // 51: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
-	61, // 52: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
-	61, // 53: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	73, // 54: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
-	61, // 55: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
-	61, // 56: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
-	61, // 57: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
+	63, // 47: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
+	75, // 48: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
+	76, // 49: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	63, // 50: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	63, // 51: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
+	63, // 52: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
+	63, // 53: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	75, // 54: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
+	63, // 55: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
+	63, // 56: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
+	63, // 57: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
 	55, // 58: shale.controller.v1.DescribeQuorumResponse.voters:type_name -> shale.controller.v1.QuorumReplica
 	55, // 59: shale.controller.v1.DescribeQuorumResponse.observers:type_name -> shale.controller.v1.QuorumReplica
-	61, // 60: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	1,  // 61: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,  // 62: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,  // 63: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,  // 64: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11, // 65: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14, // 66: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17, // 67: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	19, // 68: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	21, // 69: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	23, // 70: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	25, // 71: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	27, // 72: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	32, // 73: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	28, // 74: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
-	34, // 75: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
-	37, // 76: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
-	39, // 77: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
-	44, // 78: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
-	46, // 79: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
-	48, // 80: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
-	50, // 81: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
-	52, // 82: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
-	54, // 83: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
-	57, // 84: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
-	2,  // 85: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,  // 86: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,  // 87: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10, // 88: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12, // 89: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15, // 90: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18, // 91: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	20, // 92: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	22, // 93: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	24, // 94: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	26, // 95: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	31, // 96: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	33, // 97: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	30, // 98: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
-	36, // 99: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
-	38, // 100: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
-	41, // 101: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
-	45, // 102: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
-	47, // 103: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
-	49, // 104: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
-	51, // 105: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
-	53, // 106: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
-	56, // 107: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
-	58, // 108: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
-	85, // [85:109] is the sub-list for method output_type
-	61, // [61:85] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	63, // 60: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	77, // 61: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	63, // 62: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
+	35, // 63: shale.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> shale.controller.v1.PartitionError
+	1,  // 64: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,  // 65: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,  // 66: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,  // 67: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11, // 68: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14, // 69: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17, // 70: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	19, // 71: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	21, // 72: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	23, // 73: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	25, // 74: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	27, // 75: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	32, // 76: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	28, // 77: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
+	34, // 78: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	37, // 79: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
+	39, // 80: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
+	44, // 81: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
+	46, // 82: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
+	48, // 83: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
+	50, // 84: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
+	52, // 85: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
+	54, // 86: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
+	57, // 87: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
+	59, // 88: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
+	2,  // 89: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,  // 90: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,  // 91: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10, // 92: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12, // 93: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15, // 94: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18, // 95: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	20, // 96: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	22, // 97: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	24, // 98: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	26, // 99: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	31, // 100: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	33, // 101: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	30, // 102: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
+	36, // 103: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	38, // 104: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
+	41, // 105: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
+	45, // 106: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
+	47, // 107: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
+	49, // 108: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
+	51, // 109: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
+	53, // 110: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
+	56, // 111: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
+	58, // 112: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
+	60, // 113: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
+	89, // [89:114] is the sub-list for method output_type
+	64, // [64:89] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -3858,7 +3968,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   60,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,30 +23,31 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Controller_RegisterBroker_FullMethodName           = "/shale.controller.v1.Controller/RegisterBroker"
-	Controller_BrokerHeartbeat_FullMethodName          = "/shale.controller.v1.Controller/BrokerHeartbeat"
-	Controller_WatchMetadata_FullMethodName            = "/shale.controller.v1.Controller/WatchMetadata"
-	Controller_CreateTopics_FullMethodName             = "/shale.controller.v1.Controller/CreateTopics"
-	Controller_DeleteTopics_FullMethodName             = "/shale.controller.v1.Controller/DeleteTopics"
-	Controller_CreatePartitions_FullMethodName         = "/shale.controller.v1.Controller/CreatePartitions"
-	Controller_AlterTopicConfigs_FullMethodName        = "/shale.controller.v1.Controller/AlterTopicConfigs"
-	Controller_AlterPartition_FullMethodName           = "/shale.controller.v1.Controller/AlterPartition"
-	Controller_AllocateProducerIds_FullMethodName      = "/shale.controller.v1.Controller/AllocateProducerIds"
-	Controller_CommitOffsets_FullMethodName            = "/shale.controller.v1.Controller/CommitOffsets"
-	Controller_FetchOffsets_FullMethodName             = "/shale.controller.v1.Controller/FetchOffsets"
-	Controller_DeleteGroupOffsets_FullMethodName       = "/shale.controller.v1.Controller/DeleteGroupOffsets"
-	Controller_ListOffsetGroups_FullMethodName         = "/shale.controller.v1.Controller/ListOffsetGroups"
-	Controller_ReadOffsetsLog_FullMethodName           = "/shale.controller.v1.Controller/ReadOffsetsLog"
-	Controller_ElectLeaders_FullMethodName             = "/shale.controller.v1.Controller/ElectLeaders"
-	Controller_CreateAcls_FullMethodName               = "/shale.controller.v1.Controller/CreateAcls"
-	Controller_DeleteAcls_FullMethodName               = "/shale.controller.v1.Controller/DeleteAcls"
-	Controller_AlterClientQuotas_FullMethodName        = "/shale.controller.v1.Controller/AlterClientQuotas"
-	Controller_AlterScramCredentials_FullMethodName    = "/shale.controller.v1.Controller/AlterScramCredentials"
-	Controller_DescribeScramCredentials_FullMethodName = "/shale.controller.v1.Controller/DescribeScramCredentials"
-	Controller_AddVoter_FullMethodName                 = "/shale.controller.v1.Controller/AddVoter"
-	Controller_RemoveVoter_FullMethodName              = "/shale.controller.v1.Controller/RemoveVoter"
-	Controller_DescribeQuorum_FullMethodName           = "/shale.controller.v1.Controller/DescribeQuorum"
-	Controller_UnregisterBroker_FullMethodName         = "/shale.controller.v1.Controller/UnregisterBroker"
+	Controller_RegisterBroker_FullMethodName              = "/shale.controller.v1.Controller/RegisterBroker"
+	Controller_BrokerHeartbeat_FullMethodName             = "/shale.controller.v1.Controller/BrokerHeartbeat"
+	Controller_WatchMetadata_FullMethodName               = "/shale.controller.v1.Controller/WatchMetadata"
+	Controller_CreateTopics_FullMethodName                = "/shale.controller.v1.Controller/CreateTopics"
+	Controller_DeleteTopics_FullMethodName                = "/shale.controller.v1.Controller/DeleteTopics"
+	Controller_CreatePartitions_FullMethodName            = "/shale.controller.v1.Controller/CreatePartitions"
+	Controller_AlterTopicConfigs_FullMethodName           = "/shale.controller.v1.Controller/AlterTopicConfigs"
+	Controller_AlterPartition_FullMethodName              = "/shale.controller.v1.Controller/AlterPartition"
+	Controller_AllocateProducerIds_FullMethodName         = "/shale.controller.v1.Controller/AllocateProducerIds"
+	Controller_CommitOffsets_FullMethodName               = "/shale.controller.v1.Controller/CommitOffsets"
+	Controller_FetchOffsets_FullMethodName                = "/shale.controller.v1.Controller/FetchOffsets"
+	Controller_DeleteGroupOffsets_FullMethodName          = "/shale.controller.v1.Controller/DeleteGroupOffsets"
+	Controller_ListOffsetGroups_FullMethodName            = "/shale.controller.v1.Controller/ListOffsetGroups"
+	Controller_ReadOffsetsLog_FullMethodName              = "/shale.controller.v1.Controller/ReadOffsetsLog"
+	Controller_ElectLeaders_FullMethodName                = "/shale.controller.v1.Controller/ElectLeaders"
+	Controller_CreateAcls_FullMethodName                  = "/shale.controller.v1.Controller/CreateAcls"
+	Controller_DeleteAcls_FullMethodName                  = "/shale.controller.v1.Controller/DeleteAcls"
+	Controller_AlterClientQuotas_FullMethodName           = "/shale.controller.v1.Controller/AlterClientQuotas"
+	Controller_AlterScramCredentials_FullMethodName       = "/shale.controller.v1.Controller/AlterScramCredentials"
+	Controller_DescribeScramCredentials_FullMethodName    = "/shale.controller.v1.Controller/DescribeScramCredentials"
+	Controller_AddVoter_FullMethodName                    = "/shale.controller.v1.Controller/AddVoter"
+	Controller_RemoveVoter_FullMethodName                 = "/shale.controller.v1.Controller/RemoveVoter"
+	Controller_DescribeQuorum_FullMethodName              = "/shale.controller.v1.Controller/DescribeQuorum"
+	Controller_UnregisterBroker_FullMethodName            = "/shale.controller.v1.Controller/UnregisterBroker"
+	Controller_AlterPartitionReassignments_FullMethodName = "/shale.controller.v1.Controller/AlterPartitionReassignments"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -95,6 +96,9 @@ type ControllerClient interface {
 	// UnregisterBroker removes a broker's registration (Kafka's UnregisterBroker); refused
 	// while the broker still holds replicas unless force is set.
 	UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error)
+	// AlterPartitionReassignments is Kafka's (KIP-455): start, replace or cancel moves of
+	// partitions' replicas.
+	AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error)
 }
 
 type controllerClient struct {
@@ -354,6 +358,16 @@ func (c *controllerClient) UnregisterBroker(ctx context.Context, in *UnregisterB
 	return out, nil
 }
 
+func (c *controllerClient) AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterPartitionReassignmentsResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterPartitionReassignments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -400,6 +414,9 @@ type ControllerServer interface {
 	// UnregisterBroker removes a broker's registration (Kafka's UnregisterBroker); refused
 	// while the broker still holds replicas unless force is set.
 	UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error)
+	// AlterPartitionReassignments is Kafka's (KIP-455): start, replace or cancel moves of
+	// partitions' replicas.
+	AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -481,6 +498,9 @@ func (UnimplementedControllerServer) DescribeQuorum(context.Context, *DescribeQu
 }
 func (UnimplementedControllerServer) UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UnregisterBroker not implemented")
+}
+func (UnimplementedControllerServer) AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterPartitionReassignments not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -928,6 +948,24 @@ func _Controller_UnregisterBroker_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AlterPartitionReassignments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterPartitionReassignmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterPartitionReassignments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterPartitionReassignments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterPartitionReassignments(ctx, req.(*AlterPartitionReassignmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1026,6 +1064,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UnregisterBroker",
 			Handler:    _Controller_UnregisterBroker_Handler,
+		},
+		{
+			MethodName: "AlterPartitionReassignments",
+			Handler:    _Controller_AlterPartitionReassignments_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -250,8 +250,13 @@ type PartitionState struct {
 	Leader         int32                  `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"`
 	LeaderEpoch    int32                  `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	PartitionEpoch int32                  `protobuf:"varint,6,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// A reassignment in progress (KIP-455): replicas is the target followed by the
+	// replicas it drops; adding_replicas are the target's replicas that are new,
+	// removing_replicas the current ones the target drops. Both empty: none in progress.
+	AddingReplicas   []int32 `protobuf:"varint,120,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `protobuf:"varint,121,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartitionState) Reset() {
@@ -324,6 +329,20 @@ func (x *PartitionState) GetPartitionEpoch() int32 {
 		return x.PartitionEpoch
 	}
 	return 0
+}
+
+func (x *PartitionState) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *PartitionState) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
+	}
+	return nil
 }
 
 // TopicState is one topic's complete committed state.
@@ -1521,14 +1540,16 @@ const file_metadata_proto_rawDesc = "" +
 	"\vincarnation\x18\x04 \x01(\tR\vincarnation\x12\x14\n" +
 	"\x05epoch\x18\x05 \x01(\x03R\x05epoch\x12\x16\n" +
 	"\x06fenced\x18\x06 \x01(\bR\x06fenced\x124\n" +
-	"\x16in_controlled_shutdown\x18\a \x01(\bR\x14inControlledShutdown\"\xb8\x01\n" +
+	"\x16in_controlled_shutdown\x18\a \x01(\bR\x14inControlledShutdown\"\x8e\x02\n" +
 	"\x0ePartitionState\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x1a\n" +
 	"\breplicas\x18\x02 \x03(\x05R\breplicas\x12\x10\n" +
 	"\x03isr\x18\x03 \x03(\x05R\x03isr\x12\x16\n" +
 	"\x06leader\x18\x04 \x01(\x05R\x06leader\x12!\n" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12'\n" +
-	"\x0fpartition_epoch\x18\x06 \x01(\x05R\x0epartitionEpoch\"\xf9\x01\n" +
+	"\x0fpartition_epoch\x18\x06 \x01(\x05R\x0epartitionEpoch\x12'\n" +
+	"\x0fadding_replicas\x18x \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18y \x03(\x05R\x10removingReplicas\"\xf9\x01\n" +
 	"\n" +
 	"TopicState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +

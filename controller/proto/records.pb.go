@@ -107,6 +107,7 @@ type Record struct {
 	//	*Record_ClientQuotas
 	//	*Record_ScramCredentials
 	//	*Record_UnregisterBroker
+	//	*Record_AlterPartitionReassignments
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -311,6 +312,15 @@ func (x *Record) GetUnregisterBroker() *UnregisterBrokerRecord {
 	return nil
 }
 
+func (x *Record) GetAlterPartitionReassignments() *AlterPartitionReassignmentsRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_AlterPartitionReassignments); ok {
+			return x.AlterPartitionReassignments
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -387,6 +397,10 @@ type Record_UnregisterBroker struct {
 	UnregisterBroker *UnregisterBrokerRecord `protobuf:"bytes,130,opt,name=unregister_broker,json=unregisterBroker,proto3,oneof"`
 }
 
+type Record_AlterPartitionReassignments struct {
+	AlterPartitionReassignments *AlterPartitionReassignmentsRecord `protobuf:"bytes,120,opt,name=alter_partition_reassignments,json=alterPartitionReassignments,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -422,6 +436,8 @@ func (*Record_ClientQuotas) isRecord_Record() {}
 func (*Record_ScramCredentials) isRecord_Record() {}
 
 func (*Record_UnregisterBroker) isRecord_Record() {}
+
+func (*Record_AlterPartitionReassignments) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -2075,11 +2091,138 @@ func (x *UnregisterBrokerRecord) GetForce() bool {
 	return false
 }
 
+// PartitionReassignment sets one partition's target replicas (Kafka's
+// AlterPartitionReassignments), or with cancel reverts the reassignment in progress.
+type PartitionReassignment struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Replicas  []int32                `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	Cancel    bool                   `protobuf:"varint,4,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	// refuses a target of another size than the replicas it replaces (KIP-860, v1 with
+	// AllowReplicationFactorChange false).
+	RefuseReplicationFactorChange bool `protobuf:"varint,5,opt,name=refuse_replication_factor_change,json=refuseReplicationFactorChange,proto3" json:"refuse_replication_factor_change,omitempty"`
+	unknownFields                 protoimpl.UnknownFields
+	sizeCache                     protoimpl.SizeCache
+}
+
+func (x *PartitionReassignment) Reset() {
+	*x = PartitionReassignment{}
+	mi := &file_records_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionReassignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionReassignment) ProtoMessage() {}
+
+func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionReassignment.ProtoReflect.Descriptor instead.
+func (*PartitionReassignment) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *PartitionReassignment) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionReassignment) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionReassignment) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *PartitionReassignment) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+func (x *PartitionReassignment) GetRefuseReplicationFactorChange() bool {
+	if x != nil {
+		return x.RefuseReplicationFactorChange
+	}
+	return false
+}
+
+// AlterPartitionReassignmentsRecord starts, replaces or cancels reassignments; each
+// partition gets its own outcome. The FSM completes a reassignment once every target
+// replica is in the ISR.
+type AlterPartitionReassignmentsRecord struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Reassignments []*PartitionReassignment `protobuf:"bytes,1,rep,name=reassignments,proto3" json:"reassignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsRecord) Reset() {
+	*x = AlterPartitionReassignmentsRecord{}
+	mi := &file_records_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsRecord) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsRecord.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *AlterPartitionReassignmentsRecord) GetReassignments() []*PartitionReassignment {
+	if x != nil {
+		return x.Reassignments
+	}
+	return nil
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\x83\f\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\x81\r\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -2102,7 +2245,8 @@ const file_records_proto_rawDesc = "" +
 	"deleteAcls\x12N\n" +
 	"\rclient_quotas\x18P \x01(\v2'.shale.controller.v1.ClientQuotasRecordH\x00R\fclientQuotas\x12Z\n" +
 	"\x11scram_credentials\x18( \x01(\v2+.shale.controller.v1.ScramCredentialsRecordH\x00R\x10scramCredentials\x12[\n" +
-	"\x11unregister_broker\x18\x82\x01 \x01(\v2+.shale.controller.v1.UnregisterBrokerRecordH\x00R\x10unregisterBrokerB\b\n" +
+	"\x11unregister_broker\x18\x82\x01 \x01(\v2+.shale.controller.v1.UnregisterBrokerRecordH\x00R\x10unregisterBroker\x12|\n" +
+	"\x1dalter_partition_reassignments\x18x \x01(\v26.shale.controller.v1.AlterPartitionReassignmentsRecordH\x00R\x1balterPartitionReassignmentsB\b\n" +
 	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -2225,7 +2369,15 @@ const file_records_proto_rawDesc = "" +
 	"\tdeletions\x18\x02 \x03(\v2'.shale.controller.v1.ScramCredentialKeyR\tdeletions\"K\n" +
 	"\x16UnregisterBrokerRecord\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x14\n" +
-	"\x05force\x18\x02 \x01(\bR\x05force*~\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"\xc8\x01\n" +
+	"\x15PartitionReassignment\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\breplicas\x18\x03 \x03(\x05R\breplicas\x12\x16\n" +
+	"\x06cancel\x18\x04 \x01(\bR\x06cancel\x12G\n" +
+	" refuse_replication_factor_change\x18\x05 \x01(\bR\x1drefuseReplicationFactorChange\"u\n" +
+	"!AlterPartitionReassignmentsRecord\x12P\n" +
+	"\rreassignments\x18\x01 \x03(\v2*.shale.controller.v1.PartitionReassignmentR\rreassignments*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
@@ -2245,49 +2397,51 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_records_proto_goTypes = []any{
-	(ElectionType)(0),                 // 0: shale.controller.v1.ElectionType
-	(*Record)(nil),                    // 1: shale.controller.v1.Record
-	(*LeaderChangeRecord)(nil),        // 2: shale.controller.v1.LeaderChangeRecord
-	(*RegisterBrokerRecord)(nil),      // 3: shale.controller.v1.RegisterBrokerRecord
-	(*FenceBrokersRecord)(nil),        // 4: shale.controller.v1.FenceBrokersRecord
-	(*UnfenceBrokerRecord)(nil),       // 5: shale.controller.v1.UnfenceBrokerRecord
-	(*NewTopic)(nil),                  // 6: shale.controller.v1.NewTopic
-	(*CreateTopicsRecord)(nil),        // 7: shale.controller.v1.CreateTopicsRecord
-	(*TopicRef)(nil),                  // 8: shale.controller.v1.TopicRef
-	(*DeleteTopicsRecord)(nil),        // 9: shale.controller.v1.DeleteTopicsRecord
-	(*NewPartitions)(nil),             // 10: shale.controller.v1.NewPartitions
-	(*CreatePartitionsRecord)(nil),    // 11: shale.controller.v1.CreatePartitionsRecord
-	(*SetTopicConfigsRecord)(nil),     // 12: shale.controller.v1.SetTopicConfigsRecord
-	(*AlterPartitionRecord)(nil),      // 13: shale.controller.v1.AlterPartitionRecord
-	(*AllocateProducerIdsRecord)(nil), // 14: shale.controller.v1.AllocateProducerIdsRecord
-	(*OffsetOp)(nil),                  // 15: shale.controller.v1.OffsetOp
-	(*OffsetOpsRecord)(nil),           // 16: shale.controller.v1.OffsetOpsRecord
-	(*ElectLeadersRecord)(nil),        // 17: shale.controller.v1.ElectLeadersRecord
-	(*ControlledShutdownRecord)(nil),  // 18: shale.controller.v1.ControlledShutdownRecord
-	(*SnapshotHeader)(nil),            // 19: shale.controller.v1.SnapshotHeader
-	(*GroupOffsets)(nil),              // 20: shale.controller.v1.GroupOffsets
-	(*SnapshotItem)(nil),              // 21: shale.controller.v1.SnapshotItem
-	(*CreateAclsRecord)(nil),          // 22: shale.controller.v1.CreateAclsRecord
-	(*DeleteAclsRecord)(nil),          // 23: shale.controller.v1.DeleteAclsRecord
-	(*ClientQuotasRecord)(nil),        // 24: shale.controller.v1.ClientQuotasRecord
-	(*ScramCredentialsRecord)(nil),    // 25: shale.controller.v1.ScramCredentialsRecord
-	(*UnregisterBrokerRecord)(nil),    // 26: shale.controller.v1.UnregisterBrokerRecord
-	nil,                               // 27: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                               // 28: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                  // 29: shale.controller.v1.Listener
-	(*ReplicaList)(nil),               // 30: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),               // 31: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),           // 32: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),          // 33: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),               // 34: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                // 35: shale.controller.v1.TopicState
-	(*AclBinding)(nil),                // 36: shale.controller.v1.AclBinding
-	(*ClientQuotaState)(nil),          // 37: shale.controller.v1.ClientQuotaState
-	(*ScramCredential)(nil),           // 38: shale.controller.v1.ScramCredential
-	(*AclFilter)(nil),                 // 39: shale.controller.v1.AclFilter
-	(*ScramCredentialKey)(nil),        // 40: shale.controller.v1.ScramCredentialKey
+	(ElectionType)(0),                         // 0: shale.controller.v1.ElectionType
+	(*Record)(nil),                            // 1: shale.controller.v1.Record
+	(*LeaderChangeRecord)(nil),                // 2: shale.controller.v1.LeaderChangeRecord
+	(*RegisterBrokerRecord)(nil),              // 3: shale.controller.v1.RegisterBrokerRecord
+	(*FenceBrokersRecord)(nil),                // 4: shale.controller.v1.FenceBrokersRecord
+	(*UnfenceBrokerRecord)(nil),               // 5: shale.controller.v1.UnfenceBrokerRecord
+	(*NewTopic)(nil),                          // 6: shale.controller.v1.NewTopic
+	(*CreateTopicsRecord)(nil),                // 7: shale.controller.v1.CreateTopicsRecord
+	(*TopicRef)(nil),                          // 8: shale.controller.v1.TopicRef
+	(*DeleteTopicsRecord)(nil),                // 9: shale.controller.v1.DeleteTopicsRecord
+	(*NewPartitions)(nil),                     // 10: shale.controller.v1.NewPartitions
+	(*CreatePartitionsRecord)(nil),            // 11: shale.controller.v1.CreatePartitionsRecord
+	(*SetTopicConfigsRecord)(nil),             // 12: shale.controller.v1.SetTopicConfigsRecord
+	(*AlterPartitionRecord)(nil),              // 13: shale.controller.v1.AlterPartitionRecord
+	(*AllocateProducerIdsRecord)(nil),         // 14: shale.controller.v1.AllocateProducerIdsRecord
+	(*OffsetOp)(nil),                          // 15: shale.controller.v1.OffsetOp
+	(*OffsetOpsRecord)(nil),                   // 16: shale.controller.v1.OffsetOpsRecord
+	(*ElectLeadersRecord)(nil),                // 17: shale.controller.v1.ElectLeadersRecord
+	(*ControlledShutdownRecord)(nil),          // 18: shale.controller.v1.ControlledShutdownRecord
+	(*SnapshotHeader)(nil),                    // 19: shale.controller.v1.SnapshotHeader
+	(*GroupOffsets)(nil),                      // 20: shale.controller.v1.GroupOffsets
+	(*SnapshotItem)(nil),                      // 21: shale.controller.v1.SnapshotItem
+	(*CreateAclsRecord)(nil),                  // 22: shale.controller.v1.CreateAclsRecord
+	(*DeleteAclsRecord)(nil),                  // 23: shale.controller.v1.DeleteAclsRecord
+	(*ClientQuotasRecord)(nil),                // 24: shale.controller.v1.ClientQuotasRecord
+	(*ScramCredentialsRecord)(nil),            // 25: shale.controller.v1.ScramCredentialsRecord
+	(*UnregisterBrokerRecord)(nil),            // 26: shale.controller.v1.UnregisterBrokerRecord
+	(*PartitionReassignment)(nil),             // 27: shale.controller.v1.PartitionReassignment
+	(*AlterPartitionReassignmentsRecord)(nil), // 28: shale.controller.v1.AlterPartitionReassignmentsRecord
+	nil,                        // 29: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                        // 30: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),           // 31: shale.controller.v1.Listener
+	(*ReplicaList)(nil),        // 32: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),        // 33: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),    // 34: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),   // 35: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),        // 36: shale.controller.v1.BrokerState
+	(*TopicState)(nil),         // 37: shale.controller.v1.TopicState
+	(*AclBinding)(nil),         // 38: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),   // 39: shale.controller.v1.ClientQuotaState
+	(*ScramCredential)(nil),    // 40: shale.controller.v1.ScramCredential
+	(*AclFilter)(nil),          // 41: shale.controller.v1.AclFilter
+	(*ScramCredentialKey)(nil), // 42: shale.controller.v1.ScramCredentialKey
 }
 var file_records_proto_depIdxs = []int32{
 	2,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -2308,37 +2462,39 @@ var file_records_proto_depIdxs = []int32{
 	24, // 15: shale.controller.v1.Record.client_quotas:type_name -> shale.controller.v1.ClientQuotasRecord
 	25, // 16: shale.controller.v1.Record.scram_credentials:type_name -> shale.controller.v1.ScramCredentialsRecord
 	26, // 17: shale.controller.v1.Record.unregister_broker:type_name -> shale.controller.v1.UnregisterBrokerRecord
-	29, // 18: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	30, // 19: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	27, // 20: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	6,  // 21: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	8,  // 22: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	30, // 23: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	10, // 24: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	28, // 25: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	31, // 26: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	32, // 27: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	15, // 28: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 29: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	32, // 30: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	33, // 31: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	31, // 32: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	34, // 33: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	35, // 34: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	20, // 35: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	36, // 36: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	37, // 37: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
-	38, // 38: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
-	36, // 39: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	39, // 40: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	37, // 41: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
-	38, // 42: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
-	40, // 43: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	44, // [44:44] is the sub-list for method output_type
-	44, // [44:44] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	28, // 18: shale.controller.v1.Record.alter_partition_reassignments:type_name -> shale.controller.v1.AlterPartitionReassignmentsRecord
+	31, // 19: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	32, // 20: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	29, // 21: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	6,  // 22: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	8,  // 23: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	32, // 24: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	10, // 25: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	30, // 26: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	33, // 27: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	34, // 28: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	15, // 29: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 30: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	34, // 31: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	35, // 32: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	33, // 33: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	36, // 34: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	37, // 35: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	20, // 36: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	38, // 37: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	39, // 38: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	40, // 39: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	38, // 40: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	41, // 41: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	39, // 42: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	40, // 43: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	42, // 44: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	27, // 45: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -2366,6 +2522,7 @@ func file_records_proto_init() {
 		(*Record_ClientQuotas)(nil),
 		(*Record_ScramCredentials)(nil),
 		(*Record_UnregisterBroker)(nil),
+		(*Record_AlterPartitionReassignments)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
@@ -2381,7 +2538,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

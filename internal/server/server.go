@@ -304,6 +304,9 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 
 		ProducerIDExpiration:              time.Duration(cfg.ProducerIDExpirationMs) * time.Millisecond,
 		ProducerIDExpirationCheckInterval: time.Duration(cfg.ProducerIDExpirationCheckIntervalMs) * time.Millisecond,
+
+		LeaderReplicationThrottledRate:   cfg.LeaderReplicationThrottledRate,
+		FollowerReplicationThrottledRate: cfg.FollowerReplicationThrottledRate,
 	}, store)
 	if err != nil {
 		return err
