@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/internal/rebalance"
 )
@@ -16,6 +18,22 @@ import (
 // (restarting, say) is listed too, without a rack, so that a rebalance does not empty it;
 // internal topics are left out.
 func (c *Client) Assignment(ctx context.Context) ([]rebalance.Broker, []rebalance.Partition, error) {
+	// During a reassignment a partition lists its old and new replicas together: a plan
+	// made from that would be wrong.
+	lreq := kmsg.NewPtrListPartitionReassignmentsRequest() // no topics: every reassignment
+	lresp, err := lreq.RequestWith(ctx, c.kc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list reassignments: %w", err)
+	}
+	if err := codeError(lresp.ErrorCode, lresp.ErrorMessage); err != nil {
+		return nil, nil, fmt.Errorf("list reassignments: %w", err)
+	}
+	for _, t := range lresp.Topics {
+		if len(t.Partitions) > 0 {
+			return nil, nil, fmt.Errorf("%w: %s-%d is being reassigned; wait until reassignments complete",
+				kerr.ReassignmentInProgress, t.Topic, t.Partitions[0].Partition)
+		}
+	}
 	md, err := c.adm.Metadata(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the assignment: %w", err)
@@ -124,6 +142,6 @@ func (c *Client) ApplyPlan(ctx context.Context, moves []rebalance.Move, progress
 			elected++
 		}
 	}
-	say("preferred leaders elected for %d partitions", elected)
+	say("preferred leaders elected for %d of %d moved partitions (the others needed no election)", elected, len(moves))
 	return nil
 }
