@@ -233,3 +233,25 @@ func TestDescribeQuorum(t *testing.T) {
 		t.Fatalf("observer %+v", o)
 	}
 }
+
+// TestRemoveActiveController: removing the active controller hands leadership over
+// first; the removal is committed by the new leader, the old one stops serving, and the
+// two remaining voters carry on.
+func TestRemoveActiveController(t *testing.T) {
+	checkNoGoroutineLeak(t)
+	q := newTestQuorum(t, 3, nil)
+	lead := q.leader()
+	id := q.voters[lead].ID
+	b := q.broker(1, "")
+	ctx := ctxFor(t)
+	if err := b.RemoveVoter(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	waitRemoved(t, q, id)
+	next := q.servers[q.leader()]
+	if next.cfg.NodeID == id || len(next.Voters()) != 2 || slices.ContainsFunc(next.Voters(), func(v Voter) bool { return v.ID == id }) {
+		t.Fatalf("after removing the active controller %d: leader %d, voters %v", id, next.cfg.NodeID, next.Voters())
+	}
+	mustCreateTopic(t, b, "after", 1, 1)
+	waitImage(t, b, "topic created by the remaining voters", func(im *metadata.Image) bool { return im.Topic("after") != nil })
+}
