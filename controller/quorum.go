@@ -269,8 +269,19 @@ func (s *Server) removeVoter(ctx context.Context, id int32) error {
 	}
 	if id == s.cfg.NodeID {
 		s.log.Info("asked to remove the active controller: handing leadership to another voter first")
-		if err := waitIndexFuture(ctx, indexFuture{s.raft.LeadershipTransfer()}); err != nil {
-			return fmt.Errorf("hand leadership over before removing controller %d: %w", id, err)
+		// A transfer times out after an election timeout when the target is slow to
+		// win; another try usually succeeds.
+		var err error
+		for range 5 {
+			err = waitIndexFuture(ctx, indexFuture{s.raft.LeadershipTransfer()})
+			if err == nil || ctx.Err() != nil || s.raft.State() != raft.Leader {
+				// A transfer reported as timed out may still have succeeded.
+				break
+			}
+			s.log.Warn("leadership transfer failed; trying again", "err", err)
+		}
+		if err != nil && s.raft.State() == raft.Leader {
+			return kafkaErrorf(kerr.RequestTimedOut, "could not hand leadership over before removing controller %d: %v; retry", id, err)
 		}
 		return errNotLeader
 	}
