@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,10 +15,12 @@ import (
 
 // faultReassign is scale-out under fire: every partition the leader of p holds moves to
 // a broker that holds none of them (the spare, started the first time), with
-// AlterPartitionReassignments. The target broker is held stopped (SIGSTOP) so that the
-// reassignments are surely in progress while the old leader is killed with SIGKILL and
-// restarted, and then the active controller; then it resumes, catches up, and the
-// reassignments complete. The fault ends once none is in progress.
+// AlterPartitionReassignments. The target broker is down (killed with SIGKILL just
+// before) so that the reassignments are surely in progress while the old leader is
+// killed with SIGKILL and restarted, and then the active controller; then it restarts,
+// catches up, and the reassignments complete. The fault ends once none is in progress.
+// (Not SIGSTOP: a client whose metadata request lands on a stopped broker waits until it
+// resumes, which would show as unavailability that says nothing about Shale.)
 var faultReassign = fault{"reassign leader's replicas to another broker; kill -9 it, then the active controller", func(r *runner, p int32) (string, time.Time, error) {
 	return r.reassignOffLeader(p)
 }}
@@ -74,13 +75,13 @@ func (r *runner) reassignOffLeader(p int32) (string, time.Time, error) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	if err := to.signal(syscall.SIGSTOP); err != nil {
+	if err := to.kill9(); err != nil {
 		return what, time.Now(), err
 	}
-	resumed := false
+	restarted := false
 	defer func() {
-		if !resumed {
-			_ = to.signal(syscall.SIGCONT)
+		if !restarted {
+			_ = r.restart(to)
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -127,8 +128,8 @@ func (r *runner) reassignOffLeader(p int32) (string, time.Time, error) {
 	time.Sleep(hold)
 	healAt := time.Now()
 	errs = append(errs, r.restart(a))
-	resumed = true
-	errs = append(errs, to.signal(syscall.SIGCONT), c.waitBrokerReady(to, 60*time.Second))
+	restarted = true
+	errs = append(errs, r.restart(to))
 
 	deadline := time.Now().Add(r.waits.heal)
 	for {
