@@ -155,3 +155,15 @@ func (m *Manager) followerThrottled(t *metadata.Topic, mp *metadata.Partition) b
 	}
 	return replicaThrottled(t, mp, m.cfg.NodeID, m.cfg.NodeID, topicconfig.FollowerReplicationThrottledReplicas)
 }
+
+// replicationFactor is a partition's replication factor as Kafka counts it for
+// under-replication: while a reassignment runs, the replicas it keeps and adds, not those
+// it is removing (replicas is the replica count the caller sees). moving reports a
+// reassignment in progress.
+func (m *Manager) replicationFactor(topic string, index int32, replicas int) (rf int, moving bool) {
+	mp := m.Image().Partition(topic, index)
+	if mp == nil || !mp.Reassigning() {
+		return replicas, false
+	}
+	return max(replicas-len(mp.RemovingReplicas), 0), true
+}
