@@ -394,8 +394,7 @@ func (s *Server) checkMembership() bool {
 
 // retire stops a controller that was removed from the quorum: no more gRPC, no more Raft.
 func (s *Server) retire(index uint64) {
-	s.log.Warn("this controller was removed from the controller quorum: it stops serving (gRPC and Raft); "+
-		"wipe its data directory before adding it again", "configuration_index", index, "data_dir", s.cfg.DataDir)
+	s.log.Info("this controller is no longer in the quorum's configuration; stopping", "configuration_index", index)
 	s.retired.Store(true)
 	s.stopSession()
 	s.grpc.Stop()
@@ -409,6 +408,8 @@ func (s *Server) retire(index uint64) {
 	if err := os.WriteFile(filepath.Join(s.cfg.DataDir, removedMarker), []byte(content), 0o644); err != nil {
 		s.log.Warn("could not record the removal in the data directory", "err", err)
 	}
+	s.log.Warn("this controller was removed from the controller quorum: it has stopped serving (gRPC and Raft); "+
+		"wipe its data directory before adding it again", "configuration_index", index, "data_dir", s.cfg.DataDir)
 	close(s.removedCh)
 }
 
