@@ -441,6 +441,12 @@ func (n *node) startHTTP(ln net.Listener) {
 				http.Error(w, "controller not started", http.StatusServiceUnavailable)
 				return
 			}
+			select {
+			case <-n.controller.Removed():
+				http.Error(w, "this controller was removed from the quorum", http.StatusServiceUnavailable)
+				return
+			default:
+			}
 		} else if bc := n.registered.Load(); bc == nil || !bc.LeaseValid() {
 			http.Error(w, "not registered with the controller", http.StatusServiceUnavailable)
 			return
