@@ -15,7 +15,7 @@ import (
 // LogEndOffset is -1 and the timestamps (ms) -1 when the leader does not know them.
 type QuorumReplica struct {
 	ID                    int32
-	Addr                  string // voters, from the v2 listeners
+	Addr                  string // voters only, from the v2 listeners
 	LogEndOffset          int64
 	LastFetchTimestamp    int64
 	LastCaughtUpTimestamp int64
@@ -59,16 +59,21 @@ func (c *Client) DescribeQuorum(ctx context.Context) (Quorum, error) {
 			addrs[n.NodeID] = net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port)))
 		}
 	}
-	conv := func(rs []kmsg.DescribeQuorumResponseTopicPartitionReplicaState) []QuorumReplica {
+	// Nodes lists the voters' listeners; an observer with a voter's id is the broker of
+	// a combined node, not the controller.
+	conv := func(rs []kmsg.DescribeQuorumResponseTopicPartitionReplicaState, voters bool) []QuorumReplica {
 		out := make([]QuorumReplica, len(rs))
 		for i, r := range rs {
-			out[i] = QuorumReplica{ID: r.ReplicaID, Addr: addrs[r.ReplicaID], LogEndOffset: r.LogEndOffset,
+			out[i] = QuorumReplica{ID: r.ReplicaID, LogEndOffset: r.LogEndOffset,
 				LastFetchTimestamp: r.LastFetchTimestamp, LastCaughtUpTimestamp: r.LastCaughtUpTimestamp}
+			if voters {
+				out[i].Addr = addrs[r.ReplicaID]
+			}
 		}
 		return out
 	}
 	return Quorum{LeaderID: p.LeaderID, LeaderEpoch: p.LeaderEpoch, HighWatermark: p.HighWatermark,
-		Voters: conv(p.CurrentVoters), Observers: conv(p.Observers)}, nil
+		Voters: conv(p.CurrentVoters, true), Observers: conv(p.Observers, false)}, nil
 }
 
 // AddController adds controller id, whose CONTROLLER listener is at addr (host:port), to

@@ -40,7 +40,7 @@ func (f *fsm) applyUnregisterBroker(c *change, r *pb.UnregisterBrokerRecord) app
 			more = fmt.Sprintf(" and %d more", len(held)-len(shown))
 		}
 		return applyResult{err: kafkaErrorf(kerr.PolicyViolation,
-			"broker %d still holds %d replicas (%s%s): move them off first (shale broker drain --node %d), or force it",
+			"broker %d still holds %d replicas (%s%s): move them off first (shale broker drain --node %d), or force it (--force)",
 			r.BrokerId, len(held), strings.Join(shown, ", "), more, r.BrokerId)}
 	}
 	if !b.Fenced {

@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/shalelog/shale/internal/rebalance"
 )
@@ -60,10 +57,6 @@ func brokerUnregister(ctx context.Context, args []string, stdout, stderr io.Writ
 	defer cl.Close()
 	defer cancel()
 	if err := cl.UnregisterBroker(opCtx, int32(nf.node), *force); err != nil {
-		if errors.Is(err, kerr.PolicyViolation) {
-			fmt.Fprintf(stderr, "%s: %v\nDrain it first (shale broker drain --node %d), or pass --force.\n", c.fs.Name(), err, nf.node)
-			return exitFailed
-		}
 		return failed(stderr, c.fs.Name(), err)
 	}
 	fmt.Fprintf(stdout, "unregistered broker %d\n", nf.node)
