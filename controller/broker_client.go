@@ -47,7 +47,10 @@ type BrokerConfig struct {
 	SessionTimeout time.Duration
 	// RequestTimeout bounds one attempt of a call to a controller. Default 10s.
 	RequestTimeout time.Duration
-	Logger         *slog.Logger
+	// VoterRefreshInterval is how often the broker asks the quorum for its current
+	// voters, whose addresses it then dials instead of ControllerAddrs. Default 5s.
+	VoterRefreshInterval time.Duration
+	Logger               *slog.Logger
 }
 
 // watchStallTimeout is how long a WatchMetadata stream may stay silent (controllers send
@@ -151,10 +154,14 @@ func NewBrokerClient(ctx context.Context, cfg BrokerConfig) (*BrokerClient, erro
 		c.Close()
 		return nil, err
 	}
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go func() {
 		defer c.wg.Done()
 		c.watchLoop()
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.voterLoop()
 	}()
 	go func() {
 		defer c.wg.Done()

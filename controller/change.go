@@ -21,6 +21,7 @@ type change struct {
 	clusterID    *string
 	controllerID *int32
 	brokers      map[int32]*pb.BrokerState
+	unregistered map[int32]bool // brokers whose registration this record removes
 	created      map[string]*pb.TopicDelta
 	deleted      map[string]bool
 	configs      map[string]map[string]string            // existing topics with new configs
@@ -46,6 +47,9 @@ func (c *change) after(fn func()) { c.sideEffects = append(c.sideEffects, fn) }
 
 // broker returns a broker's state as of this change, or nil.
 func (c *change) broker(id int32) *pb.BrokerState {
+	if c.unregistered[id] {
+		return nil
+	}
 	if b, ok := c.brokers[id]; ok {
 		return b
 	}
@@ -81,6 +85,7 @@ func (c *change) brokerIDs() []int32 {
 			ids = append(ids, id)
 		}
 	}
+	ids = slices.DeleteFunc(ids, func(id int32) bool { return c.unregistered[id] })
 	slices.Sort(ids)
 	return ids
 }
@@ -137,7 +142,7 @@ func (c *change) partition(topic string, idx int32) (*pb.PartitionState, bool) {
 	// builds new slices (setPartitionState clones).
 	bp := &t.Partitions[idx]
 	return &pb.PartitionState{Index: bp.Index, Replicas: bp.Replicas, Isr: bp.ISR, Leader: bp.Leader,
-		LeaderEpoch: bp.LeaderEpoch, PartitionEpoch: bp.PartitionEpoch}, true
+		LeaderEpoch: bp.LeaderEpoch, PartitionEpoch: bp.PartitionEpoch, AddingReplicas: bp.AddingReplicas, RemovingReplicas: bp.RemovingReplicas}, true
 }
 
 // partitionExists reports whether a partition exists as of this change, without
@@ -224,8 +229,11 @@ func (c *change) topicNames() []string {
 func (c *change) delta() *pb.MetadataDelta {
 	d := &pb.MetadataDelta{Offset: c.offset, PrevOffset: c.base.Offset, ClusterId: c.clusterID, ControllerId: c.controllerID}
 	for _, id := range slices.Sorted(maps.Keys(c.brokers)) {
-		d.Brokers = append(d.Brokers, c.brokers[id])
+		if !c.unregistered[id] {
+			d.Brokers = append(d.Brokers, c.brokers[id])
+		}
 	}
+	d.UnregisteredBrokers = slices.Sorted(maps.Keys(c.unregistered))
 	d.DeletedTopics = slices.Sorted(maps.Keys(c.deleted))
 	topics := map[string]*pb.TopicDelta{}
 	for name, cfg := range c.configs {
@@ -254,7 +262,8 @@ func (c *change) delta() *pb.MetadataDelta {
 	}
 	c.acls.fill(d)
 	d.ClientQuotas = c.quotaDelta()
-	if d.ClusterId == nil && d.ControllerId == nil && c.acls.empty() && len(d.Brokers) == 0 && len(d.Topics) == 0 && len(d.DeletedTopics) == 0 &&
+	if d.ClusterId == nil && d.ControllerId == nil && c.acls.empty() && len(d.Brokers) == 0 && len(d.UnregisteredBrokers) == 0 &&
+		len(d.Topics) == 0 && len(d.DeletedTopics) == 0 &&
 		len(d.Coordinators) == 0 && len(d.ClientQuotas) == 0 {
 		return nil
 	}

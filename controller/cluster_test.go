@@ -159,7 +159,9 @@ func (q *testQuorum) broker(id int32, rack string) *BrokerClient {
 		ControllerAddrs:   q.addrs(),
 		HeartbeatInterval: testHeartbeatInterval,
 		SessionTimeout:    testSessionTimeout,
-		Logger:            testLogger(q.t).With("broker", id),
+		// Brokers follow quorum changes quickly in tests; the default is 5s.
+		VoterRefreshInterval: 200 * time.Millisecond,
+		Logger:               testLogger(q.t).With("broker", id),
 	})
 	if err != nil {
 		q.t.Fatal(err)

@@ -14,10 +14,16 @@ import (
 
 // Config configures one controller of the quorum.
 type Config struct {
-	// NodeID is this controller's node.id; it must be one of Voters.
+	// NodeID is this controller's node.id. When it is not one of Voters, the controller
+	// joins a running quorum: it never bootstraps one, and waits until the active
+	// controller adds it (AddVoter; `shale controller add`).
 	NodeID int32
-	// Voters is controller.quorum.voters: every controller of the quorum.
+	// Voters is controller.quorum.voters: the controllers of the quorum when it was
+	// formed, or, for a joining controller, controllers of the running quorum.
 	Voters []Voter
+	// Address is the host:port peers dial to reach a joining controller (one not in
+	// Voters); default the listener's address.
+	Address string
 	// ListenAddr is the host:port of this controller's CONTROLLER listener, which carries
 	// both Raft and the gRPC service. Empty: this node's address in Voters.
 	ListenAddr string
@@ -85,6 +91,9 @@ type Config struct {
 	// OffsetCommitBatch is the most offset operations gathered into one Raft record.
 	// Default 2048.
 	OffsetCommitBatch int
+	// VoterCatchUpTimeout bounds how long a controller being added may take to catch up
+	// as a non-voter before the addition is undone. Default 60s.
+	VoterCatchUpTimeout time.Duration
 }
 
 // RaftStorage is Raft's log, stable store, snapshot store and transport, for Config.Raft.
@@ -156,6 +165,9 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.TrailingLogs == 0 {
 		out.TrailingLogs = defaultTrailingLogs
 	}
+	if out.VoterCatchUpTimeout <= 0 {
+		out.VoterCatchUpTimeout = defaultVoterCatchUpTimeout
+	}
 	if out.OffsetCommitBatch <= 0 {
 		out.OffsetCommitBatch = defaultOffsetCommitBatch
 	}
@@ -173,8 +185,9 @@ func (c *Config) withDefaults() (Config, error) {
 	case out.LeaderLeaseTimeout > out.HeartbeatTimeout:
 		return out, errors.New("controller: LeaderLeaseTimeout must not exceed HeartbeatTimeout")
 	}
-	if !slices.ContainsFunc(out.Voters, func(v Voter) bool { return v.ID == out.NodeID }) {
-		return out, fmt.Errorf("controller: node.id %d is not in controller.quorum.voters %s", out.NodeID, FormatVoters(out.Voters))
+	if out.joining() && out.selfAddr() == "" {
+		return out, fmt.Errorf("controller: node.id %d is not in controller.quorum.voters %s, so it joins the running quorum, "+
+			"but it has no address for its peers to dial", out.NodeID, FormatVoters(out.Voters))
 	}
 	seen := map[int32]bool{}
 	for _, v := range out.Voters {
@@ -186,11 +199,25 @@ func (c *Config) withDefaults() (Config, error) {
 	return out, nil
 }
 
+// joining reports whether this controller is not among the configured voters: it joins
+// a running quorum instead of forming one.
+func (c *Config) joining() bool {
+	return !slices.ContainsFunc(c.Voters, func(v Voter) bool { return v.ID == c.NodeID })
+}
+
 func (c *Config) selfAddr() string {
 	for _, v := range c.Voters {
 		if v.ID == c.NodeID {
 			return v.Addr
 		}
+	}
+	switch {
+	case c.Address != "":
+		return c.Address
+	case c.ListenAddr != "":
+		return c.ListenAddr
+	case c.Listener != nil:
+		return c.Listener.Addr().String()
 	}
 	return ""
 }

@@ -123,6 +123,9 @@ func (f *fsm) commit(c *change) {
 	for _, b := range d.Brokers {
 		f.brokers[b.Id] = b
 	}
+	for _, id := range d.UnregisteredBrokers {
+		delete(f.brokers, id)
+	}
 	f.img = img
 	f.deltas.append(d)
 }
@@ -167,6 +170,10 @@ func (f *fsm) dispatch(c *change, rec *pb.Record) applyResult {
 		return f.applyTxnState(c, r.TxnState)
 	case *pb.Record_TxnOffsetCommit:
 		return f.applyTxnOffsetCommit(c, r.TxnOffsetCommit)
+	case *pb.Record_UnregisterBroker:
+		return f.applyUnregisterBroker(c, r.UnregisterBroker)
+	case *pb.Record_AlterPartitionReassignments:
+		return f.applyAlterPartitionReassignments(c, r.AlterPartitionReassignments)
 	default:
 		// A record from a newer version: every controller of this version skips it alike.
 		f.log.Error("unknown metadata record skipped", "offset", c.offset)

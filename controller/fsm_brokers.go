@@ -138,7 +138,7 @@ func (f *fsm) applyControlledShutdown(c *change, r *pb.ControlledShutdownRecord)
 			if leader == id {
 				// Only a clean move: the broker is alive and keeps leading a partition no
 				// other ISR member can take.
-				if leader, _ = chooseLeaderFrom(c, p.Replicas, isr, false); leader < 0 {
+				if leader, _ = chooseLeaderFrom(c, p, isr, false); leader < 0 {
 					leader, isr = id, p.Isr
 				}
 			}
@@ -231,7 +231,7 @@ func (f *fsm) electOne(c *change, topic string, idx int32, typ pb.ElectionType) 
 	}
 	// An explicit unclean election may take a replica outside the ISR whatever
 	// unclean.leader.election.enable says, as Kafka's does.
-	leader, isr := chooseLeaderFrom(c, p.Replicas, p.Isr, true)
+	leader, isr := chooseLeaderFrom(c, p, p.Isr, true)
 	if leader < 0 {
 		return kafkaErrorf(kerr.EligibleLeadersNotAvailable, "%s-%d: no live replica among %v", topic, idx, p.Replicas)
 	}
@@ -275,7 +275,7 @@ func (f *fsm) fenceEffects(c *change, fenced []int32) {
 			}
 			leader := p.Leader
 			if !c.alive(leader) {
-				leader, isr = f.chooseLeader(c, name, p.Replicas, isr)
+				leader, isr = f.chooseLeader(c, name, p, isr)
 			}
 			f.setPartitionState(c, name, p, leader, isr)
 		}
@@ -293,7 +293,7 @@ func (f *fsm) electLeaders(c *change, preferred bool) {
 			leader, isr := p.Leader, p.Isr
 			switch {
 			case leader < 0 || !c.alive(leader):
-				leader, isr = f.chooseLeader(c, name, p.Replicas, p.Isr)
+				leader, isr = f.chooseLeader(c, name, p, p.Isr)
 			case preferred && len(p.Replicas) > 0 && p.Replicas[0] != leader &&
 				c.eligible(p.Replicas[0]) && slices.Contains(p.Isr, p.Replicas[0]):
 				leader = p.Replicas[0]
@@ -307,19 +307,21 @@ func (f *fsm) electLeaders(c *change, preferred bool) {
 
 // chooseLeader picks the first eligible ISR member in replica order; failing that, with
 // unclean election allowed, the first eligible replica, which becomes the whole ISR.
-func (f *fsm) chooseLeader(c *change, topic string, replicas, isr []int32) (int32, []int32) {
-	return chooseLeaderFrom(c, replicas, isr, f.uncleanAllowed(c, topic))
+func (f *fsm) chooseLeader(c *change, topic string, p *pb.PartitionState, isr []int32) (int32, []int32) {
+	return chooseLeaderFrom(c, p, isr, f.uncleanAllowed(c, topic))
 }
 
-func chooseLeaderFrom(c *change, replicas, isr []int32, unclean bool) (int32, []int32) {
-	for _, r := range replicas {
+// chooseLeaderFrom picks among p's replicas. An unclean election never picks a replica a
+// reassignment is adding: it may hold nothing yet.
+func chooseLeaderFrom(c *change, p *pb.PartitionState, isr []int32, unclean bool) (int32, []int32) {
+	for _, r := range p.Replicas {
 		if slices.Contains(isr, r) && c.eligible(r) {
 			return r, isr
 		}
 	}
 	if unclean {
-		for _, r := range replicas {
-			if c.eligible(r) {
+		for _, r := range p.Replicas {
+			if c.eligible(r) && !slices.Contains(p.AddingReplicas, r) {
 				return r, []int32{r}
 			}
 		}
@@ -334,14 +336,19 @@ func (f *fsm) setPartitionState(c *change, topic string, p *pb.PartitionState, l
 		return
 	}
 	np := &pb.PartitionState{
-		Index:          p.Index,
-		Replicas:       p.Replicas,
-		Isr:            slices.Clone(isr),
-		Leader:         leader,
-		LeaderEpoch:    p.LeaderEpoch,
-		PartitionEpoch: p.PartitionEpoch + 1,
+		Index:            p.Index,
+		Replicas:         p.Replicas,
+		Isr:              slices.Clone(isr),
+		Leader:           leader,
+		LeaderEpoch:      p.LeaderEpoch,
+		PartitionEpoch:   p.PartitionEpoch + 1,
+		AddingReplicas:   p.AddingReplicas,
+		RemovingReplicas: p.RemovingReplicas,
 	}
-	if leader != p.Leader {
+	// An ISR that now holds every target replica completes a reassignment in the same
+	// change (fsm_reassign.go).
+	completeReassignment(c, np)
+	if np.Leader != p.Leader {
 		np.LeaderEpoch++
 	}
 	c.setPartition(topic, np)

@@ -216,7 +216,8 @@ func (f *fsm) createPartitions(c *change, spec *pb.NewPartitions, pl *placer) er
 		return kafkaErrorf(kerr.InvalidPartitions, "topic %q: adding %d partitions is more than the %d one request may create",
 			spec.Topic, spec.Count-have, maxNewPartitions)
 	}
-	rf := len(t.Partitions[0].Replicas)
+	// The replication factor a reassignment in progress is heading for.
+	rf := len(t.Partitions[0].Replicas) - len(t.Partitions[0].RemovingReplicas)
 	var assignments [][]int32
 	if len(spec.Assignments) > 0 {
 		if int32(len(spec.Assignments)) != spec.Count-have {

@@ -31,24 +31,28 @@ func brokerFromPB(b *pb.BrokerState) metadata.Broker {
 
 func partitionFromPB(topic string, p *pb.PartitionState) metadata.Partition {
 	return metadata.Partition{
-		Topic:          topic,
-		Index:          p.Index,
-		Replicas:       slices.Clone(p.Replicas),
-		ISR:            slices.Clone(p.Isr),
-		Leader:         p.Leader,
-		LeaderEpoch:    p.LeaderEpoch,
-		PartitionEpoch: p.PartitionEpoch,
+		Topic:            topic,
+		Index:            p.Index,
+		Replicas:         slices.Clone(p.Replicas),
+		ISR:              slices.Clone(p.Isr),
+		Leader:           p.Leader,
+		LeaderEpoch:      p.LeaderEpoch,
+		PartitionEpoch:   p.PartitionEpoch,
+		AddingReplicas:   slices.Clone(p.AddingReplicas),
+		RemovingReplicas: slices.Clone(p.RemovingReplicas),
 	}
 }
 
 func partitionToPB(p *metadata.Partition) *pb.PartitionState {
 	return &pb.PartitionState{
-		Index:          p.Index,
-		Replicas:       slices.Clone(p.Replicas),
-		Isr:            slices.Clone(p.ISR),
-		Leader:         p.Leader,
-		LeaderEpoch:    p.LeaderEpoch,
-		PartitionEpoch: p.PartitionEpoch,
+		Index:            p.Index,
+		Replicas:         slices.Clone(p.Replicas),
+		Isr:              slices.Clone(p.ISR),
+		Leader:           p.Leader,
+		LeaderEpoch:      p.LeaderEpoch,
+		PartitionEpoch:   p.PartitionEpoch,
+		AddingReplicas:   slices.Clone(p.AddingReplicas),
+		RemovingReplicas: slices.Clone(p.RemovingReplicas),
 	}
 }
 
@@ -106,10 +110,13 @@ func applyDelta(im *metadata.Image, d *pb.MetadataDelta) (*metadata.Image, error
 	if d.ControllerId != nil {
 		out.ControllerID = *d.ControllerId
 	}
-	if len(d.Brokers) > 0 {
+	if len(d.Brokers) > 0 || len(d.UnregisteredBrokers) > 0 {
 		out.Brokers = maps.Clone(im.Brokers)
 		for _, b := range d.Brokers {
 			out.Brokers[b.Id] = brokerFromPB(b)
+		}
+		for _, id := range d.UnregisteredBrokers {
+			delete(out.Brokers, id)
 		}
 	}
 	if len(d.Coordinators) > 0 {

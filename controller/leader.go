@@ -27,6 +27,9 @@ type leaderSession struct {
 	start    time.Time
 	lastSeen map[int32]time.Time
 	fencedAt map[int32]uint64
+	// brokerOffsets is how far each broker's metadata cache was at its last heartbeat,
+	// for DescribeQuorum's observers.
+	brokerOffsets map[int32]brokerOffset
 }
 
 func (s *Server) session() *leaderSession {
@@ -53,6 +56,9 @@ func (s *Server) followLeadership() {
 				s.startSession()
 			}
 		case <-check.C:
+			if s.checkMembership() {
+				return
+			}
 			isLeader := s.raft.State() == raft.Leader
 			if ls := s.session(); ls != nil && !isLeader {
 				s.stopSession()
@@ -66,7 +72,7 @@ func (s *Server) followLeadership() {
 func (s *Server) startSession() {
 	ctx, cancel := context.WithCancel(s.ctx)
 	ls := &leaderSession{ctx: ctx, cancel: cancel, ready: make(chan struct{}), done: make(chan struct{}),
-		lastSeen: map[int32]time.Time{}, fencedAt: map[int32]uint64{}}
+		lastSeen: map[int32]time.Time{}, fencedAt: map[int32]uint64{}, brokerOffsets: map[int32]brokerOffset{}}
 	s.sessMu.Lock()
 	s.sess = ls
 	s.sessMu.Unlock()

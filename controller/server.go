@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -66,6 +67,15 @@ type Server struct {
 	sessMu sync.Mutex
 	sess   *leaderSession
 
+	// quorumMu lets one controller quorum change run at a time (quorum.go).
+	quorumMu sync.Mutex
+	progress *progress
+	// member is set once this controller has seen itself in the quorum's configuration;
+	// retired once it was removed from it and stopped; removedCh is closed then.
+	member    atomic.Bool
+	retired   atomic.Bool
+	removedCh chan struct{}
+
 	ctx       context.Context
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -87,7 +97,10 @@ func NewServer(cfg Config) (*Server, error) {
 	if err := checkNodeID(c.DataDir, c.NodeID); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: c, log: log, fsm: newFSM(log)}
+	if err := checkNotRemoved(c.DataDir, c.NodeID); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: c, log: log, fsm: newFSM(log), progress: newProgress(), removedCh: make(chan struct{})}
 	if rs := c.Raft; rs != nil {
 		s.logs, s.stable, s.snaps = rs.Logs, rs.Stable, rs.Snapshots
 	} else {
@@ -196,13 +209,18 @@ func (s *Server) Start(ctx context.Context) error {
 		mux.close()
 		return fmt.Errorf("controller: inspect raft state: %w", err)
 	}
-	r, err := raft.NewRaft(rc, s.fsm, s.logs, s.stable, s.snaps, trans)
+	r, err := raft.NewRaft(rc, s.fsm, s.logs, s.stable, s.snaps, s.progress.wrap(trans))
 	if err != nil {
 		closeTransport(trans)
 		mux.close()
 		return fmt.Errorf("controller: start raft: %w", err)
 	}
-	if !hasState {
+	switch {
+	case !hasState && s.cfg.joining():
+		s.log.Info("this controller is not in controller.quorum.voters: it joins the running quorum and waits to be added "+
+			"(shale controller add --node N --address host:port)", "node.id", s.cfg.NodeID, "address", s.cfg.selfAddr(),
+			"voters", FormatVoters(s.cfg.Voters))
+	case !hasState:
 		var servers []raft.Server
 		for _, v := range s.cfg.Voters {
 			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(strconv.Itoa(int(v.ID))), Address: raft.ServerAddress(v.Addr)})
@@ -214,7 +232,7 @@ func (s *Server) Start(ctx context.Context) error {
 			mux.close()
 			return fmt.Errorf("controller: bootstrap: %w", err)
 		}
-	} else {
+	default:
 		s.warnOnVoterMismatch(r)
 	}
 
@@ -227,6 +245,8 @@ func (s *Server) Start(ctx context.Context) error {
 	pb.RegisterControllerServer(gs, &service{s: s})
 
 	s.raft, s.trans, s.mux, s.grpc = r, trans, mux, gs
+	commitIndex := r.CommitIndex
+	s.progress.commitIndex.Store(&commitIndex)
 	s.committer = newOffsetCommitter(s, s.cfg.OffsetCommitBatch)
 	s.started = true
 	mux.start()
@@ -339,9 +359,12 @@ func (s *Server) Close() error {
 			s.stopSession()
 			s.grpc.Stop()
 			// A snapshot of everything applied makes the next start restore it and
-			// replay nothing, however long the log has grown.
-			if err := s.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
-				s.log.Warn("snapshot on shutdown failed", "err", err)
+			// replay nothing, however long the log has grown. A removed controller's
+			// Raft is already shut down, and its log is of no further use.
+			if !s.retired.Load() {
+				if err := s.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+					s.log.Warn("snapshot on shutdown failed", "err", err)
+				}
 			}
 			if err := s.raft.Shutdown().Error(); err != nil {
 				s.closeErr = errors.Join(s.closeErr, fmt.Errorf("raft shutdown: %w", err))

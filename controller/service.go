@@ -116,6 +116,7 @@ func (v *service) BrokerHeartbeat(ctx context.Context, req *pb.BrokerHeartbeatRe
 		return resp, nil
 	}
 	ls.lastSeen[req.BrokerId] = time.Now()
+	v.s.noteBrokerOffsetLocked(ls, req.BrokerId, req.MetadataOffset)
 	switch {
 	case req.WantShutdown && req.Stopping && !b.Fenced:
 		err = v.s.fenceLocked(ls, &pb.FenceBrokersRecord{BrokerIds: []int32{b.Id}, BrokerEpochs: []int64{b.Epoch}, Reason: "broker stopping"})

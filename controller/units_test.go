@@ -45,7 +45,7 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		t.Fatalf("defaults %+v", c)
 	}
 	for _, bad := range []Config{
-		{NodeID: 2, Voters: voters, DataDir: "x"},
+		{NodeID: 2, Voters: voters, DataDir: "x"}, // joining, with no address to be reached at
 		{NodeID: 1, DataDir: "x"},
 		{NodeID: 1, Voters: voters},
 		{NodeID: 1, Voters: voters, DataDir: "x", DefaultPartitions: -1},

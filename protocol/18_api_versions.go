@@ -69,10 +69,13 @@ func (s *Server) registerBuiltins() {
 	s.Register(kmsg.IncrementalAlterConfigs, 0, 1, s.handleIncrementalAlterConfigs)
 	s.Register(kmsg.DescribeCluster, 0, 1, s.handleDescribeCluster)
 	s.Register(kmsg.ElectLeaders, 0, 2, s.handleElectLeaders)
+	s.Register(kmsg.AlterPartitionAssignments, 0, 1, s.handleAlterPartitionReassignments)
+	s.Register(kmsg.ListPartitionReassignments, 0, 0, s.handleListPartitionReassignments)
 	s.registerACLs() // 29_acls.go
 	s.Register(kmsg.DescribeClientQuotas, 0, 1, s.handleDescribeClientQuotas)
 	s.Register(kmsg.AlterClientQuotas, 0, 1, s.handleAlterClientQuotas)
 	s.registerAuth()
+	s.registerQuorum() // 55_describe_quorum.go
 	if s.deps.Groups != nil {
 		// Capped below KIP-848 (OffsetCommit/OffsetFetch v9, ConsumerGroupHeartbeat) and
 		// topic ids (v10); FindCoordinator v4 and OffsetFetch v8 are the batched forms.

@@ -139,6 +139,24 @@ func errorResponse(kreq kmsg.Request, code int16) kmsg.Response {
 			resp.Topics = append(resp.Topics, rt)
 		}
 		return resp
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+		resp.ErrorCode = code
+		for _, t := range req.Topics {
+			rt := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	case *kmsg.ListPartitionReassignmentsRequest:
+		resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+		resp.ErrorCode = code
+		return resp
 	case *kmsg.InitProducerIDRequest:
 		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = code, -1, -1

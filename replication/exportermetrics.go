@@ -239,7 +239,8 @@ func (e *exporterMetrics) Collect(ch chan<- prometheus.Metric) {
 		st := p.State()
 		minISR := p.Settings().MinInsyncReplicas
 		nISR, nRepl := len(st.ISR), len(st.Replicas)
-		isUnder, isUnderMin, isAtMin := nISR < nRepl, nISR < minISR, nISR == minISR
+		rf, _ := e.m.replicationFactor(p.Topic(), p.Index(), nRepl)
+		isUnder, isUnderMin, isAtMin := nISR < rf, nISR < minISR, nISR == minISR
 		if isUnder {
 			under++
 		}

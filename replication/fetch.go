@@ -103,6 +103,12 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
 	}
 	res.Waiter = p.Waiter()
 	res.HighWatermark, res.LogStartOffset = p.HighWatermark(), p.LogStartOffset()
+	throttled := who.IsFollower() && m.leaderThrottled(f.Topic, f.Index, who.ReplicaID)
+	if throttled && m.leaderQuota.exceeded(time.Now()) {
+		// Kafka's leader throttle: nothing for an out-of-sync throttled follower while
+		// the broker's budget is spent; it asks again after the fetch wait.
+		return res
+	}
 	var view *shalelog.View
 	if f.ReadCommitted && !who.IsFollower() {
 		view, res.LastStableOffset, res.AbortedTxns, err = p.ReadCommitted(f.FetchOffset, max(f.MaxBytes, 0), f.MinOne)
@@ -118,6 +124,9 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
 		return res
 	}
 	res.View = view
+	if throttled {
+		m.leaderQuota.record(view.Size, time.Now())
+	}
 	return res
 }
 

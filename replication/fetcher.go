@@ -25,6 +25,8 @@ type followTarget struct {
 	leader      metadata.Broker
 	leaderEpoch int32
 	topicID     [16]byte
+	// throttled: this replica's fetches spend follower.replication.throttled.rate.
+	throttled bool
 }
 
 // fetcherKey picks a fetcher: one per source broker and fetcher index
@@ -156,6 +158,7 @@ func (f *fetcher) set(targets map[partition.TopicPartition]followTarget) {
 	changed := len(targets) != len(f.parts)
 	for tp, t := range targets {
 		if st := f.parts[tp]; st != nil && st.leaderEpoch == t.leaderEpoch && st.p == t.p {
+			st.throttled = t.throttled
 			next[tp] = st
 			continue
 		}
@@ -230,9 +233,16 @@ func (f *fetcher) build() (*kmsg.FetchRequest, map[partition.TopicPartition]*fet
 	req.IsolationLevel = 0
 	states := map[partition.TopicPartition]*fetchState{}
 	topics := map[string]int{}
+	throttleWait := f.m.followerQuota.wait(now)
 	for tp, st := range f.parts {
 		if wait := st.backoffUntil.Sub(now); wait > 0 {
 			nextReady = min(nextReady, wait)
+			continue
+		}
+		if st.throttled && throttleWait > 0 {
+			// Kafka's follower throttle: a throttled replica sits out while the
+			// broker's budget is spent.
+			nextReady = min(nextReady, throttleWait)
 			continue
 		}
 		i, ok := topics[tp.Topic]
@@ -339,6 +349,12 @@ func (f *fetcher) handlePartition(ctx context.Context, st *fetchState, rp *kmsg.
 	if len(rp.RecordBatches) > 0 {
 		n, err := p.AppendAsFollower(rp.RecordBatches, st.leaderEpoch)
 		f.m.m.replicatedBytes.Add(float64(n))
+		f.mu.Lock()
+		throttled := st.throttled
+		f.mu.Unlock()
+		if throttled {
+			f.m.followerQuota.record(len(rp.RecordBatches), time.Now())
+		}
 		if err != nil {
 			return fmt.Errorf("append as follower: %w", err)
 		}

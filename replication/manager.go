@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,8 +67,14 @@ type Config struct {
 	CleanerDedupeBufferSize    int64
 	CleanerIOMaxBytesPerSecond float64
 	CleanerBackoff             time.Duration
-	Logger                     *slog.Logger
-	Registry                   prometheus.Registerer
+	// LeaderReplicationThrottledRate and FollowerReplicationThrottledRate are
+	// leader.replication.throttled.rate and follower.replication.throttled.rate: bytes
+	// per second for the throttled replicas (throttle.go); 0 (unset) and MaxInt64 mean
+	// no limit.
+	LeaderReplicationThrottledRate   int64
+	FollowerReplicationThrottledRate int64
+	Logger                           *slog.Logger
+	Registry                         prometheus.Registerer
 }
 
 func (c *Config) defaults() {
@@ -98,6 +105,12 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.LeaderReplicationThrottledRate == 0 {
+		c.LeaderReplicationThrottledRate = math.MaxInt64
+	}
+	if c.FollowerReplicationThrottledRate == 0 {
+		c.FollowerReplicationThrottledRate = math.MaxInt64
+	}
 }
 
 // Manager owns this broker's replicas.
@@ -125,6 +138,8 @@ type Manager struct {
 	autoCreate autoCreator
 	// txnVerifier checks a producer's first transactional write to a partition (txn.go).
 	txnVerifier atomic.Pointer[txnVerifierBox]
+	// leaderQuota and followerQuota budget the throttled replicas' traffic.
+	leaderQuota, followerQuota *quota
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -148,6 +163,7 @@ func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, store: store, parts: parts, lg: cfg.Logger,
 		configs: map[string]map[string]string{}, appliedCh: make(chan struct{}),
+		leaderQuota: newQuota(cfg.LeaderReplicationThrottledRate), followerQuota: newQuota(cfg.FollowerReplicationThrottledRate),
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.m = newMetrics(m)
@@ -373,7 +389,8 @@ func (m *Manager) apply(im *metadata.Image, startup bool) {
 			}
 			if p.Role() == partition.RoleFollower && p.LeaderEpoch() == mp.LeaderEpoch {
 				if b, ok := im.Brokers[mp.Leader]; ok {
-					follow[tp] = followTarget{p: p, leader: b, leaderEpoch: mp.LeaderEpoch, topicID: t.ID}
+					follow[tp] = followTarget{p: p, leader: b, leaderEpoch: mp.LeaderEpoch, topicID: t.ID,
+						throttled: m.followerThrottled(t, &mp)}
 				}
 			}
 		}

@@ -16,6 +16,7 @@ type metrics struct {
 
 	size, leo, hw, start, leader, isrSize     *prometheus.Desc
 	count, underReplicated, underMinISR, offl *prometheus.Desc
+	reassigning                               *prometheus.Desc
 	dirtyRatio, dirtyBytes, sinceClean        *prometheus.Desc
 
 	isrShrinks, isrExpands prometheus.Counter
@@ -36,6 +37,7 @@ func newMetrics(m *Manager) *metrics {
 		underReplicated: prometheus.NewDesc("shale_under_replicated_partitions", "Partitions led here whose ISR is smaller than their replica set.", nil, nil),
 		underMinISR:     prometheus.NewDesc("shale_under_min_isr_partitions", "Partitions led here whose ISR is smaller than min.insync.replicas.", nil, nil),
 		offl:            prometheus.NewDesc("shale_offline_partitions", "Partitions in the cluster metadata with no leader.", nil, nil),
+		reassigning:     prometheus.NewDesc("shale_reassigning_partitions", "Partitions led here with a reassignment in progress (Kafka's ReassigningPartitions).", nil, nil),
 		dirtyRatio:      prometheus.NewDesc("shale_log_cleaner_dirty_ratio", "Share of a compacted replica's cleanable log not yet cleaned (compared with min.cleanable.dirty.ratio).", labels, nil),
 		dirtyBytes:      prometheus.NewDesc("shale_log_cleaner_dirty_bytes", "Bytes of a compacted replica's cleanable log not yet cleaned: the cleaner's lag.", labels, nil),
 		sinceClean:      prometheus.NewDesc("shale_log_cleaner_seconds_since_last_run", "Seconds since the cleaner last finished with a compacted replica (absent before its first run).", labels, nil),
@@ -46,7 +48,7 @@ func newMetrics(m *Manager) *metrics {
 }
 
 func (c *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.size, c.leo, c.hw, c.start, c.leader, c.isrSize, c.count, c.underReplicated, c.underMinISR, c.offl, c.dirtyRatio, c.dirtyBytes, c.sinceClean} {
+	for _, d := range []*prometheus.Desc{c.size, c.leo, c.hw, c.start, c.leader, c.isrSize, c.count, c.underReplicated, c.underMinISR, c.offl, c.reassigning, c.dirtyRatio, c.dirtyBytes, c.sinceClean} {
 		ch <- d
 	}
 	c.isrShrinks.Describe(ch)
@@ -57,7 +59,7 @@ func (c *metrics) Describe(ch chan<- *prometheus.Desc) {
 func (c *metrics) Collect(ch chan<- prometheus.Metric) {
 	all := c.m.parts.All()
 	ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(len(all)))
-	var under, underMin int
+	var under, underMin, reassigning int
 	for _, p := range all {
 		labels := []string{p.Topic(), strconv.Itoa(int(p.Index()))}
 		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(p.Size()), labels...)
@@ -69,8 +71,12 @@ func (c *metrics) Collect(ch chan<- prometheus.Metric) {
 			leader = 1
 			st := p.State()
 			ch <- prometheus.MustNewConstMetric(c.isrSize, prometheus.GaugeValue, float64(len(st.ISR)), labels...)
-			if len(st.ISR) < len(st.Replicas) {
+			rf, moving := c.m.replicationFactor(p.Topic(), p.Index(), len(st.Replicas))
+			if len(st.ISR) < rf {
 				under++
+			}
+			if moving {
+				reassigning++
 			}
 			if len(st.ISR) < p.Settings().MinInsyncReplicas {
 				underMin++
@@ -96,6 +102,7 @@ func (c *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.underReplicated, prometheus.GaugeValue, float64(under))
 	ch <- prometheus.MustNewConstMetric(c.underMinISR, prometheus.GaugeValue, float64(underMin))
 	ch <- prometheus.MustNewConstMetric(c.offl, prometheus.GaugeValue, float64(offline))
+	ch <- prometheus.MustNewConstMetric(c.reassigning, prometheus.GaugeValue, float64(reassigning))
 	c.isrShrinks.Collect(ch)
 	c.isrExpands.Collect(ch)
 	c.replicatedBytes.Collect(ch)

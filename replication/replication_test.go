@@ -32,6 +32,8 @@ type replica struct {
 	srv    *protocol.Server
 	cancel context.CancelFunc
 	done   chan struct{}
+	// tune, when set, adjusts the replica manager's config.
+	tune func(*replication.Config)
 }
 
 const lagTime = 1500 * time.Millisecond
@@ -55,8 +57,12 @@ func listen(t *testing.T, addr string) net.Listener {
 // start runs the broker's replica manager and listener (again, after stop) on its dir.
 func (r *replica) start(ln net.Listener) {
 	r.t.Helper()
-	m, err := replication.NewManager(replication.Config{NodeID: r.id, LogDir: r.dir, ReplicaLagTimeMax: lagTime,
-		ReplicaFetchBackoff: 50 * time.Millisecond, Logger: quiet()}, r.store)
+	cfg := replication.Config{NodeID: r.id, LogDir: r.dir, ReplicaLagTimeMax: lagTime,
+		ReplicaFetchBackoff: 50 * time.Millisecond, Logger: quiet()}
+	if r.tune != nil {
+		r.tune(&cfg)
+	}
+	m, err := replication.NewManager(cfg, r.store)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -90,6 +96,12 @@ func (r *replica) stop() {
 
 func startCluster(t *testing.T) (*controllertest.Node, []*replica) {
 	t.Helper()
+	return startClusterTuned(t, nil)
+}
+
+// startClusterTuned starts three brokers, tune adjusting each one's config.
+func startClusterTuned(t *testing.T, tune func(id int32, cfg *replication.Config)) (*controllertest.Node, []*replica) {
+	t.Helper()
 	var lns []net.Listener
 	for range 3 {
 		lns = append(lns, listen(t, "127.0.0.1:0"))
@@ -100,6 +112,9 @@ func startCluster(t *testing.T) (*controllertest.Node, []*replica) {
 	for i := range 3 {
 		id := int32(i + 1)
 		r := &replica{t: t, id: id, dir: t.TempDir(), addr: lns[i].Addr().String(), store: node.Store()}
+		if tune != nil {
+			r.tune = func(cfg *replication.Config) { tune(id, cfg) }
+		}
 		if id > 1 {
 			r.store = node.AddBroker(id, "127.0.0.1", port(i))
 		}

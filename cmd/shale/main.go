@@ -34,6 +34,9 @@ Commands:
   acl       add, remove or list ACLs
   quota     set, remove or list client quotas
   user      create, delete or list SCRAM users
+  controller  add, remove or list the controller quorum's voters
+  broker    drain a broker of its replicas, or unregister it
+  cluster   rebalance replicas and leaders over the brokers
   produce   send lines from stdin as records
   consume   print records as lines
   bench     benchmark a Kafka-compatible cluster
@@ -76,6 +79,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return quotaCommand(ctx, rest, stdout, stderr)
 	case "user", "users":
 		return userCommand(ctx, rest, stdout, stderr)
+	case "controller", "controllers":
+		return controllerCommand(ctx, rest, stdout, stderr)
+	case "broker", "brokers":
+		return brokerCommand(ctx, rest, stdout, stderr)
+	case "cluster":
+		return clusterCommand(ctx, rest, stdout, stderr)
 	case "produce":
 		return produceCommand(ctx, rest, stdin, stdout, stderr)
 	case "consume":
@@ -98,7 +107,8 @@ func helpCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return exitOK
 	}
 	switch args[0] {
-	case "serve", "topic", "topics", "group", "groups", "acl", "acls", "quota", "quotas", "user", "users", "produce", "consume", "bench":
+	case "serve", "topic", "topics", "group", "groups", "acl", "acls", "quota", "quotas", "user", "users", "produce", "consume", "bench",
+		"controller", "controllers", "broker", "brokers", "cluster":
 		return run(ctx, []string{args[0], "--help"}, nil, stdout, stderr)
 	case "version", "help":
 		fmt.Fprint(stdout, usageHeader)

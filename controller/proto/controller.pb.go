@@ -3274,6 +3274,581 @@ func (x *PendingTxnOffsetsResponse) GetPartitions() []*TopicPartitions {
 	return nil
 }
 
+type AddVoterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	VoterId       int32                  `protobuf:"varint,1,opt,name=voter_id,json=voterId,proto3" json:"voter_id,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"` // host:port of the new controller's CONTROLLER listener
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddVoterRequest) Reset() {
+	*x = AddVoterRequest{}
+	mi := &file_controller_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddVoterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddVoterRequest) ProtoMessage() {}
+
+func (x *AddVoterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddVoterRequest.ProtoReflect.Descriptor instead.
+func (*AddVoterRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *AddVoterRequest) GetVoterId() int32 {
+	if x != nil {
+		return x.VoterId
+	}
+	return 0
+}
+
+func (x *AddVoterRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+type AddVoterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddVoterResponse) Reset() {
+	*x = AddVoterResponse{}
+	mi := &file_controller_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddVoterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddVoterResponse) ProtoMessage() {}
+
+func (x *AddVoterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddVoterResponse.ProtoReflect.Descriptor instead.
+func (*AddVoterResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *AddVoterResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type RemoveVoterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	VoterId       int32                  `protobuf:"varint,1,opt,name=voter_id,json=voterId,proto3" json:"voter_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveVoterRequest) Reset() {
+	*x = RemoveVoterRequest{}
+	mi := &file_controller_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveVoterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveVoterRequest) ProtoMessage() {}
+
+func (x *RemoveVoterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveVoterRequest.ProtoReflect.Descriptor instead.
+func (*RemoveVoterRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *RemoveVoterRequest) GetVoterId() int32 {
+	if x != nil {
+		return x.VoterId
+	}
+	return 0
+}
+
+type RemoveVoterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveVoterResponse) Reset() {
+	*x = RemoveVoterResponse{}
+	mi := &file_controller_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveVoterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveVoterResponse) ProtoMessage() {}
+
+func (x *RemoveVoterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveVoterResponse.ProtoReflect.Descriptor instead.
+func (*RemoveVoterResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *RemoveVoterResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type DescribeQuorumRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeQuorumRequest) Reset() {
+	*x = DescribeQuorumRequest{}
+	mi := &file_controller_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeQuorumRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeQuorumRequest) ProtoMessage() {}
+
+func (x *DescribeQuorumRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeQuorumRequest.ProtoReflect.Descriptor instead.
+func (*DescribeQuorumRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{62}
+}
+
+// QuorumReplica is one replica of the metadata log: a controller, or a broker following
+// the log as an observer. Times are the leader's wall clock in ms, -1 when unknown.
+type QuorumReplica struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Id             int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address        string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`                                  // controllers only
+	LogEndOffset   int64                  `protobuf:"varint,3,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"` // -1 when unknown
+	LastFetchMs    int64                  `protobuf:"varint,4,opt,name=last_fetch_ms,json=lastFetchMs,proto3" json:"last_fetch_ms,omitempty"`
+	LastCaughtUpMs int64                  `protobuf:"varint,5,opt,name=last_caught_up_ms,json=lastCaughtUpMs,proto3" json:"last_caught_up_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *QuorumReplica) Reset() {
+	*x = QuorumReplica{}
+	mi := &file_controller_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuorumReplica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuorumReplica) ProtoMessage() {}
+
+func (x *QuorumReplica) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuorumReplica.ProtoReflect.Descriptor instead.
+func (*QuorumReplica) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *QuorumReplica) GetId() int32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *QuorumReplica) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *QuorumReplica) GetLogEndOffset() int64 {
+	if x != nil {
+		return x.LogEndOffset
+	}
+	return 0
+}
+
+func (x *QuorumReplica) GetLastFetchMs() int64 {
+	if x != nil {
+		return x.LastFetchMs
+	}
+	return 0
+}
+
+func (x *QuorumReplica) GetLastCaughtUpMs() int64 {
+	if x != nil {
+		return x.LastCaughtUpMs
+	}
+	return 0
+}
+
+type DescribeQuorumResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	LeaderId      int32                  `protobuf:"varint,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderEpoch   int64                  `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`       // the Raft term
+	HighWatermark int64                  `protobuf:"varint,4,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"` // the Raft commit index
+	Voters        []*QuorumReplica       `protobuf:"bytes,5,rep,name=voters,proto3" json:"voters,omitempty"`
+	// Controllers being added (non-voters catching up) and brokers.
+	Observers     []*QuorumReplica `protobuf:"bytes,6,rep,name=observers,proto3" json:"observers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeQuorumResponse) Reset() {
+	*x = DescribeQuorumResponse{}
+	mi := &file_controller_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeQuorumResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeQuorumResponse) ProtoMessage() {}
+
+func (x *DescribeQuorumResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeQuorumResponse.ProtoReflect.Descriptor instead.
+func (*DescribeQuorumResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *DescribeQuorumResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *DescribeQuorumResponse) GetLeaderId() int32 {
+	if x != nil {
+		return x.LeaderId
+	}
+	return 0
+}
+
+func (x *DescribeQuorumResponse) GetLeaderEpoch() int64 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *DescribeQuorumResponse) GetHighWatermark() int64 {
+	if x != nil {
+		return x.HighWatermark
+	}
+	return 0
+}
+
+func (x *DescribeQuorumResponse) GetVoters() []*QuorumReplica {
+	if x != nil {
+		return x.Voters
+	}
+	return nil
+}
+
+func (x *DescribeQuorumResponse) GetObservers() []*QuorumReplica {
+	if x != nil {
+		return x.Observers
+	}
+	return nil
+}
+
+type UnregisterBrokerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	Force         bool                   `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterBrokerRequest) Reset() {
+	*x = UnregisterBrokerRequest{}
+	mi := &file_controller_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterBrokerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterBrokerRequest) ProtoMessage() {}
+
+func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterBrokerRequest.ProtoReflect.Descriptor instead.
+func (*UnregisterBrokerRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *UnregisterBrokerRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *UnregisterBrokerRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type UnregisterBrokerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterBrokerResponse) Reset() {
+	*x = UnregisterBrokerResponse{}
+	mi := &file_controller_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterBrokerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterBrokerResponse) ProtoMessage() {}
+
+func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterBrokerResponse.ProtoReflect.Descriptor instead.
+func (*UnregisterBrokerResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *UnregisterBrokerResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type AlterPartitionReassignmentsRequest struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Reassignments []*PartitionReassignment `protobuf:"bytes,1,rep,name=reassignments,proto3" json:"reassignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsRequest) Reset() {
+	*x = AlterPartitionReassignmentsRequest{}
+	mi := &file_controller_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *AlterPartitionReassignmentsRequest) GetReassignments() []*PartitionReassignment {
+	if x != nil {
+		return x.Reassignments
+	}
+	return nil
+}
+
+type AlterPartitionReassignmentsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`     // the whole call
+	Results       []*PartitionError      `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"` // one per reassignment, in request order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsResponse) Reset() {
+	*x = AlterPartitionReassignmentsResponse{}
+	mi := &file_controller_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *AlterPartitionReassignmentsResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *AlterPartitionReassignmentsResponse) GetResults() []*PartitionError {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 var File_controller_proto protoreflect.FileDescriptor
 
 const file_controller_proto_rawDesc = "" +
@@ -3494,7 +4069,40 @@ const file_controller_proto_rawDesc = "" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12D\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2$.shale.controller.v1.TopicPartitionsR\n" +
-	"partitions2\xcf\x14\n" +
+	"partitions\"F\n" +
+	"\x0fAddVoterRequest\x12\x19\n" +
+	"\bvoter_id\x18\x01 \x01(\x05R\avoterId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"D\n" +
+	"\x10AddVoterResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"/\n" +
+	"\x12RemoveVoterRequest\x12\x19\n" +
+	"\bvoter_id\x18\x01 \x01(\x05R\avoterId\"G\n" +
+	"\x13RemoveVoterResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\x17\n" +
+	"\x15DescribeQuorumRequest\"\xae\x01\n" +
+	"\rQuorumReplica\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12$\n" +
+	"\x0elog_end_offset\x18\x03 \x01(\x03R\flogEndOffset\x12\"\n" +
+	"\rlast_fetch_ms\x18\x04 \x01(\x03R\vlastFetchMs\x12)\n" +
+	"\x11last_caught_up_ms\x18\x05 \x01(\x03R\x0elastCaughtUpMs\"\xaf\x02\n" +
+	"\x16DescribeQuorumResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12\x1b\n" +
+	"\tleader_id\x18\x02 \x01(\x05R\bleaderId\x12!\n" +
+	"\fleader_epoch\x18\x03 \x01(\x03R\vleaderEpoch\x12%\n" +
+	"\x0ehigh_watermark\x18\x04 \x01(\x03R\rhighWatermark\x12:\n" +
+	"\x06voters\x18\x05 \x03(\v2\".shale.controller.v1.QuorumReplicaR\x06voters\x12@\n" +
+	"\tobservers\x18\x06 \x03(\v2\".shale.controller.v1.QuorumReplicaR\tobservers\"L\n" +
+	"\x17UnregisterBrokerRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"L\n" +
+	"\x18UnregisterBrokerResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"v\n" +
+	"\"AlterPartitionReassignmentsRequest\x12P\n" +
+	"\rreassignments\x18\x01 \x03(\v2*.shale.controller.v1.PartitionReassignmentR\rreassignments\"\x96\x01\n" +
+	"#AlterPartitionReassignmentsResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12=\n" +
+	"\aresults\x18\x02 \x03(\v2#.shale.controller.v1.PartitionErrorR\aresults2\xf9\x18\n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -3522,7 +4130,12 @@ const file_controller_proto_rawDesc = "" +
 	"\rWriteTxnState\x12).shale.controller.v1.WriteTxnStateRequest\x1a*.shale.controller.v1.WriteTxnStateResponse\x12l\n" +
 	"\x0fTxnOffsetCommit\x12+.shale.controller.v1.TxnOffsetCommitRequest\x1a,.shale.controller.v1.TxnOffsetCommitResponse\x12f\n" +
 	"\rLoadTxnStates\x12).shale.controller.v1.LoadTxnStatesRequest\x1a*.shale.controller.v1.LoadTxnStatesResponse\x12r\n" +
-	"\x11PendingTxnOffsets\x12-.shale.controller.v1.PendingTxnOffsetsRequest\x1a..shale.controller.v1.PendingTxnOffsetsResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\x11PendingTxnOffsets\x12-.shale.controller.v1.PendingTxnOffsetsRequest\x1a..shale.controller.v1.PendingTxnOffsetsResponse\x12W\n" +
+	"\bAddVoter\x12$.shale.controller.v1.AddVoterRequest\x1a%.shale.controller.v1.AddVoterResponse\x12`\n" +
+	"\vRemoveVoter\x12'.shale.controller.v1.RemoveVoterRequest\x1a(.shale.controller.v1.RemoveVoterResponse\x12i\n" +
+	"\x0eDescribeQuorum\x12*.shale.controller.v1.DescribeQuorumRequest\x1a+.shale.controller.v1.DescribeQuorumResponse\x12o\n" +
+	"\x10UnregisterBroker\x12,.shale.controller.v1.UnregisterBrokerRequest\x1a-.shale.controller.v1.UnregisterBrokerResponse\x12\x90\x01\n" +
+	"\x1bAlterPartitionReassignments\x127.shale.controller.v1.AlterPartitionReassignmentsRequest\x1a8.shale.controller.v1.AlterPartitionReassignmentsResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_controller_proto_rawDescOnce sync.Once
@@ -3536,203 +4149,234 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_controller_proto_goTypes = []any{
-	(*NotLeader)(nil),                        // 0: shale.controller.v1.NotLeader
-	(*RegisterBrokerRequest)(nil),            // 1: shale.controller.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),           // 2: shale.controller.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),           // 3: shale.controller.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),          // 4: shale.controller.v1.BrokerHeartbeatResponse
-	(*WatchMetadataRequest)(nil),             // 5: shale.controller.v1.WatchMetadataRequest
-	(*MetadataUpdate)(nil),                   // 6: shale.controller.v1.MetadataUpdate
-	(*CreatableTopic)(nil),                   // 7: shale.controller.v1.CreatableTopic
-	(*CreateTopicsRequest)(nil),              // 8: shale.controller.v1.CreateTopicsRequest
-	(*CreateTopicResult)(nil),                // 9: shale.controller.v1.CreateTopicResult
-	(*CreateTopicsResponse)(nil),             // 10: shale.controller.v1.CreateTopicsResponse
-	(*DeleteTopicsRequest)(nil),              // 11: shale.controller.v1.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),             // 12: shale.controller.v1.DeleteTopicsResponse
-	(*PartitionsSpec)(nil),                   // 13: shale.controller.v1.PartitionsSpec
-	(*CreatePartitionsRequest)(nil),          // 14: shale.controller.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),         // 15: shale.controller.v1.CreatePartitionsResponse
-	(*ConfigOp)(nil),                         // 16: shale.controller.v1.ConfigOp
-	(*AlterTopicConfigsRequest)(nil),         // 17: shale.controller.v1.AlterTopicConfigsRequest
-	(*AlterTopicConfigsResponse)(nil),        // 18: shale.controller.v1.AlterTopicConfigsResponse
-	(*AlterPartitionRequest)(nil),            // 19: shale.controller.v1.AlterPartitionRequest
-	(*AlterPartitionResponse)(nil),           // 20: shale.controller.v1.AlterPartitionResponse
-	(*AllocateProducerIdsRequest)(nil),       // 21: shale.controller.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil),      // 22: shale.controller.v1.AllocateProducerIdsResponse
-	(*CommitOffsetsRequest)(nil),             // 23: shale.controller.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),            // 24: shale.controller.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),              // 25: shale.controller.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),             // 26: shale.controller.v1.FetchOffsetsResponse
-	(*DeleteGroupOffsetsRequest)(nil),        // 27: shale.controller.v1.DeleteGroupOffsetsRequest
-	(*ReadOffsetsLogRequest)(nil),            // 28: shale.controller.v1.ReadOffsetsLogRequest
-	(*OffsetsLogRecord)(nil),                 // 29: shale.controller.v1.OffsetsLogRecord
-	(*ReadOffsetsLogResponse)(nil),           // 30: shale.controller.v1.ReadOffsetsLogResponse
-	(*DeleteGroupOffsetsResponse)(nil),       // 31: shale.controller.v1.DeleteGroupOffsetsResponse
-	(*ListOffsetGroupsRequest)(nil),          // 32: shale.controller.v1.ListOffsetGroupsRequest
-	(*ListOffsetGroupsResponse)(nil),         // 33: shale.controller.v1.ListOffsetGroupsResponse
-	(*ElectLeadersRequest)(nil),              // 34: shale.controller.v1.ElectLeadersRequest
-	(*PartitionError)(nil),                   // 35: shale.controller.v1.PartitionError
-	(*ElectLeadersResponse)(nil),             // 36: shale.controller.v1.ElectLeadersResponse
-	(*CreateAclsRequest)(nil),                // 37: shale.controller.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),               // 38: shale.controller.v1.CreateAclsResponse
-	(*DeleteAclsRequest)(nil),                // 39: shale.controller.v1.DeleteAclsRequest
-	(*DeleteAclsFilterResult)(nil),           // 40: shale.controller.v1.DeleteAclsFilterResult
-	(*DeleteAclsResponse)(nil),               // 41: shale.controller.v1.DeleteAclsResponse
-	(*ClientQuotaOp)(nil),                    // 42: shale.controller.v1.ClientQuotaOp
-	(*ClientQuotaAlteration)(nil),            // 43: shale.controller.v1.ClientQuotaAlteration
-	(*AlterClientQuotasRequest)(nil),         // 44: shale.controller.v1.AlterClientQuotasRequest
-	(*AlterClientQuotasResponse)(nil),        // 45: shale.controller.v1.AlterClientQuotasResponse
-	(*AlterScramCredentialsRequest)(nil),     // 46: shale.controller.v1.AlterScramCredentialsRequest
-	(*AlterScramCredentialsResponse)(nil),    // 47: shale.controller.v1.AlterScramCredentialsResponse
-	(*DescribeScramCredentialsRequest)(nil),  // 48: shale.controller.v1.DescribeScramCredentialsRequest
-	(*DescribeScramCredentialsResponse)(nil), // 49: shale.controller.v1.DescribeScramCredentialsResponse
-	(*WriteTxnStateRequest)(nil),             // 50: shale.controller.v1.WriteTxnStateRequest
-	(*WriteTxnStateResponse)(nil),            // 51: shale.controller.v1.WriteTxnStateResponse
-	(*TxnOffsetCommitRequest)(nil),           // 52: shale.controller.v1.TxnOffsetCommitRequest
-	(*TxnOffsetCommitResponse)(nil),          // 53: shale.controller.v1.TxnOffsetCommitResponse
-	(*LoadTxnStatesRequest)(nil),             // 54: shale.controller.v1.LoadTxnStatesRequest
-	(*LoadTxnStatesResponse)(nil),            // 55: shale.controller.v1.LoadTxnStatesResponse
-	(*PendingTxnOffsetsRequest)(nil),         // 56: shale.controller.v1.PendingTxnOffsetsRequest
-	(*PendingTxnOffsetsResponse)(nil),        // 57: shale.controller.v1.PendingTxnOffsetsResponse
-	nil,                                      // 58: shale.controller.v1.CreatableTopic.ConfigsEntry
-	(*Listener)(nil),                         // 59: shale.controller.v1.Listener
-	(*Error)(nil),                            // 60: shale.controller.v1.Error
-	(*MetadataDelta)(nil),                    // 61: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),               // 62: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),                      // 63: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),                       // 64: shale.controller.v1.TopicState
-	(*PartitionState)(nil),                   // 65: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),                      // 66: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                  // 67: shale.controller.v1.TopicPartitions
-	(ElectionType)(0),                        // 68: shale.controller.v1.ElectionType
-	(*AclBinding)(nil),                       // 69: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),                        // 70: shale.controller.v1.AclFilter
-	(*ClientQuotaEntity)(nil),                // 71: shale.controller.v1.ClientQuotaEntity
-	(*ScramCredential)(nil),                  // 72: shale.controller.v1.ScramCredential
-	(*ScramCredentialKey)(nil),               // 73: shale.controller.v1.ScramCredentialKey
-	(*TxnStateRecord)(nil),                   // 74: shale.controller.v1.TxnStateRecord
-	(*TxnOffsetCommitRecord)(nil),            // 75: shale.controller.v1.TxnOffsetCommitRecord
-	(*TxnState)(nil),                         // 76: shale.controller.v1.TxnState
+	(*NotLeader)(nil),                           // 0: shale.controller.v1.NotLeader
+	(*RegisterBrokerRequest)(nil),               // 1: shale.controller.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),              // 2: shale.controller.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),              // 3: shale.controller.v1.BrokerHeartbeatRequest
+	(*BrokerHeartbeatResponse)(nil),             // 4: shale.controller.v1.BrokerHeartbeatResponse
+	(*WatchMetadataRequest)(nil),                // 5: shale.controller.v1.WatchMetadataRequest
+	(*MetadataUpdate)(nil),                      // 6: shale.controller.v1.MetadataUpdate
+	(*CreatableTopic)(nil),                      // 7: shale.controller.v1.CreatableTopic
+	(*CreateTopicsRequest)(nil),                 // 8: shale.controller.v1.CreateTopicsRequest
+	(*CreateTopicResult)(nil),                   // 9: shale.controller.v1.CreateTopicResult
+	(*CreateTopicsResponse)(nil),                // 10: shale.controller.v1.CreateTopicsResponse
+	(*DeleteTopicsRequest)(nil),                 // 11: shale.controller.v1.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                // 12: shale.controller.v1.DeleteTopicsResponse
+	(*PartitionsSpec)(nil),                      // 13: shale.controller.v1.PartitionsSpec
+	(*CreatePartitionsRequest)(nil),             // 14: shale.controller.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),            // 15: shale.controller.v1.CreatePartitionsResponse
+	(*ConfigOp)(nil),                            // 16: shale.controller.v1.ConfigOp
+	(*AlterTopicConfigsRequest)(nil),            // 17: shale.controller.v1.AlterTopicConfigsRequest
+	(*AlterTopicConfigsResponse)(nil),           // 18: shale.controller.v1.AlterTopicConfigsResponse
+	(*AlterPartitionRequest)(nil),               // 19: shale.controller.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),              // 20: shale.controller.v1.AlterPartitionResponse
+	(*AllocateProducerIdsRequest)(nil),          // 21: shale.controller.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),         // 22: shale.controller.v1.AllocateProducerIdsResponse
+	(*CommitOffsetsRequest)(nil),                // 23: shale.controller.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),               // 24: shale.controller.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),                 // 25: shale.controller.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),                // 26: shale.controller.v1.FetchOffsetsResponse
+	(*DeleteGroupOffsetsRequest)(nil),           // 27: shale.controller.v1.DeleteGroupOffsetsRequest
+	(*ReadOffsetsLogRequest)(nil),               // 28: shale.controller.v1.ReadOffsetsLogRequest
+	(*OffsetsLogRecord)(nil),                    // 29: shale.controller.v1.OffsetsLogRecord
+	(*ReadOffsetsLogResponse)(nil),              // 30: shale.controller.v1.ReadOffsetsLogResponse
+	(*DeleteGroupOffsetsResponse)(nil),          // 31: shale.controller.v1.DeleteGroupOffsetsResponse
+	(*ListOffsetGroupsRequest)(nil),             // 32: shale.controller.v1.ListOffsetGroupsRequest
+	(*ListOffsetGroupsResponse)(nil),            // 33: shale.controller.v1.ListOffsetGroupsResponse
+	(*ElectLeadersRequest)(nil),                 // 34: shale.controller.v1.ElectLeadersRequest
+	(*PartitionError)(nil),                      // 35: shale.controller.v1.PartitionError
+	(*ElectLeadersResponse)(nil),                // 36: shale.controller.v1.ElectLeadersResponse
+	(*CreateAclsRequest)(nil),                   // 37: shale.controller.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                  // 38: shale.controller.v1.CreateAclsResponse
+	(*DeleteAclsRequest)(nil),                   // 39: shale.controller.v1.DeleteAclsRequest
+	(*DeleteAclsFilterResult)(nil),              // 40: shale.controller.v1.DeleteAclsFilterResult
+	(*DeleteAclsResponse)(nil),                  // 41: shale.controller.v1.DeleteAclsResponse
+	(*ClientQuotaOp)(nil),                       // 42: shale.controller.v1.ClientQuotaOp
+	(*ClientQuotaAlteration)(nil),               // 43: shale.controller.v1.ClientQuotaAlteration
+	(*AlterClientQuotasRequest)(nil),            // 44: shale.controller.v1.AlterClientQuotasRequest
+	(*AlterClientQuotasResponse)(nil),           // 45: shale.controller.v1.AlterClientQuotasResponse
+	(*AlterScramCredentialsRequest)(nil),        // 46: shale.controller.v1.AlterScramCredentialsRequest
+	(*AlterScramCredentialsResponse)(nil),       // 47: shale.controller.v1.AlterScramCredentialsResponse
+	(*DescribeScramCredentialsRequest)(nil),     // 48: shale.controller.v1.DescribeScramCredentialsRequest
+	(*DescribeScramCredentialsResponse)(nil),    // 49: shale.controller.v1.DescribeScramCredentialsResponse
+	(*WriteTxnStateRequest)(nil),                // 50: shale.controller.v1.WriteTxnStateRequest
+	(*WriteTxnStateResponse)(nil),               // 51: shale.controller.v1.WriteTxnStateResponse
+	(*TxnOffsetCommitRequest)(nil),              // 52: shale.controller.v1.TxnOffsetCommitRequest
+	(*TxnOffsetCommitResponse)(nil),             // 53: shale.controller.v1.TxnOffsetCommitResponse
+	(*LoadTxnStatesRequest)(nil),                // 54: shale.controller.v1.LoadTxnStatesRequest
+	(*LoadTxnStatesResponse)(nil),               // 55: shale.controller.v1.LoadTxnStatesResponse
+	(*PendingTxnOffsetsRequest)(nil),            // 56: shale.controller.v1.PendingTxnOffsetsRequest
+	(*PendingTxnOffsetsResponse)(nil),           // 57: shale.controller.v1.PendingTxnOffsetsResponse
+	(*AddVoterRequest)(nil),                     // 58: shale.controller.v1.AddVoterRequest
+	(*AddVoterResponse)(nil),                    // 59: shale.controller.v1.AddVoterResponse
+	(*RemoveVoterRequest)(nil),                  // 60: shale.controller.v1.RemoveVoterRequest
+	(*RemoveVoterResponse)(nil),                 // 61: shale.controller.v1.RemoveVoterResponse
+	(*DescribeQuorumRequest)(nil),               // 62: shale.controller.v1.DescribeQuorumRequest
+	(*QuorumReplica)(nil),                       // 63: shale.controller.v1.QuorumReplica
+	(*DescribeQuorumResponse)(nil),              // 64: shale.controller.v1.DescribeQuorumResponse
+	(*UnregisterBrokerRequest)(nil),             // 65: shale.controller.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),            // 66: shale.controller.v1.UnregisterBrokerResponse
+	(*AlterPartitionReassignmentsRequest)(nil),  // 67: shale.controller.v1.AlterPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 68: shale.controller.v1.AlterPartitionReassignmentsResponse
+	nil,                           // 69: shale.controller.v1.CreatableTopic.ConfigsEntry
+	(*Listener)(nil),              // 70: shale.controller.v1.Listener
+	(*Error)(nil),                 // 71: shale.controller.v1.Error
+	(*MetadataDelta)(nil),         // 72: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),    // 73: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),           // 74: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),            // 75: shale.controller.v1.TopicState
+	(*PartitionState)(nil),        // 76: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),           // 77: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),       // 78: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),             // 79: shale.controller.v1.ElectionType
+	(*AclBinding)(nil),            // 80: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),             // 81: shale.controller.v1.AclFilter
+	(*ClientQuotaEntity)(nil),     // 82: shale.controller.v1.ClientQuotaEntity
+	(*ScramCredential)(nil),       // 83: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),    // 84: shale.controller.v1.ScramCredentialKey
+	(*TxnStateRecord)(nil),        // 85: shale.controller.v1.TxnStateRecord
+	(*TxnOffsetCommitRecord)(nil), // 86: shale.controller.v1.TxnOffsetCommitRecord
+	(*TxnState)(nil),              // 87: shale.controller.v1.TxnState
+	(*PartitionReassignment)(nil), // 88: shale.controller.v1.PartitionReassignment
 }
 var file_controller_proto_depIdxs = []int32{
-	59, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	60, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	60, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	61, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	62, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	63, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	58, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
-	7,  // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	60, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	64, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
-	9,  // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	60, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	63, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
-	13, // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	60, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
-	16, // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	60, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
-	60, // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	65, // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	60, // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	66, // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	60, // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	67, // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	60, // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	66, // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	67, // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	66, // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
-	60, // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
-	29, // 28: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
-	60, // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	60, // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	68, // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
-	67, // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	60, // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
-	60, // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
-	35, // 35: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
-	69, // 36: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
-	60, // 37: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
-	60, // 38: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
-	70, // 39: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
-	60, // 40: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
-	69, // 41: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
-	60, // 42: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
-	40, // 43: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
-	71, // 44: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
-	42, // 45: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
-	43, // 46: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
-	60, // 47: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
-	72, // 48: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
-	73, // 49: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	60, // 50: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	60, // 51: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
-	60, // 52: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
-	60, // 53: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	72, // 54: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
-	74, // 55: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
-	60, // 56: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
-	75, // 57: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
-	60, // 58: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
-	60, // 59: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
-	76, // 60: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
-	60, // 61: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	67, // 62: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
-	1,  // 63: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,  // 64: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,  // 65: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,  // 66: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11, // 67: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14, // 68: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17, // 69: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	19, // 70: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	21, // 71: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	23, // 72: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	25, // 73: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	27, // 74: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	32, // 75: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	28, // 76: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
-	34, // 77: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
-	37, // 78: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
-	39, // 79: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
-	44, // 80: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
-	46, // 81: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
-	48, // 82: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
-	50, // 83: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
-	52, // 84: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
-	54, // 85: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
-	56, // 86: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
-	2,  // 87: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,  // 88: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,  // 89: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10, // 90: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12, // 91: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15, // 92: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18, // 93: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	20, // 94: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	22, // 95: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	24, // 96: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	26, // 97: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	31, // 98: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	33, // 99: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	30, // 100: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
-	36, // 101: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
-	38, // 102: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
-	41, // 103: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
-	45, // 104: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
-	47, // 105: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
-	49, // 106: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
-	51, // 107: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
-	53, // 108: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
-	55, // 109: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
-	57, // 110: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
-	87, // [87:111] is the sub-list for method output_type
-	63, // [63:87] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	70,  // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	71,  // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	71,  // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	72,  // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	73,  // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	74,  // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	69,  // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	7,   // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
+	71,  // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	75,  // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	9,   // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
+	71,  // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	74,  // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	13,  // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
+	71,  // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	16,  // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
+	71,  // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	71,  // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	76,  // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	71,  // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	77,  // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	71,  // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	78,  // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	71,  // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	77,  // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	78,  // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	77,  // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
+	71,  // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
+	29,  // 28: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
+	71,  // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	71,  // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	79,  // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	78,  // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	71,  // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	71,  // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	35,  // 35: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
+	80,  // 36: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
+	71,  // 37: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
+	71,  // 38: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
+	81,  // 39: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
+	71,  // 40: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
+	80,  // 41: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
+	71,  // 42: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
+	40,  // 43: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
+	82,  // 44: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	42,  // 45: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
+	43,  // 46: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
+	71,  // 47: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
+	83,  // 48: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
+	84,  // 49: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	71,  // 50: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	71,  // 51: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
+	71,  // 52: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
+	71,  // 53: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	83,  // 54: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
+	85,  // 55: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
+	71,  // 56: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
+	86,  // 57: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
+	71,  // 58: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
+	71,  // 59: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
+	87,  // 60: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
+	71,  // 61: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	78,  // 62: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
+	71,  // 63: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
+	71,  // 64: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
+	71,  // 65: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
+	63,  // 66: shale.controller.v1.DescribeQuorumResponse.voters:type_name -> shale.controller.v1.QuorumReplica
+	63,  // 67: shale.controller.v1.DescribeQuorumResponse.observers:type_name -> shale.controller.v1.QuorumReplica
+	71,  // 68: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	88,  // 69: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	71,  // 70: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
+	35,  // 71: shale.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> shale.controller.v1.PartitionError
+	1,   // 72: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,   // 73: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,   // 74: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,   // 75: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11,  // 76: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14,  // 77: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17,  // 78: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	19,  // 79: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	21,  // 80: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	23,  // 81: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	25,  // 82: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	27,  // 83: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	32,  // 84: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	28,  // 85: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
+	34,  // 86: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	37,  // 87: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
+	39,  // 88: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
+	44,  // 89: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
+	46,  // 90: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
+	48,  // 91: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
+	50,  // 92: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
+	52,  // 93: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
+	54,  // 94: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
+	56,  // 95: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
+	58,  // 96: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
+	60,  // 97: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
+	62,  // 98: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
+	65,  // 99: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
+	67,  // 100: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
+	2,   // 101: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,   // 102: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,   // 103: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10,  // 104: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12,  // 105: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15,  // 106: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18,  // 107: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	20,  // 108: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	22,  // 109: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	24,  // 110: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	26,  // 111: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	31,  // 112: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	33,  // 113: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	30,  // 114: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
+	36,  // 115: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	38,  // 116: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
+	41,  // 117: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
+	45,  // 118: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
+	47,  // 119: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
+	49,  // 120: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
+	51,  // 121: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
+	53,  // 122: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
+	55,  // 123: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
+	57,  // 124: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
+	59,  // 125: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
+	61,  // 126: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
+	64,  // 127: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
+	66,  // 128: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
+	68,  // 129: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
+	101, // [101:130] is the sub-list for method output_type
+	72,  // [72:101] is the sub-list for method input_type
+	72,  // [72:72] is the sub-list for extension type_name
+	72,  // [72:72] is the sub-list for extension extendee
+	0,   // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -3754,7 +4398,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   59,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

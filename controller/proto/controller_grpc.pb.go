@@ -23,30 +23,35 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Controller_RegisterBroker_FullMethodName           = "/shale.controller.v1.Controller/RegisterBroker"
-	Controller_BrokerHeartbeat_FullMethodName          = "/shale.controller.v1.Controller/BrokerHeartbeat"
-	Controller_WatchMetadata_FullMethodName            = "/shale.controller.v1.Controller/WatchMetadata"
-	Controller_CreateTopics_FullMethodName             = "/shale.controller.v1.Controller/CreateTopics"
-	Controller_DeleteTopics_FullMethodName             = "/shale.controller.v1.Controller/DeleteTopics"
-	Controller_CreatePartitions_FullMethodName         = "/shale.controller.v1.Controller/CreatePartitions"
-	Controller_AlterTopicConfigs_FullMethodName        = "/shale.controller.v1.Controller/AlterTopicConfigs"
-	Controller_AlterPartition_FullMethodName           = "/shale.controller.v1.Controller/AlterPartition"
-	Controller_AllocateProducerIds_FullMethodName      = "/shale.controller.v1.Controller/AllocateProducerIds"
-	Controller_CommitOffsets_FullMethodName            = "/shale.controller.v1.Controller/CommitOffsets"
-	Controller_FetchOffsets_FullMethodName             = "/shale.controller.v1.Controller/FetchOffsets"
-	Controller_DeleteGroupOffsets_FullMethodName       = "/shale.controller.v1.Controller/DeleteGroupOffsets"
-	Controller_ListOffsetGroups_FullMethodName         = "/shale.controller.v1.Controller/ListOffsetGroups"
-	Controller_ReadOffsetsLog_FullMethodName           = "/shale.controller.v1.Controller/ReadOffsetsLog"
-	Controller_ElectLeaders_FullMethodName             = "/shale.controller.v1.Controller/ElectLeaders"
-	Controller_CreateAcls_FullMethodName               = "/shale.controller.v1.Controller/CreateAcls"
-	Controller_DeleteAcls_FullMethodName               = "/shale.controller.v1.Controller/DeleteAcls"
-	Controller_AlterClientQuotas_FullMethodName        = "/shale.controller.v1.Controller/AlterClientQuotas"
-	Controller_AlterScramCredentials_FullMethodName    = "/shale.controller.v1.Controller/AlterScramCredentials"
-	Controller_DescribeScramCredentials_FullMethodName = "/shale.controller.v1.Controller/DescribeScramCredentials"
-	Controller_WriteTxnState_FullMethodName            = "/shale.controller.v1.Controller/WriteTxnState"
-	Controller_TxnOffsetCommit_FullMethodName          = "/shale.controller.v1.Controller/TxnOffsetCommit"
-	Controller_LoadTxnStates_FullMethodName            = "/shale.controller.v1.Controller/LoadTxnStates"
-	Controller_PendingTxnOffsets_FullMethodName        = "/shale.controller.v1.Controller/PendingTxnOffsets"
+	Controller_RegisterBroker_FullMethodName              = "/shale.controller.v1.Controller/RegisterBroker"
+	Controller_BrokerHeartbeat_FullMethodName             = "/shale.controller.v1.Controller/BrokerHeartbeat"
+	Controller_WatchMetadata_FullMethodName               = "/shale.controller.v1.Controller/WatchMetadata"
+	Controller_CreateTopics_FullMethodName                = "/shale.controller.v1.Controller/CreateTopics"
+	Controller_DeleteTopics_FullMethodName                = "/shale.controller.v1.Controller/DeleteTopics"
+	Controller_CreatePartitions_FullMethodName            = "/shale.controller.v1.Controller/CreatePartitions"
+	Controller_AlterTopicConfigs_FullMethodName           = "/shale.controller.v1.Controller/AlterTopicConfigs"
+	Controller_AlterPartition_FullMethodName              = "/shale.controller.v1.Controller/AlterPartition"
+	Controller_AllocateProducerIds_FullMethodName         = "/shale.controller.v1.Controller/AllocateProducerIds"
+	Controller_CommitOffsets_FullMethodName               = "/shale.controller.v1.Controller/CommitOffsets"
+	Controller_FetchOffsets_FullMethodName                = "/shale.controller.v1.Controller/FetchOffsets"
+	Controller_DeleteGroupOffsets_FullMethodName          = "/shale.controller.v1.Controller/DeleteGroupOffsets"
+	Controller_ListOffsetGroups_FullMethodName            = "/shale.controller.v1.Controller/ListOffsetGroups"
+	Controller_ReadOffsetsLog_FullMethodName              = "/shale.controller.v1.Controller/ReadOffsetsLog"
+	Controller_ElectLeaders_FullMethodName                = "/shale.controller.v1.Controller/ElectLeaders"
+	Controller_CreateAcls_FullMethodName                  = "/shale.controller.v1.Controller/CreateAcls"
+	Controller_DeleteAcls_FullMethodName                  = "/shale.controller.v1.Controller/DeleteAcls"
+	Controller_AlterClientQuotas_FullMethodName           = "/shale.controller.v1.Controller/AlterClientQuotas"
+	Controller_AlterScramCredentials_FullMethodName       = "/shale.controller.v1.Controller/AlterScramCredentials"
+	Controller_DescribeScramCredentials_FullMethodName    = "/shale.controller.v1.Controller/DescribeScramCredentials"
+	Controller_WriteTxnState_FullMethodName               = "/shale.controller.v1.Controller/WriteTxnState"
+	Controller_TxnOffsetCommit_FullMethodName             = "/shale.controller.v1.Controller/TxnOffsetCommit"
+	Controller_LoadTxnStates_FullMethodName               = "/shale.controller.v1.Controller/LoadTxnStates"
+	Controller_PendingTxnOffsets_FullMethodName           = "/shale.controller.v1.Controller/PendingTxnOffsets"
+	Controller_AddVoter_FullMethodName                    = "/shale.controller.v1.Controller/AddVoter"
+	Controller_RemoveVoter_FullMethodName                 = "/shale.controller.v1.Controller/RemoveVoter"
+	Controller_DescribeQuorum_FullMethodName              = "/shale.controller.v1.Controller/DescribeQuorum"
+	Controller_UnregisterBroker_FullMethodName            = "/shale.controller.v1.Controller/UnregisterBroker"
+	Controller_AlterPartitionReassignments_FullMethodName = "/shale.controller.v1.Controller/AlterPartitionReassignments"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -94,6 +99,20 @@ type ControllerClient interface {
 	// PendingTxnOffsets lists a group's partitions with offsets pending in an open
 	// transaction (OffsetFetch's require_stable, KIP-447).
 	PendingTxnOffsets(ctx context.Context, in *PendingTxnOffsetsRequest, opts ...grpc.CallOption) (*PendingTxnOffsetsResponse, error)
+	// AddVoter adds a controller to the Raft quorum (KIP-853's AddRaftVoter): first as a
+	// non-voter that catches up, then as a voter. One quorum change at a time.
+	AddVoter(ctx context.Context, in *AddVoterRequest, opts ...grpc.CallOption) (*AddVoterResponse, error)
+	// RemoveVoter removes a controller from the Raft quorum (KIP-853's RemoveRaftVoter).
+	RemoveVoter(ctx context.Context, in *RemoveVoterRequest, opts ...grpc.CallOption) (*RemoveVoterResponse, error)
+	// DescribeQuorum is Kafka's DescribeQuorum of the metadata log; brokers also learn the
+	// current voters' addresses from it.
+	DescribeQuorum(ctx context.Context, in *DescribeQuorumRequest, opts ...grpc.CallOption) (*DescribeQuorumResponse, error)
+	// UnregisterBroker removes a broker's registration (Kafka's UnregisterBroker); refused
+	// while the broker still holds replicas unless force is set.
+	UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error)
+	// AlterPartitionReassignments is Kafka's (KIP-455): start, replace or cancel moves of
+	// partitions' replicas.
+	AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error)
 }
 
 type controllerClient struct {
@@ -353,6 +372,56 @@ func (c *controllerClient) PendingTxnOffsets(ctx context.Context, in *PendingTxn
 	return out, nil
 }
 
+func (c *controllerClient) AddVoter(ctx context.Context, in *AddVoterRequest, opts ...grpc.CallOption) (*AddVoterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddVoterResponse)
+	err := c.cc.Invoke(ctx, Controller_AddVoter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) RemoveVoter(ctx context.Context, in *RemoveVoterRequest, opts ...grpc.CallOption) (*RemoveVoterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveVoterResponse)
+	err := c.cc.Invoke(ctx, Controller_RemoveVoter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) DescribeQuorum(ctx context.Context, in *DescribeQuorumRequest, opts ...grpc.CallOption) (*DescribeQuorumResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeQuorumResponse)
+	err := c.cc.Invoke(ctx, Controller_DescribeQuorum_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnregisterBrokerResponse)
+	err := c.cc.Invoke(ctx, Controller_UnregisterBroker_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterPartitionReassignmentsResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterPartitionReassignments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -398,6 +467,20 @@ type ControllerServer interface {
 	// PendingTxnOffsets lists a group's partitions with offsets pending in an open
 	// transaction (OffsetFetch's require_stable, KIP-447).
 	PendingTxnOffsets(context.Context, *PendingTxnOffsetsRequest) (*PendingTxnOffsetsResponse, error)
+	// AddVoter adds a controller to the Raft quorum (KIP-853's AddRaftVoter): first as a
+	// non-voter that catches up, then as a voter. One quorum change at a time.
+	AddVoter(context.Context, *AddVoterRequest) (*AddVoterResponse, error)
+	// RemoveVoter removes a controller from the Raft quorum (KIP-853's RemoveRaftVoter).
+	RemoveVoter(context.Context, *RemoveVoterRequest) (*RemoveVoterResponse, error)
+	// DescribeQuorum is Kafka's DescribeQuorum of the metadata log; brokers also learn the
+	// current voters' addresses from it.
+	DescribeQuorum(context.Context, *DescribeQuorumRequest) (*DescribeQuorumResponse, error)
+	// UnregisterBroker removes a broker's registration (Kafka's UnregisterBroker); refused
+	// while the broker still holds replicas unless force is set.
+	UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error)
+	// AlterPartitionReassignments is Kafka's (KIP-455): start, replace or cancel moves of
+	// partitions' replicas.
+	AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -479,6 +562,21 @@ func (UnimplementedControllerServer) LoadTxnStates(context.Context, *LoadTxnStat
 }
 func (UnimplementedControllerServer) PendingTxnOffsets(context.Context, *PendingTxnOffsetsRequest) (*PendingTxnOffsetsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PendingTxnOffsets not implemented")
+}
+func (UnimplementedControllerServer) AddVoter(context.Context, *AddVoterRequest) (*AddVoterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddVoter not implemented")
+}
+func (UnimplementedControllerServer) RemoveVoter(context.Context, *RemoveVoterRequest) (*RemoveVoterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveVoter not implemented")
+}
+func (UnimplementedControllerServer) DescribeQuorum(context.Context, *DescribeQuorumRequest) (*DescribeQuorumResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeQuorum not implemented")
+}
+func (UnimplementedControllerServer) UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnregisterBroker not implemented")
+}
+func (UnimplementedControllerServer) AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterPartitionReassignments not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -926,6 +1024,96 @@ func _Controller_PendingTxnOffsets_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AddVoter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddVoterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AddVoter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AddVoter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AddVoter(ctx, req.(*AddVoterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_RemoveVoter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveVoterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).RemoveVoter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_RemoveVoter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).RemoveVoter(ctx, req.(*RemoveVoterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_DescribeQuorum_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeQuorumRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).DescribeQuorum(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_DescribeQuorum_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).DescribeQuorum(ctx, req.(*DescribeQuorumRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_UnregisterBroker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnregisterBrokerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).UnregisterBroker(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_UnregisterBroker_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).UnregisterBroker(ctx, req.(*UnregisterBrokerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_AlterPartitionReassignments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterPartitionReassignmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterPartitionReassignments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterPartitionReassignments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterPartitionReassignments(ctx, req.(*AlterPartitionReassignmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1024,6 +1212,26 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PendingTxnOffsets",
 			Handler:    _Controller_PendingTxnOffsets_Handler,
+		},
+		{
+			MethodName: "AddVoter",
+			Handler:    _Controller_AddVoter_Handler,
+		},
+		{
+			MethodName: "RemoveVoter",
+			Handler:    _Controller_RemoveVoter_Handler,
+		},
+		{
+			MethodName: "DescribeQuorum",
+			Handler:    _Controller_DescribeQuorum_Handler,
+		},
+		{
+			MethodName: "UnregisterBroker",
+			Handler:    _Controller_UnregisterBroker_Handler,
+		},
+		{
+			MethodName: "AlterPartitionReassignments",
+			Handler:    _Controller_AlterPartitionReassignments_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

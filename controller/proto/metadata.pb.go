@@ -250,8 +250,13 @@ type PartitionState struct {
 	Leader         int32                  `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"`
 	LeaderEpoch    int32                  `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	PartitionEpoch int32                  `protobuf:"varint,6,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// A reassignment in progress (KIP-455): replicas is the target followed by the
+	// replicas it drops; adding_replicas are the target's replicas that are new,
+	// removing_replicas the current ones the target drops. Both empty: none in progress.
+	AddingReplicas   []int32 `protobuf:"varint,120,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `protobuf:"varint,121,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartitionState) Reset() {
@@ -324,6 +329,20 @@ func (x *PartitionState) GetPartitionEpoch() int32 {
 		return x.PartitionEpoch
 	}
 	return 0
+}
+
+func (x *PartitionState) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *PartitionState) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
+	}
+	return nil
 }
 
 // TopicState is one topic's complete committed state.
@@ -415,9 +434,11 @@ type MetadataDelta struct {
 	AclsDeleted []*AclBinding `protobuf:"bytes,61,rep,name=acls_deleted,json=aclsDeleted,proto3" json:"acls_deleted,omitempty"`
 	// Client quota entities whose values changed, complete; an entity with no values is
 	// removed.
-	ClientQuotas  []*ClientQuotaState `protobuf:"bytes,80,rep,name=client_quotas,json=clientQuotas,proto3" json:"client_quotas,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ClientQuotas []*ClientQuotaState `protobuf:"bytes,80,rep,name=client_quotas,json=clientQuotas,proto3" json:"client_quotas,omitempty"`
+	// Brokers whose registration was removed (UnregisterBroker), applied after brokers.
+	UnregisteredBrokers []int32 `protobuf:"varint,130,rep,packed,name=unregistered_brokers,json=unregisteredBrokers,proto3" json:"unregistered_brokers,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *MetadataDelta) Reset() {
@@ -523,6 +544,13 @@ func (x *MetadataDelta) GetAclsDeleted() []*AclBinding {
 func (x *MetadataDelta) GetClientQuotas() []*ClientQuotaState {
 	if x != nil {
 		return x.ClientQuotas
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetUnregisteredBrokers() []int32 {
+	if x != nil {
+		return x.UnregisteredBrokers
 	}
 	return nil
 }
@@ -1512,14 +1540,16 @@ const file_metadata_proto_rawDesc = "" +
 	"\vincarnation\x18\x04 \x01(\tR\vincarnation\x12\x14\n" +
 	"\x05epoch\x18\x05 \x01(\x03R\x05epoch\x12\x16\n" +
 	"\x06fenced\x18\x06 \x01(\bR\x06fenced\x124\n" +
-	"\x16in_controlled_shutdown\x18\a \x01(\bR\x14inControlledShutdown\"\xb8\x01\n" +
+	"\x16in_controlled_shutdown\x18\a \x01(\bR\x14inControlledShutdown\"\x8e\x02\n" +
 	"\x0ePartitionState\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x1a\n" +
 	"\breplicas\x18\x02 \x03(\x05R\breplicas\x12\x10\n" +
 	"\x03isr\x18\x03 \x03(\x05R\x03isr\x12\x16\n" +
 	"\x06leader\x18\x04 \x01(\x05R\x06leader\x12!\n" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12'\n" +
-	"\x0fpartition_epoch\x18\x06 \x01(\x05R\x0epartitionEpoch\"\xf9\x01\n" +
+	"\x0fpartition_epoch\x18\x06 \x01(\x05R\x0epartitionEpoch\x12'\n" +
+	"\x0fadding_replicas\x18x \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18y \x03(\x05R\x10removingReplicas\"\xf9\x01\n" +
 	"\n" +
 	"TopicState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
@@ -1530,7 +1560,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf2\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa6\x05\n" +
 	"\rMetadataDelta\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1f\n" +
 	"\vprev_offset\x18\x02 \x01(\x04R\n" +
@@ -1544,7 +1574,8 @@ const file_metadata_proto_rawDesc = "" +
 	"\fcoordinators\x18\b \x03(\v2%.shale.controller.v1.CoordinatorStateR\fcoordinators\x12B\n" +
 	"\facls_created\x18< \x03(\v2\x1f.shale.controller.v1.AclBindingR\vaclsCreated\x12B\n" +
 	"\facls_deleted\x18= \x03(\v2\x1f.shale.controller.v1.AclBindingR\vaclsDeleted\x12J\n" +
-	"\rclient_quotas\x18P \x03(\v2%.shale.controller.v1.ClientQuotaStateR\fclientQuotasB\r\n" +
+	"\rclient_quotas\x18P \x03(\v2%.shale.controller.v1.ClientQuotaStateR\fclientQuotas\x122\n" +
+	"\x14unregistered_brokers\x18\x82\x01 \x03(\x05R\x13unregisteredBrokersB\r\n" +
 	"\v_cluster_idB\x10\n" +
 	"\x0e_controller_id\"\x81\x01\n" +
 	"\x10CoordinatorState\x12\x1c\n" +

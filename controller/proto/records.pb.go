@@ -173,6 +173,8 @@ type Record struct {
 	//	*Record_ScramCredentials
 	//	*Record_TxnState
 	//	*Record_TxnOffsetCommit
+	//	*Record_UnregisterBroker
+	//	*Record_AlterPartitionReassignments
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -386,6 +388,24 @@ func (x *Record) GetTxnOffsetCommit() *TxnOffsetCommitRecord {
 	return nil
 }
 
+func (x *Record) GetUnregisterBroker() *UnregisterBrokerRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_UnregisterBroker); ok {
+			return x.UnregisterBroker
+		}
+	}
+	return nil
+}
+
+func (x *Record) GetAlterPartitionReassignments() *AlterPartitionReassignmentsRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_AlterPartitionReassignments); ok {
+			return x.AlterPartitionReassignments
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -466,6 +486,14 @@ type Record_TxnOffsetCommit struct {
 	TxnOffsetCommit *TxnOffsetCommitRecord `protobuf:"bytes,101,opt,name=txn_offset_commit,json=txnOffsetCommit,proto3,oneof"`
 }
 
+type Record_UnregisterBroker struct {
+	UnregisterBroker *UnregisterBrokerRecord `protobuf:"bytes,130,opt,name=unregister_broker,json=unregisterBroker,proto3,oneof"`
+}
+
+type Record_AlterPartitionReassignments struct {
+	AlterPartitionReassignments *AlterPartitionReassignmentsRecord `protobuf:"bytes,120,opt,name=alter_partition_reassignments,json=alterPartitionReassignments,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -503,6 +531,10 @@ func (*Record_ScramCredentials) isRecord_Record() {}
 func (*Record_TxnState) isRecord_Record() {}
 
 func (*Record_TxnOffsetCommit) isRecord_Record() {}
+
+func (*Record_UnregisterBroker) isRecord_Record() {}
+
+func (*Record_AlterPartitionReassignments) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -2421,11 +2453,194 @@ func (x *TxnOffsetCommitRecord) GetOffsets() []*OffsetEntry {
 	return nil
 }
 
+// UnregisterBrokerRecord removes a broker's registration (Kafka's UnregisterBroker). It is
+// refused while the broker still holds replicas unless force; forced, the broker is
+// fenced first (its leaderships move, it leaves the ISRs) and stays listed as a replica
+// of its partitions, offline.
+type UnregisterBrokerRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	Force         bool                   `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterBrokerRecord) Reset() {
+	*x = UnregisterBrokerRecord{}
+	mi := &file_records_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterBrokerRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterBrokerRecord) ProtoMessage() {}
+
+func (x *UnregisterBrokerRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterBrokerRecord.ProtoReflect.Descriptor instead.
+func (*UnregisterBrokerRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *UnregisterBrokerRecord) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *UnregisterBrokerRecord) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+// PartitionReassignment sets one partition's target replicas (Kafka's
+// AlterPartitionReassignments), or with cancel reverts the reassignment in progress.
+type PartitionReassignment struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Replicas  []int32                `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	Cancel    bool                   `protobuf:"varint,4,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	// refuses a target of another size than the replicas it replaces (KIP-860, v1 with
+	// AllowReplicationFactorChange false).
+	RefuseReplicationFactorChange bool `protobuf:"varint,5,opt,name=refuse_replication_factor_change,json=refuseReplicationFactorChange,proto3" json:"refuse_replication_factor_change,omitempty"`
+	unknownFields                 protoimpl.UnknownFields
+	sizeCache                     protoimpl.SizeCache
+}
+
+func (x *PartitionReassignment) Reset() {
+	*x = PartitionReassignment{}
+	mi := &file_records_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionReassignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionReassignment) ProtoMessage() {}
+
+func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionReassignment.ProtoReflect.Descriptor instead.
+func (*PartitionReassignment) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *PartitionReassignment) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionReassignment) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionReassignment) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *PartitionReassignment) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+func (x *PartitionReassignment) GetRefuseReplicationFactorChange() bool {
+	if x != nil {
+		return x.RefuseReplicationFactorChange
+	}
+	return false
+}
+
+// AlterPartitionReassignmentsRecord starts, replaces or cancels reassignments; each
+// partition gets its own outcome. The FSM completes a reassignment once every target
+// replica is in the ISR.
+type AlterPartitionReassignmentsRecord struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Reassignments []*PartitionReassignment `protobuf:"bytes,1,rep,name=reassignments,proto3" json:"reassignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsRecord) Reset() {
+	*x = AlterPartitionReassignmentsRecord{}
+	mi := &file_records_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsRecord) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsRecord.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *AlterPartitionReassignmentsRecord) GetReassignments() []*PartitionReassignment {
+	if x != nil {
+		return x.Reassignments
+	}
+	return nil
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xc4\f\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\x9f\x0e\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -2449,7 +2664,9 @@ const file_records_proto_rawDesc = "" +
 	"\rclient_quotas\x18P \x01(\v2'.shale.controller.v1.ClientQuotasRecordH\x00R\fclientQuotas\x12Z\n" +
 	"\x11scram_credentials\x18( \x01(\v2+.shale.controller.v1.ScramCredentialsRecordH\x00R\x10scramCredentials\x12B\n" +
 	"\ttxn_state\x18d \x01(\v2#.shale.controller.v1.TxnStateRecordH\x00R\btxnState\x12X\n" +
-	"\x11txn_offset_commit\x18e \x01(\v2*.shale.controller.v1.TxnOffsetCommitRecordH\x00R\x0ftxnOffsetCommitB\b\n" +
+	"\x11txn_offset_commit\x18e \x01(\v2*.shale.controller.v1.TxnOffsetCommitRecordH\x00R\x0ftxnOffsetCommit\x12[\n" +
+	"\x11unregister_broker\x18\x82\x01 \x01(\v2+.shale.controller.v1.UnregisterBrokerRecordH\x00R\x10unregisterBroker\x12|\n" +
+	"\x1dalter_partition_reassignments\x18x \x01(\v26.shale.controller.v1.AlterPartitionReassignmentsRecordH\x00R\x1balterPartitionReassignmentsB\b\n" +
 	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -2602,7 +2819,18 @@ const file_records_proto_rawDesc = "" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\x05 \x01(\x05R\rproducerEpoch\x12\x14\n" +
 	"\x05group\x18\x06 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\a \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets*~\n" +
+	"\aoffsets\x18\a \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"K\n" +
+	"\x16UnregisterBrokerRecord\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"\xc8\x01\n" +
+	"\x15PartitionReassignment\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\breplicas\x18\x03 \x03(\x05R\breplicas\x12\x16\n" +
+	"\x06cancel\x18\x04 \x01(\bR\x06cancel\x12G\n" +
+	" refuse_replication_factor_change\x18\x05 \x01(\bR\x1drefuseReplicationFactorChange\"u\n" +
+	"!AlterPartitionReassignmentsRecord\x12P\n" +
+	"\rreassignments\x18\x01 \x03(\v2*.shale.controller.v1.PartitionReassignmentR\rreassignments*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
@@ -2631,52 +2859,55 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_records_proto_goTypes = []any{
-	(ElectionType)(0),                 // 0: shale.controller.v1.ElectionType
-	(TxnStatus)(0),                    // 1: shale.controller.v1.TxnStatus
-	(*Record)(nil),                    // 2: shale.controller.v1.Record
-	(*LeaderChangeRecord)(nil),        // 3: shale.controller.v1.LeaderChangeRecord
-	(*RegisterBrokerRecord)(nil),      // 4: shale.controller.v1.RegisterBrokerRecord
-	(*FenceBrokersRecord)(nil),        // 5: shale.controller.v1.FenceBrokersRecord
-	(*UnfenceBrokerRecord)(nil),       // 6: shale.controller.v1.UnfenceBrokerRecord
-	(*NewTopic)(nil),                  // 7: shale.controller.v1.NewTopic
-	(*CreateTopicsRecord)(nil),        // 8: shale.controller.v1.CreateTopicsRecord
-	(*TopicRef)(nil),                  // 9: shale.controller.v1.TopicRef
-	(*DeleteTopicsRecord)(nil),        // 10: shale.controller.v1.DeleteTopicsRecord
-	(*NewPartitions)(nil),             // 11: shale.controller.v1.NewPartitions
-	(*CreatePartitionsRecord)(nil),    // 12: shale.controller.v1.CreatePartitionsRecord
-	(*SetTopicConfigsRecord)(nil),     // 13: shale.controller.v1.SetTopicConfigsRecord
-	(*AlterPartitionRecord)(nil),      // 14: shale.controller.v1.AlterPartitionRecord
-	(*AllocateProducerIdsRecord)(nil), // 15: shale.controller.v1.AllocateProducerIdsRecord
-	(*OffsetOp)(nil),                  // 16: shale.controller.v1.OffsetOp
-	(*OffsetOpsRecord)(nil),           // 17: shale.controller.v1.OffsetOpsRecord
-	(*ElectLeadersRecord)(nil),        // 18: shale.controller.v1.ElectLeadersRecord
-	(*ControlledShutdownRecord)(nil),  // 19: shale.controller.v1.ControlledShutdownRecord
-	(*SnapshotHeader)(nil),            // 20: shale.controller.v1.SnapshotHeader
-	(*GroupOffsets)(nil),              // 21: shale.controller.v1.GroupOffsets
-	(*SnapshotItem)(nil),              // 22: shale.controller.v1.SnapshotItem
-	(*CreateAclsRecord)(nil),          // 23: shale.controller.v1.CreateAclsRecord
-	(*DeleteAclsRecord)(nil),          // 24: shale.controller.v1.DeleteAclsRecord
-	(*ClientQuotasRecord)(nil),        // 25: shale.controller.v1.ClientQuotasRecord
-	(*ScramCredentialsRecord)(nil),    // 26: shale.controller.v1.ScramCredentialsRecord
-	(*TxnState)(nil),                  // 27: shale.controller.v1.TxnState
-	(*TxnStateRecord)(nil),            // 28: shale.controller.v1.TxnStateRecord
-	(*TxnOffsetCommitRecord)(nil),     // 29: shale.controller.v1.TxnOffsetCommitRecord
-	nil,                               // 30: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                               // 31: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                  // 32: shale.controller.v1.Listener
-	(*ReplicaList)(nil),               // 33: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),               // 34: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),           // 35: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),          // 36: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),               // 37: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                // 38: shale.controller.v1.TopicState
-	(*AclBinding)(nil),                // 39: shale.controller.v1.AclBinding
-	(*ClientQuotaState)(nil),          // 40: shale.controller.v1.ClientQuotaState
-	(*ScramCredential)(nil),           // 41: shale.controller.v1.ScramCredential
-	(*AclFilter)(nil),                 // 42: shale.controller.v1.AclFilter
-	(*ScramCredentialKey)(nil),        // 43: shale.controller.v1.ScramCredentialKey
+	(ElectionType)(0),                         // 0: shale.controller.v1.ElectionType
+	(TxnStatus)(0),                            // 1: shale.controller.v1.TxnStatus
+	(*Record)(nil),                            // 2: shale.controller.v1.Record
+	(*LeaderChangeRecord)(nil),                // 3: shale.controller.v1.LeaderChangeRecord
+	(*RegisterBrokerRecord)(nil),              // 4: shale.controller.v1.RegisterBrokerRecord
+	(*FenceBrokersRecord)(nil),                // 5: shale.controller.v1.FenceBrokersRecord
+	(*UnfenceBrokerRecord)(nil),               // 6: shale.controller.v1.UnfenceBrokerRecord
+	(*NewTopic)(nil),                          // 7: shale.controller.v1.NewTopic
+	(*CreateTopicsRecord)(nil),                // 8: shale.controller.v1.CreateTopicsRecord
+	(*TopicRef)(nil),                          // 9: shale.controller.v1.TopicRef
+	(*DeleteTopicsRecord)(nil),                // 10: shale.controller.v1.DeleteTopicsRecord
+	(*NewPartitions)(nil),                     // 11: shale.controller.v1.NewPartitions
+	(*CreatePartitionsRecord)(nil),            // 12: shale.controller.v1.CreatePartitionsRecord
+	(*SetTopicConfigsRecord)(nil),             // 13: shale.controller.v1.SetTopicConfigsRecord
+	(*AlterPartitionRecord)(nil),              // 14: shale.controller.v1.AlterPartitionRecord
+	(*AllocateProducerIdsRecord)(nil),         // 15: shale.controller.v1.AllocateProducerIdsRecord
+	(*OffsetOp)(nil),                          // 16: shale.controller.v1.OffsetOp
+	(*OffsetOpsRecord)(nil),                   // 17: shale.controller.v1.OffsetOpsRecord
+	(*ElectLeadersRecord)(nil),                // 18: shale.controller.v1.ElectLeadersRecord
+	(*ControlledShutdownRecord)(nil),          // 19: shale.controller.v1.ControlledShutdownRecord
+	(*SnapshotHeader)(nil),                    // 20: shale.controller.v1.SnapshotHeader
+	(*GroupOffsets)(nil),                      // 21: shale.controller.v1.GroupOffsets
+	(*SnapshotItem)(nil),                      // 22: shale.controller.v1.SnapshotItem
+	(*CreateAclsRecord)(nil),                  // 23: shale.controller.v1.CreateAclsRecord
+	(*DeleteAclsRecord)(nil),                  // 24: shale.controller.v1.DeleteAclsRecord
+	(*ClientQuotasRecord)(nil),                // 25: shale.controller.v1.ClientQuotasRecord
+	(*ScramCredentialsRecord)(nil),            // 26: shale.controller.v1.ScramCredentialsRecord
+	(*TxnState)(nil),                          // 27: shale.controller.v1.TxnState
+	(*TxnStateRecord)(nil),                    // 28: shale.controller.v1.TxnStateRecord
+	(*TxnOffsetCommitRecord)(nil),             // 29: shale.controller.v1.TxnOffsetCommitRecord
+	(*UnregisterBrokerRecord)(nil),            // 30: shale.controller.v1.UnregisterBrokerRecord
+	(*PartitionReassignment)(nil),             // 31: shale.controller.v1.PartitionReassignment
+	(*AlterPartitionReassignmentsRecord)(nil), // 32: shale.controller.v1.AlterPartitionReassignmentsRecord
+	nil,                        // 33: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                        // 34: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),           // 35: shale.controller.v1.Listener
+	(*ReplicaList)(nil),        // 36: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),        // 37: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),    // 38: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),   // 39: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),        // 40: shale.controller.v1.BrokerState
+	(*TopicState)(nil),         // 41: shale.controller.v1.TopicState
+	(*AclBinding)(nil),         // 42: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),   // 43: shale.controller.v1.ClientQuotaState
+	(*ScramCredential)(nil),    // 44: shale.controller.v1.ScramCredential
+	(*AclFilter)(nil),          // 45: shale.controller.v1.AclFilter
+	(*ScramCredentialKey)(nil), // 46: shale.controller.v1.ScramCredentialKey
 }
 var file_records_proto_depIdxs = []int32{
 	3,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -2698,43 +2929,46 @@ var file_records_proto_depIdxs = []int32{
 	26, // 16: shale.controller.v1.Record.scram_credentials:type_name -> shale.controller.v1.ScramCredentialsRecord
 	28, // 17: shale.controller.v1.Record.txn_state:type_name -> shale.controller.v1.TxnStateRecord
 	29, // 18: shale.controller.v1.Record.txn_offset_commit:type_name -> shale.controller.v1.TxnOffsetCommitRecord
-	32, // 19: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	33, // 20: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	30, // 21: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	7,  // 22: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	9,  // 23: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	33, // 24: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	11, // 25: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	31, // 26: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	34, // 27: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	35, // 28: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	16, // 29: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 30: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	35, // 31: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	36, // 32: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	34, // 33: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	37, // 34: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	38, // 35: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	21, // 36: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	39, // 37: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	40, // 38: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
-	41, // 39: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
-	27, // 40: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
-	39, // 41: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	42, // 42: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	40, // 43: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
-	41, // 44: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
-	43, // 45: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	1,  // 46: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
-	35, // 47: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
-	21, // 48: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
-	27, // 49: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
-	34, // 50: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
-	51, // [51:51] is the sub-list for method output_type
-	51, // [51:51] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	30, // 19: shale.controller.v1.Record.unregister_broker:type_name -> shale.controller.v1.UnregisterBrokerRecord
+	32, // 20: shale.controller.v1.Record.alter_partition_reassignments:type_name -> shale.controller.v1.AlterPartitionReassignmentsRecord
+	35, // 21: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	36, // 22: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	33, // 23: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	7,  // 24: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	9,  // 25: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	36, // 26: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	11, // 27: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	34, // 28: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	37, // 29: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	38, // 30: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	16, // 31: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 32: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	38, // 33: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	39, // 34: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	37, // 35: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	40, // 36: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	41, // 37: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	21, // 38: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	42, // 39: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	43, // 40: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	44, // 41: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	27, // 42: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
+	42, // 43: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	45, // 44: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	43, // 45: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	44, // 46: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	46, // 47: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	1,  // 48: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
+	38, // 49: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
+	21, // 50: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
+	27, // 51: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
+	37, // 52: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
+	31, // 53: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	54, // [54:54] is the sub-list for method output_type
+	54, // [54:54] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -2763,6 +2997,8 @@ func file_records_proto_init() {
 		(*Record_ScramCredentials)(nil),
 		(*Record_TxnState)(nil),
 		(*Record_TxnOffsetCommit)(nil),
+		(*Record_UnregisterBroker)(nil),
+		(*Record_AlterPartitionReassignments)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
@@ -2779,7 +3015,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   30,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -105,6 +105,13 @@ type Config struct {
 
 	// ReplicaFetchBackoffMs is replica.fetch.backoff.ms (default 1000).
 	ReplicaFetchBackoffMs int64
+	// LeaderReplicationThrottledRate and FollowerReplicationThrottledRate are
+	// leader.replication.throttled.rate and follower.replication.throttled.rate: bytes
+	// per second for the replicas a reassignment adds (and those the topic configs
+	// *.replication.throttled.replicas list) while out of sync (default MaxInt64: none).
+	// Static here: Shale has no dynamic broker configs.
+	LeaderReplicationThrottledRate   int64
+	FollowerReplicationThrottledRate int64
 	// ReplicaHighWatermarkCheckpointIntervalMs is
 	// replica.high.watermark.checkpoint.interval.ms (default 5000).
 	ReplicaHighWatermarkCheckpointIntervalMs int64

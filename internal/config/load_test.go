@@ -57,6 +57,7 @@ func TestDefault(t *testing.T) {
 		OffsetsRetentionMinutes: 10080, OffsetsTopicNumPartitions: 50, GroupInitialRebalanceDelayMs: 3000, GroupMinSessionTimeoutMs: 6000,
 		GroupMaxSessionTimeoutMs: 1800000, ReplicaLagTimeMaxMs: 30000, ReplicaFetchMaxBytes: 1048576,
 		ReplicaFetchBackoffMs: 1000, ReplicaHighWatermarkCheckpointIntervalMs: 5000,
+		LeaderReplicationThrottledRate: math.MaxInt64, FollowerReplicationThrottledRate: math.MaxInt64,
 		ReplicaFetchWaitMaxMs: 500, NumReplicaFetchers: 1, HTTPListener: "127.0.0.1:9644", LogLevel: slog.LevelInfo,
 		InterBrokerListenerName: "PLAINTEXT", ControllerListenerNames: []string{"CONTROLLER"},
 		SSLKeystoreType: "PEM", SSLTruststoreType: "PEM", SSLClientAuth: "none", SSLPrincipalMappingRules: "DEFAULT",

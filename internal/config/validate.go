@@ -122,7 +122,8 @@ func (c *Config) finishVoters(fail func(key, format string, args ...any)) {
 	case len(c.ControllerQuorumVoters) == 0:
 		fail("controller.quorum.voters", "a broker-only node must be told the controllers: set controller.quorum.voters to id@host:port,...")
 	case c.IsController() && !has:
-		fail("controller.quorum.voters", "node.id %d is a controller but is not among the voters (%s)", c.NodeID, getVoters(c))
+		// A controller outside the voters joins the running quorum they form, once an
+		// operator adds it (shale controller add); it never bootstraps a quorum of its own.
 	case !c.IsController() && has:
 		fail("controller.quorum.voters", "node.id %d is listed as a voter, but process.roles=%s does not include controller", c.NodeID, strings.Join(c.ProcessRoles, ","))
 	}

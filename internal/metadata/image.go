@@ -29,6 +29,16 @@ type Partition struct {
 	// PartitionEpoch is bumped on every change of this partition's state (ISR, leader,
 	// replicas); AlterPartition compares and sets it.
 	PartitionEpoch int32
+	// AddingReplicas and RemovingReplicas describe a reassignment in progress (KIP-455):
+	// Replicas is then the target followed by the replicas it drops. Both are empty when
+	// none is in progress.
+	AddingReplicas   []int32
+	RemovingReplicas []int32
+}
+
+// Reassigning reports whether a reassignment of the partition is in progress.
+func (p *Partition) Reassigning() bool {
+	return len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0
 }
 
 // Topic is one topic: its partitions and the configs set on it (defaults are not stored).

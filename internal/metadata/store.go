@@ -40,6 +40,11 @@ type Store interface {
 	// ELIGIBLE_LEADERS_NOT_AVAILABLE or UNKNOWN_TOPIC_OR_PARTITION; with nil partitions,
 	// those that needed no election are left out.
 	ElectLeaders(ctx context.Context, preferred bool, partitions map[string][]int32) (map[string]map[int32]error, error)
+	// AlterPartitionReassignments is Kafka's AlterPartitionReassignments (KIP-455): it
+	// starts, replaces or cancels each partition's reassignment and returns one outcome
+	// per entry (nil, or INVALID_REPLICA_ASSIGNMENT, INVALID_REPLICATION_FACTOR,
+	// NO_REASSIGNMENT_IN_PROGRESS, UNKNOWN_TOPIC_OR_PARTITION).
+	AlterPartitionReassignments(ctx context.Context, reassignments []Reassignment) ([]error, error)
 
 	// CommitOffsets stores a group's committed offsets (batched through the quorum). The
 	// controller refuses it with NOT_COORDINATOR unless fence names the group's current
@@ -111,6 +116,16 @@ type AlterPartitionRequest struct {
 	LeaderEpoch    int32
 	PartitionEpoch int32
 	NewISR         []int32
+}
+
+// Reassignment is one partition's new target replicas; nil Replicas cancels the
+// reassignment in progress. RefuseReplicationFactorChange refuses a target whose size
+// differs from the partition's replicas (KIP-860).
+type Reassignment struct {
+	Topic                         string
+	Partition                     int32
+	Replicas                      []int32
+	RefuseReplicationFactorChange bool
 }
 
 // OffsetsLogRecord is one record of the __consumer_offsets view: a group's committed

@@ -221,6 +221,7 @@ func (n *node) startController(ctx context.Context, ln net.Listener) error {
 	c, err := controller.NewServer(controller.Config{
 		NodeID:                             cfg.NodeID,
 		Voters:                             voters,
+		Address:                            joiningAddress(cfg, ln),
 		Listener:                           ln,
 		GRPCTLS:                            n.sec.controllerServerTLS(),
 		ServeKafkaClients:                  cfg.IsBroker() && plaintextListener(cfg) != "",
@@ -307,6 +308,9 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 
 		ProducerIDExpiration:              time.Duration(cfg.ProducerIDExpirationMs) * time.Millisecond,
 		ProducerIDExpirationCheckInterval: time.Duration(cfg.ProducerIDExpirationCheckIntervalMs) * time.Millisecond,
+
+		LeaderReplicationThrottledRate:   cfg.LeaderReplicationThrottledRate,
+		FollowerReplicationThrottledRate: cfg.FollowerReplicationThrottledRate,
 	}, store)
 	if err != nil {
 		return err
@@ -461,6 +465,12 @@ func (n *node) startHTTP(ln net.Listener) {
 				http.Error(w, "controller not started", http.StatusServiceUnavailable)
 				return
 			}
+			select {
+			case <-n.controller.Removed():
+				http.Error(w, "this controller was removed from the quorum", http.StatusServiceUnavailable)
+				return
+			default:
+			}
 		} else if bc := n.registered.Load(); bc == nil || !bc.LeaseValid() {
 			http.Error(w, "not registered with the controller", http.StatusServiceUnavailable)
 			return
@@ -553,6 +563,22 @@ func (n *node) close() error {
 		errs = append(errs, n.controller.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// joiningAddress is the address a controller outside controller.quorum.voters is reached
+// at once added: its controller listener, with loopback for a wildcard host (as for a
+// single node's derived voter). "" for a voter.
+func joiningAddress(cfg *config.Config, ln net.Listener) string {
+	for _, v := range cfg.Voters() {
+		if v.ID == cfg.NodeID {
+			return ""
+		}
+	}
+	host, _ := cfg.ControllerListener()
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 }
 
 // fetchSessionSlots maps Kafka's 0 (no sessions) to the listener's -1.

@@ -127,7 +127,32 @@ const (
 	MaxCompactionLagMs          = "max.compaction.lag.ms"
 	MinCleanableDirtyRatio      = "min.cleanable.dirty.ratio"
 	MinCompactionLagMs          = "min.compaction.lag.ms"
+	// The replicas whose replication leader.replication.throttled.rate and
+	// follower.replication.throttled.rate throttle, besides those a reassignment adds.
+	LeaderReplicationThrottledReplicas   = "leader.replication.throttled.replicas"
+	FollowerReplicationThrottledReplicas = "follower.replication.throttled.replicas"
 )
+
+// throttledReplicas accepts Kafka's form of the *.replication.throttled.replicas
+// configs: empty, "*", or partition:broker pairs separated by commas.
+func throttledReplicas(v string) error {
+	v = strings.TrimSpace(v)
+	if v == "" || v == "*" {
+		return nil
+	}
+	for _, e := range strings.Split(v, ",") {
+		p, b, ok := strings.Cut(strings.TrimSpace(e), ":")
+		if !ok {
+			return fmt.Errorf("%q is not of the form partition:broker", e)
+		}
+		for _, n := range []string{p, b} {
+			if _, err := strconv.ParseInt(strings.TrimSpace(n), 10, 32); err != nil {
+				return fmt.Errorf("%q is not of the form partition:broker", e)
+			}
+		}
+	}
+	return nil
+}
 
 // defs is Kafka's topic config table, with Kafka's defaults.
 var defs = sortedByName([]*Def{
@@ -155,6 +180,10 @@ var defs = sortedByName([]*Def{
 		Doc: "Fsync when the oldest unflushed message is this old.", check: atLeast(0)},
 	{Name: IndexIntervalBytes, BrokerName: "log.index.interval.bytes", Type: TypeInt, Default: "4096",
 		Doc: "Bytes between offset index entries.", check: atLeast(0)},
+	{Name: LeaderReplicationThrottledReplicas, Type: TypeList, Default: "",
+		Doc: "Replicas (partition:broker, or *) whose leaders throttle their replication to out-of-sync followers at leader.replication.throttled.rate; a reassignment's new replicas always are.", check: throttledReplicas},
+	{Name: FollowerReplicationThrottledReplicas, Type: TypeList, Default: "",
+		Doc: "Replicas (partition:broker, or *) that, out of sync, fetch at most follower.replication.throttled.rate; a reassignment's new replicas always do.", check: throttledReplicas},
 	{Name: MaxCompactionLagMs, BrokerName: "log.cleaner.max.compaction.lag.ms", Type: TypeLong, Default: maxLongString,
 		Doc: "A compacted log with records older than this is cleaned whatever its dirty ratio.", check: atLeast(1)},
 	{Name: MaxMessageBytes, BrokerName: "message.max.bytes", Type: TypeInt, Default: "1048588",

@@ -186,6 +186,9 @@ type cluster struct {
 	nodes       []*node
 	brokers     []*node
 	controllers []*node
+	// spare is a broker with a namespace and settings of its own that does not start
+	// with the cluster: the reassignment fault starts it to move partitions onto.
+	spare *node
 }
 
 func newCluster(t *testing.T, l layout) *cluster {
@@ -194,9 +197,11 @@ func newCluster(t *testing.T, l layout) *cluster {
 	if l == dedicated {
 		count = 6
 	}
-	nw := netns.New(t, count)
+	nw := netns.New(t, count+1)
 	c := &cluster{t: t, layout: l, net: nw}
-	for i, nn := range nw.Nodes {
+	last := nw.Nodes[count]
+	c.spare = &node{t: t, id: int32(count + 1), net: last, dir: t.TempDir(), broker: true}
+	for i, nn := range nw.Nodes[:count] {
 		n := &node{t: t, id: int32(i + 1), net: nn, dir: t.TempDir()}
 		switch {
 		case l == combined:
@@ -218,7 +223,7 @@ func newCluster(t *testing.T, l layout) *cluster {
 	for _, n := range c.controllers {
 		voters = append(voters, fmt.Sprintf("%d@%s", n.id, n.controllerAddr()))
 	}
-	for _, n := range c.nodes {
+	for _, n := range append(slices.Clone(c.nodes), c.spare) {
 		var roles, listeners []string
 		if n.broker {
 			roles = append(roles, "broker")
@@ -265,6 +270,9 @@ func newCluster(t *testing.T, l layout) *cluster {
 			if n.probe != nil {
 				n.probe.Close()
 			}
+		}
+		if !slices.Contains(c.nodes, c.spare) {
+			c.spare.probe.Close()
 		}
 		if t.Failed() {
 			for _, n := range c.nodes {

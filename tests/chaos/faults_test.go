@@ -148,7 +148,7 @@ var (
 // allFaults is the cycle `make chaos` goes through; shortFaults is the run in `go test`.
 var (
 	allFaults = []fault{faultKillLeader, faultStopLeader, faultIsolateLeader, faultIsolateLeaderFromControllers,
-		faultIsolateFollower, faultKillController, faultRolling, faultKillAllBroks}
+		faultIsolateFollower, faultKillController, faultRolling, faultKillAllBroks, faultReassign}
 	shortFaults = []fault{faultKillLeader, faultIsolateLeader, faultSigtermOne}
 )
 

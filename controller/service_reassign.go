@@ -1,0 +1,77 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/shalelog/shale/internal/metadata"
+
+	pb "github.com/shalelog/shale/controller/proto"
+)
+
+func (v *service) AlterPartitionReassignments(ctx context.Context, req *pb.AlterPartitionReassignmentsRequest) (*pb.AlterPartitionReassignmentsResponse, error) {
+	if _, err := v.s.awaitSession(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	rec := &pb.Record{Record: &pb.Record_AlterPartitionReassignments{
+		AlterPartitionReassignments: &pb.AlterPartitionReassignmentsRecord{Reassignments: req.Reassignments}}}
+	// A request every entry of which fails changes nothing: answer it without growing
+	// the log.
+	res := v.s.fsm.dryRun(rec)
+	if errs, _ := res.value.([]error); res.err == nil && slices.ContainsFunc(errs, func(err error) bool { return err == nil }) {
+		var err error
+		if res, _, err = v.s.propose(ctx, rec); err != nil {
+			return nil, v.rpcError(err)
+		}
+	}
+	if res.err != nil {
+		return &pb.AlterPartitionReassignmentsResponse{Error: toPBError(res.err)}, nil
+	}
+	errs, _ := res.value.([]error)
+	resp := &pb.AlterPartitionReassignmentsResponse{Results: make([]*pb.PartitionError, len(req.Reassignments))}
+	started := 0
+	for i, ra := range req.Reassignments {
+		var err error
+		if i < len(errs) {
+			err = errs[i]
+		}
+		if err == nil {
+			started++
+		}
+		resp.Results[i] = &pb.PartitionError{Topic: ra.Topic, Partition: ra.Partition, Error: toPBError(err)}
+	}
+	if started > 0 {
+		v.s.log.Info("partition reassignments altered", "partitions", started)
+	}
+	return resp, nil
+}
+
+// AlterPartitionReassignments starts, replaces or cancels reassignments; see
+// metadata.Store.
+func (c *BrokerClient) AlterPartitionReassignments(ctx context.Context, ras []metadata.Reassignment) ([]error, error) {
+	req := &pb.AlterPartitionReassignmentsRequest{Reassignments: make([]*pb.PartitionReassignment, len(ras))}
+	for i, ra := range ras {
+		req.Reassignments[i] = &pb.PartitionReassignment{Topic: ra.Topic, Partition: ra.Partition,
+			Replicas: slices.Clone(ra.Replicas), Cancel: ra.Replicas == nil, RefuseReplicationFactorChange: ra.RefuseReplicationFactorChange}
+	}
+	var resp *pb.AlterPartitionReassignmentsResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.AlterPartitionReassignments(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := fromPBError(resp.Error); err != nil {
+		return nil, err
+	}
+	if len(resp.Results) != len(ras) {
+		return nil, fmt.Errorf("alter partition reassignments: %d results for %d partitions", len(resp.Results), len(ras))
+	}
+	out := make([]error, len(ras))
+	for i, r := range resp.Results {
+		out[i] = fromPBError(r.Error)
+	}
+	return out, nil
+}
