@@ -324,3 +324,18 @@ func TestReassignmentResubmitted(t *testing.T) {
 	}
 	checkPartition(t, h.part("t", 0), partitionWant{replicas: []int32{3, 2, 1}, isr: []int32{1, 2, 3}, leader: 1})
 }
+
+// New partitions of a topic that is being reassigned take the replication factor the
+// reassignment heads for.
+func TestCreatePartitionsDuringReassignment(t *testing.T) {
+	h := reassignHarness(t, 4)
+	h.mustReassign("t", 0, 4, 2)
+	res := h.apply(&pb.Record{Record: &pb.Record_CreatePartitions{CreatePartitions: &pb.CreatePartitionsRecord{
+		Specs: []*pb.NewPartitions{{Topic: "t", Count: 2, Seed: 1}}}}})
+	if errs := res.value.([]error); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if p := h.part("t", 1); len(p.Replicas) != 2 {
+		t.Fatalf("new partition has replicas %v, want 2 of them", p.Replicas)
+	}
+}
