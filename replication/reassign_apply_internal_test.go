@@ -16,7 +16,7 @@ type applyStore struct {
 }
 
 func (s *applyStore) Current() *metadata.Image { return s.im }
-func (s *applyStore) BrokerEpoch() int64        { return -1 }
+func (s *applyStore) BrokerEpoch() int64       { return -1 }
 
 // The broker side of a reassignment: a replica the controller adds opens as a follower
 // (never a leader, so the ISR grows only through the leader's AlterPartition once it has
