@@ -336,12 +336,13 @@ func (f *fsm) setPartitionState(c *change, topic string, p *pb.PartitionState, l
 		return
 	}
 	np := &pb.PartitionState{
-		Index:            p.Index,
-		Replicas:         p.Replicas,
-		Isr:              slices.Clone(isr),
-		Leader:           leader,
-		LeaderEpoch:      p.LeaderEpoch,
-		PartitionEpoch:   p.PartitionEpoch + 1,
+		Index:          p.Index,
+		Replicas:       p.Replicas,
+		Isr:            slices.Clone(isr),
+		Leader:         leader,
+		LeaderEpoch:    p.LeaderEpoch,
+		PartitionEpoch: p.PartitionEpoch + 1,
+
 		AddingReplicas:   p.AddingReplicas,
 		RemovingReplicas: p.RemovingReplicas,
 	}

@@ -60,22 +60,33 @@ func (f *fsm) reassign(c *change, ra *pb.PartitionReassignment) error {
 			ra.Topic, ra.Partition, len(target), len(original))
 	}
 	// A new target replaces one in progress: replicas it no longer names (added or
-	// original) are dropped like any other, as Kafka does.
+	// original) are dropped like any other, as Kafka does. Replicas still being added
+	// that it keeps stay "adding" (Kafka would count them as present): they may hold
+	// nothing yet, so the throttle and the unclean-election rule must go on covering
+	// them, and a cancel must still drop them.
+	var adding []int32
+	for _, r := range target {
+		if !slices.Contains(p.Replicas, r) || slices.Contains(p.AddingReplicas, r) {
+			adding = append(adding, r)
+		}
+	}
+	replicas := append(slices.Clone(target), without(p.Replicas, target)...)
+	removing := without(p.Replicas, target)
+	if len(removing) == 0 {
+		removing = nil
+	}
+	if slices.Equal(replicas, p.Replicas) && slices.Equal(adding, p.AddingReplicas) && slices.Equal(removing, p.RemovingReplicas) {
+		return nil // the reassignment in progress again: nothing changes
+	}
 	np := &pb.PartitionState{
 		Index:            p.Index,
-		Replicas:         append(slices.Clone(target), without(p.Replicas, target)...),
+		Replicas:         replicas,
 		Isr:              slices.Clone(p.Isr),
 		Leader:           p.Leader,
 		LeaderEpoch:      p.LeaderEpoch,
 		PartitionEpoch:   p.PartitionEpoch + 1,
-		AddingReplicas:   without(target, p.Replicas),
-		RemovingReplicas: without(p.Replicas, target),
-	}
-	if len(np.AddingReplicas) == 0 {
-		np.AddingReplicas = nil
-	}
-	if len(np.RemovingReplicas) == 0 {
-		np.RemovingReplicas = nil
+		AddingReplicas:   adding,
+		RemovingReplicas: removing,
 	}
 	completeReassignment(c, np)
 	if np.Leader != p.Leader {

@@ -305,3 +305,37 @@ func TestReassignmentReplayAndSnapshot(t *testing.T) {
 		t.Fatal("u-1's reassignment was lost")
 	}
 }
+
+// Sending the same target again changes nothing; a new target keeps a replica still
+// being added as adding, so a cancel still drops it.
+func TestReassignmentResubmitted(t *testing.T) {
+	h := reassignHarness(t, 5)
+	h.mustReassign("t", 0, 4, 2, 3)
+	before := h.part("t", 0)
+	h.mustReassign("t", 0, 4, 2, 3)
+	if p := h.part("t", 0); !reflect.DeepEqual(p, before) {
+		t.Fatalf("resubmitted target changed the partition: %+v -> %+v", before, p)
+	}
+	h.mustReassign("t", 0, 4, 5, 3)
+	checkPartition(t, h.part("t", 0), partitionWant{replicas: []int32{4, 5, 3, 2, 1}, isr: []int32{1, 2, 3}, adding: []int32{4, 5},
+		removing: []int32{2, 1}, leader: 1})
+	if err := h.reassign(&pb.PartitionReassignment{Topic: "t", Partition: 0, Cancel: true})[0]; err != nil {
+		t.Fatal(err)
+	}
+	checkPartition(t, h.part("t", 0), partitionWant{replicas: []int32{3, 2, 1}, isr: []int32{1, 2, 3}, leader: 1})
+}
+
+// New partitions of a topic that is being reassigned take the replication factor the
+// reassignment heads for.
+func TestCreatePartitionsDuringReassignment(t *testing.T) {
+	h := reassignHarness(t, 4)
+	h.mustReassign("t", 0, 4, 2)
+	res := h.apply(&pb.Record{Record: &pb.Record_CreatePartitions{CreatePartitions: &pb.CreatePartitionsRecord{
+		Specs: []*pb.NewPartitions{{Topic: "t", Count: 2, Seed: 1}}}}})
+	if errs := res.value.([]error); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if p := h.part("t", 1); len(p.Replicas) != 2 {
+		t.Fatalf("new partition has replicas %v, want 2 of them", p.Replicas)
+	}
+}

@@ -31,13 +31,14 @@ func brokerFromPB(b *pb.BrokerState) metadata.Broker {
 
 func partitionFromPB(topic string, p *pb.PartitionState) metadata.Partition {
 	return metadata.Partition{
-		Topic:            topic,
-		Index:            p.Index,
-		Replicas:         slices.Clone(p.Replicas),
-		ISR:              slices.Clone(p.Isr),
-		Leader:           p.Leader,
-		LeaderEpoch:      p.LeaderEpoch,
-		PartitionEpoch:   p.PartitionEpoch,
+		Topic:          topic,
+		Index:          p.Index,
+		Replicas:       slices.Clone(p.Replicas),
+		ISR:            slices.Clone(p.Isr),
+		Leader:         p.Leader,
+		LeaderEpoch:    p.LeaderEpoch,
+		PartitionEpoch: p.PartitionEpoch,
+
 		AddingReplicas:   slices.Clone(p.AddingReplicas),
 		RemovingReplicas: slices.Clone(p.RemovingReplicas),
 	}
@@ -45,12 +46,13 @@ func partitionFromPB(topic string, p *pb.PartitionState) metadata.Partition {
 
 func partitionToPB(p *metadata.Partition) *pb.PartitionState {
 	return &pb.PartitionState{
-		Index:            p.Index,
-		Replicas:         slices.Clone(p.Replicas),
-		Isr:              slices.Clone(p.ISR),
-		Leader:           p.Leader,
-		LeaderEpoch:      p.LeaderEpoch,
-		PartitionEpoch:   p.PartitionEpoch,
+		Index:          p.Index,
+		Replicas:       slices.Clone(p.Replicas),
+		Isr:            slices.Clone(p.ISR),
+		Leader:         p.Leader,
+		LeaderEpoch:    p.LeaderEpoch,
+		PartitionEpoch: p.PartitionEpoch,
+
 		AddingReplicas:   slices.Clone(p.AddingReplicas),
 		RemovingReplicas: slices.Clone(p.RemovingReplicas),
 	}

@@ -559,6 +559,10 @@ func (p *Partition) Flush() error { return p.log.Flush() }
 // snapshot that the next open trusts. If the epochs cannot be saved, the log is closed
 // without its clean-shutdown marker, so that the next open replays them from the log.
 func (p *Partition) close() error {
+	// Wake whoever waits on this replica (an acks=all produce waiting for its ISR, a
+	// long-poll fetch): a replica removed under them, by a reassignment or a topic
+	// deletion, must answer them now, not at their timeout.
+	defer p.wake()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.role.Store(int32(RoleNone))

@@ -67,14 +67,15 @@ type Config struct {
 	CleanerDedupeBufferSize    int64
 	CleanerIOMaxBytesPerSecond float64
 	CleanerBackoff             time.Duration
+	Logger                     *slog.Logger
+	Registry                   prometheus.Registerer
+
 	// LeaderReplicationThrottledRate and FollowerReplicationThrottledRate are
 	// leader.replication.throttled.rate and follower.replication.throttled.rate: bytes
 	// per second for the throttled replicas (throttle.go); 0 (unset) and MaxInt64 mean
 	// no limit.
 	LeaderReplicationThrottledRate   int64
 	FollowerReplicationThrottledRate int64
-	Logger                           *slog.Logger
-	Registry                         prometheus.Registerer
 }
 
 func (c *Config) defaults() {

@@ -109,7 +109,8 @@ type Config struct {
 	// leader.replication.throttled.rate and follower.replication.throttled.rate: bytes
 	// per second for the replicas a reassignment adds (and those the topic configs
 	// *.replication.throttled.replicas list) while out of sync (default MaxInt64: none).
-	// Static here: Shale has no dynamic broker configs.
+	// Static here: Shale has no dynamic broker configs. At least 1 (Kafka allows 0, which
+	// stops throttled replication altogether).
 	LeaderReplicationThrottledRate   int64
 	FollowerReplicationThrottledRate int64
 	// ReplicaHighWatermarkCheckpointIntervalMs is
