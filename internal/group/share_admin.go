@@ -95,7 +95,7 @@ func (c *Coordinator) hasShareState(ctx context.Context, id string) (bool, error
 // them when topics is nil), for DescribeShareGroupOffsets and `shale group describe`.
 // A partition without state is left out; the caller reports it with start offset -1.
 func (c *Coordinator) ShareGroupOffsets(ctx context.Context, id string, topics map[string][]int32) ([]SharePartitionState, error) {
-	if err := c.shareAdminTarget(ctx, id, false); err != nil {
+	if _, err := c.shareAdminTarget(ctx, id, false); err != nil {
 		return nil, err
 	}
 	if c.cfg.ShareStates == nil {
@@ -128,7 +128,7 @@ func (c *Coordinator) ShareGroupOffsets(ctx context.Context, id string, topics m
 // is created by it, as Kafka's AlterShareGroupOffsets does, so that its first members
 // start where the operator said.
 func (c *Coordinator) AlterShareGroupOffsets(ctx context.Context, id string, offsets []SharePartitionOffset) error {
-	if err := c.shareAdminTarget(ctx, id, true); err != nil {
+	if _, err := c.shareAdminTarget(ctx, id, true); err != nil {
 		return err
 	}
 	if c.cfg.ShareStates == nil {
@@ -138,10 +138,19 @@ func (c *Coordinator) AlterShareGroupOffsets(ctx context.Context, id string, off
 }
 
 // DeleteShareGroupOffsets deletes the state of some share partitions of a share group
-// without members.
+// without members: GROUP_ID_NOT_FOUND for a group that does not exist.
 func (c *Coordinator) DeleteShareGroupOffsets(ctx context.Context, id string, partitions map[string][]int32) error {
-	if err := c.shareAdminTarget(ctx, id, true); err != nil {
+	exists, err := c.shareAdminTarget(ctx, id, true)
+	if err != nil {
 		return err
+	}
+	if !exists {
+		if exists, err = c.hasShareState(ctx, id); err != nil {
+			return err
+		}
+	}
+	if !exists {
+		return fmt.Errorf("%w: share group %s does not exist", kerr.GroupIDNotFound, id)
 	}
 	if c.cfg.ShareStates == nil {
 		return nil
@@ -150,36 +159,37 @@ func (c *Coordinator) DeleteShareGroupOffsets(ctx context.Context, id string, pa
 }
 
 // shareAdminTarget checks that id is a share group (or no group at all) this broker
-// coordinates, and, when mustBeEmpty, that it has no members.
-func (c *Coordinator) shareAdminTarget(ctx context.Context, id string, mustBeEmpty bool) error {
+// coordinates, and, when mustBeEmpty, that it has no members. exists is whether the
+// share group is in memory.
+func (c *Coordinator) shareAdminTarget(ctx context.Context, id string, mustBeEmpty bool) (exists bool, err error) {
 	c.mu.Lock()
 	if err := c.owns(id); err != nil {
 		c.mu.Unlock()
-		return err
+		return false, err
 	}
 	if g := c.groups[id]; g != nil && g.state != Dead {
 		c.mu.Unlock()
-		return fmt.Errorf("%w: group %s is not a share group", kerr.GroupIDNotFound, id)
+		return false, fmt.Errorf("%w: group %s is not a share group", kerr.GroupIDNotFound, id)
 	}
 	if sg := c.shares[id]; sg != nil {
 		defer c.mu.Unlock()
 		switch {
 		case sg.state == ShareDead || sg.deleting:
-			return kerr.CoordinatorNotAvailable
+			return false, kerr.CoordinatorNotAvailable
 		case mustBeEmpty && len(sg.members) > 0:
-			return fmt.Errorf("%w: share group %s has %d members", kerr.NonEmptyGroup, id, len(sg.members))
+			return false, fmt.Errorf("%w: share group %s has %d members", kerr.NonEmptyGroup, id, len(sg.members))
 		}
-		return nil
+		return true, nil
 	}
 	c.mu.Unlock()
 	offs, err := c.store.FetchOffsets(ctx, id, nil)
 	if err != nil {
-		return storeError(err)
+		return false, storeError(err)
 	}
 	if len(offs) > 0 {
-		return fmt.Errorf("%w: group %s is not a share group", kerr.GroupIDNotFound, id)
+		return false, fmt.Errorf("%w: group %s is not a share group", kerr.GroupIDNotFound, id)
 	}
-	return nil
+	return false, nil
 }
 
 // deleteShareGroup deletes a share group without members and its share-partition state.

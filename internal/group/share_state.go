@@ -1,6 +1,9 @@
 package group
 
-import "context"
+import (
+	"context"
+	"encoding/binary"
+)
 
 // ShareStates is the share-partition state of share groups as the share-partition leaders
 // persist it through the controller quorum (the leaders write it; the coordinator reads it
@@ -44,4 +47,30 @@ type SharePartitionOffset struct {
 	Topic       string
 	Partition   int32
 	StartOffset int64
+}
+
+// ShareCountsTag is the tagged field in which DescribeShareGroupOffsets carries a
+// partition's in-flight, acquired, acknowledged and archived counts: a Shale extension
+// (other clients skip tags they do not know) that `shale group describe` reads.
+const ShareCountsTag = 10932
+
+// AppendShareCounts encodes the counts of s as ShareCountsTag carries them: four
+// big-endian int64s.
+func AppendShareCounts(dst []byte, s SharePartitionState) []byte {
+	for _, v := range []int64{s.InFlight, s.Acquired, s.Acknowledged, s.Archived} {
+		dst = binary.BigEndian.AppendUint64(dst, uint64(v))
+	}
+	return dst
+}
+
+// ParseShareCounts decodes what AppendShareCounts encoded into s's counts.
+func ParseShareCounts(b []byte, s *SharePartitionState) bool {
+	if len(b) != 32 {
+		return false
+	}
+	s.InFlight = int64(binary.BigEndian.Uint64(b))
+	s.Acquired = int64(binary.BigEndian.Uint64(b[8:]))
+	s.Acknowledged = int64(binary.BigEndian.Uint64(b[16:]))
+	s.Archived = int64(binary.BigEndian.Uint64(b[24:]))
+	return true
 }
