@@ -53,6 +53,7 @@ func TestDefault(t *testing.T) {
 		MaxConnections: math.MaxInt32, MaxConnectionsPerIP: math.MaxInt32, QuotaWindowNum: 11, QuotaWindowSizeSeconds: 1,
 		BrokerSessionTimeoutMs: 9000, BrokerHeartbeatIntervalMs: 2000,
 		OffsetsRetentionMinutes: 10080, OffsetsTopicNumPartitions: 50, GroupInitialRebalanceDelayMs: 3000, GroupMinSessionTimeoutMs: 6000,
+		GroupShareRecordLockDurationMs: 30000, GroupShareDeliveryCountLimit: 5, GroupSharePartitionMaxRecordLocks: 2000, ShareAutoOffsetReset: "latest",
 		GroupMaxSessionTimeoutMs: 1800000, ReplicaLagTimeMaxMs: 30000, ReplicaFetchMaxBytes: 1048576,
 		ReplicaFetchBackoffMs: 1000, ReplicaHighWatermarkCheckpointIntervalMs: 5000,
 		ReplicaFetchWaitMaxMs: 500, NumReplicaFetchers: 1, HTTPListener: "127.0.0.1:9644", LogLevel: slog.LevelInfo,
