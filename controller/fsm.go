@@ -32,6 +32,8 @@ type fsm struct {
 	offsetsLog     offsetsLog
 	// scram holds SCRAM credentials by user, then mechanism (fsm_scram.go).
 	scram map[string]map[string]*pb.ScramCredential
+	// share holds share groups' partition states (fsm_share.go).
+	share map[shareKey]*pb.SharePartitionState
 }
 
 type topicPartition struct {
@@ -159,6 +161,8 @@ func (f *fsm) dispatch(c *change, rec *pb.Record) applyResult {
 		return f.applyClientQuotas(c, r.ClientQuotas)
 	case *pb.Record_ScramCredentials:
 		return f.applyScramCredentials(c, r.ScramCredentials)
+	case *pb.Record_ShareStateOps:
+		return f.applyShareStateOps(c, r.ShareStateOps)
 	default:
 		// A record from a newer version: every controller of this version skips it alike.
 		f.log.Error("unknown metadata record skipped", "offset", c.offset)

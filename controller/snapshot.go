@@ -27,6 +27,7 @@ type fsmSnapshot struct {
 	brokers []*pb.BrokerState
 	groups  map[string]map[topicPartition]offsetValue
 	scram   []*pb.ScramCredential
+	share   []*pb.SharePartitionState
 }
 
 // Snapshot captures the state for Raft; Persist then writes it while Apply carries on.
@@ -53,8 +54,9 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		brokers: f.sortedBrokersLocked(),
 		groups:  groups,
 		scram:   f.scramSnapshotLocked(),
+		share:   f.shareSnapshotLocked(),
 	}
-	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.scram))
+	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.scram) + len(s.share))
 	return s, nil
 }
 
@@ -115,6 +117,11 @@ func (s *fsmSnapshot) write(sink io.Writer) error {
 			return err
 		}
 	}
+	for _, sp := range s.share {
+		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_SharePartition{SharePartition: sp}}); err != nil {
+			return err
+		}
+	}
 	return w.Flush()
 }
 
@@ -133,7 +140,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.img, f.brokers, f.groups, f.scram = st.img, st.brokers, st.groups, st.scram
+	f.img, f.brokers, f.groups, f.scram, f.share = st.img, st.brokers, st.groups, st.scram, st.share
 	f.unclean, f.nextProducerID, f.lastApplied = st.unclean, st.nextProducerID, st.appliedIndex
 	f.deltas.reset(st.img.Offset)
 	f.offsetsLog.restore(st.offsetsLogEnd)
@@ -145,6 +152,7 @@ type restoredState struct {
 	brokers        map[int32]*pb.BrokerState
 	groups         map[string]map[topicPartition]offsetValue
 	scram          map[string]map[string]*pb.ScramCredential
+	share          map[shareKey]*pb.SharePartitionState
 	unclean        bool
 	nextProducerID int64
 	appliedIndex   uint64
@@ -165,6 +173,7 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 		brokers:        map[int32]*pb.BrokerState{},
 		groups:         map[string]map[topicPartition]offsetValue{},
 		scram:          map[string]map[string]*pb.ScramCredential{},
+		share:          map[shareKey]*pb.SharePartitionState{},
 		unclean:        h.UncleanLeaderElection,
 		nextProducerID: h.NextProducerId,
 		appliedIndex:   h.AppliedIndex,
@@ -205,6 +214,8 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 			st.img.ClientQuotas = applyClientQuotas(st.img.ClientQuotas, []*pb.ClientQuotaState{x.ClientQuota})
 		case *pb.SnapshotItem_ScramCredential:
 			restoreScram(st.scram, x.ScramCredential)
+		case *pb.SnapshotItem_SharePartition:
+			st.share[shareKeyOf(x.SharePartition)] = x.SharePartition
 		default:
 			return nil, fmt.Errorf("item %d: unknown kind", i)
 		}

@@ -87,4 +87,9 @@ func (s *Server) registerBuiltins() {
 		s.Register(kmsg.OffsetDelete, 0, 0, s.handleOffsetDelete)
 		s.registerShareGroups() // 76_share_group_heartbeat.go
 	}
+	if s.deps.Shares != nil {
+		// KIP-932; v1 adds MaxRecords and BatchSize (KIP-1206), v2 lock renewal (KIP-1222).
+		s.Register(kmsg.ShareFetch, 0, 2, s.handleShareFetch)
+		s.Register(kmsg.ShareAcknowledge, 0, 2, s.handleShareAcknowledge)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/producerid"
+	"github.com/shalelog/shale/internal/share"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
 )
@@ -31,11 +32,13 @@ type testBroker struct {
 	broker *replication.Manager
 	srv    *protocol.Server
 	groups *group.Coordinator // nil unless started as a group broker
+	shares *share.Manager     // nil unless started as a share broker
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the listener and the replica manager have stopped
 
 	cfg  protocol.Config
 	gcfg *group.Config
+	scfg *share.Config
 }
 
 type brokerOpt func(*protocol.Config)
@@ -71,6 +74,12 @@ func startBrokerIn(t testing.TB, dir string, opts ...brokerOpt) *testBroker {
 // otherwise it restarts node on its data dir, as a restarted process does.
 func launch(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config) *testBroker {
 	t.Helper()
+	return launchShares(t, dir, node, cfg, gcfg, nil)
+}
+
+// launchShares is launch with a share-partition manager when scfg is set.
+func launchShares(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, scfg *share.Config) *testBroker {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -90,10 +99,14 @@ func launch(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Co
 	}
 	deps := protocol.Deps{Meta: store, Replicas: b, ProducerIDs: producerid.New(store)}
 	tb := &testBroker{t: t, addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, node: node, store: store, broker: b,
-		done: make(chan struct{}), cfg: cfg, gcfg: gcfg}
+		done: make(chan struct{}), cfg: cfg, gcfg: gcfg, scfg: scfg}
 	if gcfg != nil {
 		tb.groups = group.New(*gcfg, store)
 		deps.Groups = tb.groups
+	}
+	if scfg != nil {
+		tb.shares = share.NewManager(*scfg, node.Broker, b)
+		deps.Shares = tb.shares
 	}
 	tb.srv = protocol.NewServer(cfg, deps)
 	var ctx context.Context
@@ -120,6 +133,9 @@ func (tb *testBroker) stop() {
 		tb.groups.Close()
 	}
 	tb.srv.Close(2 * time.Second)
+	if tb.shares != nil {
+		tb.shares.Close()
+	}
 	tb.cancel()
 	<-tb.done
 	if err := tb.broker.Close(); err != nil {
@@ -136,7 +152,7 @@ func (tb *testBroker) stop() {
 func (tb *testBroker) restart() *testBroker {
 	tb.t.Helper()
 	tb.stop()
-	return launch(tb.t, tb.dir, tb.node, tb.cfg, tb.gcfg)
+	return launchShares(tb.t, tb.dir, tb.node, tb.cfg, tb.gcfg, tb.scfg)
 }
 
 // waitApplied waits until the replica manager has applied an image for which cond holds:

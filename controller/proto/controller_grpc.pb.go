@@ -43,6 +43,10 @@ const (
 	Controller_AlterClientQuotas_FullMethodName        = "/shale.controller.v1.Controller/AlterClientQuotas"
 	Controller_AlterScramCredentials_FullMethodName    = "/shale.controller.v1.Controller/AlterScramCredentials"
 	Controller_DescribeScramCredentials_FullMethodName = "/shale.controller.v1.Controller/DescribeScramCredentials"
+	Controller_WriteShareState_FullMethodName          = "/shale.controller.v1.Controller/WriteShareState"
+	Controller_ReadShareState_FullMethodName           = "/shale.controller.v1.Controller/ReadShareState"
+	Controller_InitializeShareState_FullMethodName     = "/shale.controller.v1.Controller/InitializeShareState"
+	Controller_DeleteShareState_FullMethodName         = "/shale.controller.v1.Controller/DeleteShareState"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -80,6 +84,17 @@ type ControllerClient interface {
 	// DescribeScramCredentials returns stored credentials, secrets included: brokers check
 	// SASL/SCRAM proofs against them (only brokers reach this service).
 	DescribeScramCredentials(ctx context.Context, in *DescribeScramCredentialsRequest, opts ...grpc.CallOption) (*DescribeScramCredentialsResponse, error)
+	// WriteShareState stores share partitions' states (KIP-932's WriteShareGroupState), each
+	// fenced by its leader and state epochs; every state gets its own outcome.
+	WriteShareState(ctx context.Context, in *WriteShareStateRequest, opts ...grpc.CallOption) (*WriteShareStateResponse, error)
+	// ReadShareState returns a share group's stored partition states (KIP-932's
+	// ReadShareGroupState and ReadShareGroupStateSummary).
+	ReadShareState(ctx context.Context, in *ReadShareStateRequest, opts ...grpc.CallOption) (*ReadShareStateResponse, error)
+	// InitializeShareState sets share partitions' start offsets, dropping their in-flight
+	// records and bumping their state epochs (AlterShareGroupOffsets).
+	InitializeShareState(ctx context.Context, in *InitializeShareStateRequest, opts ...grpc.CallOption) (*InitializeShareStateResponse, error)
+	// DeleteShareState removes a share group's state (DeleteGroups, DeleteShareGroupOffsets).
+	DeleteShareState(ctx context.Context, in *DeleteShareStateRequest, opts ...grpc.CallOption) (*DeleteShareStateResponse, error)
 }
 
 type controllerClient struct {
@@ -299,6 +314,46 @@ func (c *controllerClient) DescribeScramCredentials(ctx context.Context, in *Des
 	return out, nil
 }
 
+func (c *controllerClient) WriteShareState(ctx context.Context, in *WriteShareStateRequest, opts ...grpc.CallOption) (*WriteShareStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WriteShareStateResponse)
+	err := c.cc.Invoke(ctx, Controller_WriteShareState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) ReadShareState(ctx context.Context, in *ReadShareStateRequest, opts ...grpc.CallOption) (*ReadShareStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadShareStateResponse)
+	err := c.cc.Invoke(ctx, Controller_ReadShareState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) InitializeShareState(ctx context.Context, in *InitializeShareStateRequest, opts ...grpc.CallOption) (*InitializeShareStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InitializeShareStateResponse)
+	err := c.cc.Invoke(ctx, Controller_InitializeShareState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) DeleteShareState(ctx context.Context, in *DeleteShareStateRequest, opts ...grpc.CallOption) (*DeleteShareStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteShareStateResponse)
+	err := c.cc.Invoke(ctx, Controller_DeleteShareState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -334,6 +389,17 @@ type ControllerServer interface {
 	// DescribeScramCredentials returns stored credentials, secrets included: brokers check
 	// SASL/SCRAM proofs against them (only brokers reach this service).
 	DescribeScramCredentials(context.Context, *DescribeScramCredentialsRequest) (*DescribeScramCredentialsResponse, error)
+	// WriteShareState stores share partitions' states (KIP-932's WriteShareGroupState), each
+	// fenced by its leader and state epochs; every state gets its own outcome.
+	WriteShareState(context.Context, *WriteShareStateRequest) (*WriteShareStateResponse, error)
+	// ReadShareState returns a share group's stored partition states (KIP-932's
+	// ReadShareGroupState and ReadShareGroupStateSummary).
+	ReadShareState(context.Context, *ReadShareStateRequest) (*ReadShareStateResponse, error)
+	// InitializeShareState sets share partitions' start offsets, dropping their in-flight
+	// records and bumping their state epochs (AlterShareGroupOffsets).
+	InitializeShareState(context.Context, *InitializeShareStateRequest) (*InitializeShareStateResponse, error)
+	// DeleteShareState removes a share group's state (DeleteGroups, DeleteShareGroupOffsets).
+	DeleteShareState(context.Context, *DeleteShareStateRequest) (*DeleteShareStateResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -403,6 +469,18 @@ func (UnimplementedControllerServer) AlterScramCredentials(context.Context, *Alt
 }
 func (UnimplementedControllerServer) DescribeScramCredentials(context.Context, *DescribeScramCredentialsRequest) (*DescribeScramCredentialsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeScramCredentials not implemented")
+}
+func (UnimplementedControllerServer) WriteShareState(context.Context, *WriteShareStateRequest) (*WriteShareStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WriteShareState not implemented")
+}
+func (UnimplementedControllerServer) ReadShareState(context.Context, *ReadShareStateRequest) (*ReadShareStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadShareState not implemented")
+}
+func (UnimplementedControllerServer) InitializeShareState(context.Context, *InitializeShareStateRequest) (*InitializeShareStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InitializeShareState not implemented")
+}
+func (UnimplementedControllerServer) DeleteShareState(context.Context, *DeleteShareStateRequest) (*DeleteShareStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteShareState not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -778,6 +856,78 @@ func _Controller_DescribeScramCredentials_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_WriteShareState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WriteShareStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).WriteShareState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_WriteShareState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).WriteShareState(ctx, req.(*WriteShareStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_ReadShareState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadShareStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).ReadShareState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_ReadShareState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).ReadShareState(ctx, req.(*ReadShareStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_InitializeShareState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InitializeShareStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).InitializeShareState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_InitializeShareState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).InitializeShareState(ctx, req.(*InitializeShareStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_DeleteShareState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteShareStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).DeleteShareState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_DeleteShareState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).DeleteShareState(ctx, req.(*DeleteShareStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -860,6 +1010,22 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeScramCredentials",
 			Handler:    _Controller_DescribeScramCredentials_Handler,
+		},
+		{
+			MethodName: "WriteShareState",
+			Handler:    _Controller_WriteShareState_Handler,
+		},
+		{
+			MethodName: "ReadShareState",
+			Handler:    _Controller_ReadShareState_Handler,
+		},
+		{
+			MethodName: "InitializeShareState",
+			Handler:    _Controller_InitializeShareState_Handler,
+		},
+		{
+			MethodName: "DeleteShareState",
+			Handler:    _Controller_DeleteShareState_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

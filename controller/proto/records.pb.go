@@ -106,6 +106,7 @@ type Record struct {
 	//	*Record_DeleteAcls
 	//	*Record_ClientQuotas
 	//	*Record_ScramCredentials
+	//	*Record_ShareStateOps
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -301,6 +302,15 @@ func (x *Record) GetScramCredentials() *ScramCredentialsRecord {
 	return nil
 }
 
+func (x *Record) GetShareStateOps() *ShareStateOpsRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_ShareStateOps); ok {
+			return x.ShareStateOps
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -373,6 +383,10 @@ type Record_ScramCredentials struct {
 	ScramCredentials *ScramCredentialsRecord `protobuf:"bytes,40,opt,name=scram_credentials,json=scramCredentials,proto3,oneof"`
 }
 
+type Record_ShareStateOps struct {
+	ShareStateOps *ShareStateOpsRecord `protobuf:"bytes,150,opt,name=share_state_ops,json=shareStateOps,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -406,6 +420,8 @@ func (*Record_DeleteAcls) isRecord_Record() {}
 func (*Record_ClientQuotas) isRecord_Record() {}
 
 func (*Record_ScramCredentials) isRecord_Record() {}
+
+func (*Record_ShareStateOps) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -1674,6 +1690,7 @@ type SnapshotItem struct {
 	//	*SnapshotItem_Acl
 	//	*SnapshotItem_ClientQuota
 	//	*SnapshotItem_ScramCredential
+	//	*SnapshotItem_SharePartition
 	Item          isSnapshotItem_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1770,6 +1787,15 @@ func (x *SnapshotItem) GetScramCredential() *ScramCredential {
 	return nil
 }
 
+func (x *SnapshotItem) GetSharePartition() *SharePartitionState {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_SharePartition); ok {
+			return x.SharePartition
+		}
+	}
+	return nil
+}
+
 type isSnapshotItem_Item interface {
 	isSnapshotItem_Item()
 }
@@ -1798,6 +1824,10 @@ type SnapshotItem_ScramCredential struct {
 	ScramCredential *ScramCredential `protobuf:"bytes,40,opt,name=scram_credential,json=scramCredential,proto3,oneof"`
 }
 
+type SnapshotItem_SharePartition struct {
+	SharePartition *SharePartitionState `protobuf:"bytes,150,opt,name=share_partition,json=sharePartition,proto3,oneof"`
+}
+
 func (*SnapshotItem_Broker) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Topic) isSnapshotItem_Item() {}
@@ -1809,6 +1839,8 @@ func (*SnapshotItem_Acl) isSnapshotItem_Item() {}
 func (*SnapshotItem_ClientQuota) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_ScramCredential) isSnapshotItem_Item() {}
+
+func (*SnapshotItem_SharePartition) isSnapshotItem_Item() {}
 
 // CreateAclsRecord stores ACL bindings the leader validated; bindings already stored are
 // kept once.
@@ -2003,11 +2035,301 @@ func (x *ScramCredentialsRecord) GetDeletions() []*ScramCredentialKey {
 	return nil
 }
 
+// ShareStateBatch is a run of a share partition's in-flight records that have one
+// delivery state and delivery count (KIP-932's persisted state batch). States are
+// Kafka's RecordState ids: 0 AVAILABLE, 2 ACKNOWLEDGED, 4 ARCHIVED (acquired records are
+// stored as AVAILABLE: a lock does not survive the leader that granted it).
+type ShareStateBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FirstOffset   int64                  `protobuf:"varint,1,opt,name=first_offset,json=firstOffset,proto3" json:"first_offset,omitempty"`
+	LastOffset    int64                  `protobuf:"varint,2,opt,name=last_offset,json=lastOffset,proto3" json:"last_offset,omitempty"`
+	DeliveryState int32                  `protobuf:"varint,3,opt,name=delivery_state,json=deliveryState,proto3" json:"delivery_state,omitempty"`
+	DeliveryCount int32                  `protobuf:"varint,4,opt,name=delivery_count,json=deliveryCount,proto3" json:"delivery_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareStateBatch) Reset() {
+	*x = ShareStateBatch{}
+	mi := &file_records_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareStateBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareStateBatch) ProtoMessage() {}
+
+func (x *ShareStateBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareStateBatch.ProtoReflect.Descriptor instead.
+func (*ShareStateBatch) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ShareStateBatch) GetFirstOffset() int64 {
+	if x != nil {
+		return x.FirstOffset
+	}
+	return 0
+}
+
+func (x *ShareStateBatch) GetLastOffset() int64 {
+	if x != nil {
+		return x.LastOffset
+	}
+	return 0
+}
+
+func (x *ShareStateBatch) GetDeliveryState() int32 {
+	if x != nil {
+		return x.DeliveryState
+	}
+	return 0
+}
+
+func (x *ShareStateBatch) GetDeliveryCount() int32 {
+	if x != nil {
+		return x.DeliveryCount
+	}
+	return 0
+}
+
+// SharePartitionState is a share group's state of one topic partition: the share-partition
+// start offset (SPSO) and the in-flight records from it on. Records at or past the end
+// of the last batch have never been delivered.
+type SharePartitionState struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Group       string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Topic       string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition   int32                  `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	StartOffset int64                  `protobuf:"varint,4,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	// state_epoch changes when an admin replaces or deletes the state, fencing the
+	// partition leader's writes based on the older state (FENCED_STATE_EPOCH).
+	StateEpoch int32 `protobuf:"varint,5,opt,name=state_epoch,json=stateEpoch,proto3" json:"state_epoch,omitempty"`
+	// leader_epoch is the partition leader epoch of the writer: a write from an older
+	// leader than the stored state's is FENCED_LEADER_EPOCH.
+	LeaderEpoch   int32              `protobuf:"varint,6,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	Batches       []*ShareStateBatch `protobuf:"bytes,7,rep,name=batches,proto3" json:"batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharePartitionState) Reset() {
+	*x = SharePartitionState{}
+	mi := &file_records_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharePartitionState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharePartitionState) ProtoMessage() {}
+
+func (x *SharePartitionState) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharePartitionState.ProtoReflect.Descriptor instead.
+func (*SharePartitionState) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SharePartitionState) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *SharePartitionState) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *SharePartitionState) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *SharePartitionState) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
+func (x *SharePartitionState) GetStateEpoch() int32 {
+	if x != nil {
+		return x.StateEpoch
+	}
+	return 0
+}
+
+func (x *SharePartitionState) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *SharePartitionState) GetBatches() []*ShareStateBatch {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
+// ShareStateOp changes share-partition state; one of write, initialize or delete_group.
+type ShareStateOp struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// write replaces one partition's state, fenced by leader and state epoch.
+	Write *SharePartitionState `protobuf:"bytes,1,opt,name=write,proto3" json:"write,omitempty"`
+	// initialize replaces one partition's state with a new start offset and no in-flight
+	// records, whatever the epochs, and bumps the state epoch (admin offset changes).
+	Initialize *SharePartitionState `protobuf:"bytes,2,opt,name=initialize,proto3" json:"initialize,omitempty"`
+	// delete_group removes a group's share state: every partition, or only
+	// delete_partitions (a topic with no partitions: all of that topic's).
+	DeleteGroup      string             `protobuf:"bytes,3,opt,name=delete_group,json=deleteGroup,proto3" json:"delete_group,omitempty"`
+	DeletePartitions []*TopicPartitions `protobuf:"bytes,4,rep,name=delete_partitions,json=deletePartitions,proto3" json:"delete_partitions,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ShareStateOp) Reset() {
+	*x = ShareStateOp{}
+	mi := &file_records_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareStateOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareStateOp) ProtoMessage() {}
+
+func (x *ShareStateOp) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareStateOp.ProtoReflect.Descriptor instead.
+func (*ShareStateOp) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ShareStateOp) GetWrite() *SharePartitionState {
+	if x != nil {
+		return x.Write
+	}
+	return nil
+}
+
+func (x *ShareStateOp) GetInitialize() *SharePartitionState {
+	if x != nil {
+		return x.Initialize
+	}
+	return nil
+}
+
+func (x *ShareStateOp) GetDeleteGroup() string {
+	if x != nil {
+		return x.DeleteGroup
+	}
+	return ""
+}
+
+func (x *ShareStateOp) GetDeletePartitions() []*TopicPartitions {
+	if x != nil {
+		return x.DeletePartitions
+	}
+	return nil
+}
+
+// ShareStateOpsRecord is a batch of share-state operations, each with its own outcome.
+type ShareStateOpsRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ops           []*ShareStateOp        `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareStateOpsRecord) Reset() {
+	*x = ShareStateOpsRecord{}
+	mi := &file_records_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareStateOpsRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareStateOpsRecord) ProtoMessage() {}
+
+func (x *ShareStateOpsRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareStateOpsRecord.ProtoReflect.Descriptor instead.
+func (*ShareStateOpsRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ShareStateOpsRecord) GetOps() []*ShareStateOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xa6\v\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xfb\v\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -2029,7 +2351,8 @@ const file_records_proto_rawDesc = "" +
 	"\vdelete_acls\x18= \x01(\v2%.shale.controller.v1.DeleteAclsRecordH\x00R\n" +
 	"deleteAcls\x12N\n" +
 	"\rclient_quotas\x18P \x01(\v2'.shale.controller.v1.ClientQuotasRecordH\x00R\fclientQuotas\x12Z\n" +
-	"\x11scram_credentials\x18( \x01(\v2+.shale.controller.v1.ScramCredentialsRecordH\x00R\x10scramCredentialsB\b\n" +
+	"\x11scram_credentials\x18( \x01(\v2+.shale.controller.v1.ScramCredentialsRecordH\x00R\x10scramCredentials\x12S\n" +
+	"\x0fshare_state_ops\x18\x96\x01 \x01(\v2(.shale.controller.v1.ShareStateOpsRecordH\x00R\rshareStateOpsB\b\n" +
 	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -2132,14 +2455,15 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\x03R\roffsetsLogEnd\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\x9a\x03\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xf0\x03\n" +
 	"\fSnapshotItem\x12:\n" +
 	"\x06broker\x18\x01 \x01(\v2 .shale.controller.v1.BrokerStateH\x00R\x06broker\x127\n" +
 	"\x05topic\x18\x02 \x01(\v2\x1f.shale.controller.v1.TopicStateH\x00R\x05topic\x129\n" +
 	"\x05group\x18\x03 \x01(\v2!.shale.controller.v1.GroupOffsetsH\x00R\x05group\x123\n" +
 	"\x03acl\x18< \x01(\v2\x1f.shale.controller.v1.AclBindingH\x00R\x03acl\x12J\n" +
 	"\fclient_quota\x18P \x01(\v2%.shale.controller.v1.ClientQuotaStateH\x00R\vclientQuota\x12Q\n" +
-	"\x10scram_credential\x18( \x01(\v2$.shale.controller.v1.ScramCredentialH\x00R\x0fscramCredentialB\x06\n" +
+	"\x10scram_credential\x18( \x01(\v2$.shale.controller.v1.ScramCredentialH\x00R\x0fscramCredential\x12T\n" +
+	"\x0fshare_partition\x18\x96\x01 \x01(\v2(.shale.controller.v1.SharePartitionStateH\x00R\x0esharePartitionB\x06\n" +
 	"\x04item\"G\n" +
 	"\x10CreateAclsRecord\x123\n" +
 	"\x04acls\x18\x01 \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\"L\n" +
@@ -2149,7 +2473,31 @@ const file_records_proto_rawDesc = "" +
 	"\x06quotas\x18\x01 \x03(\v2%.shale.controller.v1.ClientQuotaStateR\x06quotas\"\x9f\x01\n" +
 	"\x16ScramCredentialsRecord\x12>\n" +
 	"\aupserts\x18\x01 \x03(\v2$.shale.controller.v1.ScramCredentialR\aupserts\x12E\n" +
-	"\tdeletions\x18\x02 \x03(\v2'.shale.controller.v1.ScramCredentialKeyR\tdeletions*~\n" +
+	"\tdeletions\x18\x02 \x03(\v2'.shale.controller.v1.ScramCredentialKeyR\tdeletions\"\xa3\x01\n" +
+	"\x0fShareStateBatch\x12!\n" +
+	"\ffirst_offset\x18\x01 \x01(\x03R\vfirstOffset\x12\x1f\n" +
+	"\vlast_offset\x18\x02 \x01(\x03R\n" +
+	"lastOffset\x12%\n" +
+	"\x0edelivery_state\x18\x03 \x01(\x05R\rdeliveryState\x12%\n" +
+	"\x0edelivery_count\x18\x04 \x01(\x05R\rdeliveryCount\"\x86\x02\n" +
+	"\x13SharePartitionState\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12!\n" +
+	"\fstart_offset\x18\x04 \x01(\x03R\vstartOffset\x12\x1f\n" +
+	"\vstate_epoch\x18\x05 \x01(\x05R\n" +
+	"stateEpoch\x12!\n" +
+	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\x12>\n" +
+	"\abatches\x18\a \x03(\v2$.shale.controller.v1.ShareStateBatchR\abatches\"\x8e\x02\n" +
+	"\fShareStateOp\x12>\n" +
+	"\x05write\x18\x01 \x01(\v2(.shale.controller.v1.SharePartitionStateR\x05write\x12H\n" +
+	"\n" +
+	"initialize\x18\x02 \x01(\v2(.shale.controller.v1.SharePartitionStateR\n" +
+	"initialize\x12!\n" +
+	"\fdelete_group\x18\x03 \x01(\tR\vdeleteGroup\x12Q\n" +
+	"\x11delete_partitions\x18\x04 \x03(\v2$.shale.controller.v1.TopicPartitionsR\x10deletePartitions\"J\n" +
+	"\x13ShareStateOpsRecord\x123\n" +
+	"\x03ops\x18\x01 \x03(\v2!.shale.controller.v1.ShareStateOpR\x03ops*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
@@ -2169,7 +2517,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                 // 0: shale.controller.v1.ElectionType
 	(*Record)(nil),                    // 1: shale.controller.v1.Record
@@ -2197,20 +2545,24 @@ var file_records_proto_goTypes = []any{
 	(*DeleteAclsRecord)(nil),          // 23: shale.controller.v1.DeleteAclsRecord
 	(*ClientQuotasRecord)(nil),        // 24: shale.controller.v1.ClientQuotasRecord
 	(*ScramCredentialsRecord)(nil),    // 25: shale.controller.v1.ScramCredentialsRecord
-	nil,                               // 26: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                               // 27: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                  // 28: shale.controller.v1.Listener
-	(*ReplicaList)(nil),               // 29: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),               // 30: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),           // 31: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),          // 32: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),               // 33: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                // 34: shale.controller.v1.TopicState
-	(*AclBinding)(nil),                // 35: shale.controller.v1.AclBinding
-	(*ClientQuotaState)(nil),          // 36: shale.controller.v1.ClientQuotaState
-	(*ScramCredential)(nil),           // 37: shale.controller.v1.ScramCredential
-	(*AclFilter)(nil),                 // 38: shale.controller.v1.AclFilter
-	(*ScramCredentialKey)(nil),        // 39: shale.controller.v1.ScramCredentialKey
+	(*ShareStateBatch)(nil),           // 26: shale.controller.v1.ShareStateBatch
+	(*SharePartitionState)(nil),       // 27: shale.controller.v1.SharePartitionState
+	(*ShareStateOp)(nil),              // 28: shale.controller.v1.ShareStateOp
+	(*ShareStateOpsRecord)(nil),       // 29: shale.controller.v1.ShareStateOpsRecord
+	nil,                               // 30: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                               // 31: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                  // 32: shale.controller.v1.Listener
+	(*ReplicaList)(nil),               // 33: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),               // 34: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),           // 35: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),          // 36: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),               // 37: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                // 38: shale.controller.v1.TopicState
+	(*AclBinding)(nil),                // 39: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),          // 40: shale.controller.v1.ClientQuotaState
+	(*ScramCredential)(nil),           // 41: shale.controller.v1.ScramCredential
+	(*AclFilter)(nil),                 // 42: shale.controller.v1.AclFilter
+	(*ScramCredentialKey)(nil),        // 43: shale.controller.v1.ScramCredentialKey
 }
 var file_records_proto_depIdxs = []int32{
 	2,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -2230,37 +2582,44 @@ var file_records_proto_depIdxs = []int32{
 	23, // 14: shale.controller.v1.Record.delete_acls:type_name -> shale.controller.v1.DeleteAclsRecord
 	24, // 15: shale.controller.v1.Record.client_quotas:type_name -> shale.controller.v1.ClientQuotasRecord
 	25, // 16: shale.controller.v1.Record.scram_credentials:type_name -> shale.controller.v1.ScramCredentialsRecord
-	28, // 17: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	29, // 18: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	26, // 19: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	6,  // 20: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	8,  // 21: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	29, // 22: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	10, // 23: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	27, // 24: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	30, // 25: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	31, // 26: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	15, // 27: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 28: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	31, // 29: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	32, // 30: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	30, // 31: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	33, // 32: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	34, // 33: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	20, // 34: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	35, // 35: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	36, // 36: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
-	37, // 37: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
-	35, // 38: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	38, // 39: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	36, // 40: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
-	37, // 41: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
-	39, // 42: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	29, // 17: shale.controller.v1.Record.share_state_ops:type_name -> shale.controller.v1.ShareStateOpsRecord
+	32, // 18: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	33, // 19: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	30, // 20: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	6,  // 21: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	8,  // 22: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	33, // 23: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	10, // 24: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	31, // 25: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	34, // 26: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	35, // 27: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	15, // 28: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 29: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	35, // 30: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	36, // 31: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	34, // 32: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	37, // 33: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	38, // 34: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	20, // 35: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	39, // 36: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	40, // 37: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	41, // 38: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	27, // 39: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
+	39, // 40: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	42, // 41: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	40, // 42: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	41, // 43: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	43, // 44: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	26, // 45: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
+	27, // 46: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
+	27, // 47: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
+	35, // 48: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
+	28, // 49: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -2287,6 +2646,7 @@ func file_records_proto_init() {
 		(*Record_DeleteAcls)(nil),
 		(*Record_ClientQuotas)(nil),
 		(*Record_ScramCredentials)(nil),
+		(*Record_ShareStateOps)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
@@ -2295,6 +2655,7 @@ func file_records_proto_init() {
 		(*SnapshotItem_Acl)(nil),
 		(*SnapshotItem_ClientQuota)(nil),
 		(*SnapshotItem_ScramCredential)(nil),
+		(*SnapshotItem_SharePartition)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2302,7 +2663,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -202,6 +202,14 @@ type Config struct {
 	GroupShareSessionTimeoutMs    int32
 	GroupShareHeartbeatIntervalMs int32
 	GroupShareMaxSize             int32
+	// Share groups (KIP-932): group.share.record.lock.duration.ms (default 30000),
+	// group.share.delivery.count.limit (5), group.share.partition.max.record.locks
+	// (2000), and share.auto.offset.reset (latest), a group config in Kafka that Shale,
+	// without group configs, takes as a broker-wide setting.
+	GroupShareRecordLockDurationMs    int32
+	GroupShareDeliveryCountLimit      int32
+	GroupSharePartitionMaxRecordLocks int32
+	ShareAutoOffsetReset              string
 
 	// ReplicaLagTimeMaxMs is replica.lag.time.max.ms (default 30000): a follower that has
 	// not caught up for this long leaves the ISR.

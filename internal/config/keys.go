@@ -314,6 +314,15 @@ func buildKeys() []*keyDef {
 		key("group.share.max.size", "200", "Most members a share group may have.",
 			i32(func(c *Config) *int32 { return &c.GroupShareMaxSize }, 1)),
 
+		key("group.share.record.lock.duration.ms", "30000", "How long a share-group member holds the records it fetched before they are delivered again.",
+			i32(func(c *Config) *int32 { return &c.GroupShareRecordLockDurationMs }, 1000)),
+		key("group.share.delivery.count.limit", "5", "Deliveries after which a share group archives a record (or dead-letters it).",
+			i32(func(c *Config) *int32 { return &c.GroupShareDeliveryCountLimit }, 2)),
+		key("group.share.partition.max.record.locks", "2000", "Most records in flight per share partition.",
+			i32(func(c *Config) *int32 { return &c.GroupSharePartitionMaxRecordLocks }, 100)),
+		key("share.auto.offset.reset", "latest", "Where a share group starts on a partition it has no state for: latest or earliest.",
+			stringField(func(c *Config) *string { return &c.ShareAutoOffsetReset })),
+
 		key("replica.lag.time.max.ms", "30000", "A follower behind for this long leaves the ISR.",
 			i64(func(c *Config) *int64 { return &c.ReplicaLagTimeMaxMs }, 1)),
 		key("replica.fetch.max.bytes", "1048576", "Bytes a follower fetches per partition per request.",

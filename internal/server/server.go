@@ -30,6 +30,7 @@ import (
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/producerid"
+	"github.com/shalelog/shale/internal/share"
 	"github.com/shalelog/shale/partition"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
@@ -92,6 +93,8 @@ type node struct {
 	// probed is replicas for /readyz, whose handler runs before startBroker sets replicas.
 	probed atomic.Pointer[replication.Manager]
 	groups *group.Coordinator
+	// shares holds the share partitions this broker leads (KIP-932).
+	shares *share.Manager
 	kafka  *protocol.Server
 	http   *http.Server
 
@@ -345,6 +348,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 		Replicas:    n.replicas,
 		ProducerIDs: producerid.New(store),
 		Groups:      n.startGroups(store),
+		Shares:      n.startShares(store),
 	})
 	type served struct {
 		ln net.Listener
@@ -394,6 +398,22 @@ func plaintextListener(cfg *config.Config) string {
 		}
 	}
 	return ""
+}
+
+// startShares starts the share-partition manager, which commits share-group state
+// through the controller quorum.
+func (n *node) startShares(store *controller.BrokerClient) *share.Manager {
+	cfg := n.cfg
+	n.shares = share.NewManager(share.Config{
+		Limits: share.Limits{
+			LockDuration:   time.Duration(cfg.GroupShareRecordLockDurationMs) * time.Millisecond,
+			DeliveryLimit:  int(cfg.GroupShareDeliveryCountLimit),
+			MaxRecordLocks: int(cfg.GroupSharePartitionMaxRecordLocks),
+		},
+		AutoOffsetReset: cfg.ShareAutoOffsetReset,
+		Logger:          n.lg.With("component", "share"),
+	}, store, n.replicas)
+	return n.shares
 }
 
 // startGroups starts the consumer-group coordinator and its lag metrics.
@@ -510,6 +530,9 @@ func (n *node) close() error {
 	if n.kafka != nil {
 		n.kafka.Close(shutdownGrace)
 		<-n.serving
+	}
+	if n.shares != nil {
+		errs = append(errs, n.shares.Close())
 	}
 	if n.cancel != nil {
 		n.cancel()
