@@ -100,13 +100,19 @@ func launchShares(t testing.TB, dir string, node *controllertest.Node, cfg proto
 	deps := protocol.Deps{Meta: store, Replicas: b, ProducerIDs: producerid.New(store)}
 	tb := &testBroker{t: t, addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, node: node, store: store, broker: b,
 		done: make(chan struct{}), cfg: cfg, gcfg: gcfg, scfg: scfg}
-	if gcfg != nil {
-		tb.groups = group.New(*gcfg, store)
-		deps.Groups = tb.groups
-	}
 	if scfg != nil {
 		tb.shares = share.NewManager(*scfg, node.Broker, b)
 		deps.Shares = tb.shares
+	}
+	if gcfg != nil {
+		gc := *gcfg
+		if tb.shares != nil {
+			// The coordinator reads share-group state as the node wires it.
+			states := share.GroupStates{Store: node.Broker, Manager: tb.shares}
+			gc.ShareStates, gc.ShareMemberRemoved = states, states.ReleaseMember
+		}
+		tb.groups = group.New(gc, store)
+		deps.Groups = tb.groups
 	}
 	tb.srv = protocol.NewServer(cfg, deps)
 	var ctx context.Context

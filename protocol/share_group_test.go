@@ -16,7 +16,7 @@ import (
 
 // startShareBroker starts a group broker whose share-group sessions last sessionTimeout
 // and whose members heartbeat every second (franz-go's floor).
-func startShareBroker(t testing.TB, sessionTimeout time.Duration) *groupBroker {
+func startShareGroupBroker(t testing.TB, sessionTimeout time.Duration) *groupBroker {
 	t.Helper()
 	gcfg := group.Config{NodeID: 1, MinSessionTimeout: 100 * time.Millisecond, Logger: quietLogger(),
 		ShareSessionTimeout: sessionTimeout, ShareHeartbeatInterval: time.Second}
@@ -31,7 +31,7 @@ func shareHeartbeat(rc *rawConn, groupID, member string, epoch int32, topics []s
 }
 
 func TestShareGroupAPIsRaw(t *testing.T) {
-	gb := startShareBroker(t, 45*time.Second)
+	gb := startShareGroupBroker(t, 45*time.Second)
 	gb.createTopic("q", 1, nil)
 	rc := dialRaw(t, gb.addr)
 
@@ -183,7 +183,7 @@ func describeShare(t *testing.T, adm *kadm.Client, groupID, what string, cond fu
 // one-partition topic all hold the partition; a member that closes leaves; a member that
 // stops heartbeating is removed after group.share.session.timeout.ms.
 func TestShareGroupWithFranzGo(t *testing.T) {
-	gb := startShareBroker(t, 3*time.Second)
+	gb := startShareGroupBroker(t, 3*time.Second)
 	gb.createTopic("work", 1, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -347,8 +347,8 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 		Meta:        store,
 		Replicas:    n.replicas,
 		ProducerIDs: producerid.New(store),
-		Groups:      n.startGroups(store),
 		Shares:      n.startShares(store),
+		Groups:      n.startGroups(store, share.GroupStates{Store: store, Manager: n.shares}),
 	})
 	type served struct {
 		ln net.Listener
@@ -417,7 +417,7 @@ func (n *node) startShares(store *controller.BrokerClient) *share.Manager {
 }
 
 // startGroups starts the consumer-group coordinator and its lag metrics.
-func (n *node) startGroups(store metadata.Store) *group.Coordinator {
+func (n *node) startGroups(store metadata.Store, shares share.GroupStates) *group.Coordinator {
 	cfg := n.cfg
 	n.groups = group.New(group.Config{
 		NodeID:                 cfg.NodeID,
@@ -428,6 +428,8 @@ func (n *node) startGroups(store metadata.Store) *group.Coordinator {
 		ShareSessionTimeout:    time.Duration(cfg.GroupShareSessionTimeoutMs) * time.Millisecond,
 		ShareHeartbeatInterval: time.Duration(cfg.GroupShareHeartbeatIntervalMs) * time.Millisecond,
 		ShareMaxGroupSize:      int(cfg.GroupShareMaxSize),
+		ShareStates:            shares,
+		ShareMemberRemoved:     shares.ReleaseMember,
 		Logger:                 n.lg,
 	}, store)
 	parts := n.replicas.Partitions()
