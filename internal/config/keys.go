@@ -307,6 +307,12 @@ func buildKeys() []*keyDef {
 			i32(func(c *Config) *int32 { return &c.GroupMinSessionTimeoutMs }, 0)),
 		key("group.max.session.timeout.ms", "1800000", "Largest session timeout a group member may ask for.",
 			i32(func(c *Config) *int32 { return &c.GroupMaxSessionTimeoutMs }, 0)),
+		key("group.share.session.timeout.ms", "45000", "A share-group member not heard from for this long leaves its group.",
+			i32(func(c *Config) *int32 { return &c.GroupShareSessionTimeoutMs }, 1)),
+		key("group.share.heartbeat.interval.ms", "5000", "How often share-group members are told to heartbeat.",
+			i32(func(c *Config) *int32 { return &c.GroupShareHeartbeatIntervalMs }, 1)),
+		key("group.share.max.size", "200", "Most members a share group may have.",
+			i32(func(c *Config) *int32 { return &c.GroupShareMaxSize }, 1)),
 
 		key("group.share.record.lock.duration.ms", "30000", "How long a share-group member holds the records it fetched before they are delivered again.",
 			i32(func(c *Config) *int32 { return &c.GroupShareRecordLockDurationMs }, 1000)),

@@ -56,6 +56,9 @@ func (c *Config) finish() error {
 	if c.BrokerHeartbeatIntervalMs >= c.BrokerSessionTimeoutMs {
 		fail("broker.heartbeat.interval.ms", "must be less than broker.session.timeout.ms (%d)", c.BrokerSessionTimeoutMs)
 	}
+	if c.GroupShareHeartbeatIntervalMs >= c.GroupShareSessionTimeoutMs {
+		fail("group.share.heartbeat.interval.ms", "must be less than group.share.session.timeout.ms (%d)", c.GroupShareSessionTimeoutMs)
+	}
 	if c.GroupMinSessionTimeoutMs > c.GroupMaxSessionTimeoutMs {
 		fail("group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms (%d)", c.GroupMaxSessionTimeoutMs)
 	}

@@ -420,12 +420,15 @@ func (n *node) startShares(store *controller.BrokerClient) *share.Manager {
 func (n *node) startGroups(store metadata.Store) *group.Coordinator {
 	cfg := n.cfg
 	n.groups = group.New(group.Config{
-		NodeID:                cfg.NodeID,
-		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay(),
-		MinSessionTimeout:     time.Duration(cfg.GroupMinSessionTimeoutMs) * time.Millisecond,
-		MaxSessionTimeout:     time.Duration(cfg.GroupMaxSessionTimeoutMs) * time.Millisecond,
-		OffsetsRetention:      cfg.OffsetsRetention(),
-		Logger:                n.lg,
+		NodeID:                 cfg.NodeID,
+		InitialRebalanceDelay:  cfg.GroupInitialRebalanceDelay(),
+		MinSessionTimeout:      time.Duration(cfg.GroupMinSessionTimeoutMs) * time.Millisecond,
+		MaxSessionTimeout:      time.Duration(cfg.GroupMaxSessionTimeoutMs) * time.Millisecond,
+		OffsetsRetention:       cfg.OffsetsRetention(),
+		ShareSessionTimeout:    time.Duration(cfg.GroupShareSessionTimeoutMs) * time.Millisecond,
+		ShareHeartbeatInterval: time.Duration(cfg.GroupShareHeartbeatIntervalMs) * time.Millisecond,
+		ShareMaxGroupSize:      int(cfg.GroupShareMaxSize),
+		Logger:                 n.lg,
 	}, store)
 	parts := n.replicas.Partitions()
 	n.reg.MustRegister(n.groups.LagCollector(func(topic string, index int32) (int64, bool) {
