@@ -347,8 +347,8 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 		Meta:        store,
 		Replicas:    n.replicas,
 		ProducerIDs: producerid.New(store),
-		Groups:      n.startGroups(store),
 		Shares:      n.startShares(store),
+		Groups:      n.startGroups(store),
 	})
 	type served struct {
 		ln net.Listener
@@ -419,6 +419,10 @@ func (n *node) startShares(store *controller.BrokerClient) *share.Manager {
 // startGroups starts the consumer-group coordinator and its lag metrics.
 func (n *node) startGroups(store metadata.Store) *group.Coordinator {
 	cfg := n.cfg
+	var states group.ShareStates
+	if bc, ok := store.(*controller.BrokerClient); ok {
+		states = share.NewStates(n.shares, bc)
+	}
 	n.groups = group.New(group.Config{
 		NodeID:                 cfg.NodeID,
 		InitialRebalanceDelay:  cfg.GroupInitialRebalanceDelay(),
@@ -428,6 +432,8 @@ func (n *node) startGroups(store metadata.Store) *group.Coordinator {
 		ShareSessionTimeout:    time.Duration(cfg.GroupShareSessionTimeoutMs) * time.Millisecond,
 		ShareHeartbeatInterval: time.Duration(cfg.GroupShareHeartbeatIntervalMs) * time.Millisecond,
 		ShareMaxGroupSize:      int(cfg.GroupShareMaxSize),
+		ShareStates:            states,
+		ShareMemberRemoved:     n.shares.MemberRemoved,
 		Logger:                 n.lg,
 	}, store)
 	parts := n.replicas.Partitions()
