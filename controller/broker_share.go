@@ -86,3 +86,19 @@ func shareErrors(pbErrs []*pb.Error, n int) ([]error, error) {
 	}
 	return out, nil
 }
+
+// ListShareStateGroups lists the groups that have share-partition state.
+func (c *BrokerClient) ListShareStateGroups(ctx context.Context) ([]string, error) {
+	var resp *pb.ListShareStateGroupsResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.ListShareStateGroups(ctx, &pb.ListShareStateGroupsRequest{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := fromPBError(resp.Error); err != nil {
+		return nil, err
+	}
+	return resp.Groups, nil
+}

@@ -170,6 +170,19 @@ func (f *fsm) readShareState(group string, filter map[string][]int32) []*pb.Shar
 	return out
 }
 
+// shareGroups lists the groups that have share state, sorted.
+func (f *fsm) shareGroups() []string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []string
+	for _, k := range slices.SortedFunc(maps.Keys(f.share), compareShareKey) {
+		if len(out) == 0 || out[len(out)-1] != k.group {
+			out = append(out, k.group)
+		}
+	}
+	return out
+}
+
 // shareSnapshotLocked lists every state for a snapshot; callers hold f.mu.
 func (f *fsm) shareSnapshotLocked() []*pb.SharePartitionState {
 	out := make([]*pb.SharePartitionState, 0, len(f.share))
@@ -290,4 +303,14 @@ func (v *service) DeleteShareState(ctx context.Context, req *pb.DeleteShareState
 		return nil, err
 	}
 	return &pb.DeleteShareStateResponse{Error: kafkaErr}, nil
+}
+
+func (v *service) ListShareStateGroups(ctx context.Context, _ *pb.ListShareStateGroupsRequest) (*pb.ListShareStateGroupsResponse, error) {
+	if _, err := v.s.awaitSession(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	if err := v.s.verifyLeader(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	return &pb.ListShareStateGroupsResponse{Groups: v.s.fsm.shareGroups()}, nil
 }

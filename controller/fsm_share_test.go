@@ -53,6 +53,9 @@ func TestShareStateRecordsAndSnapshot(t *testing.T) {
 	wantKafkaErr(t, errs[4], kerr.FencedStateEpoch)
 	wantNoErr(t, errs[5])
 	wantKafkaErr(t, errs[6], kerr.InvalidRequest)
+	if got := h.f.shareGroups(); len(got) != 1 || got[0] != "g" {
+		t.Fatalf("groups %v", got)
+	}
 	if got := h.f.readShareState("g", nil); len(got) != 3 || got[1].Topic != "q" || got[1].StartOffset != 10 || len(got[1].Batches) != 1 {
 		t.Fatalf("states %v", got)
 	}

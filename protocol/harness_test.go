@@ -108,8 +108,7 @@ func launchShares(t testing.TB, dir string, node *controllertest.Node, cfg proto
 		gc := *gcfg
 		if tb.shares != nil {
 			// The coordinator reads share-group state as the node wires it.
-			states := share.GroupStates{Store: node.Broker, Manager: tb.shares}
-			gc.ShareStates, gc.ShareMemberRemoved = states, states.ReleaseMember
+			gc.ShareStates, gc.ShareMemberRemoved = share.NewStates(tb.shares, node.Broker), tb.shares.MemberRemoved
 		}
 		tb.groups = group.New(gc, store)
 		deps.Groups = tb.groups

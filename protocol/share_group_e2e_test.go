@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -27,13 +28,16 @@ func startQueueBroker(t *testing.T) *testBroker {
 	return launchShares(t, t.TempDir(), nil, brokerConfig(), gcfg, scfg)
 }
 
-// TestShareGroupDrainsTopicWithFranzGo runs a pool of franz-go share consumers on one
-// single-partition topic: every member is assigned the partition, every record is
-// accepted exactly once across the pool, the group's start offset reaches the end, and
-// the empty group is then deleted with its share-partition state.
-func TestShareGroupDrainsTopicWithFranzGo(t *testing.T) {
+// TestShareGroupAdminWithFranzGo runs a pool of franz-go share consumers on one
+// single-partition topic and checks the coordinator's side over the real share-partition
+// state: every member is assigned the partition, the start offset and counts that
+// DescribeShareGroupOffsets reports reach the end once everything is accepted, an
+// AlterShareGroupOffsets of the empty group makes a new member start again from the new
+// offset, and DeleteGroups deletes the empty group with its state. (The draining itself,
+// exactly once and never held twice, is TestShareConsumersDrainOnePartition.)
+func TestShareGroupAdminWithFranzGo(t *testing.T) {
 	tb := startQueueBroker(t)
-	const topic, groupID, n, workers = "jobs", "pool", 300, 4
+	const topic, groupID, n, workers = "jobs", "pool", 100, 3
 	tb.createTopic(topic, 1, nil)
 	prod := tb.client()
 	var recs []*kgo.Record
@@ -81,7 +85,7 @@ func TestShareGroupDrainsTopicWithFranzGo(t *testing.T) {
 
 	// While they work, the coordinator shows every member holding the one partition.
 	adm := tb.admin()
-	d := describeShare(t, adm, groupID, "four members on one partition", func(d kadm.DescribedShareGroup) bool {
+	d := describeShare(t, adm, groupID, "three members on one partition", func(d kadm.DescribedShareGroup) bool {
 		if len(d.Members) != workers {
 			return false
 		}
@@ -137,6 +141,42 @@ func TestShareGroupDrainsTopicWithFranzGo(t *testing.T) {
 	describeShare(t, adm, groupID, "the group empty", func(d kadm.DescribedShareGroup) bool {
 		return len(d.Members) == 0 && d.GroupState == "Empty"
 	})
+
+	// Reset the empty group to offset 90 (kadm, as kafka-share-groups --reset-offsets);
+	// a new member gets the last ten records again.
+	reset := kadm.Offsets{}
+	reset.Add(kadm.Offset{Topic: topic, Partition: 0, At: n - 10})
+	ar, err := adm.AlterShareGroupOffsets(ctxTimeout(t, 10*time.Second), groupID, reset)
+	if err != nil || ar.Error() != nil {
+		t.Fatalf("alter share offsets: %v %v", err, ar.Error())
+	}
+	if st, _ := shareOffset(t, tb, groupID, topic); st.StartOffset != n-10 {
+		t.Fatalf("start offset after the reset: %+v", st)
+	}
+	again := tb.client(kgo.ShareGroup(groupID), kgo.ConsumeTopics(topic))
+	var redelivered []int64
+	for len(redelivered) < 10 {
+		fs := again.PollFetches(ctxTimeout(t, 30*time.Second))
+		if err := fs.Err(); err != nil {
+			t.Fatalf("poll after the reset: %v", err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			r.Ack(kgo.AckAccept)
+			redelivered = append(redelivered, r.Offset)
+		})
+	}
+	if redelivered[0] != n-10 || redelivered[9] != n-1 {
+		t.Fatalf("after the reset the member got offsets %v", redelivered)
+	}
+	// Not while the group has a member.
+	if ar, err := adm.AlterShareGroupOffsets(ctxTimeout(t, 10*time.Second), groupID, reset); err == nil && !errors.Is(ar.Error(), kerr.NonEmptyGroup) {
+		t.Fatalf("alter with a member: %v", ar.Error())
+	}
+	if err := again.FlushAcks(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	again.Close()
+	describeShare(t, adm, groupID, "the group empty again", func(d kadm.DescribedShareGroup) bool { return len(d.Members) == 0 })
 	dg, err := adm.DeleteGroup(ctxTimeout(t, 10*time.Second), groupID)
 	if err != nil || dg.Err != nil {
 		t.Fatalf("delete: %v %+v", err, dg)

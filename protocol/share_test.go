@@ -25,7 +25,7 @@ type shareHarness struct {
 	epoch map[string]int32 // next share session epoch per member
 }
 
-func startShareBroker(t *testing.T, limits share.Limits, topic string, configs map[string]*string) *shareHarness {
+func startSharePartitions(t *testing.T, limits share.Limits, topic string, configs map[string]*string) *shareHarness {
 	t.Helper()
 	scfg := &share.Config{Limits: limits, AutoOffsetReset: "earliest", Logger: quietLogger()}
 	tb := launchShares(t, t.TempDir(), nil, brokerConfig(), nil, scfg)
@@ -156,7 +156,7 @@ const (
 // checked against who holds what, released records come back with their delivery
 // count, and what is acknowledged is committed in the controller before the answer.
 func TestShareFetchAcquireAndAcknowledge(t *testing.T) {
-	h := startShareBroker(t, share.Limits{LockDuration: time.Minute, DeliveryLimit: 5}, "tasks", nil)
+	h := startSharePartitions(t, share.Limits{LockDuration: time.Minute, DeliveryLimit: 5}, "tasks", nil)
 	var vals []string
 	for i := range 10 {
 		vals = append(vals, "task-"+strconv.Itoa(i))
@@ -223,7 +223,7 @@ func TestShareFetchAcquireAndAcknowledge(t *testing.T) {
 
 // A long poll is answered by an append, and only committed records are delivered.
 func TestShareFetchLongPollWokenByAppend(t *testing.T) {
-	h := startShareBroker(t, share.Limits{LockDuration: time.Minute}, "later", nil)
+	h := startSharePartitions(t, share.Limits{LockDuration: time.Minute}, "later", nil)
 	sharePart(t, h.fetch("m1", 10, 0)) // open the session
 	done := make(chan *kmsg.ShareFetchResponse, 1)
 	go func() {
@@ -251,7 +251,7 @@ func TestShareFetchLongPollWokenByAppend(t *testing.T) {
 // and a REJECT goes there too.
 func TestShareLockExpiryDeliveryLimitAndDeadLetters(t *testing.T) {
 	dlq := "tasks.dlq"
-	h := startShareBroker(t, share.Limits{LockDuration: 200 * time.Millisecond, DeliveryLimit: 2}, "jobs",
+	h := startSharePartitions(t, share.Limits{LockDuration: 200 * time.Millisecond, DeliveryLimit: 2}, "jobs",
 		map[string]*string{"share.dead.letter.topic": &dlq})
 	h.tb.createTopic(dlq, 1, nil)
 	h.produce("jobs", "poison")
@@ -316,7 +316,7 @@ func TestShareLockExpiryDeliveryLimitAndDeadLetters(t *testing.T) {
 // A restarted broker reads the state back from the controller: acknowledged records
 // stay acknowledged, and what was acquired comes back available with its delivery count.
 func TestShareStateSurvivesRestart(t *testing.T) {
-	h := startShareBroker(t, share.Limits{LockDuration: time.Minute}, "durable", nil)
+	h := startSharePartitions(t, share.Limits{LockDuration: time.Minute}, "durable", nil)
 	h.produce("durable", "a", "b", "c", "d")
 	if got := acquiredOf(t, sharePart(t, h.fetch("m1", 4, time.Second))); !slices.Equal(got, []acquired{{0, 3, 1}}) {
 		t.Fatalf("acquired %v", got)

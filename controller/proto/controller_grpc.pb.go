@@ -47,6 +47,7 @@ const (
 	Controller_ReadShareState_FullMethodName           = "/shale.controller.v1.Controller/ReadShareState"
 	Controller_InitializeShareState_FullMethodName     = "/shale.controller.v1.Controller/InitializeShareState"
 	Controller_DeleteShareState_FullMethodName         = "/shale.controller.v1.Controller/DeleteShareState"
+	Controller_ListShareStateGroups_FullMethodName     = "/shale.controller.v1.Controller/ListShareStateGroups"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -95,6 +96,8 @@ type ControllerClient interface {
 	InitializeShareState(ctx context.Context, in *InitializeShareStateRequest, opts ...grpc.CallOption) (*InitializeShareStateResponse, error)
 	// DeleteShareState removes a share group's state (DeleteGroups, DeleteShareGroupOffsets).
 	DeleteShareState(ctx context.Context, in *DeleteShareStateRequest, opts ...grpc.CallOption) (*DeleteShareStateResponse, error)
+	// ListShareStateGroups lists the groups that have share-partition state.
+	ListShareStateGroups(ctx context.Context, in *ListShareStateGroupsRequest, opts ...grpc.CallOption) (*ListShareStateGroupsResponse, error)
 }
 
 type controllerClient struct {
@@ -354,6 +357,16 @@ func (c *controllerClient) DeleteShareState(ctx context.Context, in *DeleteShare
 	return out, nil
 }
 
+func (c *controllerClient) ListShareStateGroups(ctx context.Context, in *ListShareStateGroupsRequest, opts ...grpc.CallOption) (*ListShareStateGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListShareStateGroupsResponse)
+	err := c.cc.Invoke(ctx, Controller_ListShareStateGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -400,6 +413,8 @@ type ControllerServer interface {
 	InitializeShareState(context.Context, *InitializeShareStateRequest) (*InitializeShareStateResponse, error)
 	// DeleteShareState removes a share group's state (DeleteGroups, DeleteShareGroupOffsets).
 	DeleteShareState(context.Context, *DeleteShareStateRequest) (*DeleteShareStateResponse, error)
+	// ListShareStateGroups lists the groups that have share-partition state.
+	ListShareStateGroups(context.Context, *ListShareStateGroupsRequest) (*ListShareStateGroupsResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -481,6 +496,9 @@ func (UnimplementedControllerServer) InitializeShareState(context.Context, *Init
 }
 func (UnimplementedControllerServer) DeleteShareState(context.Context, *DeleteShareStateRequest) (*DeleteShareStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteShareState not implemented")
+}
+func (UnimplementedControllerServer) ListShareStateGroups(context.Context, *ListShareStateGroupsRequest) (*ListShareStateGroupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListShareStateGroups not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -928,6 +946,24 @@ func _Controller_DeleteShareState_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_ListShareStateGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListShareStateGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).ListShareStateGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_ListShareStateGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).ListShareStateGroups(ctx, req.(*ListShareStateGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1026,6 +1062,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteShareState",
 			Handler:    _Controller_DeleteShareState_Handler,
+		},
+		{
+			MethodName: "ListShareStateGroups",
+			Handler:    _Controller_ListShareStateGroups_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

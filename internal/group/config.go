@@ -52,7 +52,7 @@ type Config struct {
 	// ShareMemberRemoved, when set, is called (under the coordinator's lock, so it must
 	// not block) when a share-group member leaves or its session expires, so that
 	// records it holds on this broker can be released before their locks time out.
-	ShareMemberRemoved func(group, memberID string, assignment []TopicPartitions)
+	ShareMemberRemoved func(group, memberID string)
 
 	Logger *slog.Logger
 	// Now is the clock for commit timestamps and retention; nil is time.Now. Timers

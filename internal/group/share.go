@@ -302,14 +302,13 @@ func (c *Coordinator) shareTouch(sg *shareGroup, m *shareMember) {
 // removeShareMember drops a member and reassigns its partitions to the others.
 func (c *Coordinator) removeShareMember(sg *shareGroup, m *shareMember) {
 	m.expiry.stop()
-	held := *shareAssignmentOf(sg, m)
 	delete(sg.members, m.id)
 	if len(sg.members) == 0 {
 		sg.state = ShareEmpty
 	}
 	c.shareUpdate(sg, true)
 	if c.cfg.ShareMemberRemoved != nil {
-		c.cfg.ShareMemberRemoved(sg.id, m.id, held)
+		c.cfg.ShareMemberRemoved(sg.id, m.id)
 	}
 }
 

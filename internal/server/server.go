@@ -348,7 +348,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 		Replicas:    n.replicas,
 		ProducerIDs: producerid.New(store),
 		Shares:      n.startShares(store),
-		Groups:      n.startGroups(store, share.GroupStates{Store: store, Manager: n.shares}),
+		Groups:      n.startGroups(store),
 	})
 	type served struct {
 		ln net.Listener
@@ -417,8 +417,12 @@ func (n *node) startShares(store *controller.BrokerClient) *share.Manager {
 }
 
 // startGroups starts the consumer-group coordinator and its lag metrics.
-func (n *node) startGroups(store metadata.Store, shares share.GroupStates) *group.Coordinator {
+func (n *node) startGroups(store metadata.Store) *group.Coordinator {
 	cfg := n.cfg
+	var states group.ShareStates
+	if bc, ok := store.(*controller.BrokerClient); ok {
+		states = share.NewStates(n.shares, bc)
+	}
 	n.groups = group.New(group.Config{
 		NodeID:                 cfg.NodeID,
 		InitialRebalanceDelay:  cfg.GroupInitialRebalanceDelay(),
@@ -428,8 +432,8 @@ func (n *node) startGroups(store metadata.Store, shares share.GroupStates) *grou
 		ShareSessionTimeout:    time.Duration(cfg.GroupShareSessionTimeoutMs) * time.Millisecond,
 		ShareHeartbeatInterval: time.Duration(cfg.GroupShareHeartbeatIntervalMs) * time.Millisecond,
 		ShareMaxGroupSize:      int(cfg.GroupShareMaxSize),
-		ShareStates:            shares,
-		ShareMemberRemoved:     shares.ReleaseMember,
+		ShareStates:            states,
+		ShareMemberRemoved:     n.shares.MemberRemoved,
 		Logger:                 n.lg,
 	}, store)
 	parts := n.replicas.Partitions()

@@ -570,3 +570,20 @@ func (m *Manager) flush(ctx context.Context) {
 		}
 	}
 }
+
+// MemberRemoved releases, without blocking, what a member that left its share group
+// holds on the share partitions of that group this broker leads (the coordinator calls
+// it under its lock; elsewhere the member's locks expire).
+func (m *Manager) MemberRemoved(group, member string) {
+	m.mu.Lock()
+	var keys []Key
+	for k := range m.parts {
+		if k.Group == group {
+			keys = append(keys, k)
+		}
+	}
+	m.mu.Unlock()
+	if len(keys) > 0 {
+		go m.ReleaseMember(keys, member)
+	}
+}
