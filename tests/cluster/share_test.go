@@ -1,0 +1,144 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/internal/testutil"
+)
+
+// shareRequest sends a share request straight to one broker.
+func shareRequest[R kmsg.Response](t *testing.T, b *proc, req kmsg.Request) R {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.RequestRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	// That broker itself, not whichever broker the client would pick.
+	resp, err := cl.Broker(int(b.id)).Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.(R)
+}
+
+func shareFetchReq(topicID [16]byte, member string, epoch, maxRecords int32) *kmsg.ShareFetchRequest {
+	req := kmsg.NewPtrShareFetchRequest()
+	req.GroupID, req.MemberID = kmsg.StringPtr("queue-workers"), kmsg.StringPtr(member)
+	req.ShareSessionEpoch, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords = epoch, 3000, 1, 1<<20, maxRecords
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = topicID
+	rp := kmsg.NewShareFetchRequestTopicPartition()
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+func acquiredRanges(t *testing.T, resp *kmsg.ShareFetchResponse) []string {
+	t.Helper()
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("share fetch: %v, %d topics", kerr.ErrorForCode(resp.ErrorCode), len(resp.Topics))
+	}
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 || p.AcknowledgeErrorCode != 0 {
+		t.Fatalf("share fetch partition: %v, acknowledge %v", kerr.ErrorForCode(p.ErrorCode), kerr.ErrorForCode(p.AcknowledgeErrorCode))
+	}
+	var out []string
+	for _, a := range p.AcquiredRecords {
+		out = append(out, strconv.FormatInt(a.FirstOffset, 10)+"-"+strconv.FormatInt(a.LastOffset, 10)+"x"+strconv.Itoa(int(a.DeliveryCount)))
+	}
+	return out
+}
+
+// The share-partition leader is killed: its successor reads the committed state back,
+// so acknowledged records are never delivered again, what was in flight comes back
+// with its delivery count, and the rest is delivered for the first time. The old
+// leader's followers answer NOT_LEADER_OR_FOLLOWER meanwhile.
+func TestSharePartitionLeaderFailover(t *testing.T) {
+	c := newCluster(t, "--share.auto.offset.reset=earliest")
+	createTopic(t, c.brokers[0].addr, withConfig(newTopic("jobs", 1, 3), "min.insync.replicas", "2"))
+	before := c.waitFullISR("jobs", 20*time.Second)
+	meta, err := metadataFrom(context.Background(), c.brokers[0].addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var topicID [16]byte
+	for _, tp := range meta.Topics {
+		if tp.Topic != nil && *tp.Topic == "jobs" {
+			topicID = tp.TopicID
+		}
+	}
+	prod := c.kafkaClient(kgo.RequiredAcks(kgo.AllISRAcks()))
+	for i := range 20 {
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: "jobs", Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leader := c.broker(before[0].leader)
+	var follower *proc
+	for _, b := range c.brokers {
+		if b != leader {
+			follower = b
+			break
+		}
+	}
+	if resp := shareRequest[*kmsg.ShareFetchResponse](t, follower, shareFetchReq(topicID, "m0", 0, 10)); resp.ErrorCode != 0 ||
+		resp.Topics[0].Partitions[0].ErrorCode != kerr.NotLeaderForPartition.Code || resp.Topics[0].Partitions[0].CurrentLeader.LeaderID != leader.id {
+		t.Fatalf("share fetch from a follower: %+v", resp.Topics)
+	}
+
+	if got := acquiredRanges(t, shareRequest[*kmsg.ShareFetchResponse](t, leader, shareFetchReq(topicID, "m1", 0, 10))); !slices.Equal(got, []string{"0-9x1"}) {
+		t.Fatalf("acquired %v", got)
+	}
+	// The acknowledgement is answered once committed in the controller quorum.
+	areq := kmsg.NewPtrShareAcknowledgeRequest()
+	areq.GroupID, areq.MemberID, areq.ShareSessionEpoch = kmsg.StringPtr("queue-workers"), kmsg.StringPtr("m1"), 1
+	at := kmsg.NewShareAcknowledgeRequestTopic()
+	at.TopicID = topicID
+	ap := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
+	ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = 0, 4, []int8{1}
+	ap.AcknowledgementBatches = append(ap.AcknowledgementBatches, ab)
+	at.Partitions = append(at.Partitions, ap)
+	areq.Topics = append(areq.Topics, at)
+	if resp := shareRequest[*kmsg.ShareAcknowledgeResponse](t, leader, areq); resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("acknowledge: %+v", resp)
+	}
+
+	leader.kill9()
+	var newLeader *proc
+	testutil.Eventually(t, 30*time.Second, "a new leader of jobs-0", func() bool {
+		resp, err := metadataFrom(context.Background(), follower.addr)
+		if err != nil {
+			return false
+		}
+		ps, ok := topicState(resp, "jobs")
+		if !ok || ps[0].leader < 0 || ps[0].leader == leader.id {
+			return false
+		}
+		newLeader = c.broker(ps[0].leader)
+		return true
+	})
+	var got []string
+	testutil.Eventually(t, 30*time.Second, "the new leader serving jobs-0", func() bool {
+		resp := shareRequest[*kmsg.ShareFetchResponse](t, newLeader, shareFetchReq(topicID, "m2", 0, 100))
+		if resp.ErrorCode != 0 || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			return false
+		}
+		got = acquiredRanges(t, resp)
+		return len(got) > 0
+	})
+	if !slices.Equal(got, []string{"5-9x2", "10-19x1"}) {
+		t.Fatalf("after failover acquired %v, want 5-9 a second time and 10-19 a first", got)
+	}
+}
