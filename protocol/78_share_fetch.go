@@ -76,7 +76,7 @@ func (s *Server) handleShareFetch(ctx context.Context, r *Request) Result {
 			// Acknowledgements belong to a session; a new one has acquired nothing.
 			return fail(kerr.InvalidRequest)
 		}
-		if err := s.shareSessions.open(key, named); err != nil {
+		if err := s.shareSessions.open(key, named, r.conn); err != nil {
 			return fail(err.(*kerr.Error))
 		}
 		parts = named

@@ -391,3 +391,32 @@ func TestShareStateAdminResetAndDelete(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A share session ends with the connection that opened it: a consumer that vanishes
+// gives its records back at once, not when their locks expire.
+func TestShareSessionEndsWithItsConnection(t *testing.T) {
+	h := startSharePartitions(t, share.Limits{LockDuration: time.Hour}, "crash", nil)
+	h.produce("crash", "a", "b")
+	rc := dialRaw(t, h.tb.addr)
+	req := kmsg.NewPtrShareFetchRequest()
+	req.SetVersion(1)
+	req.GroupID, req.MemberID = kmsg.StringPtr(h.group), kmsg.StringPtr("doomed")
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords = 1000, 1, 1<<20, 10
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = h.id
+	rt.Partitions = append(rt.Partitions, kmsg.NewShareFetchRequestTopicPartition())
+	req.Topics = append(req.Topics, rt)
+	resp := rc.roundTrip(req).(*kmsg.ShareFetchResponse)
+	if got := acquiredOf(t, sharePart(t, resp)); !slices.Equal(got, []acquired{{0, 1, 1}}) {
+		t.Fatalf("acquired %v", got)
+	}
+	rc.c.Close()
+	var got []acquired
+	ctx := ctxTimeout(t, 10*time.Second)
+	for len(got) == 0 && ctx.Err() == nil {
+		got = acquiredOf(t, sharePart(t, h.fetch("survivor", 10, time.Second)))
+	}
+	if !slices.Equal(got, []acquired{{0, 1, 2}}) {
+		t.Fatalf("after the connection closed acquired %v, want 0-1 a second time", got)
+	}
+}
