@@ -16,14 +16,21 @@ import (
 	"github.com/shalelog/shale/internal/testutil"
 )
 
+// shareClients keeps one client per broker: a share session ends with its connection.
+type shareClients map[int32]*kgo.Client
+
 // shareRequest sends a share request straight to one broker.
-func shareRequest[R kmsg.Response](t *testing.T, b *proc, req kmsg.Request) R {
+func shareRequest[R kmsg.Response](t *testing.T, cls shareClients, b *proc, req kmsg.Request) R {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.RequestRetries(0))
-	if err != nil {
-		t.Fatal(err)
+	cl := cls[b.id]
+	if cl == nil {
+		var err error
+		if cl, err = kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.RequestRetries(0)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		cls[b.id] = cl
 	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	// That broker itself, not whichever broker the client would pick.
@@ -86,6 +93,7 @@ func TestSharePartitionLeaderFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	cls := shareClients{}
 	leader := c.broker(before[0].leader)
 	var follower *proc
 	for _, b := range c.brokers {
@@ -94,12 +102,12 @@ func TestSharePartitionLeaderFailover(t *testing.T) {
 			break
 		}
 	}
-	if resp := shareRequest[*kmsg.ShareFetchResponse](t, follower, shareFetchReq(topicID, "m0", 0, 10)); resp.ErrorCode != 0 ||
+	if resp := shareRequest[*kmsg.ShareFetchResponse](t, cls, follower, shareFetchReq(topicID, "m0", 0, 10)); resp.ErrorCode != 0 ||
 		resp.Topics[0].Partitions[0].ErrorCode != kerr.NotLeaderForPartition.Code || resp.Topics[0].Partitions[0].CurrentLeader.LeaderID != leader.id {
 		t.Fatalf("share fetch from a follower: %+v", resp.Topics)
 	}
 
-	if got := acquiredRanges(t, shareRequest[*kmsg.ShareFetchResponse](t, leader, shareFetchReq(topicID, "m1", 0, 10))); !slices.Equal(got, []string{"0-9x1"}) {
+	if got := acquiredRanges(t, shareRequest[*kmsg.ShareFetchResponse](t, cls, leader, shareFetchReq(topicID, "m1", 0, 10))); !slices.Equal(got, []string{"0-9x1"}) {
 		t.Fatalf("acquired %v", got)
 	}
 	// The acknowledgement is answered once committed in the controller quorum.
@@ -113,7 +121,7 @@ func TestSharePartitionLeaderFailover(t *testing.T) {
 	ap.AcknowledgementBatches = append(ap.AcknowledgementBatches, ab)
 	at.Partitions = append(at.Partitions, ap)
 	areq.Topics = append(areq.Topics, at)
-	if resp := shareRequest[*kmsg.ShareAcknowledgeResponse](t, leader, areq); resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+	if resp := shareRequest[*kmsg.ShareAcknowledgeResponse](t, cls, leader, areq); resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("acknowledge: %+v", resp)
 	}
 
@@ -136,7 +144,7 @@ func TestSharePartitionLeaderFailover(t *testing.T) {
 	counts := map[int64]int16{}
 	epoch := int32(0)
 	testutil.Eventually(t, 30*time.Second, "the new leader delivering jobs-0", func() bool {
-		resp := shareRequest[*kmsg.ShareFetchResponse](t, newLeader, shareFetchReq(topicID, "m2", epoch, 100))
+		resp := shareRequest[*kmsg.ShareFetchResponse](t, cls, newLeader, shareFetchReq(topicID, "m2", epoch, 100))
 		if resp.ErrorCode != 0 || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
 			epoch = 0
 			return false
