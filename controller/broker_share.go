@@ -27,9 +27,11 @@ func (c *BrokerClient) WriteShareState(ctx context.Context, states []*pb.SharePa
 
 // ReadShareState returns a share group's stored partition states, sorted by topic and
 // partition; nil partitions means all, a topic with none all of that topic's. A write
-// acknowledged before the call is always seen.
-func (c *BrokerClient) ReadShareState(ctx context.Context, group string, partitions map[string][]int32) ([]*pb.SharePartitionState, error) {
-	req := &pb.ReadShareStateRequest{Group: group, AllPartitions: partitions == nil, Partitions: topicPartitionsPB(partitions)}
+// acknowledged before the call is always seen. Deleted states (Deleted set, carrying
+// the state epoch a new state must start at) are returned only with includeDeleted.
+func (c *BrokerClient) ReadShareState(ctx context.Context, group string, partitions map[string][]int32, includeDeleted bool) ([]*pb.SharePartitionState, error) {
+	req := &pb.ReadShareStateRequest{Group: group, AllPartitions: partitions == nil, Partitions: topicPartitionsPB(partitions),
+		IncludeDeleted: includeDeleted}
 	var resp *pb.ReadShareStateResponse
 	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
 		resp, err = cl.ReadShareState(ctx, req)

@@ -39,13 +39,9 @@ func (f *fsm) applyShareStateOps(c *change, r *pb.ShareStateOpsRecord) applyResu
 	errs := make([]error, len(r.Ops))
 	// Later ops of the batch see earlier ones' effects.
 	pending := map[shareKey]*pb.SharePartitionState{}
-	deleted := map[shareKey]bool{}
 	current := func(k shareKey) *pb.SharePartitionState {
 		if s, ok := pending[k]; ok {
 			return s
-		}
-		if deleted[k] {
-			return nil
 		}
 		return f.share[k]
 	}
@@ -70,6 +66,7 @@ func (f *fsm) applyShareStateOps(c *change, r *pb.ShareStateOpsRecord) applyResu
 					continue
 				}
 			}
+			w.Deleted = false
 			pending[k] = w
 		case op.Initialize != nil:
 			in := op.Initialize
@@ -87,29 +84,29 @@ func (f *fsm) applyShareStateOps(c *change, r *pb.ShareStateOpsRecord) applyResu
 			pending[k] = next
 		case op.DeleteGroup != "":
 			filter := topicFilter(len(op.DeletePartitions) == 0, op.DeletePartitions)
-			for k := range f.share {
-				if k.group == op.DeleteGroup && matchesFilter(filter, k.topic, k.partition) {
-					deleted[k] = true
-					delete(pending, k)
+			keys := slices.Collect(maps.Keys(f.share))
+			for k := range pending {
+				if _, ok := f.share[k]; !ok {
+					keys = append(keys, k)
 				}
 			}
-			for k := range pending {
-				if k.group == op.DeleteGroup && matchesFilter(filter, k.topic, k.partition) {
-					deleted[k] = true
-					delete(pending, k)
+			for _, k := range keys {
+				old := current(k)
+				if k.group != op.DeleteGroup || !matchesFilter(filter, k.topic, k.partition) || old.Deleted {
+					continue
 				}
+				// A tombstone at the next state epoch fences writes based on the deleted state.
+				pending[k] = &pb.SharePartitionState{Group: k.group, Topic: k.topic, Partition: k.partition,
+					StateEpoch: old.StateEpoch + 1, LeaderEpoch: old.LeaderEpoch, Deleted: true}
 			}
 		default:
 			errs[i] = kafkaErrorf(kerr.InvalidRequest, "empty share state operation")
 		}
 	}
-	if len(pending) > 0 || len(deleted) > 0 {
+	if len(pending) > 0 {
 		c.after(func() {
 			if f.share == nil {
 				f.share = map[shareKey]*pb.SharePartitionState{}
-			}
-			for k := range deleted {
-				delete(f.share, k)
 			}
 			for k, s := range pending {
 				f.share[k] = s
@@ -158,12 +155,13 @@ func (f *fsm) dropTopicShareState(topic string) {
 }
 
 // readShareState returns a group's stored states, sorted; nil filter means all.
-func (f *fsm) readShareState(group string, filter map[string][]int32) []*pb.SharePartitionState {
+// Deleted states (tombstones) are left out unless includeDeleted.
+func (f *fsm) readShareState(group string, filter map[string][]int32, includeDeleted bool) []*pb.SharePartitionState {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var out []*pb.SharePartitionState
 	for _, k := range slices.SortedFunc(maps.Keys(f.share), compareShareKey) {
-		if k.group == group && matchesFilter(filter, k.topic, k.partition) {
+		if k.group == group && matchesFilter(filter, k.topic, k.partition) && (includeDeleted || !f.share[k].Deleted) {
 			out = append(out, f.share[k])
 		}
 	}
@@ -176,7 +174,7 @@ func (f *fsm) shareGroups() []string {
 	defer f.mu.RUnlock()
 	var out []string
 	for _, k := range slices.SortedFunc(maps.Keys(f.share), compareShareKey) {
-		if len(out) == 0 || out[len(out)-1] != k.group {
+		if !f.share[k].Deleted && (len(out) == 0 || out[len(out)-1] != k.group) {
 			out = append(out, k.group)
 		}
 	}
@@ -272,7 +270,7 @@ func (v *service) ReadShareState(ctx context.Context, req *pb.ReadShareStateRequ
 	if err := v.s.verifyLeader(ctx); err != nil {
 		return nil, v.rpcError(err)
 	}
-	states := v.s.fsm.readShareState(req.Group, topicFilter(req.AllPartitions, req.Partitions))
+	states := v.s.fsm.readShareState(req.Group, topicFilter(req.AllPartitions, req.Partitions), req.IncludeDeleted)
 	resp := &pb.ReadShareStateResponse{States: make([]*pb.SharePartitionState, len(states))}
 	for i, s := range states {
 		resp.States[i] = proto.Clone(s).(*pb.SharePartitionState)

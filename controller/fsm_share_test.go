@@ -56,7 +56,7 @@ func TestShareStateRecordsAndSnapshot(t *testing.T) {
 	if got := h.f.shareGroups(); len(got) != 1 || got[0] != "g" {
 		t.Fatalf("groups %v", got)
 	}
-	if got := h.f.readShareState("g", nil); len(got) != 3 || got[1].Topic != "q" || got[1].StartOffset != 10 || len(got[1].Batches) != 1 {
+	if got := h.f.readShareState("g", nil, false); len(got) != 3 || got[1].Topic != "q" || got[1].StartOffset != 10 || len(got[1].Batches) != 1 {
 		t.Fatalf("states %v", got)
 	}
 
@@ -65,12 +65,12 @@ func TestShareStateRecordsAndSnapshot(t *testing.T) {
 		&pb.ShareStateOp{Write: shareState("g", "q", 1, 41, 0, 3)})))
 	wantNoErr(t, errs[0])
 	wantKafkaErr(t, errs[1], kerr.FencedStateEpoch)
-	if got := h.f.readShareState("g", map[string][]int32{"q": {1}}); len(got) != 1 || got[0].StartOffset != 40 || got[0].StateEpoch != 1 || got[0].LeaderEpoch != 3 {
+	if got := h.f.readShareState("g", map[string][]int32{"q": {1}}, false); len(got) != 1 || got[0].StartOffset != 40 || got[0].StateEpoch != 1 || got[0].LeaderEpoch != 3 {
 		t.Fatalf("after initialize %v", got)
 	}
 
 	h.apply(&pb.Record{Record: &pb.Record_DeleteTopics{DeleteTopics: &pb.DeleteTopicsRecord{Topics: []*pb.TopicRef{{Name: "gone"}}}}})
-	if got := h.f.readShareState("g", map[string][]int32{"gone": nil}); len(got) != 0 {
+	if got := h.f.readShareState("g", map[string][]int32{"gone": nil}, false); len(got) != 0 {
 		t.Fatalf("state of a deleted topic kept: %v", got)
 	}
 
@@ -78,15 +78,31 @@ func TestShareStateRecordsAndSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := h.f.readShareState("g", nil)
+	want := h.f.readShareState("g", nil, false)
 	errs = shareErrs(t, h.apply(shareOps(&pb.ShareStateOp{DeleteGroup: "g", DeletePartitions: []*pb.TopicPartitions{{Topic: "q", Partitions: []int32{0}}}})))
 	wantNoErr(t, errs[0])
-	if got := h.f.readShareState("g", nil); len(got) != 1 || got[0].Partition != 1 {
+	if got := h.f.readShareState("g", nil, false); len(got) != 1 || got[0].Partition != 1 {
 		t.Fatalf("after deleting q-0: %v", got)
 	}
+	// The deleted state's leader, still holding it, is fenced rather than bringing it
+	// back; a leader that read the tombstone starts afresh at its state epoch.
+	errs = shareErrs(t, h.apply(shareOps(&pb.ShareStateOp{Write: shareState("g", "q", 0, 13, 0, 3)})))
+	wantKafkaErr(t, errs[0], kerr.FencedStateEpoch)
+	tomb := h.f.readShareState("g", map[string][]int32{"q": {0}}, true)
+	if len(tomb) != 1 || !tomb[0].Deleted || tomb[0].StateEpoch != 1 {
+		t.Fatalf("tombstone %v", tomb)
+	}
+	errs = shareErrs(t, h.apply(shareOps(&pb.ShareStateOp{Write: shareState("g", "q", 0, 13, 1, 3)})))
+	wantNoErr(t, errs[0])
+	if got := h.f.readShareState("g", map[string][]int32{"q": {0}}, false); len(got) != 1 || got[0].StartOffset != 13 {
+		t.Fatalf("state after the tombstone %v", got)
+	}
 	shareErrs(t, h.apply(shareOps(&pb.ShareStateOp{DeleteGroup: "g"})))
-	if got := h.f.readShareState("g", nil); len(got) != 0 {
+	if got := h.f.readShareState("g", nil, false); len(got) != 0 {
 		t.Fatalf("after deleting the group: %v", got)
+	}
+	if got := h.f.shareGroups(); len(got) != 0 {
+		t.Fatalf("groups after deleting the only one: %v", got)
 	}
 
 	var buf bytes.Buffer
@@ -97,7 +113,7 @@ func TestShareStateRecordsAndSnapshot(t *testing.T) {
 	if err := g.Restore(io.NopCloser(bytes.NewReader(buf.Bytes()))); err != nil {
 		t.Fatal(err)
 	}
-	restored := g.readShareState("g", nil)
+	restored := g.readShareState("g", nil, false)
 	if len(restored) != len(want) {
 		t.Fatalf("restored %v, want %v", restored, want)
 	}

@@ -68,7 +68,7 @@ func (s *Server) handleShareFetch(ctx context.Context, r *Request) Result {
 			return fail(err.(*kerr.Error))
 		}
 		s.acknowledge(ctx, r, group, member, acks, renew)
-		s.deps.Shares.ReleaseMember(shareKeys(s.image(), group, closed), member)
+		s.deps.Shares.ReleaseMember(ctx, shareKeys(s.image(), group, closed), member)
 		s.addShareAcks(resp, acks)
 		return Result{Resp: resp}
 	case epoch == 0:
@@ -76,7 +76,7 @@ func (s *Server) handleShareFetch(ctx context.Context, r *Request) Result {
 			// Acknowledgements belong to a session; a new one has acquired nothing.
 			return fail(kerr.InvalidRequest)
 		}
-		if err := s.shareSessions.open(key, named); err != nil {
+		if err := s.shareSessions.open(key, named, r.conn); err != nil {
 			return fail(err.(*kerr.Error))
 		}
 		parts = named

@@ -56,7 +56,7 @@ func (s *Server) handleShareAcknowledge(ctx context.Context, r *Request) Result 
 	}
 	s.acknowledge(ctx, r, group, member, acks, renew)
 	if closed != nil {
-		s.deps.Shares.ReleaseMember(shareKeys(s.image(), group, closed), member)
+		s.deps.Shares.ReleaseMember(ctx, shareKeys(s.image(), group, closed), member)
 	}
 	topicIdx := map[[16]byte]int{}
 	var hints bool

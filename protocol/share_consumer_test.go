@@ -106,7 +106,7 @@ func TestShareConsumersDrainOnePartition(t *testing.T) {
 	// Everything is complete in the committed state too.
 	ctx2 := ctxTimeout(t, 10*time.Second)
 	for {
-		sts, err := tb.node.Broker.ReadShareState(ctx2, "pool", nil)
+		sts, err := tb.node.Broker.ReadShareState(ctx2, "pool", nil, false)
 		if err == nil && len(sts) == 1 && sts[0].StartOffset == n {
 			break
 		}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -38,6 +39,9 @@ type sharePartKey struct {
 type shareSession struct {
 	epoch int32 // what the next request must carry
 	parts map[sharePartKey]struct{}
+	// owner is the connection that opened the session: as in Kafka, the session ends,
+	// and its member's records are released, when that connection closes.
+	owner *conn
 }
 
 type shareSessionCache struct {
@@ -57,14 +61,14 @@ func nextShareEpoch(e int32) int32 {
 }
 
 // open replaces the member's session with one holding parts, at epoch 1 next.
-func (c *shareSessionCache) open(key shareSessionKey, parts []sharePartKey) error {
+func (c *shareSessionCache) open(key shareSessionKey, parts []sharePartKey, owner *conn) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.sessions, key)
 	if len(c.sessions) >= maxShareSessions {
 		return kerr.ShareSessionLimitReached
 	}
-	s := &shareSession{epoch: 1, parts: map[sharePartKey]struct{}{}}
+	s := &shareSession{epoch: 1, parts: map[sharePartKey]struct{}{}, owner: owner}
 	for _, p := range parts {
 		s.parts[p] = struct{}{}
 	}
@@ -192,4 +196,43 @@ func ackBatchesOf[T any](batches []T, get func(*T) (int64, int64, []int8)) []sha
 		out[i] = share.AckBatch{First: first, Last: last, Types: ts}
 	}
 	return out
+}
+
+// ownedBy removes and returns the sessions a closed connection opened.
+func (c *shareSessionCache) ownedBy(owner *conn) map[shareSessionKey][]sharePartKey {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out map[shareSessionKey][]sharePartKey
+	for k, s := range c.sessions {
+		if s.owner == owner {
+			if out == nil {
+				out = map[shareSessionKey][]sharePartKey{}
+			}
+			out[k] = sortedSharePartKeys(s.parts)
+			delete(c.sessions, k)
+		}
+	}
+	return out
+}
+
+// shareReleaseTimeout bounds the commit of a closed connection's releases.
+const shareReleaseTimeout = 10 * time.Second
+
+// closeShareSessions ends the share sessions a closed connection opened, releasing
+// what their members hold, as Kafka does when a share session's connection drops:
+// a crashed consumer's records come back at once rather than when their locks expire.
+func (s *Server) closeShareSessions(c *conn) {
+	if s.deps.Shares == nil {
+		return
+	}
+	owned := s.shareSessions.ownedBy(c)
+	if len(owned) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shareReleaseTimeout)
+	defer cancel()
+	im := s.image()
+	for k, parts := range owned {
+		s.deps.Shares.ReleaseMember(ctx, shareKeys(im, k.group, parts), k.member)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/share"
 )
 
@@ -134,7 +135,7 @@ func acquiredOf(t *testing.T, p *kmsg.ShareFetchResponseTopicPartition) []acquir
 // readShareState reads the committed state of partition 0 from the controller.
 func (h *shareHarness) committed() (int64, []string) {
 	h.t.Helper()
-	sts, err := h.tb.node.Broker.ReadShareState(ctxTimeout(h.t, 10*time.Second), h.group, map[string][]int32{h.topic: {0}})
+	sts, err := h.tb.node.Broker.ReadShareState(ctxTimeout(h.t, 10*time.Second), h.group, map[string][]int32{h.topic: {0}}, false)
 	if err != nil || len(sts) != 1 {
 		h.t.Fatalf("read share state: %v %v", sts, err)
 	}
@@ -339,5 +340,83 @@ func TestShareStateSurvivesRestart(t *testing.T) {
 	got := acquiredOf(t, sharePart(t, h.fetch("m2", 10, 5*time.Second)))
 	if !slices.Equal(got, []acquired{{2, 3, 2}}) {
 		t.Fatalf("after restart acquired %v, want 2-3 delivered a second time", got)
+	}
+}
+
+// An admin's reset or deletion of an empty group's state is seen by the leader when a
+// member next opens a share session.
+func TestShareStateAdminResetAndDelete(t *testing.T) {
+	h := startSharePartitions(t, share.Limits{LockDuration: time.Minute}, "reset", nil)
+	h.produce("reset", "0", "1", "2", "3", "4", "5")
+	if got := acquiredOf(t, sharePart(t, h.fetch("m1", 10, time.Second))); !slices.Equal(got, []acquired{{0, 5, 1}}) {
+		t.Fatalf("acquired %v", got)
+	}
+	if resp := h.acknowledge("m1", -1, ack{0, 5, []int8{accept}}); resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("accept: %+v", resp)
+	}
+	states := share.NewStates(h.tb.shares, h.tb.node.Broker)
+	ctx := ctxTimeout(t, 10*time.Second)
+	if err := states.AlterShareStartOffsets(ctx, h.group, []group.SharePartitionOffset{{Topic: "reset", Partition: 0, StartOffset: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	h.epoch["m2"] = 0
+	if got := acquiredOf(t, sharePart(t, h.fetch("m2", 10, time.Second))); !slices.Equal(got, []acquired{{4, 5, 1}}) {
+		t.Fatalf("after the reset to 4 acquired %v", got)
+	}
+	if resp := h.acknowledge("m2", -1); resp.ErrorCode != 0 {
+		t.Fatalf("close: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	if err := states.DeleteShareGroupState(ctx, h.group, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := states.ListShareStateGroups(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("groups with state after the deletion: %v %v", got, err)
+	}
+	h.epoch["m3"] = 0
+	if got := acquiredOf(t, sharePart(t, h.fetch("m3", 10, time.Second))); !slices.Equal(got, []acquired{{0, 5, 1}}) {
+		t.Fatalf("after the deletion acquired %v, want everything afresh (earliest)", got)
+	}
+	// The new state is committed by the flusher, not with the fetch.
+	for {
+		sum, err := states.ReadShareGroupState(ctx, h.group)
+		if err == nil && len(sum) == 1 {
+			if sum[0].Acquired != 6 || sum[0].StateEpoch != 2 {
+				t.Fatalf("summary %+v", sum)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("summary %+v %v", sum, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A share session ends with the connection that opened it: a consumer that vanishes
+// gives its records back at once, not when their locks expire.
+func TestShareSessionEndsWithItsConnection(t *testing.T) {
+	h := startSharePartitions(t, share.Limits{LockDuration: time.Hour}, "crash", nil)
+	h.produce("crash", "a", "b")
+	rc := dialRaw(t, h.tb.addr)
+	req := kmsg.NewPtrShareFetchRequest()
+	req.SetVersion(1)
+	req.GroupID, req.MemberID = kmsg.StringPtr(h.group), kmsg.StringPtr("doomed")
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords = 1000, 1, 1<<20, 10
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = h.id
+	rt.Partitions = append(rt.Partitions, kmsg.NewShareFetchRequestTopicPartition())
+	req.Topics = append(req.Topics, rt)
+	resp := rc.roundTrip(req).(*kmsg.ShareFetchResponse)
+	if got := acquiredOf(t, sharePart(t, resp)); !slices.Equal(got, []acquired{{0, 1, 1}}) {
+		t.Fatalf("acquired %v", got)
+	}
+	rc.c.Close()
+	var got []acquired
+	ctx := ctxTimeout(t, 10*time.Second)
+	for len(got) == 0 && ctx.Err() == nil {
+		got = acquiredOf(t, sharePart(t, h.fetch("survivor", 10, time.Second)))
+	}
+	if !slices.Equal(got, []acquired{{0, 1, 2}}) {
+		t.Fatalf("after the connection closed acquired %v, want 0-1 a second time", got)
 	}
 }

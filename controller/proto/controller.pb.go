@@ -2999,8 +2999,11 @@ type ReadShareStateRequest struct {
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	AllPartitions bool                   `protobuf:"varint,2,opt,name=all_partitions,json=allPartitions,proto3" json:"all_partitions,omitempty"`
 	Partitions    []*TopicPartitions     `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// include_deleted returns deleted states too (their state epochs), as a partition
+	// leader needs.
+	IncludeDeleted bool `protobuf:"varint,4,opt,name=include_deleted,json=includeDeleted,proto3" json:"include_deleted,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ReadShareStateRequest) Reset() {
@@ -3052,6 +3055,13 @@ func (x *ReadShareStateRequest) GetPartitions() []*TopicPartitions {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *ReadShareStateRequest) GetIncludeDeleted() bool {
+	if x != nil {
+		return x.IncludeDeleted
+	}
+	return false
 }
 
 type ReadShareStateResponse struct {
@@ -3596,13 +3606,14 @@ const file_controller_proto_rawDesc = "" +
 	"\x06states\x18\x01 \x03(\v2(.shale.controller.v1.SharePartitionStateR\x06states\"\x7f\n" +
 	"\x17WriteShareStateResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x122\n" +
-	"\x06errors\x18\x02 \x03(\v2\x1a.shale.controller.v1.ErrorR\x06errors\"\x9a\x01\n" +
+	"\x06errors\x18\x02 \x03(\v2\x1a.shale.controller.v1.ErrorR\x06errors\"\xc3\x01\n" +
 	"\x15ReadShareStateRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12%\n" +
 	"\x0eall_partitions\x18\x02 \x01(\bR\rallPartitions\x12D\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2$.shale.controller.v1.TopicPartitionsR\n" +
-	"partitions\"\x8c\x01\n" +
+	"partitions\x12'\n" +
+	"\x0finclude_deleted\x18\x04 \x01(\bR\x0eincludeDeleted\"\x8c\x01\n" +
 	"\x16ReadShareStateResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12@\n" +
 	"\x06states\x18\x02 \x03(\v2(.shale.controller.v1.SharePartitionStateR\x06states\"_\n" +

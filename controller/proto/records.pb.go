@@ -2121,8 +2121,13 @@ type SharePartitionState struct {
 	StateEpoch int32 `protobuf:"varint,5,opt,name=state_epoch,json=stateEpoch,proto3" json:"state_epoch,omitempty"`
 	// leader_epoch is the partition leader epoch of the writer: a write from an older
 	// leader than the stored state's is FENCED_LEADER_EPOCH.
-	LeaderEpoch   int32              `protobuf:"varint,6,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
-	Batches       []*ShareStateBatch `protobuf:"bytes,7,rep,name=batches,proto3" json:"batches,omitempty"`
+	LeaderEpoch int32              `protobuf:"varint,6,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	Batches     []*ShareStateBatch `protobuf:"bytes,7,rep,name=batches,proto3" json:"batches,omitempty"`
+	// deleted marks a state an admin deleted: it has no start offset or batches, and
+	// keeps the next state epoch, so that a leader's write based on the deleted state is
+	// fenced instead of bringing it back. ReadShareState returns it only to partition
+	// leaders (include_deleted).
+	Deleted       bool `protobuf:"varint,8,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2204,6 +2209,13 @@ func (x *SharePartitionState) GetBatches() []*ShareStateBatch {
 		return x.Batches
 	}
 	return nil
+}
+
+func (x *SharePartitionState) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
 }
 
 // ShareStateOp changes share-partition state; one of write, initialize or delete_group.
@@ -2479,7 +2491,7 @@ const file_records_proto_rawDesc = "" +
 	"\vlast_offset\x18\x02 \x01(\x03R\n" +
 	"lastOffset\x12%\n" +
 	"\x0edelivery_state\x18\x03 \x01(\x05R\rdeliveryState\x12%\n" +
-	"\x0edelivery_count\x18\x04 \x01(\x05R\rdeliveryCount\"\x86\x02\n" +
+	"\x0edelivery_count\x18\x04 \x01(\x05R\rdeliveryCount\"\xa0\x02\n" +
 	"\x13SharePartitionState\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
@@ -2488,7 +2500,8 @@ const file_records_proto_rawDesc = "" +
 	"\vstate_epoch\x18\x05 \x01(\x05R\n" +
 	"stateEpoch\x12!\n" +
 	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\x12>\n" +
-	"\abatches\x18\a \x03(\v2$.shale.controller.v1.ShareStateBatchR\abatches\"\x8e\x02\n" +
+	"\abatches\x18\a \x03(\v2$.shale.controller.v1.ShareStateBatchR\abatches\x12\x18\n" +
+	"\adeleted\x18\b \x01(\bR\adeleted\"\x8e\x02\n" +
 	"\fShareStateOp\x12>\n" +
 	"\x05write\x18\x01 \x01(\v2(.shale.controller.v1.SharePartitionStateR\x05write\x12H\n" +
 	"\n" +

@@ -23,7 +23,8 @@ import (
 // (controller.BrokerClient).
 type Store interface {
 	WriteShareState(ctx context.Context, states []*pb.SharePartitionState) ([]error, error)
-	ReadShareState(ctx context.Context, group string, partitions map[string][]int32) ([]*pb.SharePartitionState, error)
+	// ReadShareState with includeDeleted returns deleted states (tombstones) too.
+	ReadShareState(ctx context.Context, group string, partitions map[string][]int32, includeDeleted bool) ([]*pb.SharePartitionState, error)
 }
 
 // Replicas is the replica manager's side the share partitions use (replication.Manager).
@@ -212,7 +213,7 @@ func (m *Manager) get(ctx context.Context, key Key) (*entry, *partition.Partitio
 
 func (m *Manager) load(ctx context.Context, e *entry, p *partition.Partition) {
 	defer close(e.ready)
-	states, err := m.store.ReadShareState(ctx, e.key.Group, map[string][]int32{e.key.Topic: {e.key.Partition}})
+	states, err := m.store.ReadShareState(ctx, e.key.Group, map[string][]int32{e.key.Topic: {e.key.Partition}}, true)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err != nil {
@@ -220,7 +221,11 @@ func (m *Manager) load(ctx context.Context, e *entry, p *partition.Partition) {
 		m.forget(e)
 		return
 	}
-	if len(states) > 0 {
+	var stateEpoch int32
+	if len(states) > 0 && states[0].Deleted {
+		// Deleted by an admin: start afresh, at the state epoch that fences the old one.
+		stateEpoch = states[0].StateEpoch
+	} else if len(states) > 0 {
 		e.sp = LoadPartition(m.cfg.Limits, states[0])
 		if lso := p.LogStartOffset(); e.sp.StartOffset() < lso {
 			e.sp.SkipTo(lso)
@@ -233,6 +238,7 @@ func (m *Manager) load(ctx context.Context, e *entry, p *partition.Partition) {
 		start = p.LogStartOffset()
 	}
 	e.sp = NewPartition(m.cfg.Limits, start)
+	e.sp.stateEpoch = stateEpoch
 	// Commit the start at once: a new leader resetting to a later "latest" would skip
 	// what was produced in between.
 	e.changed()
@@ -383,8 +389,9 @@ func renewOnly(batches []AckBatch) bool {
 }
 
 // ReleaseMember releases what member holds on the given share partitions (its share
-// session closed). It does not wait for the commit.
-func (m *Manager) ReleaseMember(keys []Key, member string) {
+// session closed) and waits, bounded by ctx, until that is committed, so that a closed
+// session's records are available to a leader that takes over.
+func (m *Manager) ReleaseMember(ctx context.Context, keys []Key, member string) {
 	m.mu.Lock()
 	es := make([]*entry, 0, len(keys))
 	for _, k := range keys {
@@ -393,17 +400,27 @@ func (m *Manager) ReleaseMember(keys []Key, member string) {
 		}
 	}
 	m.mu.Unlock()
+	var waits []chan error
 	for _, e := range es {
 		e.mu.Lock()
 		if e.sp != nil && e.err == nil {
 			if n, _ := e.sp.ReleaseMember(member); n > 0 {
-				e.changed()
+				w := waiter{version: e.changed(), done: make(chan error, 1)}
+				e.waiters = append(e.waiters, w)
+				waits = append(waits, w.done)
 				e.available()
 			}
 		}
 		e.mu.Unlock()
 	}
 	m.wake()
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // Refresh drops cached share partitions that hold nothing uncommitted and no locks, so
@@ -584,6 +601,6 @@ func (m *Manager) MemberRemoved(group, member string) {
 	}
 	m.mu.Unlock()
 	if len(keys) > 0 {
-		go m.ReleaseMember(keys, member)
+		go m.ReleaseMember(m.ctx, keys, member)
 	}
 }

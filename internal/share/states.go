@@ -35,7 +35,7 @@ func NewStates(m *Manager, store AdminStore) *States { return &States{m: m, stor
 
 // ReadShareGroupState summarizes every share partition of group that has state.
 func (s *States) ReadShareGroupState(ctx context.Context, g string) ([]group.SharePartitionState, error) {
-	sts, err := s.store.ReadShareState(ctx, g, nil)
+	sts, err := s.store.ReadShareState(ctx, g, nil, false)
 	if err != nil {
 		return nil, err
 	}
