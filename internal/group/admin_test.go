@@ -291,6 +291,9 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	c := New(testConfig(), store)
 	stableGroup(t, c, "g", 3)
 	joinNew(t, c, joinReq("g", "")) // a waiting join, a pending rebalance timer
+	if r := c.ShareHeartbeat(context.Background(), shareJoinReq("sg", "m", "t")); r.Err != nil { // a session timer
+		t.Fatal(r.Err)
+	}
 	c.Close()
 	testutil.Eventually(t, 10*time.Second, "the coordinator's goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }
