@@ -106,6 +106,19 @@ func TestACLsShareGroupAPIs(t *testing.T) {
 		t.Fatalf("alice's delete offsets without DELETE: %v %+v", err, dresp)
 	}
 
+	// Group configs need DESCRIBE_CONFIGS on the group.
+	creq := kmsg.NewPtrDescribeConfigsRequest()
+	cres := kmsg.NewDescribeConfigsRequestResource()
+	cres.ResourceType, cres.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "sg"
+	creq.Resources = append(creq.Resources, cres)
+	if cresp, err := creq.RequestWith(ctx, bob); err != nil || cresp.Resources[0].ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Fatalf("bob's group configs without DESCRIBE_CONFIGS: %v %+v", err, cresp)
+	}
+	b.grant(t, kadm.NewACLs().Groups("sg").Allow("User:bob").Operations(kadm.OpDescribeConfigs))
+	if cresp, err := creq.RequestWith(ctx, bob); err != nil || cresp.Resources[0].ErrorCode != 0 || len(cresp.Resources[0].Configs) == 0 {
+		t.Fatalf("bob's group configs with DESCRIBE_CONFIGS: %v %+v", err, cresp)
+	}
+
 	// alice leaves; with DELETE she deletes the group.
 	if code := heartbeat(-1, nil); code != 0 {
 		t.Fatalf("leave: %v", kerr.ErrorForCode(code))
