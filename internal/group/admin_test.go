@@ -291,7 +291,8 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	c := New(testConfig(), store)
 	stableGroup(t, c, "g", 3)
 	joinNew(t, c, joinReq("g", "")) // a waiting join, a pending rebalance timer
-	if r := c.ShareHeartbeat(context.Background(), shareJoinReq("sg", "m", "t")); r.Err != nil { // a session timer
+	// A share-group member's session timer.
+	if r := c.ShareHeartbeat(context.Background(), shareJoinReq("sg", "m", "t")); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	c.Close()
