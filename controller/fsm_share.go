@@ -54,6 +54,13 @@ func (f *fsm) applyShareStateOps(c *change, r *pb.ShareStateOpsRecord) applyResu
 				errs[i] = err
 				continue
 			}
+			// Only the partition's current leader writes: a deposed leader that has not
+			// heard of its successor yet must not overwrite what the successor loaded.
+			if ps, _ := c.partition(w.Topic, w.Partition); ps.LeaderEpoch != w.LeaderEpoch {
+				errs[i] = kafkaErrorf(kerr.FencedLeaderEpoch, "share group %q %s-%d: leader epoch %d, the partition's is %d",
+					w.Group, w.Topic, w.Partition, w.LeaderEpoch, ps.LeaderEpoch)
+				continue
+			}
 			if old := current(k); old != nil {
 				if w.LeaderEpoch < old.LeaderEpoch {
 					errs[i] = kafkaErrorf(kerr.FencedLeaderEpoch, "share group %q %s-%d: leader epoch %d is older than the state's %d",

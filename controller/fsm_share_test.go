@@ -38,13 +38,13 @@ func TestShareStateRecordsAndSnapshot(t *testing.T) {
 	h.mustCreate("gone", 1, 1)
 
 	errs := shareErrs(t, h.apply(shareOps(
-		&pb.ShareStateOp{Write: shareState("g", "q", 0, 10, 0, 3, &pb.ShareStateBatch{FirstOffset: 10, LastOffset: 12, DeliveryState: 0, DeliveryCount: 2})},
-		&pb.ShareStateOp{Write: shareState("g", "q", 1, 0, 0, 3)},
-		&pb.ShareStateOp{Write: shareState("g", "missing", 0, 0, 0, 3)},
-		&pb.ShareStateOp{Write: shareState("g", "q", 0, 11, 0, 2)},                                                       // older leader, same batch
-		&pb.ShareStateOp{Write: shareState("g", "q", 1, 5, 7, 3)},                                                        // wrong state epoch
+		&pb.ShareStateOp{Write: shareState("g", "q", 0, 10, 0, 0, &pb.ShareStateBatch{FirstOffset: 10, LastOffset: 12, DeliveryState: 0, DeliveryCount: 2})},
+		&pb.ShareStateOp{Write: shareState("g", "q", 1, 0, 0, 0)},
+		&pb.ShareStateOp{Write: shareState("g", "missing", 0, 0, 0, 0)},
+		&pb.ShareStateOp{Write: shareState("g", "q", 0, 11, 0, 2)},                                                       // not the partition's leader epoch
+		&pb.ShareStateOp{Write: shareState("g", "q", 1, 5, 7, 0)},                                                        // wrong state epoch
 		&pb.ShareStateOp{Write: shareState("g", "gone", 0, 4, 0, 0)},                                                     // later deleted with the topic
-		&pb.ShareStateOp{Write: shareState("g", "q", 0, 20, 0, 3, &pb.ShareStateBatch{FirstOffset: 19, LastOffset: 19})}, // batch below the SPSO
+		&pb.ShareStateOp{Write: shareState("g", "q", 0, 20, 0, 0, &pb.ShareStateBatch{FirstOffset: 19, LastOffset: 19})}, // batch below the SPSO
 	)))
 	wantNoErr(t, errs[0])
 	wantNoErr(t, errs[1])
@@ -62,10 +62,10 @@ func TestShareStateRecordsAndSnapshot(t *testing.T) {
 
 	// An admin reset bumps the state epoch; the leader's next write at the old one is fenced.
 	errs = shareErrs(t, h.apply(shareOps(&pb.ShareStateOp{Initialize: shareState("g", "q", 1, 40, 0, 0)},
-		&pb.ShareStateOp{Write: shareState("g", "q", 1, 41, 0, 3)})))
+		&pb.ShareStateOp{Write: shareState("g", "q", 1, 41, 0, 0)})))
 	wantNoErr(t, errs[0])
 	wantKafkaErr(t, errs[1], kerr.FencedStateEpoch)
-	if got := h.f.readShareState("g", map[string][]int32{"q": {1}}, false); len(got) != 1 || got[0].StartOffset != 40 || got[0].StateEpoch != 1 || got[0].LeaderEpoch != 3 {
+	if got := h.f.readShareState("g", map[string][]int32{"q": {1}}, false); len(got) != 1 || got[0].StartOffset != 40 || got[0].StateEpoch != 1 || got[0].LeaderEpoch != 0 {
 		t.Fatalf("after initialize %v", got)
 	}
 
@@ -86,13 +86,13 @@ func TestShareStateRecordsAndSnapshot(t *testing.T) {
 	}
 	// The deleted state's leader, still holding it, is fenced rather than bringing it
 	// back; a leader that read the tombstone starts afresh at its state epoch.
-	errs = shareErrs(t, h.apply(shareOps(&pb.ShareStateOp{Write: shareState("g", "q", 0, 13, 0, 3)})))
+	errs = shareErrs(t, h.apply(shareOps(&pb.ShareStateOp{Write: shareState("g", "q", 0, 13, 0, 0)})))
 	wantKafkaErr(t, errs[0], kerr.FencedStateEpoch)
 	tomb := h.f.readShareState("g", map[string][]int32{"q": {0}}, true)
 	if len(tomb) != 1 || !tomb[0].Deleted || tomb[0].StateEpoch != 1 {
 		t.Fatalf("tombstone %v", tomb)
 	}
-	errs = shareErrs(t, h.apply(shareOps(&pb.ShareStateOp{Write: shareState("g", "q", 0, 13, 1, 3)})))
+	errs = shareErrs(t, h.apply(shareOps(&pb.ShareStateOp{Write: shareState("g", "q", 0, 13, 1, 0)})))
 	wantNoErr(t, errs[0])
 	if got := h.f.readShareState("g", map[string][]int32{"q": {0}}, false); len(got) != 1 || got[0].StartOffset != 13 {
 		t.Fatalf("state after the tombstone %v", got)

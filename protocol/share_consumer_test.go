@@ -100,6 +100,8 @@ func TestShareConsumersDrainOnePartition(t *testing.T) {
 			t.Errorf("offset %d accepted %d times", off, c)
 		}
 	}
+	writes, _ := tb.shares.Writes()
+	t.Logf("%d records (%d released once) acknowledged by 4 members in %d share-state writes", n, released, writes)
 	if released != (n+6)/7 {
 		t.Errorf("released %d records, want %d", released, (n+6)/7)
 	}

@@ -7,12 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shalelog/shale/internal/acl"
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/share"
+	"github.com/shalelog/shale/protocol"
 )
 
 // shareHarness drives raw ShareFetch and ShareAcknowledge requests at one broker.
@@ -418,5 +421,59 @@ func TestShareSessionEndsWithItsConnection(t *testing.T) {
 	}
 	if !slices.Equal(got, []acquired{{0, 1, 2}}) {
 		t.Fatalf("after the connection closed acquired %v, want 0-1 a second time", got)
+	}
+}
+
+// ShareFetch and ShareAcknowledge need READ on the group, and READ on each topic.
+func TestShareFetchACLs(t *testing.T) {
+	cfg := brokerConfig()
+	cfg.Authorizer = acl.NewAuthorizer([]string{"User:admin"}, false)
+	protocol.SetTestPrincipals(&cfg, func(id string) string { return "User:" + id })
+	scfg := &share.Config{AutoOffsetReset: "earliest", Logger: quietLogger()}
+	tb := launchShares(t, t.TempDir(), nil, cfg, nil, scfg)
+	b := &aclBroker{testBroker: tb}
+	b.topic(t, "secret")
+	if err := produceOne(t, b.as("admin"), "secret"); err != nil {
+		t.Fatal(err)
+	}
+	h := &shareHarness{t: t, tb: tb, cl: b.as("carol"), topic: "secret", id: tb.broker.Image().Topic("secret").ID, group: "workers",
+		epoch: map[string]int32{}}
+	if resp := h.fetch("m1", 10, 0); resp.ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Fatalf("without group READ: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	if resp := h.acknowledge("m1", 1, ack{0, 0, []int8{accept}}); resp.ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Fatalf("acknowledge without group READ: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	b.grant(t, kadm.NewACLs().Groups("workers").Allow("User:carol").Operations(kadm.OpRead))
+	if p := sharePart(t, h.fetch("m1", 10, 0)); p.ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("without topic READ: %v", kerr.ErrorForCode(p.ErrorCode))
+	}
+	b.grant(t, kadm.NewACLs().Topics("secret").Allow("User:carol").Operations(kadm.OpRead))
+	h.epoch["m1"] = 0
+	if got := acquiredOf(t, sharePart(t, h.fetch("m1", 10, time.Second))); !slices.Equal(got, []acquired{{0, 0, 1}}) {
+		t.Fatalf("with both: acquired %v", got)
+	}
+}
+
+// share.auto.offset.reset=latest (Kafka's default): a share group new to a partition
+// starts at its end, and gets only what is produced afterwards.
+func TestShareAutoOffsetResetLatest(t *testing.T) {
+	scfg := &share.Config{Logger: quietLogger()}
+	tb := launchShares(t, t.TempDir(), nil, brokerConfig(), nil, scfg)
+	tb.createTopic("news", 1, nil)
+	h := &shareHarness{t: t, tb: tb, cl: tb.client(), topic: "news", id: tb.broker.Image().Topic("news").ID, group: "readers",
+		epoch: map[string]int32{}}
+	h.produce("news", "old", "older")
+	if got := acquiredOf(t, sharePart(t, h.fetch("m1", 10, 100*time.Millisecond))); len(got) != 0 {
+		t.Fatalf("acquired %v from before the group existed", got)
+	}
+	h.produce("news", "new")
+	var got []acquired
+	ctx := ctxTimeout(t, 10*time.Second)
+	for len(got) == 0 && ctx.Err() == nil {
+		got = acquiredOf(t, sharePart(t, h.fetch("m1", 10, time.Second)))
+	}
+	if !slices.Equal(got, []acquired{{2, 2, 1}}) {
+		t.Fatalf("acquired %v, want only the new record", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -67,6 +68,10 @@ type Manager struct {
 
 	mu    sync.Mutex
 	parts map[Key]*entry
+
+	// writes and statesWritten count store writes and the partition states in them: their
+	// ratio is the group commit's batching.
+	writes, statesWritten atomic.Int64
 
 	kick   chan struct{}
 	ctx    context.Context
@@ -552,6 +557,8 @@ func (m *Manager) flush(ctx context.Context) {
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	errs, err := m.store.WriteShareState(wctx, states)
 	cancel()
+	m.writes.Add(1)
+	m.statesWritten.Add(int64(len(states)))
 	for i, d := range batch {
 		e := d.e
 		werr := err
@@ -603,4 +610,10 @@ func (m *Manager) MemberRemoved(group, member string) {
 	if len(keys) > 0 {
 		go m.ReleaseMember(m.ctx, keys, member)
 	}
+}
+
+// Writes returns how many store writes the manager made and how many partition states
+// they carried.
+func (m *Manager) Writes() (writes, states int64) {
+	return m.writes.Load(), m.statesWritten.Load()
 }

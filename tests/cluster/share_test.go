@@ -175,7 +175,7 @@ func TestSharePartitionLeaderFailover(t *testing.T) {
 }
 
 // A pool of franz-go share consumers works through a queue while the share-partition
-// leader is killed with SIGKILL and later restarted. The checker: every record is
+// leader, and then the share group's coordinator, are killed with SIGKILL and restarted. The checker: every record is
 // processed, the committed state ends with every record complete, every rejected
 // record reaches the dead-letter topic, and records processed more than once are only
 // those in flight at the kill (logged).
@@ -220,7 +220,7 @@ func TestShareQueueSurvivesLeaderKill(t *testing.T) {
 					mu.Lock()
 					processed[v]++
 					mu.Unlock()
-					time.Sleep(time.Millisecond)
+					time.Sleep(15 * time.Millisecond) // work: keeps the queue busy through the kills
 					if poison(v) {
 						r.Ack(kgo.AckReject)
 					} else {
@@ -235,9 +235,23 @@ func TestShareQueueSurvivesLeaderKill(t *testing.T) {
 	victim := c.broker(before[0].leader)
 	victim.kill9()
 	t.Logf("killed broker %d, the leader of q-0, after %d records", victim.id, distinct())
-	time.Sleep(2 * sessionTimeout)
+	testutil.Eventually(t, 60*time.Second, "progress on the new leader", func() bool { return distinct() >= n/2 })
 	victim.start()
 	c.waitBrokerReady(victim)
+	// Then the share group's coordinator (perhaps the same broker, now restarted).
+	testutil.Eventually(t, 60*time.Second, "two thirds of the queue processed", func() bool { return distinct() >= 2*n/3 })
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKey, fc.CoordinatorKeys = "qw", []string{"qw"}
+	fresp, err := fc.RequestWith(context.Background(), c.kafkaClient())
+	if err != nil || len(fresp.Coordinators) != 1 || fresp.Coordinators[0].ErrorCode != 0 {
+		t.Fatalf("find coordinator: %+v %v", fresp, err)
+	}
+	coord := c.broker(fresp.Coordinators[0].NodeID)
+	coord.kill9()
+	t.Logf("killed broker %d, the coordinator of qw, after %d records", coord.id, distinct())
+	time.Sleep(sessionTimeout)
+	coord.start()
+	c.waitBrokerReady(coord)
 	testutil.Eventually(t, 90*time.Second, "every record processed", func() bool { return distinct() == n })
 
 	// Everything complete in the committed state.
