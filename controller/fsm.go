@@ -35,6 +35,8 @@ type fsm struct {
 	// txns holds transaction states by transactional id (fsm_txn.go); values are
 	// replaced, never modified.
 	txns map[string]*pb.TxnState
+	// share holds share groups' partition states (fsm_share.go).
+	share map[shareKey]*pb.SharePartitionState
 }
 
 type topicPartition struct {
@@ -174,6 +176,8 @@ func (f *fsm) dispatch(c *change, rec *pb.Record) applyResult {
 		return f.applyUnregisterBroker(c, r.UnregisterBroker)
 	case *pb.Record_AlterPartitionReassignments:
 		return f.applyAlterPartitionReassignments(c, r.AlterPartitionReassignments)
+	case *pb.Record_ShareStateOps:
+		return f.applyShareStateOps(c, r.ShareStateOps)
 	default:
 		// A record from a newer version: every controller of this version skips it alike.
 		f.log.Error("unknown metadata record skipped", "offset", c.offset)

@@ -185,6 +185,7 @@ func (f *fsm) applyDeleteTopics(c *change, r *pb.DeleteTopicsRecord) applyResult
 		c.deleteTopic(ref.Name)
 		name := ref.Name
 		c.after(func() { f.dropTopicOffsets(name) })
+		c.after(func() { f.dropTopicShareState(name) })
 	}
 	return applyResult{value: errs}
 }

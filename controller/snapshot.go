@@ -28,6 +28,7 @@ type fsmSnapshot struct {
 	groups  map[string]map[topicPartition]offsetValue
 	scram   []*pb.ScramCredential
 	txns    []*pb.TxnState
+	share   []*pb.SharePartitionState
 }
 
 // Snapshot captures the state for Raft; Persist then writes it while Apply carries on.
@@ -56,7 +57,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		scram:   f.scramSnapshotLocked(),
 		txns:    f.txnSnapshotLocked(),
 	}
-	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.scram) + len(s.txns))
+	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.scram) + len(s.txns) + len(s.share))
 	return s, nil
 }
 
@@ -122,6 +123,11 @@ func (s *fsmSnapshot) write(sink io.Writer) error {
 			return err
 		}
 	}
+	for _, sp := range s.share {
+		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_SharePartition{SharePartition: sp}}); err != nil {
+			return err
+		}
+	}
 	return w.Flush()
 }
 
@@ -140,7 +146,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.img, f.brokers, f.groups, f.scram, f.txns = st.img, st.brokers, st.groups, st.scram, st.txns
+	f.img, f.brokers, f.groups, f.scram, f.txns, f.share = st.img, st.brokers, st.groups, st.scram, st.txns, st.share
 	f.unclean, f.nextProducerID, f.lastApplied = st.unclean, st.nextProducerID, st.appliedIndex
 	f.deltas.reset(st.img.Offset)
 	f.offsetsLog.restore(st.offsetsLogEnd)
@@ -153,6 +159,7 @@ type restoredState struct {
 	groups         map[string]map[topicPartition]offsetValue
 	scram          map[string]map[string]*pb.ScramCredential
 	txns           map[string]*pb.TxnState
+	share          map[shareKey]*pb.SharePartitionState
 	unclean        bool
 	nextProducerID int64
 	appliedIndex   uint64
@@ -174,6 +181,7 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 		groups:         map[string]map[topicPartition]offsetValue{},
 		scram:          map[string]map[string]*pb.ScramCredential{},
 		txns:           map[string]*pb.TxnState{},
+		share:          map[shareKey]*pb.SharePartitionState{},
 		unclean:        h.UncleanLeaderElection,
 		nextProducerID: h.NextProducerId,
 		appliedIndex:   h.AppliedIndex,
@@ -216,6 +224,8 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 			restoreScram(st.scram, x.ScramCredential)
 		case *pb.SnapshotItem_TxnState:
 			st.txns[x.TxnState.TransactionalId] = x.TxnState
+		case *pb.SnapshotItem_SharePartition:
+			st.share[shareKeyOf(x.SharePartition)] = x.SharePartition
 		default:
 			return nil, fmt.Errorf("item %d: unknown kind", i)
 		}

@@ -2,27 +2,21 @@ package protocol
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// classicGroupType is the only group type Shale has (KIP-848 "consumer" groups are not
-// served).
-const classicGroupType = "classic"
-
-// handleListGroups lists the groups this broker coordinates; clients ask every broker.
+// handleListGroups lists the groups this broker coordinates, classic and share; clients
+// ask every broker. From v5 a type filter picks group types ("consumer", KIP-848's, has
+// no groups here).
 func (s *Server) handleListGroups(ctx context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.ListGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
-	if r.Version >= 5 && len(req.TypesFilter) > 0 {
-		wanted := false
-		for _, t := range req.TypesFilter {
-			wanted = wanted || strings.EqualFold(t, classicGroupType)
-		}
-		if !wanted {
-			return Result{Resp: resp}
-		}
+	var types []string
+	if r.Version >= 5 {
+		types = req.TypesFilter
 	}
 	var states []string
 	if r.Version >= 4 {
@@ -37,11 +31,14 @@ func (s *Server) handleListGroups(ctx context.Context, r *Request) Result {
 	// describe, silently, as in Kafka.
 	all := s.visible(r, opDescribe, resCluster, clusterResource)
 	for _, g := range groups {
+		if len(types) > 0 && !slices.ContainsFunc(types, func(t string) bool { return strings.EqualFold(t, g.Type) }) {
+			continue
+		}
 		if !all && !s.visible(r, opDescribe, resGroup, g.Group) {
 			continue
 		}
 		rg := kmsg.NewListGroupsResponseGroup()
-		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = g.Group, g.ProtocolType, g.State.String(), classicGroupType
+		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = g.Group, g.ProtocolType, g.StateName(), g.Type
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return Result{Resp: resp}

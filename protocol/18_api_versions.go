@@ -90,6 +90,12 @@ func (s *Server) registerBuiltins() {
 		s.Register(kmsg.ListGroups, 0, 5, s.handleListGroups)
 		s.Register(kmsg.DeleteGroups, 0, 2, s.handleDeleteGroups)
 		s.Register(kmsg.OffsetDelete, 0, 0, s.handleOffsetDelete)
+		s.registerShareGroups() // 76_share_group_heartbeat.go
+	}
+	if s.deps.Shares != nil {
+		// KIP-932; v1 adds MaxRecords and BatchSize (KIP-1206), v2 lock renewal (KIP-1222).
+		s.Register(kmsg.ShareFetch, 0, 2, s.handleShareFetch)
+		s.Register(kmsg.ShareAcknowledge, 0, 2, s.handleShareAcknowledge)
 	}
 	if s.deps.Txn != nil && s.deps.Groups != nil {
 		s.registerTxn() // txn.go

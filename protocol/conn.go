@@ -46,6 +46,8 @@ type Request struct {
 	// rawSASL marks a SASL token sent without a Kafka header after SaslHandshake v0;
 	// its answer goes back the same way (auth.go).
 	rawSASL bool
+	// conn is the connection the request came on (share sessions end with theirs).
+	conn *conn
 }
 
 // AnonymousPrincipal is Kafka's principal for an unauthenticated connection.
@@ -164,6 +166,7 @@ func (c *conn) serve(parent context.Context) {
 	}
 	wg.Wait()
 	c.nc.Close()
+	c.s.closeShareSessions(c)
 }
 
 // peerGone reports whether a read error means the client hung up or the socket
@@ -378,7 +381,7 @@ func (c *conn) decode(body []byte) (*Request, error) {
 	if err := rd.Complete(); err != nil {
 		return nil, fmt.Errorf("malformed request header: %w", err)
 	}
-	req := &Request{Key: key, Version: version, Correlation: corr, Remote: c.nc.RemoteAddr(), Received: time.Now(), Listener: c.ln.name()}
+	req := &Request{Key: key, Version: version, Correlation: corr, Remote: c.nc.RemoteAddr(), Received: time.Now(), Listener: c.ln.name(), conn: c}
 	if clientID != nil {
 		req.ClientID = *clientID
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/producerid"
+	"github.com/shalelog/shale/internal/share"
 	"github.com/shalelog/shale/internal/txn"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
@@ -34,12 +35,14 @@ type testBroker struct {
 	groups *group.Coordinator // nil unless started as a group broker
 	txn    *txn.Coordinator   // nil unless started as a transaction broker
 	txnCl  *txn.BrokerClients
+	shares *share.Manager // nil unless started as a share broker
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the listener and the replica manager have stopped
 
 	cfg  protocol.Config
 	gcfg *group.Config
 	tcfg *txn.Config
+	scfg *share.Config
 }
 
 type brokerOpt func(*protocol.Config)
@@ -82,6 +85,19 @@ func launch(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Co
 // TxnOffsetCommit needs); it writes its markers over the broker's own listener.
 func launchTxn(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, tcfg *txn.Config) *testBroker {
 	t.Helper()
+	return launchAll(t, dir, node, cfg, gcfg, tcfg, nil)
+}
+
+// launchShares is launch with a share-partition manager when scfg is set.
+func launchShares(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, scfg *share.Config) *testBroker {
+	t.Helper()
+	return launchAll(t, dir, node, cfg, gcfg, nil, scfg)
+}
+
+// launchAll is launch with whichever of the group coordinator, the transaction
+// coordinator and the share-partition manager have a config.
+func launchAll(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, tcfg *txn.Config, scfg *share.Config) *testBroker {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -101,9 +117,18 @@ func launchTxn(t testing.TB, dir string, node *controllertest.Node, cfg protocol
 	}
 	deps := protocol.Deps{Meta: store, Replicas: b, ProducerIDs: producerid.New(store)}
 	tb := &testBroker{t: t, addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, node: node, store: store, broker: b,
-		done: make(chan struct{}), cfg: cfg, gcfg: gcfg, tcfg: tcfg}
+		done: make(chan struct{}), cfg: cfg, gcfg: gcfg, tcfg: tcfg, scfg: scfg}
+	if scfg != nil {
+		tb.shares = share.NewManager(*scfg, node.Broker, b)
+		deps.Shares = tb.shares
+	}
 	if gcfg != nil {
-		tb.groups = group.New(*gcfg, store)
+		gc := *gcfg
+		if tb.shares != nil {
+			// The coordinator reads share-group state as the node wires it.
+			gc.ShareStates, gc.ShareMemberRemoved = share.NewStates(tb.shares, node.Broker), tb.shares.MemberRemoved
+		}
+		tb.groups = group.New(gc, store)
 		deps.Groups = tb.groups
 	}
 	if tcfg != nil {
@@ -141,6 +166,9 @@ func (tb *testBroker) stop() {
 		tb.txnCl.Close()
 	}
 	tb.srv.Close(2 * time.Second)
+	if tb.shares != nil {
+		tb.shares.Close()
+	}
 	tb.cancel()
 	<-tb.done
 	if err := tb.broker.Close(); err != nil {
@@ -157,7 +185,7 @@ func (tb *testBroker) stop() {
 func (tb *testBroker) restart() *testBroker {
 	tb.t.Helper()
 	tb.stop()
-	return launchTxn(tb.t, tb.dir, tb.node, tb.cfg, tb.gcfg, tb.tcfg)
+	return launchAll(tb.t, tb.dir, tb.node, tb.cfg, tb.gcfg, tb.tcfg, tb.scfg)
 }
 
 // waitApplied waits until the replica manager has applied an image for which cond holds:

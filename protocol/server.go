@@ -19,6 +19,7 @@ import (
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/producerid"
+	"github.com/shalelog/shale/internal/share"
 	"github.com/shalelog/shale/internal/topicconfig"
 	"github.com/shalelog/shale/internal/txn"
 	"github.com/shalelog/shale/replication"
@@ -110,6 +111,9 @@ type Deps struct {
 	// Txn, when set, is the transaction coordinator; without it the transaction APIs
 	// are not advertised and transactional producers are refused.
 	Txn *txn.Coordinator
+	// Shares, when set, holds the share partitions this broker leads (KIP-932); without
+	// it ShareFetch and ShareAcknowledge are not advertised.
+	Shares *share.Manager
 }
 
 // image is the metadata handlers answer from.
@@ -136,9 +140,11 @@ type Server struct {
 	handlers map[int16]handlerEntry
 	sentinel [sentinelLen]byte
 	sessions *fetchSessionCache
-	pool     *memoryPool
-	quotas   *quotaManager
-	slots    requestSlots
+	// shareSessions are the share sessions of share-group members (share_session.go).
+	shareSessions *shareSessionCache
+	pool          *memoryPool
+	quotas        *quotaManager
+	slots         requestSlots
 	// scram, when the metadata store keeps SCRAM credentials.
 	scram metadata.ScramStore
 
@@ -190,7 +196,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 	}
 	s := &Server{cfg: cfg, deps: deps, lg: cfg.Logger, handlers: map[int16]handlerEntry{}, conns: map[*conn]struct{}{}, sentinel: newSentinel(),
 		perIP: map[string]int{}, closed: make(chan struct{}),
-		sessions: newFetchSessionCache(cfg.FetchSessionSlots), pool: newMemoryPool(cfg.QueuedMaxRequestBytes, cfg.Metrics.RequestPoolBytes),
+		sessions: newFetchSessionCache(cfg.FetchSessionSlots), shareSessions: newShareSessionCache(), pool: newMemoryPool(cfg.QueuedMaxRequestBytes, cfg.Metrics.RequestPoolBytes),
 		slots: make(requestSlots, cfg.QueuedMaxRequests), quotas: newQuotaManager(cfg.QuotaWindowNum, cfg.QuotaWindowSize)}
 	if cfg.MaxConnections > 0 && cfg.MaxConnections < math.MaxInt32 {
 		s.connSlots = make(chan struct{}, cfg.MaxConnections)

@@ -15,10 +15,13 @@ import (
 
 const groupUsage = `Usage: shale group <list|describe|delete|reset-offsets> [flags]
 
-  list           every consumer group, with its state
-  describe       --group G...: members, assignments, committed offset, log end offset and lag
+  list           every group (consumer and share groups), with its type and state
+  describe       --group G...: members, assignments, committed offset, log end offset and lag;
+                 for a share group, each share partition's start offset, lag and in-flight,
+                 acquired, acknowledged and archived records
   delete         --group G...: delete empty groups and their committed offsets
   reset-offsets  --group G --topic T (--to-earliest | --to-latest | --to-offset N) [--execute]
+                 [--share]: a share group's start offsets (found by itself when it exists)
 
 Every subcommand takes --bootstrap-server host:port (default localhost:9092).
 reset-offsets prints the plan and changes nothing unless --execute is given; like
@@ -38,7 +41,7 @@ func groupCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 func groupList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("shale group list", "shale group list [flags]", "Prints every consumer group with its state and coordinator.")
+	c := newCommand("shale group list", "shale group list [flags]", "Prints every group, consumer and share groups, with its type, state and coordinator.")
 	var gf groupFlags
 	gf.register(c)
 	cl, opCtx, cancel, code, ok := gf.setup(ctx, c, args, stdout, stderr)
@@ -52,9 +55,13 @@ func groupList(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return failed(stderr, c.fs.Name(), err)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tSTATE\tPROTOCOL-TYPE\tCOORDINATOR")
+	fmt.Fprintln(tw, "GROUP\tTYPE\tSTATE\tPROTOCOL-TYPE\tCOORDINATOR")
 	for _, g := range listed.Sorted() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", g.Group, g.State, g.ProtocolType, g.Coordinator)
+		typ := g.GroupType
+		if typ == "" { // brokers before ListGroups v5 have only classic groups
+			typ = "classic"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", g.Group, typ, g.State, g.ProtocolType, g.Coordinator)
 	}
 	tw.Flush()
 	return exitOK
@@ -74,12 +81,21 @@ func groupDescribe(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if len(gf.names) == 0 {
 		return c.usageErr(stderr, "name at least one group with --group")
 	}
-	lags, err := cl.Admin().Lag(opCtx, gf.names...)
+	shares, status := describeShareGroups(opCtx, cl, c.fs.Name(), gf.names, stdout, stderr)
+	var classic []string
+	for _, g := range gf.names {
+		if !shares[g] {
+			classic = append(classic, g)
+		}
+	}
+	if len(classic) == 0 {
+		return status
+	}
+	lags, err := cl.Admin().Lag(opCtx, classic...)
 	if err != nil {
 		return failed(stderr, c.fs.Name(), err)
 	}
-	status := exitOK
-	for _, g := range gf.names {
+	for _, g := range classic {
 		l, ok := lags[g]
 		if !ok {
 			fmt.Fprintf(stderr, "%s: group %s: no answer\n", c.fs.Name(), g)
@@ -164,6 +180,7 @@ func groupResetOffsets(ctx context.Context, args []string, stdout, stderr io.Wri
 	latest := c.fs.Bool("to-latest", false, "reset to each partition's log end offset")
 	toOffset := c.fs.Int64("to-offset", -1, "reset every partition to this `offset` (clamped into the log's range)")
 	execute := c.fs.Bool("execute", false, "apply the plan (default: only print it)")
+	shareGroup := c.fs.Bool("share", false, "reset a share group's start offsets even if the group does not exist yet (an existing share group is found by itself)")
 	cl, opCtx, cancel, code, ok := gf.setup(ctx, c, args, stdout, stderr)
 	if !ok {
 		return code
@@ -236,6 +253,17 @@ func groupResetOffsets(ctx context.Context, args []string, stdout, stderr io.Wri
 	tw.Flush()
 	if !*execute {
 		fmt.Fprintln(stdout, "\nDry run: nothing changed. Add --execute to apply.")
+		return exitOK
+	}
+	if *shareGroup || isShareGroup(opCtx, adm, gf.names[0]) {
+		resps, err := adm.AlterShareGroupOffsets(opCtx, gf.names[0], plan)
+		if err == nil {
+			err = resps.Error()
+		}
+		if err != nil {
+			return failed(stderr, c.fs.Name(), fmt.Errorf("%w (a share group with active members cannot be reset; stop its consumers first)", err))
+		}
+		fmt.Fprintln(stdout, "\nShare-partition start offsets reset.")
 		return exitOK
 	}
 	resps, err := adm.CommitOffsets(opCtx, gf.names[0], plan)

@@ -3849,6 +3849,512 @@ func (x *AlterPartitionReassignmentsResponse) GetResults() []*PartitionError {
 	return nil
 }
 
+type WriteShareStateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	States        []*SharePartitionState `protobuf:"bytes,1,rep,name=states,proto3" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteShareStateRequest) Reset() {
+	*x = WriteShareStateRequest{}
+	mi := &file_controller_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteShareStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteShareStateRequest) ProtoMessage() {}
+
+func (x *WriteShareStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteShareStateRequest.ProtoReflect.Descriptor instead.
+func (*WriteShareStateRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *WriteShareStateRequest) GetStates() []*SharePartitionState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+type WriteShareStateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Errors        []*Error               `protobuf:"bytes,2,rep,name=errors,proto3" json:"errors,omitempty"` // one per state, in order; absent code means success
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteShareStateResponse) Reset() {
+	*x = WriteShareStateResponse{}
+	mi := &file_controller_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteShareStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteShareStateResponse) ProtoMessage() {}
+
+func (x *WriteShareStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteShareStateResponse.ProtoReflect.Descriptor instead.
+func (*WriteShareStateResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *WriteShareStateResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *WriteShareStateResponse) GetErrors() []*Error {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+type ReadShareStateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	AllPartitions bool                   `protobuf:"varint,2,opt,name=all_partitions,json=allPartitions,proto3" json:"all_partitions,omitempty"`
+	Partitions    []*TopicPartitions     `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// include_deleted returns deleted states too (their state epochs), as a partition
+	// leader needs.
+	IncludeDeleted bool `protobuf:"varint,4,opt,name=include_deleted,json=includeDeleted,proto3" json:"include_deleted,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ReadShareStateRequest) Reset() {
+	*x = ReadShareStateRequest{}
+	mi := &file_controller_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadShareStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadShareStateRequest) ProtoMessage() {}
+
+func (x *ReadShareStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadShareStateRequest.ProtoReflect.Descriptor instead.
+func (*ReadShareStateRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *ReadShareStateRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ReadShareStateRequest) GetAllPartitions() bool {
+	if x != nil {
+		return x.AllPartitions
+	}
+	return false
+}
+
+func (x *ReadShareStateRequest) GetPartitions() []*TopicPartitions {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ReadShareStateRequest) GetIncludeDeleted() bool {
+	if x != nil {
+		return x.IncludeDeleted
+	}
+	return false
+}
+
+type ReadShareStateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	States        []*SharePartitionState `protobuf:"bytes,2,rep,name=states,proto3" json:"states,omitempty"` // only partitions that have a state, sorted
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadShareStateResponse) Reset() {
+	*x = ReadShareStateResponse{}
+	mi := &file_controller_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadShareStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadShareStateResponse) ProtoMessage() {}
+
+func (x *ReadShareStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadShareStateResponse.ProtoReflect.Descriptor instead.
+func (*ReadShareStateResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *ReadShareStateResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *ReadShareStateResponse) GetStates() []*SharePartitionState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+type InitializeShareStateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	States        []*SharePartitionState `protobuf:"bytes,1,rep,name=states,proto3" json:"states,omitempty"` // group, topic, partition, start_offset
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitializeShareStateRequest) Reset() {
+	*x = InitializeShareStateRequest{}
+	mi := &file_controller_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitializeShareStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitializeShareStateRequest) ProtoMessage() {}
+
+func (x *InitializeShareStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitializeShareStateRequest.ProtoReflect.Descriptor instead.
+func (*InitializeShareStateRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *InitializeShareStateRequest) GetStates() []*SharePartitionState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+type InitializeShareStateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Errors        []*Error               `protobuf:"bytes,2,rep,name=errors,proto3" json:"errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitializeShareStateResponse) Reset() {
+	*x = InitializeShareStateResponse{}
+	mi := &file_controller_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitializeShareStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitializeShareStateResponse) ProtoMessage() {}
+
+func (x *InitializeShareStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitializeShareStateResponse.ProtoReflect.Descriptor instead.
+func (*InitializeShareStateResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *InitializeShareStateResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *InitializeShareStateResponse) GetErrors() []*Error {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+type DeleteShareStateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	AllPartitions bool                   `protobuf:"varint,2,opt,name=all_partitions,json=allPartitions,proto3" json:"all_partitions,omitempty"`
+	Partitions    []*TopicPartitions     `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteShareStateRequest) Reset() {
+	*x = DeleteShareStateRequest{}
+	mi := &file_controller_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteShareStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteShareStateRequest) ProtoMessage() {}
+
+func (x *DeleteShareStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteShareStateRequest.ProtoReflect.Descriptor instead.
+func (*DeleteShareStateRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *DeleteShareStateRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DeleteShareStateRequest) GetAllPartitions() bool {
+	if x != nil {
+		return x.AllPartitions
+	}
+	return false
+}
+
+func (x *DeleteShareStateRequest) GetPartitions() []*TopicPartitions {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type DeleteShareStateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteShareStateResponse) Reset() {
+	*x = DeleteShareStateResponse{}
+	mi := &file_controller_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteShareStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteShareStateResponse) ProtoMessage() {}
+
+func (x *DeleteShareStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteShareStateResponse.ProtoReflect.Descriptor instead.
+func (*DeleteShareStateResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *DeleteShareStateResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type ListShareStateGroupsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListShareStateGroupsRequest) Reset() {
+	*x = ListShareStateGroupsRequest{}
+	mi := &file_controller_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListShareStateGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListShareStateGroupsRequest) ProtoMessage() {}
+
+func (x *ListShareStateGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListShareStateGroupsRequest.ProtoReflect.Descriptor instead.
+func (*ListShareStateGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{77}
+}
+
+type ListShareStateGroupsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Groups        []string               `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListShareStateGroupsResponse) Reset() {
+	*x = ListShareStateGroupsResponse{}
+	mi := &file_controller_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListShareStateGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListShareStateGroupsResponse) ProtoMessage() {}
+
+func (x *ListShareStateGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListShareStateGroupsResponse.ProtoReflect.Descriptor instead.
+func (*ListShareStateGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *ListShareStateGroupsResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *ListShareStateGroupsResponse) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
 var File_controller_proto protoreflect.FileDescriptor
 
 const file_controller_proto_rawDesc = "" +
@@ -4102,7 +4608,39 @@ const file_controller_proto_rawDesc = "" +
 	"\rreassignments\x18\x01 \x03(\v2*.shale.controller.v1.PartitionReassignmentR\rreassignments\"\x96\x01\n" +
 	"#AlterPartitionReassignmentsResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12=\n" +
-	"\aresults\x18\x02 \x03(\v2#.shale.controller.v1.PartitionErrorR\aresults2\xf9\x18\n" +
+	"\aresults\x18\x02 \x03(\v2#.shale.controller.v1.PartitionErrorR\aresults\"Z\n" +
+	"\x16WriteShareStateRequest\x12@\n" +
+	"\x06states\x18\x01 \x03(\v2(.shale.controller.v1.SharePartitionStateR\x06states\"\x7f\n" +
+	"\x17WriteShareStateResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x122\n" +
+	"\x06errors\x18\x02 \x03(\v2\x1a.shale.controller.v1.ErrorR\x06errors\"\xc3\x01\n" +
+	"\x15ReadShareStateRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12%\n" +
+	"\x0eall_partitions\x18\x02 \x01(\bR\rallPartitions\x12D\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\v2$.shale.controller.v1.TopicPartitionsR\n" +
+	"partitions\x12'\n" +
+	"\x0finclude_deleted\x18\x04 \x01(\bR\x0eincludeDeleted\"\x8c\x01\n" +
+	"\x16ReadShareStateResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12@\n" +
+	"\x06states\x18\x02 \x03(\v2(.shale.controller.v1.SharePartitionStateR\x06states\"_\n" +
+	"\x1bInitializeShareStateRequest\x12@\n" +
+	"\x06states\x18\x01 \x03(\v2(.shale.controller.v1.SharePartitionStateR\x06states\"\x84\x01\n" +
+	"\x1cInitializeShareStateResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x122\n" +
+	"\x06errors\x18\x02 \x03(\v2\x1a.shale.controller.v1.ErrorR\x06errors\"\x9c\x01\n" +
+	"\x17DeleteShareStateRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12%\n" +
+	"\x0eall_partitions\x18\x02 \x01(\bR\rallPartitions\x12D\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\v2$.shale.controller.v1.TopicPartitionsR\n" +
+	"partitions\"L\n" +
+	"\x18DeleteShareStateResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\x1d\n" +
+	"\x1bListShareStateGroupsRequest\"h\n" +
+	"\x1cListShareStateGroupsResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12\x16\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups2\xbd\x1d\n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -4135,7 +4673,12 @@ const file_controller_proto_rawDesc = "" +
 	"\vRemoveVoter\x12'.shale.controller.v1.RemoveVoterRequest\x1a(.shale.controller.v1.RemoveVoterResponse\x12i\n" +
 	"\x0eDescribeQuorum\x12*.shale.controller.v1.DescribeQuorumRequest\x1a+.shale.controller.v1.DescribeQuorumResponse\x12o\n" +
 	"\x10UnregisterBroker\x12,.shale.controller.v1.UnregisterBrokerRequest\x1a-.shale.controller.v1.UnregisterBrokerResponse\x12\x90\x01\n" +
-	"\x1bAlterPartitionReassignments\x127.shale.controller.v1.AlterPartitionReassignmentsRequest\x1a8.shale.controller.v1.AlterPartitionReassignmentsResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\x1bAlterPartitionReassignments\x127.shale.controller.v1.AlterPartitionReassignmentsRequest\x1a8.shale.controller.v1.AlterPartitionReassignmentsResponse\x12l\n" +
+	"\x0fWriteShareState\x12+.shale.controller.v1.WriteShareStateRequest\x1a,.shale.controller.v1.WriteShareStateResponse\x12i\n" +
+	"\x0eReadShareState\x12*.shale.controller.v1.ReadShareStateRequest\x1a+.shale.controller.v1.ReadShareStateResponse\x12{\n" +
+	"\x14InitializeShareState\x120.shale.controller.v1.InitializeShareStateRequest\x1a1.shale.controller.v1.InitializeShareStateResponse\x12o\n" +
+	"\x10DeleteShareState\x12,.shale.controller.v1.DeleteShareStateRequest\x1a-.shale.controller.v1.DeleteShareStateResponse\x12{\n" +
+	"\x14ListShareStateGroups\x120.shale.controller.v1.ListShareStateGroupsRequest\x1a1.shale.controller.v1.ListShareStateGroupsResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_controller_proto_rawDescOnce sync.Once
@@ -4149,7 +4692,7 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_controller_proto_goTypes = []any{
 	(*NotLeader)(nil),                           // 0: shale.controller.v1.NotLeader
 	(*RegisterBrokerRequest)(nil),               // 1: shale.controller.v1.RegisterBrokerRequest
@@ -4220,163 +4763,196 @@ var file_controller_proto_goTypes = []any{
 	(*UnregisterBrokerResponse)(nil),            // 66: shale.controller.v1.UnregisterBrokerResponse
 	(*AlterPartitionReassignmentsRequest)(nil),  // 67: shale.controller.v1.AlterPartitionReassignmentsRequest
 	(*AlterPartitionReassignmentsResponse)(nil), // 68: shale.controller.v1.AlterPartitionReassignmentsResponse
-	nil,                           // 69: shale.controller.v1.CreatableTopic.ConfigsEntry
-	(*Listener)(nil),              // 70: shale.controller.v1.Listener
-	(*Error)(nil),                 // 71: shale.controller.v1.Error
-	(*MetadataDelta)(nil),         // 72: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),    // 73: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),           // 74: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),            // 75: shale.controller.v1.TopicState
-	(*PartitionState)(nil),        // 76: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),           // 77: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),       // 78: shale.controller.v1.TopicPartitions
-	(ElectionType)(0),             // 79: shale.controller.v1.ElectionType
-	(*AclBinding)(nil),            // 80: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),             // 81: shale.controller.v1.AclFilter
-	(*ClientQuotaEntity)(nil),     // 82: shale.controller.v1.ClientQuotaEntity
-	(*ScramCredential)(nil),       // 83: shale.controller.v1.ScramCredential
-	(*ScramCredentialKey)(nil),    // 84: shale.controller.v1.ScramCredentialKey
-	(*TxnStateRecord)(nil),        // 85: shale.controller.v1.TxnStateRecord
-	(*TxnOffsetCommitRecord)(nil), // 86: shale.controller.v1.TxnOffsetCommitRecord
-	(*TxnState)(nil),              // 87: shale.controller.v1.TxnState
-	(*PartitionReassignment)(nil), // 88: shale.controller.v1.PartitionReassignment
+	(*WriteShareStateRequest)(nil),              // 69: shale.controller.v1.WriteShareStateRequest
+	(*WriteShareStateResponse)(nil),             // 70: shale.controller.v1.WriteShareStateResponse
+	(*ReadShareStateRequest)(nil),               // 71: shale.controller.v1.ReadShareStateRequest
+	(*ReadShareStateResponse)(nil),              // 72: shale.controller.v1.ReadShareStateResponse
+	(*InitializeShareStateRequest)(nil),         // 73: shale.controller.v1.InitializeShareStateRequest
+	(*InitializeShareStateResponse)(nil),        // 74: shale.controller.v1.InitializeShareStateResponse
+	(*DeleteShareStateRequest)(nil),             // 75: shale.controller.v1.DeleteShareStateRequest
+	(*DeleteShareStateResponse)(nil),            // 76: shale.controller.v1.DeleteShareStateResponse
+	(*ListShareStateGroupsRequest)(nil),         // 77: shale.controller.v1.ListShareStateGroupsRequest
+	(*ListShareStateGroupsResponse)(nil),        // 78: shale.controller.v1.ListShareStateGroupsResponse
+	nil,                                         // 79: shale.controller.v1.CreatableTopic.ConfigsEntry
+	(*Listener)(nil),                            // 80: shale.controller.v1.Listener
+	(*Error)(nil),                               // 81: shale.controller.v1.Error
+	(*MetadataDelta)(nil),                       // 82: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),                  // 83: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),                         // 84: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),                          // 85: shale.controller.v1.TopicState
+	(*PartitionState)(nil),                      // 86: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),                         // 87: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                     // 88: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),                           // 89: shale.controller.v1.ElectionType
+	(*AclBinding)(nil),                          // 90: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),                           // 91: shale.controller.v1.AclFilter
+	(*ClientQuotaEntity)(nil),                   // 92: shale.controller.v1.ClientQuotaEntity
+	(*ScramCredential)(nil),                     // 93: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),                  // 94: shale.controller.v1.ScramCredentialKey
+	(*TxnStateRecord)(nil),                      // 95: shale.controller.v1.TxnStateRecord
+	(*TxnOffsetCommitRecord)(nil),               // 96: shale.controller.v1.TxnOffsetCommitRecord
+	(*TxnState)(nil),                            // 97: shale.controller.v1.TxnState
+	(*PartitionReassignment)(nil),               // 98: shale.controller.v1.PartitionReassignment
+	(*SharePartitionState)(nil),                 // 99: shale.controller.v1.SharePartitionState
 }
 var file_controller_proto_depIdxs = []int32{
-	70,  // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	71,  // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	71,  // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	72,  // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	73,  // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	74,  // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	69,  // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	80,  // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	81,  // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	81,  // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	82,  // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	83,  // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	84,  // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	79,  // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
 	7,   // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	71,  // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	75,  // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	81,  // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	85,  // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
 	9,   // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	71,  // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	74,  // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	81,  // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	84,  // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
 	13,  // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	71,  // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	81,  // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
 	16,  // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	71,  // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
-	71,  // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	76,  // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	71,  // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	77,  // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	71,  // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	78,  // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	71,  // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	77,  // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	78,  // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	77,  // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
-	71,  // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
+	81,  // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	81,  // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	86,  // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	81,  // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	87,  // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	81,  // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	88,  // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	81,  // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	87,  // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	88,  // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	87,  // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
+	81,  // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
 	29,  // 28: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
-	71,  // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	71,  // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	79,  // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
-	78,  // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	71,  // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
-	71,  // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	81,  // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	81,  // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	89,  // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	88,  // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	81,  // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	81,  // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
 	35,  // 35: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
-	80,  // 36: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
-	71,  // 37: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
-	71,  // 38: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
-	81,  // 39: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
-	71,  // 40: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
-	80,  // 41: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
-	71,  // 42: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
+	90,  // 36: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
+	81,  // 37: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
+	81,  // 38: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
+	91,  // 39: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
+	81,  // 40: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
+	90,  // 41: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
+	81,  // 42: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
 	40,  // 43: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
-	82,  // 44: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	92,  // 44: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
 	42,  // 45: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
 	43,  // 46: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
-	71,  // 47: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
-	83,  // 48: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
-	84,  // 49: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	71,  // 50: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	71,  // 51: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
-	71,  // 52: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
-	71,  // 53: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	83,  // 54: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
-	85,  // 55: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
-	71,  // 56: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
-	86,  // 57: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
-	71,  // 58: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
-	71,  // 59: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
-	87,  // 60: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
-	71,  // 61: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	78,  // 62: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
-	71,  // 63: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
-	71,  // 64: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
-	71,  // 65: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
+	81,  // 47: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
+	93,  // 48: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
+	94,  // 49: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	81,  // 50: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	81,  // 51: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
+	81,  // 52: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
+	81,  // 53: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 54: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
+	95,  // 55: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
+	81,  // 56: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
+	96,  // 57: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
+	81,  // 58: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
+	81,  // 59: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
+	97,  // 60: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
+	81,  // 61: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	88,  // 62: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
+	81,  // 63: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
+	81,  // 64: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
+	81,  // 65: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
 	63,  // 66: shale.controller.v1.DescribeQuorumResponse.voters:type_name -> shale.controller.v1.QuorumReplica
 	63,  // 67: shale.controller.v1.DescribeQuorumResponse.observers:type_name -> shale.controller.v1.QuorumReplica
-	71,  // 68: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	88,  // 69: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	71,  // 70: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
+	81,  // 68: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	98,  // 69: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	81,  // 70: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
 	35,  // 71: shale.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> shale.controller.v1.PartitionError
-	1,   // 72: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,   // 73: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,   // 74: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,   // 75: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11,  // 76: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14,  // 77: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17,  // 78: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	19,  // 79: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	21,  // 80: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	23,  // 81: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	25,  // 82: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	27,  // 83: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	32,  // 84: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	28,  // 85: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
-	34,  // 86: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
-	37,  // 87: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
-	39,  // 88: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
-	44,  // 89: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
-	46,  // 90: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
-	48,  // 91: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
-	50,  // 92: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
-	52,  // 93: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
-	54,  // 94: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
-	56,  // 95: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
-	58,  // 96: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
-	60,  // 97: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
-	62,  // 98: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
-	65,  // 99: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
-	67,  // 100: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
-	2,   // 101: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,   // 102: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,   // 103: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10,  // 104: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12,  // 105: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15,  // 106: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18,  // 107: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	20,  // 108: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	22,  // 109: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	24,  // 110: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	26,  // 111: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	31,  // 112: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	33,  // 113: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	30,  // 114: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
-	36,  // 115: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
-	38,  // 116: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
-	41,  // 117: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
-	45,  // 118: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
-	47,  // 119: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
-	49,  // 120: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
-	51,  // 121: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
-	53,  // 122: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
-	55,  // 123: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
-	57,  // 124: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
-	59,  // 125: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
-	61,  // 126: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
-	64,  // 127: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
-	66,  // 128: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
-	68,  // 129: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
-	101, // [101:130] is the sub-list for method output_type
-	72,  // [72:101] is the sub-list for method input_type
-	72,  // [72:72] is the sub-list for extension type_name
-	72,  // [72:72] is the sub-list for extension extendee
-	0,   // [0:72] is the sub-list for field type_name
+	99,  // 72: shale.controller.v1.WriteShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
+	81,  // 73: shale.controller.v1.WriteShareStateResponse.error:type_name -> shale.controller.v1.Error
+	81,  // 74: shale.controller.v1.WriteShareStateResponse.errors:type_name -> shale.controller.v1.Error
+	88,  // 75: shale.controller.v1.ReadShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	81,  // 76: shale.controller.v1.ReadShareStateResponse.error:type_name -> shale.controller.v1.Error
+	99,  // 77: shale.controller.v1.ReadShareStateResponse.states:type_name -> shale.controller.v1.SharePartitionState
+	99,  // 78: shale.controller.v1.InitializeShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
+	81,  // 79: shale.controller.v1.InitializeShareStateResponse.error:type_name -> shale.controller.v1.Error
+	81,  // 80: shale.controller.v1.InitializeShareStateResponse.errors:type_name -> shale.controller.v1.Error
+	88,  // 81: shale.controller.v1.DeleteShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	81,  // 82: shale.controller.v1.DeleteShareStateResponse.error:type_name -> shale.controller.v1.Error
+	81,  // 83: shale.controller.v1.ListShareStateGroupsResponse.error:type_name -> shale.controller.v1.Error
+	1,   // 84: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,   // 85: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,   // 86: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,   // 87: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11,  // 88: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14,  // 89: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17,  // 90: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	19,  // 91: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	21,  // 92: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	23,  // 93: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	25,  // 94: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	27,  // 95: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	32,  // 96: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	28,  // 97: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
+	34,  // 98: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	37,  // 99: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
+	39,  // 100: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
+	44,  // 101: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
+	46,  // 102: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
+	48,  // 103: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
+	50,  // 104: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
+	52,  // 105: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
+	54,  // 106: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
+	56,  // 107: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
+	58,  // 108: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
+	60,  // 109: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
+	62,  // 110: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
+	65,  // 111: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
+	67,  // 112: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
+	69,  // 113: shale.controller.v1.Controller.WriteShareState:input_type -> shale.controller.v1.WriteShareStateRequest
+	71,  // 114: shale.controller.v1.Controller.ReadShareState:input_type -> shale.controller.v1.ReadShareStateRequest
+	73,  // 115: shale.controller.v1.Controller.InitializeShareState:input_type -> shale.controller.v1.InitializeShareStateRequest
+	75,  // 116: shale.controller.v1.Controller.DeleteShareState:input_type -> shale.controller.v1.DeleteShareStateRequest
+	77,  // 117: shale.controller.v1.Controller.ListShareStateGroups:input_type -> shale.controller.v1.ListShareStateGroupsRequest
+	2,   // 118: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,   // 119: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,   // 120: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10,  // 121: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12,  // 122: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15,  // 123: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18,  // 124: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	20,  // 125: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	22,  // 126: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	24,  // 127: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	26,  // 128: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	31,  // 129: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	33,  // 130: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	30,  // 131: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
+	36,  // 132: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	38,  // 133: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
+	41,  // 134: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
+	45,  // 135: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
+	47,  // 136: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
+	49,  // 137: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
+	51,  // 138: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
+	53,  // 139: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
+	55,  // 140: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
+	57,  // 141: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
+	59,  // 142: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
+	61,  // 143: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
+	64,  // 144: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
+	66,  // 145: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
+	68,  // 146: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
+	70,  // 147: shale.controller.v1.Controller.WriteShareState:output_type -> shale.controller.v1.WriteShareStateResponse
+	72,  // 148: shale.controller.v1.Controller.ReadShareState:output_type -> shale.controller.v1.ReadShareStateResponse
+	74,  // 149: shale.controller.v1.Controller.InitializeShareState:output_type -> shale.controller.v1.InitializeShareStateResponse
+	76,  // 150: shale.controller.v1.Controller.DeleteShareState:output_type -> shale.controller.v1.DeleteShareStateResponse
+	78,  // 151: shale.controller.v1.Controller.ListShareStateGroups:output_type -> shale.controller.v1.ListShareStateGroupsResponse
+	118, // [118:152] is the sub-list for method output_type
+	84,  // [84:118] is the sub-list for method input_type
+	84,  // [84:84] is the sub-list for extension type_name
+	84,  // [84:84] is the sub-list for extension extendee
+	0,   // [0:84] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -4398,7 +4974,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   70,
+			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

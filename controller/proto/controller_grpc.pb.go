@@ -52,6 +52,11 @@ const (
 	Controller_DescribeQuorum_FullMethodName              = "/shale.controller.v1.Controller/DescribeQuorum"
 	Controller_UnregisterBroker_FullMethodName            = "/shale.controller.v1.Controller/UnregisterBroker"
 	Controller_AlterPartitionReassignments_FullMethodName = "/shale.controller.v1.Controller/AlterPartitionReassignments"
+	Controller_WriteShareState_FullMethodName             = "/shale.controller.v1.Controller/WriteShareState"
+	Controller_ReadShareState_FullMethodName              = "/shale.controller.v1.Controller/ReadShareState"
+	Controller_InitializeShareState_FullMethodName        = "/shale.controller.v1.Controller/InitializeShareState"
+	Controller_DeleteShareState_FullMethodName            = "/shale.controller.v1.Controller/DeleteShareState"
+	Controller_ListShareStateGroups_FullMethodName        = "/shale.controller.v1.Controller/ListShareStateGroups"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -113,6 +118,19 @@ type ControllerClient interface {
 	// AlterPartitionReassignments is Kafka's (KIP-455): start, replace or cancel moves of
 	// partitions' replicas.
 	AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error)
+	// WriteShareState stores share partitions' states (KIP-932's WriteShareGroupState), each
+	// fenced by its leader and state epochs; every state gets its own outcome.
+	WriteShareState(ctx context.Context, in *WriteShareStateRequest, opts ...grpc.CallOption) (*WriteShareStateResponse, error)
+	// ReadShareState returns a share group's stored partition states (KIP-932's
+	// ReadShareGroupState and ReadShareGroupStateSummary).
+	ReadShareState(ctx context.Context, in *ReadShareStateRequest, opts ...grpc.CallOption) (*ReadShareStateResponse, error)
+	// InitializeShareState sets share partitions' start offsets, dropping their in-flight
+	// records and bumping their state epochs (AlterShareGroupOffsets).
+	InitializeShareState(ctx context.Context, in *InitializeShareStateRequest, opts ...grpc.CallOption) (*InitializeShareStateResponse, error)
+	// DeleteShareState removes a share group's state (DeleteGroups, DeleteShareGroupOffsets).
+	DeleteShareState(ctx context.Context, in *DeleteShareStateRequest, opts ...grpc.CallOption) (*DeleteShareStateResponse, error)
+	// ListShareStateGroups lists the groups that have share-partition state.
+	ListShareStateGroups(ctx context.Context, in *ListShareStateGroupsRequest, opts ...grpc.CallOption) (*ListShareStateGroupsResponse, error)
 }
 
 type controllerClient struct {
@@ -422,6 +440,56 @@ func (c *controllerClient) AlterPartitionReassignments(ctx context.Context, in *
 	return out, nil
 }
 
+func (c *controllerClient) WriteShareState(ctx context.Context, in *WriteShareStateRequest, opts ...grpc.CallOption) (*WriteShareStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WriteShareStateResponse)
+	err := c.cc.Invoke(ctx, Controller_WriteShareState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) ReadShareState(ctx context.Context, in *ReadShareStateRequest, opts ...grpc.CallOption) (*ReadShareStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadShareStateResponse)
+	err := c.cc.Invoke(ctx, Controller_ReadShareState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) InitializeShareState(ctx context.Context, in *InitializeShareStateRequest, opts ...grpc.CallOption) (*InitializeShareStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InitializeShareStateResponse)
+	err := c.cc.Invoke(ctx, Controller_InitializeShareState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) DeleteShareState(ctx context.Context, in *DeleteShareStateRequest, opts ...grpc.CallOption) (*DeleteShareStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteShareStateResponse)
+	err := c.cc.Invoke(ctx, Controller_DeleteShareState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) ListShareStateGroups(ctx context.Context, in *ListShareStateGroupsRequest, opts ...grpc.CallOption) (*ListShareStateGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListShareStateGroupsResponse)
+	err := c.cc.Invoke(ctx, Controller_ListShareStateGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -481,6 +549,19 @@ type ControllerServer interface {
 	// AlterPartitionReassignments is Kafka's (KIP-455): start, replace or cancel moves of
 	// partitions' replicas.
 	AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error)
+	// WriteShareState stores share partitions' states (KIP-932's WriteShareGroupState), each
+	// fenced by its leader and state epochs; every state gets its own outcome.
+	WriteShareState(context.Context, *WriteShareStateRequest) (*WriteShareStateResponse, error)
+	// ReadShareState returns a share group's stored partition states (KIP-932's
+	// ReadShareGroupState and ReadShareGroupStateSummary).
+	ReadShareState(context.Context, *ReadShareStateRequest) (*ReadShareStateResponse, error)
+	// InitializeShareState sets share partitions' start offsets, dropping their in-flight
+	// records and bumping their state epochs (AlterShareGroupOffsets).
+	InitializeShareState(context.Context, *InitializeShareStateRequest) (*InitializeShareStateResponse, error)
+	// DeleteShareState removes a share group's state (DeleteGroups, DeleteShareGroupOffsets).
+	DeleteShareState(context.Context, *DeleteShareStateRequest) (*DeleteShareStateResponse, error)
+	// ListShareStateGroups lists the groups that have share-partition state.
+	ListShareStateGroups(context.Context, *ListShareStateGroupsRequest) (*ListShareStateGroupsResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -577,6 +658,21 @@ func (UnimplementedControllerServer) UnregisterBroker(context.Context, *Unregist
 }
 func (UnimplementedControllerServer) AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterPartitionReassignments not implemented")
+}
+func (UnimplementedControllerServer) WriteShareState(context.Context, *WriteShareStateRequest) (*WriteShareStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WriteShareState not implemented")
+}
+func (UnimplementedControllerServer) ReadShareState(context.Context, *ReadShareStateRequest) (*ReadShareStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadShareState not implemented")
+}
+func (UnimplementedControllerServer) InitializeShareState(context.Context, *InitializeShareStateRequest) (*InitializeShareStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InitializeShareState not implemented")
+}
+func (UnimplementedControllerServer) DeleteShareState(context.Context, *DeleteShareStateRequest) (*DeleteShareStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteShareState not implemented")
+}
+func (UnimplementedControllerServer) ListShareStateGroups(context.Context, *ListShareStateGroupsRequest) (*ListShareStateGroupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListShareStateGroups not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -1114,6 +1210,96 @@ func _Controller_AlterPartitionReassignments_Handler(srv interface{}, ctx contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_WriteShareState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WriteShareStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).WriteShareState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_WriteShareState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).WriteShareState(ctx, req.(*WriteShareStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_ReadShareState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadShareStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).ReadShareState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_ReadShareState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).ReadShareState(ctx, req.(*ReadShareStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_InitializeShareState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InitializeShareStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).InitializeShareState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_InitializeShareState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).InitializeShareState(ctx, req.(*InitializeShareStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_DeleteShareState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteShareStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).DeleteShareState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_DeleteShareState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).DeleteShareState(ctx, req.(*DeleteShareStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_ListShareStateGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListShareStateGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).ListShareStateGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_ListShareStateGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).ListShareStateGroups(ctx, req.(*ListShareStateGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1232,6 +1418,26 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AlterPartitionReassignments",
 			Handler:    _Controller_AlterPartitionReassignments_Handler,
+		},
+		{
+			MethodName: "WriteShareState",
+			Handler:    _Controller_WriteShareState_Handler,
+		},
+		{
+			MethodName: "ReadShareState",
+			Handler:    _Controller_ReadShareState_Handler,
+		},
+		{
+			MethodName: "InitializeShareState",
+			Handler:    _Controller_InitializeShareState_Handler,
+		},
+		{
+			MethodName: "DeleteShareState",
+			Handler:    _Controller_DeleteShareState_Handler,
+		},
+		{
+			MethodName: "ListShareStateGroups",
+			Handler:    _Controller_ListShareStateGroups_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

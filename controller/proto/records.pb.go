@@ -175,6 +175,7 @@ type Record struct {
 	//	*Record_TxnOffsetCommit
 	//	*Record_UnregisterBroker
 	//	*Record_AlterPartitionReassignments
+	//	*Record_ShareStateOps
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -406,6 +407,15 @@ func (x *Record) GetAlterPartitionReassignments() *AlterPartitionReassignmentsRe
 	return nil
 }
 
+func (x *Record) GetShareStateOps() *ShareStateOpsRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_ShareStateOps); ok {
+			return x.ShareStateOps
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -494,6 +504,10 @@ type Record_AlterPartitionReassignments struct {
 	AlterPartitionReassignments *AlterPartitionReassignmentsRecord `protobuf:"bytes,120,opt,name=alter_partition_reassignments,json=alterPartitionReassignments,proto3,oneof"`
 }
 
+type Record_ShareStateOps struct {
+	ShareStateOps *ShareStateOpsRecord `protobuf:"bytes,150,opt,name=share_state_ops,json=shareStateOps,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -535,6 +549,8 @@ func (*Record_TxnOffsetCommit) isRecord_Record() {}
 func (*Record_UnregisterBroker) isRecord_Record() {}
 
 func (*Record_AlterPartitionReassignments) isRecord_Record() {}
+
+func (*Record_ShareStateOps) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -1804,6 +1820,7 @@ type SnapshotItem struct {
 	//	*SnapshotItem_ClientQuota
 	//	*SnapshotItem_ScramCredential
 	//	*SnapshotItem_TxnState
+	//	*SnapshotItem_SharePartition
 	Item          isSnapshotItem_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1909,6 +1926,15 @@ func (x *SnapshotItem) GetTxnState() *TxnState {
 	return nil
 }
 
+func (x *SnapshotItem) GetSharePartition() *SharePartitionState {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_SharePartition); ok {
+			return x.SharePartition
+		}
+	}
+	return nil
+}
+
 type isSnapshotItem_Item interface {
 	isSnapshotItem_Item()
 }
@@ -1941,6 +1967,10 @@ type SnapshotItem_TxnState struct {
 	TxnState *TxnState `protobuf:"bytes,100,opt,name=txn_state,json=txnState,proto3,oneof"`
 }
 
+type SnapshotItem_SharePartition struct {
+	SharePartition *SharePartitionState `protobuf:"bytes,150,opt,name=share_partition,json=sharePartition,proto3,oneof"`
+}
+
 func (*SnapshotItem_Broker) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Topic) isSnapshotItem_Item() {}
@@ -1954,6 +1984,8 @@ func (*SnapshotItem_ClientQuota) isSnapshotItem_Item() {}
 func (*SnapshotItem_ScramCredential) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_TxnState) isSnapshotItem_Item() {}
+
+func (*SnapshotItem_SharePartition) isSnapshotItem_Item() {}
 
 // CreateAclsRecord stores ACL bindings the leader validated; bindings already stored are
 // kept once.
@@ -2636,11 +2668,313 @@ func (x *AlterPartitionReassignmentsRecord) GetReassignments() []*PartitionReass
 	return nil
 }
 
+// ShareStateBatch is a run of a share partition's in-flight records that have one
+// delivery state and delivery count (KIP-932's persisted state batch). States are
+// Kafka's RecordState ids: 0 AVAILABLE, 2 ACKNOWLEDGED, 4 ARCHIVED (acquired records are
+// stored as AVAILABLE: a lock does not survive the leader that granted it).
+type ShareStateBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FirstOffset   int64                  `protobuf:"varint,1,opt,name=first_offset,json=firstOffset,proto3" json:"first_offset,omitempty"`
+	LastOffset    int64                  `protobuf:"varint,2,opt,name=last_offset,json=lastOffset,proto3" json:"last_offset,omitempty"`
+	DeliveryState int32                  `protobuf:"varint,3,opt,name=delivery_state,json=deliveryState,proto3" json:"delivery_state,omitempty"`
+	DeliveryCount int32                  `protobuf:"varint,4,opt,name=delivery_count,json=deliveryCount,proto3" json:"delivery_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareStateBatch) Reset() {
+	*x = ShareStateBatch{}
+	mi := &file_records_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareStateBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareStateBatch) ProtoMessage() {}
+
+func (x *ShareStateBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareStateBatch.ProtoReflect.Descriptor instead.
+func (*ShareStateBatch) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ShareStateBatch) GetFirstOffset() int64 {
+	if x != nil {
+		return x.FirstOffset
+	}
+	return 0
+}
+
+func (x *ShareStateBatch) GetLastOffset() int64 {
+	if x != nil {
+		return x.LastOffset
+	}
+	return 0
+}
+
+func (x *ShareStateBatch) GetDeliveryState() int32 {
+	if x != nil {
+		return x.DeliveryState
+	}
+	return 0
+}
+
+func (x *ShareStateBatch) GetDeliveryCount() int32 {
+	if x != nil {
+		return x.DeliveryCount
+	}
+	return 0
+}
+
+// SharePartitionState is a share group's state of one topic partition: the share-partition
+// start offset (SPSO) and the in-flight records from it on. Records at or past the end
+// of the last batch have never been delivered.
+type SharePartitionState struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Group       string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Topic       string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition   int32                  `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	StartOffset int64                  `protobuf:"varint,4,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	// state_epoch changes when an admin replaces or deletes the state, fencing the
+	// partition leader's writes based on the older state (FENCED_STATE_EPOCH).
+	StateEpoch int32 `protobuf:"varint,5,opt,name=state_epoch,json=stateEpoch,proto3" json:"state_epoch,omitempty"`
+	// leader_epoch is the partition leader epoch of the writer: a write from an older
+	// leader than the stored state's is FENCED_LEADER_EPOCH.
+	LeaderEpoch int32              `protobuf:"varint,6,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	Batches     []*ShareStateBatch `protobuf:"bytes,7,rep,name=batches,proto3" json:"batches,omitempty"`
+	// deleted marks a state an admin deleted: it has no start offset or batches, and
+	// keeps the next state epoch, so that a leader's write based on the deleted state is
+	// fenced instead of bringing it back. ReadShareState returns it only to partition
+	// leaders (include_deleted).
+	Deleted       bool `protobuf:"varint,8,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharePartitionState) Reset() {
+	*x = SharePartitionState{}
+	mi := &file_records_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharePartitionState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharePartitionState) ProtoMessage() {}
+
+func (x *SharePartitionState) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharePartitionState.ProtoReflect.Descriptor instead.
+func (*SharePartitionState) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SharePartitionState) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *SharePartitionState) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *SharePartitionState) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *SharePartitionState) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
+func (x *SharePartitionState) GetStateEpoch() int32 {
+	if x != nil {
+		return x.StateEpoch
+	}
+	return 0
+}
+
+func (x *SharePartitionState) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *SharePartitionState) GetBatches() []*ShareStateBatch {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
+func (x *SharePartitionState) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+// ShareStateOp changes share-partition state; one of write, initialize or delete_group.
+type ShareStateOp struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// write replaces one partition's state, fenced by leader and state epoch.
+	Write *SharePartitionState `protobuf:"bytes,1,opt,name=write,proto3" json:"write,omitempty"`
+	// initialize replaces one partition's state with a new start offset and no in-flight
+	// records, whatever the epochs, and bumps the state epoch (admin offset changes).
+	Initialize *SharePartitionState `protobuf:"bytes,2,opt,name=initialize,proto3" json:"initialize,omitempty"`
+	// delete_group removes a group's share state: every partition, or only
+	// delete_partitions (a topic with no partitions: all of that topic's).
+	DeleteGroup      string             `protobuf:"bytes,3,opt,name=delete_group,json=deleteGroup,proto3" json:"delete_group,omitempty"`
+	DeletePartitions []*TopicPartitions `protobuf:"bytes,4,rep,name=delete_partitions,json=deletePartitions,proto3" json:"delete_partitions,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ShareStateOp) Reset() {
+	*x = ShareStateOp{}
+	mi := &file_records_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareStateOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareStateOp) ProtoMessage() {}
+
+func (x *ShareStateOp) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareStateOp.ProtoReflect.Descriptor instead.
+func (*ShareStateOp) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ShareStateOp) GetWrite() *SharePartitionState {
+	if x != nil {
+		return x.Write
+	}
+	return nil
+}
+
+func (x *ShareStateOp) GetInitialize() *SharePartitionState {
+	if x != nil {
+		return x.Initialize
+	}
+	return nil
+}
+
+func (x *ShareStateOp) GetDeleteGroup() string {
+	if x != nil {
+		return x.DeleteGroup
+	}
+	return ""
+}
+
+func (x *ShareStateOp) GetDeletePartitions() []*TopicPartitions {
+	if x != nil {
+		return x.DeletePartitions
+	}
+	return nil
+}
+
+// ShareStateOpsRecord is a batch of share-state operations, each with its own outcome.
+type ShareStateOpsRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ops           []*ShareStateOp        `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareStateOpsRecord) Reset() {
+	*x = ShareStateOpsRecord{}
+	mi := &file_records_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareStateOpsRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareStateOpsRecord) ProtoMessage() {}
+
+func (x *ShareStateOpsRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareStateOpsRecord.ProtoReflect.Descriptor instead.
+func (*ShareStateOpsRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ShareStateOpsRecord) GetOps() []*ShareStateOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\x9f\x0e\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xf4\x0e\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -2666,7 +3000,8 @@ const file_records_proto_rawDesc = "" +
 	"\ttxn_state\x18d \x01(\v2#.shale.controller.v1.TxnStateRecordH\x00R\btxnState\x12X\n" +
 	"\x11txn_offset_commit\x18e \x01(\v2*.shale.controller.v1.TxnOffsetCommitRecordH\x00R\x0ftxnOffsetCommit\x12[\n" +
 	"\x11unregister_broker\x18\x82\x01 \x01(\v2+.shale.controller.v1.UnregisterBrokerRecordH\x00R\x10unregisterBroker\x12|\n" +
-	"\x1dalter_partition_reassignments\x18x \x01(\v26.shale.controller.v1.AlterPartitionReassignmentsRecordH\x00R\x1balterPartitionReassignmentsB\b\n" +
+	"\x1dalter_partition_reassignments\x18x \x01(\v26.shale.controller.v1.AlterPartitionReassignmentsRecordH\x00R\x1balterPartitionReassignments\x12S\n" +
+	"\x0fshare_state_ops\x18\x96\x01 \x01(\v2(.shale.controller.v1.ShareStateOpsRecordH\x00R\rshareStateOpsB\b\n" +
 	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -2769,7 +3104,7 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\x03R\roffsetsLogEnd\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xd8\x03\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xae\x04\n" +
 	"\fSnapshotItem\x12:\n" +
 	"\x06broker\x18\x01 \x01(\v2 .shale.controller.v1.BrokerStateH\x00R\x06broker\x127\n" +
 	"\x05topic\x18\x02 \x01(\v2\x1f.shale.controller.v1.TopicStateH\x00R\x05topic\x129\n" +
@@ -2777,7 +3112,8 @@ const file_records_proto_rawDesc = "" +
 	"\x03acl\x18< \x01(\v2\x1f.shale.controller.v1.AclBindingH\x00R\x03acl\x12J\n" +
 	"\fclient_quota\x18P \x01(\v2%.shale.controller.v1.ClientQuotaStateH\x00R\vclientQuota\x12Q\n" +
 	"\x10scram_credential\x18( \x01(\v2$.shale.controller.v1.ScramCredentialH\x00R\x0fscramCredential\x12<\n" +
-	"\ttxn_state\x18d \x01(\v2\x1d.shale.controller.v1.TxnStateH\x00R\btxnStateB\x06\n" +
+	"\ttxn_state\x18d \x01(\v2\x1d.shale.controller.v1.TxnStateH\x00R\btxnState\x12T\n" +
+	"\x0fshare_partition\x18\x96\x01 \x01(\v2(.shale.controller.v1.SharePartitionStateH\x00R\x0esharePartitionB\x06\n" +
 	"\x04item\"G\n" +
 	"\x10CreateAclsRecord\x123\n" +
 	"\x04acls\x18\x01 \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\"L\n" +
@@ -2830,7 +3166,32 @@ const file_records_proto_rawDesc = "" +
 	"\x06cancel\x18\x04 \x01(\bR\x06cancel\x12G\n" +
 	" refuse_replication_factor_change\x18\x05 \x01(\bR\x1drefuseReplicationFactorChange\"u\n" +
 	"!AlterPartitionReassignmentsRecord\x12P\n" +
-	"\rreassignments\x18\x01 \x03(\v2*.shale.controller.v1.PartitionReassignmentR\rreassignments*~\n" +
+	"\rreassignments\x18\x01 \x03(\v2*.shale.controller.v1.PartitionReassignmentR\rreassignments\"\xa3\x01\n" +
+	"\x0fShareStateBatch\x12!\n" +
+	"\ffirst_offset\x18\x01 \x01(\x03R\vfirstOffset\x12\x1f\n" +
+	"\vlast_offset\x18\x02 \x01(\x03R\n" +
+	"lastOffset\x12%\n" +
+	"\x0edelivery_state\x18\x03 \x01(\x05R\rdeliveryState\x12%\n" +
+	"\x0edelivery_count\x18\x04 \x01(\x05R\rdeliveryCount\"\xa0\x02\n" +
+	"\x13SharePartitionState\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12!\n" +
+	"\fstart_offset\x18\x04 \x01(\x03R\vstartOffset\x12\x1f\n" +
+	"\vstate_epoch\x18\x05 \x01(\x05R\n" +
+	"stateEpoch\x12!\n" +
+	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\x12>\n" +
+	"\abatches\x18\a \x03(\v2$.shale.controller.v1.ShareStateBatchR\abatches\x12\x18\n" +
+	"\adeleted\x18\b \x01(\bR\adeleted\"\x8e\x02\n" +
+	"\fShareStateOp\x12>\n" +
+	"\x05write\x18\x01 \x01(\v2(.shale.controller.v1.SharePartitionStateR\x05write\x12H\n" +
+	"\n" +
+	"initialize\x18\x02 \x01(\v2(.shale.controller.v1.SharePartitionStateR\n" +
+	"initialize\x12!\n" +
+	"\fdelete_group\x18\x03 \x01(\tR\vdeleteGroup\x12Q\n" +
+	"\x11delete_partitions\x18\x04 \x03(\v2$.shale.controller.v1.TopicPartitionsR\x10deletePartitions\"J\n" +
+	"\x13ShareStateOpsRecord\x123\n" +
+	"\x03ops\x18\x01 \x03(\v2!.shale.controller.v1.ShareStateOpR\x03ops*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
@@ -2859,7 +3220,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                         // 0: shale.controller.v1.ElectionType
 	(TxnStatus)(0),                            // 1: shale.controller.v1.TxnStatus
@@ -2894,20 +3255,24 @@ var file_records_proto_goTypes = []any{
 	(*UnregisterBrokerRecord)(nil),            // 30: shale.controller.v1.UnregisterBrokerRecord
 	(*PartitionReassignment)(nil),             // 31: shale.controller.v1.PartitionReassignment
 	(*AlterPartitionReassignmentsRecord)(nil), // 32: shale.controller.v1.AlterPartitionReassignmentsRecord
-	nil,                        // 33: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                        // 34: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),           // 35: shale.controller.v1.Listener
-	(*ReplicaList)(nil),        // 36: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),        // 37: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),    // 38: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),   // 39: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),        // 40: shale.controller.v1.BrokerState
-	(*TopicState)(nil),         // 41: shale.controller.v1.TopicState
-	(*AclBinding)(nil),         // 42: shale.controller.v1.AclBinding
-	(*ClientQuotaState)(nil),   // 43: shale.controller.v1.ClientQuotaState
-	(*ScramCredential)(nil),    // 44: shale.controller.v1.ScramCredential
-	(*AclFilter)(nil),          // 45: shale.controller.v1.AclFilter
-	(*ScramCredentialKey)(nil), // 46: shale.controller.v1.ScramCredentialKey
+	(*ShareStateBatch)(nil),                   // 33: shale.controller.v1.ShareStateBatch
+	(*SharePartitionState)(nil),               // 34: shale.controller.v1.SharePartitionState
+	(*ShareStateOp)(nil),                      // 35: shale.controller.v1.ShareStateOp
+	(*ShareStateOpsRecord)(nil),               // 36: shale.controller.v1.ShareStateOpsRecord
+	nil,                                       // 37: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                                       // 38: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                          // 39: shale.controller.v1.Listener
+	(*ReplicaList)(nil),                       // 40: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),                       // 41: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                   // 42: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),                  // 43: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),                       // 44: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                        // 45: shale.controller.v1.TopicState
+	(*AclBinding)(nil),                        // 46: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),                  // 47: shale.controller.v1.ClientQuotaState
+	(*ScramCredential)(nil),                   // 48: shale.controller.v1.ScramCredential
+	(*AclFilter)(nil),                         // 49: shale.controller.v1.AclFilter
+	(*ScramCredentialKey)(nil),                // 50: shale.controller.v1.ScramCredentialKey
 }
 var file_records_proto_depIdxs = []int32{
 	3,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -2931,44 +3296,51 @@ var file_records_proto_depIdxs = []int32{
 	29, // 18: shale.controller.v1.Record.txn_offset_commit:type_name -> shale.controller.v1.TxnOffsetCommitRecord
 	30, // 19: shale.controller.v1.Record.unregister_broker:type_name -> shale.controller.v1.UnregisterBrokerRecord
 	32, // 20: shale.controller.v1.Record.alter_partition_reassignments:type_name -> shale.controller.v1.AlterPartitionReassignmentsRecord
-	35, // 21: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	36, // 22: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	33, // 23: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	7,  // 24: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	9,  // 25: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	36, // 26: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	11, // 27: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	34, // 28: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	37, // 29: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	38, // 30: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	16, // 31: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 32: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	38, // 33: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	39, // 34: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	37, // 35: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	40, // 36: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	41, // 37: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	21, // 38: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	42, // 39: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	43, // 40: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
-	44, // 41: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
-	27, // 42: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
-	42, // 43: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	45, // 44: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	43, // 45: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
-	44, // 46: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
-	46, // 47: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	1,  // 48: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
-	38, // 49: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
-	21, // 50: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
-	27, // 51: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
-	37, // 52: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
-	31, // 53: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	54, // [54:54] is the sub-list for method output_type
-	54, // [54:54] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	36, // 21: shale.controller.v1.Record.share_state_ops:type_name -> shale.controller.v1.ShareStateOpsRecord
+	39, // 22: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	40, // 23: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	37, // 24: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	7,  // 25: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	9,  // 26: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	40, // 27: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	11, // 28: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	38, // 29: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	41, // 30: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	42, // 31: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	16, // 32: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 33: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	42, // 34: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	43, // 35: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	41, // 36: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	44, // 37: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	45, // 38: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	21, // 39: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	46, // 40: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	47, // 41: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	48, // 42: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	27, // 43: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
+	34, // 44: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
+	46, // 45: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	49, // 46: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	47, // 47: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	48, // 48: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	50, // 49: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	1,  // 50: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
+	42, // 51: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
+	21, // 52: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
+	27, // 53: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
+	41, // 54: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
+	31, // 55: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	33, // 56: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
+	34, // 57: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
+	34, // 58: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
+	42, // 59: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
+	35, // 60: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
+	61, // [61:61] is the sub-list for method output_type
+	61, // [61:61] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -2999,6 +3371,7 @@ func file_records_proto_init() {
 		(*Record_TxnOffsetCommit)(nil),
 		(*Record_UnregisterBroker)(nil),
 		(*Record_AlterPartitionReassignments)(nil),
+		(*Record_ShareStateOps)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
@@ -3008,6 +3381,7 @@ func file_records_proto_init() {
 		(*SnapshotItem_ClientQuota)(nil),
 		(*SnapshotItem_ScramCredential)(nil),
 		(*SnapshotItem_TxnState)(nil),
+		(*SnapshotItem_SharePartition)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3015,7 +3389,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   33,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

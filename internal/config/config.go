@@ -214,6 +214,22 @@ type Config struct {
 	GroupMinSessionTimeoutMs int32
 	// GroupMaxSessionTimeoutMs is group.max.session.timeout.ms (default 1800000).
 	GroupMaxSessionTimeoutMs int32
+	// GroupShareSessionTimeoutMs, GroupShareHeartbeatIntervalMs and GroupShareMaxSize
+	// are group.share.session.timeout.ms (default 45000),
+	// group.share.heartbeat.interval.ms (default 5000) and group.share.max.size (default
+	// 200): share-group (KIP-932) membership. Kafka also has them per group as group
+	// configs; Shale has only these broker-wide values.
+	GroupShareSessionTimeoutMs    int32
+	GroupShareHeartbeatIntervalMs int32
+	GroupShareMaxSize             int32
+	// Share groups (KIP-932): group.share.record.lock.duration.ms (default 30000),
+	// group.share.delivery.count.limit (5), group.share.partition.max.record.locks
+	// (2000), and share.auto.offset.reset (latest), a group config in Kafka that Shale,
+	// without group configs, takes as a broker-wide setting.
+	GroupShareRecordLockDurationMs    int32
+	GroupShareDeliveryCountLimit      int32
+	GroupSharePartitionMaxRecordLocks int32
+	ShareAutoOffsetReset              string
 
 	// ReplicaLagTimeMaxMs is replica.lag.time.max.ms (default 30000): a follower that has
 	// not caught up for this long leaves the ISR.

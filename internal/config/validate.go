@@ -56,8 +56,14 @@ func (c *Config) finish() error {
 	if c.BrokerHeartbeatIntervalMs >= c.BrokerSessionTimeoutMs {
 		fail("broker.heartbeat.interval.ms", "must be less than broker.session.timeout.ms (%d)", c.BrokerSessionTimeoutMs)
 	}
+	if c.GroupShareHeartbeatIntervalMs >= c.GroupShareSessionTimeoutMs {
+		fail("group.share.heartbeat.interval.ms", "must be less than group.share.session.timeout.ms (%d)", c.GroupShareSessionTimeoutMs)
+	}
 	if c.GroupMinSessionTimeoutMs > c.GroupMaxSessionTimeoutMs {
 		fail("group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms (%d)", c.GroupMaxSessionTimeoutMs)
+	}
+	if c.ShareAutoOffsetReset != "latest" && c.ShareAutoOffsetReset != "earliest" {
+		fail("share.auto.offset.reset", "must be latest or earliest (Kafka's by_duration is not supported)")
 	}
 	if int64(c.ReplicaFetchWaitMaxMs) > c.ReplicaLagTimeMaxMs {
 		fail("replica.fetch.wait.max.ms", "must not exceed replica.lag.time.max.ms (%d), or followers would drop out of the ISR while waiting", c.ReplicaLagTimeMaxMs)

@@ -22,6 +22,7 @@ type Coordinator struct {
 
 	mu       sync.Mutex
 	groups   map[string]*group
+	shares   map[string]*shareGroup
 	closed   bool
 	timerSeq uint64
 
@@ -42,6 +43,7 @@ func New(cfg Config, store metadata.Store) *Coordinator {
 		store:  store,
 		lg:     cfg.Logger.With("component", "group-coordinator"),
 		groups: map[string]*group{},
+		shares: map[string]*shareGroup{},
 		cancel: cancel,
 	}
 	c.wg.Add(2)
@@ -62,6 +64,9 @@ func (c *Coordinator) Close() error {
 	c.closed = true
 	for _, g := range c.groups {
 		c.unload(g, kerr.NotCoordinator)
+	}
+	for _, sg := range c.shares {
+		c.unloadShare(sg)
 	}
 	c.mu.Unlock()
 	c.cancel()
@@ -123,6 +128,11 @@ func (c *Coordinator) owns(group string) error {
 			"loaded_epoch", g.coordEpoch, "epoch", epoch)
 		c.unload(g, kerr.NotCoordinator)
 	}
+	if sg := c.shares[group]; sg != nil && sg.coordEpoch != epoch {
+		c.lg.Info("share group loaded under an earlier coordinator epoch; unloading it", "group", group,
+			"loaded_epoch", sg.coordEpoch, "epoch", epoch)
+		c.unloadShare(sg)
+	}
 	return nil
 }
 
@@ -165,6 +175,12 @@ func (c *Coordinator) followImages(ctx context.Context) {
 			if b, co, err := coordinatorIn(im, g.id); err != nil || b.ID != c.cfg.NodeID || co.Epoch != g.coordEpoch {
 				c.lg.Info("group moved to another coordinator", "group", g.id)
 				c.unload(g, kerr.NotCoordinator)
+			}
+		}
+		for _, sg := range c.shares {
+			if b, co, err := coordinatorIn(im, sg.id); err != nil || b.ID != c.cfg.NodeID || co.Epoch != sg.coordEpoch {
+				c.lg.Info("share group moved to another coordinator", "group", sg.id)
+				c.unloadShare(sg)
 			}
 		}
 		c.mu.Unlock()

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -121,6 +122,11 @@ func (c *Coordinator) join(req JoinRequest, call *JoinCall) {
 	}
 	if err := c.owns(req.Group); err != nil {
 		fail(err)
+		return
+	}
+	if c.isShareGroup(req.Group) {
+		// Kafka's answer to a classic join of a group of another type.
+		fail(fmt.Errorf("%w: group %s is a share group", kerr.InconsistentGroupProtocol, req.Group))
 		return
 	}
 	if req.SessionTimeout < c.cfg.MinSessionTimeout || req.SessionTimeout > c.cfg.MaxSessionTimeout {

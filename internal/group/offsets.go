@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -101,6 +102,10 @@ func (c *Coordinator) groupForCommit(req CommitRequest) (*group, error) {
 	defer c.mu.Unlock()
 	if err := c.owns(req.Group); err != nil {
 		return nil, err
+	}
+	if c.isShareGroup(req.Group) {
+		// A share group has no committed offsets; its progress is its share-partition state.
+		return nil, fmt.Errorf("%w: group %s is a share group", kerr.GroupIDNotFound, req.Group)
 	}
 	g := c.groups[req.Group]
 	if g == nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/producerid"
+	"github.com/shalelog/shale/internal/share"
 	"github.com/shalelog/shale/internal/txn"
 	"github.com/shalelog/shale/partition"
 	"github.com/shalelog/shale/protocol"
@@ -96,8 +97,10 @@ type node struct {
 	// txn is the transaction coordinator; txnClients its connections to other brokers.
 	txn        *txn.Coordinator
 	txnClients *txn.BrokerClients
-	kafka      *protocol.Server
-	http       *http.Server
+	// shares holds the share partitions this broker leads (KIP-932).
+	shares *share.Manager
+	kafka  *protocol.Server
+	http   *http.Server
 
 	cancel       context.CancelFunc
 	stopReplicas context.CancelFunc
@@ -353,6 +356,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 		Meta:        store,
 		Replicas:    n.replicas,
 		ProducerIDs: pids,
+		Shares:      n.startShares(store),
 		Groups:      n.startGroups(store),
 		Txn:         n.startTxn(store, pids),
 	})
@@ -424,16 +428,41 @@ func (n *node) startTxn(store *controller.BrokerClient, pids *producerid.Allocat
 	return n.txn
 }
 
+// startShares starts the share-partition manager, which commits share-group state
+// through the controller quorum.
+func (n *node) startShares(store *controller.BrokerClient) *share.Manager {
+	cfg := n.cfg
+	n.shares = share.NewManager(share.Config{
+		Limits: share.Limits{
+			LockDuration:   time.Duration(cfg.GroupShareRecordLockDurationMs) * time.Millisecond,
+			DeliveryLimit:  int(cfg.GroupShareDeliveryCountLimit),
+			MaxRecordLocks: int(cfg.GroupSharePartitionMaxRecordLocks),
+		},
+		AutoOffsetReset: cfg.ShareAutoOffsetReset,
+		Logger:          n.lg.With("component", "share"),
+	}, store, n.replicas)
+	return n.shares
+}
+
 // startGroups starts the consumer-group coordinator and its lag metrics.
 func (n *node) startGroups(store metadata.Store) *group.Coordinator {
 	cfg := n.cfg
+	var states group.ShareStates
+	if bc, ok := store.(*controller.BrokerClient); ok {
+		states = share.NewStates(n.shares, bc)
+	}
 	n.groups = group.New(group.Config{
-		NodeID:                cfg.NodeID,
-		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay(),
-		MinSessionTimeout:     time.Duration(cfg.GroupMinSessionTimeoutMs) * time.Millisecond,
-		MaxSessionTimeout:     time.Duration(cfg.GroupMaxSessionTimeoutMs) * time.Millisecond,
-		OffsetsRetention:      cfg.OffsetsRetention(),
-		Logger:                n.lg,
+		NodeID:                 cfg.NodeID,
+		InitialRebalanceDelay:  cfg.GroupInitialRebalanceDelay(),
+		MinSessionTimeout:      time.Duration(cfg.GroupMinSessionTimeoutMs) * time.Millisecond,
+		MaxSessionTimeout:      time.Duration(cfg.GroupMaxSessionTimeoutMs) * time.Millisecond,
+		OffsetsRetention:       cfg.OffsetsRetention(),
+		ShareSessionTimeout:    time.Duration(cfg.GroupShareSessionTimeoutMs) * time.Millisecond,
+		ShareHeartbeatInterval: time.Duration(cfg.GroupShareHeartbeatIntervalMs) * time.Millisecond,
+		ShareMaxGroupSize:      int(cfg.GroupShareMaxSize),
+		ShareStates:            states,
+		ShareMemberRemoved:     n.shares.MemberRemoved,
+		Logger:                 n.lg,
 	}, store)
 	parts := n.replicas.Partitions()
 	n.reg.MustRegister(n.groups.LagCollector(func(topic string, index int32) (int64, bool) {
@@ -546,6 +575,9 @@ func (n *node) close() error {
 	if n.kafka != nil {
 		n.kafka.Close(shutdownGrace)
 		<-n.serving
+	}
+	if n.shares != nil {
+		errs = append(errs, n.shares.Close())
 	}
 	if n.cancel != nil {
 		n.cancel()

@@ -131,6 +131,9 @@ const (
 	// follower.replication.throttled.rate throttle, besides those a reassignment adds.
 	LeaderReplicationThrottledReplicas   = "leader.replication.throttled.replicas"
 	FollowerReplicationThrottledReplicas = "follower.replication.throttled.replicas"
+	// ShareDeadLetterTopic is Shale's own (beyond KIP-932): the topic that share groups
+	// write this topic's rejected records, and those that reached the delivery limit, to.
+	ShareDeadLetterTopic = "share.dead.letter.topic"
 )
 
 // throttledReplicas accepts Kafka's form of the *.replication.throttled.replicas
@@ -214,6 +217,8 @@ var defs = sortedByName([]*Def{
 		Doc: "Accepted for compatibility; Shale does not add jitter to rolls.", check: atLeast(0)},
 	{Name: SegmentMs, BrokerName: "log.roll.ms", Type: TypeLong, Default: "604800000",
 		Doc: "Time after which the active segment is rolled.", check: atLeast(1)},
+	{Name: ShareDeadLetterTopic, Type: TypeString, Default: "",
+		Doc: "Topic that share groups write this topic's rejected records, and those delivered group.share.delivery.count.limit times, to (Shale's, beyond KIP-932); empty: they are only archived."},
 	{Name: UncleanLeaderElectionEnable, BrokerName: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false",
 		Doc: "Whether a replica outside the ISR may become leader, losing data."},
 })

@@ -1,0 +1,106 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	pb "github.com/shalelog/shale/controller/proto"
+)
+
+// WriteShareState stores share partitions' states in one Raft record; each state gets
+// its own outcome (nil, FENCED_LEADER_EPOCH, FENCED_STATE_EPOCH,
+// UNKNOWN_TOPIC_OR_PARTITION). The error is for the call as a whole.
+func (c *BrokerClient) WriteShareState(ctx context.Context, states []*pb.SharePartitionState) ([]error, error) {
+	var resp *pb.WriteShareStateResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.WriteShareState(ctx, &pb.WriteShareStateRequest{States: states})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := fromPBError(resp.Error); err != nil {
+		return nil, err
+	}
+	return shareErrors(resp.Errors, len(states))
+}
+
+// ReadShareState returns a share group's stored partition states, sorted by topic and
+// partition; nil partitions means all, a topic with none all of that topic's. A write
+// acknowledged before the call is always seen. Deleted states (Deleted set, carrying
+// the state epoch a new state must start at) are returned only with includeDeleted.
+func (c *BrokerClient) ReadShareState(ctx context.Context, group string, partitions map[string][]int32, includeDeleted bool) ([]*pb.SharePartitionState, error) {
+	req := &pb.ReadShareStateRequest{Group: group, AllPartitions: partitions == nil, Partitions: topicPartitionsPB(partitions),
+		IncludeDeleted: includeDeleted}
+	var resp *pb.ReadShareStateResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.ReadShareState(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := fromPBError(resp.Error); err != nil {
+		return nil, err
+	}
+	return resp.States, nil
+}
+
+// InitializeShareState sets share partitions' start offsets (Group, Topic, Partition and
+// StartOffset of each state), dropping their in-flight records and bumping their state
+// epochs, so that the partition leaders reload them (AlterShareGroupOffsets).
+func (c *BrokerClient) InitializeShareState(ctx context.Context, states []*pb.SharePartitionState) ([]error, error) {
+	var resp *pb.InitializeShareStateResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.InitializeShareState(ctx, &pb.InitializeShareStateRequest{States: states})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := fromPBError(resp.Error); err != nil {
+		return nil, err
+	}
+	return shareErrors(resp.Errors, len(states))
+}
+
+// DeleteShareState removes a share group's state; nil partitions means all of it.
+func (c *BrokerClient) DeleteShareState(ctx context.Context, group string, partitions map[string][]int32) error {
+	req := &pb.DeleteShareStateRequest{Group: group, AllPartitions: partitions == nil, Partitions: topicPartitionsPB(partitions)}
+	var resp *pb.DeleteShareStateResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.DeleteShareState(ctx, req)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return fromPBError(resp.Error)
+}
+
+func shareErrors(pbErrs []*pb.Error, n int) ([]error, error) {
+	if len(pbErrs) != n {
+		return nil, fmt.Errorf("share state response has %d outcomes for %d states", len(pbErrs), n)
+	}
+	out := make([]error, n)
+	for i, e := range pbErrs {
+		out[i] = fromPBError(e)
+	}
+	return out, nil
+}
+
+// ListShareStateGroups lists the groups that have share-partition state.
+func (c *BrokerClient) ListShareStateGroups(ctx context.Context) ([]string, error) {
+	var resp *pb.ListShareStateGroupsResponse
+	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.ListShareStateGroups(ctx, &pb.ListShareStateGroupsRequest{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := fromPBError(resp.Error); err != nil {
+		return nil, err
+	}
+	return resp.Groups, nil
+}
