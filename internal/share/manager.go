@@ -235,6 +235,7 @@ func (m *Manager) load(ctx context.Context, e *entry, p *partition.Partition) {
 		if lso := p.LogStartOffset(); e.sp.StartOffset() < lso {
 			e.sp.SkipTo(lso)
 			e.changed()
+			m.wake()
 		}
 		return
 	}
@@ -358,8 +359,9 @@ func (m *Manager) Acknowledge(ctx context.Context, key Key, member string, batch
 		e.mu.Unlock()
 		return e.err
 	}
-	dead, err := e.sp.Acknowledge(member, batches, allowRenew, time.Now())
-	if err != nil {
+	// Dead letters are written by the flusher, from the partition's pending list, before
+	// the write that commits their archival (and answers this acknowledgement).
+	if _, err := e.sp.Acknowledge(member, batches, allowRenew, time.Now()); err != nil {
 		e.mu.Unlock()
 		return err
 	}
@@ -368,7 +370,6 @@ func (m *Manager) Acknowledge(ctx context.Context, key Key, member string, batch
 		e.mu.Unlock()
 		return nil
 	}
-	_ = dead
 	w := waiter{version: e.changed(), done: make(chan error, 1)}
 	e.waiters = append(e.waiters, w)
 	e.available()
