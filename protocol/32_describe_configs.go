@@ -32,6 +32,8 @@ func (s *Server) handleDescribeConfigs(_ context.Context, r *Request) Result {
 			rr.Configs, err = s.describeTopicConfigs(res, req, r.Version)
 		case res.ResourceType == resourceBroker:
 			rr.Configs, err = s.describeBrokerConfigs(res, req, r.Version)
+		case res.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
+			rr.Configs = s.describeGroupConfigs(res, req) // group_configs.go
 		default:
 			err = fmt.Errorf("%w: resource type %d is not supported", kerr.InvalidRequest, res.ResourceType)
 		}

@@ -249,6 +249,10 @@ func (s *Server) configAccess(r *Request, typ kmsg.ConfigResourceType, name stri
 		if !s.allowedCluster(r, op) {
 			return errClusterDenied
 		}
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if !s.allowed(r, op, resGroup, name) {
+			return errGroupDenied
+		}
 	}
 	return nil
 }

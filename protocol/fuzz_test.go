@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/controller/controllertest"
+	"github.com/shalelog/shale/internal/group"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/producerid"
 	"github.com/shalelog/shale/replication"
@@ -35,8 +36,10 @@ func fuzzServer(f *testing.F) *Server {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { replicas.Close() })
+	groups := group.New(group.Config{NodeID: 1, Logger: lg}, store)
+	f.Cleanup(func() { groups.Close() })
 	return NewServer(Config{NodeID: 1, AutoCreateTopics: false, DeleteTopicEnable: true, Logger: lg, MaxRequestBytes: 1 << 20},
-		Deps{Meta: store, Replicas: replicas, ProducerIDs: producerid.New(store)})
+		Deps{Meta: store, Replicas: replicas, ProducerIDs: producerid.New(store), Groups: groups})
 }
 
 // seedRequest frames a request body (header + payload) the way a client sends it.
@@ -55,7 +58,7 @@ func seedRequest(req kmsg.Request) []byte {
 // dispatch to every handler, and response encoding: nothing may panic or hang.
 func FuzzRequest(f *testing.F) {
 	s := fuzzServer(f)
-	for key := int16(0); key <= 75; key++ {
+	for key := int16(0); key <= 92; key++ {
 		req := kmsg.RequestForKey(key)
 		if req == nil {
 			continue

@@ -100,13 +100,18 @@ func launchShares(t testing.TB, dir string, node *controllertest.Node, cfg proto
 	deps := protocol.Deps{Meta: store, Replicas: b, ProducerIDs: producerid.New(store)}
 	tb := &testBroker{t: t, addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, node: node, store: store, broker: b,
 		done: make(chan struct{}), cfg: cfg, gcfg: gcfg, scfg: scfg}
-	if gcfg != nil {
-		tb.groups = group.New(*gcfg, store)
-		deps.Groups = tb.groups
-	}
 	if scfg != nil {
 		tb.shares = share.NewManager(*scfg, node.Broker, b)
 		deps.Shares = tb.shares
+	}
+	if gcfg != nil {
+		gc := *gcfg
+		if tb.shares != nil {
+			// The coordinator reads share-group state as the node wires it.
+			gc.ShareStates, gc.ShareMemberRemoved = share.NewStates(tb.shares, node.Broker), tb.shares.MemberRemoved
+		}
+		tb.groups = group.New(gc, store)
+		deps.Groups = tb.groups
 	}
 	tb.srv = protocol.NewServer(cfg, deps)
 	var ctx context.Context

@@ -16,7 +16,7 @@ import (
 
 // startShareBroker starts a group broker whose share-group sessions last sessionTimeout
 // and whose members heartbeat every second (franz-go's floor).
-func startShareBroker(t testing.TB, sessionTimeout time.Duration) *groupBroker {
+func startShareGroupBroker(t testing.TB, sessionTimeout time.Duration) *groupBroker {
 	t.Helper()
 	gcfg := group.Config{NodeID: 1, MinSessionTimeout: 100 * time.Millisecond, Logger: quietLogger(),
 		ShareSessionTimeout: sessionTimeout, ShareHeartbeatInterval: time.Second}
@@ -31,7 +31,7 @@ func shareHeartbeat(rc *rawConn, groupID, member string, epoch int32, topics []s
 }
 
 func TestShareGroupAPIsRaw(t *testing.T) {
-	gb := startShareBroker(t, 45*time.Second)
+	gb := startShareGroupBroker(t, 45*time.Second)
 	gb.createTopic("q", 1, nil)
 	rc := dialRaw(t, gb.addr)
 
@@ -183,7 +183,7 @@ func describeShare(t *testing.T, adm *kadm.Client, groupID, what string, cond fu
 // one-partition topic all hold the partition; a member that closes leaves; a member that
 // stops heartbeating is removed after group.share.session.timeout.ms.
 func TestShareGroupWithFranzGo(t *testing.T) {
-	gb := startShareBroker(t, 3*time.Second)
+	gb := startShareGroupBroker(t, 3*time.Second)
 	gb.createTopic("work", 1, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -243,4 +243,42 @@ func TestShareGroupWithFranzGo(t *testing.T) {
 		t.Fatalf("silent member's late heartbeat: %+v", r)
 	}
 	cancel()
+}
+
+// TestGroupConfigs: DescribeConfigs on a GROUP resource reports the share-group configs,
+// read-only, with the broker's values; altering them is refused with INVALID_CONFIG.
+func TestGroupConfigs(t *testing.T) {
+	gb := startShareGroupBroker(t, 45*time.Second)
+	rc := dialRaw(t, gb.addr)
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.Version = 4
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "any-group"
+	req.Resources = append(req.Resources, res)
+	resp := rc.roundTrip(req).(*kmsg.DescribeConfigsResponse)
+	if len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("describe group configs: %+v", resp)
+	}
+	got := map[string]string{}
+	for _, c := range resp.Resources[0].Configs {
+		if !c.ReadOnly || c.Value == nil {
+			t.Fatalf("config %+v", c)
+		}
+		got[c.Name] = *c.Value
+	}
+	if got["share.session.timeout.ms"] != "45000" || got["share.auto.offset.reset"] != "latest" || got["share.isolation.level"] != "read_uncommitted" || len(got) != 5 {
+		t.Fatalf("group configs: %v", got)
+	}
+
+	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	ar := kmsg.NewIncrementalAlterConfigsRequestResource()
+	ar.ResourceType, ar.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "any-group"
+	ac := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	ac.Name, ac.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
+	ar.Configs = append(ar.Configs, ac)
+	alter.Resources = append(alter.Resources, ar)
+	aresp := rc.roundTrip(alter).(*kmsg.IncrementalAlterConfigsResponse)
+	if aresp.Resources[0].ErrorCode != kerr.InvalidConfig.Code {
+		t.Fatalf("alter group configs: %+v", aresp.Resources[0])
+	}
 }

@@ -21,6 +21,7 @@ const groupUsage = `Usage: shale group <list|describe|delete|reset-offsets> [fla
                  acquired, acknowledged and archived records
   delete         --group G...: delete empty groups and their committed offsets
   reset-offsets  --group G --topic T (--to-earliest | --to-latest | --to-offset N) [--execute]
+                 [--share]: a share group's start offsets (found by itself when it exists)
 
 Every subcommand takes --bootstrap-server host:port (default localhost:9092).
 reset-offsets prints the plan and changes nothing unless --execute is given; like
@@ -179,6 +180,7 @@ func groupResetOffsets(ctx context.Context, args []string, stdout, stderr io.Wri
 	latest := c.fs.Bool("to-latest", false, "reset to each partition's log end offset")
 	toOffset := c.fs.Int64("to-offset", -1, "reset every partition to this `offset` (clamped into the log's range)")
 	execute := c.fs.Bool("execute", false, "apply the plan (default: only print it)")
+	shareGroup := c.fs.Bool("share", false, "reset a share group's start offsets even if the group does not exist yet (an existing share group is found by itself)")
 	cl, opCtx, cancel, code, ok := gf.setup(ctx, c, args, stdout, stderr)
 	if !ok {
 		return code
@@ -251,6 +253,17 @@ func groupResetOffsets(ctx context.Context, args []string, stdout, stderr io.Wri
 	tw.Flush()
 	if !*execute {
 		fmt.Fprintln(stdout, "\nDry run: nothing changed. Add --execute to apply.")
+		return exitOK
+	}
+	if *shareGroup || isShareGroup(opCtx, adm, gf.names[0]) {
+		resps, err := adm.AlterShareGroupOffsets(opCtx, gf.names[0], plan)
+		if err == nil {
+			err = resps.Error()
+		}
+		if err != nil {
+			return failed(stderr, c.fs.Name(), fmt.Errorf("%w (a share group with active members cannot be reset; stop its consumers first)", err))
+		}
+		fmt.Fprintln(stdout, "\nShare-partition start offsets reset.")
 		return exitOK
 	}
 	resps, err := adm.CommitOffsets(opCtx, gf.names[0], plan)

@@ -149,3 +149,14 @@ func formatTopicsSet(s kadm.TopicsSet) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// isShareGroup reports whether g is a share group the cluster knows; false when it is
+// not, or when the brokers have no share groups.
+func isShareGroup(ctx context.Context, adm *kadm.Client, g string) bool {
+	ds, err := adm.DescribeShareGroups(ctx, g)
+	if err != nil {
+		return false
+	}
+	d, ok := ds[g]
+	return ok && d.Err == nil
+}

@@ -50,6 +50,27 @@ func TestGroupCommandsShareGroup(t *testing.T) {
 		}
 	}
 	t.Logf("describe:\n%s", out)
+	// Reset: the plan, then (the member gone) the share-partition start offset.
+	cl.Close()
+	plan := must(t, "", "group", "reset-offsets", b, "--group", "sg", "--topic", "q", "--to-earliest")
+	if !strings.Contains(plan, "Dry run") {
+		t.Errorf("reset without --execute: %q", plan)
+	}
+	if out := must(t, "", "group", "reset-offsets", b, "--group", "sg", "--topic", "q", "--to-earliest", "--execute"); !strings.Contains(out, "Share-partition start offsets reset") {
+		t.Errorf("reset: %q", out)
+	}
+	after := must(t, "", "group", "describe", b, "--group", "sg")
+	for _, l := range lines(after) {
+		if f := strings.Fields(l); len(f) == 8 && f[0] == "q" && f[2] != "0" {
+			t.Errorf("start offset after the reset to earliest: %q", l)
+		}
+	}
+	// --share makes a share group of a new group id.
+	must(t, "", "group", "reset-offsets", b, "--group", "fresh", "--topic", "q", "--to-latest", "--share", "--execute")
+	if out := must(t, "", "group", "describe", b, "--group", "fresh"); !strings.Contains(out, "Share group fresh: state Empty") {
+		t.Errorf("describe the group the reset made: %q", out)
+	}
+
 	// kfake keeps the share-partition state, but not Shale's record counts.
 	row := ""
 	for _, l := range lines(out) {

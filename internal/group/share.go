@@ -214,9 +214,9 @@ func validateShareHeartbeat(req ShareHeartbeatRequest) error {
 // committed offsets alone (in memory, the caller checks under c.mu).
 func (c *Coordinator) checkNoClassicGroup(ctx context.Context, id string) error {
 	c.mu.Lock()
-	sg := c.shares[id]
+	skip := c.shares[id] != nil || c.owns(id) != nil // not owning: the caller answers that
 	c.mu.Unlock()
-	if sg != nil {
+	if skip {
 		return nil
 	}
 	offs, err := c.store.FetchOffsets(ctx, id, nil)

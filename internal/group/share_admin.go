@@ -75,7 +75,12 @@ func (c *Coordinator) describeShare(ctx context.Context, id string) ShareGroupDe
 			return d
 		}
 	}
-	d.Err = fmt.Errorf("%w: group %s is not a share group", kerr.GroupIDNotFound, id)
+	// Kafka's messages for the two cases.
+	if classic {
+		d.Err = fmt.Errorf("%w: Group %s is not a share group.", kerr.GroupIDNotFound, id)
+	} else {
+		d.Err = fmt.Errorf("%w: Group %s not found.", kerr.GroupIDNotFound, id)
+	}
 	return d
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	pb "github.com/shalelog/shale/controller/proto"
 	"github.com/shalelog/shale/internal/group"
@@ -77,6 +78,7 @@ func (s *States) AlterShareStartOffsets(ctx context.Context, g string, offsets [
 		states[i] = &pb.SharePartitionState{Group: g, Topic: o.Topic, Partition: o.Partition, StartOffset: o.StartOffset}
 	}
 	errs, err := s.store.InitializeShareState(ctx, states)
+	s.refresh(g, offsets)
 	if err != nil {
 		return err
 	}
@@ -90,7 +92,31 @@ func (s *States) AlterShareStartOffsets(ctx context.Context, g string, offsets [
 
 // DeleteShareGroupState deletes the state of group's share partitions (nil: all).
 func (s *States) DeleteShareGroupState(ctx context.Context, g string, partitions map[string][]int32) error {
-	return s.store.DeleteShareState(ctx, g, partitions)
+	err := s.store.DeleteShareState(ctx, g, partitions)
+	if s.m != nil {
+		var keys []Key
+		for k := range s.m.Describe(g) {
+			if partitions == nil || slices.Contains(partitions[k.Topic], k.Partition) {
+				keys = append(keys, k)
+			}
+		}
+		s.m.Refresh(keys)
+	}
+	return err
+}
+
+// refresh drops this broker's cached copies of the partitions an admin just reset, so
+// that describing the group (and the next member) sees the new state rather than the
+// cache's; the group has no members, so the cache holds no locks.
+func (s *States) refresh(g string, offsets []group.SharePartitionOffset) {
+	if s.m == nil {
+		return
+	}
+	keys := make([]Key, len(offsets))
+	for i, o := range offsets {
+		keys[i] = Key{g, o.Topic, o.Partition}
+	}
+	s.m.Refresh(keys)
 }
 
 // ListShareStateGroups lists the groups that have share-partition state.
