@@ -2,8 +2,10 @@ package protocol_test
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -475,5 +477,36 @@ func TestShareAutoOffsetResetLatest(t *testing.T) {
 	}
 	if !slices.Equal(got, []acquired{{2, 2, 1}}) {
 		t.Fatalf("acquired %v, want only the new record", got)
+	}
+}
+
+// Stopping the broker stops every goroutine of the share-partition manager, waiting
+// acknowledgements and releases included.
+func TestShareManagerLeavesNoGoroutines(t *testing.T) {
+	h := startSharePartitions(t, share.Limits{LockDuration: time.Second}, "leak", nil)
+	h.produce("leak", "a", "b", "c")
+	sharePart(t, h.fetch("m1", 2, time.Second))
+	h.acknowledge("m1", h.epoch["m1"], ack{0, 0, []int8{accept}})
+	h.epoch["m1"]++
+	h.acknowledge("m1", -1)
+	h.cl.Close()
+	h.tb.stop()
+	ctx := ctxTimeout(t, 10*time.Second)
+	for {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var left []string
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "shale/internal/share.") {
+				left = append(left, g)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("share goroutines left after the broker stopped:\n%s", strings.Join(left, "\n\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

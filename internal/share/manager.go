@@ -95,6 +95,8 @@ type entry struct {
 	avail chan struct{}
 	// lastWarn rate-limits the warning about dead letters that cannot be written.
 	lastWarn time.Time
+	// urgent asks the next flush to write the entry though nobody waits for it.
+	urgent bool
 }
 
 type waiter struct {
@@ -235,6 +237,7 @@ func (m *Manager) load(ctx context.Context, e *entry, p *partition.Partition) {
 		if lso := p.LogStartOffset(); e.sp.StartOffset() < lso {
 			e.sp.SkipTo(lso)
 			e.changed()
+			m.wake()
 		}
 		return
 	}
@@ -247,6 +250,7 @@ func (m *Manager) load(ctx context.Context, e *entry, p *partition.Partition) {
 	// Commit the start at once: a new leader resetting to a later "latest" would skip
 	// what was produced in between.
 	e.changed()
+	e.urgent = true
 	m.wake()
 }
 
@@ -358,8 +362,9 @@ func (m *Manager) Acknowledge(ctx context.Context, key Key, member string, batch
 		e.mu.Unlock()
 		return e.err
 	}
-	dead, err := e.sp.Acknowledge(member, batches, allowRenew, time.Now())
-	if err != nil {
+	// Dead letters are written by the flusher, from the partition's pending list, before
+	// the write that commits their archival (and answers this acknowledgement).
+	if _, err := e.sp.Acknowledge(member, batches, allowRenew, time.Now()); err != nil {
 		e.mu.Unlock()
 		return err
 	}
@@ -368,7 +373,6 @@ func (m *Manager) Acknowledge(ctx context.Context, key Key, member string, batch
 		e.mu.Unlock()
 		return nil
 	}
-	_ = dead
 	w := waiter{version: e.changed(), done: make(chan error, 1)}
 	e.waiters = append(e.waiters, w)
 	e.available()
@@ -491,13 +495,15 @@ func (m *Manager) flusher() {
 	t := time.NewTicker(m.sweepInterval())
 	defer t.Stop()
 	for {
+		all := false
 		select {
 		case <-m.ctx.Done():
 			return
 		case <-m.kick:
 		case <-t.C:
+			all = true
 		}
-		m.flush(m.ctx)
+		m.flush(m.ctx, all)
 	}
 }
 
@@ -508,9 +514,11 @@ type dirty struct {
 	state   *pb.SharePartitionState
 }
 
-// flush expires locks, writes dead letters, then commits every changed share partition
-// in one store write and answers the acknowledgements it covers.
-func (m *Manager) flush(ctx context.Context) {
+// flush expires locks, writes dead letters, then commits the changed share partitions
+// in one store write and answers the acknowledgements it covers. Changes nobody waits
+// for (acquisitions, lock expiries) are written only with all, on the sweep ticks: a
+// write of them in flight would hold up the next acknowledgement's.
+func (m *Manager) flush(ctx context.Context, all bool) {
 	m.mu.Lock()
 	es := slices.Collect(maps.Values(m.parts))
 	m.mu.Unlock()
@@ -542,7 +550,8 @@ func (m *Manager) flush(ctx context.Context) {
 			m.deadLetter(ctx, e, pending)
 		}
 		e.mu.Lock()
-		if e.err == nil && e.version > e.committed {
+		if e.err == nil && e.version > e.committed && (all || e.urgent || len(e.waiters) > 0) {
+			e.urgent = false
 			batch = append(batch, dirty{e: e, version: e.version, state: e.sp.Persisted(e.key.Group, e.key.Topic, e.key.Partition, e.leaderEpoch)})
 		}
 		e.mu.Unlock()

@@ -96,7 +96,8 @@ func (s *States) DeleteShareGroupState(ctx context.Context, g string, partitions
 	if s.m != nil {
 		var keys []Key
 		for k := range s.m.Describe(g) {
-			if partitions == nil || slices.Contains(partitions[k.Topic], k.Partition) {
+			// nil is every partition; a topic listed with none, all of that topic's.
+			if ps, ok := partitions[k.Topic]; partitions == nil || ok && (len(ps) == 0 || slices.Contains(ps, k.Partition)) {
 				keys = append(keys, k)
 			}
 		}
