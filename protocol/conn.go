@@ -46,6 +46,9 @@ type Request struct {
 	// rawSASL marks a SASL token sent without a Kafka header after SaslHandshake v0;
 	// its answer goes back the same way (auth.go).
 	rawSASL bool
+	// body is the request's bytes when they go back to the pool once the response is
+	// written (bodypool.go), nil otherwise.
+	body []byte
 }
 
 // AnonymousPrincipal is Kafka's principal for an unauthenticated connection.
@@ -216,6 +219,9 @@ func (c *conn) readLoop(ctx context.Context, reqs chan<- *Request) error {
 			return err
 		}
 		req.reserved, req.size = int64(size), size+4
+		if recyclable(req.Key) {
+			req.body = body
+		}
 		c.s.cfg.Metrics.BytesIn.Add(float64(size + 4))
 		// A full broker-wide queue mutes this connection until a request is handled.
 		if err := c.s.slots.acquire(ctx, c.stopRead); err != nil {
@@ -250,6 +256,15 @@ func (c *conn) readBody(ctx context.Context, br *bufio.Reader, size int32) ([]by
 	}
 	if err := c.s.pool.reserve(ctx, c.stopRead, int64(size)); err != nil {
 		return nil, err
+	}
+	if buf := getBody(int(size)); buf != nil {
+		// A recycled buffer is already paid for: reading straight into it allocates nothing.
+		if _, err := io.ReadFull(br, buf); err != nil {
+			c.s.pool.release(int64(size))
+			putBody(buf)
+			return nil, fmt.Errorf("read request body: %w", unexpectedEOF(err))
+		}
+		return buf, nil
 	}
 	buf := make([]byte, 0, min(int(size), firstBodyChunk))
 	for len(buf) < int(size) {
@@ -499,6 +514,11 @@ func (c *conn) write(ctx context.Context, resps <-chan pending) {
 		}
 		if res.Release != nil {
 			res.Release()
+		}
+		if p.req.body != nil {
+			// Written (or dropped): nothing refers to the request's bytes any more.
+			putBody(p.req.body)
+			p.req.body = nil
 		}
 		m.Latency.WithLabelValues(describeKey(p.req.Key)).Observe(time.Since(p.req.Received).Seconds())
 		if res.CloseConn {
