@@ -37,6 +37,15 @@ func getBody(n int) []byte {
 	return nil
 }
 
+// bodyCap is the capacity to give a new buffer for a body of n bytes: its class size
+// when the pool takes such bodies, so that the buffer fits any body of its class later.
+func bodyCap(n int) int {
+	if n < minPooledBody || n > maxPooledBody {
+		return n
+	}
+	return 1 << bits.Len(uint(n-1))
+}
+
 // putBody recycles b; nothing may use it afterwards.
 func putBody(b []byte) {
 	c := cap(b)

@@ -39,3 +39,23 @@ func TestRecyclableKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestBodyCapReused checks that a buffer allocated for a body (when the pool had none)
+// is handed out again for a body of the same size: without that, bodies whose size is
+// not a power of two never came back from the pool. (The race detector makes sync.Pool
+// drop some puts at random, hence several tries.)
+func TestBodyCapReused(t *testing.T) {
+	for _, n := range []int{minPooledBody + 1, 100_000, 1_000_100, maxPooledBody} {
+		var got []byte
+		for try := 0; try < 50 && got == nil; try++ {
+			putBody(make([]byte, n, bodyCap(n)))
+			got = getBody(n)
+		}
+		if got == nil {
+			t.Fatalf("a body of %d bytes never got its buffer back", n)
+		}
+		if len(got) != n {
+			t.Fatalf("got %d bytes, want %d", len(got), n)
+		}
+	}
+}

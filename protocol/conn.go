@@ -266,10 +266,13 @@ func (c *conn) readBody(ctx context.Context, br *bufio.Reader, size int32) ([]by
 		}
 		return buf, nil
 	}
-	buf := make([]byte, 0, min(int(size), firstBodyChunk))
+	// A body the pool takes ends in a buffer of its class size, so that it can be reused
+	// for any body of that class (bodypool.go).
+	full := bodyCap(int(size))
+	buf := make([]byte, 0, min(full, firstBodyChunk))
 	for len(buf) < int(size) {
 		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(int(size), 2*cap(buf)))
+			grown := make([]byte, len(buf), min(full, 2*cap(buf)))
 			copy(grown, buf)
 			buf = grown
 		}
