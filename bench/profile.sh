@@ -75,9 +75,18 @@ print(*[s.getsockname()[1] for s in ss])')
 	return 1
 }
 
+# schedstat: the broker's CPU time and run-queue wait so far, in ms, over its threads
+# (/proc/PID/task/*/schedstat: ns on the CPU, ns waiting for one). On a shared machine
+# the wait says how much of a latency tail is other processes holding the cores.
+schedstat() {
+	cat /proc/"$broker_pid"/task/*/schedstat 2>/dev/null | awk '{r+=$1; w+=$2} END {printf "%d %d\n", r/1e6, w/1e6}'
+}
+
 # profile NAME SECONDS: CPU and allocation profiles (and perf) of the broker.
 profile() {
 	local name=$1 secs=$2
+	local s0
+	s0=$(schedstat)
 	curl -sf "http://$http/debug/pprof/profile?seconds=$secs" -o "$out/$name.cpu.pprof" &
 	local c=$!
 	curl -sf "http://$http/debug/pprof/allocs?seconds=$secs" -o "$out/$name.allocs.pprof" &
@@ -86,6 +95,9 @@ profile() {
 		perf record -g -p "$broker_pid" -o "$out/$name.perf.data" -- sleep "$secs" >/dev/null 2>&1 || true
 	fi
 	wait $c $a
+	local s1
+	s1=$(schedstat)
+	echo "$s0 $s1 $secs" | awk '{printf "broker over %d s: on CPU %d ms (%.0f%% of one core), waiting for a CPU %d ms\n", $5, $3-$1, ($3-$1)/$5/10, $4-$2}' >"$out/$name.sched"
 }
 
 summarize() {
@@ -99,6 +111,7 @@ summarize() {
 	fi
 	grep '^gc ' "$out/$name.broker.log" >"$out/$name.gctrace" || true
 	echo "== $name: $(cat "$out/$name.load")"
+	cat "$out/$name.sched" "$out/$name.client-cpu" 2>/dev/null || true
 	head -18 "$out/$name.cpu.top" | tail -12
 }
 
@@ -107,7 +120,8 @@ run_produce() {
 	local name=$1 preset=$2 secs=$3; shift 3
 	start_broker "$name" "$@"
 	echo "before: $(cut -d' ' -f1-3 /proc/loadavg)" >"$out/$name.load"
-	"$SHALE" bench produce --preset "$preset" --bootstrap-server "$kafka" --duration "${secs}s" --json \
+	/usr/bin/time -f "bench client over the whole run: user %U s, system %S s, wall %e s" -o "$out/$name.client-cpu" \
+		"$SHALE" bench produce --preset "$preset" --bootstrap-server "$kafka" --duration "${secs}s" --json \
 		>"$out/$name.json" 2>"$out/$name.progress" &
 	local b=$!
 	sleep 2 # topic creation and the 1 s warm-up
@@ -122,7 +136,8 @@ run_consume() {
 	local name=consume
 	start_broker $name
 	echo "before: $(cut -d' ' -f1-3 /proc/loadavg)" >"$out/$name.load"
-	"$SHALE" bench consume --preset consume-1k --bootstrap-server "$kafka" --duration "${dur}s" --json \
+	/usr/bin/time -f "bench client over the whole run: user %U s, system %S s, wall %e s" -o "$out/$name.client-cpu" \
+		"$SHALE" bench consume --preset consume-1k --bootstrap-server "$kafka" --duration "${dur}s" --json \
 		>"$out/$name.json" 2>"$out/$name.progress" &
 	local b=$!
 	# The read-back starts once the preload is done; it is short, so profile 3 s of it.
@@ -149,10 +164,15 @@ run_e2e() {
 	local name=e2e
 	start_broker $name
 	echo "before: $(cut -d' ' -f1-3 /proc/loadavg)" >"$out/$name.load"
-	"$SHALE" bench e2e --preset e2e-latency --rate "$rate" --bootstrap-server "$kafka" --duration "${dur}s" --json \
+	/usr/bin/time -f "bench client over the whole run: user %U s, system %S s, wall %e s" -o "$out/$name.client-cpu" \
+		"$SHALE" bench e2e --preset e2e-latency --rate "$rate" --bootstrap-server "$kafka" --duration "${dur}s" --json \
 		>"$out/$name.json" 2>"$out/$name.progress" &
 	local b=$!
-	sleep 2
+	# Profile once records flow (after topic creation and the group join).
+	until grep -q '| consume [1-9]' "$out/$name.progress" 2>/dev/null; do
+		kill -0 $b 2>/dev/null || break
+		sleep 0.2
+	done
 	profile $name $((dur / 2))
 	curl -sf "http://$http/debug/pprof/trace?seconds=5" -o "$out/$name.trace.out" || true
 	wait $b || true
