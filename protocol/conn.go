@@ -276,7 +276,8 @@ func (c *conn) readBody(ctx context.Context, br *bufio.Reader, size int32) ([]by
 			copy(grown, buf)
 			buf = grown
 		}
-		n, err := br.Read(buf[len(buf):cap(buf)])
+		// Never past the body: what follows is the next request's.
+		n, err := br.Read(buf[len(buf):min(cap(buf), int(size))])
 		buf = buf[:len(buf)+n]
 		if err != nil && len(buf) < int(size) {
 			c.s.pool.release(int64(size))
