@@ -2,6 +2,7 @@ package log
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,5 +45,34 @@ func TestWriteVectorAtShortWrite(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("limit %d: file holds %q, want %q", limit, got, want)
 		}
+	}
+}
+
+// TestAppendValidated checks that AppendValidated stores a batch as Append does, and
+// still refuses what is not exactly one well-formed batch.
+func TestAppendValidated(t *testing.T) {
+	cfg := testConfig(nil)
+	l := mustOpen(t, t.TempDir(), cfg)
+	defer l.Close()
+	b := makeBatch(t, batchSpec{records: 3, valueSize: 20, timestamp: 1000})
+	if _, err := ValidateHeader(b); err != nil {
+		t.Fatal(err)
+	}
+	info, err := l.AppendValidated(b, 7)
+	if err != nil || info.BaseOffset != 0 || info.LastOffset != 2 {
+		t.Fatalf("AppendValidated = %+v, %v", info, err)
+	}
+	got := readAll(t, l, 0)
+	if len(got) != 1 || !bytes.Equal(got[0][offPartitionLeaderEpoch+4:], b[offPartitionLeaderEpoch+4:]) {
+		t.Fatalf("stored %d batches, first differs from what was appended", len(got))
+	}
+	if h, _ := ParseHeader(got[0]); h.PartitionLeaderEpoch != 7 {
+		t.Fatalf("leader epoch %d, want 7", h.PartitionLeaderEpoch)
+	}
+	if _, err := l.AppendValidated(append(append([]byte(nil), b...), 0), 7); !errors.Is(err, ErrCorruptMessage) {
+		t.Fatalf("trailing byte: %v, want ErrCorruptMessage", err)
+	}
+	if _, err := l.AppendValidated(b[:len(b)-1], 7); err == nil {
+		t.Fatal("truncated batch accepted")
 	}
 }
