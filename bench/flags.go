@@ -280,25 +280,25 @@ func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
 // compareFlags is `shale bench compare`'s command line.
 type compareFlags struct {
-	presets       string
-	duration      time.Duration
-	warmup        time.Duration
-	targets       string
-	cluster       bool
-	shaleBinary   string
-	shaleArgs     listFlag
+	presets     string
+	duration    time.Duration
+	warmup      time.Duration
+	targets     string
+	cluster     bool
+	shaleBinary string
+	shaleArgs   listFlag
 	// baselineBinary is another shale binary (say, main before a change) run as the
 	// target baselineTargetName, for before-and-after ratios from one run.
 	baselineBinary string
-	external      listFlag
-	kfakeMode     string
-	nullRetain    int64
-	limits        bool
-	probeDuration time.Duration
-	diskDir       string
-	json          bool
-	markdown      bool
-	progress      bool
+	external       listFlag
+	kfakeMode      string
+	nullRetain     int64
+	limits         bool
+	probeDuration  time.Duration
+	diskDir        string
+	json           bool
+	markdown       bool
+	progress       bool
 }
 
 // parseCompareArgs parses `shale bench compare` flags; a -h prints them to
