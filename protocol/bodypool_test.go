@@ -77,35 +77,38 @@ func TestProduceRecycledBodiesKeepData(t *testing.T) {
 	}
 }
 
-// TestPipelinedLargeRequests sends two requests in one write, the first larger than the
-// first body chunk and not a power of two in size, so that its body is grown while the
-// second is already buffered: both must be answered, in order. (A body grown to its
-// pool class size once read into the next request's bytes, and the broker then waited
-// for a request the client had sent whole.)
+// TestPipelinedLargeRequests sends two requests in one write, the first a Produce
+// larger than the first body chunk and not a power of two in size, so that its body is
+// grown (the pool is empty at first) while the second is already buffered: both must be
+// answered, in order. (A body grown to its pool class size once read into the next
+// request's bytes, and the broker then waited for a request the client had sent whole.)
 func TestPipelinedLargeRequests(t *testing.T) {
-	tb := startBroker(t)
+	tb := startBroker(t, withoutAutoCreate())
 	rc := dialRaw(t, tb.addr)
-	big := kmsg.NewPtrMetadataRequest()
-	for i := 0; len(frame(big, 1)) < 100_000; i++ {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = strPtr(fmt.Sprintf("no-such-topic-%06d", i))
-		big.Topics = append(big.Topics, rt)
-	}
-	big.AllowAutoTopicCreation = false
+	prod := kmsg.NewPtrProduceRequest()
+	prod.Version, prod.Acks, prod.TimeoutMillis = 7, 1, 1000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "no-such-topic"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = bytes.Repeat([]byte{7}, 100_003)
+	rt.Partitions = append(rt.Partitions, rp)
+	prod.Topics = append(prod.Topics, rt)
 	av := kmsg.NewPtrApiVersionsRequest()
-	var both []byte
-	both = append(both, frame(big, 1)...)
-	both = append(both, frame(av, 2)...)
-	if _, err := rc.c.Write(both); err != nil {
-		t.Fatal(err)
-	}
-	for want := int32(1); want <= 2; want++ {
-		got, _, err := rc.readBody()
-		if err != nil {
-			t.Fatalf("response %d: %v", want, err)
+	for round := 0; round < 3; round++ { // the later rounds take the pooled buffer
+		var both []byte
+		both = append(both, frame(prod, int32(2*round+1))...)
+		both = append(both, frame(av, int32(2*round+2))...)
+		if _, err := rc.c.Write(both); err != nil {
+			t.Fatal(err)
 		}
-		if got != want {
-			t.Fatalf("correlation %d, want %d", got, want)
+		for want := int32(2*round + 1); want <= int32(2*round+2); want++ {
+			got, _, err := rc.readBody()
+			if err != nil {
+				t.Fatalf("response %d: %v", want, err)
+			}
+			if got != want {
+				t.Fatalf("correlation %d, want %d", got, want)
+			}
 		}
 	}
 }

@@ -251,24 +251,31 @@ const firstBodyChunk = 64 << 10
 // pool only once the body starts to arrive, so a connection stalled after its size
 // prefix holds none of the pool, and it allocates the buffer as the bytes arrive.
 func (c *conn) readBody(ctx context.Context, br *bufio.Reader, size int32) ([]byte, error) {
-	if _, err := br.Peek(1); err != nil {
+	head, err := br.Peek(2) // the API key: only Produce bodies are pooled
+	if err != nil {
 		return nil, fmt.Errorf("read request body: %w", unexpectedEOF(err))
 	}
+	pooled := recyclable(int16(binary.BigEndian.Uint16(head)))
 	if err := c.s.pool.reserve(ctx, c.stopRead, int64(size)); err != nil {
 		return nil, err
 	}
-	if buf := getBody(int(size)); buf != nil {
-		// A recycled buffer is already paid for: reading straight into it allocates nothing.
-		if _, err := io.ReadFull(br, buf); err != nil {
-			c.s.pool.release(int64(size))
-			putBody(buf)
-			return nil, fmt.Errorf("read request body: %w", unexpectedEOF(err))
+	if pooled {
+		if buf := getBody(int(size)); buf != nil {
+			// A recycled buffer is already paid for: reading straight into it allocates nothing.
+			if _, err := io.ReadFull(br, buf); err != nil {
+				c.s.pool.release(int64(size))
+				putBody(buf)
+				return nil, fmt.Errorf("read request body: %w", unexpectedEOF(err))
+			}
+			return buf, nil
 		}
-		return buf, nil
 	}
 	// A body the pool takes ends in a buffer of its class size, so that it can be reused
 	// for any body of that class (bodypool.go).
-	full := bodyCap(int(size))
+	full := int(size)
+	if pooled {
+		full = bodyCap(full)
+	}
 	buf := make([]byte, 0, min(full, firstBodyChunk))
 	for len(buf) < int(size) {
 		if len(buf) == cap(buf) {
