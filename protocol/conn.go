@@ -251,14 +251,18 @@ const firstBodyChunk = 64 << 10
 // pool only once the body starts to arrive, so a connection stalled after its size
 // prefix holds none of the pool, and it allocates the buffer as the bytes arrive.
 func (c *conn) readBody(ctx context.Context, br *bufio.Reader, size int32) ([]byte, error) {
-	head, err := br.Peek(2) // the API key: only Produce bodies are pooled
-	if err != nil {
+	if _, err := br.Peek(1); err != nil {
 		return nil, fmt.Errorf("read request body: %w", unexpectedEOF(err))
 	}
-	pooled := recyclable(int16(binary.BigEndian.Uint16(head)))
 	if err := c.s.pool.reserve(ctx, c.stopRead, int64(size)); err != nil {
 		return nil, err
 	}
+	head, err := br.Peek(2) // the API key: only Produce bodies are pooled
+	if err != nil {
+		c.s.pool.release(int64(size))
+		return nil, fmt.Errorf("read request body: %w", unexpectedEOF(err))
+	}
+	pooled := recyclable(int16(binary.BigEndian.Uint16(head)))
 	if pooled {
 		if buf := getBody(int(size)); buf != nil {
 			// A recycled buffer is already paid for: reading straight into it allocates nothing.
