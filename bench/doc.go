@@ -24,5 +24,10 @@
 // TCP and sequential disk writes) measured in the same run. Latencies go
 // into HDR histograms.
 //
+// `compare --baseline-binary PATH` adds a second Shale build as the target
+// baseline, for before-and-after ratios from one run. bench/profile.sh takes
+// the broker's CPU and allocation profiles (and perf, GC and runtime traces)
+// under these workloads.
+//
 // Progress lines go to stderr once a second; tables or JSON go to stdout.
 package bench

@@ -280,22 +280,25 @@ func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
 // compareFlags is `shale bench compare`'s command line.
 type compareFlags struct {
-	presets       string
-	duration      time.Duration
-	warmup        time.Duration
-	targets       string
-	cluster       bool
-	shaleBinary   string
-	shaleArgs     listFlag
-	external      listFlag
-	kfakeMode     string
-	nullRetain    int64
-	limits        bool
-	probeDuration time.Duration
-	diskDir       string
-	json          bool
-	markdown      bool
-	progress      bool
+	presets     string
+	duration    time.Duration
+	warmup      time.Duration
+	targets     string
+	cluster     bool
+	shaleBinary string
+	shaleArgs   listFlag
+	// baselineBinary is another shale binary (say, main before a change) run as the
+	// target baselineTargetName, for before-and-after ratios from one run.
+	baselineBinary string
+	external       listFlag
+	kfakeMode      string
+	nullRetain     int64
+	limits         bool
+	probeDuration  time.Duration
+	diskDir        string
+	json           bool
+	markdown       bool
+	progress       bool
 }
 
 // parseCompareArgs parses `shale bench compare` flags; a -h prints them to
@@ -326,6 +329,7 @@ func parseCompareArgs(args []string, helpOut io.Writer) (compareFlags, error) {
 	fs.BoolVar(&f.cluster, "cluster", false, "also run the replicated presets (--preset cluster) on a 3-node Shale cluster (target "+clusterTargetName+")")
 	fs.StringVar(&f.shaleBinary, "shale-binary", "", "`path` of the shale binary to start with serve (default: this binary, when it is shale)")
 	fs.Var(&f.shaleArgs, "shale-arg", "extra `flag` for shale serve (repeatable)")
+	fs.StringVar(&f.baselineBinary, "baseline-binary", "", "`path` of another shale binary (say, built before a change) to run as the target "+baselineTargetName+" right after shale, with the same --shale-arg flags")
 	fs.Var(&f.external, "external", "also run against a running cluster: `name=host:port[,host:port]` (repeatable)")
 	fs.StringVar(&f.kfakeMode, "kfake-mode", "auto", "`mode`: run kfake and "+nullTargetName+" in their own processes (process), in this one (inprocess), or in their own when this binary is shale (auto)")
 	f.nullRetain = nullbroker.DefaultRetainBytes
@@ -357,9 +361,20 @@ func parseCompareArgs(args []string, helpOut io.Writer) (compareFlags, error) {
 		return f, fmt.Errorf("--kfake-mode must be auto, process or inprocess, got %q", f.kfakeMode)
 	}
 	for _, t := range splitList(f.targets) {
-		if t != "shale" && t != "kfake" && t != nullTargetName && t != clusterTargetName {
+		if t != "shale" && t != "kfake" && t != nullTargetName && t != clusterTargetName && t != baselineTargetName {
 			return f, fmt.Errorf("unknown target %q in --targets (want shale, kfake, %s, %s; add others with --external)", t, nullTargetName, clusterTargetName)
 		}
+	}
+	if f.baselineBinary != "" && !slices.Contains(splitList(f.targets), baselineTargetName) {
+		ts := splitList(f.targets)
+		at := len(ts)
+		if i := slices.Index(ts, "shale"); i >= 0 {
+			at = i + 1
+		}
+		f.targets = strings.Join(slices.Insert(ts, at, baselineTargetName), ",")
+	}
+	if f.baselineBinary == "" && slices.Contains(splitList(f.targets), baselineTargetName) {
+		return f, fmt.Errorf("target %s needs --baseline-binary", baselineTargetName)
 	}
 	if f.cluster {
 		if !slices.Contains(splitList(f.targets), clusterTargetName) {
@@ -374,7 +389,7 @@ func parseCompareArgs(args []string, helpOut io.Writer) (compareFlags, error) {
 		if !ok || name == "" || len(splitList(addrs)) == 0 {
 			return f, fmt.Errorf("--external %q: want name=host:port", e)
 		}
-		if name == "shale" || name == "kfake" || name == nullTargetName || name == clusterTargetName {
+		if name == "shale" || name == "kfake" || name == nullTargetName || name == clusterTargetName || name == baselineTargetName {
 			return f, fmt.Errorf("--external %q: the names shale, kfake, %s and %s are taken", e, nullTargetName, clusterTargetName)
 		}
 	}
@@ -441,6 +456,15 @@ func buildTargets(f compareFlags, self selfBinary) ([]target, []TargetStatus) {
 			} else {
 				ts = append(ts, shaleClusterTarget(bin, f.shaleArgs))
 			}
+		case baselineTargetName:
+			bin, reason := shaleBinary(compareFlags{shaleBinary: f.baselineBinary}, selfBinary{})
+			if reason != "" {
+				skipped = append(skipped, TargetStatus{Name: name, Description: "Shale single node (baseline)", Reason: reason})
+				continue
+			}
+			t := shaleTarget(bin, f.shaleArgs)
+			t.label, t.about = baselineTargetName, fmt.Sprintf("Shale single node, baseline (%s serve)", bin)
+			ts = append(ts, t)
 		case "kfake", nullTargetName:
 			useProcess := f.kfakeMode == "process" || (f.kfakeMode == "auto" && self.isShale)
 			switch {

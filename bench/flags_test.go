@@ -275,3 +275,29 @@ func TestCompareWarmupFlag(t *testing.T) {
 		t.Error("a negative --warmup was accepted")
 	}
 }
+
+// --baseline-binary adds a second Shale node from that binary, right after shale.
+func TestBaselineTarget(t *testing.T) {
+	dir := t.TempDir()
+	shale, base := filepath.Join(dir, "shale"), filepath.Join(dir, "shale-main")
+	for _, p := range []string{shale, base} {
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := parseCompareArgs([]string{"--targets", "shale,null", "--baseline-binary", base, "--shale-arg", "--num.io.threads=2"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, skipped := buildTargets(f, selfBinary{path: shale, isShale: true, kfakePrefix: []string{"bench"}})
+	if len(ts) != 3 || len(skipped) != 0 || ts[0].name() != "shale" || ts[1].name() != baselineTargetName || ts[2].name() != "null" {
+		t.Fatalf("targets %v skipped %v", ts, skipped)
+	}
+	bt := ts[1].(*processTarget)
+	if bt.path != base || !strings.HasSuffix(strings.Join(bt.args([]int{1, 2, 3}, "/d"), " "), "--num.io.threads=2") {
+		t.Fatalf("baseline target %#v", bt)
+	}
+	if _, err := parseCompareArgs([]string{"--targets", "shale," + baselineTargetName}, io.Discard); err == nil {
+		t.Fatal("target baseline without --baseline-binary accepted")
+	}
+}

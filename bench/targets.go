@@ -75,6 +75,10 @@ func (inprocKfake) start(ctx context.Context) (*runningTarget, error) {
 	return &runningTarget{bootstrap: addrs, stop: func() error { c.Close(); return nil }}, nil
 }
 
+// baselineTargetName is the target of --baseline-binary: a second Shale node, from
+// another build, measured in the same run as shale.
+const baselineTargetName = "baseline"
+
 // nullTargetName is the null broker's target name.
 const nullTargetName = "null"
 

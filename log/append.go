@@ -40,6 +40,34 @@ func (l *Log) Append(batch []byte, leaderEpoch int32) (AppendInfo, error) {
 	return l.appendLocked(batch, h, l.end.Load(), leaderEpoch, true, cfg)
 }
 
+// AppendValidated is Append for a batch the caller has just checked with ValidateHeader
+// (records.Validate does) and has not changed since, other than through SetLogAppendTime,
+// which recomputes the CRC: it skips Append's own CRC pass, which was a third of the
+// CRC work of every produce (bench/RESULTS.md, issue 19). The header is still parsed
+// and its invariants checked; only the checksum over the records is trusted.
+func (l *Log) AppendValidated(batch []byte, leaderEpoch int32) (AppendInfo, error) {
+	cfg := l.config()
+	h, err := ParseHeader(batch)
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	if h.RecordCount <= 0 || h.LastOffsetDelta != h.RecordCount-1 {
+		return AppendInfo{}, fmt.Errorf("%w: lastOffsetDelta %d with %d records", ErrInvalidRecord, h.LastOffsetDelta, h.RecordCount)
+	}
+	if err := checkWhole(batch, h); err != nil {
+		return AppendInfo{}, err
+	}
+	if len(batch) > int(cfg.MaxMessageBytes) {
+		return AppendInfo{}, fmt.Errorf("%w: %d bytes, max.message.bytes is %d", ErrMessageTooLarge, len(batch), cfg.MaxMessageBytes)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return AppendInfo{}, l.errClosed()
+	}
+	return l.appendLocked(batch, h, l.end.Load(), leaderEpoch, true, cfg)
+}
+
 // AppendReplica appends a batch whose offsets a leader assigned (the follower path). Its
 // base offset must be at least EndOffset() (normally equal; a gap is kept as it is,
 // like Kafka's compacted logs), else ErrUnexpectedOffset. Its leader epoch is kept.
@@ -83,13 +111,18 @@ func validateBatch(b []byte) (Header, error) {
 	if err != nil {
 		return h, err
 	}
+	return h, checkWhole(b, h)
+}
+
+// checkWhole checks that b is exactly the batch h heads and that its offsets fit.
+func checkWhole(b []byte, h Header) error {
 	if h.Size() != len(b) {
-		return h, fmt.Errorf("%w: %d bytes after a %d-byte batch", ErrCorruptMessage, len(b)-h.Size(), h.Size())
+		return fmt.Errorf("%w: %d bytes after a %d-byte batch", ErrCorruptMessage, len(b)-h.Size(), h.Size())
 	}
 	if h.BaseOffset > math.MaxInt64-int64(h.LastOffsetDelta)-1 {
-		return h, fmt.Errorf("%w: base offset %d overflows", ErrInvalidRecord, h.BaseOffset)
+		return fmt.Errorf("%w: base offset %d overflows", ErrInvalidRecord, h.BaseOffset)
 	}
-	return h, nil
+	return nil
 }
 
 func (l *Log) appendLocked(batch []byte, h Header, base int64, epoch int32, setEpoch bool, cfg *Config) (AppendInfo, error) {

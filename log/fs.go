@@ -161,6 +161,48 @@ func (o *osFile) Map(length int, writable bool) ([]byte, error) {
 	return b, nil
 }
 
+// writevAt writes a then b at off with one pwritev.
+func (o *osFile) writevAt(a, b []byte, off int64) (int, error) {
+	for {
+		n, err := unix.Pwritev(int(o.f.Fd()), [][]byte{a, b}, off)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
+// writeVectorAt writes a then b to f at off: in one system call when f can (the real
+// file system), else with WriteAt (the tests' fault-injecting wrappers see every byte).
+func writeVectorAt(f file, a, b []byte, off int64) error {
+	if v, ok := f.(interface {
+		writevAt(a, b []byte, off int64) (int, error)
+	}); ok {
+		n, err := v.writevAt(a, b, off)
+		if err != nil {
+			return err
+		}
+		if n == len(a)+len(b) {
+			return nil
+		}
+		// A short write (a signal, or the disk filling up): finish what is left, which
+		// reports the error if there is one.
+		if n < len(a) {
+			a = a[n:]
+		} else {
+			b, a = b[n-len(a):], nil
+		}
+		off += int64(n)
+	}
+	if len(a) > 0 {
+		if _, err := f.WriteAt(a, off); err != nil {
+			return err
+		}
+		off += int64(len(a))
+	}
+	_, err := f.WriteAt(b, off)
+	return err
+}
+
 // unmap releases a mapping made by file.Map.
 func unmap(b []byte) error {
 	if len(b) == 0 {

@@ -19,9 +19,11 @@ const reserveAhead = 2 * reserveChunk
 const indexReserveChunk = 64 << 10
 
 // reservation keeps real disk blocks allocated (fallocate) ahead of the write position
-// of a preallocated (sparse) file that is written through a mapping. Writing into a
-// hole on a full disk raises SIGBUS; writing into a reserved block cannot fail for lack
-// of space. A failed reservation becomes ErrStorage before anything is written.
+// of a preallocated (sparse) file. Writing into a hole of a mapping on a full disk raises
+// SIGBUS; writing into a reserved block cannot fail for lack of space. A failed
+// reservation becomes ErrStorage before anything is written. Segments are written with
+// pwrite, which would report ENOSPC by itself, but reserving ahead still fails early, in
+// one place, and keeps the file's blocks contiguous.
 //
 // (Zero-filling the reserved range with pwrite, to bring its pages in more cheaply than
 // faults do, was measured and rejected: it dirties the pages twice, and appends were
@@ -29,13 +31,14 @@ const indexReserveChunk = 64 << 10
 //
 // A reservation starts at the end of the data already in the file, which is allocated.
 //
-// With background set, a short-lived goroutine keeps reserveAhead bytes reserved and
-// pre-faults them (MADV_POPULATE_WRITE), off the appender's path: fallocate waits on the
-// file system journal and faults cost a trap per page, either of which can take longer
-// than the copy itself. The appender reserves synchronously only when it catches up.
+// With background set, a short-lived goroutine keeps reserveAhead bytes reserved and,
+// when there is a mapping to write through, pre-faults them (MADV_POPULATE_WRITE), off
+// the appender's path: fallocate waits on the file system journal and faults cost a
+// trap per page, either of which can take longer than the copy itself. The appender
+// reserves synchronously only when it catches up.
 type reservation struct {
 	f       file
-	mapping []byte // the writable mapping of f
+	mapping []byte // the writable mapping of f that is pre-faulted; nil for none
 	limit   int64  // the file's (preallocated) size; nothing is reserved beyond it
 	chunk   int64
 

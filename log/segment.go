@@ -149,7 +149,8 @@ func (s *segment) makeWritable(p segmentParams) {
 	s.writable = true
 	s.params = p
 	s.capacity = int64(len(s.data))
-	s.res = &reservation{f: s.logFile, mapping: s.data, limit: s.capacity, chunk: reserveChunk, background: true}
+	// No mapping to pre-fault: appends pwrite (writeBatch), which needs no resident pages.
+	s.res = &reservation{f: s.logFile, limit: s.capacity, chunk: reserveChunk, background: true}
 	s.res.startAt(s.size.Load())
 }
 
@@ -560,13 +561,8 @@ func (s *segment) append(batch []byte, h Header, base int64, epoch int32, setEpo
 			return err
 		}
 	}
-	dst := s.data[pos:end]
-	if err := copyGuarded(dst, batch); err != nil {
+	if err := s.writeBatch(batch, pos, base, epoch, setEpoch); err != nil {
 		return err
-	}
-	SetBaseOffset(dst, base)
-	if setEpoch {
-		SetPartitionLeaderEpoch(dst, epoch)
 	}
 	if due {
 		// The space is reserved, so these cannot fail for lack of it; and the indexes are
@@ -582,6 +578,28 @@ func (s *segment) append(batch []byte, h Header, base int64, epoch int32, setEpo
 	s.next = base + int64(h.LastOffsetDelta) + 1
 	s.maxTimestamp.Store(s.idx.maxTs)
 	s.size.Store(end)
+	return nil
+}
+
+// writeBatch writes batch at pos with its base offset (and leader epoch when setEpoch)
+// rewritten, with pwrite rather than by copying into the mapping. A copy into the
+// mapping faults each fresh page in, and the kernel zero-fills it first (about 10 µs a
+// page here, even pre-faulted in the background); pwrite of whole pages skips both, at
+// 4-6x less CPU per byte for batches of 16 KiB and more (BenchmarkAppendStrategy). The
+// mapping still serves reads: it shares the page cache with the file.
+//
+// The rewritten fields lie in the first 16 bytes, outside the CRC, so those go out of a
+// copy and the rest straight from the caller's batch.
+func (s *segment) writeBatch(batch []byte, pos, base int64, epoch int32, setEpoch bool) error {
+	var hdr [offPartitionLeaderEpoch + 4]byte
+	copy(hdr[:], batch)
+	SetBaseOffset(hdr[:], base)
+	if setEpoch {
+		SetPartitionLeaderEpoch(hdr[:], epoch)
+	}
+	if err := writeVectorAt(s.logFile, hdr[:], batch[len(hdr):], pos); err != nil {
+		return storageError("write segment", err)
+	}
 	return nil
 }
 

@@ -391,7 +391,8 @@ func (p *Partition) appendLocked(batch []byte, h shalelog.Header) (AppendResult,
 		shalelog.SetLogAppendTime(batch, res.LogAppendTime)
 	}
 	epoch := p.state.LeaderEpoch
-	info, err := p.log.Append(batch, epoch)
+	// The caller validated the batch (AppendAsLeader's contract), CRC included.
+	info, err := p.log.AppendValidated(batch, epoch)
 	if err != nil {
 		return AppendResult{}, err
 	}

@@ -48,6 +48,10 @@ type Request struct {
 	rawSASL bool
 	// conn is the connection the request came on (share sessions end with theirs).
 	conn *conn
+
+	// body is the request's bytes when they go back to the pool once the response is
+	// written (bodypool.go), nil otherwise.
+	body []byte
 }
 
 // AnonymousPrincipal is Kafka's principal for an unauthenticated connection.
@@ -219,6 +223,9 @@ func (c *conn) readLoop(ctx context.Context, reqs chan<- *Request) error {
 			return err
 		}
 		req.reserved, req.size = int64(size), size+4
+		if recyclable(req.Key) {
+			req.body = body
+		}
 		c.s.cfg.Metrics.BytesIn.Add(float64(size + 4))
 		// A full broker-wide queue mutes this connection until a request is handled.
 		if err := c.s.slots.acquire(ctx, c.stopRead); err != nil {
@@ -254,14 +261,38 @@ func (c *conn) readBody(ctx context.Context, br *bufio.Reader, size int32) ([]by
 	if err := c.s.pool.reserve(ctx, c.stopRead, int64(size)); err != nil {
 		return nil, err
 	}
-	buf := make([]byte, 0, min(int(size), firstBodyChunk))
+	head, err := br.Peek(2) // the API key: only Produce bodies are pooled
+	if err != nil {
+		c.s.pool.release(int64(size))
+		return nil, fmt.Errorf("read request body: %w", unexpectedEOF(err))
+	}
+	pooled := recyclable(int16(binary.BigEndian.Uint16(head)))
+	if pooled {
+		if buf := getBody(int(size)); buf != nil {
+			// A recycled buffer is already paid for: reading straight into it allocates nothing.
+			if _, err := io.ReadFull(br, buf); err != nil {
+				c.s.pool.release(int64(size))
+				putBody(buf)
+				return nil, fmt.Errorf("read request body: %w", unexpectedEOF(err))
+			}
+			return buf, nil
+		}
+	}
+	// A body the pool takes ends in a buffer of its class size, so that it can be reused
+	// for any body of that class (bodypool.go).
+	full := int(size)
+	if pooled {
+		full = bodyCap(full)
+	}
+	buf := make([]byte, 0, min(full, firstBodyChunk))
 	for len(buf) < int(size) {
 		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(int(size), 2*cap(buf)))
+			grown := make([]byte, len(buf), min(full, 2*cap(buf)))
 			copy(grown, buf)
 			buf = grown
 		}
-		n, err := br.Read(buf[len(buf):cap(buf)])
+		// Never past the body: what follows is the next request's.
+		n, err := br.Read(buf[len(buf):min(cap(buf), int(size))])
 		buf = buf[:len(buf)+n]
 		if err != nil && len(buf) < int(size) {
 			c.s.pool.release(int64(size))
@@ -502,6 +533,11 @@ func (c *conn) write(ctx context.Context, resps <-chan pending) {
 		}
 		if res.Release != nil {
 			res.Release()
+		}
+		if p.req.body != nil {
+			// Written (or dropped): nothing refers to the request's bytes any more.
+			putBody(p.req.body)
+			p.req.body = nil
 		}
 		m.Latency.WithLabelValues(describeKey(p.req.Key)).Observe(time.Since(p.req.Received).Seconds())
 		if res.CloseConn {
