@@ -228,11 +228,11 @@ func runTxnPipeline(t *testing.T, kind pipelineKind) {
 			t.Fatalf("topic %s never healed (%v): %s", topic, d, why)
 		}
 	}
-	feeder, err := startWorkload(c, in, in+"-reader", false, 100)
+	feeder, err := startFeeder(c, in, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { feeder.stop(time.Second) })
+	t.Cleanup(func() { feeder.stop() })
 	p := &pipeline{t: t, kind: kind, seeds: c.seeds(), in: in, out: out, dir: t.TempDir()}
 	if err := p.start(); err != nil {
 		t.Fatal(err)
@@ -307,7 +307,7 @@ func runTxnPipeline(t *testing.T, kind pipelineKind) {
 		}
 		time.Sleep(2 * time.Second)
 	}
-	feeder.stop(fullWaits.drain)
+	feeder.stop()
 
 	caughtUp, why := waitPipelineCaughtUp(c, in, 2*time.Minute)
 	close(stopSupervisor)
