@@ -281,6 +281,12 @@ func formatRows(l layout, rows []row, total bool, ws waits) string {
 // createTopic creates the workload's topic: 6 partitions, RF=3, min.insync.replicas=2,
 // retrying while the cluster settles.
 func createTopic(c *cluster, topic string) error {
+	return createTopicWith(c, topic, partitions, nil)
+}
+
+// createTopicWith creates an RF=3, min.insync.replicas=2 topic with parts partitions and
+// extra configs.
+func createTopicWith(c *cluster, topic string, parts int32, configs map[string]*string) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DialTimeout(3*time.Second))
 	if err != nil {
 		return err
@@ -288,10 +294,14 @@ func createTopic(c *cluster, topic string) error {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	two := "2"
+	cfg := map[string]*string{"min.insync.replicas": &two}
+	for k, v := range configs {
+		cfg[k] = v
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		resp, err := adm.CreateTopic(ctx, partitions, 3, map[string]*string{"min.insync.replicas": &two}, topic)
+		resp, err := adm.CreateTopic(ctx, parts, 3, cfg, topic)
 		cancel()
 		if err == nil {
 			err = resp.Err

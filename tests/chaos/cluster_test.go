@@ -193,6 +193,12 @@ type cluster struct {
 
 func newCluster(t *testing.T, l layout) *cluster {
 	t.Helper()
+	return newClusterArgs(t, l, nil)
+}
+
+// newClusterArgs is newCluster with extra flags for every node.
+func newClusterArgs(t *testing.T, l layout, extra []string) *cluster {
+	t.Helper()
 	count := 3
 	if l == dedicated {
 		count = 6
@@ -249,6 +255,7 @@ func newCluster(t *testing.T, l layout) *cluster {
 			"--unclean.leader.election.enable=false",
 			"--group.initial.rebalance.delay.ms=0",
 		}
+		n.args = append(n.args, extra...)
 		if n.broker {
 			probe, err := kgo.NewClient(kgo.SeedBrokers(n.brokerAddr()), kgo.RequestRetries(0), kgo.DialTimeout(time.Second))
 			if err != nil {
