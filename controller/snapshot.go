@@ -56,6 +56,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		groups:  groups,
 		scram:   f.scramSnapshotLocked(),
 		txns:    f.txnSnapshotLocked(),
+		share:   f.shareSnapshotLocked(),
 	}
 	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.scram) + len(s.txns) + len(s.share))
 	return s, nil

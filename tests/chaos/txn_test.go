@@ -413,7 +413,14 @@ func waitPipelineCaughtUp(c *cluster, in string, timeout time.Duration) (bool, s
 		behind := []string{}
 		ends.Each(func(o kadm.ListedOffset) {
 			got, ok := offs.Lookup(in, o.Partition)
-			if !ok || got.At < o.Offset {
+			switch {
+			case o.Err != nil:
+				behind = append(behind, fmt.Sprintf("p%d end unknown: %v", o.Partition, o.Err))
+			case !ok:
+				behind = append(behind, fmt.Sprintf("p%d nothing committed, end %d", o.Partition, o.Offset))
+			case got.Err != nil:
+				behind = append(behind, fmt.Sprintf("p%d committed unknown: %v", o.Partition, got.Err))
+			case got.At < o.Offset:
 				behind = append(behind, fmt.Sprintf("p%d %d/%d", o.Partition, got.At, o.Offset))
 			}
 		})
@@ -580,7 +587,7 @@ func TestTxnPipelineWorker(t *testing.T) {
 		n++
 		if err := sess.Begin(); err != nil {
 			fmt.Printf("begin %s: %v\n", txn, err)
-			continue
+			os.Exit(3)
 		}
 		for _, r := range recs {
 			sess.Produce(context.Background(), &kgo.Record{
@@ -599,8 +606,11 @@ func TestTxnPipelineWorker(t *testing.T) {
 		switch {
 		case err != nil:
 			// The outcome is unknown to this process: neither line, so the checker holds
-			// the transaction to exactly-once alone.
+			// the transaction to exactly-once alone. franz-go's End errors are not
+			// retryable: the process ends, and the harness starts another, as a
+			// supervisor would.
 			fmt.Printf("end %s: %v\n", txn, err)
+			os.Exit(3)
 		case committed:
 			fmt.Printf("commit %s\n", txn)
 		default:
