@@ -198,8 +198,10 @@ type feeder struct {
 }
 
 func startFeeder(c *cluster, topic string, rate int) (*feeder, error) {
+	// Round robin: the default sticky partitioner would keep these small records on one
+	// partition for the whole run.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic(topic),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DialTimeout(3*time.Second), kgo.MetadataMinAge(500*time.Millisecond))
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DialTimeout(3*time.Second), kgo.MetadataMinAge(500*time.Millisecond))
 	if err != nil {
 		return nil, err
 	}

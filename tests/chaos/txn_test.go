@@ -416,8 +416,9 @@ func waitPipelineCaughtUp(c *cluster, in string, timeout time.Duration) (bool, s
 			switch {
 			case o.Err != nil:
 				behind = append(behind, fmt.Sprintf("p%d end unknown: %v", o.Partition, o.Err))
-			case !ok:
+			case !ok && o.Offset > 0:
 				behind = append(behind, fmt.Sprintf("p%d nothing committed, end %d", o.Partition, o.Offset))
+			case !ok:
 			case got.Err != nil:
 				behind = append(behind, fmt.Sprintf("p%d committed unknown: %v", o.Partition, got.Err))
 			case got.At < o.Offset:
