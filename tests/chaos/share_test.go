@@ -245,7 +245,8 @@ func (f *feeder) stop() int {
 	return f.acked
 }
 
-// shareCoordinator is the broker that FindCoordinator names for a share group.
+// shareCoordinator is the broker that FindCoordinator (key type GROUP, as for any group)
+// names for a share group.
 func shareCoordinator(c *cluster, group string) (*node, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DialTimeout(3*time.Second))
 	if err != nil {
@@ -256,7 +257,7 @@ func shareCoordinator(c *cluster, group string) (*node, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		resps := adm.FindShareCoordinators(ctx, group)
+		resps := adm.FindGroupCoordinators(ctx, group)
 		cancel()
 		for _, r := range resps {
 			if r.Err == nil {
