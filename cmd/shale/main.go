@@ -28,20 +28,20 @@ const (
 	usageHeader = `Usage: shale <command> [flags]
 
 Commands:
-  serve     run a Shale node (broker and/or controller)
-  topic     create, list, describe, delete or alter topics
-  group     list, describe (with lag), delete consumer groups, reset their offsets
-  acl       add, remove or list ACLs
-  quota     set, remove or list client quotas
-  user      create, delete or list SCRAM users
+  serve       run a Shale node (broker and/or controller)
+  topic       create, list, describe, delete or alter topics
+  group       list, describe (with lag), delete consumer groups, reset their offsets
+  acl         add, remove or list ACLs
+  quota       set, remove or list client quotas
+  user        create, delete or list SCRAM users
   controller  add, remove or list the controller quorum's voters
-  broker    drain a broker of its replicas, or unregister it
-  cluster   rebalance replicas and leaders over the brokers
-  produce   send lines from stdin as records
-  consume   print records as lines
-  bench     benchmark a Kafka-compatible cluster
-  version   print the version
-  help      print help for a command
+  broker      drain a broker of its replicas, or unregister it
+  cluster     rebalance replicas and leaders over the brokers
+  produce     send lines from stdin as records
+  consume     print records as lines
+  bench       benchmark a Kafka-compatible cluster
+  version     print the version
+  help        print help for a command
 
 The topic, group, acl, quota, produce, consume and bench commands work against any Kafka cluster.
 Run "shale help <command>" or "shale <command> --help" for a command's flags.
