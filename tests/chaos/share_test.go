@@ -1,14 +1,11 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,9 +75,17 @@ func TestChaosShareGroups(t *testing.T) {
 	t.Cleanup(func() { feeder.stop() })
 
 	dir := t.TempDir()
-	workers := make([]*shareWorker, shareWorkers)
+	seeds := strings.Join(c.seeds(), ",")
+	workers := make([]*supervised, shareWorkers)
 	for i := range workers {
-		workers[i] = &shareWorker{t: t, seeds: c.seeds(), dir: dir, name: fmt.Sprintf("w%d", i)}
+		// Each worker writes "deliver <offset> <seq> <count>" per delivery, then "accept
+		// <offset> <seq> <count>" once the broker confirmed the accept, "unconfirmed
+		// <offset> <seq>" when its outcome is unknown, or the release or reject.
+		workers[i] = &supervised{t: t, name: fmt.Sprintf("w%d", i), dir: dir, command: func(int) *exec.Cmd {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestShareWorker$", "-test.v")
+			cmd.Env = append(os.Environ(), "SHALE_SHARE_WORKER=1", "SHALE_BIN="+shaleBin, "SHALE_SHARE_SEEDS="+seeds)
+			return cmd
+		}}
 		if err := workers[i].start(); err != nil {
 			t.Fatal(err)
 		}
@@ -273,109 +278,6 @@ func shareCoordinator(c *cluster, group string) (*node, error) {
 	}
 }
 
-// shareWorker supervises one worker process; the processes write what they did to logs
-// the checker reads: "accept <offset> <seq> <delivery>" once the broker confirmed it,
-// "unconfirmed <offset> <seq>" when the outcome is unknown, "deliver <offset> <seq>
-// <delivery>" on each delivery.
-type shareWorker struct {
-	t     *testing.T
-	seeds []string
-	dir   string
-	name  string
-
-	mu    sync.Mutex
-	cmd   *exec.Cmd
-	done  chan struct{}
-	n     int
-	logs  []string
-	exits []string
-}
-
-func (w *shareWorker) start() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.n++
-	path := filepath.Join(w.dir, fmt.Sprintf("%s.%d.log", w.name, w.n))
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestShareWorker$", "-test.v")
-	cmd.Env = append(os.Environ(), "SHALE_SHARE_WORKER=1", "SHALE_BIN="+shaleBin,
-		"SHALE_SHARE_SEEDS="+strings.Join(w.seeds, ","))
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	w.cmd, w.done = cmd, done
-	w.logs = append(w.logs, path)
-	return nil
-}
-
-func (w *shareWorker) superviseOnce() {
-	w.mu.Lock()
-	done, cmd := w.done, w.cmd
-	w.mu.Unlock()
-	select {
-	case <-done:
-		w.mu.Lock()
-		w.exits = append(w.exits, fmt.Sprintf("process %d exited (%v): %s", w.n, cmd.ProcessState, tail(w.logs[len(w.logs)-1], 5)))
-		w.mu.Unlock()
-		if err := w.start(); err != nil {
-			w.t.Log(err)
-		}
-	default:
-	}
-}
-
-func (w *shareWorker) kill9() {
-	w.mu.Lock()
-	cmd, done := w.cmd, w.done
-	w.mu.Unlock()
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-done
-}
-
-func (w *shareWorker) stop(d time.Duration) {
-	w.mu.Lock()
-	cmd, done := w.cmd, w.done
-	w.mu.Unlock()
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(d):
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-done
-	}
-}
-
-// lines is every log line of every process of the worker, split into fields.
-func (w *shareWorker) lines() [][]string {
-	w.mu.Lock()
-	logs := slices.Clone(w.logs)
-	w.mu.Unlock()
-	var out [][]string
-	for _, path := range logs {
-		f, err := os.Open(path)
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			out = append(out, strings.Fields(sc.Text()))
-		}
-		f.Close()
-	}
-	return out
-}
-
 // deadLetter is one record of the dead-letter topic.
 type deadLetter struct {
 	seq, offset, deliveries int64
@@ -428,7 +330,7 @@ type shareVerdict struct {
 
 // checkShareOutcome accounts for every input record: accepted once (confirmed or not),
 // or dead-lettered (at least once) with the delivery count its action implies.
-func checkShareOutcome(input []txnRecord, workers []*shareWorker, dead []deadLetter) shareVerdict {
+func checkShareOutcome(input []txnRecord, workers []*supervised, dead []deadLetter) shareVerdict {
 	var v shareVerdict
 	example := func(format string, args ...any) {
 		if len(v.examples) < 10 {

@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,10 +8,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -89,132 +86,22 @@ func pythonBin() string {
 	return "python3"
 }
 
-// pipeline supervises the pipeline processes: one runs at a time; each writes "commit
-// <txn>" and "abort <txn>" lines, which the checker reads back.
-type pipeline struct {
-	t     *testing.T
-	kind  pipelineKind
-	seeds []string
-	in    string
-	out   string
-	dir   string
-
-	mu        sync.Mutex
-	cmd       *exec.Cmd
-	done      chan struct{}
-	instances int
-	exits     []string // unexpected exits, for the report
-	logs      []string
-}
-
-func (p *pipeline) start() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.instances++
-	instance := fmt.Sprintf("i%d", p.instances)
-	logPath := filepath.Join(p.dir, "pipeline-"+instance+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	cmd := p.kind(p.t, p.seeds, p.in, p.out, instance)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start pipeline: %w", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	p.cmd, p.done = cmd, done
-	p.logs = append(p.logs, logPath)
-	return nil
-}
-
-// running reports whether the current process is alive; one that exited on its own is
-// recorded and restarted, as a supervisor would.
-func (p *pipeline) superviseOnce() {
-	p.mu.Lock()
-	done := p.done
-	cmd := p.cmd
-	p.mu.Unlock()
-	select {
-	case <-done:
-		p.mu.Lock()
-		p.exits = append(p.exits, fmt.Sprintf("instance %d exited (%v): %s", p.instances, cmd.ProcessState, tail(p.logs[len(p.logs)-1], 5)))
-		p.mu.Unlock()
-		if err := p.start(); err != nil {
-			p.t.Log(err)
-		}
-	default:
-	}
-}
-
-func (p *pipeline) kill9() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-done
-}
-
-// stop ends the current process with SIGTERM (it finishes its transaction and leaves the
-// group), then SIGKILL after d.
-func (p *pipeline) stop(d time.Duration) {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(d):
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-done
-	}
-}
-
-// outcomes reads every process's log: the transactions it committed and aborted.
-func (p *pipeline) outcomes() (committed, aborted map[string]bool, err error) {
+// pipelineOutcomes reads what every pipeline process wrote: the transactions it
+// committed and aborted.
+func pipelineOutcomes(p *supervised) (committed, aborted map[string]bool) {
 	committed, aborted = map[string]bool{}, map[string]bool{}
-	p.mu.Lock()
-	logs := slices.Clone(p.logs)
-	p.mu.Unlock()
-	for _, path := range logs {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, nil, err
+	for _, f := range p.lines() {
+		if len(f) != 2 {
+			continue
 		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			fields := strings.Fields(sc.Text())
-			if len(fields) != 2 {
-				continue
-			}
-			switch fields[0] {
-			case "commit":
-				committed[fields[1]] = true
-			case "abort":
-				aborted[fields[1]] = true
-			}
+		switch f[0] {
+		case "commit":
+			committed[f[1]] = true
+		case "abort":
+			aborted[f[1]] = true
 		}
-		f.Close()
 	}
-	return committed, aborted, nil
-}
-
-func tail(path string, lines int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(ls) > lines {
-		ls = ls[len(ls)-lines:]
-	}
-	return strings.Join(ls, " | ")
+	return committed, aborted
 }
 
 func runTxnPipeline(t *testing.T, kind pipelineKind) {
@@ -233,7 +120,10 @@ func runTxnPipeline(t *testing.T, kind pipelineKind) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { feeder.stop() })
-	p := &pipeline{t: t, kind: kind, seeds: c.seeds(), in: in, out: out, dir: t.TempDir()}
+	seeds := c.seeds()
+	p := &supervised{t: t, name: "pipeline", dir: t.TempDir(), command: func(n int) *exec.Cmd {
+		return kind(t, seeds, in, out, fmt.Sprintf("i%d", n))
+	}}
 	if err := p.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -335,10 +225,7 @@ func runTxnPipeline(t *testing.T, kind pipelineKind) {
 	if err != nil {
 		t.Fatalf("read output (read_uncommitted): %v", err)
 	}
-	committed, aborted, err := p.outcomes()
-	if err != nil {
-		t.Fatal(err)
-	}
+	committed, aborted := pipelineOutcomes(p)
 	v := checkTxnOutput(input, output, committed, aborted)
 	t.Logf("%d input records, %d output records read_committed (%d read_uncommitted), %d pipeline processes, %d transactions committed and %d aborted as the pipelines saw them: lost %d, duplicated %d, aborted records visible %d, committed transactions partly visible %d, records not from the input %d",
 		len(input), len(output), len(everything), p.instances, len(committed), len(aborted), v.lost, v.dup, v.abortedSeen, v.partial, v.phantom)
