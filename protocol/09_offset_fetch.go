@@ -32,9 +32,20 @@ func (s *Server) fetchGroupOffsets(ctx context.Context, r *Request, groupID stri
 	if !s.allowed(r, opDescribe, resGroup, groupID) {
 		return nil, errGroupDenied
 	}
+	// The pending offsets are read before the committed ones: a transaction that
+	// completes in between has moved its offsets into the committed ones in the same
+	// Raft apply, so the second read sees them. Read the other way round, the client could
+	// get neither (no commit yet, and nothing pending any more).
+	var pending map[string][]int32
+	if requireStable && s.deps.Txn != nil {
+		var err error
+		if pending, err = s.deps.Txn.PendingOffsets(ctx, groupID); err != nil {
+			return nil, fmt.Errorf("%w: %w", kerr.CoordinatorNotAvailable, err)
+		}
+	}
 	fts, err := s.fetchGroupOffsetsUnchecked(ctx, groupID, topics, order)
-	if err == nil && requireStable && s.deps.Txn != nil {
-		err = s.markUnstable(ctx, groupID, fts)
+	if err == nil {
+		markUnstable(fts, pending)
 	}
 	return s.authorizeFetchedOffsets(r, fts, topics == nil), err
 }
@@ -42,11 +53,7 @@ func (s *Server) fetchGroupOffsets(ctx context.Context, r *Request, groupID stri
 // markUnstable answers UNSTABLE_OFFSET_COMMIT (KIP-447's require_stable) for the
 // partitions whose offsets an open transaction is about to commit: the client retries
 // until the transaction ends, rather than start from an offset about to move.
-func (s *Server) markUnstable(ctx context.Context, groupID string, fts []fetchedTopic) error {
-	pending, err := s.deps.Txn.PendingOffsets(ctx, groupID)
-	if err != nil {
-		return fmt.Errorf("%w: %w", kerr.CoordinatorNotAvailable, err)
-	}
+func markUnstable(fts []fetchedTopic, pending map[string][]int32) {
 	for i := range fts {
 		for j := range fts[i].Partitions {
 			fp := &fts[i].Partitions[j]
@@ -56,7 +63,6 @@ func (s *Server) markUnstable(ctx context.Context, groupID string, fts []fetched
 			}
 		}
 	}
-	return nil
 }
 
 func (s *Server) fetchGroupOffsetsUnchecked(ctx context.Context, groupID string, topics map[string][]int32, order []string) ([]fetchedTopic, error) {
