@@ -9,11 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shalelog/shale/client"
 	"github.com/shalelog/shale/internal/testutil"
@@ -86,24 +83,7 @@ func TestControllerSwap(t *testing.T) {
 	}
 
 	// A producer runs through the whole swap.
-	prod := c.kafkaClient(kgo.DefaultProduceTopic("swap"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(100))
-	ctx, stop := context.WithCancel(context.Background())
-	var mu sync.Mutex
-	acked := map[string]bool{}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ctx.Err() == nil; i++ {
-			v := strconv.Itoa(i)
-			if err := prod.ProduceSync(ctx, kgo.StringRecord(v)).FirstErr(); err == nil {
-				mu.Lock()
-				acked[v] = true
-				mu.Unlock()
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
+	prod := startAckedProducer(c, "swap", 100)
 
 	for _, st := range []struct{ add, remove int32 }{{7, 1}, {8, 2}, {9, 3}} {
 		n := c.joinController(st.add)
@@ -131,29 +111,6 @@ func TestControllerSwap(t *testing.T) {
 	// The brokers reach the new quorum: metadata changes still go through.
 	createTopic(t, c.broker(6).addr, newTopic("after-swap", 1, 3))
 	time.Sleep(500 * time.Millisecond)
-	stop()
-	wg.Wait()
-
-	// Every acknowledged record is there.
-	mu.Lock()
-	want := len(acked)
-	mu.Unlock()
-	if want == 0 {
-		t.Fatal("nothing was acknowledged during the swap")
-	}
-	cons := c.kafkaClient(kgo.ConsumeTopics("swap"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	seen := map[string]bool{}
-	cctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for len(seen) < want && cctx.Err() == nil {
-		cons.PollFetches(cctx).EachRecord(func(r *kgo.Record) {
-			if acked[string(r.Value)] {
-				seen[string(r.Value)] = true
-			}
-		})
-	}
-	if len(seen) != want {
-		t.Fatalf("%d of %d acknowledged records read back", len(seen), want)
-	}
+	want := prod.stopAndReadBack(t)
 	t.Logf("%d records acknowledged during the swap, all read back", want)
 }

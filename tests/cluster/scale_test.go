@@ -3,14 +3,9 @@ package cluster
 import (
 	"context"
 	"os/exec"
-	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // replicaCounts counts each broker's replicas of topic as broker addr's metadata shows.
@@ -56,24 +51,7 @@ func TestScaleOutAndDrain(t *testing.T) {
 	b := c.broker(4).addr
 	createTopic(t, b, newTopic("scale", 6, 3))
 
-	prod := c.kafkaClient(kgo.DefaultProduceTopic("scale"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(1000))
-	ctx, stop := context.WithCancel(context.Background())
-	var mu sync.Mutex
-	acked := map[string]bool{}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ctx.Err() == nil; i++ {
-			v := strconv.Itoa(i)
-			if err := prod.ProduceSync(ctx, kgo.StringRecord(v)).FirstErr(); err == nil {
-				mu.Lock()
-				acked[v] = true
-				mu.Unlock()
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
+	prod := startAckedProducer(c, "scale", 1000)
 
 	if n := c.addBroker(); n.id != 7 {
 		t.Fatalf("new broker %d", n.id)
@@ -119,34 +97,6 @@ func TestScaleOutAndDrain(t *testing.T) {
 	}
 
 	time.Sleep(500 * time.Millisecond)
-	stop()
-	wg.Wait()
-	mu.Lock()
-	want := len(acked)
-	mu.Unlock()
-	if want == 0 {
-		t.Fatal("nothing acknowledged")
-	}
-	cons := c.kafkaClient(kgo.ConsumeTopics("scale"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	seen := map[string]bool{}
-	cctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for len(seen) < want && cctx.Err() == nil {
-		cons.PollFetches(cctx).EachRecord(func(r *kgo.Record) {
-			if acked[string(r.Value)] {
-				seen[string(r.Value)] = true
-			}
-		})
-	}
-	if len(seen) != want {
-		var missing []string
-		for v := range acked {
-			if !seen[v] {
-				missing = append(missing, v)
-			}
-		}
-		slices.Sort(missing)
-		t.Fatalf("%d of %d acknowledged records read back; missing %v", len(seen), want, missing[:min(len(missing), 20)])
-	}
+	want := prod.stopAndReadBack(t)
 	t.Logf("%d records acknowledged through the scale-out and drain, all read back", want)
 }
