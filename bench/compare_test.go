@@ -154,6 +154,44 @@ func TestCompareGoalsAndPeakReuse(t *testing.T) {
 	}
 }
 
+// TestCompareFixedRate: with --rate every target is offered the same load in the
+// open-loop presets, without measuring a peak first, and the goals about half of the
+// peak stay undecided.
+func TestCompareFixedRate(t *testing.T) {
+	cfg := compareConfig{
+		presets:  quickPresets(t, "e2e-latency"),
+		duration: 300 * time.Millisecond,
+		warmup:   0,
+		rate:     2000,
+		targets:  []target{shaleTarget(fakeShale(t), nil), inprocNull{retain: 32 << 20}},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmp, err := runCompare(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cmp.Workloads) != 1 || len(cmp.Workloads[0].Results) != 2 {
+		t.Fatalf("workloads %+v", cmp.Workloads)
+	}
+	for _, r := range cmp.Workloads[0].Results {
+		if r.Error != "" || r.Report == nil {
+			t.Fatalf("%s: %s", r.Target, r.Error)
+		}
+		if r.Report.Rate != 2000 || r.Report.PeakRate != 0 {
+			t.Errorf("%s: offered %v rec/s with peak %v, want 2000 and no peak", r.Target, r.Report.Rate, r.Report.PeakRate)
+		}
+	}
+	if cmp.FixedRate != 2000 {
+		t.Errorf("fixed rate %v", cmp.FixedRate)
+	}
+	for _, g := range cmp.Goals {
+		if g.Preset == "e2e-latency" && (g.Status != "pending" || !strings.Contains(g.Detail, "fixed --rate")) {
+			t.Errorf("goal %q: %s (%s), want pending at the fixed rate", g.Goal, g.Status, g.Detail)
+		}
+	}
+}
+
 func TestCompareMainJSON(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -293,6 +293,7 @@ type compareFlags struct {
 	external       listFlag
 	kfakeMode      string
 	nullRetain     int64
+	rate           float64
 	limits         bool
 	probeDuration  time.Duration
 	diskDir        string
@@ -334,6 +335,7 @@ func parseCompareArgs(args []string, helpOut io.Writer) (compareFlags, error) {
 	fs.StringVar(&f.kfakeMode, "kfake-mode", "auto", "`mode`: run kfake and "+nullTargetName+" in their own processes (process), in this one (inprocess), or in their own when this binary is shale (auto)")
 	f.nullRetain = nullbroker.DefaultRetainBytes
 	fs.Var(sizeFlag(&f.nullRetain), "null-retain-bytes", "record batches the "+nullTargetName+" target keeps in memory for consumers, over all partitions (`size`, e.g. 1GiB); the oldest go first")
+	fs.Float64Var(&f.rate, "rate", 0, "offer this many `records/s` to every target in the open-loop presets (e2e-latency, cluster-e2e-rf3) instead of half of each target's own peak, to compare latency at equal load")
 	fs.BoolVar(&f.limits, "limits", true, "measure loopback TCP and disk write limits first")
 	fs.DurationVar(&f.probeDuration, "probe-duration", 2*time.Second, "how long each machine-limit probe runs")
 	fs.StringVar(&f.diskDir, "disk-dir", os.TempDir(), "`dir`ectory for the disk probe (Shale's data goes under the temp dir too)")
@@ -351,6 +353,9 @@ func parseCompareArgs(args []string, helpOut io.Writer) (compareFlags, error) {
 	}
 	if f.json && f.markdown {
 		return f, errors.New("--json and --markdown are alternatives")
+	}
+	if f.rate < 0 {
+		return f, errors.New("--rate must be positive (0: half of each target's peak)")
 	}
 	if f.limits && f.probeDuration <= 0 {
 		return f, errors.New("--probe-duration must be positive")

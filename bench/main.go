@@ -151,6 +151,7 @@ func compareCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		presets:       presets,
 		duration:      f.duration,
 		warmup:        f.warmup,
+		rate:          f.rate,
 		targets:       targets,
 		unavailable:   skipped,
 		limits:        f.limits,
