@@ -15,7 +15,12 @@
 #               log.segment.bytes=256 MiB, so the run crosses many segment rolls
 #   consume     consume-1k: preload for -d seconds, profile the read-back
 #   e2e         omb-1k's closed-loop peak, then e2e-latency at half of it on a fresh
-#               node, with a runtime trace (trace.out, `go tool trace`) of 5 s
+#               node, with a runtime trace (trace.out, `go tool trace`) of 5 s;
+#               E2E_RATE=records/s skips the peak and offers that rate instead
+#   cluster-rf1-acks1, cluster-rf3-acksall
+#               the replicated preset on three fresh nodes (combined roles, as
+#               `bench compare --targets shale-cluster` starts them), every node's CPU
+#               profile over the same window, and each node's CPU and run-queue wait
 #
 # The broker is built unstripped into bin/shale-prof (perf needs its symbols) unless
 # SHALE=path is given. -d is the measured seconds of each run (default 10).
@@ -45,11 +50,14 @@ matrix="produce-1p-100b-acks1 produce-1p-100b-acksall produce-1p-1k-acks1 produc
 produce-8p-100b-acks1 produce-8p-100b-acksall produce-8p-1k-acks1 produce-8p-1k-acksall"
 
 broker_pid=""
+node_pids=()
 data=""
 cleanup() {
 	if [ -n "$broker_pid" ]; then kill -TERM "$broker_pid" 2>/dev/null || true; wait "$broker_pid" 2>/dev/null || true; fi
+	for p in "${node_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "${node_pids[@]}"; do wait "$p" 2>/dev/null || true; done
 	[ -z "$data" ] || rm -rf "$data"
-	broker_pid="" data=""
+	broker_pid="" data="" node_pids=()
 }
 trap cleanup EXIT
 
@@ -79,7 +87,7 @@ print(*[s.getsockname()[1] for s in ss])')
 # (/proc/PID/task/*/schedstat: ns on the CPU, ns waiting for one). On a shared machine
 # the wait says how much of a latency tail is other processes holding the cores.
 schedstat() {
-	cat /proc/"$broker_pid"/task/*/schedstat 2>/dev/null | awk '{r+=$1; w+=$2} END {printf "%d %d\n", r/1e6, w/1e6}'
+	cat /proc/"${1:-$broker_pid}"/task/*/schedstat 2>/dev/null | awk '{r+=$1; w+=$2} END {printf "%d %d\n", r/1e6, w/1e6}'
 }
 
 # profile NAME SECONDS: CPU and allocation profiles (and perf) of the broker.
@@ -153,14 +161,19 @@ run_consume() {
 }
 
 run_e2e() {
-	start_broker e2e-peak
-	"$SHALE" bench e2e --preset omb-1k --bootstrap-server "$kafka" --duration "${dur}s" --json \
-		>"$out/e2e-peak.json" 2>"$out/e2e-peak.progress" || true
-	cleanup
-	local peak
-	peak=$(jq -r '[.roles[] | select(.role=="produce") | .records_per_sec][0] // 0' "$out/e2e-peak.json")
-	local rate=$(((${peak%.*} + 1) / 2))
-	echo "omb-1k peak $peak rec/s; e2e-latency at $rate rec/s" | tee "$out/e2e.rate"
+	local rate=${E2E_RATE:-}
+	if [ -z "$rate" ]; then
+		start_broker e2e-peak
+		"$SHALE" bench e2e --preset omb-1k --bootstrap-server "$kafka" --duration "${dur}s" --json \
+			>"$out/e2e-peak.json" 2>"$out/e2e-peak.progress" || true
+		cleanup
+		local peak
+		peak=$(jq -r '[.roles[] | select(.role=="produce") | .records_per_sec][0] // 0' "$out/e2e-peak.json")
+		rate=$(((${peak%.*} + 1) / 2))
+		echo "omb-1k peak $peak rec/s; e2e-latency at $rate rec/s" | tee "$out/e2e.rate"
+	else
+		echo "e2e-latency at E2E_RATE=$rate rec/s" | tee "$out/e2e.rate"
+	fi
 	local name=e2e
 	start_broker $name
 	echo "before: $(cut -d' ' -f1-3 /proc/loadavg)" >"$out/$name.load"
@@ -181,6 +194,66 @@ run_e2e() {
 	summarize $name
 }
 
+# run_cluster PRESET: three nodes with combined roles, the preset against them, and a
+# CPU profile of every node over the same window.
+run_cluster() {
+	local name=$1
+	local ports
+	read -r -a ports < <(python3 -c 'import socket
+ss=[socket.socket() for _ in range(9)]
+[s.bind(("127.0.0.1",0)) for s in ss]
+print(*[s.getsockname()[1] for s in ss])')
+	data=$(mktemp -d /tmp/shale-profile-XXXXXX)
+	local voters="1@127.0.0.1:${ports[1]},2@127.0.0.1:${ports[4]},3@127.0.0.1:${ports[7]}"
+	local bootstrap="127.0.0.1:${ports[0]},127.0.0.1:${ports[3]},127.0.0.1:${ports[6]}"
+	local i
+	for i in 0 1 2; do
+		mkdir -p "$data/n$((i + 1))"
+		GODEBUG=gctrace=1 "$SHALE" serve --node.id=$((i + 1)) --log.dirs="$data/n$((i + 1))" \
+			--controller.quorum.voters="$voters" \
+			--listeners="PLAINTEXT://127.0.0.1:${ports[3 * i]},CONTROLLER://127.0.0.1:${ports[3 * i + 1]}" \
+			--http.listener="127.0.0.1:${ports[3 * i + 2]}" >"$out/$name.n$((i + 1)).log" 2>&1 &
+		node_pids+=($!)
+	done
+	for i in 0 1 2; do
+		local ok=0
+		for _ in $(seq 300); do
+			curl -sf "http://127.0.0.1:${ports[3 * i + 2]}/readyz" >/dev/null 2>&1 && { ok=1; break; }
+			sleep 0.1
+		done
+		[ $ok = 1 ] || { echo "node $((i + 1)) did not become ready" >&2; tail "$out/$name.n$((i + 1)).log"; return 1; }
+	done
+	echo "before: $(cut -d' ' -f1-3 /proc/loadavg)" >"$out/$name.load"
+	/usr/bin/time -f "bench client over the whole run: user %U s, system %S s, wall %e s" -o "$out/$name.client-cpu" \
+		"$SHALE" bench produce --preset "$name" --bootstrap-server "$bootstrap" --duration "${dur}s" --json \
+		>"$out/$name.json" 2>"$out/$name.progress" &
+	local b=$!
+	sleep 3 # topic creation, ISR and the warm-up
+	local secs=$((dur - 2)) s0=() curls=()
+	for i in 0 1 2; do
+		s0+=("$(schedstat "${node_pids[$i]}")")
+		curl -sf "http://127.0.0.1:${ports[3 * i + 2]}/debug/pprof/profile?seconds=$secs" -o "$out/$name.n$((i + 1)).cpu.pprof" &
+		curls+=($!)
+	done
+	wait "${curls[@]}" || true
+	: >"$out/$name.sched"
+	for i in 0 1 2; do
+		echo "${s0[$i]} $(schedstat "${node_pids[$i]}") $secs" | awk -v n=$((i + 1)) \
+			'{printf "node %d over %d s: on CPU %d ms (%.0f%% of one core), waiting for a CPU %d ms\n", n, $5, $3-$1, ($3-$1)/$5/10, $4-$2}' \
+			>>"$out/$name.sched"
+	done
+	wait $b || true
+	echo "after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/$name.load"
+	cleanup
+	echo "== $name: $(cat "$out/$name.load")"
+	cat "$out/$name.sched" "$out/$name.client-cpu"
+	for i in 1 2 3; do
+		go tool pprof -top -nodecount=40 "$out/$name.n$i.cpu.pprof" >"$out/$name.n$i.cpu.top" 2>/dev/null || true
+		go tool pprof -top -cum -nodecount=60 "$out/$name.n$i.cpu.pprof" >"$out/$name.n$i.cpu.cum.top" 2>/dev/null || true
+	done
+	head -14 "$out/$name.n1.cpu.top" | tail -8
+}
+
 for w in "$@"; do
 	case $w in
 	matrix) for p in $matrix; do run_produce "$p" "$p" "$dur"; done ;;
@@ -188,6 +261,7 @@ for w in "$@"; do
 	sustained) run_produce sustained produce-8p-1k-acks1 "$sustained" --log.segment.bytes=268435456 ;;
 	consume) run_consume ;;
 	e2e) run_e2e ;;
+	cluster-*) run_cluster "$w" ;;
 	*) echo "unknown workload $w" >&2; exit 2 ;;
 	esac
 done
