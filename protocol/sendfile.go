@@ -211,5 +211,6 @@ func (fs *fileSender) sendSection(c *conn, f *os.File, off int64, n int) error {
 		}
 		c.touch()
 	}
+	c.s.cfg.Metrics.BytesSendfile.Add(float64(n))
 	return nil
 }
