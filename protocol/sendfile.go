@@ -31,6 +31,24 @@ import (
 // touches no shared state; the socket's RawConn waits for writability through the
 // runtime poller, so EAGAIN, write deadlines and a close from another goroutine behave
 // as they do for writev.
+//
+// What is sent is what writev would send. Each section is the file range of one View
+// chunk, the same bytes of the same file (the chunk is a MAP_SHARED mapping of it), read
+// below the high watermark or LSO the View was bounded by. The View pins its segments
+// until the response is written: retention, DeleteRecords, a roll or a compaction swap
+// unlink or replace the files, but the descriptor stays open (log keeps a mapped
+// segment's descriptor), and an unlinked file's pages stay readable through it. A
+// truncation of the active segment (a follower's, on a leader change) zeroes the cut
+// bytes in the page cache and appends may overwrite them; a response already built over
+// them sends old bytes, zeros, new bytes or a mix, with writev as with sendfile, as log's
+// Truncate documents. The one difference is when the bytes are taken: writev copies
+// them during the call, while sendfile passes page references that the receiver's
+// kernel (on loopback) or the NIC reads a little later, so the window of that race
+// stretches to the moment the bytes leave. Those are bytes above the high watermark
+// (only an unclean election truncates below it), which a consumer never reads and a
+// follower checks by CRC and leader epoch before it keeps them. A file cut under a
+// section (which the log never does to a pinned range) ends the response early: the
+// connection is closed, as a writev faulting on the same range would have it.
 
 // sendfileSupported is cleared once the kernel refuses sendfile from a segment file
 // (a file system without splice support): every connection then writes from memory.
