@@ -6,7 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
-	"sync/atomic"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -50,16 +50,17 @@ import (
 // section (which the log never does to a pinned range) ends the response early: the
 // connection is closed, as a writev faulting on the same range would have it.
 
-// sendfileSupported is cleared once the kernel refuses sendfile from a segment file
-// (a file system without splice support): every connection then writes from memory.
-var sendfileSupported atomic.Bool
-
-func init() { sendfileSupported.Store(true) }
-
 // fileSender sends file sections to a plaintext TCP socket.
 type fileSender struct {
 	rc syscall.RawConn
+	// refused is set once the kernel refused sendfile from a segment file (a file
+	// system without splice support): the connection then writes from memory. Used by
+	// the connection's writer only.
+	refused bool
 }
+
+// warnRefused logs the first refusal only: every connection finds out for itself.
+var warnRefused sync.Once
 
 // newFileSender returns nil when nc is not a plain TCP connection (TLS, or a wrapper),
 // which then keeps the writev path.
@@ -85,9 +86,9 @@ var errNoSendfile = errors.New("sendfile not supported for this file")
 func (c *conn) writeSections(bufs net.Buffers, secs []shalelog.Section) error {
 	fs := c.files
 	for i := 0; i < len(bufs); {
-		if secs[i].File == nil || !sendfileSupported.Load() {
+		if secs[i].File == nil || fs.refused {
 			j := i + 1
-			for j < len(bufs) && (secs[j].File == nil || !sendfileSupported.Load()) {
+			for j < len(bufs) && (secs[j].File == nil || fs.refused) {
 				j++
 			}
 			// Headers followed by a file section are held back (MSG_MORE) to leave in the
@@ -100,8 +101,10 @@ func (c *conn) writeSections(bufs net.Buffers, secs []shalelog.Section) error {
 		}
 		err := fs.sendSection(c, secs[i].File, secs[i].Offset, len(bufs[i]))
 		if errors.Is(err, errNoSendfile) {
-			sendfileSupported.Store(false)
-			c.lg.Warn("sendfile is not supported for segment files; fetch responses are written from memory", "err", err)
+			fs.refused = true
+			warnRefused.Do(func() {
+				c.lg.Warn("sendfile is not supported for segment files; fetch responses are written from memory", "err", err)
+			})
 			continue // the same buffer again, from memory
 		}
 		if err != nil {

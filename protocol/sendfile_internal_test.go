@@ -3,9 +3,11 @@ package protocol
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"syscall"
 	"testing"
@@ -148,5 +150,48 @@ func TestSendfileSegmentDeletedWhileWriting(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatal("the bytes sent differ from the View's")
+	}
+}
+
+// Where sendfile cannot be used the response goes out from memory, the same bytes: a
+// connection that is not a plain *net.TCPConn (TLS, or a listener's wrapper) has no file
+// sender, and a file the kernel refuses to sendfile from (here a directory, EINVAL; a file
+// system without splice support alike) is written from its buffer, and so is every
+// later section of that connection.
+func TestSendfileFallbacks(t *testing.T) {
+	server, client := testConnPair(t)
+	if newFileSender(struct{ net.Conn }{server}) != nil {
+		t.Fatal("a wrapped connection got a file sender")
+	}
+	if newFileSender(tls.Server(server, &tls.Config{})) != nil {
+		t.Fatal("a TLS connection got a file sender")
+	}
+
+	// A directory has no splice_read: sendfile from it is EINVAL.
+	pr, err := os.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	chunk := bytes.Repeat([]byte("records "), 1000)
+	bufs := net.Buffers{[]byte("header"), chunk, []byte("middle"), chunk, []byte("end")}
+	secs := []shalelog.Section{{}, {File: pr}, {}, {File: pr, Offset: 7}, {}}
+	want := bytes.Join(bufs, nil)
+	c := testWriterConn(server, true)
+	done := make(chan error, 1)
+	go func() { done <- c.writeSections(slices.Clone(bufs), secs) }()
+	got := make([]byte, len(want))
+	client.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.ReadFull(client, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the fallback sent other bytes")
+	}
+	if !c.files.refused {
+		t.Fatal("the connection did not note the refusal")
 	}
 }
