@@ -4,10 +4,11 @@
 # fresh `shale serve` per run, the preload, then the broker's CPU time (schedstat over
 # its threads) from the start of the read-back to its end, divided by the bytes read.
 #
-# usage: bench/consume-cpu.sh [-d SECONDS] [-r ROUNDS] [-a 'serve flags'] NAME=BINARY...
-#   e.g. bench/consume-cpu.sh before=/tmp/shale-before after=bin/shale
-#   -a applies to every binary (say --fetch.sendfile.enable=false, given as after=bin/shale
-#   twice under two names with NAME=BINARY@flags: "writev=bin/shale@--fetch.sendfile.enable=false").
+# usage: bench/consume-cpu.sh [-d SECONDS] [-r ROUNDS] NAME=BINARY[@SERVE_FLAGS]...
+#   e.g. bench/consume-cpu.sh -r 2 before=/tmp/shale-before after=bin/shale \
+#          writev=bin/shale@--fetch.sendfile.enable=false
+# SERVE_FLAGS (space-separated) go to that binary's `shale serve` only. -d is the
+# preload's seconds (default 8), -r how many times each binary runs (default 2).
 set -euo pipefail
 
 dur=8
@@ -16,11 +17,11 @@ while getopts "d:r:h" opt; do
 	case $opt in
 	d) dur=$OPTARG ;;
 	r) rounds=$OPTARG ;;
-	*) sed -n '2,11p' "$0"; exit 2 ;;
+	*) sed -n '2,10p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
-[ $# -gt 0 ] || { sed -n '2,11p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,10p' "$0"; exit 2; }
 out=$(mktemp -d /tmp/shale-consume-cpu-XXXXXX)
 
 broker_pid="" data=""
