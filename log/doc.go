@@ -29,8 +29,10 @@
 //
 // # Mappings
 //
-// Sealed segments are mapped on first use, read-only, and their descriptors closed once
-// they are durable. A MapCache shared by every log of a broker (log.mapped.segments.max)
+// Sealed segments are mapped on first use, read-only, and their index descriptors closed
+// once they are durable. The log file's descriptor stays open while the segment is
+// mapped, so that a View can name the file its chunks lie in (View.Sections) for
+// sendfile(2): one descriptor per mapped segment, bounded like the mappings. A MapCache shared by every log of a broker (log.mapped.segments.max)
 // bounds how many stay mapped: past it, the least recently used that no reader holds
 // are unmapped, to be mapped again on their next use. After a clean open even the last
 // segment stays unmapped until the first append makes it writable, so an idle

@@ -2,6 +2,7 @@ package log
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"sort"
 )
@@ -11,6 +12,12 @@ import (
 // Close remove them meanwhile. A zero View is empty and may be released.
 type View struct {
 	Chunks [][]byte
+	// Sections says, for each chunk, where its bytes lie in its segment's file, so that
+	// a writer can send them with sendfile(2) rather than copy them out of the mapping.
+	// The mapping is of that same file (MAP_SHARED), so both give the same bytes at any
+	// moment. The descriptors stay open until Release; callers must not close them or
+	// move their offsets (use pread-like calls, such as sendfile with an offset).
+	Sections []Section
 	// Size is the total length of Chunks.
 	Size int
 	// FirstOffset is the base offset of the first batch, or the requested offset when
@@ -23,6 +30,13 @@ type View struct {
 	segs []*segment
 }
 
+// Section is where a chunk of a View lies in a segment file.
+type Section struct {
+	// File is nil when the segment's file is not an *os.File (a test's file system).
+	File   *os.File
+	Offset int64
+}
+
 // Release unpins the segments. The chunks must not be used afterwards; Release clears
 // them. Releasing twice is harmless; a View must not be released concurrently.
 func (v *View) Release() {
@@ -30,7 +44,7 @@ func (v *View) Release() {
 		return
 	}
 	segs := v.segs
-	v.segs, v.Chunks = nil, nil
+	v.segs, v.Chunks, v.Sections = nil, nil, nil
 	for _, s := range segs {
 		s.unuse()
 		s.release()
@@ -131,6 +145,7 @@ func (l *Log) tryRead(offset int64, maxBytes int, maxOffset int64, minOne bool) 
 		}
 		if pos > from {
 			v.Chunks = append(v.Chunks, s.data[from:pos])
+			v.Sections = append(v.Sections, Section{File: s.osFile(), Offset: from})
 			v.Size += int(pos - from)
 			v.segs = append(v.segs, s)
 		} else {

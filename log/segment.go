@@ -460,21 +460,29 @@ func (s *segment) loadLocked(interval int64) error {
 		s.maxTimestamp.Store(ts)
 	}
 	if s.synced.Load() {
-		// Durable and read-only: the mappings outlive the descriptors, which would
-		// otherwise count against the open-files limit for nothing.
-		s.closeDescriptors()
+		// Durable and read-only: the index mappings outlive their descriptors, which
+		// would otherwise count against the open-files limit for nothing. The log's
+		// descriptor stays while the segment is mapped: fetch responses send from it
+		// with sendfile (View.Sections), and it must be the very file that was mapped, which
+		// reopening by name after a swap or a deletion would not give.
+		s.closeIndexDescriptors()
 	}
 	s.loaded.Store(true)
 	return nil
 }
 
-// closeDescriptors closes the files of a loaded segment that no longer needs them
-// (sealed and synced), keeping the mappings.
-func (s *segment) closeDescriptors() {
-	if s.logFile != nil {
-		s.logFile.Close()
-		s.logFile = nil
+// osFile is the segment's log file when it is a real one, for sendfile. The caller pins
+// the segment (use), under which a loaded segment keeps its descriptor.
+func (s *segment) osFile() *os.File {
+	if f, ok := s.logFile.(*osFile); ok {
+		return f.f
 	}
+	return nil
+}
+
+// closeIndexDescriptors closes the index files of a loaded segment that no longer
+// writes them (sealed and synced), keeping the mappings.
+func (s *segment) closeIndexDescriptors() {
 	for _, x := range []*indexFile{s.offsets.indexFile, s.times.indexFile} {
 		if x.f != nil && x.res == nil {
 			x.f.Close()
@@ -650,7 +658,7 @@ func (s *segment) trim() error {
 // sync makes the segment's data and indexes durable. The caller holds a reference and
 // has loaded the segment.
 func (s *segment) sync() error {
-	if s.logFile == nil { // loaded after it was synced: nothing to do
+	if s.logFile == nil || s.synced.Load() { // loaded after it was synced: nothing to do
 		return nil
 	}
 	if err := s.logFile.Sync(); err != nil {
@@ -664,7 +672,7 @@ func (s *segment) sync() error {
 
 // syncData makes only the log data durable; indexes are rebuilt on recovery anyway.
 func (s *segment) syncData() error {
-	if s.logFile == nil { // loaded after it was synced
+	if s.logFile == nil || s.synced.Load() { // loaded after it was synced
 		return nil
 	}
 	if err := s.logFile.Sync(); err != nil {

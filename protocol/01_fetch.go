@@ -71,8 +71,8 @@ func (s *Server) fetchResult(req *kmsg.FetchRequest, fc *fetchContext, reads []f
 		total += fp.view.Size
 	}
 	s.cfg.Metrics.BytesFetched.Add(float64(total))
-	bufs := encodeFetch(resp, parts, s.sentinel)
-	return Result{Encoded: bufs, Flexible: resp.IsFlexible(), Release: func() { releaseReads(reads) }}
+	bufs, sections := encodeFetch(resp, parts, s.sentinel)
+	return Result{Encoded: bufs, Sections: sections, Flexible: resp.IsFlexible(), Release: func() { releaseReads(reads) }}
 }
 
 // fetchRead is one partition's answer before the response is assembled.

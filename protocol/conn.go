@@ -11,13 +11,14 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	shalelog "github.com/shalelog/shale/log"
 )
 
 // Request is one decoded client request.
@@ -67,6 +68,10 @@ type Result struct {
 	// Flexible says whether the response header needs its tag byte.
 	Encoded  net.Buffers
 	Flexible bool
+	// Sections, when not nil, has one entry per Encoded buffer: where a buffer's bytes
+	// also lie in a segment file, for sendfile on plaintext connections (sendfile.go).
+	// Release keeps those files open, as it keeps the buffers mapped.
+	Sections []shalelog.Section
 	// Release is called once the response is written or dropped.
 	Release func()
 	// NoResponse: write nothing (Produce with acks=0).
@@ -108,6 +113,9 @@ type conn struct {
 	// ln is the listener the connection arrived on; auth its SASL state (auth.go).
 	ln   *Listener
 	auth authState
+	// files sends fetch responses' record bytes with sendfile; nil on TLS connections,
+	// wrapped ones, or with sendfile turned off.
+	files *fileSender
 }
 
 func newConn(s *Server, nc net.Conn, ln *Listener) *conn {
@@ -115,6 +123,9 @@ func newConn(s *Server, nc net.Conn, ln *Listener) *conn {
 		nc = tls.Server(nc, ln.TLS)
 	}
 	c := &conn{s: s, nc: nc, lg: s.lg.With("remote", nc.RemoteAddr().String()), stopRead: make(chan struct{}), principal: AnonymousPrincipal, ln: ln}
+	if !s.cfg.DisableSendfile {
+		c.files = newFileSender(nc)
+	}
 	c.touch()
 	return c
 }
@@ -624,22 +635,32 @@ func (c *conn) writeOne(bw *bufio.Writer, hdr *[]byte, req *Request, res Result)
 	}
 	binary.BigEndian.PutUint32(h, uint32(len(h)-4+bodyLen))
 	*hdr = h
+	c.s.cfg.Metrics.BytesOut.Add(float64(len(h) + bodyLen))
+	if res.Resp == nil && len(h)+bodyLen > bw.Available() {
+		// Large chunks (record batches in the log) go straight to the socket, with the
+		// frame header in the same system call, rather than through the buffer: with
+		// sendfile from the segment files where the connection can, else with writev
+		// from their mappings.
+		if bw.Buffered() > 0 {
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+		}
+		bufs := make(net.Buffers, 0, 1+len(res.Encoded))
+		bufs = append(append(bufs, h), res.Encoded...)
+		if c.files != nil && res.Sections != nil {
+			secs := make([]shalelog.Section, 0, len(bufs))
+			secs = append(append(secs, shalelog.Section{}), res.Sections...)
+			return c.writeSections(bufs, secs)
+		}
+		return c.writeBuffers(bufs)
+	}
 	if _, err := bw.Write(h); err != nil {
 		return err
 	}
 	if res.Resp != nil {
 		_, err := bw.Write(body)
-		c.s.cfg.Metrics.BytesOut.Add(float64(len(h) + bodyLen))
 		return err
-	}
-	c.s.cfg.Metrics.BytesOut.Add(float64(len(h) + bodyLen))
-	// Large chunks (record batches in the mmap) go straight to the socket with writev
-	// rather than through the buffer.
-	if bodyLen > bw.Available() {
-		if err := bw.Flush(); err != nil {
-			return err
-		}
-		return c.writeBuffers(slices.Clone(res.Encoded))
 	}
 	for _, b := range res.Encoded {
 		if _, err := bw.Write(b); err != nil {

@@ -34,8 +34,10 @@ type fetchPart struct {
 	view *shalelog.View
 }
 
-// encodeFetch encodes resp, splicing in the views of parts (in response order).
-func encodeFetch(resp *kmsg.FetchResponse, parts []fetchPart, sentinel [sentinelLen]byte) net.Buffers {
+// encodeFetch encodes resp, splicing in the views of parts (in response order). sections
+// is nil, or has one entry per buffer: the file and position holding the same bytes for
+// the record chunks (for sendfile), a nil File for the bytes encoded here.
+func encodeFetch(resp *kmsg.FetchResponse, parts []fetchPart, sentinel [sentinelLen]byte) (bufs net.Buffers, sections []shalelog.Section) {
 	var spliced []fetchPart
 	for _, fp := range parts {
 		if fp.view != nil && fp.view.Size > 0 {
@@ -47,7 +49,7 @@ func encodeFetch(resp *kmsg.FetchResponse, parts []fetchPart, sentinel [sentinel
 	}
 	enc := resp.AppendTo(nil)
 	if len(spliced) == 0 {
-		return net.Buffers{enc}
+		return net.Buffers{enc}, nil
 	}
 	flexible := resp.IsFlexible()
 	prefixLen := 4
@@ -55,12 +57,14 @@ func encodeFetch(resp *kmsg.FetchResponse, parts []fetchPart, sentinel [sentinel
 		prefixLen = 1 // uvarint(16+1)
 	}
 	out := make(net.Buffers, 0, 2+3*len(spliced))
+	secs := make([]shalelog.Section, 0, cap(out))
+	files := false
 	pos := 0
 	for _, fp := range spliced {
 		i := bytes.Index(enc[pos:], sentinel[:])
 		if i < 0 {
 			// Cannot happen with kmsg's encoding; fall back to a copying encode.
-			return encodeFetchCopy(resp, parts)
+			return encodeFetchCopy(resp, parts), nil
 		}
 		start := pos + i - prefixLen
 		out = append(out, enc[pos:start])
@@ -71,11 +75,21 @@ func encodeFetch(resp *kmsg.FetchResponse, parts []fetchPart, sentinel [sentinel
 			lenBuf = binary.BigEndian.AppendUint32(nil, uint32(fp.view.Size))
 		}
 		out = append(out, lenBuf)
+		secs = append(secs, shalelog.Section{}, shalelog.Section{})
 		out = append(out, fp.view.Chunks...)
+		if len(fp.view.Sections) == len(fp.view.Chunks) {
+			secs = append(secs, fp.view.Sections...)
+			files = true
+		} else {
+			secs = append(secs, make([]shalelog.Section, len(fp.view.Chunks))...)
+		}
 		pos += i + sentinelLen
 	}
 	out = append(out, enc[pos:])
-	return out
+	if !files {
+		return out, nil
+	}
+	return out, append(secs, shalelog.Section{})
 }
 
 func encodeFetchCopy(resp *kmsg.FetchResponse, parts []fetchPart) net.Buffers {

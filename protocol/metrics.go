@@ -4,11 +4,13 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics are the listener's Prometheus series.
 type Metrics struct {
-	Connections      prometheus.Gauge
-	Requests         *prometheus.CounterVec
-	Latency          *prometheus.HistogramVec
-	BytesIn          prometheus.Counter
-	BytesOut         prometheus.Counter
+	Connections prometheus.Gauge
+	Requests    *prometheus.CounterVec
+	Latency     *prometheus.HistogramVec
+	BytesIn     prometheus.Counter
+	BytesOut    prometheus.Counter
+	// BytesSendfile is the part of BytesOut sent with sendfile from segment files.
+	BytesSendfile    prometheus.Counter
 	BytesFetched     prometheus.Counter
 	MessagesIn       *prometheus.CounterVec
 	TopicBytesIn     *prometheus.CounterVec
@@ -31,6 +33,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14)}, []string{"api"}),
 		BytesIn:          prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shale", Name: "network_bytes_in_total", Help: "Request bytes read from clients."}),
 		BytesOut:         prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shale", Name: "network_bytes_out_total", Help: "Response bytes written to clients."}),
+		BytesSendfile:    prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shale", Name: "network_bytes_sendfile_total", Help: "Response bytes sent with sendfile from segment files (part of network_bytes_out_total)."}),
 		BytesFetched:     prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shale", Name: "fetch_bytes_total", Help: "Record bytes returned by fetches."}),
 		MessagesIn:       prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "shale", Name: "messages_in_total", Help: "Records appended, by topic."}, []string{"topic"}),
 		TopicBytesIn:     prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "shale", Name: "topic_bytes_in_total", Help: "Record batch bytes appended, by topic."}, []string{"topic"}),
@@ -41,7 +44,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ThrottleSeconds:  prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shale", Name: "quota_throttle_seconds_total", Help: "Time clients were throttled for by quotas."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Connections, m.Requests, m.Latency, m.BytesIn, m.BytesOut, m.BytesFetched, m.MessagesIn, m.TopicBytesIn, m.RejectedRequests, m.HandlerPanics,
+		reg.MustRegister(m.Connections, m.Requests, m.Latency, m.BytesIn, m.BytesOut, m.BytesSendfile, m.BytesFetched, m.MessagesIn, m.TopicBytesIn, m.RejectedRequests, m.HandlerPanics,
 			m.RequestPoolBytes, m.Throttles, m.ThrottleSeconds)
 	}
 	return m

@@ -45,6 +45,11 @@ type Config struct {
 	// ConnectionsMaxIdle is connections.max.idle.ms: a connection with nothing in flight
 	// that moves no bytes for this long is closed. Default 10 minutes; negative disables.
 	ConnectionsMaxIdle time.Duration
+	// DisableSendfile makes plaintext connections write fetch responses' record bytes
+	// from the segments' mappings with writev instead of sending them from the segment
+	// files with sendfile (fetch.sendfile.enable=false, Shale). TLS connections always
+	// write from the mappings.
+	DisableSendfile bool
 	// WriteTimeout closes a connection whose client accepts no response bytes for this
 	// long, releasing what its responses pin. Default ConnectionsMaxIdle.
 	WriteTimeout time.Duration

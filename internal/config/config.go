@@ -179,6 +179,9 @@ type Config struct {
 	// QueuedMaxRequestBytes is queued.max.request.bytes (default 268435456, where Kafka's
 	// is -1, unbounded): request bytes held across the broker before readers are muted.
 	QueuedMaxRequestBytes int64
+	// FetchSendfileEnable is fetch.sendfile.enable (Shale, default true): plaintext
+	// listeners send fetch responses' record bytes with sendfile.
+	FetchSendfileEnable bool
 	// ConnectionsMaxIdleMs is connections.max.idle.ms (default 600000): an idle connection
 	// is closed after this long, and so is one whose client takes no response bytes.
 	ConnectionsMaxIdleMs int64

@@ -285,6 +285,8 @@ func buildKeys() []*keyDef {
 
 		key("socket.request.max.bytes", "104857600", "Largest request read from a client.",
 			i32(func(c *Config) *int32 { return &c.SocketRequestMaxBytes }, 1)),
+		key("fetch.sendfile.enable", "true", "Shale: send fetch responses' record bytes on plaintext listeners with sendfile from the segment files; false writes them from the segments' mappings, as TLS listeners always do.",
+			boolField(func(c *Config) *bool { return &c.FetchSendfileEnable })),
 		// Limits and quotas (issue 13).
 		key("queued.max.requests", "500", "Requests read but not yet handled, across the broker, before reading is paused.",
 			i32(func(c *Config) *int32 { return &c.QueuedMaxRequests }, 1)),

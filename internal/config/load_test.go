@@ -51,7 +51,7 @@ func TestDefault(t *testing.T) {
 		LogCleanerEnable: true, LogCleanerThreads: 1, LogCleanerDedupeBufferSize: 128 << 20, LogCleanerIOMaxBytesPerSecond: math.MaxFloat64, LogCleanerBackoffMs: 15000,
 		LogFlushIntervalMs: math.MaxInt64, LogIndexIntervalBytes: 4096, LogIndexSizeMaxBytes: 10485760,
 		MessageMaxBytes: 1048588, LogMessageTimestampType: "CreateTime", CompressionType: "producer",
-		SocketRequestMaxBytes: 104857600, QueuedMaxRequests: 500, QueuedMaxRequestBytes: 268435456, ConnectionsMaxIdleMs: 600000,
+		SocketRequestMaxBytes: 104857600, FetchSendfileEnable: true, QueuedMaxRequests: 500, QueuedMaxRequestBytes: 268435456, ConnectionsMaxIdleMs: 600000,
 		MaxConnections: math.MaxInt32, MaxConnectionsPerIP: math.MaxInt32, QuotaWindowNum: 11, QuotaWindowSizeSeconds: 1,
 		BrokerSessionTimeoutMs: 9000, BrokerHeartbeatIntervalMs: 2000,
 		OffsetsRetentionMinutes: 10080, OffsetsTopicNumPartitions: 50, GroupInitialRebalanceDelayMs: 3000, GroupMinSessionTimeoutMs: 6000,

@@ -336,6 +336,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 		QueuedMaxRequests:            int(cfg.QueuedMaxRequests),
 		QueuedMaxRequestBytes:        cfg.QueuedMaxRequestBytes,
 		ConnectionsMaxIdle:           time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
+		DisableSendfile:              !cfg.FetchSendfileEnable,
 		MaxConnections:               int(cfg.MaxConnections),
 		MaxConnectionsPerIP:          int(cfg.MaxConnectionsPerIP),
 		MaxConnectionsPerIPOverrides: ipOverrides,
