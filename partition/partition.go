@@ -305,9 +305,7 @@ const (
 // at the log end and starts tracking the followers afresh.
 func (p *Partition) ApplyState(s State, now time.Time) (Transition, error) {
 	p.mu.Lock()
-	// Every state applied makes parked fetches read again, as any wake-up did before
-	// the byte counts: role, epochs and ISR decide what a fetch answers.
-	defer p.wakeChanged()
+	defer p.wake()
 	defer p.mu.Unlock()
 	cur := p.state
 	switch {
@@ -319,6 +317,10 @@ func (p *Partition) ApplyState(s State, now time.Time) (Transition, error) {
 		if s.PartitionEpoch == cur.PartitionEpoch {
 			return Unchanged, nil
 		}
+		// Role, epochs and ISR decide what a fetch answers: parked fetches read again
+		// at their next wake-up whatever the bytes (deferred: once the change is made,
+		// before the wake-up).
+		defer p.bumpGen()
 		p.state = s
 		p.pendingISR = nil
 		if s.Role == RoleLeader {
@@ -327,6 +329,7 @@ func (p *Partition) ApplyState(s State, now time.Time) (Transition, error) {
 		}
 		return Updated, nil
 	}
+	defer p.bumpGen() // as above
 	p.state = s
 	p.pendingISR = nil
 	p.followers = nil
