@@ -83,10 +83,24 @@ func (p *Partition) bumpGen() { p.visGen.Add(1) }
 // end). The leader also keeps it until the high watermark passes it.
 func (p *Partition) noteAppendedLocked(base int64, size int) {
 	p.appendedBytes.Add(int64(size))
-	if p.Role() == RoleLeader {
-		p.pending = append(p.pending, pendingBatch{base: base, size: int64(size)})
+	if p.Role() != RoleLeader {
+		return
 	}
+	if len(p.pending)-p.pendingHead >= maxPending {
+		// A follower in the ISR has stopped fetching (until replica.lag.time.max.ms
+		// drops it) and the high watermark with it. Rather than keep every batch
+		// appended meanwhile, forget them: as for an inherited tail, the high watermark
+		// passing them moves the generation. (Merging entries would count bytes
+		// before or after they are readable, and either can skip a read that answers.)
+		p.pending, p.pendingHead = nil, 0
+		p.pendingFrom = p.log.EndOffset()
+		return
+	}
+	p.pending = append(p.pending, pendingBatch{base: base, size: int64(size)})
 }
+
+// maxPending bounds the batches a leader keeps above its high watermark (64 KiB).
+const maxPending = 4096
 
 // noteHWLocked counts the batches the leader's high watermark passed moving from old to
 // hw (stored before this call).

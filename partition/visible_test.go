@@ -105,3 +105,30 @@ func TestMarkInheritedTailMovesGeneration(t *testing.T) {
 		t.Fatalf("after the leader's own batch replicated: %+v", pr)
 	}
 }
+
+// A high watermark held back for long (an ISR member that stopped fetching) does not
+// make the leader keep every batch appended meanwhile: past maxPending it forgets them,
+// and the high watermark passing them moves the generation instead of the count.
+func TestMarkPendingIsBounded(t *testing.T) {
+	p := openTest(t, t.TempDir(), 1, -1)
+	now := time.Now()
+	if _, err := p.ApplyState(leaderState(1, 1, 1, 2), now); err != nil {
+		t.Fatal(err)
+	}
+	m := p.Mark()
+	for range maxPending + 10 {
+		appendLeader(t, p, 1, -1)
+	}
+	p.mu.Lock()
+	kept := len(p.pending) - p.pendingHead
+	p.mu.Unlock()
+	if kept > maxPending {
+		t.Fatalf("%d batches kept above the high watermark, at most %d", kept, maxPending)
+	}
+	if _, _, err := p.FollowerFetched(2, p.LogEndOffset(), now); err != nil {
+		t.Fatal(err)
+	}
+	if pr := p.Since(m); !pr.Changed {
+		t.Fatalf("the forgotten batches became visible: %+v, want Changed", pr)
+	}
+}
