@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -25,10 +26,15 @@ import (
 // cost is the broker's business. b.N is the number of appends. Reported: wake-ups and
 // log re-reads per append (from the listener's metrics), the process's CPU (broker,
 // producer and the 50 raw fetch loops together) per append and per appended MB, and
-// the fetch responses.
+// the fetch responses. consumers=0 is the producer alone, for scale.
 func BenchmarkFetchLongPollHerd(b *testing.B) {
+	for _, consumers := range []int{0, 50} {
+		b.Run(fmt.Sprintf("consumers=%d", consumers), func(b *testing.B) { benchLongPollHerd(b, consumers) })
+	}
+}
+
+func benchLongPollHerd(b *testing.B, consumers int) {
 	const (
-		consumers = 50
 		minBytes  = 64 << 10
 		maxWaitMs = 500
 		valueSize = 200
@@ -61,7 +67,7 @@ func BenchmarkFetchLongPollHerd(b *testing.B) {
 		}()
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for gaugeValue(m.FetchPollWaiting) < consumers && time.Now().Before(deadline) {
+	for gaugeValue(m.FetchPollWaiting) < float64(consumers) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	wakes0, rereads0, resp0 := counterValue(m.FetchPollWakes), counterValue(m.FetchPollRereads), responses.Load()
