@@ -79,6 +79,9 @@ type fetchWait struct {
 	im      *metadata.Image
 	watches []fetchWatch
 	buf     []<-chan struct{}
+	// unbounded: the read holds data of a partition no count follows (committed
+	// offsets served from the controller), which may grow without a wake-up of its own.
+	unbounded bool
 }
 
 // fetchWatch is one partition's waiter and, when the read can be bounded without
@@ -103,7 +106,7 @@ func (fw *fetchWait) chans() []<-chan struct{} {
 // and the fetch parks again with its answer unchanged: a read now would find less than
 // MinBytes, and a new read on a later wake-up finds everything this one would have.
 func (s *Server) worthReading(fw *fetchWait, need int64) bool {
-	if s.image() != fw.im {
+	if fw.unbounded || s.image() != fw.im {
 		// A new image can fence the fetching broker, delete a topic or move leaders.
 		return true
 	}
@@ -272,6 +275,7 @@ func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version in
 				rp.ErrorCode, stop = errorCode(err), true
 			} else if n > 0 {
 				total, remaining = total+n, remaining-n
+				fw.unbounded = true
 			} else {
 				fw.watches = append(fw.watches, fetchWatch{ch: waiter})
 			}
