@@ -176,3 +176,41 @@ func TestFetchLongPollAnswersAtOnceWhenItsPartitionGoes(t *testing.T) {
 		t.Fatalf("a fetch of a deleted topic answered without an error: %+v", p)
 	}
 }
+
+// read_committed behind an open transaction: appends past it wake the fetch but cannot
+// add to what it may read, so it does not read again until the commit moves the last
+// stable offset; then it answers with everything up to it.
+func TestFetchLongPollReadCommittedWaitsForTheLastStableOffset(t *testing.T) {
+	m := protocol.NewMetrics(prometheus.NewRegistry())
+	tb := startBroker(t, withoutAutoCreate(), withMetrics(m))
+	tb.createTopic("rc", 1, nil)
+	v := &fakeVerifier{}
+	v.add("tx", "rc", 0)
+	tb.broker.SetTxnVerifier(v)
+	rc := dialRaw(t, tb.addr)
+	if p := produceTxn(t, rc, "tx", "rc", txnBatch(t, 1, 0, 0, "t")); p.ErrorCode != 0 {
+		t.Fatalf("produce: %d", p.ErrorCode)
+	}
+	fc := dialRaw(t, tb.addr)
+	req := longPollFetch("rc", 2000, 60_000, 0)
+	req.IsolationLevel = 1
+	fc.send(req)
+	testutil.Eventually(t, 10*time.Second, "the fetch to park", func() bool { return gaugeValue(m.FetchPollWaiting) == 1 })
+	for range 4 {
+		if p := produceRaw(t, rc, "rc", 0, makeBatch(t, -1, -1, -1, 1, 1000)); p.ErrorCode != 0 {
+			t.Fatalf("produce: %d", p.ErrorCode)
+		}
+	}
+	testutil.Eventually(t, 10*time.Second, "the appends to wake the fetch", func() bool { return counterValue(m.FetchPollWakes) >= 1 })
+	if got := counterValue(m.FetchPollRereads); got != 0 {
+		t.Fatalf("%v re-reads while the open transaction held the last stable offset", got)
+	}
+	if code := writeMarker(t, rc, "rc", 1, 0, true, 0); code != 0 {
+		t.Fatalf("commit: %d", code)
+	}
+	resp := readFetchResponse(t, fc, req)
+	p := resp.Topics[0].Partitions[0]
+	if got := dataValues(t, p.RecordBatches); p.ErrorCode != 0 || len(got) != 5 || got[0] != "t" || p.LastStableOffset != 6 {
+		t.Fatalf("answered %d records (error %d, last stable offset %d), want 5 up to 6", len(got), p.ErrorCode, p.LastStableOffset)
+	}
+}
