@@ -42,6 +42,7 @@ func (p *Partition) AppendAsFollower(records []byte, leaderEpoch int32) (int, er
 		if _, err := p.log.AppendReplica(b); err != nil {
 			return n, err
 		}
+		p.noteAppendedLocked(h.BaseOffset, size)
 		// The same producer state as the leader's, so that a new leader knows which
 		// transactions are open.
 		if h.IsControl() {
@@ -115,6 +116,7 @@ func (p *Partition) TruncateTo(offset int64) error {
 	if p.hw.Load() > end {
 		p.hw.Store(end)
 	}
+	p.bumpGen()
 	p.lg.Info("truncated to the leader's log", "offset", end)
 	return p.saveEpochsLocked()
 }
@@ -134,6 +136,7 @@ func (p *Partition) RestartAt(offset int64) error {
 	p.producers = newProducerState()
 	p.noteTxnsLocked()
 	p.hw.Store(offset)
+	p.bumpGen()
 	p.lg.Info("restarted the log at the leader's log start", "offset", offset)
 	return p.saveEpochsLocked()
 }

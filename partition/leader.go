@@ -76,10 +76,12 @@ func (p *Partition) maybeAdvanceHWLocked() bool {
 		}
 		hw = min(hw, f.leo)
 	}
-	if hw <= p.hw.Load() {
+	old := p.hw.Load()
+	if hw <= old {
 		return false
 	}
 	p.hw.Store(hw)
+	p.noteHWLocked(old, hw)
 	return true
 }
 

@@ -91,6 +91,17 @@ type Partition struct {
 	// the high watermark advances, so an append with nobody waiting allocates nothing.
 	waitMu sync.Mutex
 	waitCh chan struct{}
+	// Beside the waiter, so that a woken long poll can tell whether reading again could
+	// answer it (visible.go): batch bytes that passed the log end and the high
+	// watermark, and a generation for every other change a fetch must read again for.
+	// pending, pendingHead and pendingFrom (under mu) are the leader's batches the high
+	// watermark has not passed, and the offset from which it appended them itself.
+	visGen         atomic.Uint64
+	appendedBytes  atomic.Int64
+	committedBytes atomic.Int64
+	pending        []pendingBatch
+	pendingHead    int
+	pendingFrom    int64
 
 	cleanerInfo cleanerInfo
 }
@@ -306,6 +317,10 @@ func (p *Partition) ApplyState(s State, now time.Time) (Transition, error) {
 		if s.PartitionEpoch == cur.PartitionEpoch {
 			return Unchanged, nil
 		}
+		// Role, epochs and ISR decide what a fetch answers: parked fetches read again
+		// at their next wake-up whatever the bytes (deferred: once the change is made,
+		// before the wake-up).
+		defer p.bumpGen()
 		p.state = s
 		p.pendingISR = nil
 		if s.Role == RoleLeader {
@@ -314,6 +329,7 @@ func (p *Partition) ApplyState(s State, now time.Time) (Transition, error) {
 		}
 		return Updated, nil
 	}
+	defer p.bumpGen() // as above
 	p.state = s
 	p.pendingISR = nil
 	p.followers = nil
@@ -325,6 +341,7 @@ func (p *Partition) ApplyState(s State, now time.Time) (Transition, error) {
 			return NewEpoch, err
 		}
 		p.epochStart = p.log.EndOffset()
+		p.resetPendingLocked()
 		p.resetFollowersLocked(now, true)
 	}
 	p.leaderEpoch.Store(s.LeaderEpoch)
@@ -398,6 +415,7 @@ func (p *Partition) appendLocked(batch []byte, h shalelog.Header) (AppendResult,
 	}
 	h.BaseOffset = info.BaseOffset
 	h.PartitionLeaderEpoch = epoch
+	p.noteAppendedLocked(info.BaseOffset, len(batch))
 	p.producers.record(h)
 	if h.IsTransactional() {
 		p.noteTxnsLocked()
@@ -471,6 +489,13 @@ func (p *Partition) Waiter() <-chan struct{} {
 	return p.waitCh
 }
 
+// wakeChanged wakes the waiters for a change other than data: their next read must
+// not be skipped.
+func (p *Partition) wakeChanged() {
+	p.bumpGen()
+	p.wake()
+}
+
 func (p *Partition) wake() {
 	p.waitMu.Lock()
 	if p.waitCh != nil {
@@ -527,6 +552,9 @@ func (p *Partition) deleteBeforeLocked(offset int64) (int64, error) {
 		return 0, err
 	}
 	start := p.log.StartOffset()
+	// A fetch parked below the new start must get OFFSET_OUT_OF_RANGE at its next
+	// wake-up, as before, not wait for enough bytes. (No wake: there was none before.)
+	p.bumpGen()
 	p.epochs.truncateBefore(start)
 	p.producers.removeBefore(start)
 	return start, p.saveEpochsLocked()
@@ -541,6 +569,7 @@ func (p *Partition) EnforceRetention() error {
 		return err
 	}
 	if n > 0 {
+		p.bumpGen() // as in deleteBeforeLocked
 		p.mu.Lock()
 		start := p.log.StartOffset()
 		p.epochs.truncateBefore(start)
@@ -563,7 +592,7 @@ func (p *Partition) close() error {
 	// Wake whoever waits on this replica (an acks=all produce waiting for its ISR, a
 	// long-poll fetch): a replica removed under them, by a reassignment or a topic
 	// deletion, must answer them now, not at their timeout.
-	defer p.wake()
+	defer p.wakeChanged()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.role.Store(int32(RoleNone))

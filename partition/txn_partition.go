@@ -86,6 +86,7 @@ func (p *Partition) appendMarkerLocked(producerID int64, producerEpoch int16, m 
 		return MarkerResult{}, err
 	}
 	h.BaseOffset, h.PartitionLeaderEpoch = info.BaseOffset, epoch
+	p.noteAppendedLocked(info.BaseOffset, len(batch))
 	if err := p.recordMarkerLocked(h, m, true); err != nil {
 		return MarkerResult{}, err
 	}

@@ -33,31 +33,107 @@ func (s *Server) handleFetch(ctx context.Context, r *Request) Result {
 		ok := s.allowedCluster(r, opClusterAction)
 		mayRead = func(string) bool { return ok }
 	}
-	build := func() ([]fetchRead, int, bool, []<-chan struct{}) {
+	build := func() ([]fetchRead, int, bool, fetchWait) {
 		return s.readFetch(fc.items, req, r.Version, who, mayRead)
 	}
 	finish := func(reads []fetchRead) Result {
 		return s.fetchResult(req, fc, reads, who.IsFollower())
 	}
-	reads, n, stop, waiters := build()
+	reads, n, stop, fw := build()
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
-	if stop || n >= int(req.MinBytes) || maxWait <= 0 || len(waiters) == 0 {
+	if stop || n >= int(req.MinBytes) || maxWait <= 0 || len(fw.watches) == 0 {
 		return finish(reads)
 	}
 	releaseReads(reads)
 	deadline := r.Received.Add(maxWait)
+	m := s.cfg.Metrics
 	return Result{Wait: func(ctx context.Context) Result {
+		m.FetchPollWaiting.Inc()
+		defer m.FetchPollWaiting.Dec()
+		timer := time.NewTimer(time.Until(deadline))
+		defer timer.Stop()
 		for {
-			timer := time.NewTimer(time.Until(deadline))
-			woke := waitAny(ctx, waiters, timer.C)
-			timer.Stop()
-			reads, n, stop, waiters = build()
-			if !woke || stop || n >= int(req.MinBytes) || len(waiters) == 0 || !time.Now().Before(deadline) {
+			woke := waitAny(ctx, fw.chans(), timer.C)
+			if woke {
+				m.FetchPollWakes.Inc()
+				// Every append wakes every fetch parked on the partition: read again only
+				// when that could answer, so that many consumers with a large
+				// fetch.min.bytes do not each read the log at every append.
+				if time.Now().Before(deadline) && !s.worthReading(&fw, int64(req.MinBytes)-int64(n)) {
+					continue
+				}
+				m.FetchPollRereads.Inc()
+			}
+			reads, n, stop, fw = build()
+			if !woke || stop || n >= int(req.MinBytes) || len(fw.watches) == 0 || !time.Now().Before(deadline) {
 				return finish(reads)
 			}
 			releaseReads(reads)
 		}
 	}}
+}
+
+// fetchWait is what a parked fetch waits on: one watch per partition it may get data
+// from, and the metadata image its reads resolved names and brokers in.
+type fetchWait struct {
+	im      *metadata.Image
+	watches []fetchWatch
+	buf     []<-chan struct{}
+	// unbounded: the read holds data of a partition no count follows (committed
+	// offsets served from the controller), which may grow without a wake-up of its own.
+	unbounded bool
+}
+
+// fetchWatch is one partition's waiter and, when the read can be bounded without
+// reading, its Progress.
+type fetchWatch struct {
+	ch   <-chan struct{}
+	prog replication.Progress
+}
+
+func (fw *fetchWait) chans() []<-chan struct{} {
+	fw.buf = fw.buf[:0]
+	for _, w := range fw.watches {
+		fw.buf = append(fw.buf, w.ch)
+	}
+	return fw.buf
+}
+
+// worthReading reports whether a woken fetch that still needs need bytes should read its
+// partitions again: when the bytes that became readable since its last read could make
+// up need, or when something else changed that its answer depends on (then it reads
+// again at once, as it did at every wake-up before). Otherwise it re-arms the waiters
+// and the fetch parks again with its answer unchanged: a read now would find less than
+// MinBytes, and a new read on a later wake-up finds everything this one would have.
+func (s *Server) worthReading(fw *fetchWait, need int64) bool {
+	if fw.unbounded || s.image() != fw.im {
+		// A new image can fence the fetching broker, delete a topic or move leaders.
+		return true
+	}
+	for _, w := range fw.watches {
+		if w.prog.Valid() {
+			continue
+		}
+		select {
+		case <-w.ch:
+			return true // a partition without a byte count (__consumer_offsets, a throttled follower)
+		default:
+		}
+	}
+	var more int64
+	for i := range fw.watches {
+		w := &fw.watches[i]
+		if !w.prog.Valid() {
+			continue
+		}
+		w.ch = w.prog.Waiter() // re-arm first: what NewBytes misses closes it
+		n, reread := w.prog.NewBytes()
+		if reread {
+			return true
+		}
+		more += n
+	}
+	return more >= need
 }
 
 // fetchResult shapes the final answer: the session decides which partitions it carries.
@@ -150,17 +226,17 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, timer <-chan time.Tim
 
 // readFetch reads every partition of a fetch once. It returns each partition's answer,
 // the bytes gathered, whether to answer at once regardless of MinBytes (an error, as
-// Kafka does), and the waiters to park on otherwise.
-func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version int16, who replication.Reader, mayRead func(string) bool) ([]fetchRead, int, bool, []<-chan struct{}) {
+// Kafka does), and what to park on otherwise.
+func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version int16, who replication.Reader, mayRead func(string) bool) ([]fetchRead, int, bool, fetchWait) {
 	im := s.image()
+	fw := fetchWait{im: im}
 	remaining := int(req.MaxBytes)
 	if version < 3 || remaining <= 0 {
 		remaining = defaultFetchMaxBytes
 	}
 	var (
-		total   int
-		stop    bool
-		waiters []<-chan struct{}
+		total int
+		stop  bool
 	)
 	reads := make([]fetchRead, len(items))
 	for i, it := range items {
@@ -199,8 +275,9 @@ func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version in
 				rp.ErrorCode, stop = errorCode(err), true
 			} else if n > 0 {
 				total, remaining = total+n, remaining-n
+				fw.unbounded = true
 			} else {
-				waiters = append(waiters, waiter)
+				fw.watches = append(fw.watches, fetchWatch{ch: waiter})
 			}
 			continue
 		}
@@ -226,7 +303,7 @@ func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version in
 			stop = true
 			continue
 		}
-		waiters = append(waiters, res.Waiter)
+		fw.watches = append(fw.watches, fetchWatch{ch: res.Waiter, prog: res.Progress})
 		if res.View == nil {
 			continue
 		}
@@ -234,7 +311,7 @@ func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version in
 		total += res.View.Size
 		remaining -= res.View.Size
 	}
-	return reads, total, stop, waiters
+	return reads, total, stop, fw
 }
 
 // fetchReader says who sends a fetch: a follower names itself in ReplicaState (v15+) or

@@ -22,6 +22,12 @@ type Metrics struct {
 	// time they were throttled for.
 	Throttles       prometheus.Counter
 	ThrottleSeconds prometheus.Counter
+	// FetchPollWaiting is the fetches parked in a long poll now; FetchPollWakes counts
+	// their wake-ups by a partition, and FetchPollRereads those that read the log again
+	// (the rest could not have met MinBytes).
+	FetchPollWaiting prometheus.Gauge
+	FetchPollWakes   prometheus.Counter
+	FetchPollRereads prometheus.Counter
 }
 
 // NewMetrics creates the series and registers them with reg (nil: not registered).
@@ -42,10 +48,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RequestPoolBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "shale", Name: "request_pool_bytes", Help: "Request bytes held of queued.max.request.bytes."}),
 		Throttles:        prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shale", Name: "quota_throttles_total", Help: "Responses throttled by a client quota."}),
 		ThrottleSeconds:  prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shale", Name: "quota_throttle_seconds_total", Help: "Time clients were throttled for by quotas."}),
+		FetchPollWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "shale", Name: "fetch_poll_waiting", Help: "Fetches parked in a long poll (MinBytes, MaxWaitMs)."}),
+		FetchPollWakes:   prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shale", Name: "fetch_poll_wakes_total", Help: "Wake-ups of parked fetches by an append or a partition change."}),
+		FetchPollRereads: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shale", Name: "fetch_poll_rereads_total", Help: "Wake-ups of parked fetches that read the log again (the others could not have met MinBytes)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Connections, m.Requests, m.Latency, m.BytesIn, m.BytesOut, m.BytesSendfile, m.BytesFetched, m.MessagesIn, m.TopicBytesIn, m.RejectedRequests, m.HandlerPanics,
-			m.RequestPoolBytes, m.Throttles, m.ThrottleSeconds)
+			m.RequestPoolBytes, m.Throttles, m.ThrottleSeconds, m.FetchPollWaiting, m.FetchPollWakes, m.FetchPollRereads)
 	}
 	return m
 }

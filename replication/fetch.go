@@ -53,6 +53,61 @@ type FetchResult struct {
 	Err                error
 	// Waiter, when not nil, is closed at the next append or high-watermark change.
 	Waiter <-chan struct{}
+	// Progress, when valid, tells a fetch parked on Waiter whether reading again could
+	// return more; when not, every wake-up must read again.
+	Progress Progress
+}
+
+// Progress lets a long poll parked on a partition bound, without reading the log, what
+// a new read of it could add to the last one, so that the wake-ups every append causes
+// read again only when MinBytes could be met (or something else changed).
+type Progress struct {
+	p     *partition.Partition
+	mark  partition.Mark
+	bound readBound
+	lso   int64 // boundLSO: where the read stopped
+}
+
+// readBound is what limited the read the Progress follows.
+type readBound int8
+
+const (
+	// boundHW: a consumer's read up to the high watermark (read_committed too while
+	// no transaction holds its last stable offset below the high watermark).
+	boundHW readBound = iota
+	// boundLogEnd: a follower's read up to the log end.
+	boundLogEnd
+	// boundLSO: a read_committed read stopped below the high watermark by an open
+	// transaction. When the last stable offset moves it can reveal bytes that passed the
+	// high watermark long ago, which no counter tracks.
+	boundLSO
+)
+
+// Valid reports whether the Progress can bound anything.
+func (pr *Progress) Valid() bool { return pr.p != nil }
+
+// Waiter re-arms: it returns the partition's current waiter. Call it before NewBytes,
+// so that whatever NewBytes misses closes the channel returned.
+func (pr *Progress) Waiter() <-chan struct{} { return pr.p.Waiter() }
+
+// NewBytes bounds from above the bytes a read now could return beyond the read the
+// Progress was taken for; reread is true when the fetch must read again whatever the
+// bytes (a role, epoch, ISR or log start change, the replica closed, a last stable
+// offset moved), as it did at every wake-up before.
+func (pr *Progress) NewBytes() (n int64, reread bool) {
+	since := pr.p.Since(pr.mark)
+	if since.Changed {
+		return 0, true
+	}
+	switch pr.bound {
+	case boundLogEnd:
+		// The leader decides on ISR expansion in the follower's read (FollowerFetched),
+		// against the high watermark: a move of it is worth the read.
+		return since.Appended, since.HWMoved
+	case boundLSO:
+		return 0, pr.p.LastStableOffset() != pr.lso
+	}
+	return since.Committed, false
 }
 
 // ErrStaleReplica refuses a replica fetch from a broker that is not registered at the
@@ -102,11 +157,14 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
 		}
 	}
 	res.Waiter = p.Waiter()
+	// After the waiter, before the read: see partition.Mark.
+	mark := p.Mark()
 	res.HighWatermark, res.LogStartOffset = p.HighWatermark(), p.LogStartOffset()
 	throttled := who.IsFollower() && m.leaderThrottled(f.Topic, f.Index, who.ReplicaID)
 	if throttled && m.leaderQuota.exceeded(time.Now()) {
 		// Kafka's leader throttle: nothing for an out-of-sync throttled follower while
-		// the broker's budget is spent; it asks again after the fetch wait.
+		// the broker's budget is spent; it asks again after the fetch wait. (No
+		// Progress: the bytes held back are not counted as new, so every wake-up reads.)
 		return res
 	}
 	var view *shalelog.View
@@ -124,6 +182,13 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
 		return res
 	}
 	res.View = view
+	res.Progress = Progress{p: p, mark: mark, bound: boundHW}
+	switch {
+	case who.IsFollower():
+		res.Progress.bound = boundLogEnd
+	case f.ReadCommitted && res.LastStableOffset < mark.HighWatermark():
+		res.Progress.bound, res.Progress.lso = boundLSO, res.LastStableOffset
+	}
 	if throttled {
 		m.leaderQuota.record(view.Size, time.Now())
 	}
