@@ -10,6 +10,8 @@
 # SERVE_FLAGS (space-separated) go to that binary's `shale serve` only. -d is the
 # preload's seconds (default 8), -r how many times each binary runs (default 2).
 set -euo pipefail
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 dur=8
 rounds=2
@@ -33,24 +35,18 @@ cleanup() {
 trap 'cleanup; rm -rf "$out"' EXIT
 
 cpu_ms() {
-	cat /proc/"$broker_pid"/task/*/schedstat 2>/dev/null | awk '{r+=$1} END {printf "%d\n", r/1e6}'
+	schedstat "$broker_pid" | cut -d' ' -f1
 }
 
 run() {
 	local name=$1 bin=$2; shift 2
-	read -r p0 p1 p2 < <(python3 -c 'import socket
-ss=[socket.socket() for _ in range(3)]
-[s.bind(("127.0.0.1",0)) for s in ss]
-print(*[s.getsockname()[1] for s in ss])')
+	read -r p0 p1 p2 < <(free_ports 3)
 	data=$(mktemp -d /tmp/shale-consume-cpu-data-XXXXXX)
 	local kafka=127.0.0.1:$p0 http=127.0.0.1:$p1
 	"$bin" serve --log.dirs="$data" --listeners="PLAINTEXT://$kafka,CONTROLLER://127.0.0.1:$p2" \
 		--http.listener="$http" "$@" >"$out/broker.log" 2>&1 &
 	broker_pid=$!
-	for _ in $(seq 300); do
-		curl -sf "http://$http/readyz" >/dev/null 2>&1 && break
-		sleep 0.1
-	done
+	wait_ready "$http" "$broker_pid" "$out/broker.log"
 	"$bin" bench consume --preset consume-1k --bootstrap-server "$kafka" --duration "${dur}s" --json \
 		>"$out/run.json" 2>"$out/run.progress" &
 	local b=$!

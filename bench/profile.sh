@@ -40,6 +40,8 @@ done
 shift $((OPTIND - 1))
 [ $# -gt 0 ] || set -- matrix consume e2e
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
 out=${out:-$root/bench/profiles/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
 if [ -z "${SHALE:-}" ]; then
@@ -64,37 +66,21 @@ trap cleanup EXIT
 # start_broker NAME [serve flags...]: a fresh node; sets kafka and http.
 start_broker() {
 	local name=$1; shift
-	read -r p0 p1 p2 < <(python3 -c 'import socket
-ss=[socket.socket() for _ in range(3)]
-[s.bind(("127.0.0.1",0)) for s in ss]
-print(*[s.getsockname()[1] for s in ss])')
+	read -r p0 p1 p2 < <(free_ports 3)
 	data=$(mktemp -d /tmp/shale-profile-XXXXXX)
 	kafka=127.0.0.1:$p0 http=127.0.0.1:$p1
 	GODEBUG=gctrace=1 "$SHALE" serve --log.dirs="$data" \
 		--listeners="PLAINTEXT://$kafka,CONTROLLER://127.0.0.1:$p2" --http.listener="$http" "$@" \
 		>"$out/$name.broker.log" 2>&1 &
 	broker_pid=$!
-	for _ in $(seq 300); do
-		curl -sf "http://$http/readyz" >/dev/null 2>&1 && return 0
-		kill -0 "$broker_pid" 2>/dev/null || { tail "$out/$name.broker.log"; return 1; }
-		sleep 0.1
-	done
-	echo "broker did not become ready" >&2
-	return 1
-}
-
-# schedstat: the broker's CPU time and run-queue wait so far, in ms, over its threads
-# (/proc/PID/task/*/schedstat: ns on the CPU, ns waiting for one). On a shared machine
-# the wait says how much of a latency tail is other processes holding the cores.
-schedstat() {
-	cat /proc/"${1:-$broker_pid}"/task/*/schedstat 2>/dev/null | awk '{r+=$1; w+=$2} END {printf "%d %d\n", r/1e6, w/1e6}'
+	wait_ready "$http" "$broker_pid" "$out/$name.broker.log"
 }
 
 # profile NAME SECONDS: CPU and allocation profiles (and perf) of the broker.
 profile() {
 	local name=$1 secs=$2
 	local s0
-	s0=$(schedstat)
+	s0=$(schedstat "$broker_pid")
 	curl -sf "http://$http/debug/pprof/profile?seconds=$secs" -o "$out/$name.cpu.pprof" &
 	local c=$!
 	curl -sf "http://$http/debug/pprof/allocs?seconds=$secs" -o "$out/$name.allocs.pprof" &
@@ -104,7 +90,7 @@ profile() {
 	fi
 	wait $c $a
 	local s1
-	s1=$(schedstat)
+	s1=$(schedstat "$broker_pid")
 	echo "$s0 $s1 $secs" | awk '{printf "broker over %d s: on CPU %d ms (%.0f%% of one core), waiting for a CPU %d ms\n", $5, $3-$1, ($3-$1)/$5/10, $4-$2}' >"$out/$name.sched"
 }
 
@@ -199,10 +185,7 @@ run_e2e() {
 run_cluster() {
 	local name=$1
 	local ports
-	read -r -a ports < <(python3 -c 'import socket
-ss=[socket.socket() for _ in range(9)]
-[s.bind(("127.0.0.1",0)) for s in ss]
-print(*[s.getsockname()[1] for s in ss])')
+	read -r -a ports < <(free_ports 9)
 	data=$(mktemp -d /tmp/shale-profile-XXXXXX)
 	local voters="1@127.0.0.1:${ports[1]},2@127.0.0.1:${ports[4]},3@127.0.0.1:${ports[7]}"
 	local bootstrap="127.0.0.1:${ports[0]},127.0.0.1:${ports[3]},127.0.0.1:${ports[6]}"
@@ -216,12 +199,7 @@ print(*[s.getsockname()[1] for s in ss])')
 		node_pids+=($!)
 	done
 	for i in 0 1 2; do
-		local ok=0
-		for _ in $(seq 300); do
-			curl -sf "http://127.0.0.1:${ports[3 * i + 2]}/readyz" >/dev/null 2>&1 && { ok=1; break; }
-			sleep 0.1
-		done
-		[ $ok = 1 ] || { echo "node $((i + 1)) did not become ready" >&2; tail "$out/$name.n$((i + 1)).log"; return 1; }
+		wait_ready "127.0.0.1:${ports[3 * i + 2]}" "${node_pids[$i]}" "$out/$name.n$((i + 1)).log"
 	done
 	echo "before: $(cut -d' ' -f1-3 /proc/loadavg)" >"$out/$name.load"
 	/usr/bin/time -f "bench client over the whole run: user %U s, system %S s, wall %e s" -o "$out/$name.client-cpu" \

@@ -590,16 +590,22 @@ func (c *conn) armWrite() {
 	}
 }
 
+// nextChunk splits off the leading buffers of bufs that together stay within writeChunk
+// (at least one), so that each system call runs under a deadline of its own.
+func nextChunk(bufs net.Buffers) (chunk, rest net.Buffers, total int) {
+	n := 0
+	for n < len(bufs) && (n == 0 || total+len(bufs[n]) <= writeChunk) {
+		total += len(bufs[n])
+		n++
+	}
+	return bufs[:n:n], bufs[n:], total
+}
+
 // writeBuffers writes bufs with writev, a chunk at a time, each under a fresh deadline.
 func (c *conn) writeBuffers(bufs net.Buffers) error {
 	for len(bufs) > 0 {
-		n, total := 0, 0
-		for n < len(bufs) && (n == 0 || total+len(bufs[n]) <= writeChunk) {
-			total += len(bufs[n])
-			n++
-		}
-		chunk := bufs[:n:n]
-		bufs = bufs[n:]
+		var chunk net.Buffers
+		chunk, bufs, _ = nextChunk(bufs)
 		c.armWrite()
 		if _, err := chunk.WriteTo(c.nc); err != nil {
 			return err

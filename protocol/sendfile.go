@@ -119,13 +119,11 @@ func (c *conn) writeSections(bufs net.Buffers, secs []shalelog.Section) error {
 // fresh write deadline each, like writeBuffers; more sets MSG_MORE on the last chunk.
 func (fs *fileSender) writeMemory(c *conn, bufs net.Buffers, more bool) error {
 	for len(bufs) > 0 {
-		n, total := 0, 0
-		for n < len(bufs) && (n == 0 || total+len(bufs[n]) <= writeChunk) {
-			total += len(bufs[n])
-			n++
-		}
-		chunk := bufs[:n:n]
-		bufs = bufs[n:]
+		var (
+			chunk net.Buffers
+			total int
+		)
+		chunk, bufs, total = nextChunk(bufs)
 		flags := 0
 		if more && len(bufs) == 0 {
 			flags = unix.MSG_MORE
