@@ -23,17 +23,10 @@ func (s *Server) handleShareFetch(ctx context.Context, r *Request) Result {
 		resp.ErrorCode = err.Code
 		return Result{Resp: resp}
 	}
-	var group string
-	if req.GroupID != nil {
-		group = *req.GroupID
+	group, member, code := s.shareRequester(r, req.GroupID, req.MemberID)
+	if code != nil {
+		return fail(code)
 	}
-	if !s.allowed(r, opRead, resGroup, group) {
-		return fail(errGroupDenied)
-	}
-	if group == "" || !validShareMember(req.MemberID) {
-		return fail(kerr.InvalidRequest)
-	}
-	member := *req.MemberID
 	renew := req.Version >= 2 && req.IsRenewAck
 	var acks []*ackPart
 	var named []sharePartKey

@@ -130,6 +130,22 @@ func validShareMember(id *string) bool {
 	return id != nil && *id != "" && len(*id) <= 36
 }
 
+// shareRequester checks who a ShareFetch or ShareAcknowledge comes from: the principal
+// may read the group, and the group and member id are well formed. It returns the
+// group and member, or the error code that answers the whole request.
+func (s *Server) shareRequester(r *Request, groupID, memberID *string) (group, member string, err *kerr.Error) {
+	if groupID != nil {
+		group = *groupID
+	}
+	if !s.allowed(r, opRead, resGroup, group) {
+		return "", "", errGroupDenied
+	}
+	if group == "" || !validShareMember(memberID) {
+		return "", "", kerr.InvalidRequest
+	}
+	return group, *memberID, nil
+}
+
 // shareKeys resolves session partitions to share-partition keys, skipping unknown ids.
 func shareKeys(im *metadata.Image, group string, parts []sharePartKey) []share.Key {
 	var out []share.Key
