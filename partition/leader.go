@@ -178,12 +178,12 @@ const isrRetryBackoff = time.Second
 
 // ISRChangeFailed clears an in-flight change that the controller refused or never
 // answered, so that a check after isrRetryBackoff may propose again.
-func (p *Partition) ISRChangeFailed(c ISRChange) {
+func (p *Partition) ISRChangeFailed(c ISRChange, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.state.PartitionEpoch == c.PartitionEpoch && slices.Equal(p.pendingISR, c.NewISR) {
 		p.pendingISR = nil
-		p.isrRetryAt = time.Now().Add(isrRetryBackoff)
+		p.isrRetryAt = now.Add(isrRetryBackoff)
 	}
 }
 

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +59,9 @@ type ManagerConfig struct {
 	CleanerIOMaxBytesPerSecond float64
 	CleanerBackoff             time.Duration
 	Logger                     *slog.Logger
+	// Driven starts no background loop and no cleaner: the caller enforces retention
+	// and checkpoints high watermarks itself (the deterministic simulation).
+	Driven bool
 }
 
 // DefaultRecoveryThreads is Shale's default for num.recovery.threads.per.data.dir. Kafka's
@@ -148,6 +153,10 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	if cfg.Driven {
+		close(m.done)
+		return m, nil
+	}
 	go m.loop()
 	m.startCleaners()
 	return m, nil
@@ -160,14 +169,18 @@ func (m *Manager) Get(topic string, index int32) *Partition {
 	return m.parts[TopicPartition{topic, index}]
 }
 
-// All returns every replica, in no particular order.
+// All returns every replica, in topic and partition order, so that work done over them
+// (ISR checks, retention) happens in the same order every time.
 func (m *Manager) All() []*Partition {
 	m.mu.RLock()
-	defer m.mu.RUnlock()
 	out := make([]*Partition, 0, len(m.parts))
 	for _, p := range m.parts {
 		out = append(out, p)
 	}
+	m.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *Partition) int {
+		return cmp.Or(strings.Compare(a.topic, b.topic), cmp.Compare(a.index, b.index))
+	})
 	return out
 }
 
@@ -442,6 +455,30 @@ func (m *Manager) EnforceRetention(ctx context.Context) {
 		if err := p.EnforceRetention(); err != nil {
 			m.lg.Warn("retention failed", "partition", TopicPartition{p.topic, p.index}, "err", err)
 		}
+	}
+}
+
+// Crash releases every replica as a killed process would: no high-watermark checkpoint,
+// no producer snapshot, no clean-shutdown marker. What was written stays as the page
+// cache holds it (the simulation's crash of a process, not of the machine).
+func (m *Manager) Crash() {
+	close(m.stop)
+	<-m.done
+	if m.cleaners != nil {
+		m.cleaners.wg.Wait()
+	}
+	m.mu.Lock()
+	m.closing = true
+	m.mu.Unlock()
+	m.wg.Wait()
+	m.mu.Lock()
+	parts := m.parts
+	m.parts = map[TopicPartition]*Partition{}
+	m.mu.Unlock()
+	for _, p := range parts {
+		p.role.Store(int32(RoleNone))
+		_ = p.log.CloseUnclean()
+		p.wakeChanged()
 	}
 }
 

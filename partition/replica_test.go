@@ -158,7 +158,7 @@ func TestISRShrinkAndExpand(t *testing.T) {
 	if _, ok := p.ProposeShrink(start.Add(13*time.Second), 10*time.Second); ok {
 		t.Fatal("a second change while one is in flight")
 	}
-	p.ISRChangeFailed(c)
+	p.ISRChangeFailed(c, time.Now())
 	if _, ok := p.ProposeShrink(start.Add(13*time.Second), 10*time.Second); !ok {
 		t.Fatal("no retry after a failed change")
 	}

@@ -3,7 +3,6 @@ package replication
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -147,7 +146,7 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
 		}
 	}
 	if who.IsFollower() {
-		_, expand, err := p.FollowerFetched(who.ReplicaID, f.FetchOffset, time.Now())
+		_, expand, err := p.FollowerFetched(who.ReplicaID, f.FetchOffset, m.now())
 		if err != nil {
 			res.Err = m.ReplicaGone(f.Topic, f.Index, err)
 			return res
@@ -161,7 +160,7 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
 	mark := p.Mark()
 	res.HighWatermark, res.LogStartOffset = p.HighWatermark(), p.LogStartOffset()
 	throttled := who.IsFollower() && m.leaderThrottled(f.Topic, f.Index, who.ReplicaID)
-	if throttled && m.leaderQuota.exceeded(time.Now()) {
+	if throttled && m.leaderQuota.exceeded(m.now()) {
 		// Kafka's leader throttle: nothing for an out-of-sync throttled follower while
 		// the broker's budget is spent; it asks again after the fetch wait. (No
 		// Progress: the bytes held back are not counted as new, so every wake-up reads.)
@@ -190,7 +189,7 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
 		res.Progress.bound, res.Progress.lso = boundLSO, res.LastStableOffset
 	}
 	if throttled {
-		m.leaderQuota.record(view.Size, time.Now())
+		m.leaderQuota.record(view.Size, m.now())
 	}
 	return res
 }

@@ -1,13 +1,17 @@
 package replication
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,7 +85,7 @@ func (fp *fetcherPool) update(follow map[partition.TopicPartition]followTarget) 
 		f := fp.fetchers[k]
 		if f == nil {
 			var err error
-			if f, err = newFetcher(fp.m, k); err != nil {
+			if f, err = newFetcher(fp.m, k, targets[anyKey(targets)].leader); err != nil {
 				fp.m.lg.Error("cannot start a replica fetcher", "leader", k.source, "addr", k.addr, "err", err)
 				continue
 			}
@@ -111,19 +115,42 @@ type fetchState struct {
 // fetcher pulls every partition it holds from one leader with Kafka's Fetch (replica id
 // and broker epoch), multiplexed in one request.
 type fetcher struct {
-	m   *Manager
-	key fetcherKey
-	cl  *kgo.Client
+	m    *Manager
+	key  fetcherKey
+	conn BrokerConn
 
 	mu      sync.Mutex
 	parts   map[partition.TopicPartition]*fetchState
 	changed chan struct{}
+	// Driven managers only: a fetch is out (DrivenFetches), or the last one failed and
+	// the next waits until pausedUntil.
+	inFlight    bool
+	pausedUntil time.Time
 
+	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func newFetcher(m *Manager, k fetcherKey) (*fetcher, error) {
+// BrokerConn carries requests to one broker: the replica fetchers' way to a leader.
+type BrokerConn interface {
+	Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
+	Close()
+}
+
+// kgoConn is a BrokerConn over a Kafka client seeded with the one broker.
+type kgoConn struct{ cl *kgo.Client }
+
+func (c kgoConn) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	return c.cl.SeedBrokers()[0].Request(ctx, req)
+}
+
+func (c kgoConn) Close() { c.cl.Close() }
+
+func (m *Manager) dial(k fetcherKey, leader metadata.Broker) (BrokerConn, error) {
+	if m.cfg.Dial != nil {
+		return m.cfg.Dial(leader)
+	}
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(k.addr),
 		kgo.ClientID(fmt.Sprintf("shale-replica-fetcher-%d-%d", m.cfg.NodeID, k.index)),
@@ -134,9 +161,21 @@ func newFetcher(m *Manager, k fetcherKey) (*fetcher, error) {
 	if err != nil {
 		return nil, err
 	}
+	return kgoConn{cl}, nil
+}
+
+func newFetcher(m *Manager, k fetcherKey, leader metadata.Broker) (*fetcher, error) {
+	conn, err := m.dial(k, leader)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(m.ctx)
-	f := &fetcher{m: m, key: k, cl: cl, parts: map[partition.TopicPartition]*fetchState{},
-		changed: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	f := &fetcher{m: m, key: k, conn: conn, parts: map[partition.TopicPartition]*fetchState{},
+		changed: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	if m.cfg.Driven {
+		close(f.done)
+		return f, nil
+	}
 	go func() {
 		defer close(f.done)
 		f.run(ctx)
@@ -147,7 +186,7 @@ func newFetcher(m *Manager, k fetcherKey) (*fetcher, error) {
 func (f *fetcher) stop() {
 	f.cancel()
 	<-f.done
-	f.cl.Close()
+	f.conn.Close()
 }
 
 // set replaces the partitions fetched; a partition whose leader epoch is unchanged keeps
@@ -195,7 +234,7 @@ func (f *fetcher) run(ctx context.Context) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, f.m.cfg.ReplicaFetchWaitMax+30*time.Second)
-		kresp, err := f.cl.SeedBrokers()[0].Request(rctx, req)
+		kresp, err := f.conn.Request(rctx, req)
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -220,7 +259,7 @@ func (f *fetcher) run(ctx context.Context) {
 func (f *fetcher) build() (*kmsg.FetchRequest, map[partition.TopicPartition]*fetchState, time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := time.Now()
+	now := f.m.now()
 	nextReady := time.Hour
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = 15
@@ -234,7 +273,8 @@ func (f *fetcher) build() (*kmsg.FetchRequest, map[partition.TopicPartition]*fet
 	states := map[partition.TopicPartition]*fetchState{}
 	topics := map[string]int{}
 	throttleWait := f.m.followerQuota.wait(now)
-	for tp, st := range f.parts {
+	for _, tp := range f.order() {
+		st := f.parts[tp]
 		if wait := st.backoffUntil.Sub(now); wait > 0 {
 			nextReady = min(nextReady, wait)
 			continue
@@ -269,6 +309,28 @@ func (f *fetcher) build() (*kmsg.FetchRequest, map[partition.TopicPartition]*fet
 	return req, states, 0
 }
 
+// order is the fetcher's partitions in the order a request lists them: any order, except
+// under a Driven manager, whose runs must repeat exactly.
+func (f *fetcher) order() []partition.TopicPartition {
+	tps := slices.Collect(maps.Keys(f.parts))
+	if f.m.cfg.Driven {
+		slices.SortFunc(tps, comparePartitions)
+	}
+	return tps
+}
+
+func comparePartitions(a, b partition.TopicPartition) int {
+	return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Index, b.Index))
+}
+
+func anyKey[K comparable, V any](m map[K]V) K {
+	for k := range m {
+		return k
+	}
+	var zero K
+	return zero
+}
+
 func (f *fetcher) handle(ctx context.Context, resp *kmsg.FetchResponse, states map[partition.TopicPartition]*fetchState) {
 	for _, rt := range resp.Topics {
 		for i := range rt.Partitions {
@@ -289,7 +351,7 @@ func (f *fetcher) handle(ctx context.Context, resp *kmsg.FetchResponse, states m
 				f.m.lg.Log(ctx, lvl, "replica fetch of a partition failed; backing off", "topic", name, "partition", rp.Partition,
 					"leader", f.key.source, "leader_epoch", st.leaderEpoch, "err", err)
 				f.mu.Lock()
-				st.backoffUntil = time.Now().Add(f.backoffFor(err))
+				st.backoffUntil = f.m.now().Add(f.backoffFor(err))
 				f.mu.Unlock()
 			}
 		}
@@ -353,7 +415,7 @@ func (f *fetcher) handlePartition(ctx context.Context, st *fetchState, rp *kmsg.
 		throttled := st.throttled
 		f.mu.Unlock()
 		if throttled {
-			f.m.followerQuota.record(len(rp.RecordBatches), time.Now())
+			f.m.followerQuota.record(len(rp.RecordBatches), f.m.now())
 		}
 		if err != nil {
 			return fmt.Errorf("append as follower: %w", err)
@@ -425,7 +487,7 @@ func (f *fetcher) listOffset(ctx context.Context, st *fetchState, ts int64) (int
 	req.Topics = append(req.Topics, t)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	kresp, err := f.cl.SeedBrokers()[0].Request(rctx, req)
+	kresp, err := f.conn.Request(rctx, req)
 	if err != nil {
 		return 0, fmt.Errorf("list offsets on the leader: %w", err)
 	}
@@ -438,4 +500,73 @@ func (f *fetcher) listOffset(ctx context.Context, st *fetchState, ts int64) (int
 		return 0, fmt.Errorf("list offsets on the leader: %w", err)
 	}
 	return rp.Offset, nil
+}
+
+// DrivenFetch is one replica fetch that a Driven manager's caller carries to the leader
+// and back.
+type DrivenFetch struct {
+	// Leader is the broker the request goes to.
+	Leader  int32
+	Request *kmsg.FetchRequest
+	f       *fetcher
+	states  map[partition.TopicPartition]*fetchState
+}
+
+// DrivenFetches returns the next request of every fetcher that has none out, is not
+// backing off and has a partition to fetch now, in leader and fetcher order. Each must
+// be completed (Complete) before its fetcher sends again.
+func (m *Manager) DrivenFetches() []*DrivenFetch {
+	fp := m.fetchers
+	fp.mu.Lock()
+	keys := slices.Collect(maps.Keys(fp.fetchers))
+	fs := make([]*fetcher, 0, len(keys))
+	slices.SortFunc(keys, func(a, b fetcherKey) int {
+		return cmp.Or(cmp.Compare(a.source, b.source), cmp.Compare(a.index, b.index), strings.Compare(a.addr, b.addr))
+	})
+	for _, k := range keys {
+		fs = append(fs, fp.fetchers[k])
+	}
+	fp.mu.Unlock()
+	now := m.now()
+	var out []*DrivenFetch
+	for _, f := range fs {
+		f.mu.Lock()
+		busy := f.inFlight || now.Before(f.pausedUntil)
+		f.mu.Unlock()
+		if busy {
+			continue
+		}
+		req, states, _ := f.build()
+		if req == nil {
+			continue
+		}
+		f.mu.Lock()
+		f.inFlight = true
+		f.mu.Unlock()
+		out = append(out, &DrivenFetch{Leader: f.key.source, Request: req, f: f, states: states})
+	}
+	return out
+}
+
+// Complete hands the fetch its answer, or the error that took it (a lost request or
+// response), as the fetcher's own loop would; ListOffsets that the answer calls for go
+// through the fetcher's BrokerConn.
+func (d *DrivenFetch) Complete(resp *kmsg.FetchResponse, err error) {
+	f := d.f
+	f.mu.Lock()
+	f.inFlight = false
+	f.mu.Unlock()
+	if f.ctx.Err() != nil {
+		return
+	}
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		f.mu.Lock()
+		f.pausedUntil = f.m.now().Add(f.m.cfg.ReplicaFetchBackoff)
+		f.mu.Unlock()
+		return
+	}
+	f.handle(f.ctx, resp, d.states)
 }

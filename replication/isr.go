@@ -23,22 +23,29 @@ func (m *Manager) isrLoop() {
 			return
 		case <-t.C:
 		}
-		now := time.Now()
-		for _, p := range m.parts.All() {
-			if p.Role() != partition.RoleLeader {
-				continue
-			}
-			if c, ok := p.ProposeShrink(now, m.cfg.ReplicaLagTimeMax); ok {
-				m.m.isrShrinks.Inc()
-				m.alterISR(p, c)
-			}
+		m.CheckISR()
+	}
+}
+
+// CheckISR proposes to drop from the ISR of every partition this broker leads the
+// followers that have not caught up within replica.lag.time.max.ms (the ISR loop's
+// check; a Driven manager's caller runs it).
+func (m *Manager) CheckISR() {
+	now := m.now()
+	for _, p := range m.parts.All() {
+		if p.Role() != partition.RoleLeader {
+			continue
+		}
+		if c, ok := p.ProposeShrink(now, m.cfg.ReplicaLagTimeMax); ok {
+			m.m.isrShrinks.Inc()
+			m.alterISR(p, c)
 		}
 	}
 }
 
 // proposeExpand adds a caught-up follower to the ISR.
 func (m *Manager) proposeExpand(p *partition.Partition, id int32) {
-	if c, ok := p.ProposeExpand(id, time.Now()); ok {
+	if c, ok := p.ProposeExpand(id, m.now()); ok {
 		m.m.isrExpands.Inc()
 		m.alterISR(p, c)
 	}
@@ -49,7 +56,7 @@ func (m *Manager) proposeExpand(p *partition.Partition, id int32) {
 // that it can be proposed again.
 func (m *Manager) alterISR(p *partition.Partition, c partition.ISRChange) {
 	m.wg.Add(1)
-	go func() {
+	m.cfg.Spawn(func() {
 		defer m.wg.Done()
 		ctx, cancel := context.WithTimeout(m.ctx, alterPartitionTimeout)
 		defer cancel()
@@ -60,9 +67,9 @@ func (m *Manager) alterISR(p *partition.Partition, c partition.ISRChange) {
 			if m.ctx.Err() == nil {
 				m.lg.Warn("ISR change refused", "topic", p.Topic(), "partition", p.Index(), "isr", c.NewISR, "err", err)
 			}
-			p.ISRChangeFailed(c)
+			p.ISRChangeFailed(c, m.now())
 			return
 		}
 		m.lg.Info("ISR changed", "topic", p.Topic(), "partition", p.Index(), "isr", c.NewISR)
-	}()
+	})
 }

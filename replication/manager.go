@@ -70,6 +70,23 @@ type Config struct {
 	Logger                     *slog.Logger
 	Registry                   prometheus.Registerer
 
+	// Clock is the time every decision on time reads (follower lag, ISR and fetch
+	// back-offs); nil is the wall clock.
+	Clock Clock
+	// Driven hands the manager's background work to its caller: NewManager starts no
+	// goroutine, the replica fetchers send nothing on their own (DrivenFetches hands
+	// their requests out), ISR changes are proposed through Spawn, and metadata is
+	// applied only through ApplyImage. The deterministic simulation (tests/sim) drives a
+	// Manager this way, so that every interleaving follows from its seed; a node never
+	// sets it.
+	Driven bool
+	// Dial reaches a leader for the replica fetchers; nil is a Kafka client over TCP
+	// with FetcherOpts.
+	Dial func(leader metadata.Broker) (BrokerConn, error)
+	// Spawn runs a background call (an ISR proposal); nil runs each on its own
+	// goroutine.
+	Spawn func(func())
+
 	// LeaderReplicationThrottledRate and FollowerReplicationThrottledRate are
 	// leader.replication.throttled.rate and follower.replication.throttled.rate: bytes
 	// per second for the throttled replicas (throttle.go); 0 (unset) and MaxInt64 mean
@@ -112,7 +129,25 @@ func (c *Config) defaults() {
 	if c.FollowerReplicationThrottledRate == 0 {
 		c.FollowerReplicationThrottledRate = math.MaxInt64
 	}
+	if c.Clock == nil {
+		c.Clock = wallClock{}
+	}
+	if c.Spawn == nil {
+		c.Spawn = func(fn func()) { go fn() }
+	}
 }
+
+// Clock tells the time.
+type Clock interface {
+	Now() time.Time
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// now is the manager's time (Config.Clock).
+func (m *Manager) now() time.Time { return m.cfg.Clock.Now() }
 
 // Manager owns this broker's replicas.
 type Manager struct {
@@ -157,6 +192,7 @@ func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 		RecoveryThreads: cfg.RecoveryThreads, MaxMappedSegments: cfg.MaxMappedSegments,
 		CleanerDisabled: cfg.CleanerDisabled, CleanerThreads: cfg.CleanerThreads, CleanerDedupeBufferSize: cfg.CleanerDedupeBufferSize,
 		CleanerIOMaxBytesPerSecond: cfg.CleanerIOMaxBytesPerSecond, CleanerBackoff: cfg.CleanerBackoff,
+		Driven: cfg.Driven,
 	})
 	if err != nil {
 		return nil, err
@@ -173,6 +209,9 @@ func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 	}
 	m.fetchers = newFetcherPool(m)
 	m.apply(store.Current(), true)
+	if cfg.Driven {
+		return m, nil
+	}
 	m.wg.Add(2)
 	go func() {
 		defer m.wg.Done()
@@ -243,6 +282,22 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 }
 
+// ApplyImage brings the replicas in line with im, as Run does for each image it
+// receives; a Driven manager's caller delivers images this way.
+func (m *Manager) ApplyImage(im *metadata.Image) { m.apply(im, false) }
+
+// Crash drops the manager as a killed process would: nothing more is written, no
+// checkpoint, producer snapshot or clean-shutdown marker (the simulation's crash).
+func (m *Manager) Crash() {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.cancel()
+	m.fetchers.close()
+	m.wg.Wait()
+	m.parts.Crash()
+}
+
 // Close stops the fetchers and the ISR loop, then closes every replica cleanly.
 func (m *Manager) Close() error {
 	// No metadata is applied once closing starts: a replica removal racing the close
@@ -285,7 +340,7 @@ func (m *Manager) producerExpiryLoop() {
 			return
 		case <-t.C:
 		}
-		m.expireProducers(time.Now())
+		m.expireProducers(m.now())
 	}
 }
 
@@ -346,7 +401,7 @@ func (m *Manager) apply(im *metadata.Image, startup bool) {
 	// A broker the quorum has fenced, or that the image shows under an older
 	// registration, must not lead: it steps down as soon as it learns.
 	fenced := !registered || self.Fenced || (m.store.BrokerEpoch() >= 0 && self.Epoch != m.store.BrokerEpoch())
-	now := time.Now()
+	now := m.now()
 	want := map[partition.TopicPartition]bool{}
 	follow := map[partition.TopicPartition]followTarget{}
 	openErrs := m.openMissing(im, id)
