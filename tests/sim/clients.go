@@ -1,0 +1,301 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/shalelog/shale/internal/records"
+	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/replication"
+)
+
+// nilCtx is the context of the simulation's synchronous calls: nothing in a run is
+// cancelled from outside.
+var nilCtx = context.Background()
+
+// producer is an idempotent acks=all producer of one partition of one topic
+// generation, with one batch in flight: it retries that batch, same sequence, until it
+// is answered, and takes an answer it did not get as possibly written.
+type producer struct {
+	w        *World
+	g        *topicGen
+	index    int32
+	pid      int64
+	seq      int32
+	inflight []byte
+	values   []string
+	attempt  int
+	backfill bool
+}
+
+func (w *World) startProducer(g *topicGen, index int32) {
+	p := &producer{w: w, g: g, index: index, pid: w.newProducerID(), backfill: w.f.backfill && w.s.chance(0.5)}
+	w.producers = append(w.producers, p)
+	w.s.after(w.s.between(0, 50*time.Millisecond), "produce", p.send)
+}
+
+func (w *World) newProducerID() int64 {
+	w.nextPID++
+	return 1000 + w.nextPID
+}
+
+// leaderFor is where a client sends: the leader in a metadata view a client could hold
+// (a broker's, drawn at random, as clients refresh from any broker).
+func (w *World) leaderFor(idx int32) *broker {
+	b := w.brokers[w.s.rng.IntN(len(w.brokers))]
+	if !b.up {
+		return nil
+	}
+	mp := partitionOf(b.mgr.Image(), idx)
+	if mp == nil || mp.Leader < 0 {
+		return nil
+	}
+	return w.broker(mp.Leader)
+}
+
+func (p *producer) send() {
+	w := p.w
+	if p.g.dead {
+		return
+	}
+	if p.inflight == nil {
+		if w.healing {
+			return
+		}
+		n := 1 + w.s.rng.IntN(3)
+		ts := w.s.now.UnixMilli()
+		if p.backfill {
+			ts = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+		}
+		p.values = p.values[:0]
+		recs := make([]records.Record, n)
+		for i := range recs {
+			v := fmt.Sprintf("g%d-p%d-s%d", p.g.gen, p.pid, int(p.seq)+i)
+			p.values = append(p.values, v)
+			recs[i] = records.Record{OffsetDelta: int32(i), Value: []byte(v + pad)}
+		}
+		h := shalelog.Header{Magic: 2, ProducerID: p.pid, ProducerEpoch: 0, BaseSequence: p.seq, FirstTimestamp: ts, MaxTimestamp: ts}
+		b, err := records.Build(h, 0, recs)
+		if err != nil {
+			w.violate("build batch: %v", err)
+			return
+		}
+		p.inflight, p.attempt = b, 0
+	}
+	p.attempt++
+	attempt := p.attempt
+	answered := false
+	answer := func(base int64, err error) {
+		if answered || attempt != p.attempt {
+			return
+		}
+		answered = true
+		p.answered(base, err)
+	}
+	w.s.after(produceTimeout+time.Second, "produce timeout", func() { answer(0, errTimeout) })
+	l := w.leaderFor(p.index)
+	if l == nil {
+		w.s.after(50*time.Millisecond, "produce retry", func() { answer(0, kerr.LeaderNotAvailable) })
+		return
+	}
+	batch := append([]byte(nil), p.inflight...)
+	inc := l.incarnation
+	w.deliver(true, fmt.Sprintf("produce p%d s%d to broker %d", p.pid, p.seq, l.id), func() {
+		if !l.up || l.incarnation != inc {
+			return
+		}
+		l.serveProduce(p.g, p.index, batch, func(base int64, err error) {
+			w.deliver(true, fmt.Sprintf("produce answer p%d s%d", p.pid, p.seq), func() { answer(base, err) })
+		})
+	})
+}
+
+// pad makes records big enough that a few batches fill a small segment.
+const pad = "........................................................................................................"
+
+func (p *producer) answered(base int64, err error) {
+	w := p.w
+	if err == nil {
+		for i, v := range p.values {
+			p.g.acked = append(p.g.acked, record{gen: p.g.gen, index: p.index, offset: base + int64(i), value: v})
+		}
+		w.stats.Acked += len(p.values)
+		w.s.trace.add("acked p%d s%d-%d at %s-%d offset %d", p.pid, p.seq, int(p.seq)+len(p.values)-1, p.g.name, p.index, base)
+		p.seq += int32(len(p.values))
+		p.inflight = nil
+		w.s.after(w.s.between(time.Millisecond, 30*time.Millisecond), "produce", p.send)
+		return
+	}
+	w.s.trace.add("produce p%d s%d failed: %v", p.pid, p.seq, err)
+	switch {
+	case kerr.IsRetriable(err) || err == errTimeout:
+		w.s.after(w.s.between(10*time.Millisecond, 100*time.Millisecond), "produce retry", p.send)
+	default:
+		// Fatal for this producer (its sequence is unknown to the partition, say): a new
+		// producer takes over, as an application would start one.
+		w.s.trace.add("producer p%d gives up at s%d: %v", p.pid, p.seq, err)
+		p.pid, p.seq, p.inflight = w.newProducerID(), 0, nil
+		w.s.after(50*time.Millisecond, "produce", p.send)
+	}
+}
+
+// pendingProduce is an acks=all produce waiting for its ISR.
+type pendingProduce struct {
+	pp       *replication.ProducePartition
+	deadline time.Time
+	answer   func(int64, error)
+	lost     bool
+}
+
+// serveProduce is the produce handler: a request for a topic id the broker does not
+// know is refused (Produce by topic id), then the replica manager appends.
+func (b *broker) serveProduce(g *topicGen, idx int32, batch []byte, answer func(int64, error)) {
+	if b.w.topicIDAt(b) != g.id {
+		answer(0, kerr.UnknownTopicID)
+		return
+	}
+	pp := &replication.ProducePartition{Topic: g.name, Index: idx, Records: batch}
+	b.mgr.Append(nilCtx, -1, []*replication.ProducePartition{pp})
+	if pp.Err != nil {
+		answer(0, pp.Err)
+		return
+	}
+	b.waiting = append(b.waiting, &pendingProduce{pp: pp, deadline: b.w.s.now.Add(produceTimeout), answer: answer})
+}
+
+// answerWaiting answers the produces whose ISR caught up, whose leadership moved, or
+// whose timeout passed.
+func (b *broker) answerWaiting() {
+	keep := b.waiting[:0]
+	for _, w := range b.waiting {
+		switch {
+		case !w.pp.NeedsReplication():
+			w.answer(w.pp.Result.BaseOffset, w.pp.Err)
+		case !b.w.s.now.Before(w.deadline):
+			w.answer(0, kerr.RequestTimedOut)
+		default:
+			keep = append(keep, w)
+		}
+	}
+	b.waiting = keep
+}
+
+// serveDeleteRecords is the DeleteRecords handler: the leader moves its log start.
+func (w *World) serveDeleteRecords(l *broker, g *topicGen, idx int32, offset int64, answer func(int64, error)) {
+	p, err := l.mgr.Leader(g.name, idx, -1)
+	if err != nil {
+		answer(0, err)
+		return
+	}
+	answer(p.DeleteRecordsBefore(offset))
+}
+
+// consumer reads one partition of one topic generation from its leader, from the
+// start, and checks every record it is served as it arrives.
+type consumer struct {
+	w      *World
+	g      *topicGen
+	index  int32
+	offset int64
+	seen   []record
+}
+
+func (w *World) startConsumer(g *topicGen, index int32) {
+	c := &consumer{w: w, g: g, index: index}
+	w.consumers = append(w.consumers, c)
+	w.s.after(w.s.between(0, 50*time.Millisecond), "consume", c.fetch)
+}
+
+func (c *consumer) fetch() {
+	w := c.w
+	if c.g.dead {
+		return
+	}
+	next := func(d time.Duration) { w.s.after(d, "consume", c.fetch) }
+	l := w.leaderFor(c.index)
+	if l == nil {
+		next(50 * time.Millisecond)
+		return
+	}
+	inc := l.incarnation
+	answered := false
+	w.s.after(time.Second, "consume timeout", func() {
+		if !answered {
+			answered = true
+			next(10 * time.Millisecond)
+		}
+	})
+	w.deliver(true, fmt.Sprintf("consumer fetch %s-%d@%d from broker %d", c.g.name, c.index, c.offset, l.id), func() {
+		if !l.up || l.incarnation != inc {
+			return
+		}
+		if w.topicIDAt(l) != c.g.id {
+			return
+		}
+		res := l.mgr.Fetch(replication.Reader{ReplicaID: -1}, replication.FetchPartition{Topic: c.g.name, Index: c.index, CurrentLeaderEpoch: -1,
+			FetchOffset: c.offset, LastFetchedEpoch: -1, MaxBytes: 4096, MinOne: true})
+		data := viewBytes(res.View)
+		served := w.s.now
+		from := l.id
+		start := int64(-1)
+		if res.Err != nil && kafkaCode(res.Err) == kerr.OffsetOutOfRange.Code {
+			if p := l.mgr.Replica(c.g.name, c.index); p != nil {
+				start = p.LogStartOffset()
+			}
+		}
+		w.deliver(true, "consumer fetch answer", func() {
+			if answered {
+				return
+			}
+			answered = true
+			if start >= 0 {
+				c.offset = start
+			}
+			c.take(from, served, data)
+			next(w.s.between(time.Millisecond, 20*time.Millisecond))
+		})
+	})
+}
+
+// take checks and records what a fetch returned.
+func (c *consumer) take(from int32, served time.Time, data []byte) {
+	w := c.w
+	for len(data) >= shalelog.BatchHeaderSize {
+		h, recs, err := records.Records(data[:min(len(data), batchLen(data))])
+		if err != nil {
+			w.violate("consumer of %s-%d got an undecodable batch from broker %d: %v", c.g.name, c.index, from, err)
+			return
+		}
+		data = data[h.Size():]
+		for _, r := range recs {
+			off := h.BaseOffset + int64(r.OffsetDelta)
+			if off < c.offset {
+				continue
+			}
+			v := trimPad(string(r.Value))
+			rec := record{gen: c.g.gen, index: c.index, offset: off, value: v}
+			w.checkServed(c.g, rec, from)
+			c.seen = append(c.seen, rec)
+			w.stats.Consumed++
+			c.offset = off + 1
+		}
+	}
+}
+
+func batchLen(b []byte) int {
+	h, err := shalelog.ParseHeader(b)
+	if err != nil {
+		return len(b)
+	}
+	return h.Size()
+}
+
+func trimPad(v string) string {
+	if len(v) >= len(pad) && v[len(v)-len(pad):] == pad {
+		return v[:len(v)-len(pad)]
+	}
+	return v
+}

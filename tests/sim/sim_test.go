@@ -1,0 +1,77 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var (
+	flagSeed  = flag.Uint64("sim.seed", 0, "run only this seed, with its trace and the brokers' logs")
+	flagSeeds = flag.Int("sim.seeds", 0, "how many seeds to run (default: SHALE_SIM_SEEDS, else 150; 40 with -short)")
+	flagStart = flag.Uint64("sim.start", 1, "first seed")
+)
+
+func seedCount() int {
+	if *flagSeeds > 0 {
+		return *flagSeeds
+	}
+	if v := os.Getenv("SHALE_SIM_SEEDS"); v != "" {
+		var n int
+		if _, err := fmt.Sscan(v, &n); err == nil && n > 0 {
+			return n
+		}
+	}
+	if testing.Short() {
+		return 40
+	}
+	return 150
+}
+
+// TestSimulation runs many seeds; each failing seed reports its violations, the faults
+// it drew, the command that replays it and the end of its event trace.
+func TestSimulation(t *testing.T) {
+	if *flagSeed != 0 {
+		res := Run(Options{Seed: *flagSeed, Dir: t.TempDir(), Log: os.Stderr})
+		t.Logf("seed %d: %s\n%+v\ntrace:\n%s", res.Seed, res.Faults, res.Stats, res.Trace)
+		for _, v := range res.Violations {
+			t.Errorf("violation: %s", v)
+		}
+		return
+	}
+	n := seedCount()
+	start := time.Now()
+	var failed atomic.Int64
+	var events, acked atomic.Int64
+	t.Run("seeds", func(t *testing.T) {
+		for i := range n {
+			seed := *flagStart + uint64(i)
+			t.Run(fmt.Sprint(seed), func(t *testing.T) {
+				t.Parallel()
+				res := Run(Options{Seed: seed, Dir: t.TempDir()})
+				events.Add(int64(res.Stats.Events))
+				acked.Add(int64(res.Stats.Acked))
+				if len(res.Violations) > 0 {
+					failed.Add(1)
+					t.Errorf("seed %d violates safety: %s\nfaults: %s\nreplay: %s\nlast events:\n%s",
+						seed, strings.Join(res.Violations, "; "), res.Faults, Replay(seed), res.Trace)
+				}
+			})
+		}
+	})
+	t.Logf("%d seeds from %d in %v: %d failed; %d events, %d records acknowledged", n, *flagStart, time.Since(start).Round(time.Millisecond),
+		failed.Load(), events.Load(), acked.Load())
+}
+
+// TestDeterministic runs one seed twice and compares the traces.
+func TestDeterministic(t *testing.T) {
+	a := Run(Options{Seed: 7, Dir: t.TempDir()})
+	b := Run(Options{Seed: 7, Dir: t.TempDir()})
+	if a.Trace != b.Trace || a.Stats != b.Stats {
+		t.Fatalf("seed 7 ran differently twice: %+v vs %+v\nfirst:\n%s\nsecond:\n%s", a.Stats, b.Stats, a.Trace, b.Trace)
+	}
+}
