@@ -23,13 +23,14 @@ func genOf(v string) int {
 }
 
 // checkServed checks one record a consumer was served: it must belong to the topic
-// generation asked for, and must not lie below a DeleteRecords already answered.
-func (w *World) checkServed(g *topicGen, rec record, from int32) {
+// generation asked for, and must not lie below purged, what DeleteRecords answers had
+// purged when the broker served it.
+func (w *World) checkServed(g *topicGen, rec record, from int32, purged int64) {
 	if gen := genOf(rec.value); gen != g.gen {
 		w.violate("recreated topic shows old data: broker %d served %s-%d offset %d = %q of generation %d to a consumer of generation %d",
 			from, g.name, rec.index, rec.offset, rec.value, gen, g.gen)
 	}
-	if low := g.deleted[rec.index]; rec.offset < low {
+	if low := purged; rec.offset < low {
 		w.violate("deleted record served again: broker %d served %s-%d offset %d after DeleteRecords was answered with low watermark %d",
 			from, g.name, rec.index, rec.offset, low)
 	}

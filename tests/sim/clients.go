@@ -29,10 +29,13 @@ type producer struct {
 	values   []string
 	attempt  int
 	backfill bool
+	// acks is -1 (all) or 1 (the leader alone: not checked for loss, and piles records
+	// above the high watermark while a follower lags).
+	acks int16
 }
 
-func (w *World) startProducer(g *topicGen, index int32) {
-	p := &producer{w: w, g: g, index: index, pid: w.newProducerID(), backfill: w.f.backfill && w.s.chance(0.5)}
+func (w *World) startProducer(g *topicGen, index int32, acks int16) {
+	p := &producer{w: w, g: g, index: index, pid: w.newProducerID(), backfill: w.f.backfill && w.s.chance(0.5), acks: acks}
 	w.producers = append(w.producers, p)
 	w.s.after(w.s.between(0, 50*time.Millisecond), "produce", p.send)
 }
@@ -107,7 +110,7 @@ func (p *producer) send() {
 		if !l.up || l.incarnation != inc {
 			return
 		}
-		l.serveProduce(p.g, p.index, batch, func(base int64, err error) {
+		l.serveProduce(p.g, p.index, batch, p.acks, func(base int64, err error) {
 			w.deliver(true, fmt.Sprintf("produce answer p%d s%d", p.pid, p.seq), func() { answer(base, err) })
 		})
 	})
@@ -120,7 +123,9 @@ func (p *producer) answered(base int64, err error) {
 	w := p.w
 	if err == nil {
 		for i, v := range p.values {
-			p.g.acked = append(p.g.acked, record{gen: p.g.gen, index: p.index, offset: base + int64(i), value: v})
+			if p.acks == -1 {
+				p.g.acked = append(p.g.acked, record{gen: p.g.gen, index: p.index, offset: base + int64(i), value: v})
+			}
 		}
 		w.stats.Acked += len(p.values)
 		w.s.trace.add("acked p%d s%d-%d at %s-%d offset %d", p.pid, p.seq, int(p.seq)+len(p.values)-1, p.g.name, p.index, base)
@@ -152,15 +157,15 @@ type pendingProduce struct {
 
 // serveProduce is the produce handler: a request for a topic id the broker does not
 // know is refused (Produce by topic id), then the replica manager appends.
-func (b *broker) serveProduce(g *topicGen, idx int32, batch []byte, answer func(int64, error)) {
+func (b *broker) serveProduce(g *topicGen, idx int32, batch []byte, acks int16, answer func(int64, error)) {
 	if b.w.topicIDAt(b) != g.id {
 		answer(0, kerr.UnknownTopicID)
 		return
 	}
 	pp := &replication.ProducePartition{Topic: g.name, Index: idx, Records: batch}
-	b.mgr.Append(nilCtx, -1, []*replication.ProducePartition{pp})
-	if pp.Err != nil {
-		answer(0, pp.Err)
+	b.mgr.Append(nilCtx, acks, []*replication.ProducePartition{pp})
+	if pp.Err != nil || acks != -1 {
+		answer(pp.Result.BaseOffset, pp.Err)
 		return
 	}
 	b.waiting = append(b.waiting, &pendingProduce{pp: pp, deadline: b.w.s.now.Add(produceTimeout), answer: answer})
@@ -238,7 +243,8 @@ func (c *consumer) fetch() {
 		res := l.mgr.Fetch(replication.Reader{ReplicaID: -1}, replication.FetchPartition{Topic: c.g.name, Index: c.index, CurrentLeaderEpoch: -1,
 			FetchOffset: c.offset, LastFetchedEpoch: -1, MaxBytes: 4096, MinOne: true})
 		data := viewBytes(res.View)
-		served := w.s.now
+		// What was purged by the time the broker served the read, as the admin knew it.
+		purged := c.g.deleted[c.index]
 		from := l.id
 		start := int64(-1)
 		if res.Err != nil && kafkaCode(res.Err) == kerr.OffsetOutOfRange.Code {
@@ -254,14 +260,14 @@ func (c *consumer) fetch() {
 			if start >= 0 {
 				c.offset = start
 			}
-			c.take(from, served, data)
+			c.take(from, purged, data)
 			next(w.s.between(time.Millisecond, 20*time.Millisecond))
 		})
 	})
 }
 
 // take checks and records what a fetch returned.
-func (c *consumer) take(from int32, served time.Time, data []byte) {
+func (c *consumer) take(from int32, purged int64, data []byte) {
 	w := c.w
 	for len(data) >= shalelog.BatchHeaderSize {
 		h, recs, err := records.Records(data[:min(len(data), batchLen(data))])
@@ -277,7 +283,7 @@ func (c *consumer) take(from int32, served time.Time, data []byte) {
 			}
 			v := trimPad(string(r.Value))
 			rec := record{gen: c.g.gen, index: c.index, offset: off, value: v}
-			w.checkServed(c.g, rec, from)
+			w.checkServed(c.g, rec, from, purged)
 			c.seen = append(c.seen, rec)
 			w.stats.Consumed++
 			c.offset = off + 1

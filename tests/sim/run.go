@@ -346,11 +346,11 @@ func (w *World) createTopic() {
 	}
 	g.configs = map[string]string{
 		"min.insync.replicas": "2",
-		"segment.bytes":       "2048",
+		"segment.bytes":       "1024",
 		"segment.index.bytes": "4096",
 	}
 	if w.f.retentionBytes {
-		g.configs["retention.bytes"] = "6144"
+		g.configs["retention.bytes"] = "3072"
 	}
 	if w.f.backfill {
 		g.configs["retention.ms"] = "86400000"
@@ -367,7 +367,11 @@ func (w *World) createTopic() {
 	w.gens[g.id] = g
 	w.s.trace.add("topic %s generation %d created (id %x)", g.name, g.gen, g.id[:4])
 	for i := range g.partitions {
-		w.startProducer(g, i)
+		w.startProducer(g, i, -1)
+		w.startProducer(g, i, -1)
+		if w.s.chance(0.5) {
+			w.startProducer(g, i, 1)
+		}
 		w.startConsumer(g, i)
 	}
 }
@@ -423,6 +427,10 @@ func (w *World) deleteRecords() {
 				w.stats.DeleteRecords++
 				g.deleted[idx] = max(g.deleted[idx], low)
 			})
+			if w.f.crashes && w.s.chance(0.3) {
+				// The worst moment: the leader dies before its followers fetch again.
+				w.crashAndRestart(l)
+			}
 		})
 	})
 }
@@ -446,19 +454,7 @@ func (w *World) scheduleFaults(chaos time.Duration) {
 	n := func(max int) int { return 1 + w.s.rng.IntN(max) }
 	if w.f.crashes {
 		for range n(4) {
-			at("crash", func() {
-				b := w.brokers[w.s.rng.IntN(len(w.brokers))]
-				if !b.up {
-					return
-				}
-				w.stats.Crashes++
-				b.crash()
-				w.s.after(w.s.between(100*time.Millisecond, 4*time.Second), "restart", func() {
-					if !b.up {
-						b.start()
-					}
-				})
-			})
+			at("crash", func() { w.crashAndRestart(w.brokers[w.s.rng.IntN(len(w.brokers))]) })
 		}
 	}
 	if w.f.metadataPause {
@@ -505,7 +501,7 @@ func (w *World) scheduleFaults(chaos time.Duration) {
 		}
 	}
 	if w.f.deleteRecords {
-		for range n(6) {
+		for range n(12) {
 			at("delete records", w.deleteRecords)
 		}
 	}
@@ -519,6 +515,20 @@ func (w *World) scheduleFaults(chaos time.Duration) {
 			at("controller failover", func() { w.ctl.failover(w.s.between(50*time.Millisecond, 1500*time.Millisecond)) })
 		}
 	}
+}
+
+// crashAndRestart kills a broker and starts it again a while later.
+func (w *World) crashAndRestart(b *broker) {
+	if !b.up || w.healing {
+		return
+	}
+	w.stats.Crashes++
+	b.crash()
+	w.s.after(w.s.between(100*time.Millisecond, 4*time.Second), "restart", func() {
+		if !b.up {
+			b.start()
+		}
+	})
 }
 
 // heal ends the faults: every broker up and reachable, clients stop producing new

@@ -12,7 +12,7 @@ import (
 
 var (
 	flagSeed  = flag.Uint64("sim.seed", 0, "run only this seed, with its trace and the brokers' logs")
-	flagSeeds = flag.Int("sim.seeds", 0, "how many seeds to run (default: SHALE_SIM_SEEDS, else 150; 40 with -short)")
+	flagSeeds = flag.Int("sim.seeds", 0, "how many seeds to run (default: SHALE_SIM_SEEDS, else 300; 40 with -short, 20 under -race)")
 	flagStart = flag.Uint64("sim.start", 1, "first seed")
 )
 
@@ -26,17 +26,33 @@ func seedCount() int {
 			return n
 		}
 	}
-	if testing.Short() {
+	switch {
+	case raceEnabled:
+		return 20
+	case testing.Short():
 		return 40
 	}
-	return 150
+	return 300
+}
+
+// runDir is a fresh directory for one run's logs: in memory where /dev/shm exists (a
+// run writes and deletes thousands of small segment files), else the test's temp dir.
+func runDir(t *testing.T) string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		d, err := os.MkdirTemp("/dev/shm", "shale-sim-")
+		if err == nil {
+			t.Cleanup(func() { os.RemoveAll(d) })
+			return d
+		}
+	}
+	return t.TempDir()
 }
 
 // TestSimulation runs many seeds; each failing seed reports its violations, the faults
 // it drew, the command that replays it and the end of its event trace.
 func TestSimulation(t *testing.T) {
 	if *flagSeed != 0 {
-		res := Run(Options{Seed: *flagSeed, Dir: t.TempDir(), Log: os.Stderr})
+		res := Run(Options{Seed: *flagSeed, Dir: runDir(t), Log: os.Stderr})
 		t.Logf("seed %d: %s\n%+v\ntrace:\n%s", res.Seed, res.Faults, res.Stats, res.Trace)
 		for _, v := range res.Violations {
 			t.Errorf("violation: %s", v)
@@ -52,7 +68,7 @@ func TestSimulation(t *testing.T) {
 			seed := *flagStart + uint64(i)
 			t.Run(fmt.Sprint(seed), func(t *testing.T) {
 				t.Parallel()
-				res := Run(Options{Seed: seed, Dir: t.TempDir()})
+				res := Run(Options{Seed: seed, Dir: runDir(t)})
 				events.Add(int64(res.Stats.Events))
 				acked.Add(int64(res.Stats.Acked))
 				if len(res.Violations) > 0 {
@@ -69,8 +85,8 @@ func TestSimulation(t *testing.T) {
 
 // TestDeterministic runs one seed twice and compares the traces.
 func TestDeterministic(t *testing.T) {
-	a := Run(Options{Seed: 7, Dir: t.TempDir()})
-	b := Run(Options{Seed: 7, Dir: t.TempDir()})
+	a := Run(Options{Seed: 7, Dir: runDir(t)})
+	b := Run(Options{Seed: 7, Dir: runDir(t)})
 	if a.Trace != b.Trace || a.Stats != b.Stats {
 		t.Fatalf("seed 7 ran differently twice: %+v vs %+v\nfirst:\n%s\nsecond:\n%s", a.Stats, b.Stats, a.Trace, b.Trace)
 	}
