@@ -136,7 +136,9 @@ type Manager struct {
 	appliedMu sync.Mutex
 	appliedCh chan struct{}
 
-	fetchers   *fetcherPool
+	fetchers *fetcherPool
+	// isrRetries are the ISR changes whose outcome is unknown, to send again (isr.go).
+	isrRetries isrRetries
 	autoCreate autoCreator
 	// txnVerifier checks a producer's first transactional write to a partition (txn.go).
 	txnVerifier atomic.Pointer[txnVerifierBox]
