@@ -100,7 +100,10 @@ func (m *Manager) alterISR(p *partition.Partition, c partition.ISRChange, attemp
 // outcome unknown, and the change stays pending, so that the high watermark keeps
 // respecting the ISR it may have committed (the maximal ISR): it is sent again, unchanged,
 // after a back-off, until the replica sees newer state or stops leading (Kafka's
-// Partition.handleAlterPartitionError and AlterPartitionManager's retries).
+// Partition.handleAlterPartitionError and AlterPartitionManager's retries). Kafka only
+// waits for the metadata after a stale-epoch answer; resending then too costs the
+// controller a dry run a second at most, and recovers should the answer have come from
+// a controller whose state lagged this broker's.
 func (m *Manager) alterISRDone(p *partition.Partition, c partition.ISRChange, attempt int, err error, now time.Time) {
 	lg := m.lg.With("topic", p.Topic(), "partition", p.Index(), "isr", c.NewISR, "leader_epoch", c.LeaderEpoch, "partition_epoch", c.PartitionEpoch)
 	switch {
