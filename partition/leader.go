@@ -176,15 +176,33 @@ func (p *Partition) ProposeShrink(now time.Time, maxLag time.Duration) (ISRChang
 // another.
 const isrRetryBackoff = time.Second
 
-// ISRChangeFailed clears an in-flight change that the controller refused or never
-// answered, so that a check after isrRetryBackoff may propose again.
+// ISRChangeFailed clears an in-flight change that the controller proved it did not
+// apply, so that a check after isrRetryBackoff may propose again. A change whose outcome
+// is unknown (no answer, or an answer that a commit of it could have caused) must stay
+// pending instead, until newer state arrives through ApplyState: the high watermark
+// respects the ISR it adds until then.
 func (p *Partition) ISRChangeFailed(c ISRChange, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.state.PartitionEpoch == c.PartitionEpoch && slices.Equal(p.pendingISR, c.NewISR) {
+	if p.pendingIsLocked(c) {
 		p.pendingISR = nil
 		p.isrRetryAt = now.Add(isrRetryBackoff)
 	}
+}
+
+// ISRChangePending reports whether c is still the ISR change in flight: this replica
+// leads in c's leader epoch, at c's partition epoch, and has not dropped it. Until then
+// no other change is proposed, so that c may be sent again as it is; once newer state
+// arrives (or the replica steps down or closes) its outcome is known and it must not be.
+func (p *Partition) ISRChangePending(c ISRChange) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pendingIsLocked(c)
+}
+
+func (p *Partition) pendingIsLocked(c ISRChange) bool {
+	return p.Role() == RoleLeader && p.pendingISR != nil && p.state.LeaderEpoch == c.LeaderEpoch &&
+		p.state.PartitionEpoch == c.PartitionEpoch && slices.Equal(p.pendingISR, c.NewISR)
 }
 
 // ReplicaLag describes one follower for metrics and describe output.

@@ -282,7 +282,7 @@ func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version in
 			continue
 		}
 		res := s.deps.Replicas.Fetch(who, replication.FetchPartition{
-			Topic: name, Index: it.key.partition, CurrentLeaderEpoch: it.currentLeaderEpoch, FetchOffset: it.fetchOffset,
+			Topic: name, TopicID: fetchTopicID(version, it.key.topicID), Index: it.key.partition, CurrentLeaderEpoch: it.currentLeaderEpoch, FetchOffset: it.fetchOffset,
 			LastFetchedEpoch: it.lastFetchedEpoch, MaxBytes: max(maxBytes, 0), MinOne: total == 0,
 			ReadCommitted: req.IsolationLevel == 1 && version >= 4,
 		})
@@ -321,6 +321,15 @@ func fetchReader(req *kmsg.FetchRequest, version int16) replication.Reader {
 		return replication.Reader{ReplicaID: req.ReplicaState.ID, BrokerEpoch: req.ReplicaState.Epoch}
 	}
 	return replication.Reader{ReplicaID: req.ReplicaID, BrokerEpoch: -1}
+}
+
+// fetchTopicID is the topic id a fetch names its topic by: only Fetch v13+ does, and the
+// replica manager then checks it against its replica's.
+func fetchTopicID(version int16, id [16]byte) [16]byte {
+	if version < 13 {
+		return [16]byte{}
+	}
+	return id
 }
 
 // topicNameByID resolves a topic id; unknown is true when no topic has it.

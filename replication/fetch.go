@@ -22,7 +22,10 @@ func (r Reader) IsFollower() bool { return r.ReplicaID >= 0 }
 
 // FetchPartition is one partition of a fetch.
 type FetchPartition struct {
-	Topic              string
+	Topic string
+	// TopicID is the id the fetch names the topic by (Fetch v13+); zero (older versions)
+	// is not checked. A replica of another topic id is refused with UNKNOWN_TOPIC_ID.
+	TopicID            [16]byte
 	Index              int32
 	CurrentLeaderEpoch int32
 	FetchOffset        int64
@@ -121,6 +124,13 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
 	p, err := m.Leader(f.Topic, f.Index, f.CurrentLeaderEpoch)
 	if err != nil {
 		res.Err = err
+		return res
+	}
+	if topicIDChanged(p.TopicID(), f.TopicID) {
+		// The name resolved to a replica of another topic of that name: this broker or
+		// the fetcher has not yet seen the topic recreated. Before the divergence check,
+		// so that a follower never truncates against another topic's log.
+		res.Err = fmt.Errorf("%w: %s-%d is held here for topic id %x, not %x", kerr.UnknownTopicID, f.Topic, f.Index, p.TopicID(), f.TopicID)
 		return res
 	}
 	if who.IsFollower() {

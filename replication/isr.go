@@ -2,43 +2,85 @@ package replication
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/partition"
 )
 
 // alterPartitionTimeout bounds one AlterPartition call; a change that times out is
-// proposed again at the next check.
+// sent again after a back-off.
 const alterPartitionTimeout = 10 * time.Second
 
+// alterISRRetryMin and alterISRRetryMax bound the back-off, doubling from one to the
+// other, between sends of an ISR change whose outcome is unknown (Kafka's retry.backoff.ms
+// and retry.backoff.max.ms defaults). alterISRRetryMin is also how often due resends are
+// looked for.
+const (
+	alterISRRetryMin = 100 * time.Millisecond
+	alterISRRetryMax = time.Second
+)
+
+// isrRetries holds the ISR changes waiting to be sent again, one per partition (a
+// partition has one change in flight at most).
+type isrRetries struct {
+	mu      sync.Mutex
+	pending map[partition.TopicPartition]isrRetry
+}
+
+// isrRetry is an ISR change whose outcome is unknown, sent attempt times so far, to be
+// sent again at at.
+type isrRetry struct {
+	p       *partition.Partition
+	c       partition.ISRChange
+	attempt int
+	at      time.Time
+}
+
 // isrLoop checks the partitions this broker leads for followers that fell behind, every
-// half of replica.lag.time.max.ms as Kafka does.
+// half of replica.lag.time.max.ms as Kafka does, and sends again the ISR changes whose
+// outcome is unknown once their back-off has passed.
 func (m *Manager) isrLoop() {
 	t := time.NewTicker(max(m.cfg.ReplicaLagTimeMax/2, 10*time.Millisecond))
 	defer t.Stop()
+	retry := time.NewTicker(alterISRRetryMin)
+	defer retry.Stop()
 	for {
 		select {
 		case <-m.ctx.Done():
 			return
+		case <-retry.C:
+			m.retryISRChanges(m.now())
+			continue
 		case <-t.C:
 		}
-		m.CheckISR()
+		m.checkLag(m.now())
 	}
 }
 
-// CheckISR proposes to drop from the ISR of every partition this broker leads the
-// followers that have not caught up within replica.lag.time.max.ms (the ISR loop's
-// check; a Driven manager's caller runs it).
+// CheckISR is the ISR loop's work once, for a Driven manager's caller: it proposes to
+// drop from the ISR of every partition this broker leads the followers that have not
+// caught up within replica.lag.time.max.ms, and sends again the ISR changes whose
+// outcome is unknown once their back-off has passed.
 func (m *Manager) CheckISR() {
 	now := m.now()
+	m.checkLag(now)
+	m.retryISRChanges(now)
+}
+
+func (m *Manager) checkLag(now time.Time) {
 	for _, p := range m.parts.All() {
 		if p.Role() != partition.RoleLeader {
 			continue
 		}
 		if c, ok := p.ProposeShrink(now, m.cfg.ReplicaLagTimeMax); ok {
 			m.m.isrShrinks.Inc()
-			m.alterISR(p, c)
+			m.alterISR(p, c, 1)
 		}
 	}
 }
@@ -47,14 +89,13 @@ func (m *Manager) CheckISR() {
 func (m *Manager) proposeExpand(p *partition.Partition, id int32) {
 	if c, ok := p.ProposeExpand(id, m.now()); ok {
 		m.m.isrExpands.Inc()
-		m.alterISR(p, c)
+		m.alterISR(p, c, 1)
 	}
 }
 
-// alterISR sends an ISR change to the controller in the background. The committed
-// change reaches the replica through the metadata; a refused or lost one is cleared so
-// that it can be proposed again.
-func (m *Manager) alterISR(p *partition.Partition, c partition.ISRChange) {
+// alterISR sends an ISR change to the controller in the background, for the attempt-th
+// time. The committed change reaches the replica through the metadata.
+func (m *Manager) alterISR(p *partition.Partition, c partition.ISRChange, attempt int) {
 	m.wg.Add(1)
 	m.cfg.Spawn(func() {
 		defer m.wg.Done()
@@ -63,13 +104,90 @@ func (m *Manager) alterISR(p *partition.Partition, c partition.ISRChange) {
 		_, err := m.store.AlterPartition(ctx, metadata.AlterPartitionRequest{
 			Topic: p.Topic(), Partition: p.Index(), LeaderEpoch: c.LeaderEpoch, PartitionEpoch: c.PartitionEpoch, NewISR: c.NewISR,
 		})
-		if err != nil {
-			if m.ctx.Err() == nil {
-				m.lg.Warn("ISR change refused", "topic", p.Topic(), "partition", p.Index(), "isr", c.NewISR, "err", err)
-			}
-			p.ISRChangeFailed(c, m.now())
-			return
-		}
-		m.lg.Info("ISR changed", "topic", p.Topic(), "partition", p.Index(), "isr", c.NewISR)
+		m.alterISRDone(p, c, attempt, err, m.now())
 	})
+}
+
+// alterISRDone acts on the answer to an ISR change. A change the controller proves it
+// did not apply is dropped, so that another may be proposed. Any other failure leaves the
+// outcome unknown, and the change stays pending, so that the high watermark keeps
+// respecting the ISR it may have committed (the maximal ISR): it is sent again, unchanged,
+// after a back-off, until the replica sees newer state or stops leading (Kafka's
+// Partition.handleAlterPartitionError and AlterPartitionManager's retries). Kafka only
+// waits for the metadata after a stale-epoch answer; resending then too costs the
+// controller a dry run a second at most, and recovers should the answer have come from
+// a controller whose state lagged this broker's.
+func (m *Manager) alterISRDone(p *partition.Partition, c partition.ISRChange, attempt int, err error, now time.Time) {
+	lg := m.lg.With("topic", p.Topic(), "partition", p.Index(), "isr", c.NewISR, "leader_epoch", c.LeaderEpoch, "partition_epoch", c.PartitionEpoch)
+	switch {
+	case err == nil:
+		lg.Info("ISR changed")
+	case m.ctx.Err() != nil:
+		// Closing: the replica closes with its change pending, which is the safe side.
+	case alterISRNotApplied(err):
+		lg.Warn("ISR change refused", "err", err)
+		p.ISRChangeFailed(c, now)
+	case !p.ISRChangePending(c):
+		// Newer state arrived meanwhile, or the replica no longer leads: the outcome is
+		// known, and a resend would only be refused.
+	default:
+		delay := alterISRRetryDelay(attempt)
+		lvl := slog.LevelDebug
+		if attempt == 1 {
+			lvl = slog.LevelWarn
+		}
+		lg.Log(m.ctx, lvl, "ISR change not known to be applied or refused; the high watermark respects the larger ISR until it is, and the change is sent again",
+			"attempt", attempt, "retry_in", delay, "err", err)
+		m.isrRetries.mu.Lock()
+		if m.isrRetries.pending == nil {
+			m.isrRetries.pending = map[partition.TopicPartition]isrRetry{}
+		}
+		m.isrRetries.pending[partition.TopicPartition{Topic: p.Topic(), Index: p.Index()}] = isrRetry{p: p, c: c, attempt: attempt, at: now.Add(delay)}
+		m.isrRetries.mu.Unlock()
+	}
+}
+
+// retryISRChanges sends again, as they were, the ISR changes whose back-off has passed
+// by now and that are still pending, and returns how many it sent.
+func (m *Manager) retryISRChanges(now time.Time) int {
+	m.isrRetries.mu.Lock()
+	var due []isrRetry
+	for tp, r := range m.isrRetries.pending {
+		if !r.at.After(now) {
+			due = append(due, r)
+			delete(m.isrRetries.pending, tp)
+		}
+	}
+	m.isrRetries.mu.Unlock()
+	n := 0
+	for _, r := range due {
+		if m.parts.Get(r.p.Topic(), r.p.Index()) != r.p || !r.p.ISRChangePending(r.c) {
+			continue // removed, stepped down, or newer state arrived
+		}
+		m.alterISR(r.p, r.c, r.attempt+1)
+		n++
+	}
+	return n
+}
+
+// alterISRRetryDelay is the back-off after the attempt-th send of a change failed.
+func alterISRRetryDelay(attempt int) time.Duration {
+	d := alterISRRetryMin
+	for i := 1; i < attempt && d < alterISRRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, alterISRRetryMax)
+}
+
+// alterISRNotApplied reports whether an AlterPartition error proves that the change was
+// not committed and never will be. The controller checks the leader and partition epochs
+// before the replicas (controller/fsm_topics.go applyAlterPartition), so
+// INELIGIBLE_REPLICA says the epochs were current, hence no earlier send of the change
+// was committed, and this one was refused; so does OPERATION_NOT_ATTEMPTED in Kafka.
+// Every other answer leaves the outcome unknown: a timeout, a transport error or an
+// unreachable quorum may follow a commit, and INVALID_UPDATE_VERSION or
+// FENCED_LEADER_EPOCH is what a resend of a committed change gets (the quorum client
+// resends by itself when the controller changes, so even a first answer can be one).
+func alterISRNotApplied(err error) bool {
+	return errors.Is(err, kerr.IneligibleReplica) || errors.Is(err, kerr.OperationNotAttempted)
 }

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -170,7 +171,9 @@ type Manager struct {
 	appliedMu sync.Mutex
 	appliedCh chan struct{}
 
-	fetchers   *fetcherPool
+	fetchers *fetcherPool
+	// isrRetries are the ISR changes whose outcome is unknown, to send again (isr.go).
+	isrRetries isrRetries
 	autoCreate autoCreator
 	// txnVerifier checks a producer's first transactional write to a partition (txn.go).
 	txnVerifier atomic.Pointer[txnVerifierBox]
@@ -408,6 +411,7 @@ func (m *Manager) apply(im *metadata.Image, startup bool) {
 	now := m.now()
 	want := map[partition.TopicPartition]bool{}
 	follow := map[partition.TopicPartition]followTarget{}
+	m.removeRecreated(im)
 	openErrs := m.openMissing(im, id)
 	for _, t := range im.Topics {
 		changedConfigs := !maps.Equal(m.configs[t.Name], t.Configs)
@@ -488,6 +492,37 @@ func (m *Manager) apply(im *metadata.Image, startup bool) {
 			}
 		}
 	}
+}
+
+// removeRecreated removes each open replica whose topic the image holds under another
+// topic id: that topic was deleted and a new one created under the same name. Images
+// arrive coalesced (and a broker that reconnects gets one full image), so the deletion
+// itself may never be seen here; without this the new topic would be served from the old
+// one's log, since its epochs, restarting at 0, are refused as stale, or, when equal, taken
+// for the same state. The replica goes as a deleted topic's does (its directory set
+// aside, its waiters answered), and openMissing then opens an empty one for the new id
+// in the same apply.
+func (m *Manager) removeRecreated(im *metadata.Image) {
+	for _, p := range m.parts.All() {
+		t := im.Topic(p.Topic())
+		if t == nil || !topicIDChanged(p.TopicID(), t.ID) {
+			continue // deleted topics go with the replicas no longer assigned here
+		}
+		tp, oldID := partition.TopicPartition{Topic: p.Topic(), Index: p.Index()}, p.TopicID()
+		m.lg.Warn("topic recreated under the same name; setting the old topic's replica aside", "partition", tp,
+			"old_topic_id", hex.EncodeToString(oldID[:]), "topic_id", hex.EncodeToString(t.ID[:]))
+		if err := m.parts.Remove(tp.Topic, tp.Index); err != nil {
+			// The replica is closed and forgotten all the same; opening the new topic's
+			// finds the old directory by its partition.metadata and sets it aside then.
+			m.lg.Error("cannot remove the old topic's replica", "partition", tp, "err", err)
+		}
+	}
+}
+
+// topicIDChanged reports whether a replica of topic id have belongs to another topic than
+// id want. A zero id is metadata from before topic ids, which names no other topic.
+func topicIDChanged(have, want [16]byte) bool {
+	return have != want && have != ([16]byte{}) && want != ([16]byte{})
 }
 
 // openMissing opens the replicas assigned to this broker that are not open yet, in

@@ -143,7 +143,15 @@ func (w *World) finalChecks() {
 			lp = l.mgr.Replica(g.name, idx)
 		}
 		if lp == nil || lp.Role() != partition.RoleLeader || lp.TopicID() != g.id {
-			w.violate("liveness: %s-%d has no serving leader after settling (controller says %d)", g.name, idx, mp.Leader)
+			state := "down"
+			if l != nil && l.up {
+				state = fmt.Sprintf("up, metadata at %d of %d, fenced=%v", l.mgr.Image().Offset, im.Offset, im.Brokers[l.id].Fenced)
+				if lp != nil {
+					state += fmt.Sprintf(", replica %s in epoch %d", lp.Role(), lp.LeaderEpoch())
+				}
+			}
+			w.violate("liveness: %s-%d has no serving leader after settling (controller says %d, epoch %d, isr %v; that broker: %s)",
+				g.name, idx, mp.Leader, mp.LeaderEpoch, mp.ISR, state)
 			continue
 		}
 		log, err := committed(lp)
@@ -213,4 +221,3 @@ func (w *World) finalChecks() {
 	}
 }
 
-var _ = fmt.Sprint

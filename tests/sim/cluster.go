@@ -220,7 +220,7 @@ func (b *broker) start() {
 	inc := b.incarnation
 	b.loop(inc, "heartbeat", heartbeatInterval, b.heartbeat)
 	b.loop(inc, "fetch", fetchInterval, b.fetch)
-	b.loop(inc, "isr check", replicaLagMax/2, b.mgr.CheckISR)
+	b.loop(inc, "isr check", 100*time.Millisecond, b.mgr.CheckISR)
 	b.loop(inc, "metadata", 0, b.pullMetadata)
 }
 
