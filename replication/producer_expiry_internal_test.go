@@ -69,7 +69,7 @@ func TestProducerExpiryRuns(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{parts: parts, lg: lg, ctx: ctx,
-		cfg: Config{ProducerIDExpiration: time.Hour, ProducerIDExpirationCheckInterval: 10 * time.Millisecond}}
+		cfg: Config{Clock: wallClock{}, ProducerIDExpiration: time.Hour, ProducerIDExpirationCheckInterval: 10 * time.Millisecond}}
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.producerExpiryLoop() }()
 	defer func() { cancel(); m.wg.Wait() }()
