@@ -335,6 +335,12 @@ func (f *fsm) setPartitionState(c *change, topic string, p *pb.PartitionState, l
 	if leader == p.Leader && slices.Equal(isr, p.Isr) {
 		return
 	}
+	f.bumpPartitionState(c, topic, p, leader, isr)
+}
+
+// bumpPartitionState writes the partition's new leader and ISR at the next partition
+// epoch, even when neither changed.
+func (f *fsm) bumpPartitionState(c *change, topic string, p *pb.PartitionState, leader int32, isr []int32) {
 	np := &pb.PartitionState{
 		Index:          p.Index,
 		Replicas:       p.Replicas,

@@ -297,9 +297,10 @@ func (f *fsm) applyAlterPartition(c *change, r *pb.AlterPartitionRecord) applyRe
 			return fail(kafkaErrorf(kerr.IneligibleReplica, "%s-%d: broker %d is shutting down", r.Topic, r.Partition, id))
 		}
 	}
-	if !slices.Equal(r.NewIsr, p.Isr) {
-		f.setPartitionState(c, r.Topic, p, p.Leader, r.NewIsr)
-		p, _ = c.partition(r.Topic, r.Partition)
-	}
+	// The ISR it already has still moves the partition epoch: a leader sends that to
+	// fence off its earlier sends of a change whose outcome it does not know (a send that
+	// was refused does not prove that an earlier one, delayed, will not be applied yet).
+	f.bumpPartitionState(c, r.Topic, p, p.Leader, r.NewIsr)
+	p, _ = c.partition(r.Topic, r.Partition)
 	return applyResult{value: alterPartitionResult{partition: partitionFromPB(r.Topic, p)}}
 }

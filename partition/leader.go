@@ -13,6 +13,9 @@ type followerState struct {
 	// leo is the follower's log end offset, from its last fetch; -1 until it fetches in
 	// this leader epoch.
 	leo int64
+	// logStart is the follower's log start offset, from its last fetch; -1 until it
+	// reports one. DeleteRecords is answered only once every live follower's has moved.
+	logStart int64
 	// lastCaughtUp is the last time the follower had fetched up to the leader's log end
 	// (or to where the log end was at its previous fetch): ISR membership is judged on it.
 	lastCaughtUp time.Time
@@ -35,7 +38,7 @@ func (p *Partition) resetFollowersLocked(now time.Time, newEpoch bool) {
 			p.followers[id] = f
 			continue
 		}
-		f := &followerState{leo: -1, leaderEndAtLastFetch: -1}
+		f := &followerState{leo: -1, logStart: -1, leaderEndAtLastFetch: -1}
 		if slices.Contains(p.state.ISR, id) {
 			f.lastCaughtUp = now
 		}
@@ -89,10 +92,10 @@ func (p *Partition) maybeAdvanceHWLocked() bool {
 var ErrNotReplica = fmt.Errorf("%w: the fetching broker is not a replica of the partition", kerr.NotLeaderForPartition)
 
 // FollowerFetched records that follower id fetched from fetchOffset (so it holds
-// everything below it) and advances the high watermark. It reports whether the high
-// watermark moved, and whether the follower, outside the ISR, has caught up and should
-// be added to it.
-func (p *Partition) FollowerFetched(id int32, fetchOffset int64, now time.Time) (hwMoved, expand bool, err error) {
+// everything below it) with its log starting at logStart (-1 when the fetch does not
+// say), and advances the high watermark. It reports whether the high watermark moved,
+// and whether the follower, outside the ISR, has caught up and should be added to it.
+func (p *Partition) FollowerFetched(id int32, fetchOffset, logStart int64, now time.Time) (hwMoved, expand bool, err error) {
 	p.mu.Lock()
 	if p.Role() != RoleLeader {
 		p.mu.Unlock()
@@ -115,14 +118,40 @@ func (p *Partition) FollowerFetched(id int32, fetchOffset int64, now time.Time) 
 	}
 	f.leo = fetchOffset
 	f.lastFetch, f.leaderEndAtLastFetch = now, leo
+	// Taken as reported, even when lower than before: a lower start only makes a
+	// DeleteRecords wait longer.
+	startMoved := logStart >= 0 && logStart != f.logStart
+	if logStart >= 0 {
+		f.logStart = logStart
+	}
 	hwMoved = p.maybeAdvanceHWLocked()
 	inISR := slices.Contains(p.maximalISRLocked(), id)
 	expand = !inISR && p.pendingISR == nil && !now.Before(p.isrRetryAt) && f.leo >= p.hw.Load() && f.leo >= p.epochStart
 	p.mu.Unlock()
-	if hwMoved {
+	if hwMoved || startMoved {
+		// (A moved log start wakes a DeleteRecords waiting for its low watermark.)
 		p.wake()
 	}
 	return hwMoved, expand, nil
+}
+
+// LowWatermark is the least log start offset over this leader and its followers that
+// alive says are live (Kafka's low watermark): below it, no replica that could lead
+// still holds a record. A follower that has not reported its log start counts as -1.
+// It fails when this replica is not the leader.
+func (p *Partition) LowWatermark(alive func(id int32) bool) (int64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.Role() != RoleLeader {
+		return 0, ErrNotLeader
+	}
+	low := p.log.StartOffset()
+	for id, f := range p.followers {
+		if alive(id) {
+			low = min(low, f.logStart)
+		}
+	}
+	return low, nil
 }
 
 // ISRChange is an AlterPartition the leader should propose.
@@ -176,18 +205,22 @@ func (p *Partition) ProposeShrink(now time.Time, maxLag time.Duration) (ISRChang
 // another.
 const isrRetryBackoff = time.Second
 
-// ISRChangeFailed clears an in-flight change that the controller proved it did not
-// apply, so that a check after isrRetryBackoff may propose again. A change whose outcome
-// is unknown (no answer, or an answer that a commit of it could have caused) must stay
-// pending instead, until newer state arrives through ApplyState: the high watermark
-// respects the ISR it adds until then.
-func (p *Partition) ISRChangeFailed(c ISRChange, now time.Time) {
+// ISRChangeRefused records that the controller refused c (INELIGIBLE_REPLICA,
+// OPERATION_NOT_ATTEMPTED) and holds back the next proposal by isrRetryBackoff. The
+// refusal proves only that this send was not applied: an earlier send of c, delayed on
+// its way, may still be. So c stays pending, the high watermark respecting the ISR it
+// adds, and the leader gets back the fence to send: the committed ISR at c's epochs,
+// which the controller applies as a new partition epoch, refusing every send of c after
+// it. The newer state it brings through ApplyState ends c. ok is false when c is no
+// longer pending.
+func (p *Partition) ISRChangeRefused(c ISRChange, now time.Time) (fence ISRChange, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.pendingIsLocked(c) {
-		p.pendingISR = nil
-		p.isrRetryAt = now.Add(isrRetryBackoff)
+	if !p.pendingIsLocked(c) {
+		return ISRChange{}, false
 	}
+	p.isrRetryAt = now.Add(isrRetryBackoff)
+	return ISRChange{LeaderEpoch: c.LeaderEpoch, PartitionEpoch: c.PartitionEpoch, NewISR: slices.Clone(p.state.ISR)}, true
 }
 
 // ISRChangePending reports whether c is still the ISR change in flight: this replica

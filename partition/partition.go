@@ -562,9 +562,12 @@ func (p *Partition) deleteBeforeLocked(offset int64) (int64, error) {
 
 // EnforceRetention deletes old segments by the topic's retention settings.
 func (p *Partition) EnforceRetention() error {
-	// Nothing at or after the first unstable offset goes: an open transaction's records
-	// stay with its marker to come.
-	n, err := p.log.EnforceRetentionBelow(p.firstUnstableOffset())
+	// A segment goes only when the next one starts at or below the high watermark, as in
+	// Kafka: a record above it may be all a lagging in-sync follower still needs, and
+	// deleting it would send that follower to the new log start, past records that it
+	// never got and that acks=all producers are waiting on. Nor does anything at or after
+	// the first unstable offset go: an open transaction's records stay with its marker.
+	n, err := p.log.EnforceRetentionBelow(min(p.firstUnstableOffset(), p.hw.Load()))
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,9 @@ type fetchItem struct {
 	currentLeaderEpoch int32
 	lastFetchedEpoch   int32
 	maxBytes           int32
+	// logStartOffset is a follower's own log start (v5+, -1 otherwise): the leader's
+	// DeleteRecords waits for it.
+	logStartOffset int64
 }
 
 // cachedPartition is a session's memory of one partition: the request parameters and
@@ -300,7 +303,7 @@ func requestItems(req *kmsg.FetchRequest, usesIDs bool) []fetchItem {
 				k.topic = t.Topic
 			}
 			out = append(out, fetchItem{key: k, fetchOffset: p.FetchOffset, currentLeaderEpoch: p.CurrentLeaderEpoch,
-				lastFetchedEpoch: p.LastFetchedEpoch, maxBytes: p.PartitionMaxBytes})
+				lastFetchedEpoch: p.LastFetchedEpoch, maxBytes: p.PartitionMaxBytes, logStartOffset: p.LogStartOffset})
 		}
 	}
 	return out

@@ -32,7 +32,10 @@ type FetchPartition struct {
 	// LastFetchedEpoch is the epoch of the fetcher's last batch (-1 unknown): a log that
 	// diverged from this leader's is told where to truncate instead of getting data.
 	LastFetchedEpoch int32
-	MaxBytes         int
+	// LogStartOffset is a follower's own log start offset (-1 unknown, and for
+	// consumers): the leader's DeleteRecords is answered once its followers' have moved.
+	LogStartOffset int64
+	MaxBytes       int
 	// MinOne returns the first batch whole even when it is larger than MaxBytes.
 	MinOne bool
 	// ReadCommitted (isolation_level 1) reads a consumer's fetch only up to the last
@@ -156,7 +159,7 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
 		}
 	}
 	if who.IsFollower() {
-		_, expand, err := p.FollowerFetched(who.ReplicaID, f.FetchOffset, m.now())
+		_, expand, err := p.FollowerFetched(who.ReplicaID, f.FetchOffset, f.LogStartOffset, m.now())
 		if err != nil {
 			res.Err = m.ReplicaGone(f.Topic, f.Index, err)
 			return res

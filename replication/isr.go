@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,11 +34,11 @@ type isrRetries struct {
 	pending map[partition.TopicPartition]isrRetry
 }
 
-// isrRetry is an ISR change whose outcome is unknown, sent attempt times so far, to be
-// sent again at at.
+// isrRetry is an ISR change c whose outcome is unknown, to be sent again at at; send is
+// what to send, c itself or its fence (ISRChangeRefused), attempt times so far.
 type isrRetry struct {
 	p       *partition.Partition
-	c       partition.ISRChange
+	c, send partition.ISRChange
 	attempt int
 	at      time.Time
 }
@@ -80,7 +81,7 @@ func (m *Manager) checkLag(now time.Time) {
 		}
 		if c, ok := p.ProposeShrink(now, m.cfg.ReplicaLagTimeMax); ok {
 			m.m.isrShrinks.Inc()
-			m.alterISR(p, c, 1)
+			m.alterISR(p, c, c, 1)
 		}
 	}
 }
@@ -89,62 +90,77 @@ func (m *Manager) checkLag(now time.Time) {
 func (m *Manager) proposeExpand(p *partition.Partition, id int32) {
 	if c, ok := p.ProposeExpand(id, m.now()); ok {
 		m.m.isrExpands.Inc()
-		m.alterISR(p, c, 1)
+		m.alterISR(p, c, c, 1)
 	}
 }
 
-// alterISR sends an ISR change to the controller in the background, for the attempt-th
-// time. The committed change reaches the replica through the metadata.
-func (m *Manager) alterISR(p *partition.Partition, c partition.ISRChange, attempt int) {
+// alterISR sends send, which is the pending ISR change c or its fence, to the controller
+// in the background, for the attempt-th time. The committed change reaches the replica
+// through the metadata.
+func (m *Manager) alterISR(p *partition.Partition, c, send partition.ISRChange, attempt int) {
 	m.wg.Add(1)
 	m.cfg.Spawn(func() {
 		defer m.wg.Done()
 		ctx, cancel := context.WithTimeout(m.ctx, alterPartitionTimeout)
 		defer cancel()
 		_, err := m.store.AlterPartition(ctx, metadata.AlterPartitionRequest{
-			Topic: p.Topic(), Partition: p.Index(), LeaderEpoch: c.LeaderEpoch, PartitionEpoch: c.PartitionEpoch, NewISR: c.NewISR,
+			Topic: p.Topic(), Partition: p.Index(), LeaderEpoch: send.LeaderEpoch, PartitionEpoch: send.PartitionEpoch, NewISR: send.NewISR,
 		})
-		m.alterISRDone(p, c, attempt, err, m.now())
+		m.alterISRDone(p, c, send, attempt, err, m.now())
 	})
 }
 
-// alterISRDone acts on the answer to an ISR change. A change the controller proves it
-// did not apply is dropped, so that another may be proposed. Any other failure leaves the
-// outcome unknown, and the change stays pending, so that the high watermark keeps
-// respecting the ISR it may have committed (the maximal ISR): it is sent again, unchanged,
-// after a back-off, until the replica sees newer state or stops leading (Kafka's
-// Partition.handleAlterPartitionError and AlterPartitionManager's retries). Kafka only
-// waits for the metadata after a stale-epoch answer; resending then too costs the
-// controller a dry run a second at most, and recovers should the answer have come from
-// a controller whose state lagged this broker's.
-func (m *Manager) alterISRDone(p *partition.Partition, c partition.ISRChange, attempt int, err error, now time.Time) {
-	lg := m.lg.With("topic", p.Topic(), "partition", p.Index(), "isr", c.NewISR, "leader_epoch", c.LeaderEpoch, "partition_epoch", c.PartitionEpoch)
+// alterISRDone acts on the answer to send, the pending ISR change c or its fence. No
+// answer drops c: it stays pending, so that the high watermark keeps respecting the ISR
+// it may have committed (the maximal ISR), until the replica sees newer state or stops
+// leading (Kafka's Partition.handleAlterPartitionError and AlterPartitionManager's
+// retries). An answer that leaves the outcome unknown sends the same again after a
+// back-off. A refusal proves only that this send was not applied, while an earlier one
+// may still be on its way: then the leader sends the fence (ISRChangeRefused), whose
+// commit refuses every earlier send and brings the newer state. (Kafka drops the change
+// on a refusal, and only waits for the metadata after a stale-epoch answer; resending
+// then too costs the controller a dry run a second at most, and recovers should the
+// answer have come from a controller whose state lagged this broker's.)
+func (m *Manager) alterISRDone(p *partition.Partition, c, send partition.ISRChange, attempt int, err error, now time.Time) {
+	lg := m.lg.With("topic", p.Topic(), "partition", p.Index(), "isr", send.NewISR, "leader_epoch", send.LeaderEpoch, "partition_epoch", send.PartitionEpoch)
 	switch {
 	case err == nil:
 		lg.Info("ISR changed")
 	case m.ctx.Err() != nil:
 		// Closing: the replica closes with its change pending, which is the safe side.
-	case alterISRNotApplied(err):
-		lg.Warn("ISR change refused", "err", err)
-		p.ISRChangeFailed(c, now)
 	case !p.ISRChangePending(c):
 		// Newer state arrived meanwhile, or the replica no longer leads: the outcome is
 		// known, and a resend would only be refused.
+	case alterISRNotApplied(err):
+		fence, ok := p.ISRChangeRefused(c, now)
+		if !ok {
+			return
+		}
+		// Without the fenced brokers, which the controller would refuse again (leaving
+		// one out of the ISR is always safe).
+		fence.NewISR = slices.DeleteFunc(fence.NewISR, func(id int32) bool { return id != m.cfg.NodeID && !m.brokerAlive(id) })
+		lg.Warn("ISR change refused; fencing off earlier sends of it before proposing another", "err", err, "fence_isr", fence.NewISR)
+		m.scheduleISRResend(p, c, fence, attempt, now)
 	default:
-		delay := alterISRRetryDelay(attempt)
 		lvl := slog.LevelDebug
 		if attempt == 1 {
 			lvl = slog.LevelWarn
 		}
 		lg.Log(m.ctx, lvl, "ISR change not known to be applied or refused; the high watermark respects the larger ISR until it is, and the change is sent again",
-			"attempt", attempt, "retry_in", delay, "err", err)
-		m.isrRetries.mu.Lock()
-		if m.isrRetries.pending == nil {
-			m.isrRetries.pending = map[partition.TopicPartition]isrRetry{}
-		}
-		m.isrRetries.pending[partition.TopicPartition{Topic: p.Topic(), Index: p.Index()}] = isrRetry{p: p, c: c, attempt: attempt, at: now.Add(delay)}
-		m.isrRetries.mu.Unlock()
+			"attempt", attempt, "retry_in", alterISRRetryDelay(attempt), "err", err)
+		m.scheduleISRResend(p, c, send, attempt, now)
 	}
+}
+
+// scheduleISRResend sends send again after the back-off of its attempt-th failure.
+func (m *Manager) scheduleISRResend(p *partition.Partition, c, send partition.ISRChange, attempt int, now time.Time) {
+	m.isrRetries.mu.Lock()
+	defer m.isrRetries.mu.Unlock()
+	if m.isrRetries.pending == nil {
+		m.isrRetries.pending = map[partition.TopicPartition]isrRetry{}
+	}
+	m.isrRetries.pending[partition.TopicPartition{Topic: p.Topic(), Index: p.Index()}] = isrRetry{
+		p: p, c: c, send: send, attempt: attempt, at: now.Add(alterISRRetryDelay(max(attempt, 1)))}
 }
 
 // retryISRChanges sends again, as they were, the ISR changes whose back-off has passed
@@ -164,7 +180,7 @@ func (m *Manager) retryISRChanges(now time.Time) int {
 		if m.parts.Get(r.p.Topic(), r.p.Index()) != r.p || !r.p.ISRChangePending(r.c) {
 			continue // removed, stepped down, or newer state arrived
 		}
-		m.alterISR(r.p, r.c, r.attempt+1)
+		m.alterISR(r.p, r.c, r.send, r.attempt+1)
 		n++
 	}
 	return n
@@ -179,11 +195,11 @@ func alterISRRetryDelay(attempt int) time.Duration {
 	return min(d, alterISRRetryMax)
 }
 
-// alterISRNotApplied reports whether an AlterPartition error proves that the change was
+// alterISRNotApplied reports whether an AlterPartition error proves that this send was
 // not committed and never will be. The controller checks the leader and partition epochs
 // before the replicas (controller/fsm_topics.go applyAlterPartition), so
 // INELIGIBLE_REPLICA says the epochs were current, hence no earlier send of the change
-// was committed, and this one was refused; so does OPERATION_NOT_ATTEMPTED in Kafka.
+// was committed yet, and this one was refused; so does OPERATION_NOT_ATTEMPTED in Kafka.
 // Every other answer leaves the outcome unknown: a timeout, a transport error or an
 // unreachable quorum may follow a commit, and INVALID_UPDATE_VERSION or
 // FENCED_LEADER_EPOCH is what a resend of a committed change gets (the quorum client

@@ -16,7 +16,7 @@ import (
 // alterStore is a controller that compares and sets the partition's state as the FSM
 // does, and whose answer to a change it commits can be lost: commitErr is returned
 // instead of the new state, as when the call times out after the quorum committed it.
-// refuseErr, when set, refuses every change without committing it.
+// refuseErr, when set, refuses every change that adds broker 3 without committing it.
 type alterStore struct {
 	applyStore
 	mu        sync.Mutex
@@ -38,7 +38,7 @@ func (s *alterStore) AlterPartition(ctx context.Context, r metadata.AlterPartiti
 		}
 	}()
 	switch {
-	case s.refuseErr != nil:
+	case s.refuseErr != nil && slices.Contains(r.NewISR, 3):
 		return metadata.Partition{}, s.refuseErr
 	case r.LeaderEpoch != s.committed.LeaderEpoch:
 		return metadata.Partition{}, fmt.Errorf("%w: leader epoch is %d", kerr.FencedLeaderEpoch, s.committed.LeaderEpoch)
@@ -184,24 +184,46 @@ func testLostISRExpansion(t *testing.T, lost error) {
 	}
 }
 
-// A change the controller proves it did not apply (INELIGIBLE_REPLICA: the epochs are
-// current, the follower may not join) is dropped at once: the high watermark follows
-// the committed ISR again, and the change is not resent.
-func TestRefusedISRExpansionIsDropped(t *testing.T) {
+// A change the controller refuses (INELIGIBLE_REPLICA: the epochs are current, the
+// follower may not join) proves only that this send was not applied; an earlier send,
+// delayed, could still be. So the leader keeps the larger ISR and sends the fence (the
+// committed ISR at the same epochs), whose commit refuses every earlier send; once the
+// newer state arrives, the high watermark follows the committed ISR again and the
+// refused change is never resent.
+func TestRefusedISRExpansionIsFenced(t *testing.T) {
 	for _, refuse := range []error{kerr.IneligibleReplica, kerr.OperationNotAttempted} {
 		t.Run(refuse.(*kerr.Error).Message, func(t *testing.T) {
 			st := &alterStore{refuseErr: fmt.Errorf("%w: broker 3 is shutting down", refuse)}
 			m := isrFixture(t, st)
 			p := m.Replica("t", 0)
+			followerFetch(t, m, 2, p.LogEndOffset())
+			if hw := p.HighWatermark(); hw != 10 {
+				t.Fatalf("high watermark %d passed follower 3 before its refused expansion was fenced", hw)
+			}
 			deadline := time.Now().Add(5 * time.Second)
-			for p.HighWatermark() != 15 {
+			for len(st.requests()) < 2 {
 				if time.Now().After(deadline) {
-					t.Fatalf("high watermark %d after the expansion was refused, want 15 (the committed ISR {1, 2} has it)", p.HighWatermark())
+					t.Fatal("no fence sent after the refusal")
 				}
-				followerFetch(t, m, 2, p.LogEndOffset())
+				m.retryISRChanges(time.Now().Add(time.Hour))
 				time.Sleep(5 * time.Millisecond)
 			}
-			if resent := m.retryISRChanges(time.Now().Add(time.Hour)); resent != 0 || len(st.requests()) != 1 {
+			if r := st.requests()[1]; !slices.Equal(r.NewISR, []int32{1, 2}) || r.LeaderEpoch != 1 || r.PartitionEpoch != 1 {
+				t.Fatalf("fence sent as %+v, want the committed ISR {1, 2} at epochs 1/1", r)
+			}
+			committed := st.state()
+			if committed.PartitionEpoch != 2 {
+				t.Fatalf("fence left the partition epoch at %d", committed.PartitionEpoch)
+			}
+			// The fence's state arrives: the refused expansion's outcome is known.
+			next := topicImage(11, oldTopicID, committed)
+			st.im = next
+			m.apply(next, false)
+			followerFetch(t, m, 2, p.LogEndOffset())
+			if hw := p.HighWatermark(); hw != 15 {
+				t.Fatalf("high watermark %d after the fence committed, want 15 (the committed ISR {1, 2} has it)", hw)
+			}
+			if resent := m.retryISRChanges(time.Now().Add(time.Hour)); resent != 0 || len(st.requests()) != 2 {
 				t.Fatalf("a refused change was sent again (%d calls)", len(st.requests()))
 			}
 		})

@@ -220,4 +220,3 @@ func (w *World) finalChecks() {
 		}
 	}
 }
-

@@ -186,16 +186,37 @@ func (b *broker) answerWaiting() {
 		}
 	}
 	b.waiting = keep
+	purges := b.purges[:0]
+	for _, g := range b.purges {
+		low, done, err := g.purge.Poll()
+		switch {
+		case done:
+			g.answer(low, err)
+		case !b.w.s.now.Before(g.deadline):
+			g.answer(0, kerr.RequestTimedOut)
+		default:
+			purges = append(purges, g)
+		}
+	}
+	b.purges = purges
 }
 
-// serveDeleteRecords is the DeleteRecords handler: the leader moves its log start.
+// pendingPurge is a DeleteRecords waiting for the followers' log starts.
+type pendingPurge struct {
+	purge    *replication.Purge
+	deadline time.Time
+	answer   func(int64, error)
+}
+
+// serveDeleteRecords is the DeleteRecords handler: the leader moves its log start, and
+// the answer waits for the low watermark (answerWaiting), as protocol's handler does.
 func (w *World) serveDeleteRecords(l *broker, g *topicGen, idx int32, offset int64, answer func(int64, error)) {
-	p, err := l.mgr.Leader(g.name, idx, -1)
+	g2, err := l.mgr.StartDeleteRecords(g.name, idx, offset)
 	if err != nil {
 		answer(0, err)
 		return
 	}
-	answer(p.DeleteRecordsBefore(offset))
+	l.purges = append(l.purges, &pendingPurge{purge: g2, deadline: w.s.now.Add(produceTimeout), answer: answer})
 }
 
 // consumer reads one partition of one topic generation from its leader, from the

@@ -175,6 +175,8 @@ type broker struct {
 	cut map[int32]bool
 	// produces waiting for their ISR.
 	waiting []*pendingProduce
+	// purges are DeleteRecords waiting for the followers' log starts.
+	purges []*pendingPurge
 }
 
 type brokerClock struct {
@@ -204,12 +206,14 @@ func (b *broker) start() {
 		ReplicaFetchWaitMax: 0,
 		ReplicaFetchBackoff: 50 * time.Millisecond,
 		RecoveryThreads:     1,
-		CleanerDisabled:     true,
-		Logger:              b.w.logger.With("broker", b.id),
-		Clock:               b.clock,
-		Driven:              true,
-		Dial:                b.dial,
-		Spawn:               b.spawn,
+		// Few mappings: 1 KiB segments add up to thousands, each a descriptor while mapped.
+		MaxMappedSegments: 32,
+		CleanerDisabled:   true,
+		Logger:            b.w.logger.With("broker", b.id),
+		Clock:             b.clock,
+		Driven:            true,
+		Dial:              b.dial,
+		Spawn:             b.spawn,
 	}, b.store)
 	if err != nil {
 		b.w.violate("%s cannot start: %v", b.name(), err)
@@ -252,7 +256,7 @@ func (b *broker) crash() {
 	for _, pp := range b.waiting {
 		pp.lost = true
 	}
-	b.waiting = nil
+	b.waiting, b.purges = nil, nil // (their answers are lost with the process)
 	b.w.s.trace.add("%s crashed", b.name())
 }
 
@@ -379,8 +383,9 @@ func (b *broker) serveFetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
 			}
-			res := b.mgr.Fetch(who, replication.FetchPartition{Topic: name, Index: fp.Partition, CurrentLeaderEpoch: fp.CurrentLeaderEpoch,
-				FetchOffset: fp.FetchOffset, LastFetchedEpoch: fp.LastFetchedEpoch, MaxBytes: int(fp.PartitionMaxBytes), MinOne: true})
+			res := b.mgr.Fetch(who, replication.FetchPartition{Topic: name, TopicID: t.TopicID, Index: fp.Partition, CurrentLeaderEpoch: fp.CurrentLeaderEpoch,
+				FetchOffset: fp.FetchOffset, LastFetchedEpoch: fp.LastFetchedEpoch, LogStartOffset: fp.LogStartOffset,
+				MaxBytes: int(fp.PartitionMaxBytes), MinOne: true})
 			rp.ErrorCode = kafkaCode(res.Err)
 			rp.HighWatermark, rp.LogStartOffset, rp.LastStableOffset = res.HighWatermark, res.LogStartOffset, res.LastStableOffset
 			rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = res.DivergingEpoch, res.DivergingEndOffset
@@ -476,7 +481,9 @@ func (s *brokerStore) FetchOffsets(context.Context, string, map[string][]int32) 
 func (s *brokerStore) DeleteGroupOffsets(context.Context, string, metadata.GroupFence, map[string][]int32) error {
 	return errNotSimulated
 }
-func (s *brokerStore) ListOffsetGroups(context.Context) ([]string, error) { return nil, errNotSimulated }
+func (s *brokerStore) ListOffsetGroups(context.Context) ([]string, error) {
+	return nil, errNotSimulated
+}
 func (s *brokerStore) ReadOffsetsLog(context.Context, int32, int64, int32, time.Duration) (metadata.OffsetsLogSlice, error) {
 	return metadata.OffsetsLogSlice{}, errNotSimulated
 }
@@ -484,4 +491,6 @@ func (s *brokerStore) Close() error { return nil }
 
 var _ metadata.Store = (*brokerStore)(nil)
 
-func brokerDir(root string, id int32) string { return filepath.Join(root, fmt.Sprintf("broker-%d", id)) }
+func brokerDir(root string, id int32) string {
+	return filepath.Join(root, fmt.Sprintf("broker-%d", id))
+}

@@ -586,7 +586,9 @@ func viewBytes(v *shalelog.View) []byte {
 	return out
 }
 
-func partitionOf(im *metadata.Image, idx int32) *metadata.Partition { return im.Partition(topicName, idx) }
+func partitionOf(im *metadata.Image, idx int32) *metadata.Partition {
+	return im.Partition(topicName, idx)
+}
 
 // Replay is the command that runs one seed again with its trace and logs.
 func Replay(seed uint64) string {

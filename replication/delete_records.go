@@ -1,0 +1,81 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/shalelog/shale/partition"
+)
+
+// Purge is a DeleteRecords in progress on one partition: the leader's log start offset
+// has moved to Target, and the purge is done once every live replica's has (Kafka's
+// DelayedDeleteRecords). Answering before that would let a follower that has not yet
+// heard of it become leader and serve the deleted records again.
+type Purge struct {
+	m     *Manager
+	p     *partition.Partition
+	topic string
+	index int32
+	// Target is the log start offset the purge waits for.
+	Target int64
+}
+
+// StartDeleteRecords advances the leader's log start offset to offset (-1: the high
+// watermark). Poll, or DeleteRecords, tells when the followers have followed.
+func (m *Manager) StartDeleteRecords(topic string, index int32, offset int64) (*Purge, error) {
+	p, err := m.Leader(topic, index, -1)
+	if err != nil {
+		return nil, err
+	}
+	start, err := p.DeleteRecordsBefore(offset)
+	if err != nil {
+		return nil, m.ReplicaGone(topic, index, err)
+	}
+	return &Purge{m: m, p: p, topic: topic, index: index, Target: start}, nil
+}
+
+// Poll reports the low watermark and whether it has reached the target. An error (this
+// replica is no longer the leader, or was removed) ends the purge undecided: the log
+// start may or may not have reached the other replicas.
+func (g *Purge) Poll() (low int64, done bool, err error) {
+	low, err = g.p.LowWatermark(g.m.brokerAlive)
+	if err != nil {
+		return -1, true, g.m.ReplicaGone(g.topic, g.index, err)
+	}
+	return low, low >= g.Target, nil
+}
+
+// purgeRecheck bounds how long a purge waits without a wake-up from its partition: a
+// follower that is fenced, and so no longer counted, changes no partition state.
+const purgeRecheck = 200 * time.Millisecond
+
+// Await waits for Poll until the purge is done or ctx ends, when it fails with
+// REQUEST_TIMED_OUT (the purge may still complete: the leader's log start has moved).
+// It returns the low watermark.
+func (g *Purge) Await(ctx context.Context) (int64, error) {
+	recheck := time.NewTicker(purgeRecheck)
+	defer recheck.Stop()
+	for {
+		w := g.p.Waiter()
+		low, done, err := g.Poll()
+		if done || err != nil {
+			return low, err
+		}
+		select {
+		case <-w:
+		case <-recheck.C:
+		case <-ctx.Done():
+			return -1, fmt.Errorf("%w: the low watermark is %d, short of %d: %w", kerr.RequestTimedOut, low, g.Target, ctx.Err())
+		}
+	}
+}
+
+// brokerAlive says whether a broker counts for the low watermark: registered and not
+// fenced, as Kafka counts only live brokers' replicas.
+func (m *Manager) brokerAlive(id int32) bool {
+	b, ok := m.Image().Brokers[id]
+	return ok && !b.Fenced
+}
