@@ -104,6 +104,11 @@ type Partition struct {
 	pendingFrom    int64
 
 	cleanerInfo cleanerInfo
+
+	// beforeHWLoad, when set (by tests only), runs in ReplicationDone just before it
+	// loads the high watermark: it stands in for the role changes, truncation and
+	// follower high-watermark updates that may land there.
+	beforeHWLoad func()
 }
 
 // Settings are the topic-level settings a partition acts on besides storage.
@@ -430,10 +435,30 @@ func (p *Partition) appendLocked(batch []byte, h shalelog.Header) (AppendResult,
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND when the batch is committed but the ISR has shrunk
 // below min.insync.replicas, as Kafka answers.
 func (p *Partition) ReplicationDone(lastOffset int64, epoch int32) (bool, error) {
+	// The high watermark is loaded first and the role and epoch checked after it, never
+	// the other way round: checked first, the replica could lose the epoch in between,
+	// truncate the batch as a new leader's follower and take that leader's high
+	// watermark past lastOffset for other records, and the load would pass.
+	//
+	// In this order a high watermark that passes lastOffset is one this leadership
+	// computed. While the replica leads in epoch, the high watermark is stored only by
+	// its own maybeAdvanceHWLocked: the follower-side writers (SetFollowerHighWatermark,
+	// TruncateTo, RestartAt) act only in RoleFollower, checked under mu, and ApplyState
+	// changes the role under mu too. The atomics are sequentially consistent, so role and
+	// epoch loaded after the high watermark and still saying "leader in epoch" mean the
+	// replica led in epoch when the high watermark was loaded: an epoch once left is
+	// never applied again (older epochs are Stale), and a fence in between (RoleNone at
+	// the same epoch) writes no high watermark and truncates nothing. A value stored
+	// before this leadership began is at most the log end then (epochStart), so it
+	// cannot pass a batch appended in it.
+	if p.beforeHWLoad != nil {
+		p.beforeHWLoad()
+	}
+	hw := p.hw.Load()
 	if p.Role() != RoleLeader || p.LeaderEpoch() != epoch {
 		return false, fmt.Errorf("%w: leadership changed before the batch was replicated", kerr.NotLeaderForPartition)
 	}
-	if p.hw.Load() <= lastOffset {
+	if hw <= lastOffset {
 		return false, nil
 	}
 	p.mu.Lock()
