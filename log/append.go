@@ -216,6 +216,7 @@ func (l *Log) roll(base, batchSize int64, cfg *Config, now int64) (*segment, err
 	if err != nil {
 		return nil, err
 	}
+	l.newFiles = true
 	segs := l.segments()
 	next := make([]*segment, 0, len(segs)+1)
 	next = append(next, segs[:len(segs)-1]...)

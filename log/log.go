@@ -32,6 +32,9 @@ type Log struct {
 	// Flush-policy bookkeeping, under mu.
 	flushedEnd int64 // end offset at the last policy or explicit flush
 	lastFlush  int64 // unix ms of the last flush
+	// newFiles: segment files were created since the directory was last synced by the
+	// flush policy, so their directory entries may not survive a crash (under mu).
+	newFiles bool
 	// marked: the clean-shutdown marker of the last Close is still on disk (under mu).
 	marked bool
 	// recoveredFrom is where Open's recovery started (the end offset after a clean
