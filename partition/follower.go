@@ -14,6 +14,9 @@ import (
 func (p *Partition) AppendAsFollower(records []byte, leaderEpoch int32) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := p.offlineErr(); err != nil {
+		return 0, err
+	}
 	if p.Role() != RoleFollower || p.state.LeaderEpoch != leaderEpoch {
 		return 0, fmt.Errorf("%w: no longer following the leader of epoch %d", ErrNotLeader, leaderEpoch)
 	}
@@ -39,16 +42,21 @@ func (p *Partition) AppendAsFollower(records []byte, leaderEpoch int32) (int, er
 		if err := p.assignEpochLocked(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
 			return n, err
 		}
-		if _, err := p.log.AppendReplica(b); err != nil {
-			return n, err
+		end := p.log.EndOffset()
+		_, appendErr := p.log.AppendReplica(b)
+		if appendErr != nil && p.log.EndOffset() == end {
+			return n, appendErr // nothing of the batch is in the log
 		}
+		// In the log even if its flush failed: the producer state must know it, as the
+		// leader's does, or this replica would append a producer's retry again once it
+		// leads (and the leader would not refetch it anyway).
 		p.noteAppendedLocked(h.BaseOffset, size)
 		// The same producer state as the leader's, so that a new leader knows which
 		// transactions are open.
 		if h.IsControl() {
 			if m, err := parseMarker(b); err != nil {
 				p.lg.Warn("skipping an unreadable control batch from the leader", "offset", h.BaseOffset, "err", err)
-			} else if err := p.recordMarkerLocked(h, m, true); err != nil {
+			} else if err := p.recordMarkerLocked(h, m, true); err != nil && appendErr == nil {
 				return n, err
 			}
 		} else {
@@ -58,6 +66,9 @@ func (p *Partition) AppendAsFollower(records []byte, leaderEpoch int32) (int, er
 			}
 		}
 		n += size
+		if appendErr != nil {
+			return n, p.failLocked(appendErr)
+		}
 	}
 	if n > 0 {
 		defer p.wake()
