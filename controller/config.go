@@ -120,7 +120,6 @@ const (
 	defaultSnapshotInterval                   = 30 * time.Second
 	defaultTrailingLogs                       = 10240
 	defaultOffsetCommitBatch                  = 2048
-	offsetMetadataMaxBytes                    = 4096 // offset.metadata.max.bytes
 	defaultProducerIDsPerCall                 = producerIDBlockSize
 )
 

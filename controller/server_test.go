@@ -126,7 +126,7 @@ func TestSingleNodeCombined(t *testing.T) {
 	if err := b.CommitOffsets(ctx, "", b.Current().GroupFence(""), []metadata.CommittedOffset{{Topic: "events", Partition: 0, Offset: 1}}); !errors.Is(err, kerr.InvalidGroupID) {
 		t.Fatalf("empty group: %v", err)
 	}
-	big := string(make([]byte, offsetMetadataMaxBytes+1))
+	big := string(make([]byte, metadata.MaxOffsetMetadataBytes+1))
 	if err := b.CommitOffsets(ctx, "g", b.Current().GroupFence("g"), []metadata.CommittedOffset{{Topic: "events", Partition: 0, Offset: 1, Metadata: big}}); !errors.Is(err, kerr.OffsetMetadataTooLarge) {
 		t.Fatalf("big metadata: %v", err)
 	}

@@ -465,10 +465,12 @@ func validateCommit(group string, offsets []*pb.OffsetEntry) error {
 	if group == "" {
 		return kafkaErrorf(kerr.InvalidGroupID, "group id is empty")
 	}
+	// offset.metadata.max.bytes is the group coordinator's to apply, per partition; this
+	// is only the quorum's sanity bound, which that setting may not exceed.
 	for _, o := range offsets {
-		if len(o.Metadata) > offsetMetadataMaxBytes {
-			return kafkaErrorf(kerr.OffsetMetadataTooLarge, "%s-%d: metadata of %d bytes exceeds offset.metadata.max.bytes %d",
-				o.Topic, o.Partition, len(o.Metadata), offsetMetadataMaxBytes)
+		if len(o.Metadata) > metadata.MaxOffsetMetadataBytes {
+			return kafkaErrorf(kerr.OffsetMetadataTooLarge, "%s-%d: metadata of %d bytes exceeds the controller's bound of %d bytes",
+				o.Topic, o.Partition, len(o.Metadata), metadata.MaxOffsetMetadataBytes)
 		}
 	}
 	return nil

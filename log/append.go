@@ -22,7 +22,9 @@ type AppendInfo struct {
 //
 // A failed write (ErrStorage) leaves nothing visible. A failed flush under flush.messages
 // or flush.ms returns the AppendInfo together with an ErrStorage error: the batch is in
-// the log but not known to be durable.
+// the log (the end offset moved past it, readers may see it) but not known to be
+// durable, and the caller must account for it as appended. The same holds for
+// AppendValidated and AppendReplica.
 func (l *Log) Append(batch []byte, leaderEpoch int32) (AppendInfo, error) {
 	cfg := l.config()
 	h, err := validateBatch(batch)
@@ -216,6 +218,7 @@ func (l *Log) roll(base, batchSize int64, cfg *Config, now int64) (*segment, err
 	if err != nil {
 		return nil, err
 	}
+	l.newFiles = true
 	segs := l.segments()
 	next := make([]*segment, 0, len(segs)+1)
 	next = append(next, segs[:len(segs)-1]...)

@@ -47,6 +47,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock for rolls, retention and flush.ms; nil means time.Now.
 	Now func() time.Time
+	// Faults, when set, injects disk failures into the log (tests and simulations only;
+	// see Faults). Read by Open; SetConfig keeps the log's own.
+	Faults *Faults
 }
 
 // Defaults of Config, as in Kafka.

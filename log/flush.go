@@ -138,7 +138,9 @@ func (l *Log) RecoveryPoint() int64 {
 }
 
 // maybeFlush applies flush.messages and flush.ms after an append, under the append
-// lock. It syncs only data: the recovery point moves with full syncs only.
+// lock. It syncs only data: the recovery point moves with full syncs only. After a
+// roll it syncs the directory too: fdatasync makes a new segment's bytes durable but
+// not its name, and a crash would lose the file with every append flushed into it.
 func (l *Log) maybeFlush(cfg *Config, now *lazyClock) error {
 	end := l.end.Load()
 	due := end-l.flushedEnd >= cfg.FlushMessages
@@ -161,6 +163,12 @@ func (l *Log) maybeFlush(cfg *Config, now *lazyClock) error {
 		if err != nil && err != errSegmentGone {
 			return fmt.Errorf("flush log %s: %w", l.dir, err)
 		}
+	}
+	if l.newFiles {
+		if err := l.fsys.SyncDir(l.dir); err != nil {
+			return fmt.Errorf("flush log %s: %w", l.dir, storageError("sync log directory", err))
+		}
+		l.newFiles = false
 	}
 	l.flushedEnd, l.lastFlush = end, now.ms()
 	return nil

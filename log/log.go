@@ -32,6 +32,9 @@ type Log struct {
 	// Flush-policy bookkeeping, under mu.
 	flushedEnd int64 // end offset at the last policy or explicit flush
 	lastFlush  int64 // unix ms of the last flush
+	// newFiles: segment files were created since the directory was last synced by the
+	// flush policy, so their directory entries may not survive a crash (under mu).
+	newFiles bool
 	// marked: the clean-shutdown marker of the last Close is still on disk (under mu).
 	marked bool
 	// recoveredFrom is where Open's recovery started (the end offset after a clean
@@ -65,6 +68,9 @@ func openLog(dir string, cfg Config, fsys fileSystem) (*Log, error) {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
 	cfg = cfg.withDefaults()
+	if cfg.Faults != nil {
+		fsys = faultyFS{fileSystem: fsys, f: cfg.Faults}
+	}
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, storageError("create log directory", err)
 	}
@@ -148,7 +154,8 @@ func (l *Log) SetConfig(cfg Config) {
 	if cfg.Now == nil {
 		cfg.Now = old.Now
 	}
-	cfg.Maps = old.Maps // segments stay counted where they were mapped
+	cfg.Maps = old.Maps     // segments stay counted where they were mapped
+	cfg.Faults = old.Faults // the file system was chosen at Open
 	if err := cfg.Validate(); err != nil {
 		old.Logger.Warn("ignoring invalid log config", "dir", l.dir, "err", err)
 		return

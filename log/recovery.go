@@ -210,6 +210,7 @@ func (l *Log) load() error {
 		if err != nil {
 			return err
 		}
+		l.newFiles = true
 		segs = append(segs, s)
 	}
 
@@ -234,6 +235,7 @@ func (l *Log) load() error {
 		if err != nil {
 			return err
 		}
+		l.newFiles = true
 		segs, end = []*segment{s}, start
 	}
 	l.publish(segs)

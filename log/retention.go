@@ -130,6 +130,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	if err != nil {
 		return err
 	}
+	l.newFiles = true
 	if err := l.setStartLocked(offset); err != nil {
 		s.retire()
 		s.removeFiles()

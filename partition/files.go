@@ -20,7 +20,9 @@ import (
 //   - leader-epoch-checkpoint: the epoch cache, so that an epoch that began without a
 //     batch yet (a leader elected at its log end) survives a restart;
 //   - replication-offset-checkpoint (one per log directory, written by the Manager): the
-//     high watermarks, so that a restart never exposes records that were not replicated.
+//     high watermarks, from which a restarted replica starts rather than from its log
+//     end. (A replica elected with an ISR of one still commits its whole log at once:
+//     see README, Durability.)
 
 const (
 	topicIDFile         = "partition.metadata"

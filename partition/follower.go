@@ -14,6 +14,9 @@ import (
 func (p *Partition) AppendAsFollower(records []byte, leaderEpoch int32) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := p.offlineErr(); err != nil {
+		return 0, err
+	}
 	if p.Role() != RoleFollower || p.state.LeaderEpoch != leaderEpoch {
 		return 0, fmt.Errorf("%w: no longer following the leader of epoch %d", ErrNotLeader, leaderEpoch)
 	}
@@ -39,16 +42,21 @@ func (p *Partition) AppendAsFollower(records []byte, leaderEpoch int32) (int, er
 		if err := p.assignEpochLocked(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
 			return n, err
 		}
-		if _, err := p.log.AppendReplica(b); err != nil {
-			return n, err
+		end := p.log.EndOffset()
+		_, appendErr := p.log.AppendReplica(b)
+		if appendErr != nil && p.log.EndOffset() == end {
+			return n, appendErr // nothing of the batch is in the log
 		}
+		// In the log even if its flush failed: the producer state must know it, as the
+		// leader's does, or this replica would append a producer's retry again once it
+		// leads (and the leader would not refetch it anyway).
 		p.noteAppendedLocked(h.BaseOffset, size)
 		// The same producer state as the leader's, so that a new leader knows which
 		// transactions are open.
 		if h.IsControl() {
 			if m, err := parseMarker(b); err != nil {
 				p.lg.Warn("skipping an unreadable control batch from the leader", "offset", h.BaseOffset, "err", err)
-			} else if err := p.recordMarkerLocked(h, m, true); err != nil {
+			} else if err := p.recordMarkerLocked(h, m, true); err != nil && appendErr == nil {
 				return n, err
 			}
 		} else {
@@ -58,6 +66,9 @@ func (p *Partition) AppendAsFollower(records []byte, leaderEpoch int32) (int, er
 			}
 		}
 		n += size
+		if appendErr != nil {
+			return n, p.failLocked(appendErr)
+		}
 	}
 	if n > 0 {
 		defer p.wake()
@@ -66,20 +77,27 @@ func (p *Partition) AppendAsFollower(records []byte, leaderEpoch int32) (int, er
 }
 
 // SetFollowerHighWatermark takes the leader's high watermark from a fetch response. It
-// never exceeds this replica's log end and never moves backwards.
+// never exceeds this replica's log end and never moves backwards. A response that raced
+// a role change is dropped: a leader's high watermark is its own to compute (see
+// ReplicationDone), and the role is checked under mu, as ApplyState changes it.
 func (p *Partition) SetFollowerHighWatermark(hw int64) {
-	hw = min(hw, p.log.EndOffset())
-	for {
-		cur := p.hw.Load()
-		if hw <= cur {
-			return
-		}
-		if p.hw.CompareAndSwap(cur, hw) {
-			break
-		}
+	p.mu.Lock()
+	if p.Role() != RoleFollower {
+		p.mu.Unlock()
+		return
 	}
+	hw = min(hw, p.log.EndOffset())
+	if hw <= p.hw.Load() {
+		p.mu.Unlock()
+		return
+	}
+	p.hw.Store(hw)
+	p.mu.Unlock()
 	p.wake()
 }
+
+// errNotFollowing refuses a truncation from a fetch response that raced a role change.
+var errNotFollowing = fmt.Errorf("%w: this replica no longer follows", ErrNotLeader)
 
 // TruncateTo removes everything at and after offset: this follower's log diverged from
 // its leader's (the leader's epoch ended there). The high watermark, epochs and producer
@@ -87,6 +105,12 @@ func (p *Partition) SetFollowerHighWatermark(hw int64) {
 func (p *Partition) TruncateTo(offset int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.Role() != RoleFollower {
+		// A leader's log is the one others truncate to, and a fenced leader may lead
+		// again in the same epoch: cutting it would let ReplicationDone pass batches
+		// that are gone.
+		return errNotFollowing
+	}
 	if offset >= p.log.EndOffset() {
 		// Nothing to cut from the log, but an epoch this replica began at its log end
 		// without writing in it (it led briefly) is unknown to the leader: keeping it
@@ -126,6 +150,9 @@ func (p *Partition) TruncateTo(offset int64) error {
 func (p *Partition) RestartAt(offset int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.Role() != RoleFollower {
+		return errNotFollowing // as in TruncateTo
+	}
 	if err := removeSnapshot(p.dir); err != nil {
 		return err
 	}

@@ -86,6 +86,9 @@ type Partition struct {
 	// the last stable offset of a partition without transactions needs no lock.
 	txnActive atomic.Bool
 	role      atomic.Int32
+	// offline holds the error that took the replica offline (see failLocked); nil while
+	// it serves. Stored once, under mu; loaded without it.
+	offline atomic.Pointer[error]
 
 	// waitMu guards waitCh, made when a fetch parks and closed (then dropped) when data or
 	// the high watermark advances, so an append with nobody waiting allocates nothing.
@@ -104,6 +107,11 @@ type Partition struct {
 	pendingFrom    int64
 
 	cleanerInfo cleanerInfo
+
+	// beforeHWLoad, when set (by tests only), runs in ReplicationDone just before it
+	// loads the high watermark: it stands in for the role changes, truncation and
+	// follower high-watermark updates that may land there.
+	beforeHWLoad func()
 }
 
 // Settings are the topic-level settings a partition acts on besides storage.
@@ -374,6 +382,10 @@ var ErrNotLeader = fmt.Errorf("%w: this broker does not lead the partition", ker
 // append, so no ISR shrink can slip in between.
 func (p *Partition) AppendAsLeader(batch []byte, h shalelog.Header, acks int16) (AppendResult, error) {
 	p.mu.Lock()
+	if err := p.offlineErr(); err != nil {
+		p.mu.Unlock()
+		return AppendResult{}, err
+	}
 	if p.Role() != RoleLeader {
 		p.mu.Unlock()
 		return AppendResult{}, ErrNotLeader
@@ -408,11 +420,14 @@ func (p *Partition) appendLocked(batch []byte, h shalelog.Header) (AppendResult,
 		shalelog.SetLogAppendTime(batch, res.LogAppendTime)
 	}
 	epoch := p.state.LeaderEpoch
+	end := p.log.EndOffset()
 	// The caller validated the batch (AppendAsLeader's contract), CRC included.
 	info, err := p.log.AppendValidated(batch, epoch)
-	if err != nil {
-		return AppendResult{}, err
+	if err != nil && p.log.EndOffset() == end {
+		return AppendResult{}, err // nothing of the batch is in the log
 	}
+	// In the log, even if its flush failed: the producer state must know it, or the
+	// producer's retry would be appended a second time.
 	h.BaseOffset = info.BaseOffset
 	h.PartitionLeaderEpoch = epoch
 	p.noteAppendedLocked(info.BaseOffset, len(batch))
@@ -420,9 +435,53 @@ func (p *Partition) appendLocked(batch []byte, h shalelog.Header) (AppendResult,
 	if h.IsTransactional() {
 		p.noteTxnsLocked()
 	}
+	if err != nil {
+		return AppendResult{}, p.failLocked(err)
+	}
 	res.BaseOffset, res.LastOffset, res.LeaderEpoch = info.BaseOffset, info.LastOffset, epoch
 	return res, nil
 }
+
+// failLocked takes the replica offline after its log took a batch and failed to make it
+// durable (an fsync under flush.messages or flush.ms failed), and returns the error to
+// answer with. The caller has already recorded the batch as appended (producer state,
+// pending bytes), as the log holds it.
+//
+// This is Kafka's answer to a failed flush: a KafkaStorageException takes the log
+// directory offline and its replicas stop serving. Retrying the fsync cannot be trusted
+// (after a failed fsync the kernel may have dropped the dirty pages and report the next
+// one as a success), so neither can this replica's log: from now on every append, read
+// and acks=all wait on it fails with that error (KAFKA_STORAGE_ERROR), the producer's
+// retry included, so the retry is never appended a second time here. The replica serves
+// again once it is opened anew (a broker restart): recovery then decides from the disk
+// what the log holds, and the producer state is rebuilt from that, so a retry of a batch
+// that survived is a duplicate and one of a batch that was lost is appended once.
+//
+// Until then the controller is not told: the replica stays leader or follower in the
+// metadata and its partition is unavailable for writes while it leads (Kafka's broker
+// reports the offline directory and the controller moves leadership; Shale has no such
+// report yet).
+func (p *Partition) failLocked(err error) error {
+	if p.offline.Load() == nil {
+		off := fmt.Errorf("replica %s-%d is offline after a failed write to its log: %w", p.topic, p.index, err)
+		p.offline.Store(&off)
+		p.lg.Error("the log took a batch but could not flush it; the replica is offline until it is opened again", "err", err)
+		p.wakeChanged() // parked fetches and acks=all waits get the error now
+	}
+	return p.offlineErr()
+}
+
+// offlineErr is the error that took the replica offline, nil while it serves. It wraps
+// shalelog.ErrStorage (KAFKA_STORAGE_ERROR).
+func (p *Partition) offlineErr() error {
+	if e := p.offline.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// Offline reports whether a failed write took the replica offline (see failLocked).
+func (p *Partition) Offline() bool { return p.offline.Load() != nil }
 
 // ReplicationDone reports whether an acks=all batch ending at lastOffset, appended in
 // leader epoch epoch, is committed. It fails with NOT_LEADER_OR_FOLLOWER once the replica
@@ -430,11 +489,32 @@ func (p *Partition) appendLocked(batch []byte, h shalelog.Header) (AppendResult,
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND when the batch is committed but the ISR has shrunk
 // below min.insync.replicas, as Kafka answers.
 func (p *Partition) ReplicationDone(lastOffset int64, epoch int32) (bool, error) {
+	// The high watermark is loaded first and the role and epoch checked after it, never
+	// the other way round: checked first, the replica could lose the epoch in between,
+	// truncate the batch as a new leader's follower and take that leader's high
+	// watermark past lastOffset for other records, and the load would pass.
+	//
+	// In this order a high watermark that passes lastOffset is one this leadership
+	// computed. While the replica leads in epoch, the high watermark is stored only by
+	// its own maybeAdvanceHWLocked: the follower-side writers (SetFollowerHighWatermark,
+	// TruncateTo, RestartAt) act only in RoleFollower, checked under mu, and ApplyState
+	// changes the role under mu too. The atomics are sequentially consistent, so role and
+	// epoch loaded after the high watermark and still saying "leader in epoch" mean the
+	// replica led in epoch when the high watermark was loaded: an epoch once left is
+	// never applied again (older epochs are Stale), and a fence in between (RoleNone at
+	// the same epoch) writes no high watermark and truncates nothing. A value stored
+	// before this leadership began is at most the log end then (epochStart), so it
+	// cannot pass a batch appended in it.
+	if p.beforeHWLoad != nil {
+		p.beforeHWLoad()
+	}
+	hw := p.hw.Load()
 	if p.Role() != RoleLeader || p.LeaderEpoch() != epoch {
 		return false, fmt.Errorf("%w: leadership changed before the batch was replicated", kerr.NotLeaderForPartition)
 	}
-	if p.hw.Load() <= lastOffset {
-		return false, nil
+	if hw <= lastOffset {
+		// An offline replica serves no follower fetch, so nothing more gets committed.
+		return false, p.offlineErr()
 	}
 	p.mu.Lock()
 	isr, want := len(p.state.ISR), p.cfg.MinInsyncReplicas
@@ -448,6 +528,9 @@ func (p *Partition) ReplicationDone(lastOffset int64, epoch int32) (bool, error)
 // Read returns batches from offset for a consumer (up to the high watermark) or a
 // follower (up to the log end).
 func (p *Partition) Read(offset int64, maxBytes int, toLogEnd, minOne bool) (*shalelog.View, error) {
+	if err := p.offlineErr(); err != nil {
+		return nil, err
+	}
 	limit := p.hw.Load()
 	if toLogEnd {
 		limit = p.log.EndOffset()
@@ -463,6 +546,9 @@ func (p *Partition) Read(offset int64, maxBytes int, toLogEnd, minOne bool) (*sh
 // last stable offset, with the aborted transactions the read spans, so that the consumer
 // can drop their records. lso is the last stable offset the read stopped at.
 func (p *Partition) ReadCommitted(offset int64, maxBytes int, minOne bool) (v *shalelog.View, lso int64, aborted []AbortedTxn, err error) {
+	if err := p.offlineErr(); err != nil {
+		return nil, -1, nil, err
+	}
 	lso = p.LastStableOffset()
 	if offset > lso && offset <= p.log.EndOffset() {
 		return &shalelog.View{FirstOffset: offset, NextOffset: offset}, lso, nil, nil

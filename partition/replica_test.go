@@ -389,3 +389,34 @@ func TestTruncateDropsAnEmptyEpoch(t *testing.T) {
 		t.Fatalf("after truncating at the log end: latest epoch %d, LEO %d; want 3, 4", p.LatestEpoch(), p.LogEndOffset())
 	}
 }
+
+// TestRestartedSoleISRMemberCommitsItsLogEnd pins what README's Durability section says
+// of restarts: the checkpointed high watermark holds a restarted replica back while its
+// ISR has other members (they must fetch in the new epoch first), but a replica elected
+// with an ISR of one commits everything in its log at once, records that were above the
+// high watermark before the restart included.
+func TestRestartedSoleISRMemberCommitsItsLogEnd(t *testing.T) {
+	dir := t.TempDir()
+	p, err := open("t", testID, 0, 1, dir, -1, testSettings(), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ApplyState(leaderState(1, 1, 1, 2), time.Now())
+	appendLeader(t, p, 5, 1) // follower 2 never fetches them: the HW stays at 0
+	if p.HighWatermark() != 0 {
+		t.Fatalf("HW %d before the restart", p.HighWatermark())
+	}
+	if err := p.close(); err != nil {
+		t.Fatal(err)
+	}
+
+	p = openTest(t, dir, 1, 0)
+	p.ApplyState(leaderState(2, 2, 1, 2), time.Now())
+	if p.HighWatermark() != 0 {
+		t.Fatalf("leader with ISR [1 2] after a restart: HW %d, want the checkpointed 0", p.HighWatermark())
+	}
+	p.ApplyState(leaderState(3, 3, 1), time.Now()) // the controller's ISR is now this replica alone
+	if p.HighWatermark() != 5 {
+		t.Fatalf("leader with ISR [1] after a restart: HW %d, want its log end 5", p.HighWatermark())
+	}
+}

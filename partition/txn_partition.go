@@ -48,6 +48,10 @@ type MarkerResult struct {
 // min.insync.replicas, and the caller waits for ReplicationDone before answering.
 func (p *Partition) AppendMarker(producerID int64, producerEpoch int16, m records.Marker) (MarkerResult, error) {
 	p.mu.Lock()
+	if err := p.offlineErr(); err != nil {
+		p.mu.Unlock()
+		return MarkerResult{}, err
+	}
 	if p.Role() != RoleLeader {
 		p.mu.Unlock()
 		return MarkerResult{}, ErrNotLeader
@@ -81,14 +85,20 @@ func (p *Partition) appendMarkerLocked(producerID int64, producerEpoch int16, m 
 		return MarkerResult{}, err
 	}
 	epoch := p.state.LeaderEpoch
+	end := p.log.EndOffset()
 	info, err := p.log.Append(batch, epoch)
-	if err != nil {
+	if err != nil && p.log.EndOffset() == end {
 		return MarkerResult{}, err
 	}
+	// In the log even if its flush failed (see appendLocked).
 	h.BaseOffset, h.PartitionLeaderEpoch = info.BaseOffset, epoch
 	p.noteAppendedLocked(info.BaseOffset, len(batch))
-	if err := p.recordMarkerLocked(h, m, true); err != nil {
-		return MarkerResult{}, err
+	rerr := p.recordMarkerLocked(h, m, true)
+	if err != nil {
+		return MarkerResult{}, p.failLocked(err)
+	}
+	if rerr != nil {
+		return MarkerResult{}, rerr
 	}
 	return MarkerResult{Offset: info.BaseOffset, LeaderEpoch: epoch}, nil
 }

@@ -207,6 +207,10 @@ type Config struct {
 	// OffsetsRetentionMinutes is offsets.retention.minutes (default 10080): how long an
 	// empty group's committed offsets are kept.
 	OffsetsRetentionMinutes int32
+	// OffsetMetadataMaxBytes is offset.metadata.max.bytes (default 4096): the longest
+	// metadata string an offset commit may carry (OFFSET_METADATA_TOO_LARGE beyond), at
+	// most metadata.MaxOffsetMetadataBytes.
+	OffsetMetadataMaxBytes int32
 	// OffsetsTopicNumPartitions is offsets.topic.num.partitions (default 50): the
 	// partitions of __consumer_offsets, over which groups spread across coordinators.
 	// Fixed when the cluster is created, as in Kafka.

@@ -313,6 +313,8 @@ func buildKeys() []*keyDef {
 
 		key("offsets.retention.minutes", "10080", "How long an empty group's committed offsets are kept.",
 			i32(func(c *Config) *int32 { return &c.OffsetsRetentionMinutes }, 1)),
+		key("offset.metadata.max.bytes", "4096", "Longest metadata string an offset commit may carry (at most 1048576).",
+			i32(func(c *Config) *int32 { return &c.OffsetMetadataMaxBytes }, 1)),
 		key("offsets.topic.num.partitions", "50", "Partitions of __consumer_offsets, over which groups spread across coordinators; fixed when the cluster is created.",
 			i32(func(c *Config) *int32 { return &c.OffsetsTopicNumPartitions }, 1)),
 		key("group.initial.rebalance.delay.ms", "3000", "Wait for more members before a new group's first rebalance.",

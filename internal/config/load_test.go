@@ -54,7 +54,7 @@ func TestDefault(t *testing.T) {
 		SocketRequestMaxBytes: 104857600, FetchSendfileEnable: true, QueuedMaxRequests: 500, QueuedMaxRequestBytes: 268435456, ConnectionsMaxIdleMs: 600000,
 		MaxConnections: math.MaxInt32, MaxConnectionsPerIP: math.MaxInt32, QuotaWindowNum: 11, QuotaWindowSizeSeconds: 1,
 		BrokerSessionTimeoutMs: 9000, BrokerHeartbeatIntervalMs: 2000,
-		OffsetsRetentionMinutes: 10080, OffsetsTopicNumPartitions: 50, GroupInitialRebalanceDelayMs: 3000, GroupMinSessionTimeoutMs: 6000,
+		OffsetsRetentionMinutes: 10080, OffsetMetadataMaxBytes: 4096, OffsetsTopicNumPartitions: 50, GroupInitialRebalanceDelayMs: 3000, GroupMinSessionTimeoutMs: 6000,
 		GroupShareRecordLockDurationMs: 30000, GroupShareDeliveryCountLimit: 5, GroupSharePartitionMaxRecordLocks: 2000, ShareAutoOffsetReset: "latest",
 		GroupMaxSessionTimeoutMs: 1800000, GroupShareSessionTimeoutMs: 45000, GroupShareHeartbeatIntervalMs: 5000, GroupShareMaxSize: 200,
 		ReplicaLagTimeMaxMs: 30000, ReplicaFetchMaxBytes: 1048576,

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/topicconfig"
 )
 
@@ -58,6 +59,11 @@ func (c *Config) finish() error {
 	}
 	if c.GroupShareHeartbeatIntervalMs >= c.GroupShareSessionTimeoutMs {
 		fail("group.share.heartbeat.interval.ms", "must be less than group.share.session.timeout.ms (%d)", c.GroupShareSessionTimeoutMs)
+	}
+	if c.OffsetMetadataMaxBytes > metadata.MaxOffsetMetadataBytes {
+		// The controller's bound on what it stores: above it, commits the coordinator
+		// accepted would be refused by the controller.
+		fail("offset.metadata.max.bytes", "must not exceed %d", metadata.MaxOffsetMetadataBytes)
 	}
 	if c.GroupMinSessionTimeoutMs > c.GroupMaxSessionTimeoutMs {
 		fail("group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms (%d)", c.GroupMaxSessionTimeoutMs)

@@ -54,6 +54,7 @@ func TestLoadRejects(t *testing.T) {
 		{"advertised without inter-broker", []string{"--listeners=PLAINTEXT://h:1,EXT://h:3,CONTROLLER://h:2", "--listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXT:PLAINTEXT", "--advertised.listeners=EXT://h:3"}, nil, "must include the inter-broker listener PLAINTEXT"},
 		{"heartbeat not below session", []string{"--broker.heartbeat.interval.ms=9000"}, nil, "less than broker.session.timeout.ms"},
 		{"share heartbeat not below the session", []string{"--group.share.heartbeat.interval.ms=45000"}, nil, "must be less than group.share.session.timeout.ms"},
+		{"offset metadata above the controller's bound", []string{"--offset.metadata.max.bytes=1048577"}, nil, "(from flag --offset.metadata.max.bytes): must not exceed 1048576"},
 		{"group timeouts crossed", []string{"--group.min.session.timeout.ms=10", "--group.max.session.timeout.ms=5"}, nil, "must not exceed group.max.session.timeout.ms"},
 		{"fetch wait above lag", []string{"--replica.fetch.wait.max.ms=40000"}, nil, "replica.lag.time.max.ms"},
 		{"segment too small (topic rule)", []string{"--log.segment.bytes=13"}, nil, "log.segment.bytes=\"13\" (from flag --log.segment.bytes): value 13 must be at least 14"},

@@ -155,3 +155,60 @@ func TestDeleteOffsets(t *testing.T) {
 		t.Fatalf("left: %v", got)
 	}
 }
+
+// TestOffsetMetadataLimitIsTheCoordinators: offset.metadata.max.bytes is applied in one
+// place, the coordinator, per partition. A commit whose metadata is within the
+// configured limit but above Kafka's default of 4096 (which the controller used to apply
+// on its own, to the whole commit) is stored, beside the partition over the limit, which
+// alone gets OFFSET_METADATA_TOO_LARGE; and with the default limit, 4096 bytes pass and
+// 4097 do not.
+func TestOffsetMetadataLimitIsTheCoordinators(t *testing.T) {
+	ctx := context.Background()
+	commit := func(c *Coordinator, group string, sizes ...int) []error {
+		t.Helper()
+		var in []metadata.CommittedOffset
+		for i, n := range sizes {
+			o := offsets("t", int64(i), int64(10+i))
+			o[0].Metadata = strings.Repeat("m", n)
+			in = append(in, o...)
+		}
+		errs, err := c.CommitOffsets(ctx, CommitRequest{Group: group, Generation: -1, Offsets: in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return errs
+	}
+	stored := func(c *Coordinator, group string) map[int32]int {
+		t.Helper()
+		offs, err := c.FetchOffsets(ctx, group, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[int32]int{}
+		for _, o := range offs {
+			out[o.Partition] = len(o.Metadata)
+		}
+		return out
+	}
+	store := newTestStore(t)
+
+	cfg := testConfig()
+	cfg.OffsetMetadataMaxBytes = 8192
+	c := newTestCoordinator(t, cfg, store)
+	errs := commit(c, "wide", 5000, 8192, 8193, 10)
+	if errs[0] != nil || errs[1] != nil || errs[2] != kerr.OffsetMetadataTooLarge || errs[3] != nil {
+		t.Fatalf("offset.metadata.max.bytes=8192, metadata of 5000, 8192, 8193 and 10 bytes: %v", errs)
+	}
+	if got := stored(c, "wide"); len(got) != 3 || got[0] != 5000 || got[1] != 8192 || got[3] != 10 {
+		t.Fatalf("stored metadata sizes %v", got)
+	}
+
+	d := newTestCoordinator(t, testConfig(), store) // Kafka's default, 4096
+	errs = commit(d, "default", 4096, 4097, 10)
+	if errs[0] != nil || errs[1] != kerr.OffsetMetadataTooLarge || errs[2] != nil {
+		t.Fatalf("default limit, metadata of 4096, 4097 and 10 bytes: %v", errs)
+	}
+	if got := stored(d, "default"); len(got) != 2 || got[0] != 4096 || got[2] != 10 {
+		t.Fatalf("stored metadata sizes %v", got)
+	}
+}

@@ -458,6 +458,7 @@ func (n *node) startGroups(store metadata.Store) *group.Coordinator {
 		MinSessionTimeout:      time.Duration(cfg.GroupMinSessionTimeoutMs) * time.Millisecond,
 		MaxSessionTimeout:      time.Duration(cfg.GroupMaxSessionTimeoutMs) * time.Millisecond,
 		OffsetsRetention:       cfg.OffsetsRetention(),
+		OffsetMetadataMaxBytes: int(cfg.OffsetMetadataMaxBytes),
 		ShareSessionTimeout:    time.Duration(cfg.GroupShareSessionTimeoutMs) * time.Millisecond,
 		ShareHeartbeatInterval: time.Duration(cfg.GroupShareHeartbeatIntervalMs) * time.Millisecond,
 		ShareMaxGroupSize:      int(cfg.GroupShareMaxSize),
