@@ -31,6 +31,7 @@ type faults struct {
 	deleteRecords    bool
 	recreate         bool // topic deleted and recreated under the same name
 	failovers        bool
+	reassign         bool // partitions moved between replica sets (KIP-455)
 }
 
 func drawFaults(s *scheduler) faults {
@@ -58,6 +59,7 @@ func drawFaults(s *scheduler) faults {
 	if pick(0.5) {
 		f.metadataLag = s.rng.Float64() * 0.5
 	}
+	f.reassign = pick(0.3)
 	return f
 }
 
@@ -77,6 +79,7 @@ func (f faults) String() string {
 	add(f.deleteRecords, "delete-records")
 	add(f.recreate, "recreate-topic")
 	add(f.failovers, "controller-failover")
+	add(f.reassign, "reassign")
 	return fmt.Sprintf("drop=%.3f delay=%.3f dup=%.3f metadata-lag=%.2f %s", f.drop, f.delay, f.dup, f.metadataLag, strings.Join(on, " "))
 }
 
@@ -103,7 +106,7 @@ type Result struct {
 
 // Stats count what a run did.
 type Stats struct {
-	Events, Acked, Consumed, Crashes, Recreations, DeleteRecords int
+	Events, Acked, Consumed, Crashes, Recreations, DeleteRecords, Reassignments int
 }
 
 // World is one simulated cluster and its clients.
@@ -435,6 +438,40 @@ func (w *World) deleteRecords() {
 	})
 }
 
+// reassign moves a partition to another replica set (AlterPartitionReassignments): two
+// or three of the brokers in a new order, or, sometimes, cancels the one in progress. A
+// broker dropped from the set deletes its replica; one added starts empty and joins the
+// ISR once caught up.
+func (w *World) reassign() {
+	g := w.topic
+	if g == nil || g.dead {
+		return
+	}
+	idx := w.s.rng.Int32N(g.partitions)
+	ra := &pb.PartitionReassignment{Topic: g.name, Partition: idx}
+	if w.s.chance(0.2) {
+		ra.Cancel = true
+	} else {
+		for _, i := range w.s.rng.Perm(numBrokers)[:2+w.s.rng.IntN(numBrokers-1)] {
+			ra.Replicas = append(ra.Replicas, int32(i+1))
+		}
+	}
+	w.deliver(true, "AlterPartitionReassignments", func() {
+		if !w.ctl.available() {
+			return
+		}
+		err := w.ctl.apply(&pb.Record{Record: &pb.Record_AlterPartitionReassignments{
+			AlterPartitionReassignments: &pb.AlterPartitionReassignmentsRecord{Reassignments: []*pb.PartitionReassignment{ra}}}})
+		mp := w.ctl.image().Partition(g.name, idx)
+		if mp == nil {
+			return
+		}
+		w.stats.Reassignments++
+		w.s.trace.add("reassign %s-%d to %v (cancel %v): %v; replicas %v adding %v removing %v isr %v", g.name, idx, ra.Replicas, ra.Cancel, err,
+			mp.Replicas, mp.AddingReplicas, mp.RemovingReplicas, mp.ISR)
+	})
+}
+
 func (w *World) topicIDAt(b *broker) [16]byte {
 	if t := b.mgr.Image().Topic(topicName); t != nil {
 		return t.ID
@@ -508,6 +545,11 @@ func (w *World) scheduleFaults(chaos time.Duration) {
 	if w.f.recreate {
 		for range n(2) {
 			at("recreate topic", w.recreateTopic)
+		}
+	}
+	if w.f.reassign {
+		for range n(4) {
+			at("reassign", w.reassign)
 		}
 	}
 	if w.f.failovers {
