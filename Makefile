@@ -6,7 +6,7 @@ PKGS      := ./...
 # Fuzz targets run for FUZZTIME each; `make fuzz FUZZTIME=5m` for a longer session.
 FUZZTIME  ?= 10s
 
-.PHONY: all build run test test-deps test-k8s image bench fuzz lint proto clean chaos
+.PHONY: all build run test test-deps test-k8s image bench fuzz lint proto clean chaos sim
 
 all: build
 
@@ -22,7 +22,16 @@ run: build
 test: test-deps build
 	$(GO) vet $(PKGS)
 	$(GO) test -race -timeout 25m $(PKGS)
+	$(MAKE) sim SEEDS=300
 	$(MAKE) test-k8s
+
+# The deterministic simulation (tests/sim, README "Simulation"): SEEDS seeds from
+# SIM_START, without -race (`make test` also runs 20 under -race). A failing seed prints
+# the command that replays it and the end of its event trace.
+SEEDS     ?= 1000
+SIM_START ?= 1
+sim:
+	$(GO) test -count=1 -timeout 0 -run 'TestSimulation$$' ./tests/sim/ -sim.seeds=$(SEEDS) -sim.start=$(SIM_START)
 
 # The Helm chart and the image (tests/k8s, a module of its own so that Helm's and
 # Kubernetes' dependencies stay out of go.mod): lint and render, strict decoding, a real

@@ -384,6 +384,14 @@ func TestAlterPartitionCompareAndSet(t *testing.T) {
 	wantKafkaErr(t, alter(1, 0, 1, 1, 1).err, kerr.InvalidRequest)
 	h.fence(3)
 	wantKafkaErr(t, alter(1, 0, 1, 1, 2, 3).err, kerr.IneligibleReplica)
+	// The ISR it has still moves the partition epoch: the leader's fence against its own
+	// earlier, delayed sends of a refused change, which now find a stale epoch.
+	r = alter(1, 0, 1, 1, 2)
+	if got := r.value.(alterPartitionResult).partition; r.err != nil || got.PartitionEpoch != 2 || !slices.Equal(got.ISR, []int32{1, 2}) {
+		t.Fatalf("fence: %+v %v", got, r.err)
+	}
+	h.unfence(3, h.f.brokers[3].Epoch)
+	wantKafkaErr(t, alter(1, 0, 1, 1, 2, 3).err, kerr.InvalidUpdateVersion)
 	r = h.apply(&pb.Record{Record: &pb.Record_AlterPartition{AlterPartition: &pb.AlterPartitionRecord{
 		BrokerId: 1, BrokerEpoch: 999, Topic: "t", Partition: 0, NewIsr: []int32{1}}}})
 	wantKafkaErr(t, r.err, kerr.StaleBrokerEpoch)
