@@ -162,7 +162,7 @@ func (rw purgeRow) summary() string {
 // purgeCheck is what the leader served below an acknowledged low watermark at one moment.
 type purgeCheck struct {
 	leader       string
-	earliest     int64
+	earliest, hw int64
 	fetch0       string // what a Fetch at offset 0 got
 	fetchBelow   string // what a Fetch at the low watermark - 1 got
 	servedBelow  bool   // a fetch below the low watermark returned records below it
@@ -184,7 +184,7 @@ func (pc purgeCheck) String() string {
 	if pc.bad() {
 		verdict = "PURGE CAME BACK"
 	}
-	return fmt.Sprintf("%s leads, earliest %d, fetch@0 %s, fetch@%d %s: %s", pc.leader, pc.earliest, pc.fetch0, pc.lowWatermark-1, pc.fetchBelow, verdict)
+	return fmt.Sprintf("%s leads, earliest %d, hw %d, fetch@0 %s, fetch@%d %s: %s", pc.leader, pc.earliest, pc.hw, pc.fetch0, pc.lowWatermark-1, pc.fetchBelow, verdict)
 }
 
 // purgeRound runs one round on partition p and returns its row; purged holds each
@@ -237,7 +237,24 @@ func purgeRound(t *testing.T, c *cluster, vp *valueProducer, topic string, p int
 	rp.Partition, rp.Offset = p, rw.requested
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	kresp, derr := leader.request(context.Background(), req)
+	// A client of its own, connected before the request: franz-go sends requests that
+	// carry a timeout on a connection of their own, which a probe that outlived a restart
+	// of this broker would find dead (EOF), and a fresh connection here would delay the
+	// request rather than the kill.
+	dcl, err := kgo.NewClient(kgo.SeedBrokers(leader.brokerAddr()), kgo.RequestRetries(0), kgo.DialTimeout(3*time.Second))
+	if err != nil {
+		rw.stepErr = err
+		return rw
+	}
+	defer dcl.Close()
+	warm := kmsg.NewPtrCreateTopicsRequest() // validate-only and empty: opens the connection
+	warm.ValidateOnly, warm.TimeoutMillis = true, 1000
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, _ = dcl.SeedBrokers()[0].Request(wctx, warm)
+	wcancel()
+	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	kresp, derr := dcl.SeedBrokers()[0].Request(dctx, req)
+	dcancel()
 	answered := time.Now()
 	killErr := leader.kill9()
 	rw.killAfterAnswer = time.Since(answered)
@@ -338,6 +355,13 @@ func checkPurged(c *cluster, topic string, p int32, low int64) purgeCheck {
 			return fmt.Sprintf("records from offset %d (batch %d-%d; log start %d)", max(b.base, off), b.base, b.last, fr.logStart),
 				off < low && b.base < low && b.last >= off, nil
 		}
+		hw, _, err := l.listOffset(ctx, topic, p, -1, -1)
+		if err != nil {
+			last = err
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		pc.hw = hw
 		f0, bad0, err := describe(0)
 		if err != nil {
 			last = err
