@@ -84,6 +84,7 @@ func TestChaosRetentionLaggingFollower(t *testing.T) {
 
 	fillerCl, err := clientOn(c.brokers,
 		kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), // its padding must take room in the log
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond),
 		kgo.ProduceRequestTimeout(10*time.Second))
 	if err != nil {
