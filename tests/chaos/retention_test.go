@@ -244,7 +244,7 @@ func TestChaosRetentionLaggingFollower(t *testing.T) {
 
 type retentionVerdict struct {
 	acked, consumed, inLogOnly, retained, deletedAboveHW, lost int
-	aboveEx, lostEx                                             []string
+	aboveEx, lostEx                                            []string
 }
 
 // retentionRound is one SIGSTOP of a follower.
