@@ -92,6 +92,8 @@ type fetchResult struct {
 	err            error // the partition's error code, as an error
 	hw, logStart   int64
 	batches        []batchSpan
+	records        []seenRecord // the records of the uncompressed batches
+	compressed     int          // batches not decoded
 	requestedFetch int64
 }
 
@@ -130,6 +132,7 @@ func (n *node) fetchAt(ctx context.Context, topic string, id [16]byte, p int32, 
 			}
 			out := fetchResult{err: kerr.ErrorForCode(rp.ErrorCode), hw: rp.HighWatermark, logStart: rp.LogStartOffset, requestedFetch: offset}
 			out.batches = batchSpans(rp.RecordBatches)
+			out.records, out.compressed = decodeRecords(p, rp.RecordBatches)
 			return out, nil
 		}
 	}
@@ -150,6 +153,40 @@ func batchSpans(b []byte) []batchSpan {
 		b = b[12+length:]
 	}
 	return out
+}
+
+// decodeRecords reads the records of every whole, uncompressed batch; it counts the
+// compressed ones, which it leaves alone.
+func decodeRecords(p int32, b []byte) (out []seenRecord, compressed int) {
+	for len(b) >= 12 {
+		length := int(binary.BigEndian.Uint32(b[8:12]))
+		if length <= 0 || 12+length > len(b) {
+			break
+		}
+		var batch kmsg.RecordBatch
+		if err := batch.ReadFrom(b[:12+length]); err != nil {
+			break
+		}
+		b = b[12+length:]
+		if batch.Attributes&0x07 != 0 {
+			compressed++
+			continue
+		}
+		recs := batch.Records
+		for range batch.NumRecords {
+			l, n := binary.Varint(recs)
+			if n <= 0 || int(l) < 0 || n+int(l) > len(recs) {
+				break
+			}
+			var r kmsg.Record
+			if err := r.ReadFrom(recs[:n+int(l)]); err != nil {
+				break
+			}
+			recs = recs[n+int(l):]
+			out = append(out, seenRecord{value: stripPad(string(r.Value)), part: p, offset: batch.FirstOffset + int64(r.OffsetDelta)})
+		}
+	}
+	return out, compressed
 }
 
 // clientOn is a franz-go client seeded with the given brokers only.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -38,9 +39,13 @@ import (
 //     with X first, then a preferred election), so that whatever log X kept is what
 //     clients read, and the producer goes on for a few seconds.
 //
-// Checks, per round: no record of an older incarnation is ever seen by the live consumer
-// or by a read of every partition from its log start (with X leading), and every
-// acknowledged record of the new incarnation is in that read. It runs with
+// Checks, per round: no record of an older incarnation is ever seen by the live consumer,
+// by a read of every partition from its log start (with X leading), or in the answer of
+// any broker to a consumer Fetch from offset 0 that names the new topic id (sent to every
+// broker after the heal and again at the end: a broker that is not the leader must
+// refuse it, so this shows a replica that kept the old log even while the metadata names
+// another leader); every acknowledged record of the new incarnation is in the read; and
+// X's replicas are back in the ISR within a minute of the heal. It runs with
 // SHALE_CHAOS=full, data or recreate.
 func TestChaosTopicRecreate(t *testing.T) {
 	dataFault(t, "recreate")
@@ -70,7 +75,7 @@ func TestChaosTopicRecreate(t *testing.T) {
 		len(rows), time.Since(started).Round(time.Second), formatRecreateRows(rows))
 	var old, lost, acked int
 	for _, rw := range rows {
-		old += rw.oldSeenLive + rw.oldInLog
+		old += rw.oldSeenLive + rw.oldInLog + rw.oldDirect
 		lost += rw.lost
 		acked += rw.acked
 	}
@@ -85,8 +90,12 @@ func TestChaosTopicRecreate(t *testing.T) {
 		if rw.readErr != nil {
 			t.Errorf("round %d: could not read the topic back: %v", rw.n, rw.readErr)
 		}
-		if rw.oldSeenLive+rw.oldInLog > 0 {
-			t.Errorf("round %d: the recreated topic served %d records of an older incarnation to its consumer and %d in a read from the log start", rw.n, rw.oldSeenLive, rw.oldInLog)
+		if rw.oldSeenLive+rw.oldInLog+rw.oldDirect > 0 {
+			t.Errorf("round %d: the recreated topic served records of an older incarnation: %d to its consumer, %d in a read from the log start, %d in Fetches of its id sent to each broker",
+				rw.n, rw.oldSeenLive, rw.oldInLog, rw.oldDirect)
+		}
+		if !rw.healed {
+			t.Errorf("round %d: the ISR of the recreated topic was not full %v after the heal: %s's replicas never rejoined", rw.n, fullWaits.heal, rw.x)
 		}
 		if rw.lost > 0 || rw.dup > 0 {
 			t.Errorf("round %d: %d acknowledged records of the new incarnation lost, %d duplicated", rw.n, rw.lost, rw.dup)
@@ -100,7 +109,7 @@ func TestChaosTopicRecreate(t *testing.T) {
 // produceIncarnation writes incarnation inc's records to every partition for d.
 func produceIncarnation(nodes []*node, topic string, parts int32, inc int, d time.Duration) error {
 	cl, err := clientOn(nodes, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(5*time.Millisecond))
+		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err != nil {
 		return err
 	}
@@ -139,6 +148,7 @@ type recreateRow struct {
 	lost, dup         int
 	oldSeenLive       int
 	oldInLog          int
+	oldDirect         int // in Fetches of the new id sent straight to each broker
 	consumed, logRecs int
 	examples          []string
 	stepErr, readErr  error
@@ -149,9 +159,9 @@ func (rw recreateRow) summary() string {
 	if rw.fullImage {
 		mode = "controllers restarted: full image"
 	}
-	return fmt.Sprintf("%s cut off (%s); recreated %v after the cut with X in %d partitions' replicas; X named the new id %s after the heal; ISR healed %v; X leads every partition %v; new incarnation: %d acknowledged (%d failed), %d lost, %d duplicated; older incarnation's records seen: %d by the live consumer (of %d), %d in the read from the log start (of %d)",
+	return fmt.Sprintf("%s cut off (%s); recreated %v after the cut with X in %d partitions' replicas; X named the new id %s after the heal; ISR healed %v; X leads every partition %v; new incarnation: %d acknowledged (%d failed), %d lost, %d duplicated; older incarnation's records seen: %d by the live consumer (of %d), %d in the read from the log start (of %d), %d in Fetches of the new id sent to each broker",
 		rw.x, mode, rw.recreatedAfter.Round(time.Millisecond), rw.xReplicas, durOrNever(rw.xConverged, rw.xConvergedOK), rw.healed, rw.xLeads,
-		rw.acked, rw.failed, rw.lost, rw.dup, rw.oldSeenLive, rw.consumed, rw.oldInLog, rw.logRecs)
+		rw.acked, rw.failed, rw.lost, rw.dup, rw.oldSeenLive, rw.consumed, rw.oldInLog, rw.logRecs, rw.oldDirect)
 }
 
 func durOrNever(d time.Duration, ok bool) string {
@@ -240,8 +250,10 @@ func recreateRound(t *testing.T, c *cluster, topic string, parts int32, round, i
 		}
 	}
 
+	// Uncompressed, so that the direct fetches below can read the values.
 	pcl, err := clientOn(others, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.ProduceRequestTimeout(10*time.Second))
+		kgo.ProducerLinger(5*time.Millisecond), kgo.ProduceRequestTimeout(10*time.Second),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err != nil {
 		rw.stepErr = err
 		return rw
@@ -293,13 +305,23 @@ func recreateRound(t *testing.T, c *cluster, topic string, parts int32, round, i
 			break
 		}
 	}
-	_, rw.healed, _ = c.waitHealed(topic, 30*time.Second)
+	var why string
+	_, rw.healed, why = c.waitHealed(topic, fullWaits.heal)
+	if !rw.healed {
+		t.Logf("round %d: ISR not full %v after the heal: %s; %v's log on %s:\n%s", rw.n, fullWaits.heal, why, x, topic, grepLog(x, topic, 30))
+	}
+	want := fmt.Sprintf("i%d", newInc)
+	rw.oldDirect += directFetchOld(c, topic, newID, parts, want, &rw.examples)
 	if err := leadEverything(c, adm, topic, parts, x); err != nil {
 		t.Logf("round %d: moving leadership to %v: %v", rw.n, x, err)
+		if rw.healed {
+			stepErrs = append(stepErrs, fmt.Errorf("moving leadership to %v: %w", x, err))
+		}
 	} else {
 		rw.xLeads = true
 	}
 	time.Sleep(3 * time.Second) // the new incarnation's records go on, to X's logs now
+	rw.oldDirect += directFetchOld(c, topic, newID, parts, want, &rw.examples)
 
 	vp.stop(15 * time.Second)
 	acks, failed, lastErr := vp.snapshot()
@@ -313,7 +335,6 @@ func recreateRound(t *testing.T, c *cluster, topic string, parts int32, round, i
 	log, starts, ends, readErr := readRange(running(c.brokers), topic, parts, 60*time.Second)
 	rw.readErr = readErr
 	rw.consumed, rw.logRecs = len(seen), len(log)
-	want := fmt.Sprintf("i%d", newInc)
 	example := func(format string, args ...any) {
 		if len(rw.examples) < 8 {
 			rw.examples = append(rw.examples, fmt.Sprintf(format, args...))
@@ -351,6 +372,49 @@ func recreateRound(t *testing.T, c *cluster, topic string, parts int32, round, i
 	return rw
 }
 
+// directFetchOld sends a consumer Fetch for every partition of the topic (named by its
+// new id) from offset 0 to every running broker, and counts the records of an incarnation
+// other than want in the answers. A broker that is not the leader must refuse
+// (NOT_LEADER_OR_FOLLOWER); one that answers must answer with the new topic's records.
+// It is how a replica that kept the old topic's log as the new one's shows, even while
+// the metadata names another leader.
+func directFetchOld(c *cluster, topic string, id [16]byte, parts int32, want string, examples *[]string) int {
+	old := 0
+	for _, b := range running(c.brokers) {
+		for p := range parts {
+			fr, err := b.fetchAt(context.Background(), topic, id, p, 0)
+			if err != nil || fr.err != nil {
+				continue
+			}
+			for _, r := range fr.records {
+				if incarnationOf(r.value) != want {
+					old++
+					if len(*examples) < 8 {
+						*examples = append(*examples, fmt.Sprintf("a Fetch of the new topic id from %v answered %q at p%d offset %d (log start %d, hw %d)",
+							b, r.value, p, r.offset, fr.logStart, fr.hw))
+					}
+				}
+			}
+		}
+	}
+	return old
+}
+
+// grepLog is the last lines of n's current log that mention s.
+func grepLog(n *node, s string, lines int) string {
+	b, _ := os.ReadFile(n.logPath)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	if len(out) > lines {
+		out = out[len(out)-lines:]
+	}
+	return strings.Join(out, "\n")
+}
+
 // incarnationOf is the "i<n>" a value starts with.
 func incarnationOf(v string) string {
 	prefix, _, _ := strings.Cut(v, "-")
@@ -374,7 +438,7 @@ func leadEverything(c *cluster, adm *kadm.Client, topic string, parts int32, x *
 			req.Assign(topic, int32(p), append([]int32{x.id}, slices.DeleteFunc(slices.Clone(st.replicas), func(id int32) bool { return id == x.id })...))
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 	if len(req) > 0 {
 		resps, err := adm.AlterPartitionAssignments(ctx, req)
@@ -433,14 +497,14 @@ func leadEverything(c *cluster, adm *kadm.Client, topic string, parts int32, x *
 func formatRecreateRows(rows []recreateRow) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tcut off\tX gets\trecreated after cut\tX replicas\tX has new id after heal\tISR healed\tX leads all\tacked\tfailed\tlost\tdup\told seen (consumer)\told in read\t")
+	fmt.Fprintln(tw, "#\tcut off\tX gets\trecreated after cut\tX replicas\tX has new id after heal\tISR healed\tX leads all\tacked\tfailed\tlost\tdup\told seen (consumer)\told in read\told in direct fetch\t")
 	for _, rw := range rows {
 		mode := "deltas"
 		if rw.fullImage {
 			mode = "full image"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%v\t%d\t%s\t%v\t%v\t%d\t%d\t%d\t%d\t%d\t%d\t\n", rw.n, rw.x, mode, rw.recreatedAfter.Round(time.Millisecond),
-			rw.xReplicas, durOrNever(rw.xConverged, rw.xConvergedOK), rw.healed, rw.xLeads, rw.acked, rw.failed, rw.lost, rw.dup, rw.oldSeenLive, rw.oldInLog)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%v\t%d\t%s\t%v\t%v\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", rw.n, rw.x, mode, rw.recreatedAfter.Round(time.Millisecond),
+			rw.xReplicas, durOrNever(rw.xConverged, rw.xConvergedOK), rw.healed, rw.xLeads, rw.acked, rw.failed, rw.lost, rw.dup, rw.oldSeenLive, rw.oldInLog, rw.oldDirect)
 	}
 	tw.Flush()
 	return b.String()
