@@ -183,6 +183,11 @@ func recreateRound(t *testing.T, c *cluster, topic string, parts int32, round, i
 	rw.x = x.String()
 	others := slices.DeleteFunc(slices.Clone(c.brokers), func(n *node) bool { return n == x })
 
+	var oldID [16]byte
+	if md, err := x.metadata(context.Background()); err == nil {
+		oldID, _ = topicID(md, topic)
+	}
+
 	cutAt := time.Now()
 	var cutErr error
 	for _, ctl := range c.controllers {
@@ -213,6 +218,7 @@ func recreateRound(t *testing.T, c *cluster, topic string, parts int32, round, i
 		return rw
 	}
 	two := "2"
+	var newID [16]byte
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		resp, err := adm.CreateTopic(ctx, parts, 3, map[string]*string{"min.insync.replicas": &two}, topic)
@@ -221,6 +227,7 @@ func recreateRound(t *testing.T, c *cluster, topic string, parts int32, round, i
 			err = resp.Err
 		}
 		if err == nil {
+			newID = resp.ID
 			break
 		}
 		if time.Since(cutAt) > 15*time.Second {
@@ -235,17 +242,29 @@ func recreateRound(t *testing.T, c *cluster, topic string, parts int32, round, i
 	}
 	rw.recreatedAfter = time.Since(cutAt)
 	newInc := inc + 1
-	var newID [16]byte
+	if newID == ([16]byte{}) || newID == oldID {
+		rw.stepErr = fmt.Errorf("recreate %s: the new topic id %x is not a new one (old %x)", topic, newID, oldID)
+		return rw
+	}
+	// Every broker still connected shows the new topic before its clients start.
 	for _, o := range others {
-		if md, err := o.metadata(context.Background()); err == nil {
-			if id, ok := topicID(md, topic); ok {
-				newID = id
-				for _, ps := range topicState(md, topic) {
-					if slices.Contains(ps.replicas, x.id) {
-						rw.xReplicas++
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			md, err := o.metadata(context.Background())
+			if err == nil {
+				if id, ok := topicID(md, topic); ok && id == newID {
+					if o == others[0] {
+						for _, ps := range topicState(md, topic) {
+							if slices.Contains(ps.replicas, x.id) {
+								rw.xReplicas++
+							}
+						}
 					}
+					break
 				}
-				break
+			}
+			if time.Now().After(deadline) {
+				rw.stepErr = fmt.Errorf("%v does not show %s's new id %x 10s after its creation", o, topic, newID)
+				return rw
 			}
 		}
 	}
