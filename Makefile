@@ -52,11 +52,13 @@ test-deps:
 	@bash tests/deps.sh
 
 # Fault injection against real processes in network namespaces (root; see README "Chaos
-# testing"): both layouts, CHAOS_FAULTS faults each, and the acks=1 demonstration.
+# testing"): both layouts, CHAOS_FAULTS faults each, the acks=1 demonstration, and the
+# data-safety faults (topic recreated, DeleteRecords then a leader kill, retention under a
+# lagging follower; alone: SHALE_CHAOS=data).
 CHAOS_FAULTS ?= 11
 chaos: test-deps build
 	SHALE_CHAOS=full SHALE_CHAOS_FAULTS=$(CHAOS_FAULTS) SHALE_BIN=$(CURDIR)/$(BIN) \
-		$(GO) test -count=1 -v -timeout 40m -run '^TestChaos' ./tests/chaos/
+		$(GO) test -count=1 -v -timeout 50m -run '^TestChaos' ./tests/chaos/
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2x ./log/

@@ -9,7 +9,16 @@
 // what was acknowledged and what the consumer saw; any acknowledged record missing from
 // the log, duplicated or reordered fails the test.
 //
+// Three more faults reach the data-safety paths of issue 23, each with a checker of its
+// own (data_test.go): a topic deleted and recreated under the same name while a broker is
+// cut off from the controllers (no consumer of the new topic may see the old one's
+// records), DeleteRecords followed at once by kill -9 of the leader (no offset below an
+// acknowledged low watermark may be served again), and retention by bytes while a
+// follower is stopped (retention may remove only what is below the high watermark, so
+// every acknowledged record was readable before it went).
+//
 // The tests need root (to create namespaces) and skip without it. A short run (three faults
 // on the combined layout) is part of `go test ./...`; SHALE_CHAOS=full (what `make chaos`
-// sets) runs both layouts with many more faults, and the acks=1 demonstration.
+// sets) runs both layouts with many more faults, the acks=1 demonstration and the
+// data-safety faults (alone: SHALE_CHAOS=data, or recreate, purge, retention).
 package chaos
