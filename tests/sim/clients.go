@@ -261,8 +261,8 @@ func (c *consumer) fetch() {
 		if w.topicIDAt(l) != c.g.id {
 			return
 		}
-		res := l.mgr.Fetch(replication.Reader{ReplicaID: -1}, replication.FetchPartition{Topic: c.g.name, Index: c.index, CurrentLeaderEpoch: -1,
-			FetchOffset: c.offset, LastFetchedEpoch: -1, MaxBytes: 4096, MinOne: true})
+		res := l.mgr.Fetch(replication.Reader{ReplicaID: -1}, replication.FetchPartition{Topic: c.g.name, TopicID: c.g.id, Index: c.index,
+			CurrentLeaderEpoch: -1, FetchOffset: c.offset, LastFetchedEpoch: -1, MaxBytes: 4096, MinOne: true})
 		data := viewBytes(res.View)
 		// What was purged by the time the broker served the read, as the admin knew it.
 		purged := c.g.deleted[c.index]
@@ -281,14 +281,14 @@ func (c *consumer) fetch() {
 			if start >= 0 {
 				c.offset = start
 			}
-			c.take(from, purged, data)
+			c.take(from, purged, res.HighWatermark, data)
 			next(w.s.between(time.Millisecond, 20*time.Millisecond))
 		})
 	})
 }
 
-// take checks and records what a fetch returned.
-func (c *consumer) take(from int32, purged int64, data []byte) {
+// take checks and records what a fetch answered with high watermark hw returned.
+func (c *consumer) take(from int32, purged, hw int64, data []byte) {
 	w := c.w
 	for len(data) >= shalelog.BatchHeaderSize {
 		h, recs, err := records.Records(data[:min(len(data), batchLen(data))])
@@ -305,6 +305,10 @@ func (c *consumer) take(from int32, purged int64, data []byte) {
 			v := trimPad(string(r.Value))
 			rec := record{gen: c.g.gen, index: c.index, offset: off, value: v}
 			w.checkServed(c.g, rec, from, purged)
+			if off >= hw {
+				w.violate("record served above the high watermark: broker %d served %s-%d offset %d to a consumer with the high watermark at %d",
+					from, c.g.name, c.index, off, hw)
+			}
 			c.seen = append(c.seen, rec)
 			w.stats.Consumed++
 			c.offset = off + 1
