@@ -8,12 +8,13 @@
 // reordered; broker crashes; brokers cut off from the controllers (their metadata
 // then arrives coalesced); delayed metadata; links between brokers cut; clock jumps;
 // retention by bytes and by time (backfilled timestamps); DeleteRecords; topic deletion
-// and recreation under the same name; controller failover.
+// and recreation under the same name; partition reassignment and its cancellation;
+// controller failover.
 //
 // Checkers run after every event (a replica acts only for its own topic id; a current
 // leader's high watermark never passes a member of the committed ISR; a log start never
 // passes the high watermark; a consumer is never served another generation's records or
-// records below an answered DeleteRecords) and on the settled cluster (no acknowledged
+// records below an answered DeleteRecords, or at or above the high watermark) and on the settled cluster (no acknowledged
 // record lost, no divergence below the high watermark, nothing served that the committed
 // log lacks, no idempotent duplicate, no purge undone).
 package sim
