@@ -421,6 +421,14 @@ func (c *BrokerClient) LeaseValid() bool {
 	return c.epoch >= 0 && !c.fenced && !c.closing && time.Now().Before(c.leaseUntil)
 }
 
+// Fenced reports whether the last answer of the controller said this broker is fenced,
+// or it has no registration (metadata.Store).
+func (c *BrokerClient) Fenced() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.epoch < 0 || c.fenced || c.closing
+}
+
 // BrokerEpoch is the epoch of the current registration, -1 before one.
 func (c *BrokerClient) BrokerEpoch() int64 {
 	c.mu.Lock()

@@ -235,6 +235,16 @@ func (s *Server) expireLeases(ls *leaderSession) error {
 	return s.fenceLocked(ls, rec)
 }
 
+// ReadyToUnfence is the one rule for unfencing a broker: its applied metadata (offset
+// metadataOffset, from its heartbeat) has reached its registration (brokerEpoch is the
+// registration record's offset) and the record that last fenced it (fencedAt; 0 when not
+// known). Until it has, the broker may still believe it leads partitions that were moved
+// away when it was fenced, and would serve them as a zombie leader once its lease is
+// back: stale reads, and records purged by DeleteRecords served again.
+func ReadyToUnfence(brokerEpoch int64, fencedAt, metadataOffset uint64) bool {
+	return metadataOffset >= max(uint64(brokerEpoch), fencedAt)
+}
+
 // fenceLocked commits a fence and remembers where; ls.mu is held.
 func (s *Server) fenceLocked(ls *leaderSession, rec *pb.FenceBrokersRecord) error {
 	_, index, err := s.propose(ls.ctx, &pb.Record{Record: &pb.Record_FenceBrokers{FenceBrokers: rec}})

@@ -135,9 +135,7 @@ func (v *service) BrokerHeartbeat(ctx context.Context, req *pb.BrokerHeartbeatRe
 		if err == nil && first {
 			v.s.log.Info("broker in controlled shutdown", "broker", b.Id)
 		}
-	case !req.WantShutdown && b.Fenced && req.MetadataOffset >= max(uint64(b.Epoch), ls.fencedAt[b.Id]):
-		// It has caught up with its registration and with its fencing: it knows what it
-		// no longer leads.
+	case !req.WantShutdown && b.Fenced && ReadyToUnfence(b.Epoch, ls.fencedAt[b.Id], req.MetadataOffset):
 		var res applyResult
 		res, _, err = v.s.propose(ctx, &pb.Record{Record: &pb.Record_UnfenceBroker{UnfenceBroker: &pb.UnfenceBrokerRecord{BrokerId: b.Id, BrokerEpoch: b.Epoch}}})
 		if err == nil && res.err != nil {

@@ -40,12 +40,15 @@ func (m *Manager) StartDeleteRecords(topic string, index int32, offset int64) (*
 // Poll reports the low watermark and whether it has reached the target. An error (this
 // replica is no longer the leader, or was removed) ends the purge undecided: the log
 // start may or may not have reached the other replicas.
+//
+// A fenced broker's leadership may have moved, and its view of which replicas are alive
+// is stale: the purge is not done while the controller says it is fenced.
 func (g *Purge) Poll() (low int64, done bool, err error) {
 	low, err = g.p.LowWatermark(g.m.brokerAlive)
 	if err != nil {
 		return -1, true, g.m.ReplicaGone(g.topic, g.index, err)
 	}
-	return low, low >= g.Target, nil
+	return low, low >= g.Target && !g.m.store.Fenced(), nil
 }
 
 // purgeRecheck bounds how long a purge waits without a wake-up from its partition: a

@@ -318,9 +318,20 @@ func (m *Manager) Close() error {
 	return m.parts.Close()
 }
 
+// ErrBrokerFenced answers leader operations while the controller says this broker is
+// fenced: a retriable NOT_LEADER_OR_FOLLOWER, so that clients look for the leader again.
+var ErrBrokerFenced = fmt.Errorf("%w: the controller has fenced this broker", kerr.NotLeaderForPartition)
+
 // Leader is the one fencing check: it returns the replica when this broker leads the
 // partition in the applied metadata, at currentLeaderEpoch when that is not -1 (KIP-320:
-// an older epoch is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH).
+// an older epoch is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH), and the
+// controller has not said that this broker is fenced. A fenced broker's leaderships
+// have moved, though the metadata that says so may not have arrived (it was cut off
+// from the controllers, or its metadata stream lags): leading on, it would serve stale
+// reads, records that a DeleteRecords on the new leader purged among them. The
+// controller unfences a broker only once its metadata has caught up with its fencing
+// (controller.ReadyToUnfence), so that it then knows what it no longer leads. A broker
+// that merely hears nothing from the controllers goes on leading, as Kafka's do.
 func (m *Manager) Leader(topic string, index, currentLeaderEpoch int32) (*partition.Partition, error) {
 	if m.Image().Partition(topic, index) == nil {
 		return nil, kerr.UnknownTopicOrPartition
@@ -328,6 +339,9 @@ func (m *Manager) Leader(topic string, index, currentLeaderEpoch int32) (*partit
 	p := m.parts.Get(topic, index)
 	if p == nil || p.Role() != partition.RoleLeader {
 		return nil, kerr.NotLeaderForPartition
+	}
+	if m.store.Fenced() {
+		return nil, ErrBrokerFenced
 	}
 	if err := checkLeaderEpoch(currentLeaderEpoch, p.LeaderEpoch()); err != nil {
 		return nil, err

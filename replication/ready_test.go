@@ -16,10 +16,11 @@ import (
 // hand; the Manager uses nothing else of it here.
 type handStore struct {
 	metadata.Store
-	mu    sync.Mutex
-	im    *metadata.Image
-	lease bool
-	epoch int64
+	mu     sync.Mutex
+	im     *metadata.Image
+	lease  bool
+	fenced bool
+	epoch  int64
 }
 
 func (s *handStore) Current() *metadata.Image {
@@ -38,6 +39,12 @@ func (s *handStore) LeaseValid() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lease
+}
+
+func (s *handStore) Fenced() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fenced
 }
 
 func (s *handStore) BrokerEpoch() int64 {

@@ -18,6 +18,10 @@ type applyStore struct {
 func (s *applyStore) Current() *metadata.Image { return s.im }
 func (s *applyStore) BrokerEpoch() int64       { return -1 }
 
+// Fenced: these tests are about the applied images, not fencing (see
+// TestFencedBrokerDoesNotLead).
+func (s *applyStore) Fenced() bool { return false }
+
 // The broker side of a reassignment: a replica the controller adds opens as a follower
 // (never a leader, so the ISR grows only through the leader's AlterPartition once it has
 // caught up); a replica the controller removes is removed; and an image older than the

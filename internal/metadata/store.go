@@ -20,6 +20,13 @@ type Store interface {
 	// LeaseValid reports whether this broker is registered, unfenced, and its heartbeat
 	// lease has not lapsed by its own clock. A broker must not act as a leader otherwise.
 	LeaseValid() bool
+	// Fenced reports whether the controller's latest answer to this broker (its
+	// registration or a heartbeat) said it is fenced, or it has no registration. Unlike a
+	// lapsed lease this is knowledge, not the lack of it: a fenced broker must not act as
+	// a leader, since its leaderships may have moved in metadata it has not yet applied.
+	// A broker that cannot reach the controllers keeps the last answer and, as Kafka's
+	// brokers do, goes on serving on the metadata it has.
+	Fenced() bool
 	// BrokerEpoch is the epoch of this broker's current registration, -1 before one.
 	BrokerEpoch() int64
 

@@ -266,6 +266,16 @@ func (c *consumer) fetch() {
 		data := viewBytes(res.View)
 		// What was purged by the time the broker served the read, as the admin knew it.
 		purged := c.g.deleted[c.index]
+		if res.Err == nil && w.deposed(l, c.index) {
+			// A leader cut off from the controllers (or whose metadata lags) serves on
+			// what it has, as Kafka's brokers do without a quorum: a stale read, which
+			// may include records a DeleteRecords on the new leader has purged. Once the
+			// controller has told it that it is fenced it stops (Manager.Leader); a
+			// purge undone on the settled cluster, or one served by a current leader,
+			// is still a violation.
+			w.stats.DeposedReads++
+			purged = 0
+		}
 		from := l.id
 		start := int64(-1)
 		if res.Err != nil && kafkaCode(res.Err) == kerr.OffsetOutOfRange.Code {
@@ -285,6 +295,17 @@ func (c *consumer) fetch() {
 			next(w.s.between(time.Millisecond, 20*time.Millisecond))
 		})
 	})
+}
+
+// deposed says whether b, which believes it leads partition idx of the topic, has been
+// deposed in the controller's metadata: a newer leader epoch, or the topic gone.
+func (w *World) deposed(b *broker, idx int32) bool {
+	mine, now := b.mgr.Image().Topic(topicName), w.ctl.image().Topic(topicName)
+	if mine == nil || now == nil || mine.ID != now.ID {
+		return true
+	}
+	mp, cp := partitionOf(b.mgr.Image(), idx), partitionOf(w.ctl.image(), idx)
+	return mp == nil || cp == nil || cp.LeaderEpoch > mp.LeaderEpoch || cp.Leader != b.id
 }
 
 // take checks and records what a fetch answered with high watermark hw returned.

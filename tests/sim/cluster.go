@@ -40,6 +40,9 @@ type ctl struct {
 	w        *World
 	m        *controller.Machine
 	lastSeen map[int32]time.Time
+	// fencedAt is the metadata offset of each fenced broker's fencing, as the active
+	// controller knows it (a new one takes its own start): controller.ReadyToUnfence.
+	fencedAt map[int32]uint64
 	// downUntil: a failover in progress; requests until then are lost.
 	downUntil time.Time
 	// history of images, by metadata offset, for delayed deliveries.
@@ -47,7 +50,7 @@ type ctl struct {
 }
 
 func newCtl(w *World) *ctl {
-	c := &ctl{w: w, m: controller.NewMachine(slog.New(slog.DiscardHandler)), lastSeen: map[int32]time.Time{}}
+	c := &ctl{w: w, m: controller.NewMachine(slog.New(slog.DiscardHandler)), lastSeen: map[int32]time.Time{}, fencedAt: map[int32]uint64{}}
 	c.apply(&pb.Record{Record: &pb.Record_LeaderChange{LeaderChange: &pb.LeaderChangeRecord{LeaderId: 100, ClusterId: "sim"}}})
 	return c
 }
@@ -78,6 +81,15 @@ func (c *ctl) failover(down time.Duration) {
 	for id := range c.lastSeen {
 		c.lastSeen[id] = c.downUntil
 	}
+	// The new controller does not know where the fenced brokers were fenced: they must
+	// catch up to its start.
+	clear(c.fencedAt)
+	im := c.image()
+	for id, b := range im.Brokers {
+		if b.Fenced {
+			c.fencedAt[id] = im.Offset
+		}
+	}
 	c.w.s.trace.add("controller failover, down for %v", down)
 }
 
@@ -101,25 +113,32 @@ func (c *ctl) tick() {
 	}
 	if len(ids) > 0 {
 		err := c.apply(&pb.Record{Record: &pb.Record_FenceBrokers{FenceBrokers: &pb.FenceBrokersRecord{BrokerIds: ids, BrokerEpochs: epochs, Reason: "session expired"}}})
+		if err == nil {
+			for _, id := range ids {
+				c.fencedAt[id] = c.image().Offset
+			}
+		}
 		c.w.s.trace.add("controller fences %v (session expired): %v", ids, err)
 	}
 }
 
 // heartbeat is a broker's heartbeat arriving: it renews the lease and unfences a broker
-// that has caught up with its registration.
-func (c *ctl) heartbeat(id int32, epoch int64, metadataOffset uint64) {
-	if !c.available() {
-		return
-	}
+// that has caught up with its registration and its fencing. It returns whether the
+// broker is fenced (or unknown under that epoch), as the heartbeat's answer says.
+func (c *ctl) heartbeat(id int32, epoch int64, metadataOffset uint64) (fenced bool) {
 	b, ok := c.image().Brokers[id]
 	if !ok || b.Epoch != epoch {
-		return
+		return true
 	}
 	c.lastSeen[id] = c.w.s.now
-	if b.Fenced && metadataOffset >= uint64(b.Epoch) {
+	if b.Fenced && controller.ReadyToUnfence(b.Epoch, c.fencedAt[id], metadataOffset) {
 		err := c.apply(&pb.Record{Record: &pb.Record_UnfenceBroker{UnfenceBroker: &pb.UnfenceBrokerRecord{BrokerId: id, BrokerEpoch: epoch}}})
+		if err == nil {
+			delete(c.fencedAt, id)
+		}
 		c.w.s.trace.add("controller unfences broker %d epoch %d: %v", id, epoch, err)
 	}
+	return c.image().Brokers[id].Fenced
 }
 
 // register is RegisterBroker; it returns the broker epoch.
@@ -159,10 +178,12 @@ func (c *ctl) alterPartition(broker int32, epoch int64, req metadata.AlterPartit
 // broker is one simulated broker process: the real replica manager over a real log
 // directory, driven by the scheduler.
 type broker struct {
-	w           *World
-	id          int32
-	dir         string
-	up          bool
+	w   *World
+	id  int32
+	dir string
+	up  bool
+	// registering: a registration retry is pending.
+	registering bool
 	incarnation int
 	epoch       int64
 	mgr         *replication.Manager
@@ -188,17 +209,27 @@ func (c *brokerClock) Now() time.Time { return c.w.s.now.Add(c.skew) }
 
 func (b *broker) name() string { return fmt.Sprintf("broker %d", b.id) }
 
-// start registers the broker and opens its replica manager on its directory.
+// start registers the broker and opens its replica manager on its directory, unless it
+// is up or already retrying its registration (a restart and the heal may both ask).
 func (b *broker) start() {
+	if b.up || b.registering {
+		return
+	}
+	b.register()
+}
+
+func (b *broker) register() {
+	b.registering = false
 	b.incarnation++
 	epoch, err := b.w.ctl.register(b.id, fmt.Sprintf("b%d-i%d", b.id, b.incarnation))
 	if err != nil {
 		b.w.s.trace.add("%s registration failed: %v; retrying", b.name(), err)
-		b.w.s.after(100*time.Millisecond, "register", b.start)
+		b.registering = true
+		b.w.s.after(100*time.Millisecond, "register", b.register)
 		return
 	}
 	b.epoch = epoch
-	b.store = &brokerStore{b: b, image: b.w.ctl.image(), leaseUntil: b.w.s.now.Add(sessionTimeout)}
+	b.store = &brokerStore{b: b, image: b.w.ctl.image(), fenced: true}
 	mgr, err := replication.NewManager(replication.Config{
 		NodeID:              b.id,
 		LogDir:              b.dir,
@@ -260,12 +291,25 @@ func (b *broker) crash() {
 	b.w.s.trace.add("%s crashed", b.name())
 }
 
+// heartbeat renews the broker's lease as controller.BrokerClient does: the answer says
+// whether the broker is fenced, and an unfenced one holds its lease for the session
+// timeout from when the heartbeat was sent, so that it lapses no later than the
+// controller's view of the session.
 func (b *broker) heartbeat() {
-	epoch, offset := b.epoch, b.store.image.Offset
+	epoch, offset, sent := b.epoch, b.store.image.Offset, b.clock.Now()
+	fenced := true
 	b.w.toController(b, "heartbeat", func() {
-		b.w.ctl.heartbeat(b.id, epoch, offset)
+		fenced = b.w.ctl.heartbeat(b.id, epoch, offset)
 	}, func() {
-		b.store.leaseUntil = b.clock.Now().Add(sessionTimeout)
+		if b.epoch != epoch {
+			return
+		}
+		b.store.fenced = fenced
+		if fenced {
+			b.store.leaseUntil = time.Time{}
+		} else {
+			b.store.leaseUntil = sent.Add(sessionTimeout)
+		}
 	})
 }
 
@@ -400,8 +444,10 @@ func (b *broker) serveFetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
 // brokerStore is the metadata.Store a simulated broker sees: the images delivered to it
 // and its requests to the controller through the simulated network.
 type brokerStore struct {
-	b          *broker
-	image      *metadata.Image
+	b     *broker
+	image *metadata.Image
+	// fenced and leaseUntil are what the last heartbeat answer said.
+	fenced     bool
 	leaseUntil time.Time
 }
 
@@ -414,9 +460,9 @@ func (s *brokerStore) Watch(ctx context.Context) <-chan *metadata.Image {
 	return ch
 }
 func (s *brokerStore) LeaseValid() bool {
-	b, ok := s.image.Brokers[s.b.id]
-	return ok && !b.Fenced && b.Epoch == s.b.epoch && s.b.clock.Now().Before(s.leaseUntil)
+	return !s.fenced && s.b.clock.Now().Before(s.leaseUntil)
 }
+func (s *brokerStore) Fenced() bool       { return s.fenced }
 func (s *brokerStore) BrokerEpoch() int64 { return s.b.epoch }
 func (s *brokerStore) CreateTopics(context.Context, []metadata.TopicSpec, bool) []metadata.TopicResult {
 	return nil

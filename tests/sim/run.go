@@ -107,6 +107,9 @@ type Result struct {
 // Stats count what a run did.
 type Stats struct {
 	Events, Acked, Consumed, Crashes, Recreations, DeleteRecords, Reassignments int
+	// DeposedReads counts consumer fetches served by a deposed leader that had not yet
+	// heard so (see consumer.fetch).
+	DeposedReads int
 }
 
 // World is one simulated cluster and its clients.
