@@ -1,6 +1,7 @@
 package log
 
 import (
+	"errors"
 	"os"
 	"sync"
 )
@@ -13,6 +14,8 @@ import (
 type Faults struct {
 	mu      sync.Mutex
 	syncErr error
+	// dur, when set, tracks what is durable (TrackDurability).
+	dur *durability
 }
 
 // FailSyncs makes every fsync of the logs opened with f, of a file or of a directory,
@@ -36,28 +39,52 @@ type faultyFS struct {
 }
 
 func (fs faultyFS) OpenFile(name string, flag int, perm os.FileMode) (file, error) {
+	track := fs.f.tracking() != nil
+	created := false
+	if track && flag&os.O_CREATE != 0 {
+		_, err := os.Lstat(name)
+		created = errors.Is(err, os.ErrNotExist)
+	}
 	inner, err := fs.fileSystem.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err
 	}
-	return faultyFile{file: inner, f: fs.f}, nil
+	ff := faultyFile{file: inner, f: fs.f}
+	if track {
+		ff.ino = fs.f.opened(name, inner, created)
+	}
+	return ff, nil
 }
 
 func (fs faultyFS) SyncDir(path string) error {
 	if err := fs.f.syncFault(); err != nil {
 		return err
 	}
-	return fs.fileSystem.SyncDir(path)
+	if err := fs.fileSystem.SyncDir(path); err != nil {
+		return err
+	}
+	if fs.f.tracking() != nil {
+		fs.f.syncedDir(path)
+	}
+	return nil
 }
 
 type faultyFile struct {
 	file
 	f *Faults
+	// ino is the tracked inode, 0 when durability is not tracked.
+	ino uint64
 }
 
 func (ff faultyFile) Sync() error {
 	if err := ff.f.syncFault(); err != nil {
 		return err
 	}
-	return ff.file.Sync()
+	if err := ff.file.Sync(); err != nil {
+		return err
+	}
+	if ff.ino != 0 {
+		ff.f.synced(ff.file, ff.ino)
+	}
+	return nil
 }

@@ -1,0 +1,260 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+)
+
+// durability remembers, for the files a log opens through a Faults with tracking on,
+// what a power cut would leave of them: each file's content as of its last fsync, and
+// each directory's entries as of its last fsync. Files are known by inode, so that a
+// rename or a removal that was not made durable can be undone.
+//
+// The model is the adversarial end of what POSIX allows: every write since the last
+// fsync of its file is lost, and every creation, rename and removal since the last fsync
+// of its directory is undone. A file created and never fsynced comes back empty, if its
+// directory entry was made durable at all. Only files the log opens are tracked: other
+// files in the same directories (the partition's checkpoints, written atomically with
+// their own fsyncs) and the directories themselves are left as they are.
+type durability struct {
+	// content is each tracked inode's durable bytes (nil: never synced, so empty).
+	content map[uint64][]byte
+	// entries is each directory's durable names of tracked inodes, as of its last fsync
+	// (a directory first seen without one has none).
+	entries map[string]map[string]uint64
+}
+
+// TrackDurability makes f remember what every file and directory operation of the logs
+// opened with f has made durable, so that PowerLoss can put the disk back to it. Call it
+// before opening the logs; it is for simulations and tests.
+func (f *Faults) TrackDurability() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dur == nil {
+		f.dur = &durability{content: map[uint64][]byte{}, entries: map[string]map[string]uint64{}}
+	}
+}
+
+func (f *Faults) tracking() *durability {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dur
+}
+
+func inodeOf(fi os.FileInfo) (uint64, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return st.Ino, true
+}
+
+// opened records a file opened at name: a new inode is tracked, with the content it had
+// when first seen (it predates tracking) as durable; one this open created has nothing
+// durable yet (an inode number the file system reused starts afresh).
+func (f *Faults) opened(name string, fl file, created bool) uint64 {
+	fi, err := fl.Stat()
+	if err != nil {
+		return 0
+	}
+	ino, ok := inodeOf(fi)
+	if !ok {
+		return 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d := f.dur
+	dir := filepath.Dir(name)
+	if d.entries[dir] == nil {
+		d.entries[dir] = map[string]uint64{}
+	}
+	if created {
+		d.content[ino] = nil
+		return ino
+	}
+	if _, known := d.content[ino]; !known {
+		var b []byte
+		if fi.Size() > 0 {
+			// It was there before tracking began (or before this broker's first open):
+			// taken as durable, entry included.
+			b = make([]byte, fi.Size())
+			if n, err := fl.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+				b = b[:n]
+			}
+			d.entries[dir][filepath.Base(name)] = ino
+		}
+		d.content[ino] = b
+	}
+	return ino
+}
+
+// synced records a file's fsync: its current bytes are durable.
+func (f *Faults) synced(fl file, ino uint64) {
+	if ino == 0 {
+		return
+	}
+	fi, err := fl.Stat()
+	if err != nil {
+		return
+	}
+	b := make([]byte, fi.Size())
+	if n, err := fl.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+		b = b[:n]
+	}
+	f.mu.Lock()
+	f.dur.content[ino] = b
+	f.mu.Unlock()
+}
+
+// syncedDir records a directory's fsync: its current names of tracked inodes are durable.
+func (f *Faults) syncedDir(dir string) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	now := map[string]uint64{}
+	for _, de := range des {
+		if !de.Type().IsRegular() {
+			continue
+		}
+		fi, err := de.Info()
+		if err != nil {
+			continue
+		}
+		if ino, ok := inodeOf(fi); ok {
+			now[de.Name()] = ino
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d := f.dur
+	entries := map[string]uint64{}
+	for name, ino := range now {
+		if _, tracked := d.content[ino]; tracked {
+			entries[name] = ino
+		}
+	}
+	d.entries[filepath.Clean(dir)] = entries
+}
+
+// PowerLoss puts every directory the tracked logs used back to what a power cut leaves:
+// each tracked file reverts to its content at its last fsync, tracked files created or
+// renamed in since their directory's last fsync disappear, and those removed or renamed
+// away since then come back. The logs must be closed (a crashed process's). It returns
+// how many files it changed.
+func (f *Faults) PowerLoss() (changed int, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d := f.dur
+	if d == nil {
+		return 0, errors.New("power loss without TrackDurability")
+	}
+	dirs := make([]string, 0, len(d.entries))
+	for dir := range d.entries {
+		dirs = append(dirs, dir)
+	}
+	slices.Sort(dirs)
+	for _, dir := range dirs {
+		n, err := d.restoreDir(dir)
+		changed += n
+		if err != nil {
+			return changed, fmt.Errorf("power loss in %s: %w", dir, err)
+		}
+	}
+	return changed, nil
+}
+
+func (d *durability) restoreDir(dir string) (changed int, err error) {
+	des, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		// Directories are not tracked: a removed one stays removed.
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	durable := d.entries[dir]
+	present := map[string]bool{}
+	for _, de := range des {
+		if !de.Type().IsRegular() {
+			continue
+		}
+		fi, err := de.Info()
+		if err != nil {
+			return changed, err
+		}
+		ino, ok := inodeOf(fi)
+		if _, tracked := d.content[ino]; !ok || !tracked {
+			continue
+		}
+		name := de.Name()
+		path := filepath.Join(dir, name)
+		if want, ok := durable[name]; !ok || want != ino {
+			// Created, or renamed in, since the directory's last fsync.
+			if err := os.Remove(path); err != nil {
+				return changed, err
+			}
+			changed++
+			continue
+		}
+		present[name] = true
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return changed, err
+		}
+		if string(b) == string(d.content[ino]) {
+			continue
+		}
+		if err := rewrite(path, d.content[ino]); err != nil {
+			return changed, err
+		}
+		changed++
+	}
+	names := make([]string, 0, len(durable))
+	for name := range durable {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if present[name] {
+			continue
+		}
+		// Removed, or renamed away, since the directory's last fsync: back, as a new
+		// inode with the old one's durable content.
+		ino := durable[name]
+		path := filepath.Join(dir, name)
+		if err := rewrite(path, d.content[ino]); err != nil {
+			return changed, err
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			return changed, err
+		}
+		nino, ok := inodeOf(fi)
+		if !ok {
+			return changed, fmt.Errorf("no inode for %s", path)
+		}
+		d.content[nino] = d.content[ino]
+		durable[name] = nino
+		changed++
+	}
+	return changed, nil
+}
+
+// rewrite replaces path's content in place (or creates it).
+func rewrite(path string, b []byte) error {
+	fl, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := fl.Write(b); err != nil {
+		fl.Close()
+		return err
+	}
+	return fl.Close()
+}
