@@ -258,3 +258,13 @@ func rewrite(path string, b []byte) error {
 	}
 	return fl.Close()
 }
+
+// TrackedFiles is how many inodes the tracker knows (for traces and tests).
+func (f *Faults) TrackedFiles() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dur == nil {
+		return 0
+	}
+	return len(f.dur.content)
+}

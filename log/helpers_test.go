@@ -154,20 +154,7 @@ func readAll(t testing.TB, l *Log, offset int64) [][]byte {
 
 // crashForTest abandons the log as a killed process would: nothing is trimmed, synced
 // or marked clean. The page cache keeps what was written, as after a process crash.
-func (l *Log) crashForTest() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed.Swap(true) {
-		return
-	}
-	l.stopFlusher()
-	segs := l.segments()
-	l.publish(nil)
-	for _, s := range segs {
-		s.release()
-	}
-	l.lock.Close() // a dead process's locks go with it
-}
+func (l *Log) crashForTest() { l.Abandon() }
 
 // checkIndexes verifies that every segment's indexes are exactly what a rebuild from
 // its data gives, and that the segments chain up to the log's end offset.

@@ -175,6 +175,26 @@ func (l *Log) Close() error { return l.close(true) }
 // saved.
 func (l *Log) CloseUnclean() error { return l.close(false) }
 
+// Abandon lets go of the log as a killed process does: nothing is sealed, trimmed,
+// synced or marked, and the directory lock is released. What was written stays as the
+// page cache holds it, so that a power cut after it (Faults.PowerLoss) loses exactly
+// what was never fsynced. Views obtained before stay valid until released. For
+// simulations and tests; a running broker closes its logs.
+func (l *Log) Abandon() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Swap(true) {
+		return
+	}
+	l.stopFlusher()
+	segs := l.segments()
+	l.publish(nil)
+	for _, s := range segs {
+		s.release()
+	}
+	l.lock.Close()
+}
+
 func (l *Log) close(clean bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -62,6 +62,9 @@ type ManagerConfig struct {
 	// Driven starts no background loop and no cleaner: the caller enforces retention
 	// and checkpoints high watermarks itself (the deterministic simulation).
 	Driven bool
+	// DiskFaults, when set, injects disk faults into every replica's log (tests and
+	// the simulation's power cuts; see log.Faults). Nil in production.
+	DiskFaults *shalelog.Faults
 }
 
 // DefaultRecoveryThreads is Shale's default for num.recovery.threads.per.data.dir. Kafka's
@@ -252,6 +255,7 @@ func (m *Manager) Open(topic string, topicID [16]byte, index int32, cfg Settings
 func (m *Manager) openReplica(tp TopicPartition, topicID [16]byte, hw int64, cfg Settings) (*Partition, error) {
 	dir := filepath.Join(m.cfg.Dir, tp.String())
 	cfg.Log.Maps = m.maps
+	cfg.Log.Faults = m.cfg.DiskFaults
 	p, err := open(tp.Topic, topicID, tp.Index, m.cfg.NodeID, dir, hw, cfg, m.lg)
 	if errors.Is(err, ErrTopicIDMismatch) {
 		m.lg.Warn("replica directory belongs to an older topic of the same name; setting it aside", "partition", tp, "err", err)
@@ -459,8 +463,9 @@ func (m *Manager) EnforceRetention(ctx context.Context) {
 }
 
 // Crash releases every replica as a killed process would: no high-watermark checkpoint,
-// no producer snapshot, no clean-shutdown marker. What was written stays as the page
-// cache holds it (the simulation's crash of a process, not of the machine).
+// no producer snapshot, no clean-shutdown marker, nothing synced. What was written stays
+// as the page cache holds it (the simulation's crash of a process; a power cut after it
+// is log.Faults.PowerLoss).
 func (m *Manager) Crash() {
 	close(m.stop)
 	<-m.done
@@ -477,7 +482,7 @@ func (m *Manager) Crash() {
 	m.mu.Unlock()
 	for _, p := range parts {
 		p.role.Store(int32(RoleNone))
-		_ = p.log.CloseUnclean()
+		p.log.Abandon()
 		p.wakeChanged()
 	}
 }

@@ -81,6 +81,9 @@ type Config struct {
 	// Manager this way, so that every interleaving follows from its seed; a node never
 	// sets it.
 	Driven bool
+	// DiskFaults, when set, injects disk faults into every replica's log: fsync
+	// errors, and the simulation's power cuts (log.Faults). Nil in production.
+	DiskFaults *shalelog.Faults
 	// Dial reaches a leader for the replica fetchers; nil is a Kafka client over TCP
 	// with FetcherOpts.
 	Dial func(leader metadata.Broker) (BrokerConn, error)
@@ -195,7 +198,7 @@ func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 		RecoveryThreads: cfg.RecoveryThreads, MaxMappedSegments: cfg.MaxMappedSegments,
 		CleanerDisabled: cfg.CleanerDisabled, CleanerThreads: cfg.CleanerThreads, CleanerDedupeBufferSize: cfg.CleanerDedupeBufferSize,
 		CleanerIOMaxBytesPerSecond: cfg.CleanerIOMaxBytesPerSecond, CleanerBackoff: cfg.CleanerBackoff,
-		Driven: cfg.Driven,
+		Driven: cfg.Driven, DiskFaults: cfg.DiskFaults,
 	})
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shalelog/shale/controller"
 	"github.com/shalelog/shale/internal/metadata"
+	shalelog "github.com/shalelog/shale/log"
 	"github.com/shalelog/shale/replication"
 
 	pb "github.com/shalelog/shale/controller/proto"
@@ -198,6 +199,8 @@ type broker struct {
 	waiting []*pendingProduce
 	// purges are DeleteRecords waiting for the followers' log starts.
 	purges []*pendingPurge
+	// disk tracks what the broker's logs made durable, for power cuts.
+	disk *shalelog.Faults
 }
 
 type brokerClock struct {
@@ -243,6 +246,7 @@ func (b *broker) register() {
 		Logger:            b.w.logger.With("broker", b.id),
 		Clock:             b.clock,
 		Driven:            true,
+		DiskFaults:        b.disk,
 		Dial:              b.dial,
 		Spawn:             b.spawn,
 	}, b.store)
@@ -289,6 +293,19 @@ func (b *broker) crash() {
 	}
 	b.waiting, b.purges = nil, nil // (their answers are lost with the process)
 	b.w.s.trace.add("%s crashed", b.name())
+}
+
+// losePower puts the crashed broker's disk back to what it had made durable: every
+// write since the last fsync of its file, and every file created, renamed or removed
+// since the last fsync of its directory, undone (log.Faults.PowerLoss).
+func (b *broker) losePower() {
+	n, err := b.disk.PowerLoss()
+	if err != nil {
+		b.w.violate("%s power loss: %v", b.name(), err)
+		return
+	}
+	b.w.stats.PowerLosses++
+	b.w.s.trace.add("%s loses power: %d of %d tracked files back to what was fsynced", b.name(), n, b.disk.TrackedFiles())
 }
 
 // heartbeat renews the broker's lease as controller.BrokerClient does: the answer says

@@ -32,6 +32,9 @@ type faults struct {
 	recreate         bool // topic deleted and recreated under the same name
 	failovers        bool
 	reassign         bool // partitions moved between replica sets (KIP-455)
+	// powerLoss: topics fsync every append (flush.messages=1), and half the crashes,
+	// and one blackout of every broker, lose whatever was not fsynced.
+	powerLoss bool
 }
 
 func drawFaults(s *scheduler) faults {
@@ -60,6 +63,7 @@ func drawFaults(s *scheduler) faults {
 		f.metadataLag = s.rng.Float64() * 0.5
 	}
 	f.reassign = pick(0.3)
+	f.powerLoss = pick(0.3)
 	return f
 }
 
@@ -80,6 +84,7 @@ func (f faults) String() string {
 	add(f.recreate, "recreate-topic")
 	add(f.failovers, "controller-failover")
 	add(f.reassign, "reassign")
+	add(f.powerLoss, "power-loss")
 	return fmt.Sprintf("drop=%.3f delay=%.3f dup=%.3f metadata-lag=%.2f %s", f.drop, f.delay, f.dup, f.metadataLag, strings.Join(on, " "))
 }
 
@@ -110,6 +115,8 @@ type Stats struct {
 	// DeposedReads counts consumer fetches served by a deposed leader that had not yet
 	// heard so (see consumer.fetch).
 	DeposedReads int
+	// PowerLosses counts brokers that lost power (a blackout counts each).
+	PowerLosses int
 }
 
 // World is one simulated cluster and its clients.
@@ -190,7 +197,10 @@ func Run(opt Options) Result {
 	w.ctl = newCtl(w)
 	for i := range numBrokers {
 		id := int32(i + 1)
-		b := &broker{w: w, id: id, dir: brokerDir(opt.Dir, id), cut: map[int32]bool{}}
+		b := &broker{w: w, id: id, dir: brokerDir(opt.Dir, id), cut: map[int32]bool{}, disk: &shalelog.Faults{}}
+		// Tracked from the broker's first start, across every restart: what an earlier
+		// incarnation wrote and never synced is still not durable.
+		b.disk.TrackDurability()
 		b.clock = &brokerClock{w: w}
 		w.brokers = append(w.brokers, b)
 		b.start()
@@ -357,6 +367,13 @@ func (w *World) createTopic() {
 	}
 	if w.f.retentionBytes {
 		g.configs["retention.bytes"] = "3072"
+	}
+	if w.f.powerLoss {
+		g.configs["flush.messages"] = "1"
+		// Index entries every few batches: an fsync per append covers the data, not
+		// the active segment's indexes, which a power cut then takes back to what the
+		// last full sync left and recovery must rebuild.
+		g.configs["index.interval.bytes"] = "128"
 	}
 	if w.f.backfill {
 		g.configs["retention.ms"] = "86400000"
@@ -555,6 +572,9 @@ func (w *World) scheduleFaults(chaos time.Duration) {
 			at("reassign", w.reassign)
 		}
 	}
+	if w.f.powerLoss {
+		at("blackout", w.blackout)
+	}
 	if w.f.failovers {
 		for range n(2) {
 			at("controller failover", func() { w.ctl.failover(w.s.between(50*time.Millisecond, 1500*time.Millisecond)) })
@@ -569,11 +589,32 @@ func (w *World) crashAndRestart(b *broker) {
 	}
 	w.stats.Crashes++
 	b.crash()
+	if w.f.powerLoss && w.s.chance(0.5) {
+		b.losePower()
+	}
 	w.s.after(w.s.between(100*time.Millisecond, 4*time.Second), "restart", func() {
 		if !b.up {
 			b.start()
 		}
 	})
+}
+
+// blackout cuts the power of every broker at once; each comes back a while later. Only
+// what was fsynced survives, which with flush.messages=1 is every acknowledged record.
+func (w *World) blackout() {
+	w.s.trace.add("blackout")
+	for _, b := range w.brokers {
+		if b.up {
+			w.stats.Crashes++
+			b.crash()
+		}
+		b.losePower()
+		w.s.after(w.s.between(100*time.Millisecond, 3*time.Second), "restart", func() {
+			if !b.up {
+				b.start()
+			}
+		})
+	}
 }
 
 // heal ends the faults: every broker up and reachable, clients stop producing new
