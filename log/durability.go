@@ -27,6 +27,23 @@ type durability struct {
 	// entries is each directory's durable names of tracked inodes, as of its last fsync
 	// (a directory first seen without one has none).
 	entries map[string]map[string]uint64
+	// dirIno is the inode of the directory entries describes. Directories themselves
+	// are not tracked: one renamed away (a deleted topic's replica set aside) and
+	// another created at its path start afresh, and the old one's entries are dropped.
+	dirIno map[string]uint64
+}
+
+// dirEntries returns dir's durable entries, afresh when the directory at that path is
+// not the one they were recorded for. The caller holds the Faults' lock.
+func (d *durability) dirEntries(dir string) map[string]uint64 {
+	ino := uint64(0)
+	if fi, err := os.Stat(dir); err == nil {
+		ino, _ = inodeOf(fi)
+	}
+	if d.entries[dir] == nil || d.dirIno[dir] != ino {
+		d.entries[dir], d.dirIno[dir] = map[string]uint64{}, ino
+	}
+	return d.entries[dir]
 }
 
 // TrackDurability makes f remember what every file and directory operation of the logs
@@ -36,7 +53,7 @@ func (f *Faults) TrackDurability() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.dur == nil {
-		f.dur = &durability{content: map[uint64][]byte{}, entries: map[string]map[string]uint64{}}
+		f.dur = &durability{content: map[uint64][]byte{}, entries: map[string]map[string]uint64{}, dirIno: map[string]uint64{}}
 	}
 }
 
@@ -69,10 +86,7 @@ func (f *Faults) opened(name string, fl file, created bool) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d := f.dur
-	dir := filepath.Dir(name)
-	if d.entries[dir] == nil {
-		d.entries[dir] = map[string]uint64{}
-	}
+	entries := d.dirEntries(filepath.Dir(name))
 	if created {
 		d.content[ino] = nil
 		return ino
@@ -86,7 +100,7 @@ func (f *Faults) opened(name string, fl file, created bool) uint64 {
 			if n, err := fl.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
 				b = b[:n]
 			}
-			d.entries[dir][filepath.Base(name)] = ino
+			entries[filepath.Base(name)] = ino
 		}
 		d.content[ino] = b
 	}
@@ -133,13 +147,13 @@ func (f *Faults) syncedDir(dir string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d := f.dur
-	entries := map[string]uint64{}
+	entries := d.dirEntries(filepath.Clean(dir))
+	clear(entries)
 	for name, ino := range now {
 		if _, tracked := d.content[ino]; tracked {
 			entries[name] = ino
 		}
 	}
-	d.entries[filepath.Clean(dir)] = entries
 }
 
 // PowerLoss puts every directory the tracked logs used back to what a power cut leaves:
@@ -170,11 +184,19 @@ func (f *Faults) PowerLoss() (changed int, err error) {
 }
 
 func (d *durability) restoreDir(dir string) (changed int, err error) {
-	des, err := os.ReadDir(dir)
+	fi, err := os.Stat(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		// Directories are not tracked: a removed one stays removed.
 		return 0, nil
 	}
+	if err != nil {
+		return 0, err
+	}
+	if ino, _ := inodeOf(fi); ino != d.dirIno[dir] {
+		// Another directory now: the one recorded was renamed away or removed.
+		return 0, nil
+	}
+	des, err := os.ReadDir(dir)
 	if err != nil {
 		return 0, err
 	}

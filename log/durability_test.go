@@ -140,3 +140,52 @@ func isPrefix(got, all [][]byte) bool {
 	}
 	return true
 }
+
+// TestPowerLossDirectoryReplaced: directories are not tracked, so a directory renamed
+// away and another created at its path (a deleted topic's replica set aside, the topic
+// recreated) keeps the new one's files, never the old one's.
+func TestPowerLossDirectoryReplaced(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "t-0")
+	f := &Faults{}
+	f.TrackDurability()
+	fsys := faultyFS{fileSystem: osFS{}, f: f}
+	put := func(name, content string) {
+		t.Helper()
+		fl, err := fsys.OpenFile(filepath.Join(dir, name), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fl.WriteAt([]byte(content), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := fl.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		fl.Close()
+		if err := fsys.SyncDir(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	put("old.log", "old incarnation")
+	if err := os.Rename(dir, dir+".x-delete"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	put("new.log", "new incarnation")
+	if _, err := f.PowerLoss(); err != nil {
+		t.Fatal(err)
+	}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(des) != 1 || des[0].Name() != "new.log" {
+		t.Fatalf("after the power loss the new directory holds %v, want only new.log", des)
+	}
+}
