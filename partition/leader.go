@@ -135,10 +135,13 @@ func (p *Partition) FollowerFetched(id int32, fetchOffset, logStart int64, now t
 	return hwMoved, expand, nil
 }
 
-// LowWatermark is the least log start offset over this leader and its followers that
-// alive says are live (Kafka's low watermark): below it, no replica that could lead
-// still holds a record. A follower that has not reported its log start counts as -1.
-// It fails when this replica is not the leader.
+// LowWatermark is the least log start offset over this leader, its followers that alive
+// says are live (Kafka's low watermark) and every member of the maximal ISR, live or not:
+// below it, no replica that could lead still holds a record. An ISR member counts even
+// when this broker's metadata says it is fenced: that metadata may lag the partition
+// state (a member unfenced and added back since), and any ISR member may be elected.
+// A follower that has not reported its log start counts as -1. It fails when this
+// replica is not the leader.
 func (p *Partition) LowWatermark(alive func(id int32) bool) (int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -146,8 +149,14 @@ func (p *Partition) LowWatermark(alive func(id int32) bool) (int64, error) {
 		return 0, ErrNotLeader
 	}
 	low := p.log.StartOffset()
+	isr := p.maximalISRLocked()
+	for _, id := range isr {
+		if _, ok := p.followers[id]; !ok && id != p.nodeID {
+			low = -1
+		}
+	}
 	for id, f := range p.followers {
-		if alive(id) {
+		if alive(id) || slices.Contains(isr, id) {
 			low = min(low, f.logStart)
 		}
 	}

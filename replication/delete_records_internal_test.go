@@ -91,4 +91,25 @@ func TestDeleteRecordsWaitsForTheFollowers(t *testing.T) {
 	if low, done, err := g.Poll(); !done || err != nil || low != 8 {
 		t.Fatalf("purge with only a fenced replica behind: low watermark %d, done %v, %v", low, done, err)
 	}
+
+	// But one in the ISR does, fenced or not: this broker's metadata may lag the
+	// partition state (broker 3 unfenced and added back since), and any ISR member may
+	// be elected next. Simulation seed 5729 found the purge undone that way.
+	inISR := topicImage(12, oldTopicID, metadata.Partition{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3},
+		Leader: 1, LeaderEpoch: 4, PartitionEpoch: 11})
+	inISR.Brokers[3] = b // still fenced in this image
+	m.apply(inISR, false)
+	st.im = inISR
+	g, err = m.StartDeleteRecords("t", 0, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch(2, 9)
+	if low, done, err := g.Poll(); done || err != nil {
+		t.Fatalf("purge done (low watermark %d, %v) while ISR member 3 starts at 6", low, err)
+	}
+	fetch(3, 9)
+	if low, done, err := g.Poll(); !done || err != nil || low != 9 {
+		t.Fatalf("purge once every ISR member moved: low watermark %d, done %v, %v", low, done, err)
+	}
 }
