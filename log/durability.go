@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,6 +32,16 @@ type durability struct {
 	// are not tracked: one renamed away (a deleted topic's replica set aside) and
 	// another created at its path start afresh, and the old one's entries are dropped.
 	dirIno map[string]uint64
+	// live is each directory's current names of tracked inodes, kept by the tracked
+	// operations, so that a directory's fsync costs no listing.
+	live map[string]map[string]uint64
+}
+
+func (d *durability) liveDir(dir string) map[string]uint64 {
+	if d.live[dir] == nil {
+		d.live[dir] = map[string]uint64{}
+	}
+	return d.live[dir]
 }
 
 // dirEntries returns dir's durable entries, afresh when the directory at that path is
@@ -42,6 +53,7 @@ func (d *durability) dirEntries(dir string) map[string]uint64 {
 	}
 	if d.entries[dir] == nil || d.dirIno[dir] != ino {
 		d.entries[dir], d.dirIno[dir] = map[string]uint64{}, ino
+		delete(d.live, dir)
 	}
 	return d.entries[dir]
 }
@@ -53,7 +65,8 @@ func (f *Faults) TrackDurability() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.dur == nil {
-		f.dur = &durability{content: map[uint64][]byte{}, entries: map[string]map[string]uint64{}, dirIno: map[string]uint64{}}
+		f.dur = &durability{content: map[uint64][]byte{}, entries: map[string]map[string]uint64{}, dirIno: map[string]uint64{},
+			live: map[string]map[string]uint64{}}
 	}
 }
 
@@ -87,6 +100,7 @@ func (f *Faults) opened(name string, fl file, created bool) uint64 {
 	defer f.mu.Unlock()
 	d := f.dur
 	entries := d.dirEntries(filepath.Dir(name))
+	d.liveDir(filepath.Dir(name))[filepath.Base(name)] = ino
 	if created {
 		d.content[ino] = nil
 		return ino
@@ -127,33 +141,47 @@ func (f *Faults) synced(fl file, ino uint64) {
 
 // syncedDir records a directory's fsync: its current names of tracked inodes are durable.
 func (f *Faults) syncedDir(dir string) {
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	now := map[string]uint64{}
-	for _, de := range des {
-		if !de.Type().IsRegular() {
-			continue
-		}
-		fi, err := de.Info()
-		if err != nil {
-			continue
-		}
-		if ino, ok := inodeOf(fi); ok {
-			now[de.Name()] = ino
-		}
-	}
+	dir = filepath.Clean(dir)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d := f.dur
-	entries := d.dirEntries(filepath.Clean(dir))
+	entries := d.dirEntries(dir)
 	clear(entries)
-	for name, ino := range now {
-		if _, tracked := d.content[ino]; tracked {
-			entries[name] = ino
+	for name, ino := range d.live[dir] {
+		entries[name] = ino
+	}
+}
+
+// renamed and removed keep the live names.
+func (f *Faults) renamed(oldpath, newpath string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d := f.dur
+	od, on := filepath.Dir(oldpath), filepath.Base(oldpath)
+	ino, ok := d.live[od][on]
+	if !ok {
+		return
+	}
+	delete(d.live[od], on)
+	d.liveDir(filepath.Dir(newpath))[filepath.Base(newpath)] = ino
+}
+
+func (f *Faults) removed(path string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.dur.live[filepath.Dir(path)], filepath.Base(path))
+}
+
+func (f *Faults) removedAll(path string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	path = filepath.Clean(path)
+	for dir := range f.dur.live {
+		if dir == path || len(dir) > len(path) && dir[:len(path)+1] == path+string(filepath.Separator) {
+			delete(f.dur.live, dir)
 		}
 	}
+	delete(f.dur.live[filepath.Dir(path)], filepath.Base(path))
 }
 
 // PowerLoss puts every directory the tracked logs used back to what a power cut leaves:
@@ -201,6 +229,8 @@ func (d *durability) restoreDir(dir string) (changed int, err error) {
 		return 0, err
 	}
 	durable := d.entries[dir]
+	// After the cut the live names are the durable ones.
+	defer func() { d.live[dir] = maps.Clone(d.entries[dir]) }()
 	present := map[string]bool{}
 	for _, de := range des {
 		if !de.Type().IsRegular() {

@@ -69,6 +69,36 @@ func (fs faultyFS) SyncDir(path string) error {
 	return nil
 }
 
+func (fs faultyFS) Rename(oldpath, newpath string) error {
+	if err := fs.fileSystem.Rename(oldpath, newpath); err != nil {
+		return err
+	}
+	if fs.f.tracking() != nil {
+		fs.f.renamed(oldpath, newpath)
+	}
+	return nil
+}
+
+func (fs faultyFS) Remove(name string) error {
+	if err := fs.fileSystem.Remove(name); err != nil {
+		return err
+	}
+	if fs.f.tracking() != nil {
+		fs.f.removed(name)
+	}
+	return nil
+}
+
+func (fs faultyFS) RemoveAll(path string) error {
+	if err := fs.fileSystem.RemoveAll(path); err != nil {
+		return err
+	}
+	if fs.f.tracking() != nil {
+		fs.f.removedAll(path)
+	}
+	return nil
+}
+
 type faultyFile struct {
 	file
 	f *Faults

@@ -5,7 +5,8 @@
 // and their answers, AlterPartition and heartbeats, metadata deliveries, produce and
 // fetch requests) is an event on one seeded scheduler, so a seed replays its run
 // exactly. Faults drawn from the seed: messages lost, delayed, duplicated and so
-// reordered; broker crashes; brokers cut off from the controllers (their metadata
+// reordered; broker crashes, and power cuts that take each broker's disk back to what
+// it had fsynced (log.Faults.PowerLoss); brokers cut off from the controllers (their metadata
 // then arrives coalesced); delayed metadata; links between brokers cut; clock jumps;
 // retention by bytes and by time (backfilled timestamps); DeleteRecords; topic deletion
 // and recreation under the same name; partition reassignment and its cancellation;
