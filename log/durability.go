@@ -13,8 +13,10 @@ import (
 
 // durability remembers, for the files a log opens through a Faults with tracking on,
 // what a power cut would leave of them: each file's content as of its last fsync, and
-// each directory's entries as of its last fsync. Files are known by inode, so that a
-// rename or a removal that was not made durable can be undone.
+// each directory's entries as of its last fsync. Each file gets an id of its own when the
+// tracker first sees it, so that a rename or a removal that was not made durable can be
+// undone, even where the file system has since given the removed file's inode number to
+// another file.
 //
 // The model is the adversarial end of what POSIX allows: every write since the last
 // fsync of its file is lost, and every creation, rename and removal since the last fsync
@@ -23,16 +25,19 @@ import (
 // files in the same directories (the partition's checkpoints, written atomically with
 // their own fsyncs) and the directories themselves are left as they are.
 type durability struct {
-	// content is each tracked inode's durable bytes (nil: never synced, so empty).
+	nextID uint64
+	// ids maps each tracked inode that still has a name to its file id.
+	ids map[uint64]uint64
+	// content is each file's durable bytes (nil: never synced, so empty).
 	content map[uint64][]byte
-	// entries is each directory's durable names of tracked inodes, as of its last fsync
+	// entries is each directory's durable names (name to file id), as of its last fsync
 	// (a directory first seen without one has none).
 	entries map[string]map[string]uint64
 	// dirIno is the inode of the directory entries describes. Directories themselves
 	// are not tracked: one renamed away (a deleted topic's replica set aside) and
 	// another created at its path start afresh, and the old one's entries are dropped.
 	dirIno map[string]uint64
-	// live is each directory's current names of tracked inodes, kept by the tracked
+	// live is each directory's current names of tracked files, kept by the tracked
 	// operations, so that a directory's fsync costs no listing.
 	live map[string]map[string]uint64
 }
@@ -65,8 +70,8 @@ func (f *Faults) TrackDurability() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.dur == nil {
-		f.dur = &durability{content: map[uint64][]byte{}, entries: map[string]map[string]uint64{}, dirIno: map[string]uint64{},
-			live: map[string]map[string]uint64{}}
+		f.dur = &durability{ids: map[uint64]uint64{}, content: map[uint64][]byte{},
+			entries: map[string]map[string]uint64{}, dirIno: map[string]uint64{}, live: map[string]map[string]uint64{}}
 	}
 }
 
@@ -84,9 +89,17 @@ func inodeOf(fi os.FileInfo) (uint64, bool) {
 	return st.Ino, true
 }
 
-// opened records a file opened at name: a new inode is tracked, with the content it had
-// when first seen (it predates tracking) as durable; one this open created has nothing
-// durable yet (an inode number the file system reused starts afresh).
+func readAllAt(fl file, size int64) []byte {
+	b := make([]byte, size)
+	if n, err := fl.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+		b = b[:n]
+	}
+	return b
+}
+
+// opened records a file opened at name and returns its id. A file this open created has
+// nothing durable yet; one first seen that predates tracking is taken as durable, entry
+// included.
 func (f *Faults) opened(name string, fl file, created bool) uint64 {
 	fi, err := fl.Stat()
 	if err != nil {
@@ -99,47 +112,40 @@ func (f *Faults) opened(name string, fl file, created bool) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d := f.dur
-	entries := d.dirEntries(filepath.Dir(name))
-	d.liveDir(filepath.Dir(name))[filepath.Base(name)] = ino
-	if created {
-		d.content[ino] = nil
-		return ino
-	}
-	if _, known := d.content[ino]; !known {
-		var b []byte
-		if fi.Size() > 0 {
-			// It was there before tracking began (or before this broker's first open):
-			// taken as durable, entry included.
-			b = make([]byte, fi.Size())
-			if n, err := fl.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
-				b = b[:n]
-			}
-			entries[filepath.Base(name)] = ino
+	dir, base := filepath.Dir(name), filepath.Base(name)
+	entries := d.dirEntries(dir)
+	id, known := d.ids[ino]
+	if created || !known {
+		d.nextID++
+		id = d.nextID
+		d.ids[ino] = id
+		if created {
+			d.content[id] = nil
+		} else {
+			d.content[id] = readAllAt(fl, fi.Size())
+			entries[base] = id
 		}
-		d.content[ino] = b
 	}
-	return ino
+	d.liveDir(dir)[base] = id
+	return id
 }
 
 // synced records a file's fsync: its current bytes are durable.
-func (f *Faults) synced(fl file, ino uint64) {
-	if ino == 0 {
+func (f *Faults) synced(fl file, id uint64) {
+	if id == 0 {
 		return
 	}
 	fi, err := fl.Stat()
 	if err != nil {
 		return
 	}
-	b := make([]byte, fi.Size())
-	if n, err := fl.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
-		b = b[:n]
-	}
+	b := readAllAt(fl, fi.Size())
 	f.mu.Lock()
-	f.dur.content[ino] = b
+	f.dur.content[id] = b
 	f.mu.Unlock()
 }
 
-// syncedDir records a directory's fsync: its current names of tracked inodes are durable.
+// syncedDir records a directory's fsync: its current names of tracked files are durable.
 func (f *Faults) syncedDir(dir string) {
 	dir = filepath.Clean(dir)
 	f.mu.Lock()
@@ -147,41 +153,75 @@ func (f *Faults) syncedDir(dir string) {
 	d := f.dur
 	entries := d.dirEntries(dir)
 	clear(entries)
-	for name, ino := range d.live[dir] {
-		entries[name] = ino
+	for name, id := range d.live[dir] {
+		entries[name] = id
 	}
 }
 
-// renamed and removed keep the live names.
+// renamed and removed keep the live names, and forget the inode of a file that lost its
+// last name, so that a new file given the same inode number is a new file.
 func (f *Faults) renamed(oldpath, newpath string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d := f.dur
 	od, on := filepath.Dir(oldpath), filepath.Base(oldpath)
-	ino, ok := d.live[od][on]
+	id, ok := d.live[od][on]
 	if !ok {
 		return
 	}
 	delete(d.live[od], on)
-	d.liveDir(filepath.Dir(newpath))[filepath.Base(newpath)] = ino
+	nd, nn := filepath.Dir(newpath), filepath.Base(newpath)
+	if over, ok := d.live[nd][nn]; ok && over != id {
+		d.forgetLocked(over)
+	}
+	d.liveDir(nd)[nn] = id
 }
 
 func (f *Faults) removed(path string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	delete(f.dur.live[filepath.Dir(path)], filepath.Base(path))
+	d := f.dur
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	if id, ok := d.live[dir][base]; ok {
+		delete(d.live[dir], base)
+		d.forgetLocked(id)
+	}
 }
 
 func (f *Faults) removedAll(path string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	d := f.dur
 	path = filepath.Clean(path)
-	for dir := range f.dur.live {
+	for dir, names := range d.live {
 		if dir == path || len(dir) > len(path) && dir[:len(path)+1] == path+string(filepath.Separator) {
-			delete(f.dur.live, dir)
+			for _, id := range names {
+				d.forgetLocked(id)
+			}
+			delete(d.live, dir)
 		}
 	}
-	delete(f.dur.live[filepath.Dir(path)], filepath.Base(path))
+	if id, ok := d.live[filepath.Dir(path)][filepath.Base(path)]; ok {
+		delete(d.live[filepath.Dir(path)], filepath.Base(path))
+		d.forgetLocked(id)
+	}
+}
+
+// forgetLocked drops the inode of file id, unless another live name still holds it (its
+// content stays: a durable entry may still name it).
+func (d *durability) forgetLocked(id uint64) {
+	for _, names := range d.live {
+		for _, other := range names {
+			if other == id {
+				return
+			}
+		}
+	}
+	for ino, v := range d.ids {
+		if v == id {
+			delete(d.ids, ino)
+		}
+	}
 }
 
 // PowerLoss puts every directory the tracked logs used back to what a power cut leaves:
@@ -224,33 +264,24 @@ func (d *durability) restoreDir(dir string) (changed int, err error) {
 		// Another directory now: the one recorded was renamed away or removed.
 		return 0, nil
 	}
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		return 0, err
-	}
 	durable := d.entries[dir]
 	// After the cut the live names are the durable ones.
 	defer func() { d.live[dir] = maps.Clone(d.entries[dir]) }()
+	names := make([]string, 0, len(d.live[dir]))
+	for name := range d.live[dir] {
+		names = append(names, name)
+	}
+	slices.Sort(names)
 	present := map[string]bool{}
-	for _, de := range des {
-		if !de.Type().IsRegular() {
-			continue
-		}
-		fi, err := de.Info()
-		if err != nil {
-			return changed, err
-		}
-		ino, ok := inodeOf(fi)
-		if _, tracked := d.content[ino]; !ok || !tracked {
-			continue
-		}
-		name := de.Name()
+	for _, name := range names {
+		id := d.live[dir][name]
 		path := filepath.Join(dir, name)
-		if want, ok := durable[name]; !ok || want != ino {
+		if want, ok := durable[name]; !ok || want != id {
 			// Created, or renamed in, since the directory's last fsync.
-			if err := os.Remove(path); err != nil {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return changed, err
 			}
+			d.forgetLocked(id)
 			changed++
 			continue
 		}
@@ -259,40 +290,38 @@ func (d *durability) restoreDir(dir string) (changed int, err error) {
 		if err != nil {
 			return changed, err
 		}
-		if string(b) == string(d.content[ino]) {
+		if string(b) == string(d.content[id]) {
 			continue
 		}
-		if err := rewrite(path, d.content[ino]); err != nil {
+		if err := rewrite(path, d.content[id]); err != nil {
 			return changed, err
 		}
 		changed++
 	}
-	names := make([]string, 0, len(durable))
+	back := make([]string, 0, len(durable))
 	for name := range durable {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		if present[name] {
-			continue
+		if !present[name] {
+			back = append(back, name)
 		}
+	}
+	slices.Sort(back)
+	for _, name := range back {
 		// Removed, or renamed away, since the directory's last fsync: back, as a new
-		// inode with the old one's durable content.
-		ino := durable[name]
+		// inode with the old file's durable content.
+		id := durable[name]
 		path := filepath.Join(dir, name)
-		if err := rewrite(path, d.content[ino]); err != nil {
+		if err := rewrite(path, d.content[id]); err != nil {
 			return changed, err
 		}
 		fi, err := os.Stat(path)
 		if err != nil {
 			return changed, err
 		}
-		nino, ok := inodeOf(fi)
+		ino, ok := inodeOf(fi)
 		if !ok {
 			return changed, fmt.Errorf("no inode for %s", path)
 		}
-		d.content[nino] = d.content[ino]
-		durable[name] = nino
+		d.ids[ino] = id
 		changed++
 	}
 	return changed, nil

@@ -51,7 +51,7 @@ func (fs faultyFS) OpenFile(name string, flag int, perm os.FileMode) (file, erro
 	}
 	ff := faultyFile{file: inner, f: fs.f}
 	if track {
-		ff.ino = fs.f.opened(name, inner, created)
+		ff.id = fs.f.opened(name, inner, created)
 	}
 	return ff, nil
 }
@@ -102,8 +102,8 @@ func (fs faultyFS) RemoveAll(path string) error {
 type faultyFile struct {
 	file
 	f *Faults
-	// ino is the tracked inode, 0 when durability is not tracked.
-	ino uint64
+	// id is the tracker's id of the file, 0 when durability is not tracked.
+	id uint64
 }
 
 func (ff faultyFile) Sync() error {
@@ -113,8 +113,8 @@ func (ff faultyFile) Sync() error {
 	if err := ff.file.Sync(); err != nil {
 		return err
 	}
-	if ff.ino != 0 {
-		ff.f.synced(ff.file, ff.ino)
+	if ff.id != 0 {
+		ff.f.synced(ff.file, ff.id)
 	}
 	return nil
 }

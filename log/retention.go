@@ -92,6 +92,14 @@ func (l *Log) Truncate(offset int64) error {
 	for _, d := range segs[i+1:] {
 		l.dropSegment(d)
 	}
+	if len(segs) > i+1 {
+		// The removals must be durable before anything is appended again at these
+		// offsets: recovery scans from the lowered recovery point and would take the
+		// cut segments back if a power cut undid their unlinks.
+		if err := l.fsys.SyncDir(l.dir); err != nil {
+			return storageError("sync log directory", err)
+		}
+	}
 	if err := l.truncateTxns(newEnd); err != nil {
 		return err
 	}
