@@ -15,8 +15,8 @@ func TestPendingISRChangeIsNotReplaced(t *testing.T) {
 	start := time.Now()
 	p.ApplyState(leaderState(1, 1, 1, 2), start)
 	appendLeader(t, p, 2, 1)
-	p.FollowerFetched(2, 2, -1, start)
-	if _, expand, _ := p.FollowerFetched(3, 2, -1, start); !expand {
+	p.FollowerFetched(2, 2, -1, -1, start)
+	if _, expand, _ := p.FollowerFetched(3, 2, -1, -1, start); !expand {
 		t.Fatal("follower 3 caught up and no expansion is suggested")
 	}
 	c, ok := p.ProposeExpand(3, start)
@@ -33,7 +33,7 @@ func TestPendingISRChangeIsNotReplaced(t *testing.T) {
 		t.Fatal("a second expansion while one is pending")
 	}
 	appendLeader(t, p, 1, 1)
-	p.FollowerFetched(2, 3, -1, later)
+	p.FollowerFetched(2, 3, -1, -1, later)
 	if hw := p.HighWatermark(); hw != 2 {
 		t.Fatalf("high watermark %d passed follower 3 while its expansion is pending", hw)
 	}

@@ -23,6 +23,21 @@ type followerState struct {
 	// reaches the leader's log end as it was at its previous fetch was caught up then.
 	lastFetch            time.Time
 	leaderEndAtLastFetch int64
+	// partitionEpoch is the partition epoch the follower's last fetch said it had
+	// applied (-1: the fetch did not say). See FollowerFetched.
+	partitionEpoch int32
+}
+
+// seenState reports whether the follower's last fetch was sent by a replica that had
+// applied this leader's partition state (or one after it). An ISR expansion rests on
+// it: a fetch sent before the follower was removed from the replica set and added back
+// (the replica deleted and made anew in between) carries the old replica's log end,
+// and may arrive late, after the leader re-added the follower. The old replica only
+// ever knew states from before its removal, which are older than any state that lists
+// the follower again. A fetch that does not say (-1) is taken as current, as from a
+// broker of an earlier version.
+func (f *followerState) seenState(partitionEpoch int32) bool {
+	return f.partitionEpoch < 0 || f.partitionEpoch >= partitionEpoch
 }
 
 // resetFollowersLocked starts tracking the replicas afresh. ISR members count as caught
@@ -38,7 +53,7 @@ func (p *Partition) resetFollowersLocked(now time.Time, newEpoch bool) {
 			p.followers[id] = f
 			continue
 		}
-		f := &followerState{leo: -1, logStart: -1, leaderEndAtLastFetch: -1}
+		f := &followerState{leo: -1, logStart: -1, leaderEndAtLastFetch: -1, partitionEpoch: -1}
 		if slices.Contains(p.state.ISR, id) {
 			f.lastCaughtUp = now
 		}
@@ -93,9 +108,12 @@ var ErrNotReplica = fmt.Errorf("%w: the fetching broker is not a replica of the 
 
 // FollowerFetched records that follower id fetched from fetchOffset (so it holds
 // everything below it) with its log starting at logStart (-1 when the fetch does not
-// say), and advances the high watermark. It reports whether the high watermark moved,
-// and whether the follower, outside the ISR, has caught up and should be added to it.
-func (p *Partition) FollowerFetched(id int32, fetchOffset, logStart int64, now time.Time) (hwMoved, expand bool, err error) {
+// say), having applied the partition state of partitionEpoch (-1 when the fetch does
+// not say), and advances the high watermark. It reports whether the high watermark
+// moved, and whether the follower, outside the ISR, has caught up and should be added
+// to it; a follower is added only on a fetch sent once it had applied this leader's
+// partition state (see followerState.seenState).
+func (p *Partition) FollowerFetched(id int32, fetchOffset, logStart int64, partitionEpoch int32, now time.Time) (hwMoved, expand bool, err error) {
 	p.mu.Lock()
 	if p.Role() != RoleLeader {
 		p.mu.Unlock()
@@ -118,6 +136,7 @@ func (p *Partition) FollowerFetched(id int32, fetchOffset, logStart int64, now t
 	}
 	f.leo = fetchOffset
 	f.lastFetch, f.leaderEndAtLastFetch = now, leo
+	f.partitionEpoch = partitionEpoch
 	// Taken as reported, even when lower than before: a lower start only makes a
 	// DeleteRecords wait longer.
 	startMoved := logStart >= 0 && logStart != f.logStart
@@ -126,7 +145,8 @@ func (p *Partition) FollowerFetched(id int32, fetchOffset, logStart int64, now t
 	}
 	hwMoved = p.maybeAdvanceHWLocked()
 	inISR := slices.Contains(p.maximalISRLocked(), id)
-	expand = !inISR && p.pendingISR == nil && !now.Before(p.isrRetryAt) && f.leo >= p.hw.Load() && f.leo >= p.epochStart
+	expand = !inISR && p.pendingISR == nil && !now.Before(p.isrRetryAt) && f.leo >= p.hw.Load() && f.leo >= p.epochStart &&
+		f.seenState(p.state.PartitionEpoch)
 	p.mu.Unlock()
 	if hwMoved || startMoved {
 		// (A moved log start wakes a DeleteRecords waiting for its low watermark.)
@@ -177,7 +197,7 @@ func (p *Partition) ProposeExpand(id int32, now time.Time) (ISRChange, bool) {
 	defer p.mu.Unlock()
 	f := p.followers[id]
 	if p.Role() != RoleLeader || p.pendingISR != nil || now.Before(p.isrRetryAt) || f == nil || slices.Contains(p.state.ISR, id) ||
-		f.leo < p.hw.Load() || f.leo < p.epochStart {
+		f.leo < p.hw.Load() || f.leo < p.epochStart || !f.seenState(p.state.PartitionEpoch) {
 		return ISRChange{}, false
 	}
 	isr := append(slices.Clone(p.state.ISR), id)

@@ -82,6 +82,9 @@ type Partition struct {
 
 	hw          atomic.Int64
 	leaderEpoch atomic.Int32
+	// partitionEpoch mirrors state.PartitionEpoch for the follower's fetch, which sends
+	// it on every request without taking mu.
+	partitionEpoch atomic.Int32
 	// txnActive is set while a transaction is open or its marker uncommitted, so that
 	// the last stable offset of a partition without transactions needs no lock.
 	txnActive atomic.Bool
@@ -149,6 +152,7 @@ func open(topic string, topicID [16]byte, index, nodeID int32, dir string, hw in
 		cfg:       cfg,
 	}
 	p.leaderEpoch.Store(-1)
+	p.partitionEpoch.Store(-1)
 	p.state.LeaderEpoch, p.state.PartitionEpoch, p.state.Leader = -1, -1, -1
 	if err := p.rebuild(); err != nil {
 		l.Close()
@@ -262,6 +266,10 @@ func (p *Partition) LogStartOffset() int64 { return p.log.StartOffset() }
 // LeaderEpoch is the leader epoch this replica last learned.
 func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch.Load() }
 
+// PartitionEpoch is the partition epoch of the state this replica last applied (-1
+// before any). A follower sends it with its fetches: see FollowerFetched.
+func (p *Partition) PartitionEpoch() int32 { return p.partitionEpoch.Load() }
+
 // Role is this replica's current role.
 func (p *Partition) Role() Role { return Role(p.role.Load()) }
 
@@ -330,6 +338,7 @@ func (p *Partition) ApplyState(s State, now time.Time) (Transition, error) {
 		// before the wake-up).
 		defer p.bumpGen()
 		p.state = s
+		p.partitionEpoch.Store(s.PartitionEpoch)
 		p.pendingISR = nil
 		if s.Role == RoleLeader {
 			p.resetFollowersLocked(now, false)
@@ -339,6 +348,7 @@ func (p *Partition) ApplyState(s State, now time.Time) (Transition, error) {
 	}
 	defer p.bumpGen() // as above
 	p.state = s
+	p.partitionEpoch.Store(s.PartitionEpoch)
 	p.pendingISR = nil
 	p.followers = nil
 	if s.Role == RoleLeader {

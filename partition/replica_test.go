@@ -86,20 +86,20 @@ func TestLeaderHighWatermarkFollowsISR(t *testing.T) {
 	if done, err := p.ReplicationDone(2, 1); done || err != nil {
 		t.Fatalf("done before replication: %v %v", done, err)
 	}
-	p.FollowerFetched(2, 3, -1, now)
+	p.FollowerFetched(2, 3, -1, -1, now)
 	if hw := p.HighWatermark(); hw != 0 {
 		t.Fatalf("HW %d with follower 3 unknown", hw)
 	}
-	p.FollowerFetched(3, 2, -1, now)
+	p.FollowerFetched(3, 2, -1, -1, now)
 	if hw := p.HighWatermark(); hw != 2 {
 		t.Fatalf("HW %d, want 2 (min over the ISR)", hw)
 	}
-	p.FollowerFetched(3, 3, -1, now)
+	p.FollowerFetched(3, 3, -1, -1, now)
 	if done, err := p.ReplicationDone(2, 1); !done || err != nil {
 		t.Fatalf("not done after every ISR member fetched: %v %v", done, err)
 	}
 	// A follower that refetches an older offset (a retry) never moves the HW back.
-	p.FollowerFetched(3, 1, -1, now)
+	p.FollowerFetched(3, 1, -1, -1, now)
 	if hw := p.HighWatermark(); hw != 3 {
 		t.Fatalf("HW moved back to %d", hw)
 	}
@@ -134,7 +134,7 @@ func TestMinInsyncAndAfterAppend(t *testing.T) {
 	}
 	p.ApplyState(leaderState(1, 2, 1, 2), now)
 	res = appendLeader(t, p, 1, -1)
-	p.FollowerFetched(2, 2, -1, now)
+	p.FollowerFetched(2, 2, -1, -1, now)
 	// The ISR shrinks back to the leader while the batch waits: committed, but under min.insync.
 	p.ApplyState(leaderState(1, 3, 1), now)
 	if done, err := p.ReplicationDone(res.LastOffset, 1); !done || !errors.Is(err, kerr.NotEnoughReplicasAfterAppend) {
@@ -147,7 +147,7 @@ func TestISRShrinkAndExpand(t *testing.T) {
 	start := time.Now()
 	p.ApplyState(leaderState(1, 1, 1, 2, 3), start)
 	appendLeader(t, p, 2, 1)
-	p.FollowerFetched(2, 2, -1, start.Add(time.Second))
+	p.FollowerFetched(2, 2, -1, -1, start.Add(time.Second))
 	if _, ok := p.ProposeShrink(start.Add(5*time.Second), 10*time.Second); ok {
 		t.Fatal("shrink before the lag time")
 	}
@@ -170,7 +170,7 @@ func TestISRShrinkAndExpand(t *testing.T) {
 	}
 	p.ApplyState(leaderState(1, 3, 1, 2), start.Add(14*time.Second))
 	// Follower 3 catches up to the leader's end: it should be added back.
-	_, expand, err := p.FollowerFetched(3, 2, -1, start.Add(15*time.Second))
+	_, expand, err := p.FollowerFetched(3, 2, -1, -1, start.Add(15*time.Second))
 	if err != nil || !expand {
 		t.Fatalf("expand not suggested: %v %v", expand, err)
 	}
@@ -180,11 +180,11 @@ func TestISRShrinkAndExpand(t *testing.T) {
 	}
 	// While the expansion is in flight, the HW waits for follower 3 too (maximal ISR).
 	appendLeader(t, p, 1, 1)
-	p.FollowerFetched(2, 3, -1, start.Add(16*time.Second))
+	p.FollowerFetched(2, 3, -1, -1, start.Add(16*time.Second))
 	if hw := p.HighWatermark(); hw != 2 {
 		t.Fatalf("HW %d, want 2 while 3 is being added", hw)
 	}
-	if _, _, err := p.FollowerFetched(7, 1, -1, start); !errors.Is(err, ErrNotReplica) {
+	if _, _, err := p.FollowerFetched(7, 1, -1, -1, start); !errors.Is(err, ErrNotReplica) {
 		t.Fatalf("fetch from a non-replica: %v", err)
 	}
 }

@@ -33,7 +33,7 @@ func TestRetentionStopsAtTheHighWatermark(t *testing.T) {
 				appendLeader(t, p, 10, -1) // timestamps 0: older than any retention.ms
 			}
 			// Follower 2, in the ISR, has fetched the first batch only.
-			if _, _, err := p.FollowerFetched(2, 10, 0, now); err != nil {
+			if _, _, err := p.FollowerFetched(2, 10, 0, -1, now); err != nil {
 				t.Fatal(err)
 			}
 			if hw := p.HighWatermark(); hw != 10 {
@@ -46,7 +46,7 @@ func TestRetentionStopsAtTheHighWatermark(t *testing.T) {
 				t.Fatalf("retention moved the log start to %d with the high watermark at %d, want 10", start, hw)
 			}
 			// Once the follower has it all, retention goes on to the last sealed segment.
-			if _, _, err := p.FollowerFetched(2, 50, 10, now); err != nil {
+			if _, _, err := p.FollowerFetched(2, 50, 10, -1, now); err != nil {
 				t.Fatal(err)
 			}
 			if err := p.EnforceRetention(); err != nil {

@@ -79,12 +79,12 @@ func txnLeader(t *testing.T, dir string) *Partition {
 		t.Fatalf("txn batch at %d", r.BaseOffset)
 	}
 	appendLeader(t, p, 1, -1)
-	p.FollowerFetched(2, 3, -1, now)
+	p.FollowerFetched(2, 3, -1, -1, now)
 	if hw, lso := p.HighWatermark(), p.LastStableOffset(); hw != 3 || lso != 0 {
 		t.Fatalf("open transaction: hw %d lso %d", hw, lso)
 	}
 	appendTxn(t, p, 8, 0, 0, 1)
-	p.FollowerFetched(2, 4, -1, now)
+	p.FollowerFetched(2, 4, -1, -1, now)
 	if off := marker(t, p, 7, 0, false, 1); off != 4 {
 		t.Fatalf("abort marker at %d", off)
 	}
@@ -92,14 +92,14 @@ func txnLeader(t *testing.T, dir string) *Partition {
 	if lso := p.LastStableOffset(); lso != 0 {
 		t.Fatalf("LSO %d before the abort marker is replicated", lso)
 	}
-	p.FollowerFetched(2, 5, -1, now)
+	p.FollowerFetched(2, 5, -1, -1, now)
 	if lso := p.LastStableOffset(); lso != 3 {
 		t.Fatalf("LSO %d after the abort, want producer 8's first offset 3", lso)
 	}
 	if off := marker(t, p, 8, 0, true, 1); off != 5 {
 		t.Fatalf("commit marker at %d", off)
 	}
-	p.FollowerFetched(2, 6, -1, now)
+	p.FollowerFetched(2, 6, -1, -1, now)
 	if lso := p.LastStableOffset(); lso != 6 {
 		t.Fatalf("LSO %d after both transactions ended, want the HW 6", lso)
 	}
@@ -156,7 +156,7 @@ func TestTransactionStateSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	p := txnLeader(t, dir)
 	appendTxn(t, p, 9, 0, 0, 2) // open at 6
-	p.FollowerFetched(2, 8, -1, time.Now())
+	p.FollowerFetched(2, 8, -1, -1, time.Now())
 	if lso := p.LastStableOffset(); lso != 6 {
 		t.Fatalf("LSO %d", lso)
 	}
@@ -235,7 +235,7 @@ func TestRetentionStopsAtOpenTransaction(t *testing.T) {
 	for range 3 {
 		appendLeader(t, p, 1, -1)
 	}
-	p.FollowerFetched(2, p.LogEndOffset(), -1, now)
+	p.FollowerFetched(2, p.LogEndOffset(), -1, -1, now)
 	if err := p.EnforceRetention(); err != nil {
 		t.Fatal(err)
 	}

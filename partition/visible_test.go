@@ -27,14 +27,14 @@ func TestMarkCountsBytesAtEachBound(t *testing.T) {
 	appendLeader(t, p, 2, -1)
 	size2 := int64(len(batch(t, 0, 2, 0)))
 	// The follower fetches the first batch: the high watermark passes it alone.
-	if _, _, err := p.FollowerFetched(2, b1.LastOffset+1, -1, now); err != nil {
+	if _, _, err := p.FollowerFetched(2, b1.LastOffset+1, -1, -1, now); err != nil {
 		t.Fatal(err)
 	}
 	pr = p.Since(m)
 	if pr.Appended != size1+size2 || pr.Committed != size1 || !pr.HWMoved || pr.Changed {
 		t.Fatalf("after the first batch replicated: %+v", pr)
 	}
-	if _, _, err := p.FollowerFetched(2, p.LogEndOffset(), -1, now); err != nil {
+	if _, _, err := p.FollowerFetched(2, p.LogEndOffset(), -1, -1, now); err != nil {
 		t.Fatal(err)
 	}
 	if pr = p.Since(m); pr.Committed != size1+size2 {
@@ -89,7 +89,7 @@ func TestMarkInheritedTailMovesGeneration(t *testing.T) {
 	if p.HighWatermark() != 0 {
 		t.Fatalf("high watermark %d before the follower fetched", p.HighWatermark())
 	}
-	if _, _, err := p.FollowerFetched(2, p.LogEndOffset(), -1, now); err != nil {
+	if _, _, err := p.FollowerFetched(2, p.LogEndOffset(), -1, -1, now); err != nil {
 		t.Fatal(err)
 	}
 	if pr := p.Since(m); !pr.Changed || !pr.HWMoved {
@@ -98,7 +98,7 @@ func TestMarkInheritedTailMovesGeneration(t *testing.T) {
 	// From there on the leader counts what it appends itself.
 	m = p.Mark()
 	appendLeader(t, p, 1, -1)
-	if _, _, err := p.FollowerFetched(2, p.LogEndOffset(), -1, now); err != nil {
+	if _, _, err := p.FollowerFetched(2, p.LogEndOffset(), -1, -1, now); err != nil {
 		t.Fatal(err)
 	}
 	if pr := p.Since(m); pr.Changed || pr.Committed != int64(len(batch(t, 0, 1, 0))) {
@@ -125,7 +125,7 @@ func TestMarkPendingIsBounded(t *testing.T) {
 	if kept > maxPending {
 		t.Fatalf("%d batches kept above the high watermark, at most %d", kept, maxPending)
 	}
-	if _, _, err := p.FollowerFetched(2, p.LogEndOffset(), -1, now); err != nil {
+	if _, _, err := p.FollowerFetched(2, p.LogEndOffset(), -1, -1, now); err != nil {
 		t.Fatal(err)
 	}
 	if pr := p.Since(m); !pr.Changed {

@@ -283,7 +283,7 @@ func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version in
 		}
 		res := s.deps.Replicas.Fetch(who, replication.FetchPartition{
 			Topic: name, TopicID: fetchTopicID(version, it.key.topicID), Index: it.key.partition, CurrentLeaderEpoch: it.currentLeaderEpoch, FetchOffset: it.fetchOffset,
-			LastFetchedEpoch: it.lastFetchedEpoch, LogStartOffset: it.logStartOffset, MaxBytes: max(maxBytes, 0), MinOne: total == 0,
+			LastFetchedEpoch: it.lastFetchedEpoch, LogStartOffset: it.logStartOffset, PartitionEpoch: it.partitionEpoch, MaxBytes: max(maxBytes, 0), MinOne: total == 0,
 			ReadCommitted: req.IsolationLevel == 1 && version >= 4,
 		})
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = res.HighWatermark, res.LastStableOffset, res.LogStartOffset

@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/replication"
 )
 
 // Fetch sessions (KIP-227). A consumer or follower that fetches many partitions sends
@@ -58,6 +60,9 @@ type fetchItem struct {
 	// logStartOffset is a follower's own log start (v5+, -1 otherwise): the leader's
 	// DeleteRecords waits for it.
 	logStartOffset int64
+	// partitionEpoch is the partition epoch a Shale follower's replica has applied
+	// (replication.FetchPartitionEpoch; -1 otherwise).
+	partitionEpoch int32
 }
 
 // cachedPartition is a session's memory of one partition: the request parameters and
@@ -303,7 +308,8 @@ func requestItems(req *kmsg.FetchRequest, usesIDs bool) []fetchItem {
 				k.topic = t.Topic
 			}
 			out = append(out, fetchItem{key: k, fetchOffset: p.FetchOffset, currentLeaderEpoch: p.CurrentLeaderEpoch,
-				lastFetchedEpoch: p.LastFetchedEpoch, maxBytes: p.PartitionMaxBytes, logStartOffset: p.LogStartOffset})
+				lastFetchedEpoch: p.LastFetchedEpoch, maxBytes: p.PartitionMaxBytes, logStartOffset: p.LogStartOffset,
+				partitionEpoch: replication.FetchPartitionEpoch(&p)})
 		}
 	}
 	return out

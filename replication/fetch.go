@@ -35,6 +35,10 @@ type FetchPartition struct {
 	// LogStartOffset is a follower's own log start offset (-1 unknown, and for
 	// consumers): the leader's DeleteRecords is answered once its followers' have moved.
 	LogStartOffset int64
+	// PartitionEpoch is the partition epoch of the state a follower's replica has
+	// applied (FetchPartitionEpoch; -1 unknown): the leader adds a follower to the ISR
+	// only on a fetch sent with its own partition state applied.
+	PartitionEpoch int32
 	MaxBytes       int
 	// MinOne returns the first batch whole even when it is larger than MaxBytes.
 	MinOne bool
@@ -159,7 +163,7 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
 		}
 	}
 	if who.IsFollower() {
-		_, expand, err := p.FollowerFetched(who.ReplicaID, f.FetchOffset, f.LogStartOffset, m.now())
+		_, expand, err := p.FollowerFetched(who.ReplicaID, f.FetchOffset, f.LogStartOffset, f.PartitionEpoch, m.now())
 		if err != nil {
 			res.Err = m.ReplicaGone(f.Topic, f.Index, err)
 			return res

@@ -300,6 +300,7 @@ func (f *fetcher) build() (*kmsg.FetchRequest, map[partition.TopicPartition]*fet
 		rp.LastFetchedEpoch = st.p.LatestEpoch()
 		rp.LogStartOffset = st.p.LogStartOffset()
 		rp.PartitionMaxBytes = f.m.cfg.ReplicaFetchMaxBytes
+		SetFetchPartitionEpoch(&rp, st.p.PartitionEpoch())
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 		states[tp] = st
 	}

@@ -101,10 +101,23 @@ func isrFixture(t *testing.T, st *alterStore) *Manager {
 	return m
 }
 
+// followerFetch fetches as follower id whose replica has applied the leader's partition
+// state.
 func followerFetch(t *testing.T, m *Manager, id int32, offset int64) {
 	t.Helper()
+	p, err := m.Leader("t", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	followerFetchAt(t, m, id, offset, p.PartitionEpoch())
+}
+
+// followerFetchAt fetches as follower id whose replica has applied the partition state
+// of partitionEpoch.
+func followerFetchAt(t *testing.T, m *Manager, id int32, offset int64, partitionEpoch int32) {
+	t.Helper()
 	res := m.Fetch(Reader{ReplicaID: id, BrokerEpoch: 7}, FetchPartition{Topic: "t", FetchOffset: offset, CurrentLeaderEpoch: -1,
-		LastFetchedEpoch: -1, MaxBytes: 1 << 20})
+		LastFetchedEpoch: -1, MaxBytes: 1 << 20, PartitionEpoch: partitionEpoch})
 	if res.View != nil {
 		res.View.Release()
 	}
@@ -227,5 +240,51 @@ func TestRefusedISRExpansionIsFenced(t *testing.T) {
 				t.Fatalf("a refused change was sent again (%d calls)", len(st.requests()))
 			}
 		})
+	}
+}
+
+// TestStaleFetchDoesNotExpandISR: a fetch that follower 3 sent before it was removed
+// from the replica set (its replica then deleted) and added back arrives late, carrying
+// the old replica's log end. The leader must not add follower 3 to the ISR on it: the
+// new replica holds nothing yet, and an ISR that counts it would commit records it does
+// not have (simulation seed 7927). The old replica only knew partition states from
+// before its removal, older than the leader's.
+func TestStaleFetchDoesNotExpandISR(t *testing.T) {
+	st := &alterStore{}
+	st.committed = metadata.Partition{Topic: "t", Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 6}
+	st.im = topicImage(10, oldTopicID, st.committed)
+	st.called = make(chan struct{}, 16)
+	m := testManager(t, t.TempDir(), st)
+	parts := []*ProducePartition{{Topic: "t", Index: 0, Records: recordBatch(t, 0, 10, 0)}}
+	m.Append(context.Background(), 1, parts)
+	if parts[0].Err != nil {
+		t.Fatal(parts[0].Err)
+	}
+	followerFetch(t, m, 2, 10)
+	if hw := m.Replica("t", 0).HighWatermark(); hw != 10 {
+		t.Fatalf("high watermark %d, want 10", hw)
+	}
+
+	followerFetchAt(t, m, 3, 10, 4) // sent by the replica removed at partition epoch 5
+	select {
+	case <-st.called:
+		t.Fatalf("a fetch from a replica of partition epoch 4 added follower 3: %+v", st.requests())
+	case <-time.After(200 * time.Millisecond):
+	}
+	followerFetchAt(t, m, 3, 0, 6) // the new replica, empty
+	followerFetchAt(t, m, 3, 10, 4)
+	select {
+	case <-st.called:
+		t.Fatalf("a fetch from a replica of partition epoch 4 added follower 3: %+v", st.requests())
+	case <-time.After(200 * time.Millisecond):
+	}
+	followerFetchAt(t, m, 3, 10, 6) // the new replica, caught up
+	select {
+	case <-st.called:
+	case <-time.After(5 * time.Second):
+		t.Fatal("follower 3 caught up with the leader's partition state applied and no AlterPartition adding it was sent")
+	}
+	if r := st.requests()[0]; !slices.Equal(r.NewISR, []int32{1, 2, 3}) || r.PartitionEpoch != 6 {
+		t.Fatalf("expansion sent as %+v", r)
 	}
 }

@@ -446,7 +446,7 @@ func (b *broker) serveFetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
 			}
 			res := b.mgr.Fetch(who, replication.FetchPartition{Topic: name, TopicID: t.TopicID, Index: fp.Partition, CurrentLeaderEpoch: fp.CurrentLeaderEpoch,
 				FetchOffset: fp.FetchOffset, LastFetchedEpoch: fp.LastFetchedEpoch, LogStartOffset: fp.LogStartOffset,
-				MaxBytes: int(fp.PartitionMaxBytes), MinOne: true})
+				PartitionEpoch: replication.FetchPartitionEpoch(&fp), MaxBytes: int(fp.PartitionMaxBytes), MinOne: true})
 			rp.ErrorCode = kafkaCode(res.Err)
 			rp.HighWatermark, rp.LogStartOffset, rp.LastStableOffset = res.HighWatermark, res.LogStartOffset, res.LastStableOffset
 			rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = res.DivergingEpoch, res.DivergingEndOffset
