@@ -130,8 +130,17 @@ type Settings struct {
 // open opens (or creates) the replica's log at dir and rebuilds its in-memory state. hw
 // is the checkpointed high watermark, -1 when none was checkpointed.
 func open(topic string, topicID [16]byte, index, nodeID int32, dir string, hw int64, cfg Settings, lg *slog.Logger) (*Partition, error) {
+	_, statErr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dir, err)
+	}
+	if errors.Is(statErr, os.ErrNotExist) {
+		// A new replica's directory entry is made durable before anything in it is
+		// acknowledged: otherwise a power cut could take the whole replica, fsynced
+		// segments and all.
+		if err := syncDir(filepath.Dir(dir)); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkTopicID(dir, topicID); err != nil {
 		return nil, err

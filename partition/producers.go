@@ -305,12 +305,17 @@ func (s *producerState) load(dir string) int64 {
 
 // removeSnapshot deletes the snapshot once it no longer matches the log: a crash after
 // this point replays the log instead of trusting stale state.
+// The directory is synced after a removal: a snapshot that a power cut brings back
+// would be trusted over a log that has since been cut and written anew.
 func removeSnapshot(dir string) error {
 	err := os.Remove(filepath.Join(dir, producerSnapshotFile))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
 		return fmt.Errorf("remove producer state snapshot: %w", err)
 	}
-	return nil
+	return syncDir(dir)
 }
 
 func writeFileSync(path string, b []byte) error {
