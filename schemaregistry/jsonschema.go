@@ -2,6 +2,7 @@ package schemaregistry
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -103,15 +104,15 @@ func jsonCanRead(reader, writer any, path string) []string {
 	}
 	// Lower bounds may only decrease, upper bounds only increase.
 	for _, k := range []string{"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"} {
-		if rv, ok := r[k].(float64); ok {
-			if wv, ok := w[k].(float64); !ok || rv > wv {
+		if rv, ok := num(r[k]); ok {
+			if wv, ok := num(w[k]); !ok || rv > wv {
 				out = append(out, fmt.Sprintf("%s: %s tightened", path, k))
 			}
 		}
 	}
 	for _, k := range []string{"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"} {
-		if rv, ok := r[k].(float64); ok {
-			if wv, ok := w[k].(float64); !ok || rv < wv {
+		if rv, ok := num(r[k]); ok {
+			if wv, ok := num(w[k]); !ok || rv < wv {
 				out = append(out, fmt.Sprintf("%s: %s tightened", path, k))
 			}
 		}
@@ -175,6 +176,18 @@ func jsonCanRead(reader, writer any, path string) []string {
 		out = append(out, jsonCanRead(ri, wi, path+"/items")...)
 	}
 	return out
+}
+
+// num reads a number as the JSON decoder left it (the library decodes json.Number).
+func num(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case json.Number:
+		f, err := x.Float64()
+		return f, err == nil
+	}
+	return 0, false
 }
 
 func asSlice(v any) []any {

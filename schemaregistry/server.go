@@ -412,7 +412,9 @@ func (s *Server) deleteVersion(w http.ResponseWriter, r *http.Request) error {
 	}
 	permanent := boolParam(r, "permanent")
 	// latest is resolved here; the FSM refuses the delete if that version is gone by then.
-	sv, err := resolveVersion(reg, subject, v, permanent)
+	// An explicit version is looked up among soft-deleted ones too, so that deleting it
+	// twice gets 40406 from the controller, as in Confluent.
+	sv, err := resolveVersion(reg, subject, v, permanent || v != -1)
 	if err != nil {
 		return err
 	}
