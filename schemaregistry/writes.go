@@ -164,6 +164,10 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 			})
 			continue
 		}
+		if errors.As(err, &re) && re.Code == metadata.RegistryConflict {
+			// Not an incompatibility: the subject kept changing under the check.
+			return errorf(metadata.RegistryStoreError, "subject %q kept changing during %d compatibility checks; retry", subject, attempt+1)
+		}
 		if err != nil {
 			return err
 		}
