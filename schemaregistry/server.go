@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"mime"
@@ -41,6 +42,10 @@ type Server struct {
 	log     *slog.Logger
 	timeout time.Duration
 	mux     *http.ServeMux
+	// subjectLocks serialize this broker's registrations per subject (striped by hash):
+	// racing writers on one broker would otherwise mostly refuse each other at the
+	// controller and check again; only writers on different brokers still race.
+	subjectLocks [64]chan struct{}
 }
 
 // Defaults of a registry nobody configured, as Confluent's.
@@ -60,6 +65,9 @@ func New(o Options) *Server {
 	}
 	if s.timeout <= 0 {
 		s.timeout = 10 * time.Second
+	}
+	for i := range s.subjectLocks {
+		s.subjectLocks[i] = make(chan struct{}, 1)
 	}
 	for pattern, h := range map[string]func(http.ResponseWriter, *http.Request) error{
 		"GET /{$}":                                                  func(w http.ResponseWriter, r *http.Request) error { return reply(w, http.StatusOK, map[string]any{}) },
@@ -243,6 +251,19 @@ func (s *Server) write(ctx context.Context, op metadata.RegistryOp) (metadata.Re
 		return res, fmt.Errorf("schema registry write: %w", err)
 	}
 	return res, nil
+}
+
+// lockSubject takes the subject's lock, or fails when ctx ends first.
+func (s *Server) lockSubject(ctx context.Context, subject string) (unlock func(), err error) {
+	h := fnv.New32a()
+	h.Write([]byte(subject))
+	l := s.subjectLocks[h.Sum32()%uint32(len(s.subjectLocks))]
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for another registration under %q: %w", subject, ctx.Err())
+	}
 }
 
 // parseVersion parses a version path parameter: a positive number, "latest" or -1.

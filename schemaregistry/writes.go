@@ -109,10 +109,15 @@ func incompatible(subject string, msgs []string) error {
 
 // maxConflictRetries bounds how often a registration is checked again when another
 // writer changed the subject between the check and the commit.
-const maxConflictRetries = 5
+const maxConflictRetries = 10
 
 func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 	subject := r.PathValue("subject")
+	unlock, err := s.lockSubject(r.Context(), subject)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	var req *schemaRequest
 	var c *candidate
 	for attempt := 0; ; attempt++ {
