@@ -169,6 +169,10 @@ func TestInvalidSchemas(t *testing.T) {
 		{TypeProtobuf, `syntax = "proto3"; message M { Unknown a = 1; }`},
 		{TypeJSON, `{"type": 12}`},
 		{TypeJSON, `{`},
+		// The broker fetches nothing for a client.
+		{TypeJSON, `{"$ref":"file:///etc/passwd"}`},
+		{TypeJSON, `{"$ref":"http://127.0.0.1:1/x.json"}`},
+		{TypeProtobuf, "syntax = \"proto3\";\nimport \"/etc/passwd\";\nmessage M {}"},
 	} {
 		if _, err := parseSchema(tc.typ, tc.schema, nil); err == nil {
 			t.Errorf("%s %q parsed", tc.typ, tc.schema)

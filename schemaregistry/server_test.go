@@ -373,3 +373,28 @@ func TestConcurrentRegistrations(t *testing.T) {
 		t.Fatalf("%d distinct ids for %d schemas", len(ids), n)
 	}
 }
+
+// Malformed requests get Confluent error codes, never a 500.
+func TestBadRequests(t *testing.T) {
+	r := newRegistry(t)
+	for _, body := range []string{`{"schema": 5}`, `[]`, `not json`, `{"schema":"\"int\"","references":[{"name":"x","subject":"nope","version":1}]}`,
+		`{"schema":"\"int\"","references":[{"name":"x","subject":"nope","version":-7}]}`, `{"schema":"{\"type\":\"array\"}"}`} {
+		resp, err := http.Post(r.url+"/subjects/s/versions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e struct {
+			Code int `json:"error_code"`
+		}
+		if resp.StatusCode < 400 || resp.StatusCode >= 500 || json.Unmarshal(raw, &e) != nil || e.Code == 0 {
+			t.Errorf("%s: %d %s", body, resp.StatusCode, raw)
+		}
+	}
+	r.fail("PUT", "/config", map[string]any{}, 42203)
+	r.fail("PUT", "/mode", map[string]any{}, 42204)
+	r.fail("DELETE", "/subjects/s/versions/latest", nil, 40401)
+	r.fail("DELETE", "/config/nope", nil, 40401)
+	r.fail("DELETE", "/mode/nope", nil, 40409)
+}

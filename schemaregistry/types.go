@@ -86,6 +86,9 @@ func parseSchema(typ, text string, deps []dependency) (*parsed, error) {
 		return &parsed{typ: typ, proto: linker.File(files[0])}, nil
 	case TypeJSON:
 		c := jsonschema.NewCompiler()
+		// No loader: a $ref resolves only to references and the standard metaschemas,
+		// never to a file or URL the broker would fetch for a client.
+		c.UseLoader(jsonschema.SchemeURLLoader{})
 		for _, d := range deps {
 			doc, err := jsonschema.UnmarshalJSON(strings.NewReader(d.schema))
 			if err != nil {

@@ -42,6 +42,9 @@ func dependencies(reg *metadata.SchemaRegistry, refs []metadata.SchemaReference,
 		}
 		seen[key] = true
 		sc := reg.Schema(sv.SchemaID)
+		if sc == nil {
+			return fmt.Errorf("reference %q: schema %d of %s version %d is missing", ref.Name, sv.SchemaID, ref.Subject, sv.Version)
+		}
 		if err := dependencies(reg, sc.References, seen, out); err != nil {
 			return err
 		}
