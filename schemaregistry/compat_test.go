@@ -1,6 +1,8 @@
 package schemaregistry
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -177,5 +179,20 @@ func TestInvalidSchemas(t *testing.T) {
 		if _, err := parseSchema(tc.typ, tc.schema, nil); err == nil {
 			t.Errorf("%s %q parsed", tc.typ, tc.schema)
 		}
+	}
+}
+
+// A $ref to a local file that is a valid schema still does not load: the broker reads
+// nothing on a client's behalf.
+func TestJSONRefDoesNotReadFiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.json")
+	if err := os.WriteFile(path, []byte(`{"type":"string"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseSchema(TypeJSON, `{"$ref":"file://`+path+`"}`, nil); err == nil {
+		t.Fatal("a $ref to a local file was loaded")
+	}
+	if _, err := parseSchema(TypeJSON, `{"$ref":"s.json"}`, []dependency{{name: "s.json", schema: `{"type":"string"}`}}); err != nil {
+		t.Fatalf("a $ref to a reference: %v", err)
 	}
 }
