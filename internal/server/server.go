@@ -317,6 +317,9 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 		HWCheckpointInterval:   time.Duration(cfg.ReplicaHighWatermarkCheckpointIntervalMs) * time.Millisecond,
 		Logger:                 n.lg,
 		Registry:               n.reg,
+		// Schema ID validation's record name strategies name records as the registry
+		// parses schemas; the registry's state itself comes from this broker's image.
+		RecordNamer: schemaregistry.NewRecordNames(),
 
 		CleanerDisabled:            !cfg.LogCleanerEnable,
 		CleanerThreads:             int(cfg.LogCleanerThreads),
