@@ -257,4 +257,3 @@ func TestAppendRefusesUnregisteredSchemaIDs(t *testing.T) {
 		t.Fatalf("validation off, still refused: %v", pp.Err)
 	}
 }
-
