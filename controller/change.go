@@ -35,6 +35,8 @@ type change struct {
 	acls aclChange
 	// quotas are the client quota entities set, complete (fsm_quotas.go).
 	quotas map[metadata.QuotaEntity]*pb.ClientQuotaState
+	// registry is the schema registry's change (fsm_schemas.go).
+	registry *pb.SchemaRegistryDelta
 	// sideEffects change the FSM's state outside the image (offsets, producer ids...).
 	sideEffects []func()
 }
@@ -262,7 +264,8 @@ func (c *change) delta() *pb.MetadataDelta {
 	}
 	c.acls.fill(d)
 	d.ClientQuotas = c.quotaDelta()
-	if d.ClusterId == nil && d.ControllerId == nil && c.acls.empty() && len(d.Brokers) == 0 && len(d.UnregisteredBrokers) == 0 &&
+	d.SchemaRegistry = c.registry
+	if d.ClusterId == nil && d.SchemaRegistry == nil && d.ControllerId == nil && c.acls.empty() && len(d.Brokers) == 0 && len(d.UnregisteredBrokers) == 0 &&
 		len(d.Topics) == 0 && len(d.DeletedTopics) == 0 &&
 		len(d.Coordinators) == 0 && len(d.ClientQuotas) == 0 {
 		return nil

@@ -178,6 +178,8 @@ func (f *fsm) dispatch(c *change, rec *pb.Record) applyResult {
 		return f.applyAlterPartitionReassignments(c, r.AlterPartitionReassignments)
 	case *pb.Record_ShareStateOps:
 		return f.applyShareStateOps(c, r.ShareStateOps)
+	case *pb.Record_SchemaRegistry:
+		return f.applySchemaRegistry(c, r.SchemaRegistry)
 	default:
 		// A record from a newer version: every controller of this version skips it alike.
 		f.log.Error("unknown metadata record skipped", "offset", c.offset)

@@ -134,6 +134,9 @@ func applyDelta(im *metadata.Image, d *pb.MetadataDelta) (*metadata.Image, error
 	if len(d.ClientQuotas) > 0 {
 		out.ClientQuotas = applyClientQuotas(im.ClientQuotas, d.ClientQuotas)
 	}
+	if d.SchemaRegistry != nil {
+		out.SchemaRegistry = applyRegistryDelta(im.SchemaRegistry, d.SchemaRegistry)
+	}
 	if len(d.Topics) == 0 && len(d.DeletedTopics) == 0 {
 		return &out, nil
 	}
@@ -199,6 +202,9 @@ func imageChunks(im *metadata.Image, brokers []*pb.BrokerState, maxPartitions in
 	first := &pb.MetadataImageChunk{Offset: im.Offset, ClusterId: im.ClusterID, ControllerId: im.ControllerID,
 		Brokers: brokers, First: true, Coordinators: coordinatorsToPB(im.Coordinators), Acls: aclsToPB(im.ACLs.All()),
 		ClientQuotas: clientQuotasToPB(im.ClientQuotas)}
+	if im.SchemaRegistry != nil {
+		first.SchemaRegistry = registryToPB(im.SchemaRegistry)
+	}
 	chunks := []*pb.MetadataImageChunk{first}
 	cur, n := first, 0
 	for _, name := range slices.Sorted(maps.Keys(im.Topics)) {
@@ -238,6 +244,9 @@ func (a *imageAssembler) add(c *pb.MetadataImageChunk) (*metadata.Image, error) 
 			a.im.ACLs = acl.NewSet(aclsFromPB(c.Acls))
 		}
 		a.im.ClientQuotas = applyClientQuotas(nil, c.ClientQuotas)
+		if c.SchemaRegistry != nil {
+			a.im.SchemaRegistry = applyRegistryDelta(nil, c.SchemaRegistry)
+		}
 	}
 	if a.im == nil || a.im.Offset != c.Offset {
 		a.im = nil

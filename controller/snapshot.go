@@ -59,6 +59,9 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		share:   f.shareSnapshotLocked(),
 	}
 	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.scram) + len(s.txns) + len(s.share))
+	if s.img.SchemaRegistry != nil {
+		s.header.ItemCount++
+	}
 	return s, nil
 }
 
@@ -106,6 +109,11 @@ func (s *fsmSnapshot) write(sink io.Writer) error {
 	}
 	for _, b := range s.img.ACLs.All() {
 		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_Acl{Acl: aclToPB(b)}}); err != nil {
+			return err
+		}
+	}
+	if r := s.img.SchemaRegistry; r != nil {
+		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_SchemaRegistry{SchemaRegistry: registryToPB(r)}}); err != nil {
 			return err
 		}
 	}
@@ -221,6 +229,8 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 			acls = append(acls, aclFromPB(x.Acl))
 		case *pb.SnapshotItem_ClientQuota:
 			st.img.ClientQuotas = applyClientQuotas(st.img.ClientQuotas, []*pb.ClientQuotaState{x.ClientQuota})
+		case *pb.SnapshotItem_SchemaRegistry:
+			st.img.SchemaRegistry = applyRegistryDelta(nil, x.SchemaRegistry)
 		case *pb.SnapshotItem_ScramCredential:
 			restoreScram(st.scram, x.ScramCredential)
 		case *pb.SnapshotItem_TxnState:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
 )
 
@@ -125,6 +126,9 @@ type Settings struct {
 	Codec              int   // compression.type as a codec; -1 keeps the producer's
 	MaxTimestampDiffMs int64 // message.timestamp.difference.max.ms; <= 0 disables
 	Compaction         Compaction
+	// SchemaIDs is Confluent Server's broker-side schema ID validation
+	// (confluent.{key,value}.schema.validation and their subject name strategies).
+	SchemaIDs records.SchemaIDPolicy
 }
 
 // open opens (or creates) the replica's log at dir and rebuilds its in-memory state. hw

@@ -127,11 +127,18 @@ func (m *Manager) appendOne(ctx context.Context, pp *ProducePartition, acks int1
 		pp.Err = fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", kerr.MessageTooLarge, h.Size(), max)
 		return
 	}
-	h, err = records.Validate(pp.Records, records.ValidateOptions{MaxTimestampDiffMs: set.MaxTimestampDiffMs, NowMs: time.Now().UnixMilli(), LogAppendTime: set.LogAppendTime, Compacted: set.Compaction.Compact})
+	sum, err := records.ValidateSummary(pp.Records, records.ValidateOptions{
+		MaxTimestampDiffMs: set.MaxTimestampDiffMs, NowMs: time.Now().UnixMilli(), LogAppendTime: set.LogAppendTime,
+		Compacted: set.Compaction.Compact, SchemaIDs: m.schemaIDs(pp.Topic, set.SchemaIDs),
+	})
+	if sum.SchemaRefused > 0 {
+		m.m.schemaRefused(pp.Topic, sum.SchemaRefused)
+	}
 	if err != nil {
 		pp.Err = err
 		return
 	}
+	h = sum.Header
 	if h.IsTransactional() && h.HasProducer() {
 		if err := m.verifyTxn(ctx, pp, h); err != nil {
 			pp.Err = err

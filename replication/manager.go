@@ -97,6 +97,10 @@ type Config struct {
 	// no limit.
 	LeaderReplicationThrottledRate   int64
 	FollowerReplicationThrottledRate int64
+
+	// RecordNamer names records for the schema ID validation's record name strategies
+	// (schemaid.go); nil refuses every record those strategies check.
+	RecordNamer RecordNamer
 }
 
 func (c *Config) defaults() {
@@ -580,6 +584,12 @@ func SettingsFor(configs map[string]string, defaults topicconfig.BrokerDefaults)
 		LogAppendTime:      r.String(topicconfig.MessageTimestampType) == "LogAppendTime",
 		Codec:              -1,
 		MaxTimestampDiffMs: r.Int64(topicconfig.MessageTimestampDiffMaxMs),
+		SchemaIDs: records.SchemaIDPolicy{
+			Key:           r.Bool(topicconfig.KeySchemaValidation),
+			Value:         r.Bool(topicconfig.ValueSchemaValidation),
+			KeyStrategy:   records.ParseSubjectNameStrategy(r.String(topicconfig.KeySubjectNameStrategy)),
+			ValueStrategy: records.ParseSubjectNameStrategy(r.String(topicconfig.ValueSubjectNameStrategy)),
+		},
 	}
 	switch ct := r.String(topicconfig.CompressionType); ct {
 	case "producer":

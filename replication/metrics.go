@@ -2,6 +2,7 @@ package replication
 
 import (
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,12 @@ type metrics struct {
 
 	isrShrinks, isrExpands prometheus.Counter
 	replicatedBytes        prometheus.Counter
+
+	// schemaRefusals and schemaRefusedRecords count, by topic, the batches and records
+	// schema ID validation refused; refusedTopics are the topics they have series for,
+	// dropped at scrape time once the topic is gone.
+	schemaRefusals, schemaRefusedRecords *prometheus.CounterVec
+	refusedTopics                        sync.Map // topic name -> struct{}
 }
 
 func newMetrics(m *Manager) *metrics {
@@ -44,7 +51,19 @@ func newMetrics(m *Manager) *metrics {
 		isrShrinks:      prometheus.NewCounter(prometheus.CounterOpts{Name: "shale_isr_shrinks_total", Help: "ISR shrinks this broker proposed as leader."}),
 		isrExpands:      prometheus.NewCounter(prometheus.CounterOpts{Name: "shale_isr_expands_total", Help: "ISR expansions this broker proposed as leader."}),
 		replicatedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "shale_replication_bytes_in_total", Help: "Bytes this broker appended as a follower."}),
+		schemaRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shale_schema_validation_refusals_total",
+			Help: "Produced batches this broker refused with INVALID_RECORD because a record's key or value carried no schema id registered under its subject (confluent.*.schema.validation), by topic."}, []string{"topic"}),
+		schemaRefusedRecords: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shale_schema_validation_refused_records_total",
+			Help: "Records schema ID validation refused, by topic (every record of a refused batch is lost to the producer; these are the ones at fault)."}, []string{"topic"}),
 	}
+}
+
+// schemaRefused counts one batch of topic refused by schema ID validation for n of its
+// records.
+func (c *metrics) schemaRefused(topic string, n int) {
+	c.refusedTopics.Store(topic, struct{}{})
+	c.schemaRefusals.WithLabelValues(topic).Inc()
+	c.schemaRefusedRecords.WithLabelValues(topic).Add(float64(n))
 }
 
 func (c *metrics) Describe(ch chan<- *prometheus.Desc) {
@@ -54,6 +73,8 @@ func (c *metrics) Describe(ch chan<- *prometheus.Desc) {
 	c.isrShrinks.Describe(ch)
 	c.isrExpands.Describe(ch)
 	c.replicatedBytes.Describe(ch)
+	c.schemaRefusals.Describe(ch)
+	c.schemaRefusedRecords.Describe(ch)
 }
 
 func (c *metrics) Collect(ch chan<- prometheus.Metric) {
@@ -106,4 +127,14 @@ func (c *metrics) Collect(ch chan<- prometheus.Metric) {
 	c.isrShrinks.Collect(ch)
 	c.isrExpands.Collect(ch)
 	c.replicatedBytes.Collect(ch)
+	c.refusedTopics.Range(func(k, _ any) bool {
+		if topic := k.(string); c.m.Image().Topic(topic) == nil {
+			c.refusedTopics.Delete(topic)
+			c.schemaRefusals.DeleteLabelValues(topic)
+			c.schemaRefusedRecords.DeleteLabelValues(topic)
+		}
+		return true
+	})
+	c.schemaRefusals.Collect(ch)
+	c.schemaRefusedRecords.Collect(ch)
 }

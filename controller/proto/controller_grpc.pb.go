@@ -43,6 +43,7 @@ const (
 	Controller_AlterClientQuotas_FullMethodName           = "/shale.controller.v1.Controller/AlterClientQuotas"
 	Controller_AlterScramCredentials_FullMethodName       = "/shale.controller.v1.Controller/AlterScramCredentials"
 	Controller_DescribeScramCredentials_FullMethodName    = "/shale.controller.v1.Controller/DescribeScramCredentials"
+	Controller_AlterSchemaRegistry_FullMethodName         = "/shale.controller.v1.Controller/AlterSchemaRegistry"
 	Controller_WriteTxnState_FullMethodName               = "/shale.controller.v1.Controller/WriteTxnState"
 	Controller_TxnOffsetCommit_FullMethodName             = "/shale.controller.v1.Controller/TxnOffsetCommit"
 	Controller_LoadTxnStates_FullMethodName               = "/shale.controller.v1.Controller/LoadTxnStates"
@@ -94,6 +95,8 @@ type ControllerClient interface {
 	// DescribeScramCredentials returns stored credentials, secrets included: brokers check
 	// SASL/SCRAM proofs against them (only brokers reach this service).
 	DescribeScramCredentials(ctx context.Context, in *DescribeScramCredentialsRequest, opts ...grpc.CallOption) (*DescribeScramCredentialsResponse, error)
+	// AlterSchemaRegistry commits one write to the built-in schema registry.
+	AlterSchemaRegistry(ctx context.Context, in *AlterSchemaRegistryRequest, opts ...grpc.CallOption) (*AlterSchemaRegistryResponse, error)
 	// WriteTxnState commits one transition of a transactional id (TxnStateRecord).
 	WriteTxnState(ctx context.Context, in *WriteTxnStateRequest, opts ...grpc.CallOption) (*WriteTxnStateResponse, error)
 	// TxnOffsetCommit adds offsets to a transaction's pending offsets.
@@ -350,6 +353,16 @@ func (c *controllerClient) DescribeScramCredentials(ctx context.Context, in *Des
 	return out, nil
 }
 
+func (c *controllerClient) AlterSchemaRegistry(ctx context.Context, in *AlterSchemaRegistryRequest, opts ...grpc.CallOption) (*AlterSchemaRegistryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterSchemaRegistryResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterSchemaRegistry_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerClient) WriteTxnState(ctx context.Context, in *WriteTxnStateRequest, opts ...grpc.CallOption) (*WriteTxnStateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(WriteTxnStateResponse)
@@ -525,6 +538,8 @@ type ControllerServer interface {
 	// DescribeScramCredentials returns stored credentials, secrets included: brokers check
 	// SASL/SCRAM proofs against them (only brokers reach this service).
 	DescribeScramCredentials(context.Context, *DescribeScramCredentialsRequest) (*DescribeScramCredentialsResponse, error)
+	// AlterSchemaRegistry commits one write to the built-in schema registry.
+	AlterSchemaRegistry(context.Context, *AlterSchemaRegistryRequest) (*AlterSchemaRegistryResponse, error)
 	// WriteTxnState commits one transition of a transactional id (TxnStateRecord).
 	WriteTxnState(context.Context, *WriteTxnStateRequest) (*WriteTxnStateResponse, error)
 	// TxnOffsetCommit adds offsets to a transaction's pending offsets.
@@ -631,6 +646,9 @@ func (UnimplementedControllerServer) AlterScramCredentials(context.Context, *Alt
 }
 func (UnimplementedControllerServer) DescribeScramCredentials(context.Context, *DescribeScramCredentialsRequest) (*DescribeScramCredentialsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeScramCredentials not implemented")
+}
+func (UnimplementedControllerServer) AlterSchemaRegistry(context.Context, *AlterSchemaRegistryRequest) (*AlterSchemaRegistryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterSchemaRegistry not implemented")
 }
 func (UnimplementedControllerServer) WriteTxnState(context.Context, *WriteTxnStateRequest) (*WriteTxnStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WriteTxnState not implemented")
@@ -1048,6 +1066,24 @@ func _Controller_DescribeScramCredentials_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AlterSchemaRegistry_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterSchemaRegistryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterSchemaRegistry(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterSchemaRegistry_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterSchemaRegistry(ctx, req.(*AlterSchemaRegistryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Controller_WriteTxnState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(WriteTxnStateRequest)
 	if err := dec(in); err != nil {
@@ -1382,6 +1418,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeScramCredentials",
 			Handler:    _Controller_DescribeScramCredentials_Handler,
+		},
+		{
+			MethodName: "AlterSchemaRegistry",
+			Handler:    _Controller_AlterSchemaRegistry_Handler,
 		},
 		{
 			MethodName: "WriteTxnState",

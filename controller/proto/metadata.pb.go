@@ -437,8 +437,10 @@ type MetadataDelta struct {
 	ClientQuotas []*ClientQuotaState `protobuf:"bytes,80,rep,name=client_quotas,json=clientQuotas,proto3" json:"client_quotas,omitempty"`
 	// Brokers whose registration was removed (UnregisterBroker), applied after brokers.
 	UnregisteredBrokers []int32 `protobuf:"varint,130,rep,packed,name=unregistered_brokers,json=unregisteredBrokers,proto3" json:"unregistered_brokers,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The schema registry's changes (fsm_schemas.go).
+	SchemaRegistry *SchemaRegistryDelta `protobuf:"bytes,170,opt,name=schema_registry,json=schemaRegistry,proto3" json:"schema_registry,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *MetadataDelta) Reset() {
@@ -551,6 +553,13 @@ func (x *MetadataDelta) GetClientQuotas() []*ClientQuotaState {
 func (x *MetadataDelta) GetUnregisteredBrokers() []int32 {
 	if x != nil {
 		return x.UnregisteredBrokers
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetSchemaRegistry() *SchemaRegistryDelta {
+	if x != nil {
+		return x.SchemaRegistry
 	}
 	return nil
 }
@@ -714,19 +723,21 @@ func (x *TopicDelta) GetPartitions() []*PartitionState {
 // MetadataImageChunk is part of a complete image, sent when a broker is too far behind
 // for deltas. The first chunk has the brokers; the last has last = true.
 type MetadataImageChunk struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Offset        uint64                 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
-	ClusterId     string                 `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	ControllerId  int32                  `protobuf:"varint,3,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"`
-	Brokers       []*BrokerState         `protobuf:"bytes,4,rep,name=brokers,proto3" json:"brokers,omitempty"`
-	Topics        []*TopicState          `protobuf:"bytes,5,rep,name=topics,proto3" json:"topics,omitempty"`
-	First         bool                   `protobuf:"varint,6,opt,name=first,proto3" json:"first,omitempty"`
-	Last          bool                   `protobuf:"varint,7,opt,name=last,proto3" json:"last,omitempty"`
-	Coordinators  []*CoordinatorState    `protobuf:"bytes,8,rep,name=coordinators,proto3" json:"coordinators,omitempty"`                      // in the first chunk
-	Acls          []*AclBinding          `protobuf:"bytes,60,rep,name=acls,proto3" json:"acls,omitempty"`                                     // every ACL binding, in the first chunk
-	ClientQuotas  []*ClientQuotaState    `protobuf:"bytes,80,rep,name=client_quotas,json=clientQuotas,proto3" json:"client_quotas,omitempty"` // in the first chunk
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schema registry's whole state (first chunk only).
+	SchemaRegistry *SchemaRegistryDelta `protobuf:"bytes,170,opt,name=schema_registry,json=schemaRegistry,proto3" json:"schema_registry,omitempty"`
+	Offset         uint64               `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	ClusterId      string               `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	ControllerId   int32                `protobuf:"varint,3,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"`
+	Brokers        []*BrokerState       `protobuf:"bytes,4,rep,name=brokers,proto3" json:"brokers,omitempty"`
+	Topics         []*TopicState        `protobuf:"bytes,5,rep,name=topics,proto3" json:"topics,omitempty"`
+	First          bool                 `protobuf:"varint,6,opt,name=first,proto3" json:"first,omitempty"`
+	Last           bool                 `protobuf:"varint,7,opt,name=last,proto3" json:"last,omitempty"`
+	Coordinators   []*CoordinatorState  `protobuf:"bytes,8,rep,name=coordinators,proto3" json:"coordinators,omitempty"`                      // in the first chunk
+	Acls           []*AclBinding        `protobuf:"bytes,60,rep,name=acls,proto3" json:"acls,omitempty"`                                     // every ACL binding, in the first chunk
+	ClientQuotas   []*ClientQuotaState  `protobuf:"bytes,80,rep,name=client_quotas,json=clientQuotas,proto3" json:"client_quotas,omitempty"` // in the first chunk
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *MetadataImageChunk) Reset() {
@@ -757,6 +768,13 @@ func (x *MetadataImageChunk) ProtoReflect() protoreflect.Message {
 // Deprecated: Use MetadataImageChunk.ProtoReflect.Descriptor instead.
 func (*MetadataImageChunk) Descriptor() ([]byte, []int) {
 	return file_metadata_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *MetadataImageChunk) GetSchemaRegistry() *SchemaRegistryDelta {
+	if x != nil {
+		return x.SchemaRegistry
+	}
+	return nil
 }
 
 func (x *MetadataImageChunk) GetOffset() uint64 {
@@ -1520,6 +1538,348 @@ func (x *ScramCredentialKey) GetMechanism() string {
 	return ""
 }
 
+// RegistrySchema is one schema of the built-in schema registry, under its global id. Its
+// text is stored as the registry normalized it, so identical schemas compare equal.
+type RegistrySchema struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	Id            int32                      `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	SchemaType    string                     `protobuf:"bytes,2,opt,name=schema_type,json=schemaType,proto3" json:"schema_type,omitempty"` // AVRO, PROTOBUF or JSON
+	Schema        string                     `protobuf:"bytes,3,opt,name=schema,proto3" json:"schema,omitempty"`
+	References    []*RegistrySchemaReference `protobuf:"bytes,4,rep,name=references,proto3" json:"references,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegistrySchema) Reset() {
+	*x = RegistrySchema{}
+	mi := &file_metadata_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegistrySchema) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegistrySchema) ProtoMessage() {}
+
+func (x *RegistrySchema) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegistrySchema.ProtoReflect.Descriptor instead.
+func (*RegistrySchema) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RegistrySchema) GetId() int32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *RegistrySchema) GetSchemaType() string {
+	if x != nil {
+		return x.SchemaType
+	}
+	return ""
+}
+
+func (x *RegistrySchema) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
+func (x *RegistrySchema) GetReferences() []*RegistrySchemaReference {
+	if x != nil {
+		return x.References
+	}
+	return nil
+}
+
+// RegistrySchemaReference is a schema reference: the name the schema imports, and the
+// subject and version that name resolves to.
+type RegistrySchemaReference struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Subject       string                 `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
+	Version       int32                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegistrySchemaReference) Reset() {
+	*x = RegistrySchemaReference{}
+	mi := &file_metadata_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegistrySchemaReference) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegistrySchemaReference) ProtoMessage() {}
+
+func (x *RegistrySchemaReference) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegistrySchemaReference.ProtoReflect.Descriptor instead.
+func (*RegistrySchemaReference) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RegistrySchemaReference) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RegistrySchemaReference) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *RegistrySchemaReference) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// RegistrySubjectVersion is one version of a subject; deleted marks a soft delete.
+type RegistrySubjectVersion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subject       string                 `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	Version       int32                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	SchemaId      int32                  `protobuf:"varint,3,opt,name=schema_id,json=schemaId,proto3" json:"schema_id,omitempty"`
+	Deleted       bool                   `protobuf:"varint,4,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegistrySubjectVersion) Reset() {
+	*x = RegistrySubjectVersion{}
+	mi := &file_metadata_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegistrySubjectVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegistrySubjectVersion) ProtoMessage() {}
+
+func (x *RegistrySubjectVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegistrySubjectVersion.ProtoReflect.Descriptor instead.
+func (*RegistrySubjectVersion) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RegistrySubjectVersion) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *RegistrySubjectVersion) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RegistrySubjectVersion) GetSchemaId() int32 {
+	if x != nil {
+		return x.SchemaId
+	}
+	return 0
+}
+
+func (x *RegistrySubjectVersion) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+// RegistryConfig is the compatibility level and mode of one subject, or of the registry
+// when subject is empty; an empty field is not set there.
+type RegistryConfig struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subject       string                 `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	Compatibility string                 `protobuf:"bytes,2,opt,name=compatibility,proto3" json:"compatibility,omitempty"`
+	Mode          string                 `protobuf:"bytes,3,opt,name=mode,proto3" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegistryConfig) Reset() {
+	*x = RegistryConfig{}
+	mi := &file_metadata_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegistryConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegistryConfig) ProtoMessage() {}
+
+func (x *RegistryConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegistryConfig.ProtoReflect.Descriptor instead.
+func (*RegistryConfig) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RegistryConfig) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *RegistryConfig) GetCompatibility() string {
+	if x != nil {
+		return x.Compatibility
+	}
+	return ""
+}
+
+func (x *RegistryConfig) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+// SchemaRegistryDelta is a change to the schema registry, or (in image chunks and
+// snapshots) its whole state applied to an empty one. Schemas are never removed, so
+// their ids are never given to other schemas.
+type SchemaRegistryDelta struct {
+	state         protoimpl.MessageState    `protogen:"open.v1"`
+	Schemas       []*RegistrySchema         `protobuf:"bytes,1,rep,name=schemas,proto3" json:"schemas,omitempty"`              // new schemas
+	Versions      []*RegistrySubjectVersion `protobuf:"bytes,2,rep,name=versions,proto3" json:"versions,omitempty"`            // new or changed versions, complete
+	Removed       []*RegistrySubjectVersion `protobuf:"bytes,3,rep,name=removed,proto3" json:"removed,omitempty"`              // permanently deleted versions
+	Configs       []*RegistryConfig         `protobuf:"bytes,4,rep,name=configs,proto3" json:"configs,omitempty"`              // changed configs, complete; both empty: removed
+	NextId        int32                     `protobuf:"varint,5,opt,name=next_id,json=nextId,proto3" json:"next_id,omitempty"` // the next id to allocate; 0: unchanged
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchemaRegistryDelta) Reset() {
+	*x = SchemaRegistryDelta{}
+	mi := &file_metadata_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchemaRegistryDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchemaRegistryDelta) ProtoMessage() {}
+
+func (x *SchemaRegistryDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchemaRegistryDelta.ProtoReflect.Descriptor instead.
+func (*SchemaRegistryDelta) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SchemaRegistryDelta) GetSchemas() []*RegistrySchema {
+	if x != nil {
+		return x.Schemas
+	}
+	return nil
+}
+
+func (x *SchemaRegistryDelta) GetVersions() []*RegistrySubjectVersion {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+func (x *SchemaRegistryDelta) GetRemoved() []*RegistrySubjectVersion {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+func (x *SchemaRegistryDelta) GetConfigs() []*RegistryConfig {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+func (x *SchemaRegistryDelta) GetNextId() int32 {
+	if x != nil {
+		return x.NextId
+	}
+	return 0
+}
+
 var File_metadata_proto protoreflect.FileDescriptor
 
 const file_metadata_proto_rawDesc = "" +
@@ -1560,7 +1920,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa6\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfa\x05\n" +
 	"\rMetadataDelta\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1f\n" +
 	"\vprev_offset\x18\x02 \x01(\x04R\n" +
@@ -1575,7 +1935,8 @@ const file_metadata_proto_rawDesc = "" +
 	"\facls_created\x18< \x03(\v2\x1f.shale.controller.v1.AclBindingR\vaclsCreated\x12B\n" +
 	"\facls_deleted\x18= \x03(\v2\x1f.shale.controller.v1.AclBindingR\vaclsDeleted\x12J\n" +
 	"\rclient_quotas\x18P \x03(\v2%.shale.controller.v1.ClientQuotaStateR\fclientQuotas\x122\n" +
-	"\x14unregistered_brokers\x18\x82\x01 \x03(\x05R\x13unregisteredBrokersB\r\n" +
+	"\x14unregistered_brokers\x18\x82\x01 \x03(\x05R\x13unregisteredBrokers\x12R\n" +
+	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaR\x0eschemaRegistryB\r\n" +
 	"\v_cluster_idB\x10\n" +
 	"\x0e_controller_id\"\x81\x01\n" +
 	"\x10CoordinatorState\x12\x1c\n" +
@@ -1595,8 +1956,9 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdb\x03\n" +
-	"\x12MetadataImageChunk\x12\x16\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x04\n" +
+	"\x12MetadataImageChunk\x12R\n" +
+	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaR\x0eschemaRegistry\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12#\n" +
@@ -1675,7 +2037,34 @@ const file_metadata_proto_rawDesc = "" +
 	"iterations\"F\n" +
 	"\x12ScramCredentialKey\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x1c\n" +
-	"\tmechanism\x18\x02 \x01(\tR\tmechanismB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\tmechanism\x18\x02 \x01(\tR\tmechanism\"\xa7\x01\n" +
+	"\x0eRegistrySchema\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x1f\n" +
+	"\vschema_type\x18\x02 \x01(\tR\n" +
+	"schemaType\x12\x16\n" +
+	"\x06schema\x18\x03 \x01(\tR\x06schema\x12L\n" +
+	"\n" +
+	"references\x18\x04 \x03(\v2,.shale.controller.v1.RegistrySchemaReferenceR\n" +
+	"references\"a\n" +
+	"\x17RegistrySchemaReference\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\asubject\x18\x02 \x01(\tR\asubject\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x05R\aversion\"\x83\x01\n" +
+	"\x16RegistrySubjectVersion\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\x12\x1b\n" +
+	"\tschema_id\x18\x03 \x01(\x05R\bschemaId\x12\x18\n" +
+	"\adeleted\x18\x04 \x01(\bR\adeleted\"d\n" +
+	"\x0eRegistryConfig\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\x12$\n" +
+	"\rcompatibility\x18\x02 \x01(\tR\rcompatibility\x12\x12\n" +
+	"\x04mode\x18\x03 \x01(\tR\x04mode\"\xbc\x02\n" +
+	"\x13SchemaRegistryDelta\x12=\n" +
+	"\aschemas\x18\x01 \x03(\v2#.shale.controller.v1.RegistrySchemaR\aschemas\x12G\n" +
+	"\bversions\x18\x02 \x03(\v2+.shale.controller.v1.RegistrySubjectVersionR\bversions\x12E\n" +
+	"\aremoved\x18\x03 \x03(\v2+.shale.controller.v1.RegistrySubjectVersionR\aremoved\x12=\n" +
+	"\aconfigs\x18\x04 \x03(\v2#.shale.controller.v1.RegistryConfigR\aconfigs\x12\x17\n" +
+	"\anext_id\x18\x05 \x01(\x05R\x06nextIdB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_metadata_proto_rawDescOnce sync.Once
@@ -1689,34 +2078,39 @@ func file_metadata_proto_rawDescGZIP() []byte {
 	return file_metadata_proto_rawDescData
 }
 
-var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_metadata_proto_goTypes = []any{
-	(*Error)(nil),              // 0: shale.controller.v1.Error
-	(*Listener)(nil),           // 1: shale.controller.v1.Listener
-	(*BrokerState)(nil),        // 2: shale.controller.v1.BrokerState
-	(*PartitionState)(nil),     // 3: shale.controller.v1.PartitionState
-	(*TopicState)(nil),         // 4: shale.controller.v1.TopicState
-	(*MetadataDelta)(nil),      // 5: shale.controller.v1.MetadataDelta
-	(*CoordinatorState)(nil),   // 6: shale.controller.v1.CoordinatorState
-	(*TopicDelta)(nil),         // 7: shale.controller.v1.TopicDelta
-	(*MetadataImageChunk)(nil), // 8: shale.controller.v1.MetadataImageChunk
-	(*QuotaEntityPart)(nil),    // 9: shale.controller.v1.QuotaEntityPart
-	(*ClientQuotaEntity)(nil),  // 10: shale.controller.v1.ClientQuotaEntity
-	(*ClientQuotaState)(nil),   // 11: shale.controller.v1.ClientQuotaState
-	(*ReplicaList)(nil),        // 12: shale.controller.v1.ReplicaList
-	(*TopicPartitions)(nil),    // 13: shale.controller.v1.TopicPartitions
-	(*OffsetEntry)(nil),        // 14: shale.controller.v1.OffsetEntry
-	(*AclBinding)(nil),         // 15: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),          // 16: shale.controller.v1.AclFilter
-	(*ScramCredential)(nil),    // 17: shale.controller.v1.ScramCredential
-	(*ScramCredentialKey)(nil), // 18: shale.controller.v1.ScramCredentialKey
-	nil,                        // 19: shale.controller.v1.TopicState.ConfigsEntry
-	nil,                        // 20: shale.controller.v1.TopicDelta.ConfigsEntry
-	nil,                        // 21: shale.controller.v1.ClientQuotaState.ValuesEntry
+	(*Error)(nil),                   // 0: shale.controller.v1.Error
+	(*Listener)(nil),                // 1: shale.controller.v1.Listener
+	(*BrokerState)(nil),             // 2: shale.controller.v1.BrokerState
+	(*PartitionState)(nil),          // 3: shale.controller.v1.PartitionState
+	(*TopicState)(nil),              // 4: shale.controller.v1.TopicState
+	(*MetadataDelta)(nil),           // 5: shale.controller.v1.MetadataDelta
+	(*CoordinatorState)(nil),        // 6: shale.controller.v1.CoordinatorState
+	(*TopicDelta)(nil),              // 7: shale.controller.v1.TopicDelta
+	(*MetadataImageChunk)(nil),      // 8: shale.controller.v1.MetadataImageChunk
+	(*QuotaEntityPart)(nil),         // 9: shale.controller.v1.QuotaEntityPart
+	(*ClientQuotaEntity)(nil),       // 10: shale.controller.v1.ClientQuotaEntity
+	(*ClientQuotaState)(nil),        // 11: shale.controller.v1.ClientQuotaState
+	(*ReplicaList)(nil),             // 12: shale.controller.v1.ReplicaList
+	(*TopicPartitions)(nil),         // 13: shale.controller.v1.TopicPartitions
+	(*OffsetEntry)(nil),             // 14: shale.controller.v1.OffsetEntry
+	(*AclBinding)(nil),              // 15: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),               // 16: shale.controller.v1.AclFilter
+	(*ScramCredential)(nil),         // 17: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),      // 18: shale.controller.v1.ScramCredentialKey
+	(*RegistrySchema)(nil),          // 19: shale.controller.v1.RegistrySchema
+	(*RegistrySchemaReference)(nil), // 20: shale.controller.v1.RegistrySchemaReference
+	(*RegistrySubjectVersion)(nil),  // 21: shale.controller.v1.RegistrySubjectVersion
+	(*RegistryConfig)(nil),          // 22: shale.controller.v1.RegistryConfig
+	(*SchemaRegistryDelta)(nil),     // 23: shale.controller.v1.SchemaRegistryDelta
+	nil,                             // 24: shale.controller.v1.TopicState.ConfigsEntry
+	nil,                             // 25: shale.controller.v1.TopicDelta.ConfigsEntry
+	nil,                             // 26: shale.controller.v1.ClientQuotaState.ValuesEntry
 }
 var file_metadata_proto_depIdxs = []int32{
 	1,  // 0: shale.controller.v1.BrokerState.listeners:type_name -> shale.controller.v1.Listener
-	19, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
+	24, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
 	3,  // 2: shale.controller.v1.TopicState.partitions:type_name -> shale.controller.v1.PartitionState
 	2,  // 3: shale.controller.v1.MetadataDelta.brokers:type_name -> shale.controller.v1.BrokerState
 	7,  // 4: shale.controller.v1.MetadataDelta.topics:type_name -> shale.controller.v1.TopicDelta
@@ -1724,22 +2118,29 @@ var file_metadata_proto_depIdxs = []int32{
 	15, // 6: shale.controller.v1.MetadataDelta.acls_created:type_name -> shale.controller.v1.AclBinding
 	15, // 7: shale.controller.v1.MetadataDelta.acls_deleted:type_name -> shale.controller.v1.AclBinding
 	11, // 8: shale.controller.v1.MetadataDelta.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
-	20, // 9: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
-	3,  // 10: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
-	2,  // 11: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
-	4,  // 12: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
-	6,  // 13: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	15, // 14: shale.controller.v1.MetadataImageChunk.acls:type_name -> shale.controller.v1.AclBinding
-	11, // 15: shale.controller.v1.MetadataImageChunk.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
-	9,  // 16: shale.controller.v1.ClientQuotaEntity.user:type_name -> shale.controller.v1.QuotaEntityPart
-	9,  // 17: shale.controller.v1.ClientQuotaEntity.client_id:type_name -> shale.controller.v1.QuotaEntityPart
-	10, // 18: shale.controller.v1.ClientQuotaState.entity:type_name -> shale.controller.v1.ClientQuotaEntity
-	21, // 19: shale.controller.v1.ClientQuotaState.values:type_name -> shale.controller.v1.ClientQuotaState.ValuesEntry
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	23, // 9: shale.controller.v1.MetadataDelta.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
+	25, // 10: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
+	3,  // 11: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
+	23, // 12: shale.controller.v1.MetadataImageChunk.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
+	2,  // 13: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
+	4,  // 14: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
+	6,  // 15: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	15, // 16: shale.controller.v1.MetadataImageChunk.acls:type_name -> shale.controller.v1.AclBinding
+	11, // 17: shale.controller.v1.MetadataImageChunk.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
+	9,  // 18: shale.controller.v1.ClientQuotaEntity.user:type_name -> shale.controller.v1.QuotaEntityPart
+	9,  // 19: shale.controller.v1.ClientQuotaEntity.client_id:type_name -> shale.controller.v1.QuotaEntityPart
+	10, // 20: shale.controller.v1.ClientQuotaState.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	26, // 21: shale.controller.v1.ClientQuotaState.values:type_name -> shale.controller.v1.ClientQuotaState.ValuesEntry
+	20, // 22: shale.controller.v1.RegistrySchema.references:type_name -> shale.controller.v1.RegistrySchemaReference
+	19, // 23: shale.controller.v1.SchemaRegistryDelta.schemas:type_name -> shale.controller.v1.RegistrySchema
+	21, // 24: shale.controller.v1.SchemaRegistryDelta.versions:type_name -> shale.controller.v1.RegistrySubjectVersion
+	21, // 25: shale.controller.v1.SchemaRegistryDelta.removed:type_name -> shale.controller.v1.RegistrySubjectVersion
+	22, // 26: shale.controller.v1.SchemaRegistryDelta.configs:type_name -> shale.controller.v1.RegistryConfig
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_metadata_proto_init() }
@@ -1755,7 +2156,7 @@ func file_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_proto_rawDesc), len(file_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -176,6 +176,7 @@ type Record struct {
 	//	*Record_UnregisterBroker
 	//	*Record_AlterPartitionReassignments
 	//	*Record_ShareStateOps
+	//	*Record_SchemaRegistry
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -416,6 +417,15 @@ func (x *Record) GetShareStateOps() *ShareStateOpsRecord {
 	return nil
 }
 
+func (x *Record) GetSchemaRegistry() *SchemaRegistryRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_SchemaRegistry); ok {
+			return x.SchemaRegistry
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -508,6 +518,10 @@ type Record_ShareStateOps struct {
 	ShareStateOps *ShareStateOpsRecord `protobuf:"bytes,150,opt,name=share_state_ops,json=shareStateOps,proto3,oneof"`
 }
 
+type Record_SchemaRegistry struct {
+	SchemaRegistry *SchemaRegistryRecord `protobuf:"bytes,170,opt,name=schema_registry,json=schemaRegistry,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -551,6 +565,8 @@ func (*Record_UnregisterBroker) isRecord_Record() {}
 func (*Record_AlterPartitionReassignments) isRecord_Record() {}
 
 func (*Record_ShareStateOps) isRecord_Record() {}
+
+func (*Record_SchemaRegistry) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -1821,6 +1837,7 @@ type SnapshotItem struct {
 	//	*SnapshotItem_ScramCredential
 	//	*SnapshotItem_TxnState
 	//	*SnapshotItem_SharePartition
+	//	*SnapshotItem_SchemaRegistry
 	Item          isSnapshotItem_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1935,6 +1952,15 @@ func (x *SnapshotItem) GetSharePartition() *SharePartitionState {
 	return nil
 }
 
+func (x *SnapshotItem) GetSchemaRegistry() *SchemaRegistryDelta {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_SchemaRegistry); ok {
+			return x.SchemaRegistry
+		}
+	}
+	return nil
+}
+
 type isSnapshotItem_Item interface {
 	isSnapshotItem_Item()
 }
@@ -1971,6 +1997,10 @@ type SnapshotItem_SharePartition struct {
 	SharePartition *SharePartitionState `protobuf:"bytes,150,opt,name=share_partition,json=sharePartition,proto3,oneof"`
 }
 
+type SnapshotItem_SchemaRegistry struct {
+	SchemaRegistry *SchemaRegistryDelta `protobuf:"bytes,170,opt,name=schema_registry,json=schemaRegistry,proto3,oneof"` // the whole registry, in one item
+}
+
 func (*SnapshotItem_Broker) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Topic) isSnapshotItem_Item() {}
@@ -1986,6 +2016,8 @@ func (*SnapshotItem_ScramCredential) isSnapshotItem_Item() {}
 func (*SnapshotItem_TxnState) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_SharePartition) isSnapshotItem_Item() {}
+
+func (*SnapshotItem_SchemaRegistry) isSnapshotItem_Item() {}
 
 // CreateAclsRecord stores ACL bindings the leader validated; bindings already stored are
 // kept once.
@@ -2970,11 +3002,331 @@ func (x *ShareStateOpsRecord) GetOps() []*ShareStateOp {
 	return nil
 }
 
+// SchemaRegistryRecord is one write to the schema registry; exactly one op is set. The
+// broker checked compatibility against the state it read; expect_latest makes the FSM
+// refuse the write when the subject changed since (the broker then checks again).
+type SchemaRegistryRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*SchemaRegistryRecord_Register
+	//	*SchemaRegistryRecord_DeleteSubject
+	//	*SchemaRegistryRecord_DeleteVersion
+	//	*SchemaRegistryRecord_SetConfig
+	//	*SchemaRegistryRecord_DeleteConfig
+	Op            isSchemaRegistryRecord_Op `protobuf_oneof:"op"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchemaRegistryRecord) Reset() {
+	*x = SchemaRegistryRecord{}
+	mi := &file_records_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchemaRegistryRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchemaRegistryRecord) ProtoMessage() {}
+
+func (x *SchemaRegistryRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchemaRegistryRecord.ProtoReflect.Descriptor instead.
+func (*SchemaRegistryRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SchemaRegistryRecord) GetOp() isSchemaRegistryRecord_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *SchemaRegistryRecord) GetRegister() *RegisterSchemaOp {
+	if x != nil {
+		if x, ok := x.Op.(*SchemaRegistryRecord_Register); ok {
+			return x.Register
+		}
+	}
+	return nil
+}
+
+func (x *SchemaRegistryRecord) GetDeleteSubject() *DeleteSubjectOp {
+	if x != nil {
+		if x, ok := x.Op.(*SchemaRegistryRecord_DeleteSubject); ok {
+			return x.DeleteSubject
+		}
+	}
+	return nil
+}
+
+func (x *SchemaRegistryRecord) GetDeleteVersion() *DeleteVersionOp {
+	if x != nil {
+		if x, ok := x.Op.(*SchemaRegistryRecord_DeleteVersion); ok {
+			return x.DeleteVersion
+		}
+	}
+	return nil
+}
+
+func (x *SchemaRegistryRecord) GetSetConfig() *RegistryConfig {
+	if x != nil {
+		if x, ok := x.Op.(*SchemaRegistryRecord_SetConfig); ok {
+			return x.SetConfig
+		}
+	}
+	return nil
+}
+
+func (x *SchemaRegistryRecord) GetDeleteConfig() *RegistryConfig {
+	if x != nil {
+		if x, ok := x.Op.(*SchemaRegistryRecord_DeleteConfig); ok {
+			return x.DeleteConfig
+		}
+	}
+	return nil
+}
+
+type isSchemaRegistryRecord_Op interface {
+	isSchemaRegistryRecord_Op()
+}
+
+type SchemaRegistryRecord_Register struct {
+	Register *RegisterSchemaOp `protobuf:"bytes,1,opt,name=register,proto3,oneof"`
+}
+
+type SchemaRegistryRecord_DeleteSubject struct {
+	DeleteSubject *DeleteSubjectOp `protobuf:"bytes,2,opt,name=delete_subject,json=deleteSubject,proto3,oneof"`
+}
+
+type SchemaRegistryRecord_DeleteVersion struct {
+	DeleteVersion *DeleteVersionOp `protobuf:"bytes,3,opt,name=delete_version,json=deleteVersion,proto3,oneof"`
+}
+
+type SchemaRegistryRecord_SetConfig struct {
+	SetConfig *RegistryConfig `protobuf:"bytes,4,opt,name=set_config,json=setConfig,proto3,oneof"`
+}
+
+type SchemaRegistryRecord_DeleteConfig struct {
+	DeleteConfig *RegistryConfig `protobuf:"bytes,5,opt,name=delete_config,json=deleteConfig,proto3,oneof"` // clears what is set (non-empty) in it
+}
+
+func (*SchemaRegistryRecord_Register) isSchemaRegistryRecord_Op() {}
+
+func (*SchemaRegistryRecord_DeleteSubject) isSchemaRegistryRecord_Op() {}
+
+func (*SchemaRegistryRecord_DeleteVersion) isSchemaRegistryRecord_Op() {}
+
+func (*SchemaRegistryRecord_SetConfig) isSchemaRegistryRecord_Op() {}
+
+func (*SchemaRegistryRecord_DeleteConfig) isSchemaRegistryRecord_Op() {}
+
+// RegisterSchemaOp adds a schema under a subject. The FSM gives an identical schema
+// (type, text, references) the id it already has, else allocates one; with a non-zero
+// schema.id (IMPORT mode) it uses that id. version 0 takes the next version.
+type RegisterSchemaOp struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Subject string                 `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	Schema  *RegistrySchema        `protobuf:"bytes,2,opt,name=schema,proto3" json:"schema,omitempty"`
+	Version int32                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// The subject's latest live version when the broker checked compatibility (0: none);
+	// -1 skips the check.
+	ExpectLatest  int32 `protobuf:"varint,4,opt,name=expect_latest,json=expectLatest,proto3" json:"expect_latest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterSchemaOp) Reset() {
+	*x = RegisterSchemaOp{}
+	mi := &file_records_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterSchemaOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterSchemaOp) ProtoMessage() {}
+
+func (x *RegisterSchemaOp) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterSchemaOp.ProtoReflect.Descriptor instead.
+func (*RegisterSchemaOp) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *RegisterSchemaOp) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *RegisterSchemaOp) GetSchema() *RegistrySchema {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+func (x *RegisterSchemaOp) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RegisterSchemaOp) GetExpectLatest() int32 {
+	if x != nil {
+		return x.ExpectLatest
+	}
+	return 0
+}
+
+// DeleteSubjectOp soft-deletes every version of a subject, or with permanent removes
+// the soft-deleted ones.
+type DeleteSubjectOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subject       string                 `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	Permanent     bool                   `protobuf:"varint,2,opt,name=permanent,proto3" json:"permanent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSubjectOp) Reset() {
+	*x = DeleteSubjectOp{}
+	mi := &file_records_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSubjectOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSubjectOp) ProtoMessage() {}
+
+func (x *DeleteSubjectOp) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSubjectOp.ProtoReflect.Descriptor instead.
+func (*DeleteSubjectOp) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *DeleteSubjectOp) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *DeleteSubjectOp) GetPermanent() bool {
+	if x != nil {
+		return x.Permanent
+	}
+	return false
+}
+
+type DeleteVersionOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subject       string                 `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	Version       int32                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Permanent     bool                   `protobuf:"varint,3,opt,name=permanent,proto3" json:"permanent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteVersionOp) Reset() {
+	*x = DeleteVersionOp{}
+	mi := &file_records_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteVersionOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteVersionOp) ProtoMessage() {}
+
+func (x *DeleteVersionOp) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteVersionOp.ProtoReflect.Descriptor instead.
+func (*DeleteVersionOp) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *DeleteVersionOp) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *DeleteVersionOp) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *DeleteVersionOp) GetPermanent() bool {
+	if x != nil {
+		return x.Permanent
+	}
+	return false
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xf4\x0e\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xcb\x0f\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -3001,7 +3353,8 @@ const file_records_proto_rawDesc = "" +
 	"\x11txn_offset_commit\x18e \x01(\v2*.shale.controller.v1.TxnOffsetCommitRecordH\x00R\x0ftxnOffsetCommit\x12[\n" +
 	"\x11unregister_broker\x18\x82\x01 \x01(\v2+.shale.controller.v1.UnregisterBrokerRecordH\x00R\x10unregisterBroker\x12|\n" +
 	"\x1dalter_partition_reassignments\x18x \x01(\v26.shale.controller.v1.AlterPartitionReassignmentsRecordH\x00R\x1balterPartitionReassignments\x12S\n" +
-	"\x0fshare_state_ops\x18\x96\x01 \x01(\v2(.shale.controller.v1.ShareStateOpsRecordH\x00R\rshareStateOpsB\b\n" +
+	"\x0fshare_state_ops\x18\x96\x01 \x01(\v2(.shale.controller.v1.ShareStateOpsRecordH\x00R\rshareStateOps\x12U\n" +
+	"\x0fschema_registry\x18\xaa\x01 \x01(\v2).shale.controller.v1.SchemaRegistryRecordH\x00R\x0eschemaRegistryB\b\n" +
 	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -3104,7 +3457,7 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\x03R\roffsetsLogEnd\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xae\x04\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\x84\x05\n" +
 	"\fSnapshotItem\x12:\n" +
 	"\x06broker\x18\x01 \x01(\v2 .shale.controller.v1.BrokerStateH\x00R\x06broker\x127\n" +
 	"\x05topic\x18\x02 \x01(\v2\x1f.shale.controller.v1.TopicStateH\x00R\x05topic\x129\n" +
@@ -3113,7 +3466,8 @@ const file_records_proto_rawDesc = "" +
 	"\fclient_quota\x18P \x01(\v2%.shale.controller.v1.ClientQuotaStateH\x00R\vclientQuota\x12Q\n" +
 	"\x10scram_credential\x18( \x01(\v2$.shale.controller.v1.ScramCredentialH\x00R\x0fscramCredential\x12<\n" +
 	"\ttxn_state\x18d \x01(\v2\x1d.shale.controller.v1.TxnStateH\x00R\btxnState\x12T\n" +
-	"\x0fshare_partition\x18\x96\x01 \x01(\v2(.shale.controller.v1.SharePartitionStateH\x00R\x0esharePartitionB\x06\n" +
+	"\x0fshare_partition\x18\x96\x01 \x01(\v2(.shale.controller.v1.SharePartitionStateH\x00R\x0esharePartition\x12T\n" +
+	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaH\x00R\x0eschemaRegistryB\x06\n" +
 	"\x04item\"G\n" +
 	"\x10CreateAclsRecord\x123\n" +
 	"\x04acls\x18\x01 \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\"L\n" +
@@ -3191,7 +3545,27 @@ const file_records_proto_rawDesc = "" +
 	"\fdelete_group\x18\x03 \x01(\tR\vdeleteGroup\x12Q\n" +
 	"\x11delete_partitions\x18\x04 \x03(\v2$.shale.controller.v1.TopicPartitionsR\x10deletePartitions\"J\n" +
 	"\x13ShareStateOpsRecord\x123\n" +
-	"\x03ops\x18\x01 \x03(\v2!.shale.controller.v1.ShareStateOpR\x03ops*~\n" +
+	"\x03ops\x18\x01 \x03(\v2!.shale.controller.v1.ShareStateOpR\x03ops\"\x91\x03\n" +
+	"\x14SchemaRegistryRecord\x12C\n" +
+	"\bregister\x18\x01 \x01(\v2%.shale.controller.v1.RegisterSchemaOpH\x00R\bregister\x12M\n" +
+	"\x0edelete_subject\x18\x02 \x01(\v2$.shale.controller.v1.DeleteSubjectOpH\x00R\rdeleteSubject\x12M\n" +
+	"\x0edelete_version\x18\x03 \x01(\v2$.shale.controller.v1.DeleteVersionOpH\x00R\rdeleteVersion\x12D\n" +
+	"\n" +
+	"set_config\x18\x04 \x01(\v2#.shale.controller.v1.RegistryConfigH\x00R\tsetConfig\x12J\n" +
+	"\rdelete_config\x18\x05 \x01(\v2#.shale.controller.v1.RegistryConfigH\x00R\fdeleteConfigB\x04\n" +
+	"\x02op\"\xa8\x01\n" +
+	"\x10RegisterSchemaOp\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\x12;\n" +
+	"\x06schema\x18\x02 \x01(\v2#.shale.controller.v1.RegistrySchemaR\x06schema\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x05R\aversion\x12#\n" +
+	"\rexpect_latest\x18\x04 \x01(\x05R\fexpectLatest\"I\n" +
+	"\x0fDeleteSubjectOp\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\x12\x1c\n" +
+	"\tpermanent\x18\x02 \x01(\bR\tpermanent\"c\n" +
+	"\x0fDeleteVersionOp\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\x12\x1c\n" +
+	"\tpermanent\x18\x03 \x01(\bR\tpermanent*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
@@ -3220,7 +3594,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                         // 0: shale.controller.v1.ElectionType
 	(TxnStatus)(0),                            // 1: shale.controller.v1.TxnStatus
@@ -3259,20 +3633,27 @@ var file_records_proto_goTypes = []any{
 	(*SharePartitionState)(nil),               // 34: shale.controller.v1.SharePartitionState
 	(*ShareStateOp)(nil),                      // 35: shale.controller.v1.ShareStateOp
 	(*ShareStateOpsRecord)(nil),               // 36: shale.controller.v1.ShareStateOpsRecord
-	nil,                                       // 37: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                                       // 38: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                          // 39: shale.controller.v1.Listener
-	(*ReplicaList)(nil),                       // 40: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),                       // 41: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                   // 42: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),                  // 43: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),                       // 44: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                        // 45: shale.controller.v1.TopicState
-	(*AclBinding)(nil),                        // 46: shale.controller.v1.AclBinding
-	(*ClientQuotaState)(nil),                  // 47: shale.controller.v1.ClientQuotaState
-	(*ScramCredential)(nil),                   // 48: shale.controller.v1.ScramCredential
-	(*AclFilter)(nil),                         // 49: shale.controller.v1.AclFilter
-	(*ScramCredentialKey)(nil),                // 50: shale.controller.v1.ScramCredentialKey
+	(*SchemaRegistryRecord)(nil),              // 37: shale.controller.v1.SchemaRegistryRecord
+	(*RegisterSchemaOp)(nil),                  // 38: shale.controller.v1.RegisterSchemaOp
+	(*DeleteSubjectOp)(nil),                   // 39: shale.controller.v1.DeleteSubjectOp
+	(*DeleteVersionOp)(nil),                   // 40: shale.controller.v1.DeleteVersionOp
+	nil,                                       // 41: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                                       // 42: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                          // 43: shale.controller.v1.Listener
+	(*ReplicaList)(nil),                       // 44: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),                       // 45: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                   // 46: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),                  // 47: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),                       // 48: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                        // 49: shale.controller.v1.TopicState
+	(*AclBinding)(nil),                        // 50: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),                  // 51: shale.controller.v1.ClientQuotaState
+	(*ScramCredential)(nil),                   // 52: shale.controller.v1.ScramCredential
+	(*SchemaRegistryDelta)(nil),               // 53: shale.controller.v1.SchemaRegistryDelta
+	(*AclFilter)(nil),                         // 54: shale.controller.v1.AclFilter
+	(*ScramCredentialKey)(nil),                // 55: shale.controller.v1.ScramCredentialKey
+	(*RegistryConfig)(nil),                    // 56: shale.controller.v1.RegistryConfig
+	(*RegistrySchema)(nil),                    // 57: shale.controller.v1.RegistrySchema
 }
 var file_records_proto_depIdxs = []int32{
 	3,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -3297,50 +3678,58 @@ var file_records_proto_depIdxs = []int32{
 	30, // 19: shale.controller.v1.Record.unregister_broker:type_name -> shale.controller.v1.UnregisterBrokerRecord
 	32, // 20: shale.controller.v1.Record.alter_partition_reassignments:type_name -> shale.controller.v1.AlterPartitionReassignmentsRecord
 	36, // 21: shale.controller.v1.Record.share_state_ops:type_name -> shale.controller.v1.ShareStateOpsRecord
-	39, // 22: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	40, // 23: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	37, // 24: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	7,  // 25: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	9,  // 26: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	40, // 27: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	11, // 28: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	38, // 29: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	41, // 30: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	42, // 31: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	16, // 32: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 33: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	42, // 34: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	43, // 35: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	41, // 36: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	44, // 37: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	45, // 38: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	21, // 39: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	46, // 40: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	47, // 41: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
-	48, // 42: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
-	27, // 43: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
-	34, // 44: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
-	46, // 45: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	49, // 46: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	47, // 47: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
-	48, // 48: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
-	50, // 49: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	1,  // 50: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
-	42, // 51: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
-	21, // 52: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
-	27, // 53: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
-	41, // 54: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
-	31, // 55: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	33, // 56: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
-	34, // 57: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
-	34, // 58: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
-	42, // 59: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
-	35, // 60: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
-	61, // [61:61] is the sub-list for method output_type
-	61, // [61:61] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	37, // 22: shale.controller.v1.Record.schema_registry:type_name -> shale.controller.v1.SchemaRegistryRecord
+	43, // 23: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	44, // 24: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	41, // 25: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	7,  // 26: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	9,  // 27: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	44, // 28: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	11, // 29: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	42, // 30: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	45, // 31: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	46, // 32: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	16, // 33: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 34: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	46, // 35: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	47, // 36: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	45, // 37: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	48, // 38: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	49, // 39: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	21, // 40: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	50, // 41: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	51, // 42: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	52, // 43: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	27, // 44: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
+	34, // 45: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
+	53, // 46: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
+	50, // 47: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	54, // 48: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	51, // 49: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	52, // 50: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	55, // 51: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	1,  // 52: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
+	46, // 53: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
+	21, // 54: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
+	27, // 55: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
+	45, // 56: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
+	31, // 57: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	33, // 58: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
+	34, // 59: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
+	34, // 60: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
+	46, // 61: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
+	35, // 62: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
+	38, // 63: shale.controller.v1.SchemaRegistryRecord.register:type_name -> shale.controller.v1.RegisterSchemaOp
+	39, // 64: shale.controller.v1.SchemaRegistryRecord.delete_subject:type_name -> shale.controller.v1.DeleteSubjectOp
+	40, // 65: shale.controller.v1.SchemaRegistryRecord.delete_version:type_name -> shale.controller.v1.DeleteVersionOp
+	56, // 66: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
+	56, // 67: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
+	57, // 68: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
+	69, // [69:69] is the sub-list for method output_type
+	69, // [69:69] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -3372,6 +3761,7 @@ func file_records_proto_init() {
 		(*Record_UnregisterBroker)(nil),
 		(*Record_AlterPartitionReassignments)(nil),
 		(*Record_ShareStateOps)(nil),
+		(*Record_SchemaRegistry)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
@@ -3382,6 +3772,14 @@ func file_records_proto_init() {
 		(*SnapshotItem_ScramCredential)(nil),
 		(*SnapshotItem_TxnState)(nil),
 		(*SnapshotItem_SharePartition)(nil),
+		(*SnapshotItem_SchemaRegistry)(nil),
+	}
+	file_records_proto_msgTypes[35].OneofWrappers = []any{
+		(*SchemaRegistryRecord_Register)(nil),
+		(*SchemaRegistryRecord_DeleteSubject)(nil),
+		(*SchemaRegistryRecord_DeleteVersion)(nil),
+		(*SchemaRegistryRecord_SetConfig)(nil),
+		(*SchemaRegistryRecord_DeleteConfig)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3389,7 +3787,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   37,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -254,6 +254,11 @@ type Config struct {
 	// HTTPListener is http.listener (Shale's own; default "127.0.0.1:9644"): host:port
 	// for metrics and health; "" turns it off.
 	HTTPListener string
+	// SchemaRegistryListener is schema.registry.listener (Shale's own; default
+	// "127.0.0.1:8081", the port Confluent Schema Registry's clients expect): host:port
+	// of the built-in schema registry's REST API on brokers; "" turns it off. Loopback by
+	// default because the listener has no authentication yet.
+	SchemaRegistryListener string
 	// LogLevel is log.level (Shale's own; default info): debug, info, warn or error.
 	LogLevel slog.Level
 

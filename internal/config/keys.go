@@ -360,6 +360,8 @@ func buildKeys() []*keyDef {
 			accessor{set: setClusterID, get: func(c *Config) string { return c.ClusterID }}),
 		key("http.listener", "127.0.0.1:9644", "Shale: host:port for metrics and health; empty turns it off.",
 			accessor{set: setHTTPListener, get: func(c *Config) string { return c.HTTPListener }}),
+		key("schema.registry.listener", "127.0.0.1:8081", "Shale: host:port of the built-in schema registry (Confluent's REST API) on brokers; empty turns it off.",
+			accessor{set: setSchemaRegistryListener, get: func(c *Config) string { return c.SchemaRegistryListener }}),
 		key("log.level", "info", "Shale: debug, info, warn or error.",
 			accessor{set: setLogLevel, get: func(c *Config) string { return strings.ToLower(c.LogLevel.String()) }}),
 	}
@@ -458,6 +460,16 @@ func setHTTPListener(c *Config, v string) error {
 		}
 	}
 	c.HTTPListener = v
+	return nil
+}
+
+func setSchemaRegistryListener(c *Config, v string) error {
+	if v != "" {
+		if _, err := parseHostPort(v); err != nil {
+			return err
+		}
+	}
+	c.SchemaRegistryListener = v
 	return nil
 }
 

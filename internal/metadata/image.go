@@ -65,6 +65,9 @@ type Image struct {
 	ACLs *acl.Set
 	// ClientQuotas are the client quota entities' values (quotas.go). Immutable.
 	ClientQuotas ClientQuotas
+	// SchemaRegistry is the built-in schema registry's state (schemaregistry.go); nil
+	// when empty. Immutable.
+	SchemaRegistry *SchemaRegistry
 }
 
 // Topic returns the named topic, or nil.

@@ -37,6 +37,12 @@ type ValidateOptions struct {
 	// coordinator state) rather than by a client: Kafka's client-only checks (base
 	// offset 0, no control batches, a sequence with every producer id) are skipped.
 	Internal bool
+
+	// SchemaIDs is the topic's broker-side schema ID validation
+	// (confluent.key.schema.validation and confluent.value.schema.validation); the zero
+	// value checks nothing. It runs on the records as this pass decodes them, so a
+	// compressed batch is decompressed once for every check.
+	SchemaIDs SchemaIDs
 }
 
 // Summary is what validation learns about a batch beyond its header.
@@ -49,6 +55,8 @@ type Summary struct {
 	MaxTimestampIndex int
 	// UncompressedBytes is the size of the records payload after decompression.
 	UncompressedBytes int
+	// SchemaRefused counts the records refused by schema ID validation.
+	SchemaRefused int
 }
 
 // Validate checks one produced batch the way Kafka's LogValidator does for magic v2,
@@ -75,8 +83,10 @@ func ValidateSummary(batch []byte, opt ValidateOptions) (Summary, error) {
 //     (log.ErrCorruptMessage, or ErrDecompressedTooLarge);
 //   - every record decodes with consistent varint lengths, offset deltas are 0, 1, 2, ...
 //     and exactly RecordCount records fill the payload: log.ErrInvalidRecord;
-//   - per record, keys on compacted topics and timestamps in range: a *ValidationError
-//     listing every offending record (ErrInvalidTimestamp or log.ErrInvalidRecord).
+//   - per record, keys on compacted topics, timestamps in range and, when opt.SchemaIDs
+//     asks, a registered schema id at the head of the key and value: a
+//     *ValidationError listing every offending record (ErrInvalidTimestamp or
+//     log.ErrInvalidRecord), one reason per record.
 //
 // Kafka itself accepts uncompressed batches with gapped offset deltas and rewrites
 // compressed ones; Shale rejects both, so the log never holds a batch whose records
@@ -190,6 +200,7 @@ func checkRecords(s *Summary, payload []byte, opt ValidateOptions) error {
 		return fmt.Errorf("%w: %d records cannot fit in a %d-byte payload", shalelog.ErrInvalidRecord, count, len(payload))
 	}
 	bounds := boundsFor(opt)
+	schemas := opt.SchemaIDs.on()
 	var rejected []RecordError
 	anyTimestamp := false
 	d := recordDecoder{buf: payload}
@@ -220,10 +231,20 @@ func checkRecords(s *Summary, payload []byte, opt ValidateOptions) error {
 				anyTimestamp = true
 				rejected = append(rejected, RecordError{Index: i, Message: fmt.Sprintf(
 					"Timestamp %d of message with offset %d is out of range (now %d, %s)", ts, i, bounds.now, bounds.describe())})
+				continue
 			}
 		case h.LogAppendTime():
 			anyTimestamp = true
 			rejected = append(rejected, RecordError{Index: i, Message: "Invalid timestamp type in message. Producer should not set timestamp type to LogAppendTime."})
+			continue
+		}
+		// Confluent Server checks schema ids after Kafka's own record checks, so a record
+		// both checks refuse is reported for Kafka's reason.
+		if schemas {
+			if msg := opt.SchemaIDs.check(&r); msg != "" {
+				s.SchemaRefused++
+				rejected = append(rejected, RecordError{Index: i, Message: msg})
+			}
 		}
 	}
 	if d.pos != len(payload) {

@@ -35,6 +35,7 @@ import (
 	"github.com/shalelog/shale/partition"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
+	"github.com/shalelog/shale/schemaregistry"
 )
 
 // shutdownGrace is how long in-flight requests may take to finish on SIGTERM.
@@ -101,6 +102,8 @@ type node struct {
 	shares *share.Manager
 	kafka  *protocol.Server
 	http   *http.Server
+	// registryDone is closed once the schema registry's listener has shut down.
+	registryDone chan struct{}
 
 	cancel       context.CancelFunc
 	stopReplicas context.CancelFunc
@@ -111,6 +114,8 @@ type node struct {
 // listeners are a node's bound sockets, until start hands each to what serves it.
 type listeners struct {
 	kafka, controller, http net.Listener
+	// registry is schema.registry.listener's, on brokers.
+	registry net.Listener
 	// others are the broker listeners besides the inter-broker one (kafka), by name.
 	others map[string]net.Listener
 }
@@ -166,12 +171,17 @@ func bind(cfg *config.Config, lg *slog.Logger) (*listeners, error) {
 			return nil, err
 		}
 	}
+	if cfg.IsBroker() && cfg.SchemaRegistryListener != "" {
+		if lns.registry, err = listen("on schema.registry.listener", cfg.SchemaRegistryListener); err != nil {
+			return nil, err
+		}
+	}
 	return lns, nil
 }
 
 // close closes the listeners not yet handed over.
 func (l *listeners) close() {
-	for _, ln := range []*net.Listener{&l.kafka, &l.controller, &l.http} {
+	for _, ln := range []*net.Listener{&l.kafka, &l.controller, &l.http, &l.registry} {
 		if *ln != nil {
 			(*ln).Close()
 			*ln = nil
@@ -206,6 +216,11 @@ func (n *node) start(parent context.Context, lns *listeners) error {
 		return err // lns.kafka is still set: Run closes it
 	}
 	lns.kafka, lns.others = nil, nil
+	if lns.registry != nil {
+		ln := lns.registry
+		lns.registry = nil
+		n.startRegistry(ctx, ln)
+	}
 	return nil
 }
 
@@ -302,6 +317,9 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 		HWCheckpointInterval:   time.Duration(cfg.ReplicaHighWatermarkCheckpointIntervalMs) * time.Millisecond,
 		Logger:                 n.lg,
 		Registry:               n.reg,
+		// Schema ID validation's record name strategies name records as the registry
+		// parses schemas; the registry's state itself comes from this broker's image.
+		RecordNamer: schemaregistry.NewRecordNames(),
 
 		CleanerDisabled:            !cfg.LogCleanerEnable,
 		CleanerThreads:             int(cfg.LogCleanerThreads),
@@ -533,6 +551,21 @@ const controlledShutdownTimeout = 30 * time.Second
 // listener closes (Kafka's controlled shutdown), so that producers are told
 // NOT_LEADER_OR_FOLLOWER and move on at once instead of timing out on a dead broker: a
 // rolling restart keeps every RF>1 partition writable.
+// startRegistry serves the schema registry on ln: reads from this broker's metadata
+// cache, writes forwarded to the active controller. It stops when ctx is cancelled.
+func (n *node) startRegistry(ctx context.Context, ln net.Listener) {
+	bc := n.registered.Load()
+	srv := schemaregistry.New(schemaregistry.Options{Images: bc, Store: bc, Log: n.lg.With("component", "schema-registry")})
+	n.registryDone = make(chan struct{})
+	go func() {
+		defer close(n.registryDone)
+		if err := srv.Serve(ctx, ln); err != nil {
+			n.lg.Error("schema registry listener stopped", "err", err)
+		}
+	}()
+	n.lg.Info("serving the schema registry", "listener", ln.Addr().String())
+}
+
 func (n *node) controlledShutdown() {
 	bc, ok := n.store.(*controller.BrokerClient)
 	if !ok || n.replicas == nil {
@@ -583,6 +616,9 @@ func (n *node) close() error {
 	}
 	if n.cancel != nil {
 		n.cancel()
+	}
+	if n.registryDone != nil {
+		<-n.registryDone
 	}
 	if n.stopReplicas != nil {
 		n.stopReplicas()

@@ -134,7 +134,30 @@ const (
 	// ShareDeadLetterTopic is Shale's own (beyond KIP-932): the topic that share groups
 	// write this topic's rejected records, and those that reached the delivery limit, to.
 	ShareDeadLetterTopic = "share.dead.letter.topic"
+
+	// Confluent Server's broker-side schema ID validation: with KeySchemaValidation
+	// (ValueSchemaValidation) on, every record's non-null key (value) must carry a schema
+	// id registered in the built-in schema registry under the subject its subject name
+	// strategy gives.
+	KeySchemaValidation    = "confluent.key.schema.validation"
+	ValueSchemaValidation  = "confluent.value.schema.validation"
+	KeySubjectNameStrategy = "confluent.key.subject.name.strategy"
+	// ValueSubjectNameStrategy is the value's; see SubjectNameStrategies.
+	ValueSubjectNameStrategy = "confluent.value.subject.name.strategy"
 )
+
+// The subject name strategies Confluent's serializers ship, by the class names Confluent
+// Server's topic configs take. The short names (TopicNameStrategy, ...) are accepted too,
+// as Redpanda's compatible configs do.
+const (
+	TopicNameStrategy       = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
+	RecordNameStrategy      = "io.confluent.kafka.serializers.subject.RecordNameStrategy"
+	TopicRecordNameStrategy = "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy"
+)
+
+// SubjectNameStrategies are the accepted values of the *.subject.name.strategy configs.
+var SubjectNameStrategies = []string{TopicNameStrategy, RecordNameStrategy, TopicRecordNameStrategy,
+	"TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy"}
 
 // throttledReplicas accepts Kafka's form of the *.replication.throttled.replicas
 // configs: empty, "*", or partition:broker pairs separated by commas.
@@ -173,6 +196,16 @@ var defs = sortedByName([]*Def{
 	{Name: CompressionType, BrokerName: "compression.type", Type: TypeString, Default: "producer",
 		Doc:   "Codec the broker stores batches with; producer keeps the producer's codec.",
 		check: oneOf("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")},
+	{Name: KeySchemaValidation, Type: TypeBoolean, Default: "false",
+		Doc: "Refuse a produced batch with INVALID_RECORD when a record's non-null key does not carry a schema id (magic byte 0, 4-byte id) registered in the schema registry under the subject confluent.key.subject.name.strategy gives."},
+	{Name: KeySubjectNameStrategy, Type: TypeString, Default: TopicNameStrategy,
+		Doc:   "Subject a key's schema id must be registered under: TopicNameStrategy <topic>-key, RecordNameStrategy the schema's record name, TopicRecordNameStrategy <topic>-<record name>.",
+		check: oneOf(SubjectNameStrategies...)},
+	{Name: ValueSchemaValidation, Type: TypeBoolean, Default: "false",
+		Doc: "Refuse a produced batch with INVALID_RECORD when a record's non-null value does not carry a schema id (magic byte 0, 4-byte id) registered in the schema registry under the subject confluent.value.subject.name.strategy gives."},
+	{Name: ValueSubjectNameStrategy, Type: TypeString, Default: TopicNameStrategy,
+		Doc:   "Subject a value's schema id must be registered under: TopicNameStrategy <topic>-value, RecordNameStrategy the schema's record name, TopicRecordNameStrategy <topic>-<record name>.",
+		check: oneOf(SubjectNameStrategies...)},
 	{Name: DeleteRetentionMs, BrokerName: "log.cleaner.delete.retention.ms", Type: TypeLong, Default: "86400000",
 		Doc: "How long a tombstone stays in a compacted topic after its segment's last write.", check: atLeast(0)},
 	{Name: "file.delete.delay.ms", BrokerName: "log.segment.delete.delay.ms", Type: TypeLong, Default: "60000",

@@ -1,0 +1,560 @@
+package schemaregistry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shalelog/shale/internal/metadata"
+)
+
+// Images is where the registry reads its state: the broker's metadata cache.
+type Images interface {
+	Current() *metadata.Image
+	Watch(ctx context.Context) <-chan *metadata.Image
+}
+
+// Options configure a Server.
+type Options struct {
+	Images Images
+	Store  metadata.SchemaRegistryStore
+	Log    *slog.Logger
+	// WriteTimeout bounds a write and the wait until this broker's image shows it
+	// (read-your-writes for the client that wrote); 0 means 10s.
+	WriteTimeout time.Duration
+}
+
+// Server serves Confluent Schema Registry's REST API.
+type Server struct {
+	images  Images
+	store   metadata.SchemaRegistryStore
+	log     *slog.Logger
+	timeout time.Duration
+	mux     *http.ServeMux
+	// subjectLocks serialize this broker's registrations per subject (striped by hash):
+	// racing writers on one broker would otherwise mostly refuse each other at the
+	// controller and check again; only writers on different brokers still race.
+	subjectLocks [64]chan struct{}
+}
+
+// Defaults of a registry nobody configured, as Confluent's.
+const (
+	defaultLevel = LevelBackward
+	defaultMode  = "READWRITE"
+)
+
+// contentType is what every response carries, Confluent's preferred media type.
+const contentType = "application/vnd.schemaregistry.v1+json"
+
+// New returns a Server; it serves nothing until Serve or Handler is used.
+func New(o Options) *Server {
+	s := &Server{images: o.Images, store: o.Store, log: o.Log, timeout: o.WriteTimeout, mux: http.NewServeMux()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.timeout <= 0 {
+		s.timeout = 10 * time.Second
+	}
+	for i := range s.subjectLocks {
+		s.subjectLocks[i] = make(chan struct{}, 1)
+	}
+	for pattern, h := range map[string]func(http.ResponseWriter, *http.Request) error{
+		"GET /{$}":                                                  func(w http.ResponseWriter, r *http.Request) error { return reply(w, http.StatusOK, map[string]any{}) },
+		"GET /subjects":                                             s.listSubjects,
+		"GET /subjects/{subject}/versions":                          s.listVersions,
+		"POST /subjects/{subject}/versions":                         s.register,
+		"GET /subjects/{subject}/versions/{version}":                s.getVersion,
+		"GET /subjects/{subject}/versions/{version}/schema":         s.getVersionSchema,
+		"GET /subjects/{subject}/versions/{version}/referencedby":   s.referencedBy,
+		"DELETE /subjects/{subject}/versions/{version}":             s.deleteVersion,
+		"DELETE /subjects/{subject}":                                s.deleteSubject,
+		"POST /subjects/{subject}":                                  s.lookup,
+		"GET /schemas/ids/{id}":                                     s.getSchema,
+		"GET /schemas/ids/{id}/schema":                              s.getRawSchema,
+		"GET /schemas/ids/{id}/versions":                            s.getSchemaVersions,
+		"GET /schemas/ids/{id}/subjects":                            s.getSchemaSubjects,
+		"GET /schemas/types":                                        s.types,
+		"GET /config":                                               s.getConfig,
+		"PUT /config":                                               s.putConfig,
+		"DELETE /config":                                            s.deleteConfig,
+		"GET /config/{subject}":                                     s.getConfig,
+		"PUT /config/{subject}":                                     s.putConfig,
+		"DELETE /config/{subject}":                                  s.deleteConfig,
+		"GET /mode":                                                 s.getMode,
+		"PUT /mode":                                                 s.putMode,
+		"GET /mode/{subject}":                                       s.getMode,
+		"PUT /mode/{subject}":                                       s.putMode,
+		"DELETE /mode/{subject}":                                    s.deleteMode,
+		"POST /compatibility/subjects/{subject}/versions/{version}": s.checkCompatibility,
+		"POST /compatibility/subjects/{subject}/versions":           s.checkCompatibility,
+	} {
+		s.mux.Handle(pattern, s.wrap(h))
+	}
+	return s
+}
+
+// Handler returns the API's handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Serve serves the API on ln until ctx is done, then shuts down gracefully.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx },
+		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = hs.Shutdown(sctx)
+		case <-done:
+		}
+	}()
+	defer close(done)
+	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("schema registry listener: %w", err)
+	}
+	return nil
+}
+
+// apiError is an error answered with Confluent's error body.
+type apiError struct {
+	code int
+	msg  string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func errorf(code int, format string, args ...any) error {
+	return &apiError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// status maps a Confluent error code to its HTTP status: the first three digits of a
+// five-digit code (40401 -> 404), else the code itself (409).
+func status(code int) int {
+	if code >= 10000 {
+		return code / 100
+	}
+	return code
+}
+
+func reply(w http.ResponseWriter, code int, body any) error {
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(code)
+	return json.NewEncoder(w).Encode(body)
+}
+
+func (s *Server) wrap(h func(http.ResponseWriter, *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			// A bug in a handler must not take the broker down.
+			if p := recover(); p != nil {
+				s.log.Error("schema registry handler panicked", "path", r.URL.Path, "panic", p)
+				_ = reply(w, 500, map[string]any{"error_code": metadata.RegistryInternalError, "message": "internal error"})
+			}
+		}()
+		err := h(w, r)
+		if err == nil {
+			return
+		}
+		var ae *apiError
+		var re *metadata.RegistryError
+		switch {
+		case errors.As(err, &ae):
+		case errors.As(err, &re):
+			ae = &apiError{code: re.Code, msg: re.Message}
+		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+			ae = &apiError{code: metadata.RegistryRequestForwardingFailed, msg: "the controller did not answer in time: " + err.Error()}
+		default:
+			ae = &apiError{code: metadata.RegistryStoreError, msg: err.Error()}
+		}
+		if status(ae.code) >= 500 {
+			s.log.Warn("schema registry request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+		_ = reply(w, status(ae.code), map[string]any{"error_code": ae.code, "message": ae.msg})
+	})
+}
+
+var mediaTypes = []string{contentType, "application/vnd.schemaregistry+json", "application/json", "application/octet-stream"}
+
+// decode reads a JSON body in one of the registry's media types.
+func decode(r *http.Request, into any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || !slices.Contains(mediaTypes, mt) {
+			return errorf(415, "unsupported content type %q", ct)
+		}
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+	if err != nil {
+		return errorf(400, "read body: %v", err)
+	}
+	if err := json.Unmarshal(body, into); err != nil {
+		return errorf(422, "unrecognized request body: %v", err)
+	}
+	return nil
+}
+
+func boolParam(r *http.Request, name string) bool {
+	v, _ := strconv.ParseBool(r.URL.Query().Get(name))
+	return v
+}
+
+func (s *Server) registry() *metadata.SchemaRegistry {
+	if im := s.images.Current(); im != nil && im.SchemaRegistry != nil {
+		return im.SchemaRegistry
+	}
+	return &metadata.SchemaRegistry{}
+}
+
+// waitFor waits until this broker's image satisfies ok, so that a client reads its own
+// write from the broker it wrote through.
+func (s *Server) waitFor(ctx context.Context, ok func(*metadata.SchemaRegistry) bool) error {
+	if ok(s.registry()) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	ch := s.images.Watch(ctx)
+	for {
+		if ok(s.registry()) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for this broker's metadata to show the write: %w", ctx.Err())
+		}
+	}
+}
+
+func (s *Server) write(ctx context.Context, op metadata.RegistryOp) (metadata.RegistryResult, error) {
+	if s.store == nil {
+		return metadata.RegistryResult{}, errorf(metadata.RegistryStoreError, "this node cannot write to the registry")
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	res, err := s.store.AlterSchemaRegistry(ctx, op)
+	if err != nil {
+		return res, fmt.Errorf("schema registry write: %w", err)
+	}
+	return res, nil
+}
+
+// lockSubject takes the subject's lock, or fails when ctx ends first.
+func (s *Server) lockSubject(ctx context.Context, subject string) (unlock func(), err error) {
+	h := fnv.New32a()
+	h.Write([]byte(subject))
+	l := s.subjectLocks[h.Sum32()%uint32(len(s.subjectLocks))]
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for another registration under %q: %w", subject, ctx.Err())
+	}
+}
+
+// parseVersion parses a version path parameter: a positive number, "latest" or -1.
+// latest is returned as -1.
+func parseVersion(v string) (int32, error) {
+	if v == "latest" {
+		return -1, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n == 0 || n < -1 {
+		return 0, errorf(metadata.RegistryInvalidVersion, "The specified version '%s' is not a valid version id. Allowed values are between [1, 2^31-1] and the string \"latest\"", v)
+	}
+	return int32(n), nil
+}
+
+// resolveVersion finds a subject's version; latest (-1) is its latest live version.
+func resolveVersion(reg *metadata.SchemaRegistry, subject string, v int32, deleted bool) (metadata.SubjectVersion, error) {
+	all := reg.Versions(subject, deleted)
+	if len(all) == 0 {
+		return metadata.SubjectVersion{}, errorf(metadata.RegistrySubjectNotFound, "Subject '%s' not found.", subject)
+	}
+	if v == -1 {
+		return all[len(all)-1], nil
+	}
+	sv, ok := reg.Version(subject, v)
+	if !ok || (sv.Deleted && !deleted) {
+		return metadata.SubjectVersion{}, errorf(metadata.RegistryVersionNotFound, "Version %d not found.", v)
+	}
+	return sv, nil
+}
+
+// effective returns a subject's compatibility level and mode, falling back to the
+// global ones and then to the defaults.
+func effective(reg *metadata.SchemaRegistry, subject string) (level, mode string) {
+	sc, _ := reg.Config(subject)
+	gc, _ := reg.Config("")
+	level = firstNonEmpty(sc.Compatibility, gc.Compatibility, defaultLevel)
+	mode = firstNonEmpty(sc.Mode, gc.Mode, defaultMode)
+	return level, mode
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+// schemaJSON is a schema in responses.
+type schemaJSON struct {
+	Subject    string                     `json:"subject,omitempty"`
+	Version    int32                      `json:"version,omitempty"`
+	ID         int32                      `json:"id,omitempty"`
+	SchemaType string                     `json:"schemaType,omitempty"`
+	References []metadata.SchemaReference `json:"references,omitempty"`
+	Schema     string                     `json:"schema"`
+}
+
+func describe(reg *metadata.SchemaRegistry, sv metadata.SubjectVersion) schemaJSON {
+	sc := reg.Schema(sv.SchemaID)
+	out := schemaJSON{Subject: sv.Subject, Version: sv.Version, ID: sv.SchemaID}
+	if sc != nil {
+		out.Schema, out.References = sc.Schema, sc.References
+		// Confluent leaves schemaType out for Avro, the default.
+		if sc.Type != TypeAvro {
+			out.SchemaType = sc.Type
+		}
+	}
+	return out
+}
+
+func (s *Server) listSubjects(w http.ResponseWriter, r *http.Request) error {
+	names := s.registry().SubjectNames(boolParam(r, "deleted"))
+	if prefix := r.URL.Query().Get("subjectPrefix"); prefix != "" {
+		names = slices.DeleteFunc(names, func(n string) bool { return !strings.HasPrefix(n, prefix) })
+	}
+	if names == nil {
+		names = []string{}
+	}
+	return reply(w, 200, names)
+}
+
+func (s *Server) listVersions(w http.ResponseWriter, r *http.Request) error {
+	subject := r.PathValue("subject")
+	vs := s.registry().Versions(subject, boolParam(r, "deleted"))
+	if len(vs) == 0 {
+		return errorf(metadata.RegistrySubjectNotFound, "Subject '%s' not found.", subject)
+	}
+	out := make([]int32, len(vs))
+	for i, v := range vs {
+		out[i] = v.Version
+	}
+	return reply(w, 200, out)
+}
+
+func (s *Server) versionOf(r *http.Request) (*metadata.SchemaRegistry, metadata.SubjectVersion, error) {
+	v, err := parseVersion(r.PathValue("version"))
+	if err != nil {
+		return nil, metadata.SubjectVersion{}, err
+	}
+	reg := s.registry()
+	sv, err := resolveVersion(reg, r.PathValue("subject"), v, boolParam(r, "deleted"))
+	return reg, sv, err
+}
+
+func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) error {
+	reg, sv, err := s.versionOf(r)
+	if err != nil {
+		return err
+	}
+	return reply(w, 200, describe(reg, sv))
+}
+
+func (s *Server) getVersionSchema(w http.ResponseWriter, r *http.Request) error {
+	reg, sv, err := s.versionOf(r)
+	if err != nil {
+		return err
+	}
+	return rawSchema(w, reg.Schema(sv.SchemaID))
+}
+
+// rawSchema writes a schema's text itself as the body, as Confluent does.
+func rawSchema(w http.ResponseWriter, sc *metadata.RegistrySchema) error {
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(200)
+	_, err := io.WriteString(w, sc.Schema)
+	return err
+}
+
+func (s *Server) referencedBy(w http.ResponseWriter, r *http.Request) error {
+	reg, sv, err := s.versionOf(r)
+	if err != nil {
+		return err
+	}
+	out := []int32{}
+	for _, name := range reg.SubjectNames(false) {
+		for _, v := range reg.Versions(name, false) {
+			for _, ref := range reg.Schema(v.SchemaID).References {
+				if ref.Subject == sv.Subject && ref.Version == sv.Version && !slices.Contains(out, v.SchemaID) {
+					out = append(out, v.SchemaID)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return reply(w, 200, out)
+}
+
+func (s *Server) checkWritable(reg *metadata.SchemaRegistry, subject string) error {
+	if _, mode := effective(reg, subject); mode == "READONLY" {
+		return errorf(metadata.RegistryOperationNotPermitted, "Subject %s is in read-only mode", subject)
+	}
+	return nil
+}
+
+func (s *Server) deleteVersion(w http.ResponseWriter, r *http.Request) error {
+	subject := r.PathValue("subject")
+	v, err := parseVersion(r.PathValue("version"))
+	if err != nil {
+		return err
+	}
+	reg := s.registry()
+	if err := s.checkWritable(reg, subject); err != nil {
+		return err
+	}
+	permanent := boolParam(r, "permanent")
+	// latest is resolved here; the FSM refuses the delete if that version is gone by then.
+	// An explicit version is looked up among soft-deleted ones too, so that deleting it
+	// twice gets 40406 from the controller, as in Confluent.
+	sv, err := resolveVersion(reg, subject, v, permanent || v != -1)
+	if err != nil {
+		return err
+	}
+	if _, err := s.write(r.Context(), metadata.RegistryOp{DeleteVersion: &metadata.DeleteVersionOp{Subject: subject, Version: sv.Version, Permanent: permanent}}); err != nil {
+		return err
+	}
+	if err := s.waitFor(r.Context(), func(reg *metadata.SchemaRegistry) bool {
+		now, ok := reg.Version(subject, sv.Version)
+		return !ok || (now.Deleted && !permanent)
+	}); err != nil {
+		return err
+	}
+	return reply(w, 200, sv.Version)
+}
+
+func (s *Server) deleteSubject(w http.ResponseWriter, r *http.Request) error {
+	subject := r.PathValue("subject")
+	if err := s.checkWritable(s.registry(), subject); err != nil {
+		return err
+	}
+	permanent := boolParam(r, "permanent")
+	res, err := s.write(r.Context(), metadata.RegistryOp{DeleteSubject: &metadata.DeleteSubjectOp{Subject: subject, Permanent: permanent}})
+	if err != nil {
+		return err
+	}
+	if err := s.waitFor(r.Context(), func(reg *metadata.SchemaRegistry) bool {
+		return len(reg.Versions(subject, permanent)) == 0
+	}); err != nil {
+		return err
+	}
+	out := res.Versions
+	if out == nil {
+		out = []int32{}
+	}
+	return reply(w, 200, out)
+}
+
+func (s *Server) schemaByID(r *http.Request) (*metadata.SchemaRegistry, *metadata.RegistrySchema, []metadata.SubjectVersion, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 32)
+	if err != nil || id <= 0 {
+		return nil, nil, nil, errorf(metadata.RegistrySchemaNotFound, "Schema %s not found", r.PathValue("id"))
+	}
+	reg := s.registry()
+	sc := reg.Schema(int32(id))
+	var uses []metadata.SubjectVersion
+	deleted := boolParam(r, "deleted")
+	for _, name := range reg.SubjectNames(true) {
+		for _, v := range reg.Versions(name, true) {
+			if v.SchemaID == int32(id) && (deleted || !v.Deleted) {
+				uses = append(uses, v)
+			}
+		}
+	}
+	// A schema no version uses any more (all permanently deleted) is not served, as in
+	// Confluent; a soft-deleted one still is, since records may carry its id.
+	if sc == nil || !slices.ContainsFunc(allVersions(reg), func(v metadata.SubjectVersion) bool { return v.SchemaID == int32(id) }) {
+		return nil, nil, nil, errorf(metadata.RegistrySchemaNotFound, "Schema %d not found", id)
+	}
+	return reg, sc, uses, nil
+}
+
+func allVersions(reg *metadata.SchemaRegistry) []metadata.SubjectVersion {
+	var out []metadata.SubjectVersion
+	for _, name := range reg.SubjectNames(true) {
+		out = append(out, reg.Versions(name, true)...)
+	}
+	return out
+}
+
+func (s *Server) getSchema(w http.ResponseWriter, r *http.Request) error {
+	_, sc, _, err := s.schemaByID(r)
+	if err != nil {
+		return err
+	}
+	out := schemaJSON{Schema: sc.Schema, References: sc.References}
+	if sc.Type != TypeAvro {
+		out.SchemaType = sc.Type
+	}
+	return reply(w, 200, out)
+}
+
+func (s *Server) getRawSchema(w http.ResponseWriter, r *http.Request) error {
+	_, sc, _, err := s.schemaByID(r)
+	if err != nil {
+		return err
+	}
+	return rawSchema(w, sc)
+}
+
+func (s *Server) getSchemaVersions(w http.ResponseWriter, r *http.Request) error {
+	_, _, uses, err := s.schemaByID(r)
+	if err != nil {
+		return err
+	}
+	type sv struct {
+		Subject string `json:"subject"`
+		Version int32  `json:"version"`
+	}
+	out := []sv{}
+	for _, u := range uses {
+		out = append(out, sv{u.Subject, u.Version})
+	}
+	return reply(w, 200, out)
+}
+
+func (s *Server) getSchemaSubjects(w http.ResponseWriter, r *http.Request) error {
+	_, _, uses, err := s.schemaByID(r)
+	if err != nil {
+		return err
+	}
+	out := []string{}
+	for _, u := range uses {
+		if !slices.Contains(out, u.Subject) {
+			out = append(out, u.Subject)
+		}
+	}
+	return reply(w, 200, out)
+}
+
+func (s *Server) types(w http.ResponseWriter, _ *http.Request) error {
+	return reply(w, 200, []string{TypeJSON, TypeProtobuf, TypeAvro})
+}

@@ -1,0 +1,170 @@
+package schemaregistry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/bufbuild/protocompile"
+	"github.com/bufbuild/protocompile/linker"
+	"github.com/hamba/avro/v2"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// Schema types, as Confluent names them.
+const (
+	TypeAvro     = "AVRO"
+	TypeProtobuf = "PROTOBUF"
+	TypeJSON     = "JSON"
+)
+
+// dependency is a referenced schema: the name it is imported as, and its text.
+type dependency struct {
+	name, schema string
+}
+
+// parsed is a schema parsed by its type's library, ready for compatibility checks.
+type parsed struct {
+	typ   string
+	avro  avro.Schema
+	proto protoreflect.FileDescriptor
+	json  any // the decoded JSON document, after the library compiled it
+}
+
+// normalize returns the form a schema is stored in: JSON schemas (Avro and JSON Schema)
+// are compacted, so whitespace does not make two schemas different; Protobuf is kept as
+// written.
+func normalize(typ, text string) string {
+	if typ == TypeProtobuf {
+		return text
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(text)); err != nil {
+		return text
+	}
+	return b.String()
+}
+
+// parseSchema parses text of type typ with its dependencies (in the order they must be
+// loaded: a dependency's own dependencies first).
+func parseSchema(typ, text string, deps []dependency) (*parsed, error) {
+	switch typ {
+	case TypeAvro:
+		cache := &avro.SchemaCache{}
+		for _, d := range deps {
+			if _, err := avro.ParseWithCache(d.schema, "", cache); err != nil {
+				return nil, fmt.Errorf("reference %q: %w", d.name, err)
+			}
+		}
+		s, err := avro.ParseWithCache(text, "", cache)
+		if err != nil {
+			return nil, err
+		}
+		return &parsed{typ: typ, avro: s}, nil
+	case TypeProtobuf:
+		const main = "__shale_schema.proto"
+		srcs := map[string]string{main: text}
+		for _, d := range deps {
+			srcs[d.name] = d.schema
+		}
+		var msgs []string
+		c := protocompile.Compiler{
+			Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{Accessor: protocompile.SourceAccessorFromMap(srcs)}),
+			Reporter: protocompileReporter(&msgs),
+		}
+		files, err := c.Compile(context.Background(), main)
+		if err != nil {
+			if len(msgs) > 0 {
+				return nil, errors.New(strings.Join(msgs, "; "))
+			}
+			return nil, err
+		}
+		return &parsed{typ: typ, proto: linker.File(files[0])}, nil
+	case TypeJSON:
+		c := jsonschema.NewCompiler()
+		// No loader: a $ref resolves only to references and the standard metaschemas,
+		// never to a file or URL the broker would fetch for a client.
+		c.UseLoader(jsonschema.SchemeURLLoader{})
+		for _, d := range deps {
+			doc, err := jsonschema.UnmarshalJSON(strings.NewReader(d.schema))
+			if err != nil {
+				return nil, fmt.Errorf("reference %q: %w", d.name, err)
+			}
+			if err := c.AddResource(d.name, doc); err != nil {
+				return nil, fmt.Errorf("reference %q: %w", d.name, err)
+			}
+		}
+		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+		if err != nil {
+			return nil, err
+		}
+		const main = "urn:shale:schema.json"
+		if err := c.AddResource(main, doc); err != nil {
+			return nil, err
+		}
+		if _, err := c.Compile(main); err != nil {
+			return nil, err
+		}
+		return &parsed{typ: typ, json: doc}, nil
+	}
+	return nil, fmt.Errorf("unknown schema type %q", typ)
+}
+
+// compatible returns why data written with writer cannot be read with reader, nil when it
+// can. Both are of the same type.
+func compatible(reader, writer *parsed) []string {
+	switch reader.typ {
+	case TypeAvro:
+		return avroCanRead(reader.avro, writer.avro, "/", map[[2]string]bool{})
+	case TypeProtobuf:
+		return protoCompatible(reader.proto, writer.proto)
+	case TypeJSON:
+		return jsonCanRead(reader.json, writer.json, "#")
+	}
+	return []string{"unknown schema type " + reader.typ}
+}
+
+// Compatibility levels.
+const (
+	LevelNone               = "NONE"
+	LevelBackward           = "BACKWARD"
+	LevelBackwardTransitive = "BACKWARD_TRANSITIVE"
+	LevelForward            = "FORWARD"
+	LevelForwardTransitive  = "FORWARD_TRANSITIVE"
+	LevelFull               = "FULL"
+	LevelFullTransitive     = "FULL_TRANSITIVE"
+)
+
+var levels = []string{LevelNone, LevelBackward, LevelBackwardTransitive, LevelForward, LevelForwardTransitive, LevelFull, LevelFullTransitive}
+
+// checkLevel checks a new schema against the subject's live versions, oldest first, at
+// a level, and returns the reasons it is incompatible.
+func checkLevel(level string, next *parsed, previous []*parsed) []string {
+	if level == LevelNone || len(previous) == 0 {
+		return nil
+	}
+	against := previous[len(previous)-1:]
+	if strings.HasSuffix(level, "_TRANSITIVE") {
+		against = previous
+	}
+	backward := strings.HasPrefix(level, "BACKWARD") || strings.HasPrefix(level, "FULL")
+	forward := strings.HasPrefix(level, "FORWARD") || strings.HasPrefix(level, "FULL")
+	var out []string
+	for _, old := range against {
+		if backward {
+			for _, m := range compatible(next, old) {
+				out = append(out, "backward: "+m)
+			}
+		}
+		if forward {
+			for _, m := range compatible(old, next) {
+				out = append(out, "forward: "+m)
+			}
+		}
+	}
+	return out
+}
