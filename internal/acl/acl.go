@@ -40,7 +40,7 @@ type Binding struct {
 }
 
 func (b Binding) String() string {
-	return fmt.Sprintf("(%s %s %q) %s %s %s from %s", b.PatternType, b.ResourceType, b.ResourceName,
+	return fmt.Sprintf("(%s %s %q) %s %s %s from %s", b.PatternType, ResourceTypeName(b.ResourceType), b.ResourceName,
 		b.Permission, b.Principal, b.Operation, b.Host)
 }
 
@@ -66,7 +66,8 @@ func (b Binding) Validate() error {
 	}
 	switch b.ResourceType {
 	case kmsg.ACLResourceTypeTopic, kmsg.ACLResourceTypeGroup, kmsg.ACLResourceTypeCluster,
-		kmsg.ACLResourceTypeTransactionalId, kmsg.ACLResourceTypeDelegationToken, kmsg.ACLResourceTypeUser:
+		kmsg.ACLResourceTypeTransactionalId, kmsg.ACLResourceTypeDelegationToken, kmsg.ACLResourceTypeUser,
+		ResourceTypeSubject, ResourceTypeRegistry:
 	default:
 		return bad("resource type %s cannot be stored", b.ResourceType)
 	}
@@ -80,6 +81,9 @@ func (b Binding) Validate() error {
 	}
 	if b.ResourceType == kmsg.ACLResourceTypeCluster && (b.ResourceName != ClusterName || b.PatternType != kmsg.ACLResourcePatternTypeLiteral) {
 		return bad("the cluster resource is LITERAL %q", ClusterName)
+	}
+	if b.ResourceType == ResourceTypeRegistry && (b.ResourceName != RegistryName || b.PatternType != kmsg.ACLResourcePatternTypeLiteral) {
+		return bad("the registry resource is LITERAL %q", RegistryName)
 	}
 	if b.PatternType == kmsg.ACLResourcePatternTypePrefixed && b.ResourceName == Wildcard {
 		return bad("a PREFIXED pattern cannot be %q (use LITERAL %q)", Wildcard, Wildcard)
@@ -131,7 +135,7 @@ type Filter struct {
 // wraps INVALID_REQUEST.
 func (f Filter) Validate() error {
 	switch {
-	case f.ResourceType == kmsg.ACLResourceTypeUnknown || f.ResourceType > kmsg.ACLResourceTypeUser:
+	case f.ResourceType == kmsg.ACLResourceTypeUnknown || (f.ResourceType > kmsg.ACLResourceTypeUser && !IsRegistryType(f.ResourceType)):
 		return fmt.Errorf("%w: unknown resource type %d", kerr.InvalidRequest, f.ResourceType)
 	case f.PatternType == kmsg.ACLResourcePatternTypeUnknown || f.PatternType > kmsg.ACLResourcePatternTypePrefixed:
 		return fmt.Errorf("%w: unknown pattern type %d", kerr.InvalidRequest, f.PatternType)
@@ -143,9 +147,11 @@ func (f Filter) Validate() error {
 	return nil
 }
 
-// Matches reports whether the filter selects b (Kafka's AclBindingFilter.matches).
+// Matches reports whether the filter selects b (Kafka's AclBindingFilter.matches). A
+// binding of Shale's registry types is selected only by a filter that names its type
+// (see ResourceTypeSubject).
 func (f Filter) Matches(b Binding) bool {
-	if f.ResourceType != kmsg.ACLResourceTypeAny && f.ResourceType != b.ResourceType {
+	if f.ResourceType != b.ResourceType && (f.ResourceType != kmsg.ACLResourceTypeAny || IsRegistryType(b.ResourceType)) {
 		return false
 	}
 	switch f.PatternType {
