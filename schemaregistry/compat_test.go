@@ -1,10 +1,14 @@
 package schemaregistry
 
 import (
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 // compatCase is one rule: whether data written with writer reads with reader.
@@ -194,5 +198,64 @@ func TestJSONRefDoesNotReadFiles(t *testing.T) {
 	}
 	if _, err := parseSchema(TypeJSON, `{"$ref":"s.json"}`, []dependency{{name: "s.json", schema: `{"type":"string"}`}}); err != nil {
 		t.Fatalf("a $ref to a reference: %v", err)
+	}
+}
+
+// TestProtobufBase64Descriptor: a schema sent as a base64 FileDescriptorProto (what
+// confluent-kafka-python's ProtobufSerializer registers) is parsed, also as a reference,
+// and checked against one written as source.
+func TestProtobufBase64Descriptor(t *testing.T) {
+	fd := &descriptorpb.FileDescriptorProto{
+		Name:    proto.String("user.proto"),
+		Package: proto.String("shale.test"),
+		Syntax:  proto.String("proto3"),
+		MessageType: []*descriptorpb.DescriptorProto{{
+			Name: proto.String("User"),
+			Field: []*descriptorpb.FieldDescriptorProto{{
+				Name:     proto.String("name"),
+				Number:   proto.Int32(1),
+				Label:    descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum(),
+				Type:     descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(),
+				JsonName: proto.String("name"),
+			}},
+		}},
+	}
+	raw, err := proto.Marshal(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b64 := base64.StdEncoding.EncodeToString(raw)
+	p, err := parseSchema(TypeProtobuf, b64, nil)
+	if err != nil {
+		t.Fatalf("base64 descriptor: %v", err)
+	}
+	if got := p.proto.Messages().ByName("User"); got == nil || got.Fields().ByName("name") == nil {
+		t.Fatalf("parsed descriptor lacks shale.test.User.name: %v", p.proto)
+	}
+	same, err := parseSchema(TypeProtobuf, `syntax = "proto3"; package shale.test; message User { string name = 1; }`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msgs := compatible(same, p); len(msgs) != 0 {
+		t.Fatalf("source and descriptor of the same message: %v", msgs)
+	}
+	changed, err := parseSchema(TypeProtobuf, `syntax = "proto3"; package shale.test; message User { int64 name = 1; }`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msgs := compatible(changed, p); len(msgs) == 0 {
+		t.Fatal("string -> int64 passed against the descriptor")
+	}
+	// As a reference, imported by its reference name.
+	user, err := parseSchema(TypeProtobuf, `syntax = "proto3"; import "user.proto"; message Team { shale.test.User lead = 1; }`,
+		[]dependency{{name: "user.proto", schema: b64}})
+	if err != nil {
+		t.Fatalf("base64 descriptor as a reference: %v", err)
+	}
+	if user.proto.Messages().ByName("Team") == nil {
+		t.Fatal("no Team")
+	}
+	if _, err := parseSchema(TypeProtobuf, "bm90IGEgZGVzY3JpcHRvcg", nil); err == nil {
+		t.Fatal("base64 of garbage parsed")
 	}
 }

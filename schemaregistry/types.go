@@ -3,16 +3,20 @@ package schemaregistry
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/bufbuild/protocompile"
 	"github.com/bufbuild/protocompile/linker"
 	"github.com/hamba/avro/v2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 // Schema types, as Confluent names them.
@@ -73,7 +77,7 @@ func parseSchema(typ, text string, deps []dependency) (*parsed, error) {
 		}
 		var msgs []string
 		c := protocompile.Compiler{
-			Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{Accessor: protocompile.SourceAccessorFromMap(srcs)}),
+			Resolver: protocompile.WithStandardImports(protoResolver(srcs)),
 			Reporter: protocompileReporter(&msgs),
 		}
 		files, err := c.Compile(context.Background(), main)
@@ -112,6 +116,38 @@ func parseSchema(typ, text string, deps []dependency) (*parsed, error) {
 		return &parsed{typ: typ, json: doc}, nil
 	}
 	return nil, fmt.Errorf("unknown schema type %q", typ)
+}
+
+// protoResolver finds the files of a Protobuf schema and its references in srcs. A file
+// is .proto source or, as Confluent's registry also accepts and confluent-kafka-python's
+// ProtobufSerializer sends, a base64-encoded FileDescriptorProto. Source cannot be mistaken
+// for base64: every .proto file has spaces or punctuation outside base64's alphabet.
+func protoResolver(srcs map[string]string) protocompile.Resolver {
+	return protocompile.ResolverFunc(func(path string) (protocompile.SearchResult, error) {
+		text, ok := srcs[path]
+		if !ok {
+			return protocompile.SearchResult{}, fmt.Errorf("file %q: %w", path, fs.ErrNotExist)
+		}
+		if fd := descriptorFromBase64(text); fd != nil {
+			// The compiler wants the name it asked for; the client named the file its own way.
+			fd.Name = proto.String(path)
+			return protocompile.SearchResult{Proto: fd}, nil
+		}
+		return protocompile.SearchResult{Source: strings.NewReader(text)}, nil
+	})
+}
+
+// descriptorFromBase64 decodes a base64 FileDescriptorProto, nil when text is not one.
+func descriptorFromBase64(text string) *descriptorpb.FileDescriptorProto {
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(text))
+	if err != nil || len(raw) == 0 {
+		return nil
+	}
+	var fd descriptorpb.FileDescriptorProto
+	if err := proto.Unmarshal(raw, &fd); err != nil {
+		return nil
+	}
+	return &fd
 }
 
 // compatible returns why data written with writer cannot be read with reader, nil when it

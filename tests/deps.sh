@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Brings what the test suites need when it is missing: Go modules, and the real Kafka
-# clients the interop suite drives (Debian's kcat, confluent-kafka-python and
-# kafka-python with its codec modules; npm's kafkajs with its codec plugins). Safe to run
+# clients the interop suite drives (Debian's kcat, confluent-kafka-python with its schema
+# registry serializers' modules, and kafka-python with its codec modules; npm's kafkajs
+# with its codec plugins and @kafkajs/confluent-schema-registry). Safe to run
 # again: it installs only what is absent or out of date. Run as root on Debian.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,14 @@ command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 /usr/bin/python3 -c 'import snappy' >/dev/null 2>&1 || need_apt+=(python3-snappy)
 /usr/bin/python3 -c 'import lz4.frame' >/dev/null 2>&1 || need_apt+=(python3-lz4)
 /usr/bin/python3 -c 'import zstandard' >/dev/null 2>&1 || need_apt+=(python3-zstandard)
+# confluent-kafka-python's schema registry client and serializers (tests/interop
+# registry_test.go): requests for the client, Apache's avro for the legacy
+# confluent_kafka.avro serializer (Debian has no fastavro, which the current AvroSerializer
+# needs), jsonschema for JSONSerializer, protobuf for ProtobufSerializer.
+/usr/bin/python3 -c 'import requests' >/dev/null 2>&1 || need_apt+=(python3-requests)
+/usr/bin/python3 -c 'import avro.io' >/dev/null 2>&1 || need_apt+=(python3-avro)
+/usr/bin/python3 -c 'import jsonschema' >/dev/null 2>&1 || need_apt+=(python3-jsonschema)
+/usr/bin/python3 -c 'import google.protobuf' >/dev/null 2>&1 || need_apt+=(python3-protobuf)
 # kafkajs runs on node; kafkajs-lz4's lz4 module compiles with node-gyp (make, g++, python3).
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)

@@ -121,6 +121,13 @@ type cluster struct {
 // newCluster starts the cluster; extra are further settings for every node.
 func newCluster(t *testing.T, extra ...string) *cluster {
 	t.Helper()
+	return newClusterWith(t, nil, extra...)
+}
+
+// newClusterWith is newCluster with brokerExtra settings for each broker (after the
+// common ones: the last of a repeated setting wins), such as a listener of its own.
+func newClusterWith(t *testing.T, brokerExtra func(id int32) []string, extra ...string) *cluster {
+	t.Helper()
 	c := &cluster{t: t}
 	var voters []string
 	for id := int32(1); id <= 3; id++ {
@@ -147,6 +154,9 @@ func newCluster(t *testing.T, extra ...string) *cluster {
 		p := &proc{t: t, id: id, addr: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), dir: t.TempDir()}
 		p.args = append([]string{"serve", "--node.id=" + strconv.Itoa(int(id)), "--process.roles=broker",
 			"--listeners=PLAINTEXT://" + p.addr, "--log.dirs=" + filepath.Join(p.dir, "data")}, common...)
+		if brokerExtra != nil {
+			p.args = append(p.args, brokerExtra(id)...)
+		}
 		c.brokers = append(c.brokers, p)
 	}
 	t.Cleanup(func() {

@@ -13,4 +13,7 @@
 // running broker, SHALE_INTEROP_TARGET=kfake for an in-process franz-go kfake cluster,
 // or by default a Shale node started from bin/shale (built when missing). MATRIX.md
 // records which client and codec combinations passed against which target.
+//
+// registry_test.go drives schema registry clients (confluent-kafka-python's serializers,
+// npm's @kafkajs/confluent-schema-registry) against the node's built-in registry.
 package interop

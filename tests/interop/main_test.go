@@ -26,6 +26,10 @@ const (
 	envServeArgs = "SHALE_INTEROP_SERVE_ARGS"
 	// envMatrixOut names a file the run writes its client x codec results to (markdown).
 	envMatrixOut = "SHALE_INTEROP_MATRIX_OUT"
+	// envRegistryURL is the schema registry of the broker named by SHALE_BOOTSTRAP
+	// ("http://host:port"); without it the schema registry tests skip against an external
+	// broker. A Shale node the suite starts serves its own.
+	envRegistryURL = "SHALE_SCHEMA_REGISTRY_URL"
 	// envTrace set to anything logs each client script's stderr (with -v), where the
 	// scripts also trace their phases.
 	envTrace = "SHALE_INTEROP_TRACE"
@@ -38,6 +42,9 @@ type suiteTarget struct {
 	name      string
 	bootstrap string
 	seeds     []string
+	// registryURL is the broker's schema registry ("http://127.0.0.1:port"), "" when the
+	// target has none (kfake).
+	registryURL string
 	// client is the suite's own franz-go client, for raw requests.
 	client *kgo.Client
 	// admin is a franz-go admin client used to create topics for clients that cannot and

@@ -27,7 +27,7 @@ func startTarget(ctx context.Context) (*suiteTarget, func(), error) {
 		if err := waitForBroker(ctx, seeds); err != nil {
 			return nil, nil, fmt.Errorf("%s=%s: %w", envBootstrap, bootstrap, err)
 		}
-		return &suiteTarget{name: "external " + bootstrap, bootstrap: bootstrap, seeds: seeds}, func() {}, nil
+		return &suiteTarget{name: "external " + bootstrap, bootstrap: bootstrap, seeds: seeds, registryURL: os.Getenv(envRegistryURL)}, func() {}, nil
 	}
 	switch t := os.Getenv(envTarget); t {
 	case "kfake":
@@ -57,15 +57,17 @@ func startKfake() (*suiteTarget, func(), error) {
 
 // shaleServeArgs is the one place that knows `shale serve`'s command line: a single node
 // that is both broker and controller (the default process.roles), voting alone on its
-// controller listener, with Kafka's own flag names.
-func shaleServeArgs(dataDir string, kafkaPort, httpPort, controllerPort int) []string {
+// controller listener, with Kafka's own flag names, and its schema registry on
+// registryPort.
+func shaleServeArgs(dataDir string, kafkaPort, httpPort, controllerPort, registryPort int) []string {
 	args := []string{
 		"serve",
 		"--node.id=1",
 		"--log.dirs=" + dataDir,
 		fmt.Sprintf("--listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", kafkaPort, controllerPort),
 		fmt.Sprintf("--advertised.listeners=PLAINTEXT://127.0.0.1:%d", kafkaPort),
-		"--schema.registry.listener=", fmt.Sprintf("--http.listener=127.0.0.1:%d", httpPort),
+		fmt.Sprintf("--schema.registry.listener=127.0.0.1:%d", registryPort),
+		fmt.Sprintf("--http.listener=127.0.0.1:%d", httpPort),
 		fmt.Sprintf("--num.partitions=%d", partitionCount),
 		// Kafka's own test set-ups do the same: no 3 s wait before each new group's
 		// first rebalance, which the suite would otherwise pay in every consumer cell.
@@ -105,7 +107,7 @@ func startShale(ctx context.Context) (*suiteTarget, func(), error) {
 		os.RemoveAll(dir)
 		return nil, nil, err
 	}
-	ports, err := freePorts(3)
+	ports, err := freePorts(4)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, err
@@ -117,7 +119,7 @@ func startShale(ctx context.Context) (*suiteTarget, func(), error) {
 		os.RemoveAll(dir)
 		return nil, nil, err
 	}
-	args := shaleServeArgs(dataDir, ports[0], ports[1], ports[2])
+	args := shaleServeArgs(dataDir, ports[0], ports[1], ports[2], ports[3])
 	cmd := exec.Command(bin, args...)
 	cmd.Env = brokerEnv(os.Environ())
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -179,17 +181,18 @@ func startShale(ctx context.Context) (*suiteTarget, func(), error) {
 		return nil, nil, fmt.Errorf("%s %s: %w\nlog:\n%s", bin, strings.Join(args, " "), err, logs)
 	}
 	return &suiteTarget{
-		name:      "shale " + bin,
-		bootstrap: bootstrap,
-		seeds:     seeds,
-		logTail:   tail,
+		name:        "shale " + bin,
+		bootstrap:   bootstrap,
+		seeds:       seeds,
+		registryURL: fmt.Sprintf("http://127.0.0.1:%d", ports[3]),
+		logTail:     tail,
 	}, stop, nil
 }
 
 // brokerEnv drops the suite's own SHALE_* variables from the broker's environment:
 // shale reads SHALE_<KEY> as settings and warns about names it does not know.
 func brokerEnv(environ []string) []string {
-	suite := []string{envBootstrap, envTarget, envShaleBin, envServeArgs, envMatrixOut, envTrace}
+	suite := []string{envBootstrap, envTarget, envShaleBin, envServeArgs, envMatrixOut, envTrace, envRegistryURL}
 	var out []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
