@@ -175,7 +175,7 @@ func TestAuthorization(t *testing.T) {
 	a.as("alice", "PUT", "/config/users-value", map[string]any{"compatibility": "NONE"}, 403)
 	a.as("alice", "DELETE", "/subjects/users-value/versions/1", nil, 403)
 	a.as("alice", "DELETE", "/subjects/users-value", nil, 403)
-	a.as("alice", "GET", "/schemas/ids/1/versions", nil, 403)        // DESCRIBE on the registry
+	a.as("alice", "GET", "/schemas/ids/1/versions", nil, 403) // DESCRIBE on the registry
 	a.as("alice", "GET", "/subjects/users-value/versions/1/referencedby", nil, 403)
 	a.as("bob", "GET", "/subjects/users-value/versions/1", nil, 403) // grants are per principal
 
