@@ -17,8 +17,11 @@ import (
 // uses Kafka-style ACLs as Shale does): READ, WRITE and DELETE on a subject for its
 // schemas, DESCRIBE to list it, DESCRIBE_CONFIGS and ALTER_CONFIGS for its config and
 // mode; the same configs operations on the REGISTRY for the global config and mode, and
-// DESCRIBE on it for the cross-subject lookups (/schemas/ids/{id}/versions and
-// /subjects, .../referencedby). A schema by id needs READ on one subject that has it.
+// DESCRIBE on it for .../referencedby. A schema by id needs READ on one subject that has
+// it (Confluent's SCHEMA_READ rule). One departure from Redpanda: /schemas/ids/{id}/versions
+// and /subjects need that READ too rather than DESCRIBE on the REGISTRY, and list only the
+// subjects the principal may describe, because serializers (franz-go's CreateSchema) call
+// them after every registration: a producer would otherwise need registry-wide rights.
 
 // RegistryForbidden is Confluent's error code of a request the principal may not make.
 const RegistryForbidden = 40301

@@ -165,6 +165,17 @@ func TestAuthorization(t *testing.T) {
 	a.as("alice", "GET", "/schemas/ids/1/schema", nil, 200)
 	a.as("alice", "GET", "/config", nil, 200)
 	a.as("alice", "GET", "/mode", nil, 200)
+	// Schema 1 is under another subject too: only hers is listed.
+	a.as("admin", "POST", "/subjects/other-value/versions", map[string]any{"schema": userV1}, 200)
+	if got := js(a.as("alice", "GET", "/schemas/ids/1/versions", nil, 200)); got != `[{"subject":"users-value","version":1}]` {
+		t.Errorf("alice's versions of schema 1: %s", got)
+	}
+	if got := js(a.as("alice", "GET", "/schemas/ids/1/subjects", nil, 200)); got != `["users-value"]` {
+		t.Errorf("alice's subjects of schema 1: %s", got)
+	}
+	if got := js(a.as("admin", "GET", "/schemas/ids/1/subjects", nil, 200)); got != `["other-value","users-value"]` {
+		t.Errorf("admin's subjects of schema 1: %s", got)
+	}
 	// What alice was not granted.
 	a.as("alice", "GET", "/subjects/orders-value/versions/1", nil, 403)
 	a.as("alice", "POST", "/subjects/orders-value/versions", map[string]any{"schema": ordersV1}, 403)
@@ -175,8 +186,8 @@ func TestAuthorization(t *testing.T) {
 	a.as("alice", "PUT", "/config/users-value", map[string]any{"compatibility": "NONE"}, 403)
 	a.as("alice", "DELETE", "/subjects/users-value/versions/1", nil, 403)
 	a.as("alice", "DELETE", "/subjects/users-value", nil, 403)
-	a.as("alice", "GET", "/schemas/ids/1/versions", nil, 403) // DESCRIBE on the registry
-	a.as("alice", "GET", "/subjects/users-value/versions/1/referencedby", nil, 403)
+	a.as("alice", "GET", "/subjects/users-value/versions/1/referencedby", nil, 403) // DESCRIBE on the registry
+	a.as("alice", "GET", "/schemas/ids/2/versions", nil, 403)
 	a.as("bob", "GET", "/subjects/users-value/versions/1", nil, 403) // grants are per principal
 
 	a.grant(
@@ -187,7 +198,6 @@ func TestAuthorization(t *testing.T) {
 	a.as("alice", "PUT", "/config/users-value", map[string]any{"compatibility": "NONE"}, 200)
 	a.as("alice", "GET", "/config/users-value", nil, 200) // ALTER_CONFIGS implies DESCRIBE_CONFIGS
 	a.as("alice", "PUT", "/mode/users-value", map[string]any{"mode": "READWRITE"}, 200)
-	a.as("alice", "GET", "/schemas/ids/1/versions", nil, 200)
 	a.as("alice", "GET", "/subjects/users-value/versions/1/referencedby", nil, 200)
 	a.as("alice", "DELETE", "/subjects/users-value/versions/1", nil, 200)
 	// A soft-deleted version still lets alice read its schema by id.

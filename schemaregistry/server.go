@@ -104,11 +104,12 @@ func New(o Options) *Server {
 		"DELETE /subjects/{subject}/versions/{version}":           {s.deleteVersion, onSubject(del)},
 		"DELETE /subjects/{subject}":                              {s.deleteSubject, onSubject(del)},
 		"POST /subjects/{subject}":                                {s.lookup, onSubject(read)},
-		// READ on one of the subjects that have the schema, decided in the handler.
+		// READ on one of the subjects that have the schema, decided in the handler;
+		// .../versions and .../subjects list only the subjects the principal may describe.
 		"GET /schemas/ids/{id}":          {s.getSchema, anyone},
 		"GET /schemas/ids/{id}/schema":   {s.getRawSchema, anyone},
-		"GET /schemas/ids/{id}/versions": {s.getSchemaVersions, onRegistry(describe)},
-		"GET /schemas/ids/{id}/subjects": {s.getSchemaSubjects, onRegistry(describe)},
+		"GET /schemas/ids/{id}/versions": {s.getSchemaVersions, anyone},
+		"GET /schemas/ids/{id}/subjects": {s.getSchemaSubjects, anyone},
 		"GET /schemas/types":             {s.types, anyone},
 		"GET /config":                    {s.getConfig, onConfig(describeConfigs)},
 		"PUT /config":                    {s.putConfig, onConfig(alterConfigs)},
@@ -532,6 +533,10 @@ func (s *Server) schemaByID(r *http.Request) (*metadata.SchemaRegistry, *metadat
 	if err := s.authorizeSchema(r, reg, int32(id)); err != nil {
 		return nil, nil, nil, err
 	}
+	// The subjects and versions answered are those the principal may describe.
+	uses = slices.DeleteFunc(uses, func(v metadata.SubjectVersion) bool {
+		return !s.permitted(r, kmsg.ACLOperationDescribe, acl.ResourceTypeSubject, v.Subject)
+	})
 	return reg, sc, uses, nil
 }
 
