@@ -1,6 +1,8 @@
 package server
 
 import (
+	"crypto/tls"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/shalelog/shale/internal/acl"
+	"github.com/shalelog/shale/internal/security/securitytest"
 	"github.com/shalelog/shale/internal/testutil"
 )
 
@@ -121,4 +124,76 @@ func TestSchemaRegistryHTTPSBasicAuthAndACLs(t *testing.T) {
 		!strings.Contains(logs, "operation=WRITE resource_type=SUBJECT resource=payments-value") {
 		t.Errorf("no audit record of the denials:\n%s", logs)
 	}
+}
+
+// The schema registry with client certificates: the principal is the certificate's
+// through ssl.principal.mapping.rules (CN=alice,OU=eng is User:alice), a client without
+// one is refused in the handshake, and a rotated keystore is served without a restart.
+func TestSchemaRegistryMutualTLS(t *testing.T) {
+	registry := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	n := startSecureNode(t, "--schema.registry.listener="+registry, "--schema.registry.ssl.enable=true",
+		"--schema.registry.ssl.client.auth=required",
+		"--authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer", "--super.users=User:admin")
+	ctx := ctxFor(t, 90*time.Second)
+	n.addAlice(t, ctx, "orders")
+
+	certFor := func(cn string) tls.Certificate {
+		return n.ca.Issue(t, securitytest.Options{Subject: pkix.Name{CommonName: cn, OrganizationalUnit: []string{"eng"}}}).TLS(t)
+	}
+	client := func(certs ...tls.Certificate) *sr.Client {
+		t.Helper()
+		cl, err := sr.NewClient(sr.URLs("https://"+registry), sr.DialTLSConfig(n.clientTLS(certs...)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	admin, alice := client(certFor("admin")), client(certFor("alice"))
+	schema := sr.Schema{Schema: `{"type":"record","name":"Order","fields":[{"name":"id","type":"long"}]}`}
+	var created sr.SubjectSchema
+	var err error
+	testutil.Eventually(t, 20*time.Second, "the registry answers over mTLS", func() bool {
+		created, err = admin.CreateSchema(ctx, "orders-value", schema)
+		return err == nil
+	})
+	var re *sr.ResponseError
+	if _, err := alice.SchemaByID(ctx, created.ID); !errors.As(err, &re) || re.ErrorCode != 40301 {
+		t.Fatalf("alice without an ACL: %v", err)
+	}
+	kadmin := n.saslClient(t, scram512("admin", "admin-secret"))
+	req := kmsg.NewPtrCreateACLsRequest()
+	c := kmsg.NewCreateACLsRequestCreation()
+	c.ResourceType, c.ResourceName, c.ResourcePatternType = acl.ResourceTypeSubject, "orders-", kmsg.ACLResourcePatternTypePrefixed
+	c.Principal, c.Host, c.Operation, c.PermissionType = "User:alice", "*", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+	req.Creations = append(req.Creations, c)
+	if resp, err := req.RequestWith(ctx, kadmin); err != nil || resp.Results[0].ErrorCode != 0 {
+		t.Fatalf("CreateAcls: %+v, %v", resp, err)
+	}
+	testutil.Eventually(t, 10*time.Second, "alice reads by id", func() bool {
+		_, err := alice.SchemaByID(ctx, created.ID)
+		return err == nil
+	})
+	if _, err := alice.CreateSchema(ctx, "orders-value", schema); !errors.As(err, &re) || re.ErrorCode != 40301 {
+		t.Fatalf("alice writes with READ only: %v", err)
+	}
+	// No certificate, or one of another CA: no TLS session at all.
+	if _, err := client().Subjects(ctx); err == nil || errors.As(err, &re) {
+		t.Errorf("a client without a certificate: %v", err)
+	}
+	rogue := n.rogue.Issue(t, securitytest.Options{Subject: pkix.Name{CommonName: "admin", OrganizationalUnit: []string{"eng"}}}).TLS(t)
+	if _, err := client(rogue).Subjects(ctx); err == nil || errors.As(err, &re) {
+		t.Errorf("a certificate of another CA: %v", err)
+	}
+
+	// Rotate the keystore in place: new connections get the new certificate.
+	rotated := n.ca.Issue(t, securitytest.Options{Subject: pkix.Name{CommonName: "broker-1-rotated"}, Hosts: []string{"127.0.0.1"}})
+	rotated.WriteKeystore(t, n.dir, "broker.pem")
+	testutil.Eventually(t, 10*time.Second, "the rotated certificate", func() bool {
+		conn, err := tls.Dial("tcp", registry, n.clientTLS(certFor("alice")))
+		if err != nil {
+			return false
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName == "broker-1-rotated"
+	})
 }
