@@ -8,4 +8,8 @@
 // allocates ids. A registration carries the latest version its compatibility check saw,
 // and the controller refuses it when the subject moved on, so concurrent writers on two
 // brokers cannot both pass a check against an outdated subject.
+//
+// Authentication (HTTPS, basic, client certificates) is the caller's middleware
+// (internal/httpauth); this package authorizes each request for the principal it finds,
+// with the image's ACLs on Shale's SUBJECT and REGISTRY resource types (authorize.go).
 package schemaregistry

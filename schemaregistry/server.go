@@ -16,6 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/internal/acl"
 	"github.com/shalelog/shale/internal/metadata"
 )
 
@@ -33,6 +36,12 @@ type Options struct {
 	// WriteTimeout bounds a write and the wait until this broker's image shows it
 	// (read-your-writes for the client that wrote); 0 means 10s.
 	WriteTimeout time.Duration
+	// Authorizer decides requests with the image's ACLs (authorize.go); nil allows
+	// everything, as a broker without authorizer.class.name.
+	Authorizer *acl.Authorizer
+	// Middleware wraps the API's handler in Serve: authentication (httpauth), which puts
+	// the principal the Authorizer decides for in the request's context.
+	Middleware func(http.Handler) http.Handler
 }
 
 // Server serves Confluent Schema Registry's REST API.
@@ -41,7 +50,9 @@ type Server struct {
 	store   metadata.SchemaRegistryStore
 	log     *slog.Logger
 	timeout time.Duration
+	authz   *acl.Authorizer
 	mux     *http.ServeMux
+	handler http.Handler
 	// subjectLocks serialize this broker's registrations per subject (striped by hash):
 	// racing writers on one broker would otherwise mostly refuse each other at the
 	// controller and check again; only writers on different brokers still race.
@@ -59,7 +70,7 @@ const contentType = "application/vnd.schemaregistry.v1+json"
 
 // New returns a Server; it serves nothing until Serve or Handler is used.
 func New(o Options) *Server {
-	s := &Server{images: o.Images, store: o.Store, log: o.Log, timeout: o.WriteTimeout, mux: http.NewServeMux()}
+	s := &Server{images: o.Images, store: o.Store, log: o.Log, timeout: o.WriteTimeout, authz: o.Authorizer, mux: http.NewServeMux()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -69,47 +80,71 @@ func New(o Options) *Server {
 	for i := range s.subjectLocks {
 		s.subjectLocks[i] = make(chan struct{}, 1)
 	}
-	for pattern, h := range map[string]func(http.ResponseWriter, *http.Request) error{
-		"GET /{$}":                                                  func(w http.ResponseWriter, r *http.Request) error { return reply(w, http.StatusOK, map[string]any{}) },
-		"GET /subjects":                                             s.listSubjects,
-		"GET /subjects/{subject}/versions":                          s.listVersions,
-		"POST /subjects/{subject}/versions":                         s.register,
-		"GET /subjects/{subject}/versions/{version}":                s.getVersion,
-		"GET /subjects/{subject}/versions/{version}/schema":         s.getVersionSchema,
-		"GET /subjects/{subject}/versions/{version}/referencedby":   s.referencedBy,
-		"DELETE /subjects/{subject}/versions/{version}":             s.deleteVersion,
-		"DELETE /subjects/{subject}":                                s.deleteSubject,
-		"POST /subjects/{subject}":                                  s.lookup,
-		"GET /schemas/ids/{id}":                                     s.getSchema,
-		"GET /schemas/ids/{id}/schema":                              s.getRawSchema,
-		"GET /schemas/ids/{id}/versions":                            s.getSchemaVersions,
-		"GET /schemas/ids/{id}/subjects":                            s.getSchemaSubjects,
-		"GET /schemas/types":                                        s.types,
-		"GET /config":                                               s.getConfig,
-		"PUT /config":                                               s.putConfig,
-		"DELETE /config":                                            s.deleteConfig,
-		"GET /config/{subject}":                                     s.getConfig,
-		"PUT /config/{subject}":                                     s.putConfig,
-		"DELETE /config/{subject}":                                  s.deleteConfig,
-		"GET /mode":                                                 s.getMode,
-		"PUT /mode":                                                 s.putMode,
-		"GET /mode/{subject}":                                       s.getMode,
-		"PUT /mode/{subject}":                                       s.putMode,
-		"DELETE /mode/{subject}":                                    s.deleteMode,
-		"POST /compatibility/subjects/{subject}/versions/{version}": s.checkCompatibility,
-		"POST /compatibility/subjects/{subject}/versions":           s.checkCompatibility,
+	const (
+		read            = kmsg.ACLOperationRead
+		write           = kmsg.ACLOperationWrite
+		del             = kmsg.ACLOperationDelete
+		describe        = kmsg.ACLOperationDescribe
+		describeConfigs = kmsg.ACLOperationDescribeConfigs
+		alterConfigs    = kmsg.ACLOperationAlterConfigs
+	)
+	type route struct {
+		h    func(http.ResponseWriter, *http.Request) error
+		need rule
+	}
+	for pattern, rt := range map[string]route{
+		"GET /{$}": {func(w http.ResponseWriter, r *http.Request) error { return reply(w, http.StatusOK, map[string]any{}) }, anyone},
+		// Filtered to the subjects the principal may describe.
+		"GET /subjects":                                           {s.listSubjects, anyone},
+		"GET /subjects/{subject}/versions":                        {s.listVersions, onSubject(describe)},
+		"POST /subjects/{subject}/versions":                       {s.register, onSubject(write)},
+		"GET /subjects/{subject}/versions/{version}":              {s.getVersion, onSubject(read)},
+		"GET /subjects/{subject}/versions/{version}/schema":       {s.getVersionSchema, onSubject(read)},
+		"GET /subjects/{subject}/versions/{version}/referencedby": {s.referencedBy, onRegistry(describe)},
+		"DELETE /subjects/{subject}/versions/{version}":           {s.deleteVersion, onSubject(del)},
+		"DELETE /subjects/{subject}":                              {s.deleteSubject, onSubject(del)},
+		"POST /subjects/{subject}":                                {s.lookup, onSubject(read)},
+		// READ on one of the subjects that have the schema, decided in the handler;
+		// .../versions and .../subjects list only the subjects the principal may describe.
+		"GET /schemas/ids/{id}":          {s.getSchema, anyone},
+		"GET /schemas/ids/{id}/schema":   {s.getRawSchema, anyone},
+		"GET /schemas/ids/{id}/versions": {s.getSchemaVersions, anyone},
+		"GET /schemas/ids/{id}/subjects": {s.getSchemaSubjects, anyone},
+		"GET /schemas/types":             {s.types, anyone},
+		"GET /config":                    {s.getConfig, onConfig(describeConfigs)},
+		"PUT /config":                    {s.putConfig, onConfig(alterConfigs)},
+		"DELETE /config":                 {s.deleteConfig, onConfig(alterConfigs)},
+		"GET /config/{subject}":          {s.getConfig, onConfig(describeConfigs)},
+		"PUT /config/{subject}":          {s.putConfig, onConfig(alterConfigs)},
+		"DELETE /config/{subject}":       {s.deleteConfig, onConfig(alterConfigs)},
+		"GET /mode":                      {s.getMode, onConfig(describeConfigs)},
+		"PUT /mode":                      {s.putMode, onConfig(alterConfigs)},
+		"GET /mode/{subject}":            {s.getMode, onConfig(describeConfigs)},
+		"PUT /mode/{subject}":            {s.putMode, onConfig(alterConfigs)},
+		"DELETE /mode/{subject}":         {s.deleteMode, onConfig(alterConfigs)},
+		"POST /compatibility/subjects/{subject}/versions/{version}": {s.checkCompatibility, onSubject(read)},
+		"POST /compatibility/subjects/{subject}/versions":           {s.checkCompatibility, onSubject(read)},
 	} {
-		s.mux.Handle(pattern, s.wrap(h))
+		s.mux.Handle(pattern, s.wrap(func(w http.ResponseWriter, r *http.Request) error {
+			if err := rt.need(s, r); err != nil {
+				return err
+			}
+			return rt.h(w, r)
+		}))
+	}
+	s.handler = s.mux
+	if o.Middleware != nil {
+		s.handler = o.Middleware(s.mux)
 	}
 	return s
 }
 
-// Handler returns the API's handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the API's handler, behind Options.Middleware.
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve serves the API on ln until ctx is done, then shuts down gracefully.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second,
+	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx },
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	done := make(chan struct{})
@@ -342,6 +377,7 @@ func (s *Server) listSubjects(w http.ResponseWriter, r *http.Request) error {
 	if prefix := r.URL.Query().Get("subjectPrefix"); prefix != "" {
 		names = slices.DeleteFunc(names, func(n string) bool { return !strings.HasPrefix(n, prefix) })
 	}
+	names = slices.DeleteFunc(names, func(n string) bool { return !s.permitted(r, kmsg.ACLOperationDescribe, acl.ResourceTypeSubject, n) })
 	if names == nil {
 		names = []string{}
 	}
@@ -494,7 +530,36 @@ func (s *Server) schemaByID(r *http.Request) (*metadata.SchemaRegistry, *metadat
 	if sc == nil || !slices.ContainsFunc(allVersions(reg), func(v metadata.SubjectVersion) bool { return v.SchemaID == int32(id) }) {
 		return nil, nil, nil, errorf(metadata.RegistrySchemaNotFound, "Schema %d not found", id)
 	}
+	if err := s.authorizeSchema(r, reg, int32(id)); err != nil {
+		return nil, nil, nil, err
+	}
+	// The subjects and versions answered are those the principal may describe.
+	uses = slices.DeleteFunc(uses, func(v metadata.SubjectVersion) bool {
+		return !s.permitted(r, kmsg.ACLOperationDescribe, acl.ResourceTypeSubject, v.Subject)
+	})
 	return reg, sc, uses, nil
+}
+
+// authorizeSchema needs READ on at least one subject with a version (soft-deleted
+// ones too, since records still carry their ids) of the schema, as Confluent's
+// SCHEMA_READ and Redpanda do.
+func (s *Server) authorizeSchema(r *http.Request, reg *metadata.SchemaRegistry, id int32) error {
+	if !s.authz.Enabled() {
+		return nil
+	}
+	var first string
+	for _, v := range allVersions(reg) {
+		if v.SchemaID != id {
+			continue
+		}
+		if s.permitted(r, kmsg.ACLOperationRead, acl.ResourceTypeSubject, v.Subject) {
+			return nil
+		}
+		if first == "" {
+			first = v.Subject
+		}
+	}
+	return s.authorize(r, kmsg.ACLOperationRead, acl.ResourceTypeSubject, first)
 }
 
 func allVersions(reg *metadata.SchemaRegistry) []metadata.SubjectVersion {

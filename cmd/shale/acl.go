@@ -22,6 +22,8 @@ const aclUsage = `Usage: shale acl <add|remove|list> [flags]
   list    the bindings matching the flags (everything without flags)
 
 Resources: --topic T, --group G, --transactional-id X (each repeatable), --cluster;
+the schema registry's --subject S (repeatable) and --registry (Shale's own SUBJECT and
+REGISTRY types; see README "Schema registry");
 --resource-pattern-type literal|prefixed (add, remove; default literal) or also any|match
 (list, remove; list defaults to any). Principals are Kafka's Type:name (User:alice,
 User:* for everyone); hosts are IP addresses or * (the default). Operations: ALL, READ,
@@ -42,7 +44,8 @@ type aclFlags struct {
 	conn                            connFlags
 	timeout                         time.Duration
 	topics, groups, txnIDs          names
-	cluster                         bool
+	subjects                        names
+	cluster, registry               bool
 	pattern                         string
 	allowPrincipals, denyPrincipals names
 	allowHosts, denyHosts           names
@@ -69,6 +72,12 @@ func (f *aclFlags) resources() []aclResource {
 	}
 	if f.cluster {
 		out = append(out, aclResource{kmsg.ACLResourceTypeCluster, acl.ClusterName})
+	}
+	for _, s := range f.subjects {
+		out = append(out, aclResource{acl.ResourceTypeSubject, s})
+	}
+	if f.registry {
+		out = append(out, aclResource{acl.ResourceTypeRegistry, acl.RegistryName})
 	}
 	return out
 }
@@ -110,6 +119,8 @@ func aclRun(ctx context.Context, sub string, args []string, stdout, stderr io.Wr
 	c.fs.Var(&f.groups, "group", "consumer group `id` (repeatable)")
 	c.fs.Var(&f.txnIDs, "transactional-id", "transactional `id` (repeatable)")
 	c.fs.BoolVar(&f.cluster, "cluster", false, "the cluster resource")
+	c.fs.Var(&f.subjects, "subject", "schema registry subject `name` (repeatable)")
+	c.fs.BoolVar(&f.registry, "registry", false, "the schema registry resource (its global config and mode)")
 	defPattern := "literal"
 	if sub == "list" {
 		defPattern = "any"
@@ -140,7 +151,7 @@ func aclRun(ctx context.Context, sub string, args []string, stdout, stderr io.Wr
 	}
 	resources := f.resources()
 	if sub != "list" && len(resources) == 0 {
-		return c.usageErr(stderr, "name a resource: --topic, --group, --transactional-id or --cluster")
+		return c.usageErr(stderr, "name a resource: --topic, --group, --transactional-id, --cluster, --subject or --registry")
 	}
 	defOp := kmsg.ACLOperationAny
 	if sub == "add" {
@@ -198,7 +209,7 @@ func aclAdd(ctx context.Context, c *command, cl *client.Client, f *aclFlags, res
 				for _, h := range orWildcard(hosts) {
 					for _, op := range ops {
 						rp := pattern
-						if r.typ == kmsg.ACLResourceTypeCluster {
+						if r.typ == kmsg.ACLResourceTypeCluster || r.typ == acl.ResourceTypeRegistry {
 							rp = kmsg.ACLResourcePatternTypeLiteral
 						}
 						bindings = append(bindings, acl.Binding{ResourceType: r.typ, ResourceName: r.name, PatternType: rp,
@@ -267,7 +278,9 @@ func aclFilters(f *aclFlags, resources []aclResource, pattern kmsg.ACLResourcePa
 		rs = append(rs, res{r.typ, strp(r.name)})
 	}
 	if len(rs) == 0 {
-		rs = []res{{typ: kmsg.ACLResourceTypeAny}}
+		// ANY leaves out Shale's own types (so that Kafka's tools never see them); this
+		// CLI knows them and asks for them too.
+		rs = []res{{typ: kmsg.ACLResourceTypeAny}, {typ: acl.ResourceTypeSubject}, {typ: acl.ResourceTypeRegistry}}
 	}
 	var out []acl.Filter
 	for _, r := range rs {
@@ -300,7 +313,7 @@ func printBindings(w io.Writer, bs []acl.Binding) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RESOURCE-TYPE\tNAME\tPATTERN\tPRINCIPAL\tHOST\tOPERATION\tPERMISSION")
 	for _, b := range bs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.ResourceType, b.ResourceName, b.PatternType, b.Principal, b.Host,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", acl.ResourceTypeName(b.ResourceType), b.ResourceName, b.PatternType, b.Principal, b.Host,
 			strings.ToUpper(b.Operation.String()), b.Permission)
 	}
 	tw.Flush()

@@ -42,6 +42,23 @@ func TestACLCommands(t *testing.T) {
 		t.Errorf("after remove:\n%s", list)
 	}
 
+	// The schema registry's resource types: a prefixed subject and the registry.
+	must(t, "", "acl", "add", b, "--subject", "orders-", "--resource-pattern-type", "prefixed", "--allow-principal", "User:alice",
+		"--operation", "write")
+	must(t, "", "acl", "add", b, "--registry", "--allow-principal", "User:alice", "--operation", "describe_configs")
+	list = must(t, "", "acl", "list", b)
+	for _, want := range []string{"SUBJECT", "orders-", "REGISTRY", "schema-registry", "DESCRIBE_CONFIGS"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("list lacks %q:\n%s", want, list)
+		}
+	}
+	if got := lines(must(t, "", "acl", "list", b, "--subject", "orders-value", "--resource-pattern-type", "match")); len(got) != 2 || !strings.Contains(got[1], "WRITE") {
+		t.Errorf("list --subject orders-value --resource-pattern-type match: %q", got)
+	}
+	if got := lines(must(t, "", "acl", "remove", b, "--registry")); len(got) != 2 || !strings.Contains(got[1], "REGISTRY") {
+		t.Errorf("remove --registry: %q", got)
+	}
+
 	if r := shale(t, "", "acl", "add", b, "--topic", "x", "--operation", "read"); r.code != exitUsage {
 		t.Errorf("add without a principal: %+v", r)
 	}

@@ -257,8 +257,11 @@ type Config struct {
 	// SchemaRegistryListener is schema.registry.listener (Shale's own; default
 	// "127.0.0.1:8081", the port Confluent Schema Registry's clients expect): host:port
 	// of the built-in schema registry's REST API on brokers; "" turns it off. Loopback by
-	// default because the listener has no authentication yet.
+	// default: the listener is open until schema.registry.authentication.method is set.
 	SchemaRegistryListener string
+	// SchemaRegistrySecurity is schema.registry.ssl.enable, .ssl.client.auth,
+	// .authentication.method and .authentication.realm (httpsecurity.go).
+	SchemaRegistrySecurity HTTPSecurity
 	// LogLevel is log.level (Shale's own; default info): debug, info, warn or error.
 	LogLevel slog.Level
 

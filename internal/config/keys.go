@@ -367,6 +367,8 @@ func buildKeys() []*keyDef {
 	}
 
 	keys = append(keys, securityKeys()...)
+	keys = append(keys, httpSecurityKeys("schema.registry", "schema registry", "SchemaRegistry",
+		func(c *Config) *HTTPSecurity { return &c.SchemaRegistrySecurity })...)
 
 	// Broker-level synonyms of topic configs that have no field of their own are accepted
 	// and passed on as topic defaults, validated by the topic config's own rules.

@@ -95,8 +95,11 @@ func (c *Config) SecurityProtocol(listener string) string {
 	return "PLAINTEXT" // an unmapped controller listener, as in Kafka
 }
 
-// UsesTLS reports whether any listener serves TLS.
+// UsesTLS reports whether any listener serves TLS, the HTTP APIs' included.
 func (c *Config) UsesTLS() bool {
+	if c.IsBroker() && c.SchemaRegistryListener != "" && c.SchemaRegistrySecurity.SSLEnable {
+		return true
+	}
 	for _, l := range c.Listeners {
 		if p := c.SecurityProtocol(l.Name); p == "SSL" || p == "SASL_SSL" {
 			return true
@@ -126,6 +129,7 @@ func (c *Config) finishSecurity(fail func(key, format string, args ...any)) {
 			needSASL = true
 		}
 	}
+	c.finishHTTPSecurity("schema.registry", c.SchemaRegistryListener, c.SchemaRegistrySecurity, fail)
 	if c.SSLClientAuth != "none" && c.SSLTruststoreLocation == "" && c.UsesTLS() {
 		fail("ssl.truststore.location", "ssl.client.auth=%s needs the CA certificates that client certificates chain to", c.SSLClientAuth)
 	}

@@ -1,6 +1,12 @@
 // Package httpauth authenticates the broker's HTTP APIs (the schema registry and the REST
 // proxy) with the users and certificates of the Kafka listeners, and carries the principal
 // it found to the handlers, which authorize with the cluster's ACLs as Kafka requests do.
+//
+// An API is secured in three steps, the same for every API: its listener is wrapped in
+// tls.NewListener(ln, ServerTLS(reloader, clientAuth)) when it serves HTTPS; its handler
+// is wrapped with an Authenticator's Wrap (New(Options{Method: "BASIC", ...})); and its
+// handlers read Principal(r.Context()) and ClientHost(r) for the authorizer. The
+// settings are config.HTTPSecurity, one set per API under the API's prefix.
 package httpauth
 
 import "context"

@@ -132,6 +132,16 @@ func (r *TLSReloader) current() (*tls.Certificate, *x509.CertPool) {
 // applies to SSL listeners, not to SASL_SSL ones, whose clients authenticate with SASL.
 // nextProtos are offered in ALPN (h2 for gRPC, which requires it).
 func (r *TLSReloader) ServerConfig(withClientAuth bool, nextProtos ...string) *tls.Config {
+	clientAuth := "none"
+	if withClientAuth {
+		clientAuth = r.files.ClientAuth
+	}
+	return r.ServerConfigClientAuth(clientAuth, nextProtos...)
+}
+
+// ServerConfigClientAuth is ServerConfig with clientAuth (required, requested or none)
+// in place of ssl.client.auth: the HTTP APIs have a setting of their own.
+func (r *TLSReloader) ServerConfigClientAuth(clientAuth string, nextProtos ...string) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
@@ -140,10 +150,7 @@ func (r *TLSReloader) ServerConfig(withClientAuth bool, nextProtos ...string) *t
 				return nil, errors.New("no server certificate: ssl.keystore.location is not set")
 			}
 			c := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cert}, ClientCAs: pool, NextProtos: nextProtos}
-			if !withClientAuth {
-				return c, nil
-			}
-			switch r.files.ClientAuth {
+			switch clientAuth {
 			case "required":
 				c.ClientAuth = tls.RequireAndVerifyClientCert
 			case "requested":

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/shalelog/shale/internal/config"
+	"github.com/shalelog/shale/internal/httpauth"
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/security"
 	"github.com/shalelog/shale/protocol"
@@ -161,4 +162,28 @@ func findBrokerListener(cfg *config.Config, name string) (config.Listener, bool)
 		}
 	}
 	return config.Listener{}, false
+}
+
+// httpAuthenticator authenticates one of the broker's HTTP APIs with this node's users:
+// the PLAIN users file, the SCRAM credentials in scram, the inter-broker login, and
+// client certificates through ssl.principal.mapping.rules.
+func (ns *nodeSecurity) httpAuthenticator(api string, hs config.HTTPSecurity, scram metadata.ScramStore, contentType string, lg *slog.Logger) (*httpauth.Authenticator, error) {
+	return httpauth.New(httpauth.Options{
+		API: api, Method: hs.AuthenticationMethod, Realm: hs.AuthenticationRealm,
+		Principals: ns.rules, PlainUsers: ns.plain, Scram: scram,
+		InterBrokerUser: ns.cfg.SASLInterBrokerUsername, InterBrokerPassword: ns.cfg.SASLInterBrokerPassword,
+		ContentType: contentType, Log: lg,
+	})
+}
+
+// httpListener wraps an HTTP API's listener in TLS when hs asks for HTTPS.
+func (ns *nodeSecurity) httpListener(ln net.Listener, hs config.HTTPSecurity) (net.Listener, error) {
+	if !hs.SSLEnable {
+		return ln, nil
+	}
+	c, err := httpauth.ServerTLS(ns.tls, hs.SSLClientAuth)
+	if err != nil {
+		return nil, err
+	}
+	return tls.NewListener(ln, c), nil
 }

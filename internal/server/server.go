@@ -218,8 +218,10 @@ func (n *node) start(parent context.Context, lns *listeners) error {
 	lns.kafka, lns.others = nil, nil
 	if lns.registry != nil {
 		ln := lns.registry
+		if err := n.startRegistry(ctx, ln); err != nil {
+			return err // ln is still set: Run closes it
+		}
 		lns.registry = nil
-		n.startRegistry(ctx, ln)
 	}
 	return nil
 }
@@ -552,10 +554,21 @@ const controlledShutdownTimeout = 30 * time.Second
 // NOT_LEADER_OR_FOLLOWER and move on at once instead of timing out on a dead broker: a
 // rolling restart keeps every RF>1 partition writable.
 // startRegistry serves the schema registry on ln: reads from this broker's metadata
-// cache, writes forwarded to the active controller. It stops when ctx is cancelled.
-func (n *node) startRegistry(ctx context.Context, ln net.Listener) {
+// cache, writes forwarded to the active controller, over HTTPS and with the node's users
+// and ACLs as schema.registry.* say. It stops when ctx is cancelled.
+func (n *node) startRegistry(ctx context.Context, ln net.Listener) error {
 	bc := n.registered.Load()
-	srv := schemaregistry.New(schemaregistry.Options{Images: bc, Store: bc, Log: n.lg.With("component", "schema-registry")})
+	lg := n.lg.With("component", "schema-registry")
+	sec := n.cfg.SchemaRegistrySecurity
+	auth, err := n.sec.httpAuthenticator("schema-registry", sec, bc, "application/vnd.schemaregistry.v1+json", lg)
+	if err != nil {
+		return fmt.Errorf("schema registry: %w", err)
+	}
+	if ln, err = n.sec.httpListener(ln, sec); err != nil {
+		return fmt.Errorf("schema registry: %w", err)
+	}
+	srv := schemaregistry.New(schemaregistry.Options{Images: bc, Store: bc, Log: lg,
+		Authorizer: n.cfg.Authorizer(), Middleware: auth.Wrap})
 	n.registryDone = make(chan struct{})
 	go func() {
 		defer close(n.registryDone)
@@ -563,7 +576,9 @@ func (n *node) startRegistry(ctx context.Context, ln net.Listener) {
 			n.lg.Error("schema registry listener stopped", "err", err)
 		}
 	}()
-	n.lg.Info("serving the schema registry", "listener", ln.Addr().String())
+	n.lg.Info("serving the schema registry", "listener", ln.Addr().String(), "https", sec.SSLEnable,
+		"authentication", sec.AuthenticationMethod)
+	return nil
 }
 
 func (n *node) controlledShutdown() {
