@@ -33,6 +33,8 @@ type Options struct {
 	// WriteTimeout bounds a write and the wait until this broker's image shows it
 	// (read-your-writes for the client that wrote); 0 means 10s.
 	WriteTimeout time.Duration
+	// Metrics, when not nil, count and time the requests (metrics.go).
+	Metrics *Metrics
 }
 
 // Server serves Confluent Schema Registry's REST API.
@@ -42,6 +44,7 @@ type Server struct {
 	log     *slog.Logger
 	timeout time.Duration
 	mux     *http.ServeMux
+	metrics *Metrics
 	// subjectLocks serialize this broker's registrations per subject (striped by hash):
 	// racing writers on one broker would otherwise mostly refuse each other at the
 	// controller and check again; only writers on different brokers still race.
@@ -59,7 +62,7 @@ const contentType = "application/vnd.schemaregistry.v1+json"
 
 // New returns a Server; it serves nothing until Serve or Handler is used.
 func New(o Options) *Server {
-	s := &Server{images: o.Images, store: o.Store, log: o.Log, timeout: o.WriteTimeout, mux: http.NewServeMux()}
+	s := &Server{images: o.Images, store: o.Store, log: o.Log, timeout: o.WriteTimeout, mux: http.NewServeMux(), metrics: o.Metrics}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -105,11 +108,11 @@ func New(o Options) *Server {
 }
 
 // Handler returns the API's handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.metrics.instrument(s.mux, s.mux) }
 
 // Serve serves the API on ln until ctx is done, then shuts down gracefully.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second,
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx },
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	done := make(chan struct{})

@@ -555,7 +555,8 @@ const controlledShutdownTimeout = 30 * time.Second
 // cache, writes forwarded to the active controller. It stops when ctx is cancelled.
 func (n *node) startRegistry(ctx context.Context, ln net.Listener) {
 	bc := n.registered.Load()
-	srv := schemaregistry.New(schemaregistry.Options{Images: bc, Store: bc, Log: n.lg.With("component", "schema-registry")})
+	srv := schemaregistry.New(schemaregistry.Options{Images: bc, Store: bc, Log: n.lg.With("component", "schema-registry"),
+		Metrics: schemaregistry.NewMetrics(n.reg, bc)})
 	n.registryDone = make(chan struct{})
 	go func() {
 		defer close(n.registryDone)
