@@ -355,7 +355,7 @@ type schemaInput struct {
 
 func (si *schemaInput) register(c *command) {
 	c.fs.StringVar(&si.typ, "type", "AVRO", "schema `type`: AVRO, PROTOBUF or JSON")
-	c.fs.StringVar(&si.file, "file", "", "`file` to read the schema from (default, or -: standard input)")
+	c.fs.StringVar(&si.file, "file", "", "`file` to read the schema from (none or -: standard input)")
 	c.fs.Func("reference", "schema reference `name=subject:version` (repeatable; version may be latest):\nthe Avro type, Protobuf import or JSON Schema $ref name the schema uses",
 		func(s string) error { si.refs = append(si.refs, s); return nil })
 }
@@ -557,7 +557,11 @@ func schemaDelete(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	for i, v := range versions {
 		vs[i] = strconv.Itoa(v)
 	}
-	fmt.Fprintf(stdout, "%s %s: versions %s.\n", what, rf.subject, strings.Join(vs, ", "))
+	noun := "versions"
+	if len(vs) == 1 {
+		noun = "version"
+	}
+	fmt.Fprintf(stdout, "%s %s: %s %s.\n", what, rf.subject, noun, strings.Join(vs, ", "))
 	return exitOK
 }
 
