@@ -42,6 +42,8 @@ type Options struct {
 	// Middleware wraps the API's handler in Serve: authentication (httpauth), which puts
 	// the principal the Authorizer decides for in the request's context.
 	Middleware func(http.Handler) http.Handler
+	// Metrics, when not nil, count and time the requests (metrics.go).
+	Metrics *Metrics
 }
 
 // Server serves Confluent Schema Registry's REST API.
@@ -53,6 +55,7 @@ type Server struct {
 	authz   *acl.Authorizer
 	mux     *http.ServeMux
 	handler http.Handler
+	metrics *Metrics
 	// subjectLocks serialize this broker's registrations per subject (striped by hash):
 	// racing writers on one broker would otherwise mostly refuse each other at the
 	// controller and check again; only writers on different brokers still race.
@@ -70,7 +73,7 @@ const contentType = "application/vnd.schemaregistry.v1+json"
 
 // New returns a Server; it serves nothing until Serve or Handler is used.
 func New(o Options) *Server {
-	s := &Server{images: o.Images, store: o.Store, log: o.Log, timeout: o.WriteTimeout, authz: o.Authorizer, mux: http.NewServeMux()}
+	s := &Server{images: o.Images, store: o.Store, log: o.Log, timeout: o.WriteTimeout, authz: o.Authorizer, mux: http.NewServeMux(), metrics: o.Metrics}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -132,14 +135,16 @@ func New(o Options) *Server {
 			return rt.h(w, r)
 		}))
 	}
-	s.handler = s.mux
+	var h http.Handler = s.mux
 	if o.Middleware != nil {
-		s.handler = o.Middleware(s.mux)
+		h = o.Middleware(s.mux)
 	}
+	s.handler = s.metrics.instrument(s.mux, h)
 	return s
 }
 
-// Handler returns the API's handler, behind Options.Middleware.
+// Handler returns the API's handler: behind Options.Middleware, and counted by Metrics
+// outside it, so that refused authentications are counted too.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve serves the API on ln until ctx is done, then shuts down gracefully.

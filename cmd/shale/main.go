@@ -34,6 +34,7 @@ Commands:
   acl         add, remove or list ACLs
   quota       set, remove or list client quotas
   user        create, delete or list SCRAM users
+  schema      list, get, register, check or delete schemas in a schema registry; its config
   controller  add, remove or list the controller quorum's voters
   broker      drain a broker of its replicas, or unregister it
   cluster     rebalance replicas and leaders over the brokers
@@ -43,7 +44,8 @@ Commands:
   version     print the version
   help        print help for a command
 
-The topic, group, acl, quota, produce, consume and bench commands work against any Kafka cluster.
+The topic, group, acl, quota, produce, consume and bench commands work against any Kafka cluster,
+schema against any registry with Confluent's API.
 Run "shale help <command>" or "shale <command> --help" for a command's flags.
 `
 )
@@ -79,6 +81,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return quotaCommand(ctx, rest, stdout, stderr)
 	case "user", "users":
 		return userCommand(ctx, rest, stdout, stderr)
+	case "schema", "schemas":
+		return schemaCommand(ctx, rest, stdin, stdout, stderr)
 	case "controller", "controllers":
 		return controllerCommand(ctx, rest, stdout, stderr)
 	case "broker", "brokers":
@@ -107,7 +111,7 @@ func helpCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return exitOK
 	}
 	switch args[0] {
-	case "serve", "topic", "topics", "group", "groups", "acl", "acls", "quota", "quotas", "user", "users", "produce", "consume", "bench",
+	case "serve", "topic", "topics", "group", "groups", "acl", "acls", "quota", "quotas", "user", "users", "schema", "schemas", "produce", "consume", "bench",
 		"controller", "controllers", "broker", "brokers", "cluster":
 		return run(ctx, []string{args[0], "--help"}, nil, stdout, stderr)
 	case "version", "help":

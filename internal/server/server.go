@@ -568,7 +568,7 @@ func (n *node) startRegistry(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("schema registry: %w", err)
 	}
 	srv := schemaregistry.New(schemaregistry.Options{Images: bc, Store: bc, Log: lg,
-		Authorizer: n.cfg.Authorizer(), Middleware: auth.Wrap})
+		Authorizer: n.cfg.Authorizer(), Middleware: auth.Wrap, Metrics: schemaregistry.NewMetrics(n.reg, bc)})
 	n.registryDone = make(chan struct{})
 	go func() {
 		defer close(n.registryDone)
