@@ -4,14 +4,19 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bufbuild/protocompile"
 	"github.com/bufbuild/protocompile/linker"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/types/descriptorpb"
+
+	"github.com/shalelog/shale/controller/controllertest"
+	"github.com/shalelog/shale/internal/metadata"
 )
 
 // compileProto compiles .proto sources with protocompile alone, not this package's
@@ -280,5 +285,49 @@ func TestProtobufDifferentSchemasStayApart(t *testing.T) {
 			t.Fatalf("%q got the id of %q", s, prev)
 		}
 		ids[id] = s
+	}
+}
+
+// TestProtobufDescriptorStoredAsSent: a descriptor a Shale before this change stored as
+// sent is served as .proto text, and the same schema sent again in either form gets its id.
+func TestProtobufDescriptorStoredAsSent(t *testing.T) {
+	n := controllertest.Start(t)
+	srv := httptest.NewServer(New(Options{Images: n.Broker, Store: n.Broker}).Handler())
+	t.Cleanup(srv.Close)
+	r := &registry{t: t, url: srv.URL}
+	desc := pythonDescriptor(t, "money.proto", protoCommon, nil)
+	res, err := n.Broker.AlterSchemaRegistry(context.Background(), metadata.RegistryOp{Register: &metadata.RegisterSchemaOp{
+		Subject: "old", Schema: metadata.RegistrySchema{Type: TypeProtobuf, Schema: desc}, ExpectLatest: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if im := n.Broker.Current(); im != nil && im.SchemaRegistry != nil {
+			if _, ok := im.SchemaRegistry.Version("old", res.Version); ok {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the broker's image never showed the write")
+		}
+	}
+	if got := r.do("GET", fmt.Sprintf("/schemas/ids/%d?format=serialized", res.ID), nil, 200).(map[string]any); descriptorFromBase64(got["schema"].(string)) == nil {
+		t.Fatalf("format=serialized: %v", got)
+	}
+	for _, path := range []string{fmt.Sprintf("/schemas/ids/%d/schema", res.ID), "/subjects/old/versions/1/schema"} {
+		text, _ := r.do("GET", path, nil, 200).(string)
+		if descriptorFromBase64(text) != nil || !strings.Contains(text, "message Money") {
+			t.Fatalf("%s serves %q, want .proto text", path, text)
+		}
+	}
+	for _, s := range []string{protoCommon, desc} {
+		look := r.do("POST", "/subjects/old", map[string]any{"schemaType": "PROTOBUF", "schema": s}, 200).(map[string]any)
+		if int32(look["id"].(float64)) != res.ID || descriptorFromBase64(look["schema"].(string)) != nil {
+			t.Fatalf("lookup: %v, want id %d as text", look, res.ID)
+		}
+		got := r.do("POST", "/subjects/new/versions", map[string]any{"schemaType": "PROTOBUF", "schema": s}, 200).(map[string]any)
+		if int32(got["id"].(float64)) != res.ID {
+			t.Fatalf("registered again: %v, want id %d", got, res.ID)
+		}
 	}
 }

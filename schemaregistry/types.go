@@ -40,8 +40,8 @@ type parsed struct {
 }
 
 // normalize returns the form a schema is stored in: JSON schemas (Avro and JSON Schema)
-// are compacted, so whitespace does not make two schemas different; Protobuf is kept as
-// written.
+// are compacted, so whitespace does not make two schemas different; Protobuf text is kept
+// as written (a descriptor is printed as text later, once compiled: protoStoredForm).
 func normalize(typ, text string) string {
 	if typ == TypeProtobuf {
 		return text

@@ -256,7 +256,12 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) error {
 	}
 	for _, v := range slices.Backward(vs) {
 		if s.sameAs(reg, v, c) {
-			return reply(w, 200, describe(reg, v))
+			out := describe(reg, v)
+			// A descriptor stored before Shale printed them is answered as text too.
+			if out.Schema, err = formatted(reg, reg.Schema(v.SchemaID), ""); err != nil {
+				return err
+			}
+			return reply(w, 200, out)
 		}
 	}
 	return errorf(metadata.RegistrySchemaNotFound, "Schema not found")
