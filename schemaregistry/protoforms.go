@@ -39,11 +39,12 @@ const serializedFormat = "serialized"
 // Confluent's ProtobufSchema.DEFAULT_NAME. Its imports keep their reference names.
 const serializedFileName = "default"
 
-// protoText prints a compiled schema as .proto source, without comments: a descriptor
-// carries none.
+// protoText prints a compiled schema as .proto source, without comments (a descriptor
+// carries none) and without blank lines between elements, elements in the descriptor's
+// order, type names as short as their scope allows.
 func protoText(fd protoreflect.FileDescriptor) (string, error) {
 	var b bytes.Buffer
-	if err := (&protoprint.Printer{}).PrintProtoFile(fd, &b); err != nil {
+	if err := (&protoprint.Printer{Compact: true}).PrintProtoFile(fd, &b); err != nil {
 		return "", fmt.Errorf("print %s as .proto source: %w", fd.Path(), err)
 	}
 	return b.String(), nil
