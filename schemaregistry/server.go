@@ -60,6 +60,8 @@ type Server struct {
 	// racing writers on one broker would otherwise mostly refuse each other at the
 	// controller and check again; only writers on different brokers still race.
 	subjectLocks [64]chan struct{}
+	// canon caches the canonical descriptors of stored Protobuf schemas.
+	canon canonCache
 }
 
 // Defaults of a registry nobody configured, as Confluent's.
@@ -417,7 +419,13 @@ func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return reply(w, 200, describe(reg, sv))
+	out := describe(reg, sv)
+	if sc := reg.Schema(sv.SchemaID); sc != nil {
+		if out.Schema, err = formatted(reg, sc, r.URL.Query().Get("format")); err != nil {
+			return err
+		}
+	}
+	return reply(w, 200, out)
 }
 
 func (s *Server) getVersionSchema(w http.ResponseWriter, r *http.Request) error {
@@ -425,14 +433,22 @@ func (s *Server) getVersionSchema(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	return rawSchema(w, reg.Schema(sv.SchemaID))
+	return rawSchema(w, r, reg, reg.Schema(sv.SchemaID))
 }
 
-// rawSchema writes a schema's text itself as the body, as Confluent does.
-func rawSchema(w http.ResponseWriter, sc *metadata.RegistrySchema) error {
+// rawSchema writes a schema's text itself as the body, as Confluent does, in the format
+// the request asks for.
+func rawSchema(w http.ResponseWriter, r *http.Request, reg *metadata.SchemaRegistry, sc *metadata.RegistrySchema) error {
+	if sc == nil {
+		return errorf(metadata.RegistrySchemaNotFound, "Schema not found")
+	}
+	text, err := formatted(reg, sc, r.URL.Query().Get("format"))
+	if err != nil {
+		return err
+	}
 	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(200)
-	_, err := io.WriteString(w, sc.Schema)
+	_, err = io.WriteString(w, text)
 	return err
 }
 
@@ -576,11 +592,15 @@ func allVersions(reg *metadata.SchemaRegistry) []metadata.SubjectVersion {
 }
 
 func (s *Server) getSchema(w http.ResponseWriter, r *http.Request) error {
-	_, sc, _, err := s.schemaByID(r)
+	reg, sc, _, err := s.schemaByID(r)
 	if err != nil {
 		return err
 	}
-	out := schemaJSON{Schema: sc.Schema, References: sc.References}
+	text, err := formatted(reg, sc, r.URL.Query().Get("format"))
+	if err != nil {
+		return err
+	}
+	out := schemaJSON{Schema: text, References: sc.References}
 	if sc.Type != TypeAvro {
 		out.SchemaType = sc.Type
 	}
@@ -588,11 +608,11 @@ func (s *Server) getSchema(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getRawSchema(w http.ResponseWriter, r *http.Request) error {
-	_, sc, _, err := s.schemaByID(r)
+	reg, sc, _, err := s.schemaByID(r)
 	if err != nil {
 		return err
 	}
-	return rawSchema(w, sc)
+	return rawSchema(w, r, reg, sc)
 }
 
 func (s *Server) getSchemaVersions(w http.ResponseWriter, r *http.Request) error {

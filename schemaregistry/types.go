@@ -40,8 +40,8 @@ type parsed struct {
 }
 
 // normalize returns the form a schema is stored in: JSON schemas (Avro and JSON Schema)
-// are compacted, so whitespace does not make two schemas different; Protobuf is kept as
-// written.
+// are compacted, so whitespace does not make two schemas different; Protobuf text is kept
+// as written (a descriptor is printed as text later, once compiled: protoStoredForm).
 func normalize(typ, text string) string {
 	if typ == TypeProtobuf {
 		return text
@@ -131,10 +131,45 @@ func protoResolver(srcs map[string]string) protocompile.Resolver {
 		if fd := descriptorFromBase64(text); fd != nil {
 			// The compiler wants the name it asked for; the client named the file its own way.
 			fd.Name = proto.String(path)
+			fillJSONNames(fd.MessageType)
 			return protocompile.SearchResult{Proto: fd}, nil
 		}
 		return protocompile.SearchResult{Source: strings.NewReader(text)}, nil
 	})
+}
+
+// fillJSONNames gives the fields of ms that have no json_name their default one. protoc
+// leaves json_name out of the descriptors it embeds in generated code (what
+// confluent-kafka-python sends), and protocompile reads a missing json_name as a custom
+// empty one, which then conflicts between any two fields.
+func fillJSONNames(ms []*descriptorpb.DescriptorProto) {
+	for _, m := range ms {
+		for _, f := range m.Field {
+			if f.JsonName == nil {
+				f.JsonName = proto.String(defaultJSONName(f.GetName()))
+			}
+		}
+		fillJSONNames(m.NestedType)
+	}
+}
+
+// defaultJSONName is protoc's ToJsonName: underscores dropped, the letter after one
+// upper-cased.
+func defaultJSONName(name string) string {
+	var b strings.Builder
+	upper := false
+	for _, r := range name {
+		switch {
+		case r == '_':
+			upper = true
+		case upper:
+			b.WriteString(strings.ToUpper(string(r)))
+			upper = false
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // descriptorFromBase64 decodes a base64 FileDescriptorProto, nil when text is not one.

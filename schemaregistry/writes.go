@@ -1,6 +1,7 @@
 package schemaregistry
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -25,6 +26,9 @@ type schemaRequest struct {
 type candidate struct {
 	schema metadata.RegistrySchema
 	parsed *parsed
+	// canon is a Protobuf schema's canonical descriptor (protoCanonical), what decides
+	// whether it is a schema already stored.
+	canon []byte
 }
 
 // dependencies resolves references, depth first, each once, a dependency's own
@@ -83,13 +87,61 @@ func (s *Server) candidate(r *http.Request, reg *metadata.SchemaRegistry) (*sche
 		return nil, nil, errorf(metadata.RegistryInvalidSchema, "Invalid schema %s: %v", typ, err)
 	}
 	c.parsed = p
+	if typ == TypeProtobuf {
+		if c.canon, err = protoCanonical(p.proto); err != nil {
+			return nil, nil, errorf(metadata.RegistryInvalidSchema, "Invalid schema %s: %v", typ, err)
+		}
+		text, err := protoStoredForm(req.Schema, deps, p, c.canon)
+		if err != nil {
+			s.log.Warn("a Protobuf descriptor is stored as sent, not as .proto source", "err", err)
+		}
+		c.schema.Schema = text
+	}
 	return &req, c, nil
 }
 
-func sameAs(reg *metadata.SchemaRegistry, sv metadata.SubjectVersion, c *candidate) bool {
-	sc := reg.Schema(sv.SchemaID)
-	return sc != nil && sc.Type == c.schema.Type && sc.Schema == c.schema.Schema &&
-		slices.Equal(sc.References, c.schema.References)
+// sameAs reports whether a subject's version has the candidate's schema: the same type,
+// references and text or, for Protobuf, the same canonical descriptor (protoforms.go).
+func (s *Server) sameAs(reg *metadata.SchemaRegistry, sv metadata.SubjectVersion, c *candidate) bool {
+	return s.sameSchema(reg, reg.Schema(sv.SchemaID), c)
+}
+
+func (s *Server) sameSchema(reg *metadata.SchemaRegistry, sc *metadata.RegistrySchema, c *candidate) bool {
+	if sc == nil || sc.Type != c.schema.Type || !slices.Equal(sc.References, c.schema.References) {
+		return false
+	}
+	if sc.Schema == c.schema.Schema {
+		return true
+	}
+	if sc.Type != TypeProtobuf || c.canon == nil {
+		return false
+	}
+	canon, err := s.canon.canonOf(reg, sc)
+	if err != nil {
+		s.log.Warn("stored Protobuf schema no longer parses", "id", sc.ID, "err", err)
+		return false
+	}
+	return bytes.Equal(canon, c.canon)
+}
+
+// adoptStoredText makes a Protobuf candidate that is the same schema as a stored one
+// (sameSchema) carry that schema's stored text, the lowest id's if several, so that the
+// controller, which compares text, gives it that schema's id rather than a new one. An
+// import with an explicit id (IMPORT mode) only takes the text of the schema with that id.
+func (s *Server) adoptStoredText(reg *metadata.SchemaRegistry, c *candidate, importID int32) {
+	if c.schema.Type != TypeProtobuf {
+		return
+	}
+	ids := reg.SchemaIDs()
+	if importID != 0 {
+		ids = []int32{importID}
+	}
+	for _, id := range ids {
+		if sc := reg.Schema(id); s.sameSchema(reg, sc, c) {
+			c.schema.Schema = sc.Schema
+			return
+		}
+	}
 }
 
 // previous parses a subject's live versions, oldest first.
@@ -131,6 +183,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 		}
+		s.adoptStoredText(reg, c, req.ID)
 		level, mode := effective(reg, subject)
 		switch {
 		case mode == "READONLY":
@@ -142,7 +195,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 		}
 		live := reg.Versions(subject, false)
 		for _, v := range live {
-			if sameAs(reg, v, c) && (req.ID == 0 || req.ID == v.SchemaID) {
+			if s.sameAs(reg, v, c) && (req.ID == 0 || req.ID == v.SchemaID) {
 				return reply(w, 200, map[string]any{"id": v.SchemaID})
 			}
 		}
@@ -202,8 +255,13 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	for _, v := range slices.Backward(vs) {
-		if sameAs(reg, v, c) {
-			return reply(w, 200, describe(reg, v))
+		if s.sameAs(reg, v, c) {
+			out := describe(reg, v)
+			// A descriptor stored before Shale printed them is answered as text too.
+			if out.Schema, err = formatted(reg, reg.Schema(v.SchemaID), ""); err != nil {
+				return err
+			}
+			return reply(w, 200, out)
 		}
 	}
 	return errorf(metadata.RegistrySchemaNotFound, "Schema not found")

@@ -2,6 +2,7 @@ package interop
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -15,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bufbuild/protocompile"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 // Schema registry clients against the target's built-in registry (README "Schema
@@ -202,6 +206,9 @@ func checkRegistryType(ctx context.Context, t *testing.T, ev registryTypeDone, h
 		if byID.Schema != v.Schema {
 			t.Errorf("/schemas/ids/%d differs from %s version %d", id, ev.Subject, i+1)
 		}
+		if ev.Type == "PROTOBUF" {
+			checkProtobufForms(ctx, t, id, v.Schema)
+		}
 	}
 
 	// What the client decoded: both records, whatever partitions they landed on.
@@ -275,5 +282,37 @@ func registryGet(ctx context.Context, t *testing.T, path string, out any) {
 	}
 	if err := json.Unmarshal(body, out); err != nil {
 		t.Fatalf("GET %s: %s: %v", path, body, err)
+	}
+}
+
+// checkProtobufForms: whatever form the client registered a Protobuf schema in (the
+// Python serializer sends a base64 FileDescriptorProto, kafkajs .proto source), the
+// registry serves .proto source that protocompile compiles, and the descriptor form on
+// ?format=serialized, as Confluent's registry does.
+func checkProtobufForms(ctx context.Context, t *testing.T, id int, text string) {
+	t.Helper()
+	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
+		Accessor: protocompile.SourceAccessorFromMap(map[string]string{"user.proto": text})})}
+	files, err := c.Compile(ctx, "user.proto")
+	if err != nil {
+		t.Errorf("schema %d is served as %q, which does not compile as .proto source: %v", id, text, err)
+		return
+	}
+	var ser struct {
+		Schema string `json:"schema"`
+	}
+	registryGet(ctx, t, fmt.Sprintf("/schemas/ids/%d?format=serialized", id), &ser)
+	raw, err := base64.StdEncoding.DecodeString(ser.Schema)
+	var fd descriptorpb.FileDescriptorProto
+	if err == nil {
+		err = proto.Unmarshal(raw, &fd)
+	}
+	if err != nil {
+		t.Errorf("schema %d with format=serialized: %q: %v", id, ser.Schema, err)
+		return
+	}
+	want := files[0].Messages().Get(0)
+	if len(fd.MessageType) != 1 || fd.MessageType[0].GetName() != string(want.Name()) || len(fd.MessageType[0].Field) != want.Fields().Len() {
+		t.Errorf("schema %d with format=serialized is %v, the text defines %s with %d fields", id, &fd, want.FullName(), want.Fields().Len())
 	}
 }

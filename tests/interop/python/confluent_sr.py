@@ -173,10 +173,12 @@ def run_json(spec, sr, end):
 def proto_class(fields):
     """shale.interop.User with fields [(name, number, type)], in a pool of its own so
     two versions of the same message can live in one process."""
+    # No json_name, as in the descriptors protoc embeds in generated _pb2 modules: that is
+    # what the serializer registers for a generated class.
     fd = descriptor_pb2.FileDescriptorProto(name="shale_user.proto", package="shale.interop", syntax="proto3")
     m = fd.message_type.add(name="User")
     for name, number, typ in fields:
-        m.field.add(name=name, number=number, type=typ, json_name=name,
+        m.field.add(name=name, number=number, type=typ,
                     label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fd)
