@@ -259,6 +259,11 @@ type Config struct {
 	// of the built-in schema registry's REST API on brokers; "" turns it off. Loopback by
 	// default because the listener has no authentication yet.
 	SchemaRegistryListener string
+	// RESTProxyListener is rest.proxy.listener (Shale's own; default "127.0.0.1:8082",
+	// Confluent REST Proxy's port): host:port of the built-in HTTP proxy (Confluent REST
+	// Proxy's v3 paths) on brokers; "" turns it off. Loopback by default because the
+	// listener has no authentication of its own.
+	RESTProxyListener string
 	// LogLevel is log.level (Shale's own; default info): debug, info, warn or error.
 	LogLevel slog.Level
 
