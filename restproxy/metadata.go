@@ -306,13 +306,11 @@ func (s *Server) listPartitions(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getPartition(w http.ResponseWriter, r *http.Request) error {
-	im, t, p, err := s.partition(r, kmsg.ACLOperationDescribe)
+	im, _, p, err := s.partition(r, kmsg.ACLOperationDescribe)
 	if err != nil {
 		return err
 	}
-	c := *p
-	c.Topic = t.Name
-	return reply(w, 200, describePartition(r, im, &c))
+	return reply(w, 200, describePartition(r, im, p))
 }
 
 type configSynonym struct {

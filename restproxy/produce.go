@@ -226,8 +226,12 @@ func (p *producer) start(raw json.RawMessage) chan any {
 		}
 		ctx = context.WithValue(ctx, partitionKey{}, *req.PartitionID)
 	}
+	// Bounded by the context, not kgo.RecordDeliveryTimeout, which counts from the
+	// record's timestamp and so would time out a record the request dated in the past.
+	ctx, cancel := context.WithTimeout(ctx, p.s.timeout)
 	ch := make(chan any, 1)
 	p.s.client.Produce(ctx, rec, func(r *kgo.Record, err error) {
+		cancel()
 		if err != nil {
 			ch <- toAPIError(err)
 			return

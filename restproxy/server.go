@@ -94,7 +94,6 @@ func New(o Options) (*Server, error) {
 		kgo.ClientID("shale-rest-proxy"),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(&partitioner{inner: kgo.StickyKeyPartitioner(nil)}),
-		kgo.RecordDeliveryTimeout(s.timeout),
 		kgo.ProducerLinger(0),
 	)
 	cl, err := kgo.NewClient(opts...)
@@ -330,7 +329,9 @@ func (s *Server) partition(r *http.Request, op kmsg.ACLOperation) (*metadata.Ima
 	if err != nil || p < 0 || int(p) >= len(t.Partitions) {
 		return nil, nil, nil, errorf(codeUnknownTopic, "This server does not host this topic-partition.")
 	}
-	return im, t, &t.Partitions[p], nil
+	part := t.Partitions[p]
+	part.Topic, part.Index = t.Name, int32(p)
+	return im, t, &part, nil
 }
 
 // waitImage waits until this broker's image satisfies ok, so that a client reads its own

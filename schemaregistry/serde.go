@@ -188,12 +188,21 @@ func compileJSONSchema(reg *metadata.SchemaRegistry, sc *metadata.RegistrySchema
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(jsonschema.SchemeURLLoader{})
+	// The schema sits at a hierarchical URL nothing is fetched from, and a reference
+	// named by a relative name ("address.json", as Confluent's clients name them) beside
+	// it, so that a relative $ref resolves to the reference; an opaque base such as a URN
+	// resolves no relative $ref (the library would take it for the schema itself).
+	const base = "https://schema-registry.shale.invalid/"
 	for _, d := range deps {
 		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(d.schema))
 		if err != nil {
 			return nil, fmt.Errorf("reference %q: %w", d.name, err)
 		}
-		if err := c.AddResource(d.name, doc); err != nil {
+		name := d.name
+		if !strings.Contains(name, ":") {
+			name = base + strings.TrimPrefix(name, "/")
+		}
+		if err := c.AddResource(name, doc); err != nil {
 			return nil, fmt.Errorf("reference %q: %w", d.name, err)
 		}
 	}
@@ -201,7 +210,7 @@ func compileJSONSchema(reg *metadata.SchemaRegistry, sc *metadata.RegistrySchema
 	if err != nil {
 		return nil, err
 	}
-	const main = "urn:shale:schema.json"
+	const main = base + "__shale_schema.json"
 	if err := c.AddResource(main, doc); err != nil {
 		return nil, err
 	}
