@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
@@ -377,4 +378,45 @@ func TestRESTProxyEndToEnd(t *testing.T) {
 	}
 	st, body = proxyCall(t, "GET", cluster+"/topics/events", nil)
 	wantError(t, "deleted topic", st, body, 404, 40403)
+}
+
+// On a node whose only Kafka listeners are SASL_SSL and mTLS, with an authorizer: the
+// proxy reaches the broker with the inter-broker login, and authorizes the HTTP caller
+// (ANONYMOUS here: the listener has no authentication of its own yet) with the ACLs.
+func TestRESTProxyOnSecuredNodeWithACLs(t *testing.T) {
+	proxy := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	n := startSecureNode(t, "--rest.proxy.listener="+proxy,
+		"--authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer", "--super.users=User:admin")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n.addAlice(t, ctx, "secured")
+	admin := n.saslClient(t, scram512("admin", "admin-secret"))
+
+	st, body := proxyCall(t, "GET", "http://"+proxy+"/v3/clusters", nil)
+	if st != 200 {
+		t.Fatalf("clusters: %d %v", st, body)
+	}
+	cluster := "http://" + proxy + "/v3/clusters/" + body["data"].([]any)[0].(map[string]any)["cluster_id"].(string)
+	if st, body := proxyCall(t, "GET", cluster+"/topics", nil); st != 200 || len(body["data"].([]any)) != 0 {
+		t.Fatalf("ANONYMOUS lists topics it may not describe: %d %v", st, body)
+	}
+	rec := map[string]any{"value": map[string]any{"type": "STRING", "data": "through TLS and SASL"}}
+	st, body = proxyCall(t, "POST", cluster+"/topics/secured/records", rec)
+	wantError(t, "ANONYMOUS without an ACL", st, body, 403, 40301)
+
+	if _, err := kadm.NewClient(admin).CreateACLs(ctx, kadm.NewACLs().Allow("User:ANONYMOUS").Topics("secured").Operations(kadm.OpWrite)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, "the ACL lets ANONYMOUS write through the proxy", func() bool {
+		st, _ := proxyCall(t, "POST", cluster+"/topics/secured/records", rec)
+		return st == 200
+	})
+	cons := n.saslClient(t, scram512("admin", "admin-secret"), kgo.ConsumeTopics("secured"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	fs := cons.PollRecords(ctx, 1)
+	if err := fs.Err(); err != nil || len(fs.Records()) != 1 || string(fs.Records()[0].Value) != "through TLS and SASL" {
+		t.Fatalf("consumed %v, %v", fs.Records(), err)
+	}
+	// WRITE does not give READ.
+	st, body = proxyCall(t, "GET", cluster+"/topics/secured/partitions/0/records", nil)
+	wantError(t, "ANONYMOUS reading without READ", st, body, 403, 40301)
 }
