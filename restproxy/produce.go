@@ -80,9 +80,31 @@ type responseData struct {
 	Size          int    `json:"size"`
 }
 
-// maxProduceBody bounds a non-streamed request body; a streamed one is read record by
-// record and bounded per record.
-const maxProduceBody = 64 << 20
+// defaultMaxBody bounds a non-streamed request body; a streamed one is read record by
+// record, each bounded by half of it.
+const defaultMaxBody = 64 << 20
+
+var errRecordTooLarge = errors.New("record too large")
+
+// boundedReader fails once more than limit bytes have been read past what the JSON
+// decoder consumed, that is once the record being decoded is over limit (the decoder
+// reads only when its buffer holds no complete value): a stream may be endless, its
+// records may not.
+type boundedReader struct {
+	r        io.Reader
+	read     int64
+	consumed func() int64
+	limit    int64
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.read-b.consumed() > b.limit {
+		return 0, errRecordTooLarge
+	}
+	n, err := b.r.Read(p)
+	b.read += int64(n)
+	return n, err
+}
 
 func (s *Server) produce(w http.ResponseWriter, r *http.Request) error {
 	im, t, err := s.topic(r, kmsg.ACLOperationWrite)
@@ -94,13 +116,18 @@ func (s *Server) produce(w http.ResponseWriter, r *http.Request) error {
 	// done; the status is 200 whatever the records' fates. Otherwise the whole body is
 	// read; a body of one record is answered with that record's status.
 	streaming := r.ContentLength < 0
-	var body io.Reader = http.MaxBytesReader(w, r.Body, maxProduceBody)
+	var body io.Reader = http.MaxBytesReader(w, r.Body, s.maxBody)
+	var bounded *boundedReader
 	if streaming {
-		body = r.Body
+		bounded = &boundedReader{r: r.Body, limit: s.maxBody / 2}
+		body = bounded
 		// Read the rest of the body while responses are written.
 		_ = http.NewResponseController(w).EnableFullDuplex()
 	}
 	dec := json.NewDecoder(body)
+	if bounded != nil {
+		bounded.consumed = dec.InputOffset
+	}
 	p := &producer{s: s, im: im, topic: t, ctx: r.Context()}
 	if !streaming {
 		var reqs []json.RawMessage
@@ -108,6 +135,8 @@ func (s *Server) produce(w http.ResponseWriter, r *http.Request) error {
 			var raw json.RawMessage
 			if err := dec.Decode(&raw); err == io.EOF {
 				break
+			} else if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+				return errorf(codeTooLarge, "The request body is over %d bytes; stream larger ones (Transfer-Encoding: chunked)", mbe.Limit)
 			} else if err != nil {
 				return errorf(codeBadRequest, "Bad Request: Error processing JSON: %v", err)
 			}
@@ -158,6 +187,13 @@ func (s *Server) produce(w http.ResponseWriter, r *http.Request) error {
 		var raw json.RawMessage
 		err := dec.Decode(&raw)
 		if err == io.EOF {
+			break
+		}
+		if err == nil && int64(len(raw)) > bounded.limit {
+			err = errRecordTooLarge
+		}
+		if errors.Is(err, errRecordTooLarge) {
+			queue <- done(errorf(codeTooLarge, "A streamed record is over %d bytes", s.maxBody/2))
 			break
 		}
 		if err != nil {

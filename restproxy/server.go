@@ -46,6 +46,9 @@ type Options struct {
 	Log  *slog.Logger
 	// Timeout bounds a produce, a topic change and a read; 0 means 30s.
 	Timeout time.Duration
+	// MaxBodyBytes bounds a produce request's body, and half of it each record of a
+	// streamed one; 0 means 64 MiB.
+	MaxBodyBytes int64
 }
 
 // Server serves the proxy's API.
@@ -54,6 +57,7 @@ type Server struct {
 	authz   *acl.Authorizer
 	log     *slog.Logger
 	timeout time.Duration
+	maxBody int64
 	kafka   []kgo.Opt
 	serde   *schemaregistry.Serde
 	// client produces records and changes topics for every request: acks=all and
@@ -89,6 +93,9 @@ func New(o Options) (*Server, error) {
 	}
 	if s.timeout <= 0 {
 		s.timeout = 30 * time.Second
+	}
+	if s.maxBody = o.MaxBodyBytes; s.maxBody <= 0 {
+		s.maxBody = defaultMaxBody
 	}
 	opts := append(slices.Clone(o.Kafka),
 		kgo.ClientID("shale-rest-proxy"),

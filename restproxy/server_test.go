@@ -50,7 +50,7 @@ type fixture struct {
 	im    *metadata.Image
 }
 
-func newFixture(t *testing.T, authz *acl.Authorizer, acls []acl.Binding) *fixture {
+func newFixture(t *testing.T, authz *acl.Authorizer, acls []acl.Binding, maxBody ...int64) *fixture {
 	t.Helper()
 	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "t"))
 	if err != nil {
@@ -66,7 +66,7 @@ func newFixture(t *testing.T, authz *acl.Authorizer, acls []acl.Binding) *fixtur
 	if acls != nil {
 		im.ACLs = acl.NewSet(acls)
 	}
-	srv, err := New(Options{Images: images{im}, Kafka: []kgo.Opt{kgo.SeedBrokers(kf.ListenAddrs()...)}, Authorizer: authz, Timeout: 10 * time.Second,
+	srv, err := New(Options{Images: images{im}, Kafka: []kgo.Opt{kgo.SeedBrokers(kf.ListenAddrs()...)}, Authorizer: authz, Timeout: 10 * time.Second, MaxBodyBytes: append(maxBody, 0)[0],
 		// The test's authentication: the principal is the X-User header's.
 		Wrap: func(h http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -360,5 +360,48 @@ func TestBinaryRoundTrip(t *testing.T) {
 	if r["key"].(map[string]any)["data"] != base64.StdEncoding.EncodeToString(key) || fmt.Sprint(r["value"].(map[string]any)["data"]) != "[1 2]" ||
 		r["timestamp"] != "2024-01-02T03:04:05.006Z" {
 		t.Fatalf("read back %v", r)
+	}
+}
+
+// A chunked body is Confluent's streaming mode: each record's report comes while the
+// client is still sending; a streamed record over the limit ends the stream with 413.
+func TestStreamingProduce(t *testing.T) {
+	f := newFixture(t, nil, nil, 1000)
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest("POST", f.url+"/topics/t/records", pr)
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		answered <- answer{resp, err}
+	}()
+	if _, err := pw.Write([]byte(`{"partition_id":0,"value":{"type":"STRING","data":"one"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	a := <-answered
+	if a.err != nil || a.resp.StatusCode != 200 {
+		t.Fatalf("stream answered %v, %v", a.resp, a.err)
+	}
+	defer a.resp.Body.Close()
+	dec := json.NewDecoder(a.resp.Body)
+	var first map[string]any
+	// The first report, before the body is complete.
+	if err := dec.Decode(&first); err != nil || first["error_code"] != float64(200) || first["offset"] != float64(0) {
+		t.Fatalf("first report %v, %v", first, err)
+	}
+	pw.Write([]byte(`{"partition_id":0,"value":{"type":"STRING","data":"two"}}{"value":{"type":"STRING","data":"` + strings.Repeat("x", 600) + `"}}`))
+	pw.Close()
+	var second, third map[string]any
+	if err := dec.Decode(&second); err != nil || second["error_code"] != float64(200) || second["offset"] != float64(1) {
+		t.Fatalf("second report %v, %v", second, err)
+	}
+	if err := dec.Decode(&third); err != nil || third["error_code"] != float64(413) {
+		t.Fatalf("oversized record's report %v, %v", third, err)
+	}
+	if st, body := f.call(t, "POST", "/topics/t/records", "", `{"value":{"type":"STRING","data":"`+strings.Repeat("x", 1000)+`"}}`); st != 413 || body["error_code"] != float64(413) {
+		t.Fatalf("oversized body: %d %v", st, body)
 	}
 }
