@@ -411,8 +411,8 @@ func (p *producer) resolveSchema(reg *metadata.SchemaRegistry, d *requestData, i
 		return "", 0, 0, metadata.RegistryErrorf(metadata.RegistrySchemaNotFound, "Schema not found under subject '%s'; register it with the schema registry first", subject)
 	}
 	if len(versions) == 0 {
-		if d.Type == "" {
-			return subject, 0, 0, nil
+		if d.Type == "" && d.Subject == nil && d.SubjectNameStrategy == nil {
+			return subject, 0, 0, nil // nothing asked a schema for: BINARY
 		}
 		return "", 0, 0, metadata.RegistryErrorf(metadata.RegistrySubjectNotFound, "Subject '%s' not found.", subject)
 	}

@@ -141,6 +141,8 @@ func TestProduceBodiesAndRequestErrors(t *testing.T) {
 		{"unknown strategy", `{"value":{"subject_name_strategy":"NOPE","data":{}}}`, 400, 400},
 		{"record name without schema id", `{"value":{"subject_name_strategy":"RECORD_NAME","data":{}}}`, 400, 400},
 		{"unknown subject", `{"value":{"type":"AVRO","subject":"nope","data":{}}}`, 404, 40401},
+		{"unknown subject without a type", `{"value":{"subject":"nope","data":{}}}`, 404, 40401},
+		{"no type, no schema: BINARY", `{"key":{"subject_name_strategy":"TOPIC_NAME","data":"AA=="},"value":{"data":"AA=="}}`, 404, 40401},
 		{"unknown version", `{"value":{"type":"AVRO","schema_version":5,"data":{}}}`, 404, 40402},
 		{"type against schema", `{"value":{"type":"PROTOBUF","schema_id":1,"data":{}}}`, 400, 400},
 		{"empty body", ``, 400, 400},

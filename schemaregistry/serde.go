@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hamba/avro/v2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -446,6 +448,11 @@ func hasField(rec *avro.RecordSchema, name string) bool {
 // avroToJSON turns what hamba/avro decoded for schema s into Avro's JSON encoding.
 func avroToJSON(s avro.Schema, v any) any {
 	s = deref(s)
+	if ls, ok := s.(avro.LogicalTypeSchema); ok && ls.Logical() != nil {
+		if u, ok := logicalToJSON(s, ls.Logical(), v); ok {
+			return u
+		}
+	}
 	switch s.Type() {
 	case avro.Bytes:
 		if b, ok := v.([]byte); ok {
@@ -505,6 +512,68 @@ func avroToJSON(s avro.Schema, v any) any {
 		}
 	}
 	return v
+}
+
+// logicalToJSON turns what hamba/avro decodes for a logical type (times, durations,
+// decimals) back into the underlying type's value, as Avro's JSON encoding has it.
+func logicalToJSON(s avro.Schema, l avro.LogicalSchema, v any) (any, bool) {
+	switch x := v.(type) {
+	case time.Time:
+		switch l.Type() {
+		case avro.Date:
+			return x.Unix() / 86400, true
+		case avro.TimestampMillis, avro.LocalTimestampMillis:
+			return x.UnixMilli(), true
+		case avro.TimestampMicros, avro.LocalTimestampMicros:
+			return x.UnixMicro(), true
+		}
+	case time.Duration:
+		switch l.Type() {
+		case avro.TimeMillis:
+			return x.Milliseconds(), true
+		case avro.TimeMicros:
+			return x.Microseconds(), true
+		}
+	case *big.Rat:
+		dec, ok := l.(*avro.DecimalLogicalSchema)
+		if !ok {
+			return nil, false
+		}
+		unscaled := new(big.Rat).Mul(x, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(dec.Scale())), nil)))
+		n := new(big.Int).Quo(unscaled.Num(), unscaled.Denom())
+		b := twosComplement(n)
+		if f, ok := s.(*avro.FixedSchema); ok && len(b) < f.Size() {
+			pad := byte(0)
+			if n.Sign() < 0 {
+				pad = 0xff
+			}
+			b = append(bytes.Repeat([]byte{pad}, f.Size()-len(b)), b...)
+		}
+		return fromLatin1(b), true
+	}
+	return nil, false
+}
+
+// twosComplement is n in big-endian two's complement, as Avro's decimals store it.
+func twosComplement(n *big.Int) []byte {
+	if n.Sign() >= 0 {
+		b := n.Bytes()
+		if len(b) == 0 || b[0]&0x80 != 0 {
+			b = append([]byte{0}, b...)
+		}
+		return b
+	}
+	// -n-1 with every bit flipped.
+	m := new(big.Int).Neg(n)
+	m.Sub(m, big.NewInt(1))
+	b := m.Bytes()
+	if len(b) == 0 || b[0]&0x80 != 0 {
+		b = append([]byte{0}, b...)
+	}
+	for i := range b {
+		b[i] = ^b[i]
+	}
+	return b
 }
 
 func latin1(s string) ([]byte, error) {

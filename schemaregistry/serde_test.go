@@ -16,6 +16,8 @@ func serdeRegistry() *metadata.SchemaRegistry {
 		3: {ID: 3, Type: TypeAvro, Schema: `{"type":"array","items":["null","long"]}`},
 		4: {ID: 4, Type: TypeJSON, Schema: `{"$ref":"other.json"}`, References: []metadata.SchemaReference{{Name: "other.json", Subject: "other", Version: 1}}},
 		5: {ID: 5, Type: TypeJSON, Schema: `{"type":"string"}`},
+		6: {ID: 6, Type: TypeAvro, Schema: `{"type":"record","name":"T","fields":[{"name":"at","type":{"type":"long","logicalType":"timestamp-millis"}},{"name":"maybe","type":["null",{"type":"int","logicalType":"date"}]}]}`},
+		7: {ID: 7, Type: TypeAvro, Schema: `{"type":"record","name":"D","fields":[{"name":"d","type":{"type":"bytes","logicalType":"decimal","precision":5,"scale":2}}]}`},
 	}, Subjects: map[string][]metadata.SubjectVersion{"other": {{Subject: "other", Version: 1, SchemaID: 5}}}}
 }
 
@@ -79,5 +81,25 @@ func TestSerdeJSONSchemaAndAvro(t *testing.T) {
 	}
 	if _, _, _, err := s.Decode(reg, []byte("plain")); !errors.Is(err, ErrNotWireFormat) {
 		t.Fatalf("plain bytes: %v", err)
+	}
+}
+
+// Avro logical types take their underlying type's JSON, in and out, as Avro's JSON
+// encoding has them.
+func TestSerdeAvroLogicalTypes(t *testing.T) {
+	reg, s := serdeRegistry(), NewSerde()
+	b, err := s.Encode(reg, 6, json.RawMessage(`{"at": 1700000000000, "maybe": {"int": 19000}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, doc, err := s.Decode(reg, b); err != nil || string(doc) != `{"at":1700000000000,"maybe":{"int":19000}}` {
+		t.Fatalf("read back as %s, %v", doc, err)
+	}
+	b, err = s.Encode(reg, 7, json.RawMessage(`{"d": "\u00ff\u0085"}`)) // -123 unscaled: -1.23
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, doc, err := s.Decode(reg, b); err != nil || string(doc) != "{\"d\":\"\u0085\"}" { // minimal two's complement: 0x85
+		t.Fatalf("decimal read back as %s, %v", doc, err)
 	}
 }
