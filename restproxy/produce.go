@@ -37,6 +37,8 @@ var formatOf = map[string]string{
 
 // produceRequest is one record of Confluent's v3 ProduceRequest.
 type produceRequest struct {
+	// ID is accepted, as Confluent's, and not used.
+	ID          *string         `json:"id"`
 	PartitionID *int32          `json:"partition_id"`
 	Headers     []requestHeader `json:"headers"`
 	Key         *requestData    `json:"key"`
@@ -490,7 +492,10 @@ func (t *topicPartitioner) RequiresConsistency(r *kgo.Record) bool {
 
 func (t *topicPartitioner) Partition(r *kgo.Record, n int) int {
 	if r.Context != nil {
-		if p, ok := r.Context.Value(partitionKey{}).(int32); ok && int(p) < n {
+		// Even when this client's metadata knows fewer partitions than the broker's
+		// image (partitions just added): kgo then fails the record, rather than send it
+		// elsewhere.
+		if p, ok := r.Context.Value(partitionKey{}).(int32); ok {
 			return int(p)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -204,7 +205,7 @@ func (s *Server) fetch(ctx context.Context, topic string, partition int32, offse
 		}
 		var ferr error
 		fs.EachError(func(_ string, _ int32, err error) {
-			if err != context.DeadlineExceeded && err != context.Canceled {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 				ferr = err
 			}
 		})

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,8 @@ type fixture struct {
 	url   string
 	kafka *kfake.Cluster
 	im    *metadata.Image
+	hs    *httptest.Server
+	srv   *Server
 }
 
 func newFixture(t *testing.T, authz *acl.Authorizer, acls []acl.Binding, maxBody ...int64) *fixture {
@@ -82,7 +85,7 @@ func newFixture(t *testing.T, authz *acl.Authorizer, acls []acl.Binding, maxBody
 	t.Cleanup(srv.Close)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &fixture{url: hs.URL + "/v3/clusters/c1", kafka: kf, im: im}
+	return &fixture{url: hs.URL + "/v3/clusters/c1", kafka: kf, im: im, hs: hs, srv: srv}
 }
 
 func (f *fixture) call(t *testing.T, method, path, user, body string) (int, map[string]any) {
@@ -405,5 +408,51 @@ func TestStreamingProduce(t *testing.T) {
 	}
 	if st, body := f.call(t, "POST", "/topics/t/records", "", `{"value":{"type":"STRING","data":"`+strings.Repeat("x", 1000)+`"}}`); st != 413 || body["error_code"] != float64(413) {
 		t.Fatalf("oversized body: %d %v", st, body)
+	}
+}
+
+// A client that goes away mid-stream leaves nothing running once the server is closed.
+func TestNoGoroutinesLeftAfterAbandonedStream(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequestWithContext(ctx, "POST", f.url+"/topics/t/records", pr)
+	go func() {
+		pw.Write([]byte(`{"partition_id":0,"value":{"type":"STRING","data":"one"}}`))
+		// and never finish the body
+	}()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&first); err != nil || first["error_code"] != float64(200) {
+		t.Fatalf("first report %v, %v", first, err)
+	}
+	if st, _ := f.call(t, "GET", "/topics/t/partitions/0/records", "", ""); st != 200 {
+		t.Fatalf("read %d", st)
+	}
+	cancel()
+	resp.Body.Close()
+	pw.CloseWithError(errors.New("client gone"))
+	f.hs.Close()
+	f.srv.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		var left []string
+		for _, g := range strings.Split(stacks, "\n\n") {
+			if strings.Contains(g, "restproxy.(*") || strings.Contains(g, "franz-go/pkg/kgo.") {
+				left = append(left, g)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines left:\n%s", len(left), strings.Join(left, "\n\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
