@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -153,16 +154,17 @@ func (s *Server) produce(w http.ResponseWriter, r *http.Request) error {
 		}
 		if len(reqs) == 1 {
 			res := <-results[0]
+			body := s.reportBody(res)
 			if ae, ok := res.(*apiError); ok {
-				return ae
+				return reply(w, status(ae.code), body)
 			}
-			return reply(w, 200, res)
+			return reply(w, 200, body)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(200)
 		enc := json.NewEncoder(w)
 		for _, ch := range results {
-			_ = enc.Encode(reportBody(<-ch))
+			_ = enc.Encode(s.reportBody(<-ch))
 		}
 		return nil
 	}
@@ -179,7 +181,7 @@ func (s *Server) produce(w http.ResponseWriter, r *http.Request) error {
 		defer close(written)
 		enc := json.NewEncoder(w)
 		for ch := range queue {
-			if err := enc.Encode(reportBody(<-ch)); err != nil {
+			if err := enc.Encode(s.reportBody(<-ch)); err != nil {
 				continue // the client went away; drain the rest so that nothing blocks
 			}
 			_ = rc.Flush()
@@ -217,11 +219,13 @@ func done(v any) chan any {
 	return ch
 }
 
-// reportBody is the JSON of a record's outcome.
-func reportBody(v any) any {
+// reportBody is the JSON of a record's outcome, counted in the metrics.
+func (s *Server) reportBody(v any) any {
 	if ae, ok := v.(*apiError); ok {
+		s.metrics.records.WithLabelValues(strconv.Itoa(ae.code)).Inc()
 		return errorBody(ae)
 	}
+	s.metrics.records.WithLabelValues("200").Inc()
 	return v
 }
 

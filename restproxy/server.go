@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -46,6 +47,8 @@ type Options struct {
 	Log  *slog.Logger
 	// Timeout bounds a produce, a topic change and a read; 0 means 30s.
 	Timeout time.Duration
+	// Registerer, when set, gets the proxy's metrics.
+	Registerer prometheus.Registerer
 	// MaxBodyBytes bounds a produce request's body, and half of it each record of a
 	// streamed one; 0 means 64 MiB.
 	MaxBodyBytes int64
@@ -65,7 +68,53 @@ type Server struct {
 	client  *kgo.Client
 	adm     *kadm.Client
 	handler http.Handler
+	metrics *metrics
 }
+
+// metrics are the proxy's Prometheus series.
+type metrics struct {
+	requests *prometheus.CounterVec   // route, code
+	latency  *prometheus.HistogramVec // route
+	records  *prometheus.CounterVec   // result: the record's error_code
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "shale", Subsystem: "rest_proxy", Name: "requests_total",
+			Help: "REST proxy requests, by route and HTTP status."}, []string{"route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "shale", Subsystem: "rest_proxy", Name: "request_duration_seconds",
+			Help: "Time from a REST proxy request's headers to the end of its response, by route.", Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 14)}, []string{"route"}),
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "shale", Subsystem: "rest_proxy", Name: "produced_records_total",
+			Help: "Records produced through the REST proxy, by outcome (error_code: 200 delivered)."}, []string{"error_code"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.latency, m.records)
+	}
+	return m
+}
+
+// statusWriter remembers the status a handler wrote; Unwrap keeps
+// http.ResponseController (flushes, full duplex) working through it.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = 200
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Error codes of Confluent REST Proxy (io.confluent.rest.exceptions.KafkaExceptionMapper
 // and kafka-rest's v3 exceptions, whose generic codes are the HTTP status itself).
@@ -94,6 +143,7 @@ func New(o Options) (*Server, error) {
 	if s.timeout <= 0 {
 		s.timeout = 30 * time.Second
 	}
+	s.metrics = newMetrics(o.Registerer)
 	if s.maxBody = o.MaxBodyBytes; s.maxBody <= 0 {
 		s.maxBody = defaultMaxBody
 	}
@@ -122,9 +172,9 @@ func New(o Options) (*Server, error) {
 		"POST /v3/clusters/{cluster}/topics/{topic}/records":                       s.produce,
 		"GET /v3/clusters/{cluster}/topics/{topic}/partitions/{partition}/records": s.readRecords,
 	} {
-		mux.Handle(pattern, s.wrap(h))
+		mux.Handle(pattern, s.wrap(pattern, h))
 	}
-	mux.Handle("/", s.wrap(func(http.ResponseWriter, *http.Request) error {
+	mux.Handle("/", s.wrap("other", func(http.ResponseWriter, *http.Request) error {
 		return errorf(codeNotFound, "HTTP 404 Not Found")
 	}))
 	s.handler = mux
@@ -198,8 +248,15 @@ func errorBody(e *apiError) map[string]any {
 	return map[string]any{"error_code": e.code, "message": e.msg}
 }
 
-func (s *Server) wrap(h func(http.ResponseWriter, *http.Request) error) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) wrap(route string, h func(http.ResponseWriter, *http.Request) error) http.Handler {
+	latency := s.metrics.latency.WithLabelValues(route)
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		w := &statusWriter{ResponseWriter: rw}
+		defer func() {
+			latency.Observe(time.Since(start).Seconds())
+			s.metrics.requests.WithLabelValues(route, strconv.Itoa(w.code)).Inc()
+		}()
 		defer func() {
 			// A bug in a handler must not take the broker down.
 			if p := recover(); p != nil {

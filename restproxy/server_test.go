@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/hamba/avro/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -51,6 +53,7 @@ type fixture struct {
 	im    *metadata.Image
 	hs    *httptest.Server
 	srv   *Server
+	reg   *prometheus.Registry
 }
 
 func newFixture(t *testing.T, authz *acl.Authorizer, acls []acl.Binding, maxBody ...int64) *fixture {
@@ -69,7 +72,8 @@ func newFixture(t *testing.T, authz *acl.Authorizer, acls []acl.Binding, maxBody
 	if acls != nil {
 		im.ACLs = acl.NewSet(acls)
 	}
-	srv, err := New(Options{Images: images{im}, Kafka: []kgo.Opt{kgo.SeedBrokers(kf.ListenAddrs()...)}, Authorizer: authz, Timeout: 10 * time.Second, MaxBodyBytes: append(maxBody, 0)[0],
+	reg := prometheus.NewRegistry()
+	srv, err := New(Options{Images: images{im}, Registerer: reg, Kafka: []kgo.Opt{kgo.SeedBrokers(kf.ListenAddrs()...)}, Authorizer: authz, Timeout: 10 * time.Second, MaxBodyBytes: append(maxBody, 0)[0],
 		// The test's authentication: the principal is the X-User header's.
 		Wrap: func(h http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -85,7 +89,7 @@ func newFixture(t *testing.T, authz *acl.Authorizer, acls []acl.Binding, maxBody
 	t.Cleanup(srv.Close)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &fixture{url: hs.URL + "/v3/clusters/c1", kafka: kf, im: im, hs: hs, srv: srv}
+	return &fixture{url: hs.URL + "/v3/clusters/c1", kafka: kf, im: im, hs: hs, srv: srv, reg: reg}
 }
 
 func (f *fixture) call(t *testing.T, method, path, user, body string) (int, map[string]any) {
@@ -175,6 +179,15 @@ func TestProduceBodiesAndRequestErrors(t *testing.T) {
 	}
 	if st, body := f.call(t, "GET", "/nothing/here", "", ``); st != 404 || body["error_code"] != float64(404) {
 		t.Fatalf("unknown path: %d %v", st, body)
+	}
+	// Delivered: string, tombstone, no key, the first of two; refused for a bad record: 9
+	// in the table (the empty body has no record) and the second of two.
+	m := f.srv.metrics
+	if ok, bad := counterValue(t, m.records.WithLabelValues("200")), counterValue(t, m.records.WithLabelValues("400")); ok != 4 || bad != 10 {
+		t.Fatalf("produced_records_total: 200=%v 400=%v", ok, bad)
+	}
+	if n := counterValue(t, m.requests.WithLabelValues("POST /v3/clusters/{cluster}/topics/{topic}/records", "404")); n != 3 {
+		t.Fatalf("404 produce requests counted %v", n)
 	}
 }
 
@@ -455,4 +468,13 @@ func TestNoGoroutinesLeftAfterAbandonedStream(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }

@@ -598,7 +598,7 @@ func (n *node) startRESTProxy(ctx context.Context, ln net.Listener) error {
 	kopts := append([]kgo.Opt{kgo.SeedBrokers(net.JoinHostPort(host, strconv.Itoa(port)))}, n.sec.fetcherOpts()...)
 	bc := n.registered.Load()
 	srv, err := restproxy.New(restproxy.Options{Images: bc, Kafka: kopts, Authorizer: n.cfg.Authorizer(),
-		Log: n.lg.With("component", "rest-proxy")})
+		Registerer: n.reg, Log: n.lg.With("component", "rest-proxy")})
 	if err != nil {
 		ln.Close()
 		return err
