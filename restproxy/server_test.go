@@ -186,7 +186,7 @@ func TestProduceBodiesAndRequestErrors(t *testing.T) {
 	if ok, bad := counterValue(t, m.records.WithLabelValues("200")), counterValue(t, m.records.WithLabelValues("400")); ok != 4 || bad != 10 {
 		t.Fatalf("produced_records_total: 200=%v 400=%v", ok, bad)
 	}
-	if n := counterValue(t, m.requests.WithLabelValues("POST /v3/clusters/{cluster}/topics/{topic}/records", "404")); n != 3 {
+	if n := counterValue(t, m.requests.WithLabelValues("POST /v3/clusters/{cluster}/topics/{topic}/records", "404")); n != 6 { // 3 subjects, a version, a partition, a topic
 		t.Fatalf("404 produce requests counted %v", n)
 	}
 }
