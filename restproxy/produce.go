@@ -313,7 +313,9 @@ func (p *producer) serialize(d *requestData, isKey bool) ([]byte, *responseData,
 	if d.SchemaID != nil && (d.SchemaVersion != nil || d.Schema != nil) || d.SchemaVersion != nil && d.Schema != nil {
 		return nil, nil, errorf(codeBadRequest, "Bad Request: Only one of 'schema_id', 'schema_version' or 'schema' can be used.")
 	}
-	reg := p.im.SchemaRegistry
+	// The registry as this broker knows it now: a long stream sees schemas registered
+	// while it runs.
+	reg := p.s.image().SchemaRegistry
 	if reg == nil {
 		reg = &metadata.SchemaRegistry{}
 	}
