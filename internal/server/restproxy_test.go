@@ -420,3 +420,59 @@ func TestRESTProxyOnSecuredNodeWithACLs(t *testing.T) {
 	st, body = proxyCall(t, "GET", cluster+"/topics/secured/partitions/0/records", nil)
 	wantError(t, "ANONYMOUS reading without READ", st, body, 403, 40301)
 }
+
+// Reads return committed records only: nothing of an open transaction, and after it
+// commits its records but not its marker.
+func TestRESTProxyReadsCommittedRecords(t *testing.T) {
+	kafka := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	proxy := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	var logs testutil.Buffer
+	runNode(t, &logs, "--log.dirs="+filepath.Join(t.TempDir(), "data"), "--http.listener=", "--schema.registry.listener=",
+		"--rest.proxy.listener="+proxy, "--listeners=PLAINTEXT://"+kafka)
+	waitBroker(t, kafka)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(newClient(t, kgo.SeedBrokers(kafka))).CreateTopic(ctx, 1, 1, nil, "tx"); err != nil {
+		t.Fatal(err)
+	}
+	var records string
+	testutil.Eventually(t, 20*time.Second, "the proxy serves the topic", func() bool {
+		st, body := proxyCall(t, "GET", "http://"+proxy+"/v3/clusters", nil)
+		if st != 200 {
+			return false
+		}
+		records = "http://" + proxy + "/v3/clusters/" + body["data"].([]any)[0].(map[string]any)["cluster_id"].(string) + "/topics/tx"
+		st, _ = proxyCall(t, "GET", records, nil)
+		return st == 200
+	})
+	if st, body := proxyCall(t, "POST", records+"/records", map[string]any{"value": map[string]any{"type": "STRING", "data": "plain"}}); st != 200 {
+		t.Fatalf("produce: %d %v", st, body)
+	}
+	txp := newClient(t, kgo.SeedBrokers(kafka), kgo.TransactionalID("rest-proxy-test"), kgo.DefaultProduceTopic("tx"))
+	if err := txp.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txp.ProduceSync(ctx, &kgo.Record{Value: []byte("in a transaction")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	read := func() []string {
+		st, body := proxyCall(t, "GET", records+"/partitions/0/records?value_format=string", nil)
+		if st != 200 {
+			t.Fatalf("read: %d %v", st, body)
+		}
+		var out []string
+		for _, d := range body["data"].([]any) {
+			out = append(out, d.(map[string]any)["value"].(map[string]any)["data"].(string))
+		}
+		return out
+	}
+	if got := read(); fmt.Sprint(got) != "[plain]" {
+		t.Fatalf("with a transaction open, read %q", got)
+	}
+	if err := txp.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the committed transaction is read", func() bool {
+		return fmt.Sprint(read()) == "[plain in a transaction]"
+	})
+}
