@@ -58,7 +58,7 @@ func (t *clusterTarget) nodeArgs(i int, ports []int, root string) []string {
 		"--log.dirs=" + filepath.Join(root, "n"+strconv.Itoa(i+1)),
 		"--controller.quorum.voters=" + strings.Join(voters, ","),
 		"--listeners=PLAINTEXT://127.0.0.1:" + strconv.Itoa(ports[3*i]) + ",CONTROLLER://127.0.0.1:" + strconv.Itoa(ports[3*i+1]),
-		"--schema.registry.listener=", "--http.listener=127.0.0.1:" + strconv.Itoa(ports[3*i+2]),
+		"--schema.registry.listener=", "--rest.proxy.listener=", "--http.listener=127.0.0.1:" + strconv.Itoa(ports[3*i+2]),
 	}
 	return append(a, t.extra...)
 }

@@ -44,7 +44,7 @@ run() {
 	data=$(mktemp -d /tmp/shale-consume-cpu-data-XXXXXX)
 	local kafka=127.0.0.1:$p0 http=127.0.0.1:$p1
 	"$bin" serve --log.dirs="$data" --listeners="PLAINTEXT://$kafka,CONTROLLER://127.0.0.1:$p2" \
-		--schema.registry.listener= --http.listener="$http" "$@" >"$out/broker.log" 2>&1 &
+		--schema.registry.listener= --rest.proxy.listener= --http.listener="$http" "$@" >"$out/broker.log" 2>&1 &
 	broker_pid=$!
 	wait_ready "$http" "$broker_pid" "$out/broker.log"
 	"$bin" bench consume --preset consume-1k --bootstrap-server "$kafka" --duration "${dur}s" --json \

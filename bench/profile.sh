@@ -70,7 +70,7 @@ start_broker() {
 	data=$(mktemp -d /tmp/shale-profile-XXXXXX)
 	kafka=127.0.0.1:$p0 http=127.0.0.1:$p1
 	GODEBUG=gctrace=1 "$SHALE" serve --log.dirs="$data" \
-		--listeners="PLAINTEXT://$kafka,CONTROLLER://127.0.0.1:$p2" --schema.registry.listener= --http.listener="$http" "$@" \
+		--listeners="PLAINTEXT://$kafka,CONTROLLER://127.0.0.1:$p2" --schema.registry.listener= --rest.proxy.listener= --http.listener="$http" "$@" \
 		>"$out/$name.broker.log" 2>&1 &
 	broker_pid=$!
 	wait_ready "$http" "$broker_pid" "$out/$name.broker.log"
@@ -195,7 +195,7 @@ run_cluster() {
 		GODEBUG=gctrace=1 "$SHALE" serve --node.id=$((i + 1)) --log.dirs="$data/n$((i + 1))" \
 			--controller.quorum.voters="$voters" \
 			--listeners="PLAINTEXT://127.0.0.1:${ports[3 * i]},CONTROLLER://127.0.0.1:${ports[3 * i + 1]}" \
-			--schema.registry.listener= --http.listener="127.0.0.1:${ports[3 * i + 2]}" >"$out/$name.n$((i + 1)).log" 2>&1 &
+			--schema.registry.listener= --rest.proxy.listener= --http.listener="127.0.0.1:${ports[3 * i + 2]}" >"$out/$name.n$((i + 1)).log" 2>&1 &
 		node_pids+=($!)
 	done
 	for i in 0 1 2; do

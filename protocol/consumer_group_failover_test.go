@@ -75,7 +75,7 @@ func startShaleCluster(t *testing.T) []*shaleNode {
 			"--log.dirs="+filepath.Join(dir, fmt.Sprintf("data%d", n.id)),
 			fmt.Sprintf("--listeners=PLAINTEXT://%s,CONTROLLER://127.0.0.1:%d", n.addr, ports[3+i]),
 			"--advertised.listeners=PLAINTEXT://"+n.addr,
-			"--schema.registry.listener=", fmt.Sprintf("--http.listener=127.0.0.1:%d", ports[6+i]),
+			"--schema.registry.listener=", "--rest.proxy.listener=", fmt.Sprintf("--http.listener=127.0.0.1:%d", ports[6+i]),
 			"--controller.quorum.voters="+strings.Join(voters, ","),
 			"--group.initial.rebalance.delay.ms=0",
 			"--group.min.session.timeout.ms=500",

@@ -272,7 +272,7 @@ func startServe(t *testing.T, extra ...string) (bootstrap string, stop func() (i
 	go func() {
 		done <- run(ctx, append([]string{"serve", "--log.dirs=" + filepath.Join(t.TempDir(), "data"),
 			fmt.Sprintf("--listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", kafka, controller),
-			"--schema.registry.listener=", "--http.listener=", "--log.level=warn"}, extra...), nil, io.Discard, &serveErr)
+			"--schema.registry.listener=", "--rest.proxy.listener=", "--http.listener=", "--log.level=warn"}, extra...), nil, io.Discard, &serveErr)
 	}()
 	stopped, code := false, 0
 	stop = func() (int, string) {

@@ -32,7 +32,7 @@ func TestUserCommandsOverSASLSSL(t *testing.T) {
 			fmt.Sprintf("--listeners=SASL_SSL://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", kafka, controller),
 			"--inter.broker.listener.name=SASL_SSL", "--ssl.keystore.location=" + keystore,
 			"--sasl.inter.broker.username=admin", "--sasl.inter.broker.password=admin-secret",
-			"--schema.registry.listener=", "--http.listener=", "--log.level=warn"}, nil, io.Discard, &serveErr)
+			"--schema.registry.listener=", "--rest.proxy.listener=", "--http.listener=", "--log.level=warn"}, nil, io.Discard, &serveErr)
 	}()
 	t.Cleanup(func() {
 		cancel()

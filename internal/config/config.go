@@ -262,6 +262,14 @@ type Config struct {
 	// SchemaRegistrySecurity is schema.registry.ssl.enable, .ssl.client.auth,
 	// .authentication.method and .authentication.realm (httpsecurity.go).
 	SchemaRegistrySecurity HTTPSecurity
+	// RESTProxyListener is rest.proxy.listener (Shale's own; default "127.0.0.1:8082",
+	// Confluent REST Proxy's port): host:port of the built-in HTTP proxy (Confluent REST
+	// Proxy's v3 paths) on brokers; "" turns it off. Loopback by default: the
+	// listener is open until rest.proxy.authentication.method is set.
+	RESTProxyListener string
+	// RESTProxySecurity is rest.proxy.ssl.enable, .ssl.client.auth, .authentication.method
+	// and .authentication.realm (httpsecurity.go).
+	RESTProxySecurity HTTPSecurity
 	// LogLevel is log.level (Shale's own; default info): debug, info, warn or error.
 	LogLevel slog.Level
 

@@ -362,6 +362,8 @@ func buildKeys() []*keyDef {
 			accessor{set: setHTTPListener, get: func(c *Config) string { return c.HTTPListener }}),
 		key("schema.registry.listener", "127.0.0.1:8081", "Shale: host:port of the built-in schema registry (Confluent's REST API) on brokers; empty turns it off.",
 			accessor{set: setSchemaRegistryListener, get: func(c *Config) string { return c.SchemaRegistryListener }}),
+		key("rest.proxy.listener", "127.0.0.1:8082", "Shale: host:port of the built-in HTTP proxy (Confluent REST Proxy's v3 paths) on brokers; empty turns it off.",
+			accessor{set: setRESTProxyListener, get: func(c *Config) string { return c.RESTProxyListener }}),
 		key("log.level", "info", "Shale: debug, info, warn or error.",
 			accessor{set: setLogLevel, get: func(c *Config) string { return strings.ToLower(c.LogLevel.String()) }}),
 	}
@@ -369,6 +371,8 @@ func buildKeys() []*keyDef {
 	keys = append(keys, securityKeys()...)
 	keys = append(keys, httpSecurityKeys("schema.registry", "schema registry", "SchemaRegistry",
 		func(c *Config) *HTTPSecurity { return &c.SchemaRegistrySecurity })...)
+	keys = append(keys, httpSecurityKeys("rest.proxy", "HTTP proxy", "RestProxy",
+		func(c *Config) *HTTPSecurity { return &c.RESTProxySecurity })...)
 
 	// Broker-level synonyms of topic configs that have no field of their own are accepted
 	// and passed on as topic defaults, validated by the topic config's own rules.
@@ -472,6 +476,16 @@ func setSchemaRegistryListener(c *Config, v string) error {
 		}
 	}
 	c.SchemaRegistryListener = v
+	return nil
+}
+
+func setRESTProxyListener(c *Config, v string) error {
+	if v != "" {
+		if _, err := parseHostPort(v); err != nil {
+			return err
+		}
+	}
+	c.RESTProxyListener = v
 	return nil
 }
 

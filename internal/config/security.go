@@ -100,6 +100,9 @@ func (c *Config) UsesTLS() bool {
 	if c.IsBroker() && c.SchemaRegistryListener != "" && c.SchemaRegistrySecurity.SSLEnable {
 		return true
 	}
+	if c.IsBroker() && c.RESTProxyListener != "" && c.RESTProxySecurity.SSLEnable {
+		return true
+	}
 	for _, l := range c.Listeners {
 		if p := c.SecurityProtocol(l.Name); p == "SSL" || p == "SASL_SSL" {
 			return true
@@ -130,6 +133,7 @@ func (c *Config) finishSecurity(fail func(key, format string, args ...any)) {
 		}
 	}
 	c.finishHTTPSecurity("schema.registry", c.SchemaRegistryListener, c.SchemaRegistrySecurity, fail)
+	c.finishHTTPSecurity("rest.proxy", c.RESTProxyListener, c.RESTProxySecurity, fail)
 	if c.SSLClientAuth != "none" && c.SSLTruststoreLocation == "" && c.UsesTLS() {
 		fail("ssl.truststore.location", "ssl.client.auth=%s needs the CA certificates that client certificates chain to", c.SSLClientAuth)
 	}

@@ -66,7 +66,7 @@ func startCluster(t *testing.T, n int) []node {
 			"--log.dirs=" + filepath.Join(nd.dir, "data"),
 			fmt.Sprintf("--listeners=PLAINTEXT://%s,CONTROLLER://127.0.0.1:%d", nd.kafka, ctlPorts[nd.id]),
 			"--controller.quorum.voters=" + strings.Join(voters, ","),
-			"--schema.registry.listener=", "--http.listener=" + nd.http,
+			"--schema.registry.listener=", "--rest.proxy.listener=", "--http.listener=" + nd.http,
 			"--default.replication.factor=" + strconv.Itoa(n),
 			"--group.initial.rebalance.delay.ms=0",
 			"--auto.create.topics.enable=false",

@@ -25,7 +25,7 @@ func TestCompactedTopicThroughFranzGo(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	var logs testutil.Buffer
-	runNode(t, &logs, "--log.dirs="+dir, "--schema.registry.listener=", "--http.listener="+httpAddr, "--listeners=PLAINTEXT://"+addr,
+	runNode(t, &logs, "--log.dirs="+dir, "--schema.registry.listener=", "--rest.proxy.listener=", "--http.listener="+httpAddr, "--listeners=PLAINTEXT://"+addr,
 		"--log.cleaner.backoff.ms=50", "--log.cleaner.dedupe.buffer.size=1048576")
 	waitBroker(t, addr)
 

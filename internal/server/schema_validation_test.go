@@ -39,7 +39,7 @@ func TestSchemaValidationWithFranzGo(t *testing.T) {
 	metrics := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	var logs testutil.Buffer
 	runNode(t, &logs, "--log.dirs="+filepath.Join(t.TempDir(), "data"), "--http.listener="+metrics,
-		"--schema.registry.listener="+registry, "--listeners=PLAINTEXT://"+kafka)
+		"--schema.registry.listener="+registry, "--rest.proxy.listener=", "--listeners=PLAINTEXT://"+kafka)
 	waitBroker(t, kafka)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -22,7 +22,7 @@ func TestSchemaRegistryWithFranzGoClient(t *testing.T) {
 	registry := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	var logs testutil.Buffer
 	runNode(t, &logs, "--log.dirs="+filepath.Join(t.TempDir(), "data"), "--http.listener=",
-		"--schema.registry.listener="+registry, "--listeners=PLAINTEXT://"+kafka)
+		"--schema.registry.listener="+registry, "--rest.proxy.listener=", "--listeners=PLAINTEXT://"+kafka)
 	waitBroker(t, kafka)
 
 	cl, err := sr.NewClient(sr.URLs("http://" + registry))

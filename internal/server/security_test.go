@@ -55,7 +55,7 @@ func startSecureNode(t *testing.T, extra ...string) *secureNode {
 	n.mtls = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	n.ctl = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	args := append([]string{
-		"--log.dirs=" + filepath.Join(n.dir, "data"), "--schema.registry.listener=", "--http.listener=",
+		"--log.dirs=" + filepath.Join(n.dir, "data"), "--schema.registry.listener=", "--rest.proxy.listener=", "--http.listener=",
 		"--listeners=SECURE://" + n.secure + ",MTLS://" + n.mtls + ",CONTROLLER://" + n.ctl,
 		"--listener.security.protocol.map=SECURE:SASL_SSL,MTLS:SSL,CONTROLLER:PLAINTEXT",
 		"--inter.broker.listener.name=SECURE",
@@ -352,7 +352,7 @@ func TestReplicationOverSecuredListeners(t *testing.T) {
 			mtls2 := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 			keystore, truststore := filepath.Join(n.dir, "broker.pem"), filepath.Join(n.dir, "ca.pem")
 			runNode(t, n.logs, "--node.id=2", "--process.roles=broker", "--controller.quorum.voters=1@"+n.ctl,
-				"--log.dirs="+filepath.Join(n.dir, "data2"), "--schema.registry.listener=", "--http.listener=",
+				"--log.dirs="+filepath.Join(n.dir, "data2"), "--schema.registry.listener=", "--rest.proxy.listener=", "--http.listener=",
 				"--listeners=SECURE://"+secure2+",MTLS://"+mtls2, "--listener.security.protocol.map=SECURE:SASL_SSL,MTLS:SSL",
 				"--inter.broker.listener.name="+interBroker, "--ssl.client.auth=required",
 				"--ssl.keystore.location="+keystore, "--ssl.truststore.location="+truststore,

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shalelog/shale/controller"
 	"github.com/shalelog/shale/internal/config"
@@ -35,6 +36,7 @@ import (
 	"github.com/shalelog/shale/partition"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
+	"github.com/shalelog/shale/restproxy"
 	"github.com/shalelog/shale/schemaregistry"
 )
 
@@ -104,6 +106,10 @@ type node struct {
 	http   *http.Server
 	// registryDone is closed once the schema registry's listener has shut down.
 	registryDone chan struct{}
+	// stopProxy stops the REST proxy, whose Kafka client needs the Kafka listener
+	// still up to finish its requests; proxyDone is closed once it has stopped.
+	stopProxy context.CancelFunc
+	proxyDone chan struct{}
 
 	cancel       context.CancelFunc
 	stopReplicas context.CancelFunc
@@ -116,6 +122,8 @@ type listeners struct {
 	kafka, controller, http net.Listener
 	// registry is schema.registry.listener's, on brokers.
 	registry net.Listener
+	// proxy is rest.proxy.listener's, on brokers.
+	proxy net.Listener
 	// others are the broker listeners besides the inter-broker one (kafka), by name.
 	others map[string]net.Listener
 }
@@ -176,12 +184,17 @@ func bind(cfg *config.Config, lg *slog.Logger) (*listeners, error) {
 			return nil, err
 		}
 	}
+	if cfg.IsBroker() && cfg.RESTProxyListener != "" {
+		if lns.proxy, err = listen("on rest.proxy.listener", cfg.RESTProxyListener); err != nil {
+			return nil, err
+		}
+	}
 	return lns, nil
 }
 
 // close closes the listeners not yet handed over.
 func (l *listeners) close() {
-	for _, ln := range []*net.Listener{&l.kafka, &l.controller, &l.http, &l.registry} {
+	for _, ln := range []*net.Listener{&l.kafka, &l.controller, &l.http, &l.registry, &l.proxy} {
 		if *ln != nil {
 			(*ln).Close()
 			*ln = nil
@@ -222,6 +235,13 @@ func (n *node) start(parent context.Context, lns *listeners) error {
 			return err // ln is still set: Run closes it
 		}
 		lns.registry = nil
+	}
+	if lns.proxy != nil {
+		ln := lns.proxy
+		lns.proxy = nil
+		if err := n.startRESTProxy(ctx, ln); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -581,6 +601,51 @@ func (n *node) startRegistry(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
+// startRESTProxy serves the HTTP proxy on ln, over HTTPS and with the node's users as
+// rest.proxy.* say. Its Kafka client dials this node's inter-broker listener as the
+// broker itself does (TLS and SASL login included); the HTTP caller is authorized by the
+// proxy with the cluster's ACLs. It stops when ctx is
+// cancelled or close stops it.
+func (n *node) startRESTProxy(ctx context.Context, ln net.Listener) error {
+	host, port := n.cfg.KafkaListener()
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	kopts := append([]kgo.Opt{kgo.SeedBrokers(net.JoinHostPort(host, strconv.Itoa(port)))}, n.sec.fetcherOpts()...)
+	bc := n.registered.Load()
+	lg := n.lg.With("component", "rest-proxy")
+	sec := n.cfg.RESTProxySecurity
+	auth, err := n.sec.httpAuthenticator("rest-proxy", sec, bc, "application/json", lg)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("rest proxy: %w", err)
+	}
+	tln, err := n.sec.httpListener(ln, sec)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("rest proxy: %w", err)
+	}
+	ln = tln
+	srv, err := restproxy.New(restproxy.Options{Images: bc, Kafka: kopts, Authorizer: n.cfg.Authorizer(),
+		Registerer: n.reg, Log: lg, Wrap: auth.Wrap})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	pctx, stop := context.WithCancel(ctx)
+	n.stopProxy = stop
+	n.proxyDone = make(chan struct{})
+	go func() {
+		defer close(n.proxyDone)
+		if err := srv.Serve(pctx, ln); err != nil {
+			n.lg.Error("rest proxy listener stopped", "err", err)
+		}
+	}()
+	n.lg.Info("serving the REST proxy", "listener", ln.Addr().String(), "https", sec.SSLEnable,
+		"authentication", sec.AuthenticationMethod)
+	return nil
+}
+
 func (n *node) controlledShutdown() {
 	bc, ok := n.store.(*controller.BrokerClient)
 	if !ok || n.replicas == nil {
@@ -609,6 +674,11 @@ func (n *node) close() error {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		n.http.Shutdown(sctx)
 		cancel()
+	}
+	if n.stopProxy != nil {
+		// Before the Kafka listener closes: requests in flight finish through it.
+		n.stopProxy()
+		<-n.proxyDone
 	}
 	n.controlledShutdown()
 	if n.groups != nil {

@@ -43,7 +43,7 @@ func TestPortConflictWritesNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
-			cfg := load(t, "--log.dirs="+dir, "--schema.registry.listener=", "--http.listener="+tc.http,
+			cfg := load(t, "--log.dirs="+dir, "--schema.registry.listener=", "--rest.proxy.listener=", "--http.listener="+tc.http,
 				fmt.Sprintf("--listeners=PLAINTEXT://%s,CONTROLLER://%s", tc.kafka, tc.controller))
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -112,7 +112,7 @@ func TestSingleNodeWithOnlyKafkaListener(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	for run := range 3 {
 		var logs testutil.Buffer
-		stop := runNode(t, &logs, "--log.dirs="+dir, "--schema.registry.listener=", "--http.listener=", "--listeners=PLAINTEXT://"+addr)
+		stop := runNode(t, &logs, "--log.dirs="+dir, "--schema.registry.listener=", "--rest.proxy.listener=", "--http.listener=", "--listeners=PLAINTEXT://"+addr)
 		waitBroker(t, addr)
 		if err := stop(); err != nil {
 			t.Fatalf("run %d: %v\n%s", run, err, logs.String())
@@ -138,7 +138,7 @@ func TestKafkaClientOnControllerPortIsServed(t *testing.T) {
 	kafka := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	ctl := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	var logs testutil.Buffer
-	runNode(t, &logs, "--log.dirs="+filepath.Join(t.TempDir(), "data"), "--schema.registry.listener=", "--http.listener=",
+	runNode(t, &logs, "--log.dirs="+filepath.Join(t.TempDir(), "data"), "--schema.registry.listener=", "--rest.proxy.listener=", "--http.listener=",
 		"--listeners=PLAINTEXT://"+kafka+",CONTROLLER://"+ctl)
 	waitBroker(t, kafka)
 

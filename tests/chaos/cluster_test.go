@@ -245,7 +245,7 @@ func newClusterArgs(t *testing.T, l layout, extra []string) *cluster {
 			"--listeners=" + strings.Join(listeners, ","),
 			"--controller.quorum.voters=" + strings.Join(voters, ","),
 			"--log.dirs=" + filepath.Join(n.dir, "data"),
-			"--schema.registry.listener=", "--http.listener=",
+			"--schema.registry.listener=", "--rest.proxy.listener=", "--http.listener=",
 			"--broker.session.timeout.ms=" + strconv.FormatInt(sessionTimeout.Milliseconds(), 10),
 			"--broker.heartbeat.interval.ms=" + strconv.FormatInt(heartbeatInterval.Milliseconds(), 10),
 			"--replica.lag.time.max.ms=" + strconv.FormatInt(replicaLagMax.Milliseconds(), 10),

@@ -138,7 +138,7 @@ func newClusterWith(t *testing.T, brokerExtra func(id int32) []string, extra ...
 	c.voters = strings.Join(voters, ",")
 	common := []string{
 		"--controller.quorum.voters=" + c.voters,
-		"--schema.registry.listener=", "--http.listener=",
+		"--schema.registry.listener=", "--rest.proxy.listener=", "--http.listener=",
 		"--broker.session.timeout.ms=" + strconv.Itoa(int(sessionTimeout.Milliseconds())),
 		"--broker.heartbeat.interval.ms=" + strconv.Itoa(int(heartbeatInterval.Milliseconds())),
 		"--default.replication.factor=3",

@@ -32,7 +32,7 @@ func (c *cluster) joinController(id int32) *proc {
 	p := &proc{t: c.t, id: id, addr: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(c.t)), dir: c.t.TempDir()}
 	p.args = []string{"serve", "--node.id=" + strconv.Itoa(int(id)), "--process.roles=controller",
 		"--listeners=CONTROLLER://" + p.addr, "--log.dirs=" + filepath.Join(p.dir, "data"),
-		"--controller.quorum.voters=" + c.voters, "--schema.registry.listener=", "--http.listener="}
+		"--controller.quorum.voters=" + c.voters, "--schema.registry.listener=", "--rest.proxy.listener=", "--http.listener="}
 	c.controllers = append(c.controllers, p)
 	p.start()
 	return p

@@ -25,7 +25,7 @@ func TestSecondServeOnSameDirFailsFast(t *testing.T) {
 		"--node.id=1",
 		"--log.dirs="+filepath.Join(first.dir, "data"),
 		fmt.Sprintf("--listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", testutil.FreePort(t), testutil.FreePort(t)),
-		"--schema.registry.listener=", "--http.listener=",
+		"--schema.registry.listener=", "--rest.proxy.listener=", "--http.listener=",
 	)
 	second.Stderr = &stderr
 	start := time.Now()

@@ -64,7 +64,7 @@ func (n *node) start() {
 		"--node.id=1",
 		"--log.dirs=" + filepath.Join(n.dir, "data"),
 		fmt.Sprintf("--listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.port, n.ctlPort),
-		"--schema.registry.listener=", "--http.listener=",
+		"--schema.registry.listener=", "--rest.proxy.listener=", "--http.listener=",
 		"--num.partitions=3",
 	}, n.extra...)
 	n.cmd = exec.Command(shaleBin, args...)

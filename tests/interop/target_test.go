@@ -66,7 +66,7 @@ func shaleServeArgs(dataDir string, kafkaPort, httpPort, controllerPort, registr
 		"--log.dirs=" + dataDir,
 		fmt.Sprintf("--listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", kafkaPort, controllerPort),
 		fmt.Sprintf("--advertised.listeners=PLAINTEXT://127.0.0.1:%d", kafkaPort),
-		fmt.Sprintf("--schema.registry.listener=127.0.0.1:%d", registryPort),
+		fmt.Sprintf("--schema.registry.listener=127.0.0.1:%d", registryPort), "--rest.proxy.listener=",
 		fmt.Sprintf("--http.listener=127.0.0.1:%d", httpPort),
 		fmt.Sprintf("--num.partitions=%d", partitionCount),
 		// Kafka's own test set-ups do the same: no 3 s wait before each new group's
