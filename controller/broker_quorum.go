@@ -2,12 +2,14 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
 	"github.com/shalelog/shale/internal/metadata"
 
 	pb "github.com/shalelog/shale/controller/proto"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // The broker's side of quorum management (metadata.QuorumAdmin), and how it keeps
@@ -135,27 +137,44 @@ func msTime(ms int64) time.Time {
 // controller takes to catch up.
 func (c *BrokerClient) AddVoter(ctx context.Context, id int32, addr string) error {
 	var resp *pb.AddVoterResponse
+	failed := false
 	err := c.q.call(ctx, defaultVoterCatchUpTimeout+c.cfg.RequestTimeout, func(ctx context.Context, cl pb.ControllerClient) (err error) {
 		resp, err = cl.AddVoter(ctx, &pb.AddVoterRequest{VoterId: id, Address: addr})
+		failed = failed || err != nil
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	return fromPBError(resp.Error)
+	return retriedOutcome(fromPBError(resp.Error), failed, kerr.DuplicateVoter)
 }
 
 // RemoveVoter removes a controller from the quorum.
 func (c *BrokerClient) RemoveVoter(ctx context.Context, id int32) error {
 	var resp *pb.RemoveVoterResponse
+	failed := false
 	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
 		resp, err = cl.RemoveVoter(ctx, &pb.RemoveVoterRequest{VoterId: id})
+		failed = failed || err != nil
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	return fromPBError(resp.Error)
+	return retriedOutcome(fromPBError(resp.Error), failed, kerr.VoterNotFound)
+}
+
+// retriedOutcome is the answer to a quorum change that this client may have retried.
+// An attempt that failed (a lost answer, a timeout, a leader that stepped down while the
+// change was being committed) may still have been applied, so when a later attempt is
+// refused only because the quorum already is as asked (done: DUPLICATE_VOTER for an
+// add, VOTER_NOT_FOUND for a remove), the change is reported as made: the retry is this
+// client's own, and its caller asked for the state it found.
+func retriedOutcome(err error, failedBefore bool, done *kerr.Error) error {
+	if failedBefore && errors.Is(err, done) {
+		return nil
+	}
+	return err
 }
 
 // UnregisterBroker removes a broker's registration.
