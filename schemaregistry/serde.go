@@ -93,7 +93,10 @@ func (s *Serde) Encode(reg *metadata.SchemaRegistry, id int32, doc json.RawMessa
 		if err := protojson.Unmarshal(doc, msg); err != nil {
 			return nil, fmt.Errorf("protobuf: %w", err)
 		}
-		b, err := proto.Marshal(msg)
+		// Deterministic: a dynamic message's fields are otherwise written in the order of
+		// a map's iteration, so one record would get different bytes from one request to
+		// the next; this writes them by field number, as generated code does.
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
 		if err != nil {
 			return nil, fmt.Errorf("protobuf: %w", err)
 		}

@@ -103,3 +103,23 @@ func TestSerdeAvroLogicalTypes(t *testing.T) {
 		t.Fatalf("decimal read back as %s, %v", doc, err)
 	}
 }
+
+// A message of several fields is written by field number every time, as generated code
+// writes it: a dynamic message left to its own order writes them in a map's order, and
+// the same request got other bytes now and then (the REST proxy's end-to-end test failed
+// so once).
+func TestSerdeProtobufFieldOrder(t *testing.T) {
+	reg := &metadata.SchemaRegistry{Schemas: map[int32]*metadata.RegistrySchema{
+		1: {ID: 1, Type: TypeProtobuf, Schema: "syntax = \"proto3\";\nmessage O { int64 id = 1; string note = 2; bool ok = 3; }\n"},
+	}}
+	want := []byte{0, 0, 0, 0, 1, 0, 0x08, 0x07, 0x12, 0x03, 'p', 'b', '!', 0x18, 0x01}
+	for i := range 100 {
+		b, err := NewSerde().Encode(reg, 1, json.RawMessage(`{"ok": true, "note": "pb!", "id": "7"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b, want) {
+			t.Fatalf("encoding %d: % x, want % x", i, b, want)
+		}
+	}
+}
