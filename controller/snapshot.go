@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protodelim"
 
 	"github.com/shalelog/shale/internal/acl"
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 
 	pb "github.com/shalelog/shale/controller/proto"
 )

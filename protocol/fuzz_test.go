@@ -14,8 +14,8 @@ import (
 
 	"github.com/shalelog/shale/controller/controllertest"
 	"github.com/shalelog/shale/internal/group"
-	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/producerid"
+	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/replication"
 )
 

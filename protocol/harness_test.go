@@ -14,10 +14,10 @@ import (
 
 	"github.com/shalelog/shale/controller/controllertest"
 	"github.com/shalelog/shale/internal/group"
-	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/producerid"
 	"github.com/shalelog/shale/internal/share"
 	"github.com/shalelog/shale/internal/txn"
+	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
 )

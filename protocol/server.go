@@ -17,11 +17,11 @@ import (
 
 	"github.com/shalelog/shale/internal/acl"
 	"github.com/shalelog/shale/internal/group"
-	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/producerid"
 	"github.com/shalelog/shale/internal/share"
-	"github.com/shalelog/shale/internal/topicconfig"
 	"github.com/shalelog/shale/internal/txn"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/metadata/topicconfig"
 	"github.com/shalelog/shale/replication"
 )
 

@@ -21,7 +21,7 @@ import (
 
 	"github.com/shalelog/shale/internal/acl"
 	"github.com/shalelog/shale/internal/httpauth"
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/schemaregistry"
 )
 

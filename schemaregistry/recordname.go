@@ -9,7 +9,7 @@ import (
 	"github.com/hamba/avro/v2"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 // RecordNames names the record a schema id's data carries, as Confluent's serializers

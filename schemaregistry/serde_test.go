@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 func serdeRegistry() *metadata.SchemaRegistry {

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 // schemaRequest is the body of POST /subjects/{s}/versions, POST /subjects/{s} and the

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/shalelog/shale/internal/topicconfig"
+	"github.com/shalelog/shale/metadata/topicconfig"
 )
 
 // keyDef describes one setting: its Kafka name, its default as text, and how to parse it

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/shalelog/shale/internal/topicconfig"
+	"github.com/shalelog/shale/metadata/topicconfig"
 )
 
 // Setting is one effective setting and where its value came from.

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/topicconfig"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/metadata/topicconfig"
 )
 
 // finish checks what spans keys and derives the defaults that depend on other keys

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/shalelog/shale/controller/controllertest"
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 // BenchmarkCommitOffsets measures OffsetCommit through the coordinator (validation, then

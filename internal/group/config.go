@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 // DefaultOffsetMetadataMaxBytes is Kafka's default offset.metadata.max.bytes.

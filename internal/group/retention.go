@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 func (c *Coordinator) retentionLoop(ctx context.Context) {

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/security"
 	"github.com/shalelog/shale/internal/security/securitytest"
+	"github.com/shalelog/shale/metadata"
 )
 
 // fakeScram is a credential store holding what AlterUserScramCredentials would store.

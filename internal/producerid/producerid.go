@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 // prefetchTimeout bounds the background request for the next block.

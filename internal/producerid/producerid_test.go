@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 // blockStore hands out blocks of 10 ids, or fails while down.

@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 // SASL mechanisms Shale serves.

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 // ScramServer is the server side of one SCRAM exchange (RFC 5802) as Kafka runs it:

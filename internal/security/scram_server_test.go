@@ -8,7 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 func storedCred(t *testing.T, user, mech, password string) metadata.ScramCredential {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/shalelog/shale/internal/config"
 	"github.com/shalelog/shale/internal/httpauth"
-	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/security"
+	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/protocol"
 )
 

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/shalelog/shale/internal/records"
-	"github.com/shalelog/shale/internal/topicconfig"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/metadata/topicconfig"
 	"github.com/shalelog/shale/replication"
 )
 

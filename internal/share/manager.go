@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	pb "github.com/shalelog/shale/controller/proto"
-	"github.com/shalelog/shale/internal/metadata"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/partition"
 	"github.com/shalelog/shale/replication"
 )

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 // timers aborts timed-out transactions every AbortTimedOutInterval and forgets expired

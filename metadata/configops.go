@@ -8,7 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/shalelog/shale/internal/topicconfig"
+	"github.com/shalelog/shale/metadata/topicconfig"
 )
 
 // ApplyConfigOps computes a topic's new configs, as AlterConfigs (incremental false:
