@@ -2,8 +2,6 @@ package metadata
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
-	"hash/fnv"
 	"unicode/utf16"
 )
 
@@ -67,26 +65,6 @@ func (im *Image) CoordinatorOf(group string) (int32, Coordinator, bool) {
 	}
 	p := OffsetsPartition(group, len(im.Coordinators))
 	return p, im.Coordinators[p], true
-}
-
-// PickCoordinator chooses the coordinator of an offsets partition among eligible broker
-// ids by rendezvous hashing, so that when a broker comes or goes only the partitions it
-// wins or held move. -1 when there are none.
-func PickCoordinator(partition int32, eligible []int32) int32 {
-	best := int32(-1)
-	var bestScore uint64
-	for _, id := range eligible {
-		h := fnv.New64a()
-		var b [8]byte
-		binary.BigEndian.PutUint32(b[:4], uint32(partition))
-		binary.BigEndian.PutUint32(b[4:], uint32(id))
-		h.Write(b[:])
-		score := h.Sum64()
-		if best < 0 || score > bestScore || (score == bestScore && id < best) {
-			best, bestScore = id, score
-		}
-	}
-	return best
 }
 
 // OffsetsTopicID is the topic id Shale gives __consumer_offsets in a cluster: derived from

@@ -143,19 +143,6 @@ func TestNotCoordinatorAndMove(t *testing.T) {
 	}
 	testutil.Eventually(t, 10*time.Second, "the group to be unloaded", func() bool { st, _, _ := c.stateOf(mine); return st == Dead })
 
-	// Coordinator choice is stable: removing a broker moves only its own partitions.
-	before := map[int32]int32{}
-	for p := range int32(metadata.DefaultOffsetsTopicPartitions) {
-		before[p] = metadata.PickCoordinator(p, []int32{1, 2, 3})
-	}
-	for p, was := range before {
-		if now := metadata.PickCoordinator(p, []int32{1, 2}); was != 3 && now != was {
-			t.Fatalf("offsets partition %d moved from live broker %d to %d", p, was, now)
-		}
-	}
-	if got := metadata.PickCoordinator(0, nil); got != -1 {
-		t.Fatalf("no brokers: %d", got)
-	}
 	if _, _, err := coordinatorIn(&metadata.Image{}, "x"); err != kerr.CoordinatorNotAvailable {
 		t.Fatalf("no coordinators: %v", err)
 	}

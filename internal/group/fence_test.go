@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/shalelog/shale/controller"
 	"github.com/shalelog/shale/controller/controllertest"
 	"github.com/shalelog/shale/metadata"
 )
@@ -114,7 +115,7 @@ func TestCoordinatorEpochOutlivesAMissedMove(t *testing.T) {
 	var group string
 	for i := 0; group == ""; i++ {
 		g := fmt.Sprintf("g-%d", i)
-		if metadata.PickCoordinator(metadata.OffsetsPartition(g, len(store.img.Coordinators)), []int32{1, 2}) == 2 {
+		if controller.PickCoordinator(metadata.OffsetsPartition(g, len(store.img.Coordinators)), []int32{1, 2}) == 2 {
 			group = g
 		}
 	}
