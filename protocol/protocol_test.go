@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
 	"github.com/shalelog/shale/metadata"
 )
 

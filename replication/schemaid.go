@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/shalelog/shale/internal/records"
+	"github.com/shalelog/shale/log/records"
 	"github.com/shalelog/shale/metadata"
 )
 

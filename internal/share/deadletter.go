@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
 	"github.com/shalelog/shale/metadata/topicconfig"
 	"github.com/shalelog/shale/replication"
 )

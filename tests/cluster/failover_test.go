@@ -17,9 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	pb "github.com/shalelog/shale/controller/proto"
-	"github.com/shalelog/shale/internal/records"
 	"github.com/shalelog/shale/internal/testutil"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
 	"github.com/shalelog/shale/metadata"
 )
 

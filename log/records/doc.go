@@ -17,5 +17,5 @@
 // small hostile batch cannot expand into unbounded memory.
 //
 // The batch header itself (layout, CRC, codec constants) belongs to package log; this
-// package builds on it.
+// package builds on it, sits beneath it in the tree, and imports nothing else of Shale.
 package records
