@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/txn"
+	"github.com/shalelog/shale/coordinator/txn"
 	"github.com/shalelog/shale/metadata"
 )
 

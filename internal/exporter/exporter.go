@@ -2,7 +2,7 @@
 // exporter (with Strimzi's rules) publish, read from the controller's metadata at scrape
 // time, so that the community Grafana dashboards built on those tools work with Shale
 // unchanged. The per-partition and per-broker series live next to what they measure:
-// the replica manager (replication) and the group coordinator (internal/group).
+// the replica manager (replication) and the group coordinator (coordinator/group).
 //
 // Every series here comes from the active controller alone, so that sum() over all the
 // nodes Prometheus scrapes counts the cluster once: kafka_exporter reports them once per

@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	pb "github.com/shalelog/shale/controller/proto"
-	"github.com/shalelog/shale/internal/group"
+	"github.com/shalelog/shale/coordinator/group"
 )
 
 // AdminStore is the Store with the admin operations of the share group coordinator

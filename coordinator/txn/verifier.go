@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/metadata"
-	"github.com/shalelog/shale/replication"
 )
 
 // Remote reaches the transaction coordinator on another broker.
@@ -17,7 +16,8 @@ type Remote interface {
 	AddPartitionsToTxn(ctx context.Context, to metadata.Broker, req *kmsg.AddPartitionsToTxnRequest) (*kmsg.AddPartitionsToTxnResponse, error)
 }
 
-// Verifier is KIP-890's check for a partition leader (replication.TxnVerifier): it asks
+// Verifier is KIP-890's check for a partition leader (it implements
+// replication.TxnVerifier, which the server's SetTxnVerifier call checks): it asks
 // this broker's coordinator when the transactional id hashes here, and the id's
 // coordinator broker with a VerifyOnly AddPartitionsToTxn (v4+) otherwise.
 type Verifier struct {
@@ -91,5 +91,3 @@ func (v *Verifier) verify(ctx context.Context, transactionalID string, producerI
 	}
 	return fmt.Errorf("%w: the transaction coordinator did not answer for %s-%d", kerr.InvalidTxnState, topic, partition)
 }
-
-var _ replication.TxnVerifier = (*Verifier)(nil)

@@ -23,7 +23,7 @@ type Store interface {
 	metadata.TxnStore
 }
 
-// ProducerIDs hands out producer ids unique in the cluster (internal/producerid).
+// ProducerIDs hands out producer ids unique in the cluster (coordinator/txn/producerid).
 type ProducerIDs interface {
 	Next(ctx context.Context) (int64, error)
 }
