@@ -19,10 +19,10 @@ import (
 	"github.com/shalelog/shale/coordinator/txn"
 	"github.com/shalelog/shale/coordinator/txn/producerid"
 	"github.com/shalelog/shale/internal/acl"
-	"github.com/shalelog/shale/internal/share"
 	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/metadata/topicconfig"
 	"github.com/shalelog/shale/replication"
+	"github.com/shalelog/shale/replication/share"
 )
 
 // Config configures the Kafka listener.

@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/coordinator/group"
-	"github.com/shalelog/shale/internal/share"
+	"github.com/shalelog/shale/replication/share"
 )
 
 // startQueueBroker starts a broker with both halves of share groups: the coordinator

@@ -16,8 +16,8 @@ import (
 
 	"github.com/shalelog/shale/coordinator/group"
 	"github.com/shalelog/shale/internal/acl"
-	"github.com/shalelog/shale/internal/share"
 	"github.com/shalelog/shale/protocol"
+	"github.com/shalelog/shale/replication/share"
 )
 
 // shareHarness drives raw ShareFetch and ShareAcknowledge requests at one broker.
@@ -497,7 +497,7 @@ func TestShareManagerLeavesNoGoroutines(t *testing.T) {
 		buf = buf[:runtime.Stack(buf, true)]
 		var left []string
 		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "shale/internal/share.") {
+			if strings.Contains(g, "shale/replication/share.") {
 				left = append(left, g)
 			}
 		}

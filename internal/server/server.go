@@ -31,11 +31,11 @@ import (
 	"github.com/shalelog/shale/internal/config"
 	"github.com/shalelog/shale/internal/datadir"
 	"github.com/shalelog/shale/internal/exporter"
-	"github.com/shalelog/shale/internal/share"
 	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/partition"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
+	"github.com/shalelog/shale/replication/share"
 	"github.com/shalelog/shale/restproxy"
 	"github.com/shalelog/shale/schemaregistry"
 )

@@ -1,5 +1,8 @@
 // Package share is the partition-leader half of share groups (KIP-932, "queues for
-// Kafka"): Kafka's SharePartition and SharePartitionManager.
+// Kafka"): Kafka's SharePartition and SharePartitionManager. It sits with the replica
+// manager (package replication) because it is built on the leader's Fetch and Append;
+// the share-group coordinator, which assigns members to partitions, is in
+// coordinator/group.
 //
 // Many members of a share group read one partition at once. For each (group, topic
 // partition) this broker leads, a Partition keeps the share-partition start offset
