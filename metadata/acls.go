@@ -3,7 +3,7 @@ package metadata
 import (
 	"context"
 
-	"github.com/shalelog/shale/internal/acl"
+	"github.com/shalelog/shale/security/acl"
 )
 
 // ACLStore is how a broker changes the cluster's ACLs; the result reaches every broker in

@@ -1,6 +1,6 @@
 package metadata
 
-import "github.com/shalelog/shale/internal/acl"
+import "github.com/shalelog/shale/security/acl"
 
 // Broker is one registered broker as the controller last committed it.
 type Broker struct {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/shalelog/shale/coordinator/group"
 	"github.com/shalelog/shale/coordinator/txn"
-	"github.com/shalelog/shale/internal/acl"
 	"github.com/shalelog/shale/protocol"
+	"github.com/shalelog/shale/security/acl"
 )
 
 // recordingHandler keeps the log records a broker writes, for the audit assertions.

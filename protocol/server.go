@@ -18,11 +18,11 @@ import (
 	"github.com/shalelog/shale/coordinator/group"
 	"github.com/shalelog/shale/coordinator/txn"
 	"github.com/shalelog/shale/coordinator/txn/producerid"
-	"github.com/shalelog/shale/internal/acl"
 	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/metadata/topicconfig"
 	"github.com/shalelog/shale/replication"
 	"github.com/shalelog/shale/replication/share"
+	"github.com/shalelog/shale/security/acl"
 )
 
 // Config configures the Kafka listener.

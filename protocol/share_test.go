@@ -15,9 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/coordinator/group"
-	"github.com/shalelog/shale/internal/acl"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication/share"
+	"github.com/shalelog/shale/security/acl"
 )
 
 // shareHarness drives raw ShareFetch and ShareAcknowledge requests at one broker.

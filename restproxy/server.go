@@ -19,10 +19,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/acl"
-	"github.com/shalelog/shale/internal/httpauth"
 	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/schemaregistry"
+	"github.com/shalelog/shale/security/acl"
+	"github.com/shalelog/shale/security/httpauth"
 )
 
 // Images is where the proxy reads cluster metadata and the schema registry's state: the

@@ -23,9 +23,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/acl"
-	"github.com/shalelog/shale/internal/httpauth"
 	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/security/acl"
+	"github.com/shalelog/shale/security/httpauth"
 )
 
 // images is a fixed metadata image.

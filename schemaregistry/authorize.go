@@ -6,8 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/acl"
-	"github.com/shalelog/shale/internal/httpauth"
+	"github.com/shalelog/shale/security/acl"
+	"github.com/shalelog/shale/security/httpauth"
 )
 
 // Authorization: when the broker has an authorizer, every request is decided for the

@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/controller/controllertest"
-	"github.com/shalelog/shale/internal/acl"
-	"github.com/shalelog/shale/internal/httpauth"
+	"github.com/shalelog/shale/security/acl"
+	"github.com/shalelog/shale/security/httpauth"
 )
 
 // authzRegistry is a registry with the authorizer on and User:admin a super user. Its

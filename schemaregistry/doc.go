@@ -10,6 +10,6 @@
 // brokers cannot both pass a check against an outdated subject.
 //
 // Authentication (HTTPS, basic, client certificates) is the caller's middleware
-// (internal/httpauth); this package authorizes each request for the principal it finds,
+// (security/httpauth); this package authorizes each request for the principal it finds,
 // with the image's ACLs on Shale's SUBJECT and REGISTRY resource types (authorize.go).
 package schemaregistry

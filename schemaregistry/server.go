@@ -18,8 +18,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/acl"
 	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/security/acl"
 )
 
 // Images is where the registry reads its state: the broker's metadata cache.

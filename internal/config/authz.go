@@ -1,6 +1,6 @@
 package config
 
-import "github.com/shalelog/shale/internal/acl"
+import "github.com/shalelog/shale/security/acl"
 
 func setAuthorizerClassName(c *Config, v string) error {
 	if _, err := acl.ParseAuthorizerClassName(v); err != nil {

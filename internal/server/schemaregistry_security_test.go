@@ -13,9 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sr"
 
-	"github.com/shalelog/shale/internal/acl"
-	"github.com/shalelog/shale/internal/security/securitytest"
 	"github.com/shalelog/shale/internal/testutil"
+	"github.com/shalelog/shale/security/acl"
+	"github.com/shalelog/shale/security/securitytest"
 )
 
 // The schema registry over HTTPS with basic authentication against the node's SCRAM

@@ -14,10 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/shalelog/shale/internal/config"
-	"github.com/shalelog/shale/internal/httpauth"
-	"github.com/shalelog/shale/internal/security"
 	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/protocol"
+	"github.com/shalelog/shale/security"
+	"github.com/shalelog/shale/security/httpauth"
 )
 
 // nodeSecurity is what a node's listeners and its clients of other nodes need to

@@ -25,8 +25,8 @@ import (
 
 	controllerpb "github.com/shalelog/shale/controller/proto"
 
-	"github.com/shalelog/shale/internal/security/securitytest"
 	"github.com/shalelog/shale/internal/testutil"
+	"github.com/shalelog/shale/security/securitytest"
 )
 
 // secureNode is one combined node with a SASL_SSL listener (the inter-broker one), an

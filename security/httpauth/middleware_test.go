@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shalelog/shale/internal/security"
-	"github.com/shalelog/shale/internal/security/securitytest"
 	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/security"
+	"github.com/shalelog/shale/security/securitytest"
 )
 
 // fakeScram is a credential store holding what AlterUserScramCredentials would store.

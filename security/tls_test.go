@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shalelog/shale/internal/security"
-	"github.com/shalelog/shale/internal/security/securitytest"
+	"github.com/shalelog/shale/security"
+	"github.com/shalelog/shale/security/securitytest"
 )
 
 // handshake dials a TLS server built from r and returns the certificate it presented.

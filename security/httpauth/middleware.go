@@ -18,8 +18,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shalelog/shale/internal/security"
 	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/security"
 )
 
 // Authentication methods, Confluent's authentication.method values.
