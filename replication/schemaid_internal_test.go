@@ -16,7 +16,7 @@ import (
 	shalelog "github.com/shalelog/shale/log"
 	"github.com/shalelog/shale/log/records"
 	"github.com/shalelog/shale/metadata"
-	"github.com/shalelog/shale/schemaregistry"
+	"github.com/shalelog/shale/server/schemaregistry"
 )
 
 // wire frames payload as Confluent's serializers do: magic byte 0, the schema id

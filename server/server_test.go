@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/config"
 	"github.com/shalelog/shale/internal/testutil"
+	"github.com/shalelog/shale/server/config"
 )
 
 func load(t *testing.T, args ...string) *config.Config {

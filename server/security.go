@@ -13,11 +13,11 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/shalelog/shale/internal/config"
 	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/security"
 	"github.com/shalelog/shale/security/httpauth"
+	"github.com/shalelog/shale/server/config"
 )
 
 // nodeSecurity is what a node's listeners and its clients of other nodes need to

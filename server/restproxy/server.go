@@ -20,9 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/metadata"
-	"github.com/shalelog/shale/schemaregistry"
 	"github.com/shalelog/shale/security/acl"
 	"github.com/shalelog/shale/security/httpauth"
+	"github.com/shalelog/shale/server/schemaregistry"
 )
 
 // Images is where the proxy reads cluster metadata and the schema registry's state: the

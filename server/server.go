@@ -2,6 +2,14 @@
 // of the Raft quorum) and the broker's client of it, the replica manager, the Kafka
 // protocol listener and the HTTP listener for metrics and health, and shuts them down
 // in order.
+//
+// It is a top-level directory because node assembly is the one place that knows every
+// layer: it imports the controller, the data plane, the coordinators and the protocol
+// handlers, and nothing but cmd imports it (internal/layering enforces both directions).
+// What only a running node needs lives beneath it: its settings (config), the lock on
+// its data directory (datadir), the cluster-wide metrics series (exporter), and the
+// HTTP services every broker serves beside the Kafka listener (schemaregistry and
+// restproxy).
 package server
 
 import (
@@ -28,16 +36,16 @@ import (
 	"github.com/shalelog/shale/coordinator/group"
 	"github.com/shalelog/shale/coordinator/txn"
 	"github.com/shalelog/shale/coordinator/txn/producerid"
-	"github.com/shalelog/shale/internal/config"
-	"github.com/shalelog/shale/internal/datadir"
-	"github.com/shalelog/shale/internal/exporter"
 	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/partition"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
 	"github.com/shalelog/shale/replication/share"
-	"github.com/shalelog/shale/restproxy"
-	"github.com/shalelog/shale/schemaregistry"
+	"github.com/shalelog/shale/server/config"
+	"github.com/shalelog/shale/server/datadir"
+	"github.com/shalelog/shale/server/exporter"
+	"github.com/shalelog/shale/server/restproxy"
+	"github.com/shalelog/shale/server/schemaregistry"
 )
 
 // shutdownGrace is how long in-flight requests may take to finish on SIGTERM.

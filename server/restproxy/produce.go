@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/metadata"
-	"github.com/shalelog/shale/schemaregistry"
+	"github.com/shalelog/shale/server/schemaregistry"
 )
 
 // Embedded formats, as Confluent names them.

@@ -20,9 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/shalelog/shale/internal/config"
-	"github.com/shalelog/shale/internal/server"
 	"github.com/shalelog/shale/internal/testutil"
+	"github.com/shalelog/shale/server"
+	"github.com/shalelog/shale/server/config"
 )
 
 // node is one in-process `shale serve` with both roles.
