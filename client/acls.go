@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/acl"
+	"github.com/shalelog/shale/security/acl"
 )
 
 // CreateACLs stores ACL bindings (CreateAcls). It returns one error per binding, nil for

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/rebalance"
+	"github.com/shalelog/shale/client/rebalance"
 )
 
 // Assignment reads the cluster's brokers (with their racks) and every partition's

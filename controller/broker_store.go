@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 
 	pb "github.com/shalelog/shale/controller/proto"
 )

@@ -4,7 +4,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 
 	pb "github.com/shalelog/shale/controller/proto"
 )

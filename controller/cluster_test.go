@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/testutil"
+	"github.com/shalelog/shale/metadata"
 )
 
 // Short timeouts keep the in-process cluster tests quick.

@@ -1,11 +1,13 @@
 package controller
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 
 	pb "github.com/shalelog/shale/controller/proto"
 )
@@ -35,7 +37,7 @@ func (c *change) coordinatorChanges() {
 		}
 	}
 	for p := range n {
-		next := metadata.PickCoordinator(int32(p), eligible)
+		next := PickCoordinator(int32(p), eligible)
 		brokerEpoch := int64(-1)
 		if next >= 0 {
 			brokerEpoch = c.broker(next).Epoch
@@ -53,6 +55,26 @@ func (c *change) coordinatorChanges() {
 		}
 		c.coordinators[int32(p)] = &pb.CoordinatorState{Partition: int32(p), Broker: next, BrokerEpoch: brokerEpoch, Epoch: epoch}
 	}
+}
+
+// PickCoordinator chooses the coordinator of an offsets partition among eligible broker
+// ids by rendezvous hashing, so that when a broker comes or goes only the partitions it
+// wins or held move. -1 when there are none.
+func PickCoordinator(partition int32, eligible []int32) int32 {
+	best := int32(-1)
+	var bestScore uint64
+	for _, id := range eligible {
+		h := fnv.New64a()
+		var b [8]byte
+		binary.BigEndian.PutUint32(b[:4], uint32(partition))
+		binary.BigEndian.PutUint32(b[4:], uint32(id))
+		h.Write(b[:])
+		score := h.Sum64()
+		if best < 0 || score > bestScore || (score == bestScore && id < best) {
+			best, bestScore = id, score
+		}
+	}
+	return best
 }
 
 // checkFence refuses an offset write from a broker that is not the group's coordinator

@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/shalelog/shale/metadata"
+
 	pb "github.com/shalelog/shale/controller/proto"
 )
 
@@ -89,5 +91,21 @@ func TestCoordinatorEpochsFenceOffsetWrites(t *testing.T) {
 	}
 	if g.offsetsLog.end != h.f.offsetsLog.end || len(g.img.Coordinators) != 8 || g.img.Coordinators[p] != moved {
 		t.Fatalf("restored: log end %d (want %d), coordinators %+v", g.offsetsLog.end, h.f.offsetsLog.end, g.img.Coordinators)
+	}
+}
+
+// Coordinator choice is stable: removing a broker moves only its own partitions.
+func TestPickCoordinatorIsStable(t *testing.T) {
+	before := map[int32]int32{}
+	for p := range int32(metadata.DefaultOffsetsTopicPartitions) {
+		before[p] = PickCoordinator(p, []int32{1, 2, 3})
+	}
+	for p, was := range before {
+		if now := PickCoordinator(p, []int32{1, 2}); was != 3 && now != was {
+			t.Fatalf("offsets partition %d moved from live broker %d to %d", p, was, now)
+		}
+	}
+	if got := PickCoordinator(0, nil); got != -1 {
+		t.Fatalf("no brokers: %d", got)
 	}
 }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/acl"
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/security/acl"
 
 	pb "github.com/shalelog/shale/controller/proto"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/acl"
+	"github.com/shalelog/shale/security/acl"
 
 	pb "github.com/shalelog/shale/controller/proto"
 )

@@ -8,7 +8,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 
 	pb "github.com/shalelog/shale/controller/proto"
 )

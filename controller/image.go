@@ -5,8 +5,8 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/shalelog/shale/internal/acl"
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/security/acl"
 
 	pb "github.com/shalelog/shale/controller/proto"
 )

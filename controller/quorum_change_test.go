@@ -15,8 +15,8 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/testutil"
+	"github.com/shalelog/shale/metadata"
 )
 
 // join starts controller id outside the configured voters: it must wait to be added.

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/testutil"
+	"github.com/shalelog/shale/metadata"
 )
 
 // TestLeaderFailover: three controllers and three brokers; topics created through every

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/testutil"
+	"github.com/shalelog/shale/metadata"
 
 	pb "github.com/shalelog/shale/controller/proto"
 )

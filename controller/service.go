@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/topicconfig"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/metadata/topicconfig"
 
 	pb "github.com/shalelog/shale/controller/proto"
 )

@@ -10,8 +10,8 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/encoding/protodelim"
 
-	"github.com/shalelog/shale/internal/acl"
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/security/acl"
 
 	pb "github.com/shalelog/shale/controller/proto"
 )

@@ -13,7 +13,7 @@ import (
 const cleanerCheckpointFile = "cleaner-offset-checkpoint"
 
 // RecordFilter is the record-level knowledge compaction needs and this package does not
-// have (records and codecs live in internal/records, which imports this package).
+// have (records and codecs live in log/records, which imports this package).
 // records.CompactionFilter implements it.
 type RecordFilter interface {
 	// Records calls fn with each record of batch: its offset, key (nil when null) and

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
 )
 
 // cleanerBenchBytes is the dirty log each op of BenchmarkCleaner cleans (and reads).

@@ -56,7 +56,7 @@ type rawRecord struct {
 }
 
 // parseRaw decodes the records of an uncompressed batch (the tests never compress; the
-// codecs are internal/records' business and tested there).
+// codecs are log/records' business and tested there).
 func parseRaw(batch []byte) (Header, []rawRecord, error) {
 	h, err := ParseHeader(batch)
 	if err != nil {

@@ -54,7 +54,7 @@
 // BASE.log.cleaned, committed by renaming it to BASE.log.swap and swapped in (swap.go);
 // Open deletes .cleaned files and completes .swap ones. Where the last pass ended is in
 // cleaner-offset-checkpoint. Record encoding stays outside this package: the caller
-// passes a RecordFilter (internal/records.CompactionFilter). Compaction leaves batches
+// passes a RecordFilter (records.CompactionFilter in log/records). Compaction leaves batches
 // with offset gaps or no records at all; recovery and AppendReplica accept them, Append
 // does not.
 //

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
 )
 
 // Compaction is a topic's cleanup.policy and compaction settings, with Kafka's names.

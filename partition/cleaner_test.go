@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shalelog/shale/internal/records"
 	"github.com/shalelog/shale/internal/testutil"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
 )
 
 func keyedBatch(t *testing.T, key string, value string) []byte {

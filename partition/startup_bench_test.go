@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
 )
 
 // Start-up at scale: a broker's log directory of startupPartitions replicas with

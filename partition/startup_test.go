@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
 )
 
 // idempotentBatch builds a batch of n records of producer 42 starting at sequence seq.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
 )
 
 // LastStableOffset is the offset below which every transaction is decided and its

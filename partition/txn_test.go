@@ -10,8 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
 )
 
 func txnBatch(t *testing.T, pid int64, epoch int16, seq int32, n int) ([]byte, shalelog.Header) {

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/records"
+	"github.com/shalelog/shale/log/records"
 	"github.com/shalelog/shale/replication"
 )
 

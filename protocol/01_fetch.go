@@ -8,8 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/metadata"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/replication"
 )
 

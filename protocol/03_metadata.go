@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 // authorizedOpsUnset is Kafka's value for authorized operations nobody asked for.

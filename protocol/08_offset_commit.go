@@ -6,8 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/group"
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/coordinator/group"
+	"github.com/shalelog/shale/metadata"
 )
 
 func (s *Server) handleOffsetCommit(ctx context.Context, r *Request) Result {

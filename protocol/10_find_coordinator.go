@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 // Coordinator key types of FindCoordinator.
@@ -17,7 +17,7 @@ const (
 
 // handleFindCoordinator answers from the image every broker shares, so any broker gives
 // the same answer. Transactional ids hash like group ids: a broker coordinates the
-// transactions and the groups of the same __consumer_offsets partitions (internal/txn).
+// transactions and the groups of the same __consumer_offsets partitions (coordinator/txn).
 func (s *Server) handleFindCoordinator(_ context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/group"
+	"github.com/shalelog/shale/coordinator/group"
 )
 
 // handleJoinGroup registers the join at once, in request order, and waits for the

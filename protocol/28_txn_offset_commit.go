@@ -6,8 +6,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/group"
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/coordinator/group"
+	"github.com/shalelog/shale/metadata"
 )
 
 // handleTxnOffsetCommit is the group coordinator's side of a transaction's offsets: they

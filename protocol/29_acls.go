@@ -8,8 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/acl"
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/security/acl"
 )
 
 // DescribeAcls (29), CreateAcls (30) and DeleteAcls (31). Bindings are stored through the

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/topicconfig"
+	"github.com/shalelog/shale/metadata/topicconfig"
 )
 
 // Config resource types.

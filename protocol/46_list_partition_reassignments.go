@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 // handleListPartitionReassignments is Kafka's ListPartitionReassignments, answered from

@@ -7,8 +7,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/security"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/security"
 )
 
 // KIP-554's mechanism codes.

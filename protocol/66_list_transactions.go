@@ -7,8 +7,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/txn"
+	"github.com/shalelog/shale/coordinator/txn"
+	"github.com/shalelog/shale/metadata"
 )
 
 // handleListTransactions lists the transactions this broker coordinates (KIP-664), the

@@ -5,7 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/group"
+	"github.com/shalelog/shale/coordinator/group"
 )
 
 // handleShareGroupDescribe: DESCRIBE on the group, then DESCRIBE on every topic in its

@@ -8,8 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/share"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/replication/share"
 )
 
 // handleShareFetch is KIP-932's ShareFetch: piggybacked acknowledgements first (each

@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/group"
+	"github.com/shalelog/shale/coordinator/group"
 )
 
 // handleAlterShareGroupOffsets sets share-partition start offsets of a share group

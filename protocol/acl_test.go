@@ -14,10 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/acl"
-	"github.com/shalelog/shale/internal/group"
-	"github.com/shalelog/shale/internal/txn"
+	"github.com/shalelog/shale/coordinator/group"
+	"github.com/shalelog/shale/coordinator/txn"
 	"github.com/shalelog/shale/protocol"
+	"github.com/shalelog/shale/security/acl"
 )
 
 // recordingHandler keeps the log records a broker writes, for the audit assertions.

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/topicconfig"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/metadata/topicconfig"
 )
 
 // An admin write returns once the controller has committed it; this broker applies the

@@ -19,8 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/security"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/security"
 )
 
 // Kafka's security protocols.

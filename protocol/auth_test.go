@@ -16,9 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
-	"github.com/shalelog/shale/internal/security"
 	"github.com/shalelog/shale/internal/testutil"
 	"github.com/shalelog/shale/protocol"
+	"github.com/shalelog/shale/security"
 )
 
 // saslBroker starts a broker with a SASL_PLAINTEXT listener named SASL beside the

@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/acl"
+	"github.com/shalelog/shale/security/acl"
 )
 
 // Authorization: every handler asks here, with the operation and resource Kafka's table of

@@ -8,8 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/shalelog/shale/internal/group"
-	"github.com/shalelog/shale/internal/txn"
+	"github.com/shalelog/shale/coordinator/group"
+	"github.com/shalelog/shale/coordinator/txn"
 )
 
 // BenchmarkTransactionalProduce compares franz-go's transactional producer, committing

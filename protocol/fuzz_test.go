@@ -13,9 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/controller/controllertest"
-	"github.com/shalelog/shale/internal/group"
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/producerid"
+	"github.com/shalelog/shale/coordinator/group"
+	"github.com/shalelog/shale/coordinator/txn/producerid"
+	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/replication"
 )
 

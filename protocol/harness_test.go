@@ -13,13 +13,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shalelog/shale/controller/controllertest"
-	"github.com/shalelog/shale/internal/group"
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/producerid"
-	"github.com/shalelog/shale/internal/share"
-	"github.com/shalelog/shale/internal/txn"
+	"github.com/shalelog/shale/coordinator/group"
+	"github.com/shalelog/shale/coordinator/txn"
+	"github.com/shalelog/shale/coordinator/txn/producerid"
+	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
+	"github.com/shalelog/shale/replication/share"
 )
 
 // testBroker is one in-process broker on a loopback port: broker 1 of a real controller

@@ -6,8 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
 )
 
 // Produce v8+ lists each record a topic rule refused in RecordErrors, as Kafka does.

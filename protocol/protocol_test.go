@@ -15,9 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
+	"github.com/shalelog/shale/metadata"
 )
 
 func TestProduceConsumeEveryCodec(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 func TestResolveQuotaPrecedence(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
+	"github.com/shalelog/shale/metadata"
 )
 
 // registerSchema registers an Avro schema under subject through the broker's client of

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
 )
 
 // sendfileTestLog is a log of small segments filled with batches of random values,

@@ -15,14 +15,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/acl"
-	"github.com/shalelog/shale/internal/group"
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/producerid"
-	"github.com/shalelog/shale/internal/share"
-	"github.com/shalelog/shale/internal/topicconfig"
-	"github.com/shalelog/shale/internal/txn"
+	"github.com/shalelog/shale/coordinator/group"
+	"github.com/shalelog/shale/coordinator/txn"
+	"github.com/shalelog/shale/coordinator/txn/producerid"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/metadata/topicconfig"
 	"github.com/shalelog/shale/replication"
+	"github.com/shalelog/shale/replication/share"
+	"github.com/shalelog/shale/security/acl"
 )
 
 // Config configures the Kafka listener.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/shalelog/shale/internal/group"
-	"github.com/shalelog/shale/internal/share"
+	"github.com/shalelog/shale/coordinator/group"
+	"github.com/shalelog/shale/replication/share"
 )
 
 // BenchmarkShareConsume measures how fast franz-go share consumers drain records with

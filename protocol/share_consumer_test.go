@@ -9,8 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/shalelog/shale/internal/group"
-	"github.com/shalelog/shale/internal/share"
+	"github.com/shalelog/shale/coordinator/group"
+	"github.com/shalelog/shale/replication/share"
 )
 
 // A pool of franz-go share consumers drains one partition: every record is accepted

@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/group"
-	"github.com/shalelog/shale/internal/share"
+	"github.com/shalelog/shale/coordinator/group"
+	"github.com/shalelog/shale/replication/share"
 )
 
 // startQueueBroker starts a broker with both halves of share groups: the coordinator

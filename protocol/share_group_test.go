@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/group"
+	"github.com/shalelog/shale/coordinator/group"
 )
 
 // startShareBroker starts a group broker whose share-group sessions last sessionTimeout

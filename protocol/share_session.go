@@ -10,8 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/share"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/replication/share"
 )
 
 // Share sessions (KIP-932) are the share-group counterpart of fetch sessions: per

@@ -14,10 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/acl"
-	"github.com/shalelog/shale/internal/group"
-	"github.com/shalelog/shale/internal/share"
+	"github.com/shalelog/shale/coordinator/group"
 	"github.com/shalelog/shale/protocol"
+	"github.com/shalelog/shale/replication/share"
+	"github.com/shalelog/shale/security/acl"
 )
 
 // shareHarness drives raw ShareFetch and ShareAcknowledge requests at one broker.
@@ -497,7 +497,7 @@ func TestShareManagerLeavesNoGoroutines(t *testing.T) {
 		buf = buf[:runtime.Stack(buf, true)]
 		var left []string
 		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "shale/internal/share.") {
+			if strings.Contains(g, "shale/replication/share.") {
 				left = append(left, g)
 			}
 		}

@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
-	"github.com/shalelog/shale/internal/group"
-	"github.com/shalelog/shale/internal/txn"
+	"github.com/shalelog/shale/coordinator/group"
+	"github.com/shalelog/shale/coordinator/txn"
 )
 
 // startTxnBroker starts a broker with group and transaction coordinators.

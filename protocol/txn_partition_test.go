@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
 )
 
 // fakeVerifier stands in for the transaction coordinator: it admits the partitions it

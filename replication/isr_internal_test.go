@@ -10,7 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 // alterStore is a controller that compares and sets the partition's state as the FSM

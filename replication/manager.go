@@ -16,10 +16,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/records"
-	"github.com/shalelog/shale/internal/topicconfig"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/metadata/topicconfig"
 	"github.com/shalelog/shale/partition"
 )
 

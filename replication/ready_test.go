@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 // handStore is a metadata.Store whose images, lease and registration the test sets by

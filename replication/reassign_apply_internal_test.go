@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/partition"
 )
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/shalelog/shale/internal/metadata"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/metadata"
 )
 
 // A log closed under a request (its topic deleted concurrently) is answered as Kafka

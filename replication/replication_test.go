@@ -14,9 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shalelog/shale/controller/controllertest"
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/producerid"
+	"github.com/shalelog/shale/coordinator/txn/producerid"
 	"github.com/shalelog/shale/internal/testutil"
+	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
 )

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/records"
+	"github.com/shalelog/shale/log/records"
+	"github.com/shalelog/shale/metadata"
 )
 
 // Broker-side schema ID validation (Confluent Server's confluent.key.schema.validation

@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/records"
 	shalelog "github.com/shalelog/shale/log"
-	"github.com/shalelog/shale/schemaregistry"
+	"github.com/shalelog/shale/log/records"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/server/schemaregistry"
 )
 
 // wire frames payload as Confluent's serializers do: magic byte 0, the schema id

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/topicconfig"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/metadata/topicconfig"
 )
 
 // Replication throttles, as Kafka's leader.replication.throttled.rate and

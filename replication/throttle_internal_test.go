@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/topicconfig"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/metadata/topicconfig"
 )
 
 func TestQuotaBudget(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/client"
-	"github.com/shalelog/shale/internal/acl"
+	"github.com/shalelog/shale/security/acl"
 )
 
 const aclUsage = `Usage: shale acl <add|remove|list> [flags]

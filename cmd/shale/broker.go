@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/shalelog/shale/internal/rebalance"
+	"github.com/shalelog/shale/client/rebalance"
 )
 
 const brokerUsage = `Usage: shale broker <drain|unregister> [flags]

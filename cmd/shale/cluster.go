@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/shalelog/shale/client"
-	"github.com/shalelog/shale/internal/rebalance"
+	"github.com/shalelog/shale/client/rebalance"
 )
 
 const clusterUsage = `Usage: shale cluster <rebalance> [flags]

@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/client"
-	"github.com/shalelog/shale/internal/group"
+	"github.com/shalelog/shale/coordinator/group"
 )
 
 // describeShareGroups prints the groups among names that are share groups (KIP-932):

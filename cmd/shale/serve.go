@@ -7,8 +7,8 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/shalelog/shale/internal/config"
-	"github.com/shalelog/shale/internal/server"
+	"github.com/shalelog/shale/server"
+	"github.com/shalelog/shale/server/config"
 )
 
 func serveCommand(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {

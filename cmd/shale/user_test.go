@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shalelog/shale/internal/security/securitytest"
 	"github.com/shalelog/shale/internal/testutil"
+	"github.com/shalelog/shale/security/securitytest"
 )
 
 // `shale user` against a node whose only Kafka listener is SASL_SSL: the admin login

@@ -26,7 +26,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/shalelog/shale/controller"
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 // Timings of the test quorum. The session is long enough that a loaded machine running

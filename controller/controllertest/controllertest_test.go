@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/shalelog/shale/controller/controllertest"
-	"github.com/shalelog/shale/internal/metadata"
+	"github.com/shalelog/shale/metadata"
 )
 
 func TestStartRestartAndBrokers(t *testing.T) {

@@ -17,10 +17,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	pb "github.com/shalelog/shale/controller/proto"
-	"github.com/shalelog/shale/internal/metadata"
-	"github.com/shalelog/shale/internal/records"
 	"github.com/shalelog/shale/internal/testutil"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
+	"github.com/shalelog/shale/metadata"
 )
 
 // commitOffset commits a group offset straight to the quorum, as a broker's group

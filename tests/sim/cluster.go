@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/controller"
-	"github.com/shalelog/shale/internal/metadata"
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/replication"
 
 	pb "github.com/shalelog/shale/controller/proto"

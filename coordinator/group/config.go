@@ -1,0 +1,117 @@
+package group
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/shalelog/shale/metadata"
+)
+
+// DefaultOffsetMetadataMaxBytes is Kafka's default offset.metadata.max.bytes.
+const DefaultOffsetMetadataMaxBytes = 4096
+
+// Config configures a Coordinator. Zero values take Kafka's defaults, except
+// InitialRebalanceDelay, where zero means no delay (DefaultConfig has Kafka's 3s).
+type Config struct {
+	// NodeID is this broker's node.id: the coordinator serves the groups that hash to it.
+	NodeID int32
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms: how long the first
+	// rebalance of an empty group waits for more members to join (extended, up to the
+	// rebalance timeout, while new members keep arriving). Kafka's default is 3s.
+	InitialRebalanceDelay time.Duration
+	// MinSessionTimeout and MaxSessionTimeout are group.min.session.timeout.ms (default
+	// 6s) and group.max.session.timeout.ms (default 30m): a JoinGroup outside gets
+	// INVALID_SESSION_TIMEOUT.
+	MinSessionTimeout time.Duration
+	MaxSessionTimeout time.Duration
+	// MaxGroupSize is group.max.size; 0 (the default) means no limit.
+	MaxGroupSize int
+	// NewMemberJoinTimeout bounds how long a new member's first JoinGroup may wait in a
+	// rebalance before the member is dropped (Kafka's 5 minutes).
+	NewMemberJoinTimeout time.Duration
+	// OffsetsRetention is offsets.retention.minutes (default 7 days): committed offsets
+	// of a group that has been empty this long (or, for groups that never used group
+	// management, offsets not committed again for this long) are deleted.
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheckInterval is offsets.retention.check.interval.ms (default 10m).
+	OffsetsRetentionCheckInterval time.Duration
+	// OffsetMetadataMaxBytes is offset.metadata.max.bytes (default 4096): a longer commit
+	// metadata string gets OFFSET_METADATA_TOO_LARGE. The coordinator is the only place
+	// that applies it (OffsetCommit and TxnOffsetCommit alike); a value above
+	// metadata.MaxOffsetMetadataBytes, the controller's own bound, is lowered to it.
+	OffsetMetadataMaxBytes int
+	// StoreTimeout bounds each metadata store call made without a caller's context
+	// (retention sweeps, metric scrapes). Default 10s.
+	StoreTimeout time.Duration
+
+	// ShareSessionTimeout is group.share.session.timeout.ms (default 45s): a share-group
+	// member not heard from for this long leaves the group.
+	ShareSessionTimeout time.Duration
+	// ShareHeartbeatInterval is group.share.heartbeat.interval.ms (default 5s), what
+	// ShareGroupHeartbeat responses tell members.
+	ShareHeartbeatInterval time.Duration
+	// ShareMaxGroupSize is group.share.max.size (default 200).
+	ShareMaxGroupSize int
+	// ShareStates, when set, is the share-partition state the share-partition leaders
+	// persist through the controller: share-group describe, offsets and deletion read
+	// and write it. Without it share groups have no persisted state to show.
+	ShareStates ShareStates
+	// ShareMemberRemoved, when set, is called (under the coordinator's lock, so it must
+	// not block) when a share-group member leaves or its session expires, so that
+	// records it holds on this broker can be released before their locks time out.
+	ShareMemberRemoved func(group, memberID string)
+
+	Logger *slog.Logger
+	// Now is the clock for commit timestamps and retention; nil is time.Now. Timers
+	// always use real time.
+	Now func() time.Time
+}
+
+// DefaultConfig is Kafka's defaults for node id.
+func DefaultConfig(nodeID int32) Config {
+	return Config{NodeID: nodeID, InitialRebalanceDelay: 3 * time.Second}
+}
+
+func (c Config) withDefaults() Config {
+	if c.MinSessionTimeout <= 0 {
+		c.MinSessionTimeout = 6 * time.Second
+	}
+	if c.MaxSessionTimeout <= 0 {
+		c.MaxSessionTimeout = 30 * time.Minute
+	}
+	if c.InitialRebalanceDelay < 0 {
+		c.InitialRebalanceDelay = 0
+	}
+	if c.NewMemberJoinTimeout <= 0 {
+		c.NewMemberJoinTimeout = 5 * time.Minute
+	}
+	if c.OffsetsRetention <= 0 {
+		c.OffsetsRetention = 7 * 24 * time.Hour
+	}
+	if c.OffsetsRetentionCheckInterval <= 0 {
+		c.OffsetsRetentionCheckInterval = 10 * time.Minute
+	}
+	if c.OffsetMetadataMaxBytes <= 0 {
+		c.OffsetMetadataMaxBytes = DefaultOffsetMetadataMaxBytes
+	}
+	c.OffsetMetadataMaxBytes = min(c.OffsetMetadataMaxBytes, metadata.MaxOffsetMetadataBytes)
+	if c.StoreTimeout <= 0 {
+		c.StoreTimeout = 10 * time.Second
+	}
+	if c.ShareSessionTimeout <= 0 {
+		c.ShareSessionTimeout = 45 * time.Second
+	}
+	if c.ShareHeartbeatInterval <= 0 {
+		c.ShareHeartbeatInterval = 5 * time.Second
+	}
+	if c.ShareMaxGroupSize <= 0 {
+		c.ShareMaxGroupSize = 200
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}

@@ -1,0 +1,244 @@
+package group
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/shalelog/shale/metadata"
+)
+
+// Coordinator coordinates the classic groups that hash to this broker.
+type Coordinator struct {
+	cfg   Config
+	store metadata.Store
+	lg    *slog.Logger
+
+	mu       sync.Mutex
+	groups   map[string]*group
+	shares   map[string]*shareGroup
+	closed   bool
+	timerSeq uint64
+
+	rebalances atomic.Uint64 // generations formed, for metrics
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New starts a coordinator over store: it follows the store's images to drop the groups
+// that move to another broker, and sweeps expired offsets every
+// OffsetsRetentionCheckInterval. Close stops both.
+func New(cfg Config, store metadata.Store) *Coordinator {
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Coordinator{
+		cfg:    cfg,
+		store:  store,
+		lg:     cfg.Logger.With("component", "group-coordinator"),
+		groups: map[string]*group{},
+		shares: map[string]*shareGroup{},
+		cancel: cancel,
+	}
+	c.wg.Add(2)
+	go c.followImages(ctx)
+	go c.retentionLoop(ctx)
+	return c
+}
+
+// Close unloads every group (waiting JoinGroup and SyncGroup calls get NOT_COORDINATOR,
+// so clients move on to the broker that takes over), stops every timer and waits for
+// the background goroutines.
+func (c *Coordinator) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	for _, g := range c.groups {
+		c.unload(g, kerr.NotCoordinator)
+	}
+	for _, sg := range c.shares {
+		c.unloadShare(sg)
+	}
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	return nil
+}
+
+// CoordinatorFor returns the broker that coordinates key (a group id, or a
+// transactional id: both hash the same way) in the current image. It fails with
+// COORDINATOR_NOT_AVAILABLE when no broker is live.
+func (c *Coordinator) CoordinatorFor(key string) (metadata.Broker, error) {
+	b, _, err := coordinatorIn(c.store.Current(), key)
+	return b, err
+}
+
+// coordinatorIn returns the coordinator of key's __consumer_offsets partition and its
+// coordinator epoch. The controller chooses it (rendezvous hashing over the eligible
+// brokers, so a broker's death moves only its own partitions) and commits the choice,
+// so that brokers never decide it from caches that may differ.
+func coordinatorIn(im *metadata.Image, key string) (metadata.Broker, metadata.Coordinator, error) {
+	_, co, ok := im.CoordinatorOf(key)
+	if !ok || co.Broker < 0 {
+		return metadata.Broker{}, co, kerr.CoordinatorNotAvailable
+	}
+	b, ok := im.Brokers[co.Broker]
+	if !ok || b.Fenced {
+		return metadata.Broker{}, co, kerr.CoordinatorNotAvailable
+	}
+	return b, co, nil
+}
+
+// standing returns the coordinator epoch under which this broker may act for group, or
+// why it may not.
+func (c *Coordinator) standing(group string) (int32, error) {
+	if c.closed {
+		return 0, kerr.NotCoordinator
+	}
+	b, co, err := coordinatorIn(c.store.Current(), group)
+	if err != nil {
+		return 0, err
+	}
+	if b.ID != c.cfg.NodeID || !c.store.LeaseValid() {
+		return 0, kerr.NotCoordinator
+	}
+	return co.Epoch, nil
+}
+
+// owns reports why this broker may not act for group, nil when it may. A group loaded
+// under an earlier coordinator epoch is unloaded first: another broker may have
+// coordinated it meanwhile, so its members and generation are no longer the group's.
+// Callers hold c.mu.
+func (c *Coordinator) owns(group string) error {
+	epoch, err := c.standing(group)
+	if err != nil {
+		return err
+	}
+	if g := c.groups[group]; g != nil && g.coordEpoch != epoch {
+		c.lg.Info("group loaded under an earlier coordinator epoch; unloading it", "group", group,
+			"loaded_epoch", g.coordEpoch, "epoch", epoch)
+		c.unload(g, kerr.NotCoordinator)
+	}
+	if sg := c.shares[group]; sg != nil && sg.coordEpoch != epoch {
+		c.lg.Info("share group loaded under an earlier coordinator epoch; unloading it", "group", group,
+			"loaded_epoch", sg.coordEpoch, "epoch", epoch)
+		c.unloadShare(sg)
+	}
+	return nil
+}
+
+// newGroup creates an empty group in memory under the current coordinator epoch; callers
+// hold c.mu and have checked owns.
+func (c *Coordinator) newGroup(id string) *group {
+	g := newGroupState(id, c.cfg.Now())
+	g.coordEpoch, _ = c.standing(id)
+	c.groups[id] = g
+	return g
+}
+
+// fence is what the group's offset writes carry: the controller refuses them once another
+// broker, or another coordinator epoch, holds the group.
+func (c *Coordinator) fence(g *group) metadata.GroupFence {
+	return metadata.GroupFence{Broker: c.cfg.NodeID, Epoch: g.coordEpoch}
+}
+
+// fenced unloads a group whose write the controller refused with NOT_COORDINATOR: this
+// broker's view of it is stale, and its members must find the current coordinator.
+func (c *Coordinator) fenced(g *group, err error) {
+	if !errors.Is(err, kerr.NotCoordinator) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.groups[g.id] == g && g.state != Dead {
+		c.lg.Info("controller refused a write from a stale coordinator; unloading the group", "group", g.id, "err", err)
+		c.unload(g, kerr.NotCoordinator)
+	}
+}
+
+// followImages unloads the groups another broker now coordinates: their members must
+// rejoin there, and they find it through FindCoordinator after a NOT_COORDINATOR.
+func (c *Coordinator) followImages(ctx context.Context) {
+	defer c.wg.Done()
+	for im := range c.store.Watch(ctx) {
+		c.mu.Lock()
+		for _, g := range c.groups {
+			if b, co, err := coordinatorIn(im, g.id); err != nil || b.ID != c.cfg.NodeID || co.Epoch != g.coordEpoch {
+				c.lg.Info("group moved to another coordinator", "group", g.id)
+				c.unload(g, kerr.NotCoordinator)
+			}
+		}
+		for _, sg := range c.shares {
+			if b, co, err := coordinatorIn(im, sg.id); err != nil || b.ID != c.cfg.NodeID || co.Epoch != sg.coordEpoch {
+				c.lg.Info("share group moved to another coordinator", "group", sg.id)
+				c.unloadShare(sg)
+			}
+		}
+		c.mu.Unlock()
+	}
+}
+
+// unload drops a group from memory, answering every waiting call with err. Its
+// committed offsets stay in the store.
+func (c *Coordinator) unload(g *group, err error) {
+	for _, m := range g.members {
+		if m.join != nil {
+			m.join.complete(JoinResult{Err: err, MemberID: m.id, Generation: -1})
+			m.join = nil
+		}
+		if m.sync != nil {
+			m.sync.complete(SyncResult{Err: err})
+			m.sync = nil
+		}
+		m.expiry.stop()
+	}
+	for _, t := range g.pending {
+		t.stop()
+	}
+	g.joinTimer.stop()
+	g.syncTimer.stop()
+	g.transition(Dead, c.cfg.Now())
+	if c.groups[g.id] == g {
+		delete(c.groups, g.id)
+	}
+}
+
+// newMemberID is Kafka's form: the client id (or group instance id) and a UUID.
+func newMemberID(prefix string) string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%s-%x-%x-%x-%x-%x", prefix, b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// storeError maps a metadata store failure to the code Kafka's coordinator would send
+// for a failed offsets-topic write: retriable COORDINATOR_NOT_AVAILABLE for timeouts and
+// an unavailable quorum, NOT_COORDINATOR when this broker lost its standing.
+func storeError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		switch ke {
+		case kerr.NotController, kerr.RequestTimedOut, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.UnknownTopicOrPartition:
+			return fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
+		case kerr.NotLeaderForPartition, kerr.StaleBrokerEpoch:
+			return fmt.Errorf("%w: %v", kerr.NotCoordinator, err)
+		case kerr.MessageTooLarge, kerr.RecordListTooLarge:
+			return fmt.Errorf("%w: %v", kerr.InvalidCommitOffsetSize, err)
+		}
+		return err
+	}
+	return fmt.Errorf("%w: metadata store: %v", kerr.CoordinatorNotAvailable, err)
+}

@@ -1,0 +1,93 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/metadata"
+)
+
+// Remote reaches the transaction coordinator on another broker.
+type Remote interface {
+	AddPartitionsToTxn(ctx context.Context, to metadata.Broker, req *kmsg.AddPartitionsToTxnRequest) (*kmsg.AddPartitionsToTxnResponse, error)
+}
+
+// Verifier is KIP-890's check for a partition leader (it implements
+// replication.TxnVerifier, which the server's SetTxnVerifier call checks): it asks
+// this broker's coordinator when the transactional id hashes here, and the id's
+// coordinator broker with a VerifyOnly AddPartitionsToTxn (v4+) otherwise.
+type Verifier struct {
+	Coordinator *Coordinator
+	Remote      Remote
+}
+
+// VerifyAdded returns nil when topic-partition is in the producer's ongoing
+// transaction, else the error the produce answers with.
+func (v *Verifier) VerifyAdded(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, topic string, partition int32) error {
+	return produceError(v.verify(ctx, transactionalID, producerID, producerEpoch, topic, partition))
+}
+
+// produceError turns the coordinator's answer into one a producer understands on
+// Produce, as Kafka's AddPartitionsToTxnManager does: the coordinator being away or
+// busy is NOT_ENOUGH_REPLICAS (retriable for every client), a fenced epoch
+// INVALID_PRODUCER_EPOCH.
+func produceError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorNotAvailable),
+		errors.Is(err, kerr.CoordinatorLoadInProgress), errors.Is(err, kerr.ConcurrentTransactions):
+		return fmt.Errorf("%w: transaction coordinator: %w", kerr.NotEnoughReplicas, err)
+	case errors.Is(err, kerr.ProducerFenced):
+		return fmt.Errorf("%w: %w", kerr.InvalidProducerEpoch, err)
+	}
+	return err
+}
+
+func (v *Verifier) verify(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, topic string, partition int32) error {
+	c := v.Coordinator
+	im := c.store.Current()
+	_, co, ok := im.CoordinatorOf(transactionalID)
+	if !ok || co.Broker < 0 {
+		return kerr.CoordinatorNotAvailable
+	}
+	if co.Broker == c.cfg.NodeID {
+		return c.verifyOne(transactionalID, producerID, producerEpoch, topic, partition)
+	}
+	b, ok := im.Brokers[co.Broker]
+	if !ok || b.Fenced {
+		return kerr.CoordinatorNotAvailable
+	}
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.Version = 4
+	t := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	t.TransactionalID, t.ProducerID, t.ProducerEpoch, t.VerifyOnly = transactionalID, producerID, producerEpoch, true
+	rt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+	rt.Topic, rt.Partitions = topic, []int32{partition}
+	t.Topics = append(t.Topics, rt)
+	req.Transactions = append(req.Transactions, t)
+	resp, err := v.Remote.AddPartitionsToTxn(ctx, b, req)
+	if err != nil {
+		return fmt.Errorf("%w: verifying with the transaction coordinator: %w", kerr.CoordinatorNotAvailable, err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return err
+	}
+	for _, rt := range resp.Transactions {
+		if rt.TransactionalID != transactionalID {
+			continue
+		}
+		for _, tt := range rt.Topics {
+			for _, p := range tt.Partitions {
+				if tt.Topic == topic && p.Partition == partition {
+					return kerr.ErrorForCode(p.ErrorCode)
+				}
+			}
+		}
+	}
+	return fmt.Errorf("%w: the transaction coordinator did not answer for %s-%d", kerr.InvalidTxnState, topic, partition)
+}
