@@ -31,6 +31,7 @@ import (
 	"github.com/shalelog/shale/internal/metadata"
 	"github.com/shalelog/shale/internal/producerid"
 	"github.com/shalelog/shale/internal/share"
+	"github.com/shalelog/shale/internal/telemetry"
 	"github.com/shalelog/shale/internal/txn"
 	"github.com/shalelog/shale/partition"
 	"github.com/shalelog/shale/protocol"
@@ -373,6 +374,8 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 		Auth:                         n.sec.auth(),
 		Logger:                       n.lg,
 		Metrics:                      protocol.NewMetrics(n.reg),
+		Telemetry: telemetry.New(telemetry.Config{MaxBytes: cfg.TelemetryMaxBytes, MaxSeries: telemetryMaxSeries(cfg.TelemetryMaxSeries),
+			Logger: n.lg}, n.reg),
 	}, protocol.Deps{
 		Meta:        store,
 		Replicas:    n.replicas,
@@ -667,6 +670,14 @@ func joiningAddress(cfg *config.Config, ln net.Listener) string {
 }
 
 // fetchSessionSlots maps Kafka's 0 (no sessions) to the listener's -1.
+// telemetryMaxSeries maps telemetry.max.series onto telemetry.Config: 0 exports none.
+func telemetryMaxSeries(n int32) int {
+	if n == 0 {
+		return -1
+	}
+	return int(n)
+}
+
 func fetchSessionSlots(n int32) int {
 	if n == 0 {
 		return -1
