@@ -33,6 +33,10 @@ const DefaultMaxSeries = 10000
 // time is never more than one interval (and a jitter) late.
 const expiryIntervals = 3
 
+// maxInstances bounds the client instances remembered, as Kafka's client instance cache
+// does (16384 entries): past it the one heard from least recently is forgotten.
+const maxInstances = 16384
+
 // acceptedCompression is what GetTelemetrySubscriptions offers, in Kafka's order of
 // preference (ClientMetricsManager's SUPPORTED_COMPRESSION_TYPES); none is always
 // accepted.
@@ -101,6 +105,8 @@ type Manager struct {
 	// parsed caches parsed subscriptions by name and configs (regexes compile once).
 	parsed map[string]*metadata.ClientMetricsSubscription
 	series *seriesSet
+	// lastSweep is when expireLocked last looked at every instance.
+	lastSweep time.Time
 
 	seriesGauge prometheus.Gauge
 	dropped     prometheus.Counter
@@ -241,6 +247,9 @@ func (m *Manager) resolveLocked(inst *instance, subs metadata.ClientMetrics) {
 func (m *Manager) instanceLocked(id [16]byte, c Client, subs metadata.ClientMetrics, now time.Time) *instance {
 	inst := m.instances[id]
 	if inst == nil {
+		if len(m.instances) >= maxInstances {
+			m.evictOldestLocked()
+		}
 		inst = &instance{id: id, client: c}
 		m.instances[id] = inst
 		m.instGauge.Set(float64(len(m.instances)))
@@ -334,9 +343,13 @@ func (m *Manager) push(subs metadata.ClientMetrics, id [16]byte, c Client, subID
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if terminating {
+	switch {
+	case m.instances[id] != inst:
+		// Expired or evicted while the payload was decoded: its series would have no
+		// owner left to expire them.
+	case terminating:
 		m.series.removeInstance(id)
-	} else if len(points) > 0 {
+	case len(points) > 0:
 		base := baseLabels(id, inst.client)
 		m.dropped.Add(float64(m.series.add(id, base, points, m.cfg.MaxSeries)))
 	}
@@ -377,9 +390,17 @@ func (m *Manager) validatePushLocked(inst *instance, subID int32, terminating bo
 	return nil
 }
 
+// sweepEvery spaces expiry sweeps, which visit every instance, so that a broker with
+// many clients does not scan them all on every request.
+const sweepEvery = time.Second
+
 // expireLocked forgets instances (and their series) not heard from for expiryIntervals
-// of their push interval.
+// of their push interval; it sweeps at most once per sweepEvery.
 func (m *Manager) expireLocked(now time.Time) {
+	if now.Sub(m.lastSweep) < sweepEvery {
+		return
+	}
+	m.lastSweep = now
 	for id, inst := range m.instances {
 		if now.Sub(inst.lastSeen) > expiryIntervals*time.Duration(inst.intervalMs)*time.Millisecond {
 			delete(m.instances, id)
@@ -388,6 +409,19 @@ func (m *Manager) expireLocked(now time.Time) {
 	}
 	m.instGauge.Set(float64(len(m.instances)))
 	m.seriesGauge.Set(float64(m.series.len()))
+}
+
+func (m *Manager) evictOldestLocked() {
+	var oldest *instance
+	for _, inst := range m.instances {
+		if oldest == nil || inst.lastSeen.Before(oldest.lastSeen) {
+			oldest = inst
+		}
+	}
+	if oldest != nil {
+		delete(m.instances, oldest.id)
+		m.series.removeInstance(oldest.id)
+	}
 }
 
 // baseLabels are the labels every series of an instance has.

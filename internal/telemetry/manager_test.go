@@ -263,3 +263,25 @@ func TestSanitize(t *testing.T) {
 		}
 	}
 }
+
+// The instances remembered are bounded as Kafka's cache is: the least recently heard
+// from goes first.
+func TestInstancesBounded(t *testing.T) {
+	m, clk, _ := newTestManager(t, 100)
+	first, err := m.GetSubscription(nil, [16]byte{}, app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range maxInstances {
+		clk.add(time.Microsecond)
+		if _, err := m.GetSubscription(nil, [16]byte{}, app); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(m.instances) != maxInstances {
+		t.Fatalf("%d instances, want %d", len(m.instances), maxInstances)
+	}
+	if m.instances[first.InstanceID] != nil {
+		t.Fatal("the oldest instance was kept")
+	}
+}
