@@ -169,7 +169,7 @@ func randomInstanceID() [16]byte {
 // use.
 func InstanceIDString(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
 
-// subscriptionsFor parses the image's subscriptions (cached) and returns those in name
+// subscriptionsLocked parses the image's subscriptions (cached) and returns them in name
 // order.
 func (m *Manager) subscriptionsLocked(subs metadata.ClientMetrics) []*metadata.ClientMetricsSubscription {
 	out := make([]*metadata.ClientMetricsSubscription, 0, len(subs))
