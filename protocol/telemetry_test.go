@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -278,5 +279,26 @@ client_org_apache_kafka_producer_record_queue_time_max{client_id="app-1",client_
 	}
 	if resp2.PushIntervalMillis != 30000 || resp2.SubscriptionID == resp.SubscriptionID || resp2.ClientInstanceID != resp.ClientInstanceID {
 		t.Fatalf("after the change: %+v", resp2)
+	}
+}
+
+// CLIENT_METRICS resources need the cluster's ALTER_CONFIGS and DESCRIBE_CONFIGS, as in
+// Kafka.
+func TestClientMetricsACLs(t *testing.T) {
+	b := startACLBroker(t, false)
+	alice := b.as("alice")
+	if err := alterClientMetrics(t, alice, "s", true, "metrics", "*"); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("alter without ALTER_CONFIGS: %v", err)
+	}
+	resp, err := kmsg.NewPtrListConfigResourcesRequest().RequestWith(ctxTimeout(t, 10*time.Second), alice)
+	if err != nil || !errors.Is(kerr.ErrorForCode(resp.ErrorCode), kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("list without DESCRIBE_CONFIGS: %v %v", err, resp)
+	}
+	if err := alterClientMetrics(t, b.as("admin"), "s", true, "metrics", "*"); err != nil {
+		t.Fatalf("admin: %v", err)
+	}
+	b.grant(t, kadm.NewACLs().Clusters().Allow("User:alice").Operations(kadm.OpDescribeConfigs))
+	if got := listClientMetrics(t, alice); !slices.Equal(got, []string{"s"}) {
+		t.Fatalf("listed %v", got)
 	}
 }
