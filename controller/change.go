@@ -37,6 +37,8 @@ type change struct {
 	quotas map[metadata.QuotaEntity]*pb.ClientQuotaState
 	// registry is the schema registry's change (fsm_schemas.go).
 	registry *pb.SchemaRegistryDelta
+	// clientMetrics are the client metrics subscriptions set, complete (fsm_clientmetrics.go).
+	clientMetrics map[string]*pb.ClientMetricsState
 	// sideEffects change the FSM's state outside the image (offsets, producer ids...).
 	sideEffects []func()
 }
@@ -265,9 +267,10 @@ func (c *change) delta() *pb.MetadataDelta {
 	c.acls.fill(d)
 	d.ClientQuotas = c.quotaDelta()
 	d.SchemaRegistry = c.registry
+	d.ClientMetrics = c.clientMetricsDelta()
 	if d.ClusterId == nil && d.SchemaRegistry == nil && d.ControllerId == nil && c.acls.empty() && len(d.Brokers) == 0 && len(d.UnregisteredBrokers) == 0 &&
 		len(d.Topics) == 0 && len(d.DeletedTopics) == 0 &&
-		len(d.Coordinators) == 0 && len(d.ClientQuotas) == 0 {
+		len(d.Coordinators) == 0 && len(d.ClientQuotas) == 0 && len(d.ClientMetrics) == 0 {
 		return nil
 	}
 	return d

@@ -178,6 +178,8 @@ func (f *fsm) dispatch(c *change, rec *pb.Record) applyResult {
 		return f.applyAlterPartitionReassignments(c, r.AlterPartitionReassignments)
 	case *pb.Record_ShareStateOps:
 		return f.applyShareStateOps(c, r.ShareStateOps)
+	case *pb.Record_ClientMetrics:
+		return f.applyClientMetricsRecord(c, r.ClientMetrics)
 	case *pb.Record_SchemaRegistry:
 		return f.applySchemaRegistry(c, r.SchemaRegistry)
 	default:

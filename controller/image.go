@@ -137,6 +137,9 @@ func applyDelta(im *metadata.Image, d *pb.MetadataDelta) (*metadata.Image, error
 	if d.SchemaRegistry != nil {
 		out.SchemaRegistry = applyRegistryDelta(im.SchemaRegistry, d.SchemaRegistry)
 	}
+	if len(d.ClientMetrics) > 0 {
+		out.ClientMetrics = applyClientMetrics(im.ClientMetrics, d.ClientMetrics)
+	}
 	if len(d.Topics) == 0 && len(d.DeletedTopics) == 0 {
 		return &out, nil
 	}
@@ -201,7 +204,7 @@ func applyTopicDelta(old *metadata.Topic, td *pb.TopicDelta) (*metadata.Topic, e
 func imageChunks(im *metadata.Image, brokers []*pb.BrokerState, maxPartitions int) []*pb.MetadataImageChunk {
 	first := &pb.MetadataImageChunk{Offset: im.Offset, ClusterId: im.ClusterID, ControllerId: im.ControllerID,
 		Brokers: brokers, First: true, Coordinators: coordinatorsToPB(im.Coordinators), Acls: aclsToPB(im.ACLs.All()),
-		ClientQuotas: clientQuotasToPB(im.ClientQuotas)}
+		ClientQuotas: clientQuotasToPB(im.ClientQuotas), ClientMetrics: clientMetricsToPB(im.ClientMetrics)}
 	if im.SchemaRegistry != nil {
 		first.SchemaRegistry = registryToPB(im.SchemaRegistry)
 	}
@@ -244,6 +247,7 @@ func (a *imageAssembler) add(c *pb.MetadataImageChunk) (*metadata.Image, error) 
 			a.im.ACLs = acl.NewSet(aclsFromPB(c.Acls))
 		}
 		a.im.ClientQuotas = applyClientQuotas(nil, c.ClientQuotas)
+		a.im.ClientMetrics = applyClientMetrics(nil, c.ClientMetrics)
 		if c.SchemaRegistry != nil {
 			a.im.SchemaRegistry = applyRegistryDelta(nil, c.SchemaRegistry)
 		}

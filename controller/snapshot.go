@@ -58,7 +58,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		txns:    f.txnSnapshotLocked(),
 		share:   f.shareSnapshotLocked(),
 	}
-	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.scram) + len(s.txns) + len(s.share))
+	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.img.ClientMetrics) + len(s.scram) + len(s.txns) + len(s.share))
 	if s.img.SchemaRegistry != nil {
 		s.header.ItemCount++
 	}
@@ -119,6 +119,11 @@ func (s *fsmSnapshot) write(sink io.Writer) error {
 	}
 	for _, q := range clientQuotasToPB(s.img.ClientQuotas) {
 		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_ClientQuota{ClientQuota: q}}); err != nil {
+			return err
+		}
+	}
+	for _, m := range clientMetricsToPB(s.img.ClientMetrics) {
+		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_ClientMetrics{ClientMetrics: m}}); err != nil {
 			return err
 		}
 	}
@@ -229,6 +234,8 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 			acls = append(acls, aclFromPB(x.Acl))
 		case *pb.SnapshotItem_ClientQuota:
 			st.img.ClientQuotas = applyClientQuotas(st.img.ClientQuotas, []*pb.ClientQuotaState{x.ClientQuota})
+		case *pb.SnapshotItem_ClientMetrics:
+			st.img.ClientMetrics = applyClientMetrics(st.img.ClientMetrics, []*pb.ClientMetricsState{x.ClientMetrics})
 		case *pb.SnapshotItem_SchemaRegistry:
 			st.img.SchemaRegistry = applyRegistryDelta(nil, x.SchemaRegistry)
 		case *pb.SnapshotItem_ScramCredential:

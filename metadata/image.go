@@ -68,6 +68,8 @@ type Image struct {
 	// SchemaRegistry is the built-in schema registry's state (schemaregistry.go); nil
 	// when empty. Immutable.
 	SchemaRegistry *SchemaRegistry
+	// ClientMetrics are the client metrics subscriptions (clientmetrics.go). Immutable.
+	ClientMetrics ClientMetrics
 }
 
 // Topic returns the named topic, or nil.

@@ -13,6 +13,12 @@ func (s *Server) handleApiVersions(_ context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.ApiVersionsRequest)
 	h := s.handlers[kmsg.ApiVersions.Int16()]
 	resp := kmsg.NewPtrApiVersionsResponse()
+	// The client software fields are kept for KIP-714's matching even from a request
+	// answered with UNSUPPORTED_VERSION: franz-go asks at v5 once and uses the key list
+	// it gets back without asking again.
+	if r.Version >= 3 && r.conn != nil && req.ClientSoftwareName != "" && validClientSoftware(req.ClientSoftwareName, req.ClientSoftwareVersion) {
+		r.conn.software.Store(&clientSoftware{req.ClientSoftwareName, req.ClientSoftwareVersion})
+	}
 	if r.Version > h.max || r.Version < h.min {
 		resp.Version = 0
 		resp.ErrorCode = codeUnsupportedVersion
@@ -97,6 +103,7 @@ func (s *Server) registerBuiltins() {
 		s.Register(kmsg.ShareFetch, 0, 2, s.handleShareFetch)
 		s.Register(kmsg.ShareAcknowledge, 0, 2, s.handleShareAcknowledge)
 	}
+	s.registerTelemetry() // 71_get_telemetry_subscriptions.go
 	if s.deps.Txn != nil && s.deps.Groups != nil {
 		s.registerTxn() // txn.go
 	}

@@ -32,6 +32,8 @@ func (s *Server) handleDescribeConfigs(_ context.Context, r *Request) Result {
 			rr.Configs, err = s.describeTopicConfigs(res, req, r.Version)
 		case res.ResourceType == resourceBroker:
 			rr.Configs, err = s.describeBrokerConfigs(res, req, r.Version)
+		case res.ResourceType == resourceClientMetrics:
+			rr.Configs, err = s.describeClientMetricsConfigs(res, req) // client_metrics_configs.go
 		case res.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
 			rr.Configs = s.describeGroupConfigs(res, req) // group_configs.go
 		default:

@@ -54,6 +54,8 @@ func (s *Server) alterConfigs(ctx context.Context, resourceType kmsg.ConfigResou
 		return nil
 	case resourceBroker, resourceBrokerLogger:
 		return fmt.Errorf("%w: Shale's broker configs are static; set them in server.properties or flags", kerr.InvalidRequest)
+	case resourceClientMetrics:
+		return s.alterClientMetrics(ctx, name, ops, incremental, validateOnly) // client_metrics_configs.go
 	case kmsg.ConfigResourceTypeGroupConfig:
 		return fmt.Errorf("%w: Shale has no per-group configs; share groups take group.share.* and share.auto.offset.reset from the broker configs", kerr.InvalidConfig)
 	}

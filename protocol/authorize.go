@@ -245,7 +245,7 @@ func (s *Server) configAccess(r *Request, typ kmsg.ConfigResourceType, name stri
 		if !s.allowed(r, op, resTopic, name) {
 			return errTopicDenied
 		}
-	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger, kmsg.ConfigResourceTypeClientMetrics:
 		if !s.allowedCluster(r, op) {
 			return errClusterDenied
 		}

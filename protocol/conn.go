@@ -116,6 +116,25 @@ type conn struct {
 	// files sends fetch responses' record bytes with sendfile; nil on TLS connections,
 	// wrapped ones, or with sendfile turned off.
 	files *fileSender
+	// software is what the client said it is in ApiVersions v3+ (KIP-511), for KIP-714's
+	// client_software_name and client_software_version; nil before.
+	software atomic.Pointer[clientSoftware]
+}
+
+type clientSoftware struct{ name, version string }
+
+// peekClientSoftware keeps the ClientSoftwareName and ClientSoftwareVersion at the start
+// of a too-new ApiVersions body (after the flexible header's tags), when they are there
+// and well formed.
+func (c *conn) peekClientSoftware(rd kbin.Reader, version int16) {
+	if version < 3 {
+		return
+	}
+	kmsg.SkipTags(&rd)
+	name, ver := rd.CompactString(), rd.CompactString()
+	if rd.Ok() && validClientSoftware(name, ver) {
+		c.software.Store(&clientSoftware{name, ver})
+	}
 }
 
 func newConn(s *Server, nc net.Conn, ln *Listener) *conn {
@@ -433,7 +452,10 @@ func (c *conn) decode(body []byte) (*Request, error) {
 	}
 	req.Kreq = kreq
 	if key == kmsg.ApiVersions.Int16() && version > kreq.MaxVersion() {
-		// KIP-511: a too-new ApiVersions is answered at v0; its body is not parsed.
+		// KIP-511: a too-new ApiVersions is answered at v0; its body is not parsed,
+		// except for the client software fields every version from v3 begins with,
+		// which KIP-714's client matching needs (franz-go asks at v5 and never again).
+		c.peekClientSoftware(rd, version)
 		return req, nil
 	}
 	if version < 0 || version > kreq.MaxVersion() {

@@ -20,6 +20,7 @@ import (
 	"github.com/shalelog/shale/coordinator/txn/producerid"
 	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/metadata/topicconfig"
+	"github.com/shalelog/shale/protocol/telemetry"
 	"github.com/shalelog/shale/replication"
 	"github.com/shalelog/shale/replication/share"
 	"github.com/shalelog/shale/security/acl"
@@ -88,6 +89,10 @@ type Config struct {
 	Auth    AuthConfig
 	Logger  *slog.Logger
 	Metrics *Metrics
+	// Telemetry, when set, is the broker's KIP-714 client telemetry, which exports what
+	// clients push on the broker's /metrics; without it GetTelemetrySubscriptions and
+	// PushTelemetry are not advertised.
+	Telemetry *telemetry.Manager
 
 	// principalHook, set only by tests (export_test.go), stands in for authentication:
 	// a request's principal is what it names, unless it names none.

@@ -39,6 +39,7 @@ import (
 	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/partition"
 	"github.com/shalelog/shale/protocol"
+	"github.com/shalelog/shale/protocol/telemetry"
 	"github.com/shalelog/shale/replication"
 	"github.com/shalelog/shale/replication/share"
 	"github.com/shalelog/shale/server/config"
@@ -401,6 +402,8 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 		Auth:                         n.sec.auth(),
 		Logger:                       n.lg,
 		Metrics:                      protocol.NewMetrics(n.reg),
+		Telemetry: telemetry.New(telemetry.Config{MaxBytes: cfg.TelemetryMaxBytes, MaxSeries: telemetryMaxSeries(cfg.TelemetryMaxSeries),
+			Logger: n.lg}, n.reg),
 	}, protocol.Deps{
 		Meta:        store,
 		Replicas:    n.replicas,
@@ -745,6 +748,14 @@ func joiningAddress(cfg *config.Config, ln net.Listener) string {
 }
 
 // fetchSessionSlots maps Kafka's 0 (no sessions) to the listener's -1.
+// telemetryMaxSeries maps telemetry.max.series onto telemetry.Config: 0 exports none.
+func telemetryMaxSeries(n int32) int {
+	if n == 0 {
+		return -1
+	}
+	return int(n)
+}
+
 func fetchSessionSlots(n int32) int {
 	if n == 0 {
 		return -1

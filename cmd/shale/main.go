@@ -33,6 +33,7 @@ Commands:
   group       list, describe (with lag), delete consumer groups, reset their offsets
   acl         add, remove or list ACLs
   quota       set, remove or list client quotas
+  client-metrics  set, delete or list client metrics subscriptions (KIP-714)
   user        create, delete or list SCRAM users
   schema      list, get, register, check or delete schemas in a schema registry; its config
   controller  add, remove or list the controller quorum's voters
@@ -79,6 +80,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return aclCommand(ctx, rest, stdout, stderr)
 	case "quota", "quotas":
 		return quotaCommand(ctx, rest, stdout, stderr)
+	case "client-metrics":
+		return clientMetricsCommand(ctx, rest, stdout, stderr)
 	case "user", "users":
 		return userCommand(ctx, rest, stdout, stderr)
 	case "schema", "schemas":
@@ -112,7 +115,7 @@ func helpCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	switch args[0] {
 	case "serve", "topic", "topics", "group", "groups", "acl", "acls", "quota", "quotas", "user", "users", "schema", "schemas", "produce", "consume", "bench",
-		"controller", "controllers", "broker", "brokers", "cluster":
+		"client-metrics", "controller", "controllers", "broker", "brokers", "cluster":
 		return run(ctx, []string{args[0], "--help"}, nil, stdout, stderr)
 	case "version", "help":
 		fmt.Fprint(stdout, usageHeader)

@@ -1179,6 +1179,120 @@ func (x *AlterTopicConfigsResponse) GetError() *Error {
 	return nil
 }
 
+// AlterClientMetricsRequest changes one CLIENT_METRICS resource's configs, as
+// AlterTopicConfigsRequest does a topic's.
+type AlterClientMetricsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Ops           []*ConfigOp            `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
+	Incremental   bool                   `protobuf:"varint,3,opt,name=incremental,proto3" json:"incremental,omitempty"`
+	ValidateOnly  bool                   `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterClientMetricsRequest) Reset() {
+	*x = AlterClientMetricsRequest{}
+	mi := &file_controller_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterClientMetricsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterClientMetricsRequest) ProtoMessage() {}
+
+func (x *AlterClientMetricsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterClientMetricsRequest.ProtoReflect.Descriptor instead.
+func (*AlterClientMetricsRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AlterClientMetricsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AlterClientMetricsRequest) GetOps() []*ConfigOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+func (x *AlterClientMetricsRequest) GetIncremental() bool {
+	if x != nil {
+		return x.Incremental
+	}
+	return false
+}
+
+func (x *AlterClientMetricsRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+type AlterClientMetricsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterClientMetricsResponse) Reset() {
+	*x = AlterClientMetricsResponse{}
+	mi := &file_controller_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterClientMetricsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterClientMetricsResponse) ProtoMessage() {}
+
+func (x *AlterClientMetricsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterClientMetricsResponse.ProtoReflect.Descriptor instead.
+func (*AlterClientMetricsResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AlterClientMetricsResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type AlterPartitionRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId       int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
@@ -1194,7 +1308,7 @@ type AlterPartitionRequest struct {
 
 func (x *AlterPartitionRequest) Reset() {
 	*x = AlterPartitionRequest{}
-	mi := &file_controller_proto_msgTypes[19]
+	mi := &file_controller_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1320,7 @@ func (x *AlterPartitionRequest) String() string {
 func (*AlterPartitionRequest) ProtoMessage() {}
 
 func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[19]
+	mi := &file_controller_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1333,7 @@ func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{19}
+	return file_controller_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AlterPartitionRequest) GetBrokerId() int32 {
@@ -1281,7 +1395,7 @@ type AlterPartitionResponse struct {
 
 func (x *AlterPartitionResponse) Reset() {
 	*x = AlterPartitionResponse{}
-	mi := &file_controller_proto_msgTypes[20]
+	mi := &file_controller_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1407,7 @@ func (x *AlterPartitionResponse) String() string {
 func (*AlterPartitionResponse) ProtoMessage() {}
 
 func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[20]
+	mi := &file_controller_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1420,7 @@ func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{20}
+	return file_controller_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AlterPartitionResponse) GetError() *Error {
@@ -1333,7 +1447,7 @@ type AllocateProducerIdsRequest struct {
 
 func (x *AllocateProducerIdsRequest) Reset() {
 	*x = AllocateProducerIdsRequest{}
-	mi := &file_controller_proto_msgTypes[21]
+	mi := &file_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1459,7 @@ func (x *AllocateProducerIdsRequest) String() string {
 func (*AllocateProducerIdsRequest) ProtoMessage() {}
 
 func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[21]
+	mi := &file_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1472,7 @@ func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{21}
+	return file_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AllocateProducerIdsRequest) GetBrokerId() int32 {
@@ -1386,7 +1500,7 @@ type AllocateProducerIdsResponse struct {
 
 func (x *AllocateProducerIdsResponse) Reset() {
 	*x = AllocateProducerIdsResponse{}
-	mi := &file_controller_proto_msgTypes[22]
+	mi := &file_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1512,7 @@ func (x *AllocateProducerIdsResponse) String() string {
 func (*AllocateProducerIdsResponse) ProtoMessage() {}
 
 func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[22]
+	mi := &file_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1525,7 @@ func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{22}
+	return file_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AllocateProducerIdsResponse) GetError() *Error {
@@ -1447,7 +1561,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_controller_proto_msgTypes[23]
+	mi := &file_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1573,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[23]
+	mi := &file_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1586,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{23}
+	return file_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -1512,7 +1626,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_controller_proto_msgTypes[24]
+	mi := &file_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +1638,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[24]
+	mi := &file_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +1651,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{24}
+	return file_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CommitOffsetsResponse) GetError() *Error {
@@ -1558,7 +1672,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_controller_proto_msgTypes[25]
+	mi := &file_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1570,7 +1684,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[25]
+	mi := &file_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1583,7 +1697,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{25}
+	return file_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -1617,7 +1731,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_controller_proto_msgTypes[26]
+	mi := &file_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1743,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[26]
+	mi := &file_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1756,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{26}
+	return file_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FetchOffsetsResponse) GetError() *Error {
@@ -1672,7 +1786,7 @@ type DeleteGroupOffsetsRequest struct {
 
 func (x *DeleteGroupOffsetsRequest) Reset() {
 	*x = DeleteGroupOffsetsRequest{}
-	mi := &file_controller_proto_msgTypes[27]
+	mi := &file_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1798,7 @@ func (x *DeleteGroupOffsetsRequest) String() string {
 func (*DeleteGroupOffsetsRequest) ProtoMessage() {}
 
 func (x *DeleteGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[27]
+	mi := &file_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1811,7 @@ func (x *DeleteGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{27}
+	return file_controller_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteGroupOffsetsRequest) GetGroup() string {
@@ -1747,7 +1861,7 @@ type ReadOffsetsLogRequest struct {
 
 func (x *ReadOffsetsLogRequest) Reset() {
 	*x = ReadOffsetsLogRequest{}
-	mi := &file_controller_proto_msgTypes[28]
+	mi := &file_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +1873,7 @@ func (x *ReadOffsetsLogRequest) String() string {
 func (*ReadOffsetsLogRequest) ProtoMessage() {}
 
 func (x *ReadOffsetsLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[28]
+	mi := &file_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +1886,7 @@ func (x *ReadOffsetsLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadOffsetsLogRequest.ProtoReflect.Descriptor instead.
 func (*ReadOffsetsLogRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{28}
+	return file_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReadOffsetsLogRequest) GetPartition() int32 {
@@ -1815,7 +1929,7 @@ type OffsetsLogRecord struct {
 
 func (x *OffsetsLogRecord) Reset() {
 	*x = OffsetsLogRecord{}
-	mi := &file_controller_proto_msgTypes[29]
+	mi := &file_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1827,7 +1941,7 @@ func (x *OffsetsLogRecord) String() string {
 func (*OffsetsLogRecord) ProtoMessage() {}
 
 func (x *OffsetsLogRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[29]
+	mi := &file_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1840,7 +1954,7 @@ func (x *OffsetsLogRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetsLogRecord.ProtoReflect.Descriptor instead.
 func (*OffsetsLogRecord) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{29}
+	return file_controller_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *OffsetsLogRecord) GetGroup() string {
@@ -1876,7 +1990,7 @@ type ReadOffsetsLogResponse struct {
 
 func (x *ReadOffsetsLogResponse) Reset() {
 	*x = ReadOffsetsLogResponse{}
-	mi := &file_controller_proto_msgTypes[30]
+	mi := &file_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +2002,7 @@ func (x *ReadOffsetsLogResponse) String() string {
 func (*ReadOffsetsLogResponse) ProtoMessage() {}
 
 func (x *ReadOffsetsLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[30]
+	mi := &file_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +2015,7 @@ func (x *ReadOffsetsLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadOffsetsLogResponse.ProtoReflect.Descriptor instead.
 func (*ReadOffsetsLogResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{30}
+	return file_controller_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReadOffsetsLogResponse) GetError() *Error {
@@ -1941,7 +2055,7 @@ type DeleteGroupOffsetsResponse struct {
 
 func (x *DeleteGroupOffsetsResponse) Reset() {
 	*x = DeleteGroupOffsetsResponse{}
-	mi := &file_controller_proto_msgTypes[31]
+	mi := &file_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2067,7 @@ func (x *DeleteGroupOffsetsResponse) String() string {
 func (*DeleteGroupOffsetsResponse) ProtoMessage() {}
 
 func (x *DeleteGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[31]
+	mi := &file_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2080,7 @@ func (x *DeleteGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{31}
+	return file_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteGroupOffsetsResponse) GetError() *Error {
@@ -1984,7 +2098,7 @@ type ListOffsetGroupsRequest struct {
 
 func (x *ListOffsetGroupsRequest) Reset() {
 	*x = ListOffsetGroupsRequest{}
-	mi := &file_controller_proto_msgTypes[32]
+	mi := &file_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2110,7 @@ func (x *ListOffsetGroupsRequest) String() string {
 func (*ListOffsetGroupsRequest) ProtoMessage() {}
 
 func (x *ListOffsetGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[32]
+	mi := &file_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2123,7 @@ func (x *ListOffsetGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{32}
+	return file_controller_proto_rawDescGZIP(), []int{34}
 }
 
 type ListOffsetGroupsResponse struct {
@@ -2022,7 +2136,7 @@ type ListOffsetGroupsResponse struct {
 
 func (x *ListOffsetGroupsResponse) Reset() {
 	*x = ListOffsetGroupsResponse{}
-	mi := &file_controller_proto_msgTypes[33]
+	mi := &file_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +2148,7 @@ func (x *ListOffsetGroupsResponse) String() string {
 func (*ListOffsetGroupsResponse) ProtoMessage() {}
 
 func (x *ListOffsetGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[33]
+	mi := &file_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +2161,7 @@ func (x *ListOffsetGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{33}
+	return file_controller_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListOffsetGroupsResponse) GetError() *Error {
@@ -2075,7 +2189,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_controller_proto_msgTypes[34]
+	mi := &file_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2201,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[34]
+	mi := &file_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2214,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{34}
+	return file_controller_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ElectLeadersRequest) GetType() ElectionType {
@@ -2135,7 +2249,7 @@ type PartitionError struct {
 
 func (x *PartitionError) Reset() {
 	*x = PartitionError{}
-	mi := &file_controller_proto_msgTypes[35]
+	mi := &file_controller_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2147,7 +2261,7 @@ func (x *PartitionError) String() string {
 func (*PartitionError) ProtoMessage() {}
 
 func (x *PartitionError) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[35]
+	mi := &file_controller_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2160,7 +2274,7 @@ func (x *PartitionError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionError.ProtoReflect.Descriptor instead.
 func (*PartitionError) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{35}
+	return file_controller_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PartitionError) GetTopic() string {
@@ -2196,7 +2310,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_controller_proto_msgTypes[36]
+	mi := &file_controller_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2322,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[36]
+	mi := &file_controller_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2335,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{36}
+	return file_controller_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ElectLeadersResponse) GetError() *Error {
@@ -2247,7 +2361,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_controller_proto_msgTypes[37]
+	mi := &file_controller_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2373,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[37]
+	mi := &file_controller_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2386,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{37}
+	return file_controller_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*AclBinding {
@@ -2292,7 +2406,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_controller_proto_msgTypes[38]
+	mi := &file_controller_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2304,7 +2418,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[38]
+	mi := &file_controller_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2317,7 +2431,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{38}
+	return file_controller_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CreateAclsResponse) GetError() *Error {
@@ -2343,7 +2457,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_controller_proto_msgTypes[39]
+	mi := &file_controller_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2469,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[39]
+	mi := &file_controller_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2482,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{39}
+	return file_controller_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeleteAclsRequest) GetFilters() []*AclFilter {
@@ -2388,7 +2502,7 @@ type DeleteAclsFilterResult struct {
 
 func (x *DeleteAclsFilterResult) Reset() {
 	*x = DeleteAclsFilterResult{}
-	mi := &file_controller_proto_msgTypes[40]
+	mi := &file_controller_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2400,7 +2514,7 @@ func (x *DeleteAclsFilterResult) String() string {
 func (*DeleteAclsFilterResult) ProtoMessage() {}
 
 func (x *DeleteAclsFilterResult) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[40]
+	mi := &file_controller_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2413,7 +2527,7 @@ func (x *DeleteAclsFilterResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsFilterResult.ProtoReflect.Descriptor instead.
 func (*DeleteAclsFilterResult) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{40}
+	return file_controller_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeleteAclsFilterResult) GetError() *Error {
@@ -2440,7 +2554,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_controller_proto_msgTypes[41]
+	mi := &file_controller_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2566,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[41]
+	mi := &file_controller_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2579,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{41}
+	return file_controller_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteAclsResponse) GetError() *Error {
@@ -2493,7 +2607,7 @@ type ClientQuotaOp struct {
 
 func (x *ClientQuotaOp) Reset() {
 	*x = ClientQuotaOp{}
-	mi := &file_controller_proto_msgTypes[42]
+	mi := &file_controller_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2505,7 +2619,7 @@ func (x *ClientQuotaOp) String() string {
 func (*ClientQuotaOp) ProtoMessage() {}
 
 func (x *ClientQuotaOp) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[42]
+	mi := &file_controller_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2518,7 +2632,7 @@ func (x *ClientQuotaOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientQuotaOp.ProtoReflect.Descriptor instead.
 func (*ClientQuotaOp) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{42}
+	return file_controller_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ClientQuotaOp) GetKey() string {
@@ -2552,7 +2666,7 @@ type ClientQuotaAlteration struct {
 
 func (x *ClientQuotaAlteration) Reset() {
 	*x = ClientQuotaAlteration{}
-	mi := &file_controller_proto_msgTypes[43]
+	mi := &file_controller_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2564,7 +2678,7 @@ func (x *ClientQuotaAlteration) String() string {
 func (*ClientQuotaAlteration) ProtoMessage() {}
 
 func (x *ClientQuotaAlteration) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[43]
+	mi := &file_controller_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2577,7 +2691,7 @@ func (x *ClientQuotaAlteration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientQuotaAlteration.ProtoReflect.Descriptor instead.
 func (*ClientQuotaAlteration) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{43}
+	return file_controller_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ClientQuotaAlteration) GetEntity() *ClientQuotaEntity {
@@ -2604,7 +2718,7 @@ type AlterClientQuotasRequest struct {
 
 func (x *AlterClientQuotasRequest) Reset() {
 	*x = AlterClientQuotasRequest{}
-	mi := &file_controller_proto_msgTypes[44]
+	mi := &file_controller_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2616,7 +2730,7 @@ func (x *AlterClientQuotasRequest) String() string {
 func (*AlterClientQuotasRequest) ProtoMessage() {}
 
 func (x *AlterClientQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[44]
+	mi := &file_controller_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2629,7 +2743,7 @@ func (x *AlterClientQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterClientQuotasRequest.ProtoReflect.Descriptor instead.
 func (*AlterClientQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{44}
+	return file_controller_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AlterClientQuotasRequest) GetEntries() []*ClientQuotaAlteration {
@@ -2655,7 +2769,7 @@ type AlterClientQuotasResponse struct {
 
 func (x *AlterClientQuotasResponse) Reset() {
 	*x = AlterClientQuotasResponse{}
-	mi := &file_controller_proto_msgTypes[45]
+	mi := &file_controller_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2667,7 +2781,7 @@ func (x *AlterClientQuotasResponse) String() string {
 func (*AlterClientQuotasResponse) ProtoMessage() {}
 
 func (x *AlterClientQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[45]
+	mi := &file_controller_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2680,7 +2794,7 @@ func (x *AlterClientQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterClientQuotasResponse.ProtoReflect.Descriptor instead.
 func (*AlterClientQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{45}
+	return file_controller_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AlterClientQuotasResponse) GetErrors() []*Error {
@@ -2700,7 +2814,7 @@ type AlterScramCredentialsRequest struct {
 
 func (x *AlterScramCredentialsRequest) Reset() {
 	*x = AlterScramCredentialsRequest{}
-	mi := &file_controller_proto_msgTypes[46]
+	mi := &file_controller_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2712,7 +2826,7 @@ func (x *AlterScramCredentialsRequest) String() string {
 func (*AlterScramCredentialsRequest) ProtoMessage() {}
 
 func (x *AlterScramCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[46]
+	mi := &file_controller_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2725,7 +2839,7 @@ func (x *AlterScramCredentialsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterScramCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*AlterScramCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{46}
+	return file_controller_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AlterScramCredentialsRequest) GetUpserts() []*ScramCredential {
@@ -2753,7 +2867,7 @@ type AlterScramCredentialsResponse struct {
 
 func (x *AlterScramCredentialsResponse) Reset() {
 	*x = AlterScramCredentialsResponse{}
-	mi := &file_controller_proto_msgTypes[47]
+	mi := &file_controller_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2765,7 +2879,7 @@ func (x *AlterScramCredentialsResponse) String() string {
 func (*AlterScramCredentialsResponse) ProtoMessage() {}
 
 func (x *AlterScramCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[47]
+	mi := &file_controller_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2778,7 +2892,7 @@ func (x *AlterScramCredentialsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterScramCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*AlterScramCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{47}
+	return file_controller_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AlterScramCredentialsResponse) GetError() *Error {
@@ -2811,7 +2925,7 @@ type DescribeScramCredentialsRequest struct {
 
 func (x *DescribeScramCredentialsRequest) Reset() {
 	*x = DescribeScramCredentialsRequest{}
-	mi := &file_controller_proto_msgTypes[48]
+	mi := &file_controller_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2823,7 +2937,7 @@ func (x *DescribeScramCredentialsRequest) String() string {
 func (*DescribeScramCredentialsRequest) ProtoMessage() {}
 
 func (x *DescribeScramCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[48]
+	mi := &file_controller_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2836,7 +2950,7 @@ func (x *DescribeScramCredentialsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeScramCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeScramCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{48}
+	return file_controller_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DescribeScramCredentialsRequest) GetUsers() []string {
@@ -2856,7 +2970,7 @@ type DescribeScramCredentialsResponse struct {
 
 func (x *DescribeScramCredentialsResponse) Reset() {
 	*x = DescribeScramCredentialsResponse{}
-	mi := &file_controller_proto_msgTypes[49]
+	mi := &file_controller_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2868,7 +2982,7 @@ func (x *DescribeScramCredentialsResponse) String() string {
 func (*DescribeScramCredentialsResponse) ProtoMessage() {}
 
 func (x *DescribeScramCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[49]
+	mi := &file_controller_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2881,7 +2995,7 @@ func (x *DescribeScramCredentialsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeScramCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeScramCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{49}
+	return file_controller_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DescribeScramCredentialsResponse) GetError() *Error {
@@ -2907,7 +3021,7 @@ type WriteTxnStateRequest struct {
 
 func (x *WriteTxnStateRequest) Reset() {
 	*x = WriteTxnStateRequest{}
-	mi := &file_controller_proto_msgTypes[50]
+	mi := &file_controller_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2919,7 +3033,7 @@ func (x *WriteTxnStateRequest) String() string {
 func (*WriteTxnStateRequest) ProtoMessage() {}
 
 func (x *WriteTxnStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[50]
+	mi := &file_controller_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2932,7 +3046,7 @@ func (x *WriteTxnStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnStateRequest.ProtoReflect.Descriptor instead.
 func (*WriteTxnStateRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{50}
+	return file_controller_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *WriteTxnStateRequest) GetRecord() *TxnStateRecord {
@@ -2951,7 +3065,7 @@ type WriteTxnStateResponse struct {
 
 func (x *WriteTxnStateResponse) Reset() {
 	*x = WriteTxnStateResponse{}
-	mi := &file_controller_proto_msgTypes[51]
+	mi := &file_controller_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2963,7 +3077,7 @@ func (x *WriteTxnStateResponse) String() string {
 func (*WriteTxnStateResponse) ProtoMessage() {}
 
 func (x *WriteTxnStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[51]
+	mi := &file_controller_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2976,7 +3090,7 @@ func (x *WriteTxnStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnStateResponse.ProtoReflect.Descriptor instead.
 func (*WriteTxnStateResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{51}
+	return file_controller_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *WriteTxnStateResponse) GetError() *Error {
@@ -2995,7 +3109,7 @@ type TxnOffsetCommitRequest struct {
 
 func (x *TxnOffsetCommitRequest) Reset() {
 	*x = TxnOffsetCommitRequest{}
-	mi := &file_controller_proto_msgTypes[52]
+	mi := &file_controller_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3007,7 +3121,7 @@ func (x *TxnOffsetCommitRequest) String() string {
 func (*TxnOffsetCommitRequest) ProtoMessage() {}
 
 func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[52]
+	mi := &file_controller_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3020,7 +3134,7 @@ func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitRequest.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{52}
+	return file_controller_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *TxnOffsetCommitRequest) GetRecord() *TxnOffsetCommitRecord {
@@ -3039,7 +3153,7 @@ type TxnOffsetCommitResponse struct {
 
 func (x *TxnOffsetCommitResponse) Reset() {
 	*x = TxnOffsetCommitResponse{}
-	mi := &file_controller_proto_msgTypes[53]
+	mi := &file_controller_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3051,7 +3165,7 @@ func (x *TxnOffsetCommitResponse) String() string {
 func (*TxnOffsetCommitResponse) ProtoMessage() {}
 
 func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[53]
+	mi := &file_controller_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3064,7 +3178,7 @@ func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitResponse.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{53}
+	return file_controller_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *TxnOffsetCommitResponse) GetError() *Error {
@@ -3084,7 +3198,7 @@ type LoadTxnStatesRequest struct {
 
 func (x *LoadTxnStatesRequest) Reset() {
 	*x = LoadTxnStatesRequest{}
-	mi := &file_controller_proto_msgTypes[54]
+	mi := &file_controller_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3096,7 +3210,7 @@ func (x *LoadTxnStatesRequest) String() string {
 func (*LoadTxnStatesRequest) ProtoMessage() {}
 
 func (x *LoadTxnStatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[54]
+	mi := &file_controller_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3109,7 +3223,7 @@ func (x *LoadTxnStatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadTxnStatesRequest.ProtoReflect.Descriptor instead.
 func (*LoadTxnStatesRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{54}
+	return file_controller_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *LoadTxnStatesRequest) GetPartitions() []int32 {
@@ -3136,7 +3250,7 @@ type LoadTxnStatesResponse struct {
 
 func (x *LoadTxnStatesResponse) Reset() {
 	*x = LoadTxnStatesResponse{}
-	mi := &file_controller_proto_msgTypes[55]
+	mi := &file_controller_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3148,7 +3262,7 @@ func (x *LoadTxnStatesResponse) String() string {
 func (*LoadTxnStatesResponse) ProtoMessage() {}
 
 func (x *LoadTxnStatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[55]
+	mi := &file_controller_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3161,7 +3275,7 @@ func (x *LoadTxnStatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadTxnStatesResponse.ProtoReflect.Descriptor instead.
 func (*LoadTxnStatesResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{55}
+	return file_controller_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *LoadTxnStatesResponse) GetError() *Error {
@@ -3187,7 +3301,7 @@ type PendingTxnOffsetsRequest struct {
 
 func (x *PendingTxnOffsetsRequest) Reset() {
 	*x = PendingTxnOffsetsRequest{}
-	mi := &file_controller_proto_msgTypes[56]
+	mi := &file_controller_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3199,7 +3313,7 @@ func (x *PendingTxnOffsetsRequest) String() string {
 func (*PendingTxnOffsetsRequest) ProtoMessage() {}
 
 func (x *PendingTxnOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[56]
+	mi := &file_controller_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3212,7 +3326,7 @@ func (x *PendingTxnOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingTxnOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*PendingTxnOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{56}
+	return file_controller_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PendingTxnOffsetsRequest) GetGroup() string {
@@ -3232,7 +3346,7 @@ type PendingTxnOffsetsResponse struct {
 
 func (x *PendingTxnOffsetsResponse) Reset() {
 	*x = PendingTxnOffsetsResponse{}
-	mi := &file_controller_proto_msgTypes[57]
+	mi := &file_controller_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3244,7 +3358,7 @@ func (x *PendingTxnOffsetsResponse) String() string {
 func (*PendingTxnOffsetsResponse) ProtoMessage() {}
 
 func (x *PendingTxnOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[57]
+	mi := &file_controller_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3257,7 +3371,7 @@ func (x *PendingTxnOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingTxnOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*PendingTxnOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{57}
+	return file_controller_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *PendingTxnOffsetsResponse) GetError() *Error {
@@ -3284,7 +3398,7 @@ type AddVoterRequest struct {
 
 func (x *AddVoterRequest) Reset() {
 	*x = AddVoterRequest{}
-	mi := &file_controller_proto_msgTypes[58]
+	mi := &file_controller_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3296,7 +3410,7 @@ func (x *AddVoterRequest) String() string {
 func (*AddVoterRequest) ProtoMessage() {}
 
 func (x *AddVoterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[58]
+	mi := &file_controller_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3309,7 +3423,7 @@ func (x *AddVoterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVoterRequest.ProtoReflect.Descriptor instead.
 func (*AddVoterRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{58}
+	return file_controller_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AddVoterRequest) GetVoterId() int32 {
@@ -3335,7 +3449,7 @@ type AddVoterResponse struct {
 
 func (x *AddVoterResponse) Reset() {
 	*x = AddVoterResponse{}
-	mi := &file_controller_proto_msgTypes[59]
+	mi := &file_controller_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3347,7 +3461,7 @@ func (x *AddVoterResponse) String() string {
 func (*AddVoterResponse) ProtoMessage() {}
 
 func (x *AddVoterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[59]
+	mi := &file_controller_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3360,7 +3474,7 @@ func (x *AddVoterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVoterResponse.ProtoReflect.Descriptor instead.
 func (*AddVoterResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{59}
+	return file_controller_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AddVoterResponse) GetError() *Error {
@@ -3379,7 +3493,7 @@ type RemoveVoterRequest struct {
 
 func (x *RemoveVoterRequest) Reset() {
 	*x = RemoveVoterRequest{}
-	mi := &file_controller_proto_msgTypes[60]
+	mi := &file_controller_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3391,7 +3505,7 @@ func (x *RemoveVoterRequest) String() string {
 func (*RemoveVoterRequest) ProtoMessage() {}
 
 func (x *RemoveVoterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[60]
+	mi := &file_controller_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3404,7 +3518,7 @@ func (x *RemoveVoterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVoterRequest.ProtoReflect.Descriptor instead.
 func (*RemoveVoterRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{60}
+	return file_controller_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RemoveVoterRequest) GetVoterId() int32 {
@@ -3423,7 +3537,7 @@ type RemoveVoterResponse struct {
 
 func (x *RemoveVoterResponse) Reset() {
 	*x = RemoveVoterResponse{}
-	mi := &file_controller_proto_msgTypes[61]
+	mi := &file_controller_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3435,7 +3549,7 @@ func (x *RemoveVoterResponse) String() string {
 func (*RemoveVoterResponse) ProtoMessage() {}
 
 func (x *RemoveVoterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[61]
+	mi := &file_controller_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3448,7 +3562,7 @@ func (x *RemoveVoterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVoterResponse.ProtoReflect.Descriptor instead.
 func (*RemoveVoterResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{61}
+	return file_controller_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RemoveVoterResponse) GetError() *Error {
@@ -3466,7 +3580,7 @@ type DescribeQuorumRequest struct {
 
 func (x *DescribeQuorumRequest) Reset() {
 	*x = DescribeQuorumRequest{}
-	mi := &file_controller_proto_msgTypes[62]
+	mi := &file_controller_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3478,7 +3592,7 @@ func (x *DescribeQuorumRequest) String() string {
 func (*DescribeQuorumRequest) ProtoMessage() {}
 
 func (x *DescribeQuorumRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[62]
+	mi := &file_controller_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3491,7 +3605,7 @@ func (x *DescribeQuorumRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeQuorumRequest.ProtoReflect.Descriptor instead.
 func (*DescribeQuorumRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{62}
+	return file_controller_proto_rawDescGZIP(), []int{64}
 }
 
 // QuorumReplica is one replica of the metadata log: a controller, or a broker following
@@ -3509,7 +3623,7 @@ type QuorumReplica struct {
 
 func (x *QuorumReplica) Reset() {
 	*x = QuorumReplica{}
-	mi := &file_controller_proto_msgTypes[63]
+	mi := &file_controller_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3521,7 +3635,7 @@ func (x *QuorumReplica) String() string {
 func (*QuorumReplica) ProtoMessage() {}
 
 func (x *QuorumReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[63]
+	mi := &file_controller_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3534,7 +3648,7 @@ func (x *QuorumReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumReplica.ProtoReflect.Descriptor instead.
 func (*QuorumReplica) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{63}
+	return file_controller_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *QuorumReplica) GetId() int32 {
@@ -3587,7 +3701,7 @@ type DescribeQuorumResponse struct {
 
 func (x *DescribeQuorumResponse) Reset() {
 	*x = DescribeQuorumResponse{}
-	mi := &file_controller_proto_msgTypes[64]
+	mi := &file_controller_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3599,7 +3713,7 @@ func (x *DescribeQuorumResponse) String() string {
 func (*DescribeQuorumResponse) ProtoMessage() {}
 
 func (x *DescribeQuorumResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[64]
+	mi := &file_controller_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3612,7 +3726,7 @@ func (x *DescribeQuorumResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeQuorumResponse.ProtoReflect.Descriptor instead.
 func (*DescribeQuorumResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{64}
+	return file_controller_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DescribeQuorumResponse) GetError() *Error {
@@ -3667,7 +3781,7 @@ type UnregisterBrokerRequest struct {
 
 func (x *UnregisterBrokerRequest) Reset() {
 	*x = UnregisterBrokerRequest{}
-	mi := &file_controller_proto_msgTypes[65]
+	mi := &file_controller_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3679,7 +3793,7 @@ func (x *UnregisterBrokerRequest) String() string {
 func (*UnregisterBrokerRequest) ProtoMessage() {}
 
 func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[65]
+	mi := &file_controller_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3692,7 +3806,7 @@ func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{65}
+	return file_controller_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *UnregisterBrokerRequest) GetBrokerId() int32 {
@@ -3718,7 +3832,7 @@ type UnregisterBrokerResponse struct {
 
 func (x *UnregisterBrokerResponse) Reset() {
 	*x = UnregisterBrokerResponse{}
-	mi := &file_controller_proto_msgTypes[66]
+	mi := &file_controller_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3730,7 +3844,7 @@ func (x *UnregisterBrokerResponse) String() string {
 func (*UnregisterBrokerResponse) ProtoMessage() {}
 
 func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[66]
+	mi := &file_controller_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3743,7 +3857,7 @@ func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{66}
+	return file_controller_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *UnregisterBrokerResponse) GetError() *Error {
@@ -3762,7 +3876,7 @@ type AlterPartitionReassignmentsRequest struct {
 
 func (x *AlterPartitionReassignmentsRequest) Reset() {
 	*x = AlterPartitionReassignmentsRequest{}
-	mi := &file_controller_proto_msgTypes[67]
+	mi := &file_controller_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3774,7 +3888,7 @@ func (x *AlterPartitionReassignmentsRequest) String() string {
 func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[67]
+	mi := &file_controller_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3787,7 +3901,7 @@ func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{67}
+	return file_controller_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *AlterPartitionReassignmentsRequest) GetReassignments() []*PartitionReassignment {
@@ -3807,7 +3921,7 @@ type AlterPartitionReassignmentsResponse struct {
 
 func (x *AlterPartitionReassignmentsResponse) Reset() {
 	*x = AlterPartitionReassignmentsResponse{}
-	mi := &file_controller_proto_msgTypes[68]
+	mi := &file_controller_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3819,7 +3933,7 @@ func (x *AlterPartitionReassignmentsResponse) String() string {
 func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[68]
+	mi := &file_controller_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3832,7 +3946,7 @@ func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{68}
+	return file_controller_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *AlterPartitionReassignmentsResponse) GetError() *Error {
@@ -3858,7 +3972,7 @@ type WriteShareStateRequest struct {
 
 func (x *WriteShareStateRequest) Reset() {
 	*x = WriteShareStateRequest{}
-	mi := &file_controller_proto_msgTypes[69]
+	mi := &file_controller_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3870,7 +3984,7 @@ func (x *WriteShareStateRequest) String() string {
 func (*WriteShareStateRequest) ProtoMessage() {}
 
 func (x *WriteShareStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[69]
+	mi := &file_controller_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3883,7 +3997,7 @@ func (x *WriteShareStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteShareStateRequest.ProtoReflect.Descriptor instead.
 func (*WriteShareStateRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{69}
+	return file_controller_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *WriteShareStateRequest) GetStates() []*SharePartitionState {
@@ -3903,7 +4017,7 @@ type WriteShareStateResponse struct {
 
 func (x *WriteShareStateResponse) Reset() {
 	*x = WriteShareStateResponse{}
-	mi := &file_controller_proto_msgTypes[70]
+	mi := &file_controller_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3915,7 +4029,7 @@ func (x *WriteShareStateResponse) String() string {
 func (*WriteShareStateResponse) ProtoMessage() {}
 
 func (x *WriteShareStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[70]
+	mi := &file_controller_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3928,7 +4042,7 @@ func (x *WriteShareStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteShareStateResponse.ProtoReflect.Descriptor instead.
 func (*WriteShareStateResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{70}
+	return file_controller_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *WriteShareStateResponse) GetError() *Error {
@@ -3959,7 +4073,7 @@ type ReadShareStateRequest struct {
 
 func (x *ReadShareStateRequest) Reset() {
 	*x = ReadShareStateRequest{}
-	mi := &file_controller_proto_msgTypes[71]
+	mi := &file_controller_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3971,7 +4085,7 @@ func (x *ReadShareStateRequest) String() string {
 func (*ReadShareStateRequest) ProtoMessage() {}
 
 func (x *ReadShareStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[71]
+	mi := &file_controller_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3984,7 +4098,7 @@ func (x *ReadShareStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadShareStateRequest.ProtoReflect.Descriptor instead.
 func (*ReadShareStateRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{71}
+	return file_controller_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ReadShareStateRequest) GetGroup() string {
@@ -4025,7 +4139,7 @@ type ReadShareStateResponse struct {
 
 func (x *ReadShareStateResponse) Reset() {
 	*x = ReadShareStateResponse{}
-	mi := &file_controller_proto_msgTypes[72]
+	mi := &file_controller_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4037,7 +4151,7 @@ func (x *ReadShareStateResponse) String() string {
 func (*ReadShareStateResponse) ProtoMessage() {}
 
 func (x *ReadShareStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[72]
+	mi := &file_controller_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4050,7 +4164,7 @@ func (x *ReadShareStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadShareStateResponse.ProtoReflect.Descriptor instead.
 func (*ReadShareStateResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{72}
+	return file_controller_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ReadShareStateResponse) GetError() *Error {
@@ -4076,7 +4190,7 @@ type InitializeShareStateRequest struct {
 
 func (x *InitializeShareStateRequest) Reset() {
 	*x = InitializeShareStateRequest{}
-	mi := &file_controller_proto_msgTypes[73]
+	mi := &file_controller_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4088,7 +4202,7 @@ func (x *InitializeShareStateRequest) String() string {
 func (*InitializeShareStateRequest) ProtoMessage() {}
 
 func (x *InitializeShareStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[73]
+	mi := &file_controller_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4101,7 +4215,7 @@ func (x *InitializeShareStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitializeShareStateRequest.ProtoReflect.Descriptor instead.
 func (*InitializeShareStateRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{73}
+	return file_controller_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *InitializeShareStateRequest) GetStates() []*SharePartitionState {
@@ -4121,7 +4235,7 @@ type InitializeShareStateResponse struct {
 
 func (x *InitializeShareStateResponse) Reset() {
 	*x = InitializeShareStateResponse{}
-	mi := &file_controller_proto_msgTypes[74]
+	mi := &file_controller_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4133,7 +4247,7 @@ func (x *InitializeShareStateResponse) String() string {
 func (*InitializeShareStateResponse) ProtoMessage() {}
 
 func (x *InitializeShareStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[74]
+	mi := &file_controller_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4146,7 +4260,7 @@ func (x *InitializeShareStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitializeShareStateResponse.ProtoReflect.Descriptor instead.
 func (*InitializeShareStateResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{74}
+	return file_controller_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *InitializeShareStateResponse) GetError() *Error {
@@ -4174,7 +4288,7 @@ type DeleteShareStateRequest struct {
 
 func (x *DeleteShareStateRequest) Reset() {
 	*x = DeleteShareStateRequest{}
-	mi := &file_controller_proto_msgTypes[75]
+	mi := &file_controller_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4186,7 +4300,7 @@ func (x *DeleteShareStateRequest) String() string {
 func (*DeleteShareStateRequest) ProtoMessage() {}
 
 func (x *DeleteShareStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[75]
+	mi := &file_controller_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4199,7 +4313,7 @@ func (x *DeleteShareStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteShareStateRequest.ProtoReflect.Descriptor instead.
 func (*DeleteShareStateRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{75}
+	return file_controller_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *DeleteShareStateRequest) GetGroup() string {
@@ -4232,7 +4346,7 @@ type DeleteShareStateResponse struct {
 
 func (x *DeleteShareStateResponse) Reset() {
 	*x = DeleteShareStateResponse{}
-	mi := &file_controller_proto_msgTypes[76]
+	mi := &file_controller_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4244,7 +4358,7 @@ func (x *DeleteShareStateResponse) String() string {
 func (*DeleteShareStateResponse) ProtoMessage() {}
 
 func (x *DeleteShareStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[76]
+	mi := &file_controller_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4257,7 +4371,7 @@ func (x *DeleteShareStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteShareStateResponse.ProtoReflect.Descriptor instead.
 func (*DeleteShareStateResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{76}
+	return file_controller_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *DeleteShareStateResponse) GetError() *Error {
@@ -4275,7 +4389,7 @@ type ListShareStateGroupsRequest struct {
 
 func (x *ListShareStateGroupsRequest) Reset() {
 	*x = ListShareStateGroupsRequest{}
-	mi := &file_controller_proto_msgTypes[77]
+	mi := &file_controller_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4287,7 +4401,7 @@ func (x *ListShareStateGroupsRequest) String() string {
 func (*ListShareStateGroupsRequest) ProtoMessage() {}
 
 func (x *ListShareStateGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[77]
+	mi := &file_controller_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4300,7 +4414,7 @@ func (x *ListShareStateGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShareStateGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListShareStateGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{77}
+	return file_controller_proto_rawDescGZIP(), []int{79}
 }
 
 type ListShareStateGroupsResponse struct {
@@ -4313,7 +4427,7 @@ type ListShareStateGroupsResponse struct {
 
 func (x *ListShareStateGroupsResponse) Reset() {
 	*x = ListShareStateGroupsResponse{}
-	mi := &file_controller_proto_msgTypes[78]
+	mi := &file_controller_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4325,7 +4439,7 @@ func (x *ListShareStateGroupsResponse) String() string {
 func (*ListShareStateGroupsResponse) ProtoMessage() {}
 
 func (x *ListShareStateGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[78]
+	mi := &file_controller_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4338,7 +4452,7 @@ func (x *ListShareStateGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShareStateGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListShareStateGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{78}
+	return file_controller_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListShareStateGroupsResponse) GetError() *Error {
@@ -4364,7 +4478,7 @@ type AlterSchemaRegistryRequest struct {
 
 func (x *AlterSchemaRegistryRequest) Reset() {
 	*x = AlterSchemaRegistryRequest{}
-	mi := &file_controller_proto_msgTypes[79]
+	mi := &file_controller_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4376,7 +4490,7 @@ func (x *AlterSchemaRegistryRequest) String() string {
 func (*AlterSchemaRegistryRequest) ProtoMessage() {}
 
 func (x *AlterSchemaRegistryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[79]
+	mi := &file_controller_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4389,7 +4503,7 @@ func (x *AlterSchemaRegistryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterSchemaRegistryRequest.ProtoReflect.Descriptor instead.
 func (*AlterSchemaRegistryRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{79}
+	return file_controller_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *AlterSchemaRegistryRequest) GetRecord() *SchemaRegistryRecord {
@@ -4414,7 +4528,7 @@ type AlterSchemaRegistryResponse struct {
 
 func (x *AlterSchemaRegistryResponse) Reset() {
 	*x = AlterSchemaRegistryResponse{}
-	mi := &file_controller_proto_msgTypes[80]
+	mi := &file_controller_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4426,7 +4540,7 @@ func (x *AlterSchemaRegistryResponse) String() string {
 func (*AlterSchemaRegistryResponse) ProtoMessage() {}
 
 func (x *AlterSchemaRegistryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[80]
+	mi := &file_controller_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4439,7 +4553,7 @@ func (x *AlterSchemaRegistryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterSchemaRegistryResponse.ProtoReflect.Descriptor instead.
 func (*AlterSchemaRegistryResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{80}
+	return file_controller_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *AlterSchemaRegistryResponse) GetRegistryErrorCode() int32 {
@@ -4563,6 +4677,13 @@ const file_controller_proto_rawDesc = "" +
 	"\vincremental\x18\x03 \x01(\bR\vincremental\x12#\n" +
 	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\"M\n" +
 	"\x19AlterTopicConfigsResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\xa7\x01\n" +
+	"\x19AlterClientMetricsRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
+	"\x03ops\x18\x02 \x03(\v2\x1d.shale.controller.v1.ConfigOpR\x03ops\x12 \n" +
+	"\vincremental\x18\x03 \x01(\bR\vincremental\x12#\n" +
+	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\"N\n" +
+	"\x1aAlterClientMetricsResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\xf0\x01\n" +
 	"\x15AlterPartitionRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
@@ -4770,7 +4891,7 @@ const file_controller_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
 	"\tschema_id\x18\x03 \x01(\x05R\bschemaId\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x05R\aversion\x12\x1a\n" +
-	"\bversions\x18\x05 \x03(\x05R\bversions2\xb7\x1e\n" +
+	"\bversions\x18\x05 \x03(\x05R\bversions2\xae\x1f\n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -4792,7 +4913,8 @@ const file_controller_proto_rawDesc = "" +
 	"CreateAcls\x12&.shale.controller.v1.CreateAclsRequest\x1a'.shale.controller.v1.CreateAclsResponse\x12]\n" +
 	"\n" +
 	"DeleteAcls\x12&.shale.controller.v1.DeleteAclsRequest\x1a'.shale.controller.v1.DeleteAclsResponse\x12r\n" +
-	"\x11AlterClientQuotas\x12-.shale.controller.v1.AlterClientQuotasRequest\x1a..shale.controller.v1.AlterClientQuotasResponse\x12~\n" +
+	"\x11AlterClientQuotas\x12-.shale.controller.v1.AlterClientQuotasRequest\x1a..shale.controller.v1.AlterClientQuotasResponse\x12u\n" +
+	"\x12AlterClientMetrics\x12..shale.controller.v1.AlterClientMetricsRequest\x1a/.shale.controller.v1.AlterClientMetricsResponse\x12~\n" +
 	"\x15AlterScramCredentials\x121.shale.controller.v1.AlterScramCredentialsRequest\x1a2.shale.controller.v1.AlterScramCredentialsResponse\x12\x87\x01\n" +
 	"\x18DescribeScramCredentials\x124.shale.controller.v1.DescribeScramCredentialsRequest\x1a5.shale.controller.v1.DescribeScramCredentialsResponse\x12x\n" +
 	"\x13AlterSchemaRegistry\x12/.shale.controller.v1.AlterSchemaRegistryRequest\x1a0.shale.controller.v1.AlterSchemaRegistryResponse\x12f\n" +
@@ -4823,7 +4945,7 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_controller_proto_goTypes = []any{
 	(*NotLeader)(nil),                           // 0: shale.controller.v1.NotLeader
 	(*RegisterBrokerRequest)(nil),               // 1: shale.controller.v1.RegisterBrokerRequest
@@ -4844,252 +4966,258 @@ var file_controller_proto_goTypes = []any{
 	(*ConfigOp)(nil),                            // 16: shale.controller.v1.ConfigOp
 	(*AlterTopicConfigsRequest)(nil),            // 17: shale.controller.v1.AlterTopicConfigsRequest
 	(*AlterTopicConfigsResponse)(nil),           // 18: shale.controller.v1.AlterTopicConfigsResponse
-	(*AlterPartitionRequest)(nil),               // 19: shale.controller.v1.AlterPartitionRequest
-	(*AlterPartitionResponse)(nil),              // 20: shale.controller.v1.AlterPartitionResponse
-	(*AllocateProducerIdsRequest)(nil),          // 21: shale.controller.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil),         // 22: shale.controller.v1.AllocateProducerIdsResponse
-	(*CommitOffsetsRequest)(nil),                // 23: shale.controller.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),               // 24: shale.controller.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),                 // 25: shale.controller.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),                // 26: shale.controller.v1.FetchOffsetsResponse
-	(*DeleteGroupOffsetsRequest)(nil),           // 27: shale.controller.v1.DeleteGroupOffsetsRequest
-	(*ReadOffsetsLogRequest)(nil),               // 28: shale.controller.v1.ReadOffsetsLogRequest
-	(*OffsetsLogRecord)(nil),                    // 29: shale.controller.v1.OffsetsLogRecord
-	(*ReadOffsetsLogResponse)(nil),              // 30: shale.controller.v1.ReadOffsetsLogResponse
-	(*DeleteGroupOffsetsResponse)(nil),          // 31: shale.controller.v1.DeleteGroupOffsetsResponse
-	(*ListOffsetGroupsRequest)(nil),             // 32: shale.controller.v1.ListOffsetGroupsRequest
-	(*ListOffsetGroupsResponse)(nil),            // 33: shale.controller.v1.ListOffsetGroupsResponse
-	(*ElectLeadersRequest)(nil),                 // 34: shale.controller.v1.ElectLeadersRequest
-	(*PartitionError)(nil),                      // 35: shale.controller.v1.PartitionError
-	(*ElectLeadersResponse)(nil),                // 36: shale.controller.v1.ElectLeadersResponse
-	(*CreateAclsRequest)(nil),                   // 37: shale.controller.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),                  // 38: shale.controller.v1.CreateAclsResponse
-	(*DeleteAclsRequest)(nil),                   // 39: shale.controller.v1.DeleteAclsRequest
-	(*DeleteAclsFilterResult)(nil),              // 40: shale.controller.v1.DeleteAclsFilterResult
-	(*DeleteAclsResponse)(nil),                  // 41: shale.controller.v1.DeleteAclsResponse
-	(*ClientQuotaOp)(nil),                       // 42: shale.controller.v1.ClientQuotaOp
-	(*ClientQuotaAlteration)(nil),               // 43: shale.controller.v1.ClientQuotaAlteration
-	(*AlterClientQuotasRequest)(nil),            // 44: shale.controller.v1.AlterClientQuotasRequest
-	(*AlterClientQuotasResponse)(nil),           // 45: shale.controller.v1.AlterClientQuotasResponse
-	(*AlterScramCredentialsRequest)(nil),        // 46: shale.controller.v1.AlterScramCredentialsRequest
-	(*AlterScramCredentialsResponse)(nil),       // 47: shale.controller.v1.AlterScramCredentialsResponse
-	(*DescribeScramCredentialsRequest)(nil),     // 48: shale.controller.v1.DescribeScramCredentialsRequest
-	(*DescribeScramCredentialsResponse)(nil),    // 49: shale.controller.v1.DescribeScramCredentialsResponse
-	(*WriteTxnStateRequest)(nil),                // 50: shale.controller.v1.WriteTxnStateRequest
-	(*WriteTxnStateResponse)(nil),               // 51: shale.controller.v1.WriteTxnStateResponse
-	(*TxnOffsetCommitRequest)(nil),              // 52: shale.controller.v1.TxnOffsetCommitRequest
-	(*TxnOffsetCommitResponse)(nil),             // 53: shale.controller.v1.TxnOffsetCommitResponse
-	(*LoadTxnStatesRequest)(nil),                // 54: shale.controller.v1.LoadTxnStatesRequest
-	(*LoadTxnStatesResponse)(nil),               // 55: shale.controller.v1.LoadTxnStatesResponse
-	(*PendingTxnOffsetsRequest)(nil),            // 56: shale.controller.v1.PendingTxnOffsetsRequest
-	(*PendingTxnOffsetsResponse)(nil),           // 57: shale.controller.v1.PendingTxnOffsetsResponse
-	(*AddVoterRequest)(nil),                     // 58: shale.controller.v1.AddVoterRequest
-	(*AddVoterResponse)(nil),                    // 59: shale.controller.v1.AddVoterResponse
-	(*RemoveVoterRequest)(nil),                  // 60: shale.controller.v1.RemoveVoterRequest
-	(*RemoveVoterResponse)(nil),                 // 61: shale.controller.v1.RemoveVoterResponse
-	(*DescribeQuorumRequest)(nil),               // 62: shale.controller.v1.DescribeQuorumRequest
-	(*QuorumReplica)(nil),                       // 63: shale.controller.v1.QuorumReplica
-	(*DescribeQuorumResponse)(nil),              // 64: shale.controller.v1.DescribeQuorumResponse
-	(*UnregisterBrokerRequest)(nil),             // 65: shale.controller.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),            // 66: shale.controller.v1.UnregisterBrokerResponse
-	(*AlterPartitionReassignmentsRequest)(nil),  // 67: shale.controller.v1.AlterPartitionReassignmentsRequest
-	(*AlterPartitionReassignmentsResponse)(nil), // 68: shale.controller.v1.AlterPartitionReassignmentsResponse
-	(*WriteShareStateRequest)(nil),              // 69: shale.controller.v1.WriteShareStateRequest
-	(*WriteShareStateResponse)(nil),             // 70: shale.controller.v1.WriteShareStateResponse
-	(*ReadShareStateRequest)(nil),               // 71: shale.controller.v1.ReadShareStateRequest
-	(*ReadShareStateResponse)(nil),              // 72: shale.controller.v1.ReadShareStateResponse
-	(*InitializeShareStateRequest)(nil),         // 73: shale.controller.v1.InitializeShareStateRequest
-	(*InitializeShareStateResponse)(nil),        // 74: shale.controller.v1.InitializeShareStateResponse
-	(*DeleteShareStateRequest)(nil),             // 75: shale.controller.v1.DeleteShareStateRequest
-	(*DeleteShareStateResponse)(nil),            // 76: shale.controller.v1.DeleteShareStateResponse
-	(*ListShareStateGroupsRequest)(nil),         // 77: shale.controller.v1.ListShareStateGroupsRequest
-	(*ListShareStateGroupsResponse)(nil),        // 78: shale.controller.v1.ListShareStateGroupsResponse
-	(*AlterSchemaRegistryRequest)(nil),          // 79: shale.controller.v1.AlterSchemaRegistryRequest
-	(*AlterSchemaRegistryResponse)(nil),         // 80: shale.controller.v1.AlterSchemaRegistryResponse
-	nil,                                         // 81: shale.controller.v1.CreatableTopic.ConfigsEntry
-	(*Listener)(nil),                            // 82: shale.controller.v1.Listener
-	(*Error)(nil),                               // 83: shale.controller.v1.Error
-	(*MetadataDelta)(nil),                       // 84: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),                  // 85: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),                         // 86: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),                          // 87: shale.controller.v1.TopicState
-	(*PartitionState)(nil),                      // 88: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),                         // 89: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                     // 90: shale.controller.v1.TopicPartitions
-	(ElectionType)(0),                           // 91: shale.controller.v1.ElectionType
-	(*AclBinding)(nil),                          // 92: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),                           // 93: shale.controller.v1.AclFilter
-	(*ClientQuotaEntity)(nil),                   // 94: shale.controller.v1.ClientQuotaEntity
-	(*ScramCredential)(nil),                     // 95: shale.controller.v1.ScramCredential
-	(*ScramCredentialKey)(nil),                  // 96: shale.controller.v1.ScramCredentialKey
-	(*TxnStateRecord)(nil),                      // 97: shale.controller.v1.TxnStateRecord
-	(*TxnOffsetCommitRecord)(nil),               // 98: shale.controller.v1.TxnOffsetCommitRecord
-	(*TxnState)(nil),                            // 99: shale.controller.v1.TxnState
-	(*PartitionReassignment)(nil),               // 100: shale.controller.v1.PartitionReassignment
-	(*SharePartitionState)(nil),                 // 101: shale.controller.v1.SharePartitionState
-	(*SchemaRegistryRecord)(nil),                // 102: shale.controller.v1.SchemaRegistryRecord
+	(*AlterClientMetricsRequest)(nil),           // 19: shale.controller.v1.AlterClientMetricsRequest
+	(*AlterClientMetricsResponse)(nil),          // 20: shale.controller.v1.AlterClientMetricsResponse
+	(*AlterPartitionRequest)(nil),               // 21: shale.controller.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),              // 22: shale.controller.v1.AlterPartitionResponse
+	(*AllocateProducerIdsRequest)(nil),          // 23: shale.controller.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),         // 24: shale.controller.v1.AllocateProducerIdsResponse
+	(*CommitOffsetsRequest)(nil),                // 25: shale.controller.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),               // 26: shale.controller.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),                 // 27: shale.controller.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),                // 28: shale.controller.v1.FetchOffsetsResponse
+	(*DeleteGroupOffsetsRequest)(nil),           // 29: shale.controller.v1.DeleteGroupOffsetsRequest
+	(*ReadOffsetsLogRequest)(nil),               // 30: shale.controller.v1.ReadOffsetsLogRequest
+	(*OffsetsLogRecord)(nil),                    // 31: shale.controller.v1.OffsetsLogRecord
+	(*ReadOffsetsLogResponse)(nil),              // 32: shale.controller.v1.ReadOffsetsLogResponse
+	(*DeleteGroupOffsetsResponse)(nil),          // 33: shale.controller.v1.DeleteGroupOffsetsResponse
+	(*ListOffsetGroupsRequest)(nil),             // 34: shale.controller.v1.ListOffsetGroupsRequest
+	(*ListOffsetGroupsResponse)(nil),            // 35: shale.controller.v1.ListOffsetGroupsResponse
+	(*ElectLeadersRequest)(nil),                 // 36: shale.controller.v1.ElectLeadersRequest
+	(*PartitionError)(nil),                      // 37: shale.controller.v1.PartitionError
+	(*ElectLeadersResponse)(nil),                // 38: shale.controller.v1.ElectLeadersResponse
+	(*CreateAclsRequest)(nil),                   // 39: shale.controller.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                  // 40: shale.controller.v1.CreateAclsResponse
+	(*DeleteAclsRequest)(nil),                   // 41: shale.controller.v1.DeleteAclsRequest
+	(*DeleteAclsFilterResult)(nil),              // 42: shale.controller.v1.DeleteAclsFilterResult
+	(*DeleteAclsResponse)(nil),                  // 43: shale.controller.v1.DeleteAclsResponse
+	(*ClientQuotaOp)(nil),                       // 44: shale.controller.v1.ClientQuotaOp
+	(*ClientQuotaAlteration)(nil),               // 45: shale.controller.v1.ClientQuotaAlteration
+	(*AlterClientQuotasRequest)(nil),            // 46: shale.controller.v1.AlterClientQuotasRequest
+	(*AlterClientQuotasResponse)(nil),           // 47: shale.controller.v1.AlterClientQuotasResponse
+	(*AlterScramCredentialsRequest)(nil),        // 48: shale.controller.v1.AlterScramCredentialsRequest
+	(*AlterScramCredentialsResponse)(nil),       // 49: shale.controller.v1.AlterScramCredentialsResponse
+	(*DescribeScramCredentialsRequest)(nil),     // 50: shale.controller.v1.DescribeScramCredentialsRequest
+	(*DescribeScramCredentialsResponse)(nil),    // 51: shale.controller.v1.DescribeScramCredentialsResponse
+	(*WriteTxnStateRequest)(nil),                // 52: shale.controller.v1.WriteTxnStateRequest
+	(*WriteTxnStateResponse)(nil),               // 53: shale.controller.v1.WriteTxnStateResponse
+	(*TxnOffsetCommitRequest)(nil),              // 54: shale.controller.v1.TxnOffsetCommitRequest
+	(*TxnOffsetCommitResponse)(nil),             // 55: shale.controller.v1.TxnOffsetCommitResponse
+	(*LoadTxnStatesRequest)(nil),                // 56: shale.controller.v1.LoadTxnStatesRequest
+	(*LoadTxnStatesResponse)(nil),               // 57: shale.controller.v1.LoadTxnStatesResponse
+	(*PendingTxnOffsetsRequest)(nil),            // 58: shale.controller.v1.PendingTxnOffsetsRequest
+	(*PendingTxnOffsetsResponse)(nil),           // 59: shale.controller.v1.PendingTxnOffsetsResponse
+	(*AddVoterRequest)(nil),                     // 60: shale.controller.v1.AddVoterRequest
+	(*AddVoterResponse)(nil),                    // 61: shale.controller.v1.AddVoterResponse
+	(*RemoveVoterRequest)(nil),                  // 62: shale.controller.v1.RemoveVoterRequest
+	(*RemoveVoterResponse)(nil),                 // 63: shale.controller.v1.RemoveVoterResponse
+	(*DescribeQuorumRequest)(nil),               // 64: shale.controller.v1.DescribeQuorumRequest
+	(*QuorumReplica)(nil),                       // 65: shale.controller.v1.QuorumReplica
+	(*DescribeQuorumResponse)(nil),              // 66: shale.controller.v1.DescribeQuorumResponse
+	(*UnregisterBrokerRequest)(nil),             // 67: shale.controller.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),            // 68: shale.controller.v1.UnregisterBrokerResponse
+	(*AlterPartitionReassignmentsRequest)(nil),  // 69: shale.controller.v1.AlterPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 70: shale.controller.v1.AlterPartitionReassignmentsResponse
+	(*WriteShareStateRequest)(nil),              // 71: shale.controller.v1.WriteShareStateRequest
+	(*WriteShareStateResponse)(nil),             // 72: shale.controller.v1.WriteShareStateResponse
+	(*ReadShareStateRequest)(nil),               // 73: shale.controller.v1.ReadShareStateRequest
+	(*ReadShareStateResponse)(nil),              // 74: shale.controller.v1.ReadShareStateResponse
+	(*InitializeShareStateRequest)(nil),         // 75: shale.controller.v1.InitializeShareStateRequest
+	(*InitializeShareStateResponse)(nil),        // 76: shale.controller.v1.InitializeShareStateResponse
+	(*DeleteShareStateRequest)(nil),             // 77: shale.controller.v1.DeleteShareStateRequest
+	(*DeleteShareStateResponse)(nil),            // 78: shale.controller.v1.DeleteShareStateResponse
+	(*ListShareStateGroupsRequest)(nil),         // 79: shale.controller.v1.ListShareStateGroupsRequest
+	(*ListShareStateGroupsResponse)(nil),        // 80: shale.controller.v1.ListShareStateGroupsResponse
+	(*AlterSchemaRegistryRequest)(nil),          // 81: shale.controller.v1.AlterSchemaRegistryRequest
+	(*AlterSchemaRegistryResponse)(nil),         // 82: shale.controller.v1.AlterSchemaRegistryResponse
+	nil,                                         // 83: shale.controller.v1.CreatableTopic.ConfigsEntry
+	(*Listener)(nil),                            // 84: shale.controller.v1.Listener
+	(*Error)(nil),                               // 85: shale.controller.v1.Error
+	(*MetadataDelta)(nil),                       // 86: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),                  // 87: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),                         // 88: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),                          // 89: shale.controller.v1.TopicState
+	(*PartitionState)(nil),                      // 90: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),                         // 91: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                     // 92: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),                           // 93: shale.controller.v1.ElectionType
+	(*AclBinding)(nil),                          // 94: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),                           // 95: shale.controller.v1.AclFilter
+	(*ClientQuotaEntity)(nil),                   // 96: shale.controller.v1.ClientQuotaEntity
+	(*ScramCredential)(nil),                     // 97: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),                  // 98: shale.controller.v1.ScramCredentialKey
+	(*TxnStateRecord)(nil),                      // 99: shale.controller.v1.TxnStateRecord
+	(*TxnOffsetCommitRecord)(nil),               // 100: shale.controller.v1.TxnOffsetCommitRecord
+	(*TxnState)(nil),                            // 101: shale.controller.v1.TxnState
+	(*PartitionReassignment)(nil),               // 102: shale.controller.v1.PartitionReassignment
+	(*SharePartitionState)(nil),                 // 103: shale.controller.v1.SharePartitionState
+	(*SchemaRegistryRecord)(nil),                // 104: shale.controller.v1.SchemaRegistryRecord
 }
 var file_controller_proto_depIdxs = []int32{
-	82,  // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	83,  // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	83,  // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	84,  // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	85,  // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	86,  // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	81,  // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	84,  // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	85,  // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	85,  // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	86,  // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	87,  // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	88,  // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	83,  // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
 	7,   // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	83,  // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	87,  // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	85,  // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	89,  // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
 	9,   // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	83,  // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	86,  // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	85,  // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	88,  // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
 	13,  // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	83,  // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	85,  // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
 	16,  // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	83,  // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
-	83,  // 17: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	88,  // 18: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	83,  // 19: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 20: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	83,  // 21: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	90,  // 22: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	83,  // 23: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 24: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	90,  // 25: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	89,  // 26: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
-	83,  // 27: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
-	29,  // 28: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
-	83,  // 29: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	83,  // 30: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	91,  // 31: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
-	90,  // 32: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	83,  // 33: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
-	83,  // 34: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
-	35,  // 35: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
-	92,  // 36: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
-	83,  // 37: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
-	83,  // 38: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
-	93,  // 39: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
-	83,  // 40: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
-	92,  // 41: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
-	83,  // 42: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
-	40,  // 43: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
-	94,  // 44: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
-	42,  // 45: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
-	43,  // 46: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
-	83,  // 47: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
-	95,  // 48: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
-	96,  // 49: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	83,  // 50: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	83,  // 51: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
-	83,  // 52: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
-	83,  // 53: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	95,  // 54: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
-	97,  // 55: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
-	83,  // 56: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
-	98,  // 57: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
-	83,  // 58: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
-	83,  // 59: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
-	99,  // 60: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
-	83,  // 61: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	90,  // 62: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
-	83,  // 63: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
-	83,  // 64: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
-	83,  // 65: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
-	63,  // 66: shale.controller.v1.DescribeQuorumResponse.voters:type_name -> shale.controller.v1.QuorumReplica
-	63,  // 67: shale.controller.v1.DescribeQuorumResponse.observers:type_name -> shale.controller.v1.QuorumReplica
-	83,  // 68: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	100, // 69: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	83,  // 70: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
-	35,  // 71: shale.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> shale.controller.v1.PartitionError
-	101, // 72: shale.controller.v1.WriteShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
-	83,  // 73: shale.controller.v1.WriteShareStateResponse.error:type_name -> shale.controller.v1.Error
-	83,  // 74: shale.controller.v1.WriteShareStateResponse.errors:type_name -> shale.controller.v1.Error
-	90,  // 75: shale.controller.v1.ReadShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	83,  // 76: shale.controller.v1.ReadShareStateResponse.error:type_name -> shale.controller.v1.Error
-	101, // 77: shale.controller.v1.ReadShareStateResponse.states:type_name -> shale.controller.v1.SharePartitionState
-	101, // 78: shale.controller.v1.InitializeShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
-	83,  // 79: shale.controller.v1.InitializeShareStateResponse.error:type_name -> shale.controller.v1.Error
-	83,  // 80: shale.controller.v1.InitializeShareStateResponse.errors:type_name -> shale.controller.v1.Error
-	90,  // 81: shale.controller.v1.DeleteShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	83,  // 82: shale.controller.v1.DeleteShareStateResponse.error:type_name -> shale.controller.v1.Error
-	83,  // 83: shale.controller.v1.ListShareStateGroupsResponse.error:type_name -> shale.controller.v1.Error
-	102, // 84: shale.controller.v1.AlterSchemaRegistryRequest.record:type_name -> shale.controller.v1.SchemaRegistryRecord
-	1,   // 85: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,   // 86: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,   // 87: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,   // 88: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11,  // 89: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14,  // 90: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17,  // 91: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	19,  // 92: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	21,  // 93: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	23,  // 94: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	25,  // 95: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	27,  // 96: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	32,  // 97: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	28,  // 98: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
-	34,  // 99: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
-	37,  // 100: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
-	39,  // 101: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
-	44,  // 102: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
-	46,  // 103: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
-	48,  // 104: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
-	79,  // 105: shale.controller.v1.Controller.AlterSchemaRegistry:input_type -> shale.controller.v1.AlterSchemaRegistryRequest
-	50,  // 106: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
-	52,  // 107: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
-	54,  // 108: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
-	56,  // 109: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
-	58,  // 110: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
-	60,  // 111: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
-	62,  // 112: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
-	65,  // 113: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
-	67,  // 114: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
-	69,  // 115: shale.controller.v1.Controller.WriteShareState:input_type -> shale.controller.v1.WriteShareStateRequest
-	71,  // 116: shale.controller.v1.Controller.ReadShareState:input_type -> shale.controller.v1.ReadShareStateRequest
-	73,  // 117: shale.controller.v1.Controller.InitializeShareState:input_type -> shale.controller.v1.InitializeShareStateRequest
-	75,  // 118: shale.controller.v1.Controller.DeleteShareState:input_type -> shale.controller.v1.DeleteShareStateRequest
-	77,  // 119: shale.controller.v1.Controller.ListShareStateGroups:input_type -> shale.controller.v1.ListShareStateGroupsRequest
-	2,   // 120: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,   // 121: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,   // 122: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10,  // 123: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12,  // 124: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15,  // 125: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18,  // 126: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	20,  // 127: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	22,  // 128: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	24,  // 129: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	26,  // 130: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	31,  // 131: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	33,  // 132: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	30,  // 133: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
-	36,  // 134: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
-	38,  // 135: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
-	41,  // 136: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
-	45,  // 137: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
-	47,  // 138: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
-	49,  // 139: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
-	80,  // 140: shale.controller.v1.Controller.AlterSchemaRegistry:output_type -> shale.controller.v1.AlterSchemaRegistryResponse
-	51,  // 141: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
-	53,  // 142: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
-	55,  // 143: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
-	57,  // 144: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
-	59,  // 145: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
-	61,  // 146: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
-	64,  // 147: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
-	66,  // 148: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
-	68,  // 149: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
-	70,  // 150: shale.controller.v1.Controller.WriteShareState:output_type -> shale.controller.v1.WriteShareStateResponse
-	72,  // 151: shale.controller.v1.Controller.ReadShareState:output_type -> shale.controller.v1.ReadShareStateResponse
-	74,  // 152: shale.controller.v1.Controller.InitializeShareState:output_type -> shale.controller.v1.InitializeShareStateResponse
-	76,  // 153: shale.controller.v1.Controller.DeleteShareState:output_type -> shale.controller.v1.DeleteShareStateResponse
-	78,  // 154: shale.controller.v1.Controller.ListShareStateGroups:output_type -> shale.controller.v1.ListShareStateGroupsResponse
-	120, // [120:155] is the sub-list for method output_type
-	85,  // [85:120] is the sub-list for method input_type
-	85,  // [85:85] is the sub-list for extension type_name
-	85,  // [85:85] is the sub-list for extension extendee
-	0,   // [0:85] is the sub-list for field type_name
+	85,  // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	16,  // 17: shale.controller.v1.AlterClientMetricsRequest.ops:type_name -> shale.controller.v1.ConfigOp
+	85,  // 18: shale.controller.v1.AlterClientMetricsResponse.error:type_name -> shale.controller.v1.Error
+	85,  // 19: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	90,  // 20: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	85,  // 21: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	91,  // 22: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	85,  // 23: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	92,  // 24: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	85,  // 25: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	91,  // 26: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	92,  // 27: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	91,  // 28: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
+	85,  // 29: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
+	31,  // 30: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
+	85,  // 31: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	85,  // 32: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 33: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	92,  // 34: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	85,  // 35: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	85,  // 36: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	37,  // 37: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
+	94,  // 38: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
+	85,  // 39: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
+	85,  // 40: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
+	95,  // 41: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
+	85,  // 42: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
+	94,  // 43: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
+	85,  // 44: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
+	42,  // 45: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
+	96,  // 46: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	44,  // 47: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
+	45,  // 48: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
+	85,  // 49: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
+	97,  // 50: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
+	98,  // 51: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	85,  // 52: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	85,  // 53: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
+	85,  // 54: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
+	85,  // 55: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	97,  // 56: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
+	99,  // 57: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
+	85,  // 58: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
+	100, // 59: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
+	85,  // 60: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
+	85,  // 61: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
+	101, // 62: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
+	85,  // 63: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	92,  // 64: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
+	85,  // 65: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
+	85,  // 66: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
+	85,  // 67: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
+	65,  // 68: shale.controller.v1.DescribeQuorumResponse.voters:type_name -> shale.controller.v1.QuorumReplica
+	65,  // 69: shale.controller.v1.DescribeQuorumResponse.observers:type_name -> shale.controller.v1.QuorumReplica
+	85,  // 70: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	102, // 71: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	85,  // 72: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
+	37,  // 73: shale.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> shale.controller.v1.PartitionError
+	103, // 74: shale.controller.v1.WriteShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
+	85,  // 75: shale.controller.v1.WriteShareStateResponse.error:type_name -> shale.controller.v1.Error
+	85,  // 76: shale.controller.v1.WriteShareStateResponse.errors:type_name -> shale.controller.v1.Error
+	92,  // 77: shale.controller.v1.ReadShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	85,  // 78: shale.controller.v1.ReadShareStateResponse.error:type_name -> shale.controller.v1.Error
+	103, // 79: shale.controller.v1.ReadShareStateResponse.states:type_name -> shale.controller.v1.SharePartitionState
+	103, // 80: shale.controller.v1.InitializeShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
+	85,  // 81: shale.controller.v1.InitializeShareStateResponse.error:type_name -> shale.controller.v1.Error
+	85,  // 82: shale.controller.v1.InitializeShareStateResponse.errors:type_name -> shale.controller.v1.Error
+	92,  // 83: shale.controller.v1.DeleteShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	85,  // 84: shale.controller.v1.DeleteShareStateResponse.error:type_name -> shale.controller.v1.Error
+	85,  // 85: shale.controller.v1.ListShareStateGroupsResponse.error:type_name -> shale.controller.v1.Error
+	104, // 86: shale.controller.v1.AlterSchemaRegistryRequest.record:type_name -> shale.controller.v1.SchemaRegistryRecord
+	1,   // 87: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,   // 88: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,   // 89: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,   // 90: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11,  // 91: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14,  // 92: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17,  // 93: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	21,  // 94: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	23,  // 95: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	25,  // 96: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	27,  // 97: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	29,  // 98: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	34,  // 99: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	30,  // 100: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
+	36,  // 101: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	39,  // 102: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
+	41,  // 103: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
+	46,  // 104: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
+	19,  // 105: shale.controller.v1.Controller.AlterClientMetrics:input_type -> shale.controller.v1.AlterClientMetricsRequest
+	48,  // 106: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
+	50,  // 107: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
+	81,  // 108: shale.controller.v1.Controller.AlterSchemaRegistry:input_type -> shale.controller.v1.AlterSchemaRegistryRequest
+	52,  // 109: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
+	54,  // 110: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
+	56,  // 111: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
+	58,  // 112: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
+	60,  // 113: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
+	62,  // 114: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
+	64,  // 115: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
+	67,  // 116: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
+	69,  // 117: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
+	71,  // 118: shale.controller.v1.Controller.WriteShareState:input_type -> shale.controller.v1.WriteShareStateRequest
+	73,  // 119: shale.controller.v1.Controller.ReadShareState:input_type -> shale.controller.v1.ReadShareStateRequest
+	75,  // 120: shale.controller.v1.Controller.InitializeShareState:input_type -> shale.controller.v1.InitializeShareStateRequest
+	77,  // 121: shale.controller.v1.Controller.DeleteShareState:input_type -> shale.controller.v1.DeleteShareStateRequest
+	79,  // 122: shale.controller.v1.Controller.ListShareStateGroups:input_type -> shale.controller.v1.ListShareStateGroupsRequest
+	2,   // 123: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,   // 124: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,   // 125: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10,  // 126: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12,  // 127: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15,  // 128: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18,  // 129: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	22,  // 130: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	24,  // 131: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	26,  // 132: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	28,  // 133: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	33,  // 134: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	35,  // 135: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	32,  // 136: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
+	38,  // 137: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	40,  // 138: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
+	43,  // 139: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
+	47,  // 140: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
+	20,  // 141: shale.controller.v1.Controller.AlterClientMetrics:output_type -> shale.controller.v1.AlterClientMetricsResponse
+	49,  // 142: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
+	51,  // 143: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
+	82,  // 144: shale.controller.v1.Controller.AlterSchemaRegistry:output_type -> shale.controller.v1.AlterSchemaRegistryResponse
+	53,  // 145: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
+	55,  // 146: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
+	57,  // 147: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
+	59,  // 148: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
+	61,  // 149: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
+	63,  // 150: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
+	66,  // 151: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
+	68,  // 152: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
+	70,  // 153: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
+	72,  // 154: shale.controller.v1.Controller.WriteShareState:output_type -> shale.controller.v1.WriteShareStateResponse
+	74,  // 155: shale.controller.v1.Controller.ReadShareState:output_type -> shale.controller.v1.ReadShareStateResponse
+	76,  // 156: shale.controller.v1.Controller.InitializeShareState:output_type -> shale.controller.v1.InitializeShareStateResponse
+	78,  // 157: shale.controller.v1.Controller.DeleteShareState:output_type -> shale.controller.v1.DeleteShareStateResponse
+	80,  // 158: shale.controller.v1.Controller.ListShareStateGroups:output_type -> shale.controller.v1.ListShareStateGroupsResponse
+	123, // [123:159] is the sub-list for method output_type
+	87,  // [87:123] is the sub-list for method input_type
+	87,  // [87:87] is the sub-list for extension type_name
+	87,  // [87:87] is the sub-list for extension extendee
+	0,   // [0:87] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -5111,7 +5239,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   82,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,7 @@ const (
 	Controller_CreateAcls_FullMethodName                  = "/shale.controller.v1.Controller/CreateAcls"
 	Controller_DeleteAcls_FullMethodName                  = "/shale.controller.v1.Controller/DeleteAcls"
 	Controller_AlterClientQuotas_FullMethodName           = "/shale.controller.v1.Controller/AlterClientQuotas"
+	Controller_AlterClientMetrics_FullMethodName          = "/shale.controller.v1.Controller/AlterClientMetrics"
 	Controller_AlterScramCredentials_FullMethodName       = "/shale.controller.v1.Controller/AlterScramCredentials"
 	Controller_DescribeScramCredentials_FullMethodName    = "/shale.controller.v1.Controller/DescribeScramCredentials"
 	Controller_AlterSchemaRegistry_FullMethodName         = "/shale.controller.v1.Controller/AlterSchemaRegistry"
@@ -90,6 +91,8 @@ type ControllerClient interface {
 	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
 	// AlterClientQuotas changes client quotas (Kafka's AlterClientQuotas, KIP-546).
 	AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error)
+	// AlterClientMetrics changes one client metrics subscription (KIP-714).
+	AlterClientMetrics(ctx context.Context, in *AlterClientMetricsRequest, opts ...grpc.CallOption) (*AlterClientMetricsResponse, error)
 	// AlterScramCredentials upserts and deletes salted SCRAM credentials (KIP-554).
 	AlterScramCredentials(ctx context.Context, in *AlterScramCredentialsRequest, opts ...grpc.CallOption) (*AlterScramCredentialsResponse, error)
 	// DescribeScramCredentials returns stored credentials, secrets included: brokers check
@@ -333,6 +336,16 @@ func (c *controllerClient) AlterClientQuotas(ctx context.Context, in *AlterClien
 	return out, nil
 }
 
+func (c *controllerClient) AlterClientMetrics(ctx context.Context, in *AlterClientMetricsRequest, opts ...grpc.CallOption) (*AlterClientMetricsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterClientMetricsResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterClientMetrics_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerClient) AlterScramCredentials(ctx context.Context, in *AlterScramCredentialsRequest, opts ...grpc.CallOption) (*AlterScramCredentialsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AlterScramCredentialsResponse)
@@ -533,6 +546,8 @@ type ControllerServer interface {
 	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
 	// AlterClientQuotas changes client quotas (Kafka's AlterClientQuotas, KIP-546).
 	AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error)
+	// AlterClientMetrics changes one client metrics subscription (KIP-714).
+	AlterClientMetrics(context.Context, *AlterClientMetricsRequest) (*AlterClientMetricsResponse, error)
 	// AlterScramCredentials upserts and deletes salted SCRAM credentials (KIP-554).
 	AlterScramCredentials(context.Context, *AlterScramCredentialsRequest) (*AlterScramCredentialsResponse, error)
 	// DescribeScramCredentials returns stored credentials, secrets included: brokers check
@@ -640,6 +655,9 @@ func (UnimplementedControllerServer) DeleteAcls(context.Context, *DeleteAclsRequ
 }
 func (UnimplementedControllerServer) AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterClientQuotas not implemented")
+}
+func (UnimplementedControllerServer) AlterClientMetrics(context.Context, *AlterClientMetricsRequest) (*AlterClientMetricsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterClientMetrics not implemented")
 }
 func (UnimplementedControllerServer) AlterScramCredentials(context.Context, *AlterScramCredentialsRequest) (*AlterScramCredentialsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterScramCredentials not implemented")
@@ -1030,6 +1048,24 @@ func _Controller_AlterClientQuotas_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AlterClientMetrics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterClientMetricsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterClientMetrics(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterClientMetrics_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterClientMetrics(ctx, req.(*AlterClientMetricsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Controller_AlterScramCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(AlterScramCredentialsRequest)
 	if err := dec(in); err != nil {
@@ -1410,6 +1446,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AlterClientQuotas",
 			Handler:    _Controller_AlterClientQuotas_Handler,
+		},
+		{
+			MethodName: "AlterClientMetrics",
+			Handler:    _Controller_AlterClientMetrics_Handler,
 		},
 		{
 			MethodName: "AlterScramCredentials",

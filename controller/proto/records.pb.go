@@ -177,6 +177,7 @@ type Record struct {
 	//	*Record_AlterPartitionReassignments
 	//	*Record_ShareStateOps
 	//	*Record_SchemaRegistry
+	//	*Record_ClientMetrics
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -426,6 +427,15 @@ func (x *Record) GetSchemaRegistry() *SchemaRegistryRecord {
 	return nil
 }
 
+func (x *Record) GetClientMetrics() *ClientMetricsRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_ClientMetrics); ok {
+			return x.ClientMetrics
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -522,6 +532,10 @@ type Record_SchemaRegistry struct {
 	SchemaRegistry *SchemaRegistryRecord `protobuf:"bytes,170,opt,name=schema_registry,json=schemaRegistry,proto3,oneof"`
 }
 
+type Record_ClientMetrics struct {
+	ClientMetrics *ClientMetricsRecord `protobuf:"bytes,190,opt,name=client_metrics,json=clientMetrics,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -567,6 +581,8 @@ func (*Record_AlterPartitionReassignments) isRecord_Record() {}
 func (*Record_ShareStateOps) isRecord_Record() {}
 
 func (*Record_SchemaRegistry) isRecord_Record() {}
+
+func (*Record_ClientMetrics) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -1838,6 +1854,7 @@ type SnapshotItem struct {
 	//	*SnapshotItem_TxnState
 	//	*SnapshotItem_SharePartition
 	//	*SnapshotItem_SchemaRegistry
+	//	*SnapshotItem_ClientMetrics
 	Item          isSnapshotItem_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1961,6 +1978,15 @@ func (x *SnapshotItem) GetSchemaRegistry() *SchemaRegistryDelta {
 	return nil
 }
 
+func (x *SnapshotItem) GetClientMetrics() *ClientMetricsState {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_ClientMetrics); ok {
+			return x.ClientMetrics
+		}
+	}
+	return nil
+}
+
 type isSnapshotItem_Item interface {
 	isSnapshotItem_Item()
 }
@@ -2001,6 +2027,10 @@ type SnapshotItem_SchemaRegistry struct {
 	SchemaRegistry *SchemaRegistryDelta `protobuf:"bytes,170,opt,name=schema_registry,json=schemaRegistry,proto3,oneof"` // the whole registry, in one item
 }
 
+type SnapshotItem_ClientMetrics struct {
+	ClientMetrics *ClientMetricsState `protobuf:"bytes,190,opt,name=client_metrics,json=clientMetrics,proto3,oneof"`
+}
+
 func (*SnapshotItem_Broker) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Topic) isSnapshotItem_Item() {}
@@ -2018,6 +2048,8 @@ func (*SnapshotItem_TxnState) isSnapshotItem_Item() {}
 func (*SnapshotItem_SharePartition) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_SchemaRegistry) isSnapshotItem_Item() {}
+
+func (*SnapshotItem_ClientMetrics) isSnapshotItem_Item() {}
 
 // CreateAclsRecord stores ACL bindings the leader validated; bindings already stored are
 // kept once.
@@ -2157,6 +2189,52 @@ func (x *ClientQuotasRecord) GetQuotas() []*ClientQuotaState {
 	return nil
 }
 
+// ClientMetricsRecord sets client metrics subscriptions' complete configs (Alter and
+// IncrementalAlterConfigs on CLIENT_METRICS resources); one with no configs is removed.
+type ClientMetricsRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subscriptions []*ClientMetricsState  `protobuf:"bytes,1,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientMetricsRecord) Reset() {
+	*x = ClientMetricsRecord{}
+	mi := &file_records_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientMetricsRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientMetricsRecord) ProtoMessage() {}
+
+func (x *ClientMetricsRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientMetricsRecord.ProtoReflect.Descriptor instead.
+func (*ClientMetricsRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ClientMetricsRecord) GetSubscriptions() []*ClientMetricsState {
+	if x != nil {
+		return x.Subscriptions
+	}
+	return nil
+}
+
 // ScramCredentialsRecord upserts and deletes users' salted SCRAM credentials (KIP-554).
 // Deletions apply before upserts; a deletion of a credential that does not exist is
 // ignored (the controller reports RESOURCE_NOT_FOUND before proposing).
@@ -2170,7 +2248,7 @@ type ScramCredentialsRecord struct {
 
 func (x *ScramCredentialsRecord) Reset() {
 	*x = ScramCredentialsRecord{}
-	mi := &file_records_proto_msgTypes[24]
+	mi := &file_records_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2182,7 +2260,7 @@ func (x *ScramCredentialsRecord) String() string {
 func (*ScramCredentialsRecord) ProtoMessage() {}
 
 func (x *ScramCredentialsRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[24]
+	mi := &file_records_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2195,7 +2273,7 @@ func (x *ScramCredentialsRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScramCredentialsRecord.ProtoReflect.Descriptor instead.
 func (*ScramCredentialsRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{24}
+	return file_records_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ScramCredentialsRecord) GetUpserts() []*ScramCredential {
@@ -2237,7 +2315,7 @@ type TxnState struct {
 
 func (x *TxnState) Reset() {
 	*x = TxnState{}
-	mi := &file_records_proto_msgTypes[25]
+	mi := &file_records_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2327,7 @@ func (x *TxnState) String() string {
 func (*TxnState) ProtoMessage() {}
 
 func (x *TxnState) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[25]
+	mi := &file_records_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2340,7 @@ func (x *TxnState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnState.ProtoReflect.Descriptor instead.
 func (*TxnState) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{25}
+	return file_records_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TxnState) GetTransactionalId() string {
@@ -2367,7 +2445,7 @@ type TxnStateRecord struct {
 
 func (x *TxnStateRecord) Reset() {
 	*x = TxnStateRecord{}
-	mi := &file_records_proto_msgTypes[26]
+	mi := &file_records_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2457,7 @@ func (x *TxnStateRecord) String() string {
 func (*TxnStateRecord) ProtoMessage() {}
 
 func (x *TxnStateRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[26]
+	mi := &file_records_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2470,7 @@ func (x *TxnStateRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnStateRecord.ProtoReflect.Descriptor instead.
 func (*TxnStateRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{26}
+	return file_records_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TxnStateRecord) GetCoordinatorId() int32 {
@@ -2440,7 +2518,7 @@ type TxnOffsetCommitRecord struct {
 
 func (x *TxnOffsetCommitRecord) Reset() {
 	*x = TxnOffsetCommitRecord{}
-	mi := &file_records_proto_msgTypes[27]
+	mi := &file_records_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2530,7 @@ func (x *TxnOffsetCommitRecord) String() string {
 func (*TxnOffsetCommitRecord) ProtoMessage() {}
 
 func (x *TxnOffsetCommitRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[27]
+	mi := &file_records_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2543,7 @@ func (x *TxnOffsetCommitRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitRecord.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{27}
+	return file_records_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TxnOffsetCommitRecord) GetCoordinatorId() int32 {
@@ -2531,7 +2609,7 @@ type UnregisterBrokerRecord struct {
 
 func (x *UnregisterBrokerRecord) Reset() {
 	*x = UnregisterBrokerRecord{}
-	mi := &file_records_proto_msgTypes[28]
+	mi := &file_records_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2543,7 +2621,7 @@ func (x *UnregisterBrokerRecord) String() string {
 func (*UnregisterBrokerRecord) ProtoMessage() {}
 
 func (x *UnregisterBrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[28]
+	mi := &file_records_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2556,7 +2634,7 @@ func (x *UnregisterBrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerRecord.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{28}
+	return file_records_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *UnregisterBrokerRecord) GetBrokerId() int32 {
@@ -2590,7 +2668,7 @@ type PartitionReassignment struct {
 
 func (x *PartitionReassignment) Reset() {
 	*x = PartitionReassignment{}
-	mi := &file_records_proto_msgTypes[29]
+	mi := &file_records_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2602,7 +2680,7 @@ func (x *PartitionReassignment) String() string {
 func (*PartitionReassignment) ProtoMessage() {}
 
 func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[29]
+	mi := &file_records_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2615,7 +2693,7 @@ func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionReassignment.ProtoReflect.Descriptor instead.
 func (*PartitionReassignment) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{29}
+	return file_records_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PartitionReassignment) GetTopic() string {
@@ -2665,7 +2743,7 @@ type AlterPartitionReassignmentsRecord struct {
 
 func (x *AlterPartitionReassignmentsRecord) Reset() {
 	*x = AlterPartitionReassignmentsRecord{}
-	mi := &file_records_proto_msgTypes[30]
+	mi := &file_records_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2677,7 +2755,7 @@ func (x *AlterPartitionReassignmentsRecord) String() string {
 func (*AlterPartitionReassignmentsRecord) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[30]
+	mi := &file_records_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2690,7 +2768,7 @@ func (x *AlterPartitionReassignmentsRecord) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use AlterPartitionReassignmentsRecord.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{30}
+	return file_records_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AlterPartitionReassignmentsRecord) GetReassignments() []*PartitionReassignment {
@@ -2716,7 +2794,7 @@ type ShareStateBatch struct {
 
 func (x *ShareStateBatch) Reset() {
 	*x = ShareStateBatch{}
-	mi := &file_records_proto_msgTypes[31]
+	mi := &file_records_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2728,7 +2806,7 @@ func (x *ShareStateBatch) String() string {
 func (*ShareStateBatch) ProtoMessage() {}
 
 func (x *ShareStateBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[31]
+	mi := &file_records_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2741,7 +2819,7 @@ func (x *ShareStateBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShareStateBatch.ProtoReflect.Descriptor instead.
 func (*ShareStateBatch) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{31}
+	return file_records_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ShareStateBatch) GetFirstOffset() int64 {
@@ -2799,7 +2877,7 @@ type SharePartitionState struct {
 
 func (x *SharePartitionState) Reset() {
 	*x = SharePartitionState{}
-	mi := &file_records_proto_msgTypes[32]
+	mi := &file_records_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2811,7 +2889,7 @@ func (x *SharePartitionState) String() string {
 func (*SharePartitionState) ProtoMessage() {}
 
 func (x *SharePartitionState) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[32]
+	mi := &file_records_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2824,7 +2902,7 @@ func (x *SharePartitionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharePartitionState.ProtoReflect.Descriptor instead.
 func (*SharePartitionState) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{32}
+	return file_records_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SharePartitionState) GetGroup() string {
@@ -2901,7 +2979,7 @@ type ShareStateOp struct {
 
 func (x *ShareStateOp) Reset() {
 	*x = ShareStateOp{}
-	mi := &file_records_proto_msgTypes[33]
+	mi := &file_records_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +2991,7 @@ func (x *ShareStateOp) String() string {
 func (*ShareStateOp) ProtoMessage() {}
 
 func (x *ShareStateOp) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[33]
+	mi := &file_records_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +3004,7 @@ func (x *ShareStateOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShareStateOp.ProtoReflect.Descriptor instead.
 func (*ShareStateOp) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{33}
+	return file_records_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ShareStateOp) GetWrite() *SharePartitionState {
@@ -2967,7 +3045,7 @@ type ShareStateOpsRecord struct {
 
 func (x *ShareStateOpsRecord) Reset() {
 	*x = ShareStateOpsRecord{}
-	mi := &file_records_proto_msgTypes[34]
+	mi := &file_records_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2979,7 +3057,7 @@ func (x *ShareStateOpsRecord) String() string {
 func (*ShareStateOpsRecord) ProtoMessage() {}
 
 func (x *ShareStateOpsRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[34]
+	mi := &file_records_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2992,7 +3070,7 @@ func (x *ShareStateOpsRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShareStateOpsRecord.ProtoReflect.Descriptor instead.
 func (*ShareStateOpsRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{34}
+	return file_records_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ShareStateOpsRecord) GetOps() []*ShareStateOp {
@@ -3021,7 +3099,7 @@ type SchemaRegistryRecord struct {
 
 func (x *SchemaRegistryRecord) Reset() {
 	*x = SchemaRegistryRecord{}
-	mi := &file_records_proto_msgTypes[35]
+	mi := &file_records_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3033,7 +3111,7 @@ func (x *SchemaRegistryRecord) String() string {
 func (*SchemaRegistryRecord) ProtoMessage() {}
 
 func (x *SchemaRegistryRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[35]
+	mi := &file_records_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3046,7 +3124,7 @@ func (x *SchemaRegistryRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchemaRegistryRecord.ProtoReflect.Descriptor instead.
 func (*SchemaRegistryRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{35}
+	return file_records_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SchemaRegistryRecord) GetOp() isSchemaRegistryRecord_Op {
@@ -3152,7 +3230,7 @@ type RegisterSchemaOp struct {
 
 func (x *RegisterSchemaOp) Reset() {
 	*x = RegisterSchemaOp{}
-	mi := &file_records_proto_msgTypes[36]
+	mi := &file_records_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3164,7 +3242,7 @@ func (x *RegisterSchemaOp) String() string {
 func (*RegisterSchemaOp) ProtoMessage() {}
 
 func (x *RegisterSchemaOp) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[36]
+	mi := &file_records_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3177,7 +3255,7 @@ func (x *RegisterSchemaOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterSchemaOp.ProtoReflect.Descriptor instead.
 func (*RegisterSchemaOp) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{36}
+	return file_records_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RegisterSchemaOp) GetSubject() string {
@@ -3220,7 +3298,7 @@ type DeleteSubjectOp struct {
 
 func (x *DeleteSubjectOp) Reset() {
 	*x = DeleteSubjectOp{}
-	mi := &file_records_proto_msgTypes[37]
+	mi := &file_records_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3232,7 +3310,7 @@ func (x *DeleteSubjectOp) String() string {
 func (*DeleteSubjectOp) ProtoMessage() {}
 
 func (x *DeleteSubjectOp) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[37]
+	mi := &file_records_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3245,7 +3323,7 @@ func (x *DeleteSubjectOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSubjectOp.ProtoReflect.Descriptor instead.
 func (*DeleteSubjectOp) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{37}
+	return file_records_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeleteSubjectOp) GetSubject() string {
@@ -3273,7 +3351,7 @@ type DeleteVersionOp struct {
 
 func (x *DeleteVersionOp) Reset() {
 	*x = DeleteVersionOp{}
-	mi := &file_records_proto_msgTypes[38]
+	mi := &file_records_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3285,7 +3363,7 @@ func (x *DeleteVersionOp) String() string {
 func (*DeleteVersionOp) ProtoMessage() {}
 
 func (x *DeleteVersionOp) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[38]
+	mi := &file_records_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3298,7 +3376,7 @@ func (x *DeleteVersionOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteVersionOp.ProtoReflect.Descriptor instead.
 func (*DeleteVersionOp) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{38}
+	return file_records_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeleteVersionOp) GetSubject() string {
@@ -3326,7 +3404,7 @@ var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xcb\x0f\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\x9f\x10\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -3354,7 +3432,8 @@ const file_records_proto_rawDesc = "" +
 	"\x11unregister_broker\x18\x82\x01 \x01(\v2+.shale.controller.v1.UnregisterBrokerRecordH\x00R\x10unregisterBroker\x12|\n" +
 	"\x1dalter_partition_reassignments\x18x \x01(\v26.shale.controller.v1.AlterPartitionReassignmentsRecordH\x00R\x1balterPartitionReassignments\x12S\n" +
 	"\x0fshare_state_ops\x18\x96\x01 \x01(\v2(.shale.controller.v1.ShareStateOpsRecordH\x00R\rshareStateOps\x12U\n" +
-	"\x0fschema_registry\x18\xaa\x01 \x01(\v2).shale.controller.v1.SchemaRegistryRecordH\x00R\x0eschemaRegistryB\b\n" +
+	"\x0fschema_registry\x18\xaa\x01 \x01(\v2).shale.controller.v1.SchemaRegistryRecordH\x00R\x0eschemaRegistry\x12R\n" +
+	"\x0eclient_metrics\x18\xbe\x01 \x01(\v2(.shale.controller.v1.ClientMetricsRecordH\x00R\rclientMetricsB\b\n" +
 	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -3457,7 +3536,7 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\x03R\roffsetsLogEnd\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\x84\x05\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xd7\x05\n" +
 	"\fSnapshotItem\x12:\n" +
 	"\x06broker\x18\x01 \x01(\v2 .shale.controller.v1.BrokerStateH\x00R\x06broker\x127\n" +
 	"\x05topic\x18\x02 \x01(\v2\x1f.shale.controller.v1.TopicStateH\x00R\x05topic\x129\n" +
@@ -3467,14 +3546,17 @@ const file_records_proto_rawDesc = "" +
 	"\x10scram_credential\x18( \x01(\v2$.shale.controller.v1.ScramCredentialH\x00R\x0fscramCredential\x12<\n" +
 	"\ttxn_state\x18d \x01(\v2\x1d.shale.controller.v1.TxnStateH\x00R\btxnState\x12T\n" +
 	"\x0fshare_partition\x18\x96\x01 \x01(\v2(.shale.controller.v1.SharePartitionStateH\x00R\x0esharePartition\x12T\n" +
-	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaH\x00R\x0eschemaRegistryB\x06\n" +
+	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaH\x00R\x0eschemaRegistry\x12Q\n" +
+	"\x0eclient_metrics\x18\xbe\x01 \x01(\v2'.shale.controller.v1.ClientMetricsStateH\x00R\rclientMetricsB\x06\n" +
 	"\x04item\"G\n" +
 	"\x10CreateAclsRecord\x123\n" +
 	"\x04acls\x18\x01 \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\"L\n" +
 	"\x10DeleteAclsRecord\x128\n" +
 	"\afilters\x18\x01 \x03(\v2\x1e.shale.controller.v1.AclFilterR\afilters\"S\n" +
 	"\x12ClientQuotasRecord\x12=\n" +
-	"\x06quotas\x18\x01 \x03(\v2%.shale.controller.v1.ClientQuotaStateR\x06quotas\"\x9f\x01\n" +
+	"\x06quotas\x18\x01 \x03(\v2%.shale.controller.v1.ClientQuotaStateR\x06quotas\"d\n" +
+	"\x13ClientMetricsRecord\x12M\n" +
+	"\rsubscriptions\x18\x01 \x03(\v2'.shale.controller.v1.ClientMetricsStateR\rsubscriptions\"\x9f\x01\n" +
 	"\x16ScramCredentialsRecord\x12>\n" +
 	"\aupserts\x18\x01 \x03(\v2$.shale.controller.v1.ScramCredentialR\aupserts\x12E\n" +
 	"\tdeletions\x18\x02 \x03(\v2'.shale.controller.v1.ScramCredentialKeyR\tdeletions\"\x99\x04\n" +
@@ -3594,7 +3676,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                         // 0: shale.controller.v1.ElectionType
 	(TxnStatus)(0),                            // 1: shale.controller.v1.TxnStatus
@@ -3622,38 +3704,40 @@ var file_records_proto_goTypes = []any{
 	(*CreateAclsRecord)(nil),                  // 23: shale.controller.v1.CreateAclsRecord
 	(*DeleteAclsRecord)(nil),                  // 24: shale.controller.v1.DeleteAclsRecord
 	(*ClientQuotasRecord)(nil),                // 25: shale.controller.v1.ClientQuotasRecord
-	(*ScramCredentialsRecord)(nil),            // 26: shale.controller.v1.ScramCredentialsRecord
-	(*TxnState)(nil),                          // 27: shale.controller.v1.TxnState
-	(*TxnStateRecord)(nil),                    // 28: shale.controller.v1.TxnStateRecord
-	(*TxnOffsetCommitRecord)(nil),             // 29: shale.controller.v1.TxnOffsetCommitRecord
-	(*UnregisterBrokerRecord)(nil),            // 30: shale.controller.v1.UnregisterBrokerRecord
-	(*PartitionReassignment)(nil),             // 31: shale.controller.v1.PartitionReassignment
-	(*AlterPartitionReassignmentsRecord)(nil), // 32: shale.controller.v1.AlterPartitionReassignmentsRecord
-	(*ShareStateBatch)(nil),                   // 33: shale.controller.v1.ShareStateBatch
-	(*SharePartitionState)(nil),               // 34: shale.controller.v1.SharePartitionState
-	(*ShareStateOp)(nil),                      // 35: shale.controller.v1.ShareStateOp
-	(*ShareStateOpsRecord)(nil),               // 36: shale.controller.v1.ShareStateOpsRecord
-	(*SchemaRegistryRecord)(nil),              // 37: shale.controller.v1.SchemaRegistryRecord
-	(*RegisterSchemaOp)(nil),                  // 38: shale.controller.v1.RegisterSchemaOp
-	(*DeleteSubjectOp)(nil),                   // 39: shale.controller.v1.DeleteSubjectOp
-	(*DeleteVersionOp)(nil),                   // 40: shale.controller.v1.DeleteVersionOp
-	nil,                                       // 41: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                                       // 42: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                          // 43: shale.controller.v1.Listener
-	(*ReplicaList)(nil),                       // 44: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),                       // 45: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                   // 46: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),                  // 47: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),                       // 48: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                        // 49: shale.controller.v1.TopicState
-	(*AclBinding)(nil),                        // 50: shale.controller.v1.AclBinding
-	(*ClientQuotaState)(nil),                  // 51: shale.controller.v1.ClientQuotaState
-	(*ScramCredential)(nil),                   // 52: shale.controller.v1.ScramCredential
-	(*SchemaRegistryDelta)(nil),               // 53: shale.controller.v1.SchemaRegistryDelta
-	(*AclFilter)(nil),                         // 54: shale.controller.v1.AclFilter
-	(*ScramCredentialKey)(nil),                // 55: shale.controller.v1.ScramCredentialKey
-	(*RegistryConfig)(nil),                    // 56: shale.controller.v1.RegistryConfig
-	(*RegistrySchema)(nil),                    // 57: shale.controller.v1.RegistrySchema
+	(*ClientMetricsRecord)(nil),               // 26: shale.controller.v1.ClientMetricsRecord
+	(*ScramCredentialsRecord)(nil),            // 27: shale.controller.v1.ScramCredentialsRecord
+	(*TxnState)(nil),                          // 28: shale.controller.v1.TxnState
+	(*TxnStateRecord)(nil),                    // 29: shale.controller.v1.TxnStateRecord
+	(*TxnOffsetCommitRecord)(nil),             // 30: shale.controller.v1.TxnOffsetCommitRecord
+	(*UnregisterBrokerRecord)(nil),            // 31: shale.controller.v1.UnregisterBrokerRecord
+	(*PartitionReassignment)(nil),             // 32: shale.controller.v1.PartitionReassignment
+	(*AlterPartitionReassignmentsRecord)(nil), // 33: shale.controller.v1.AlterPartitionReassignmentsRecord
+	(*ShareStateBatch)(nil),                   // 34: shale.controller.v1.ShareStateBatch
+	(*SharePartitionState)(nil),               // 35: shale.controller.v1.SharePartitionState
+	(*ShareStateOp)(nil),                      // 36: shale.controller.v1.ShareStateOp
+	(*ShareStateOpsRecord)(nil),               // 37: shale.controller.v1.ShareStateOpsRecord
+	(*SchemaRegistryRecord)(nil),              // 38: shale.controller.v1.SchemaRegistryRecord
+	(*RegisterSchemaOp)(nil),                  // 39: shale.controller.v1.RegisterSchemaOp
+	(*DeleteSubjectOp)(nil),                   // 40: shale.controller.v1.DeleteSubjectOp
+	(*DeleteVersionOp)(nil),                   // 41: shale.controller.v1.DeleteVersionOp
+	nil,                                       // 42: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                                       // 43: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                          // 44: shale.controller.v1.Listener
+	(*ReplicaList)(nil),                       // 45: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),                       // 46: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                   // 47: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),                  // 48: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),                       // 49: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                        // 50: shale.controller.v1.TopicState
+	(*AclBinding)(nil),                        // 51: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),                  // 52: shale.controller.v1.ClientQuotaState
+	(*ScramCredential)(nil),                   // 53: shale.controller.v1.ScramCredential
+	(*SchemaRegistryDelta)(nil),               // 54: shale.controller.v1.SchemaRegistryDelta
+	(*ClientMetricsState)(nil),                // 55: shale.controller.v1.ClientMetricsState
+	(*AclFilter)(nil),                         // 56: shale.controller.v1.AclFilter
+	(*ScramCredentialKey)(nil),                // 57: shale.controller.v1.ScramCredentialKey
+	(*RegistryConfig)(nil),                    // 58: shale.controller.v1.RegistryConfig
+	(*RegistrySchema)(nil),                    // 59: shale.controller.v1.RegistrySchema
 }
 var file_records_proto_depIdxs = []int32{
 	3,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -3672,64 +3756,67 @@ var file_records_proto_depIdxs = []int32{
 	23, // 13: shale.controller.v1.Record.create_acls:type_name -> shale.controller.v1.CreateAclsRecord
 	24, // 14: shale.controller.v1.Record.delete_acls:type_name -> shale.controller.v1.DeleteAclsRecord
 	25, // 15: shale.controller.v1.Record.client_quotas:type_name -> shale.controller.v1.ClientQuotasRecord
-	26, // 16: shale.controller.v1.Record.scram_credentials:type_name -> shale.controller.v1.ScramCredentialsRecord
-	28, // 17: shale.controller.v1.Record.txn_state:type_name -> shale.controller.v1.TxnStateRecord
-	29, // 18: shale.controller.v1.Record.txn_offset_commit:type_name -> shale.controller.v1.TxnOffsetCommitRecord
-	30, // 19: shale.controller.v1.Record.unregister_broker:type_name -> shale.controller.v1.UnregisterBrokerRecord
-	32, // 20: shale.controller.v1.Record.alter_partition_reassignments:type_name -> shale.controller.v1.AlterPartitionReassignmentsRecord
-	36, // 21: shale.controller.v1.Record.share_state_ops:type_name -> shale.controller.v1.ShareStateOpsRecord
-	37, // 22: shale.controller.v1.Record.schema_registry:type_name -> shale.controller.v1.SchemaRegistryRecord
-	43, // 23: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	44, // 24: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	41, // 25: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	7,  // 26: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	9,  // 27: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	44, // 28: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	11, // 29: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	42, // 30: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	45, // 31: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	46, // 32: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	16, // 33: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 34: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	46, // 35: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	47, // 36: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	45, // 37: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	48, // 38: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	49, // 39: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	21, // 40: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	50, // 41: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	51, // 42: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
-	52, // 43: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
-	27, // 44: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
-	34, // 45: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
-	53, // 46: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
-	50, // 47: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	54, // 48: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	51, // 49: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
-	52, // 50: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
-	55, // 51: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	1,  // 52: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
-	46, // 53: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
-	21, // 54: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
-	27, // 55: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
-	45, // 56: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
-	31, // 57: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	33, // 58: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
-	34, // 59: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
-	34, // 60: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
-	46, // 61: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
-	35, // 62: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
-	38, // 63: shale.controller.v1.SchemaRegistryRecord.register:type_name -> shale.controller.v1.RegisterSchemaOp
-	39, // 64: shale.controller.v1.SchemaRegistryRecord.delete_subject:type_name -> shale.controller.v1.DeleteSubjectOp
-	40, // 65: shale.controller.v1.SchemaRegistryRecord.delete_version:type_name -> shale.controller.v1.DeleteVersionOp
-	56, // 66: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
-	56, // 67: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
-	57, // 68: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
-	69, // [69:69] is the sub-list for method output_type
-	69, // [69:69] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	27, // 16: shale.controller.v1.Record.scram_credentials:type_name -> shale.controller.v1.ScramCredentialsRecord
+	29, // 17: shale.controller.v1.Record.txn_state:type_name -> shale.controller.v1.TxnStateRecord
+	30, // 18: shale.controller.v1.Record.txn_offset_commit:type_name -> shale.controller.v1.TxnOffsetCommitRecord
+	31, // 19: shale.controller.v1.Record.unregister_broker:type_name -> shale.controller.v1.UnregisterBrokerRecord
+	33, // 20: shale.controller.v1.Record.alter_partition_reassignments:type_name -> shale.controller.v1.AlterPartitionReassignmentsRecord
+	37, // 21: shale.controller.v1.Record.share_state_ops:type_name -> shale.controller.v1.ShareStateOpsRecord
+	38, // 22: shale.controller.v1.Record.schema_registry:type_name -> shale.controller.v1.SchemaRegistryRecord
+	26, // 23: shale.controller.v1.Record.client_metrics:type_name -> shale.controller.v1.ClientMetricsRecord
+	44, // 24: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	45, // 25: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	42, // 26: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	7,  // 27: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	9,  // 28: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	45, // 29: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	11, // 30: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	43, // 31: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	46, // 32: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	47, // 33: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	16, // 34: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 35: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	47, // 36: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	48, // 37: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	46, // 38: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	49, // 39: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	50, // 40: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	21, // 41: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	51, // 42: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	52, // 43: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	53, // 44: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	28, // 45: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
+	35, // 46: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
+	54, // 47: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
+	55, // 48: shale.controller.v1.SnapshotItem.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
+	51, // 49: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	56, // 50: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	52, // 51: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	55, // 52: shale.controller.v1.ClientMetricsRecord.subscriptions:type_name -> shale.controller.v1.ClientMetricsState
+	53, // 53: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	57, // 54: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	1,  // 55: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
+	47, // 56: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
+	21, // 57: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
+	28, // 58: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
+	46, // 59: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
+	32, // 60: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	34, // 61: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
+	35, // 62: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
+	35, // 63: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
+	47, // 64: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
+	36, // 65: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
+	39, // 66: shale.controller.v1.SchemaRegistryRecord.register:type_name -> shale.controller.v1.RegisterSchemaOp
+	40, // 67: shale.controller.v1.SchemaRegistryRecord.delete_subject:type_name -> shale.controller.v1.DeleteSubjectOp
+	41, // 68: shale.controller.v1.SchemaRegistryRecord.delete_version:type_name -> shale.controller.v1.DeleteVersionOp
+	58, // 69: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
+	58, // 70: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
+	59, // 71: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
+	72, // [72:72] is the sub-list for method output_type
+	72, // [72:72] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -3762,6 +3849,7 @@ func file_records_proto_init() {
 		(*Record_AlterPartitionReassignments)(nil),
 		(*Record_ShareStateOps)(nil),
 		(*Record_SchemaRegistry)(nil),
+		(*Record_ClientMetrics)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
@@ -3773,8 +3861,9 @@ func file_records_proto_init() {
 		(*SnapshotItem_TxnState)(nil),
 		(*SnapshotItem_SharePartition)(nil),
 		(*SnapshotItem_SchemaRegistry)(nil),
+		(*SnapshotItem_ClientMetrics)(nil),
 	}
-	file_records_proto_msgTypes[35].OneofWrappers = []any{
+	file_records_proto_msgTypes[36].OneofWrappers = []any{
 		(*SchemaRegistryRecord_Register)(nil),
 		(*SchemaRegistryRecord_DeleteSubject)(nil),
 		(*SchemaRegistryRecord_DeleteVersion)(nil),
@@ -3787,7 +3876,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -195,6 +195,11 @@ type Config struct {
 	// quota.window.size.seconds (default 1): the samples a client's rate is measured over.
 	QuotaWindowNum         int32
 	QuotaWindowSizeSeconds int32
+	// TelemetryMaxBytes is telemetry.max.bytes (Kafka's, default 1048576): the largest
+	// client telemetry push (KIP-714). TelemetryMaxSeries is telemetry.max.series
+	// (Shale's, default 10000): the most pushed series a broker exports on /metrics.
+	TelemetryMaxBytes  int32
+	TelemetryMaxSeries int32
 
 	// BrokerRack is broker.rack (default "", none).
 	BrokerRack string

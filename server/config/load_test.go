@@ -53,6 +53,7 @@ func TestDefault(t *testing.T) {
 		MessageMaxBytes: 1048588, LogMessageTimestampType: "CreateTime", CompressionType: "producer",
 		SocketRequestMaxBytes: 104857600, FetchSendfileEnable: true, QueuedMaxRequests: 500, QueuedMaxRequestBytes: 268435456, ConnectionsMaxIdleMs: 600000,
 		MaxConnections: math.MaxInt32, MaxConnectionsPerIP: math.MaxInt32, QuotaWindowNum: 11, QuotaWindowSizeSeconds: 1,
+		TelemetryMaxBytes: 1048576, TelemetryMaxSeries: 10000,
 		BrokerSessionTimeoutMs: 9000, BrokerHeartbeatIntervalMs: 2000,
 		OffsetsRetentionMinutes: 10080, OffsetMetadataMaxBytes: 4096, OffsetsTopicNumPartitions: 50, GroupInitialRebalanceDelayMs: 3000, GroupMinSessionTimeoutMs: 6000,
 		GroupShareRecordLockDurationMs: 30000, GroupShareDeliveryCountLimit: 5, GroupSharePartitionMaxRecordLocks: 2000, ShareAutoOffsetReset: "latest",
