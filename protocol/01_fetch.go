@@ -242,6 +242,10 @@ func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version in
 	for i, it := range items {
 		rp := &reads[i].rp
 		*rp = kmsg.NewFetchResponseTopicPartition()
+		// Empty, not null, records when there are none (an error, a redirect), as Kafka
+		// sends: librdkafka refuses a whole response with a null (-1) record set in it
+		// ("invalid MessageSetSize -1").
+		rp.RecordBatches = []byte{}
 		rp.Partition = it.key.partition
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 		name := it.key.topic

@@ -3,8 +3,12 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -173,4 +177,131 @@ func TestFollowerFetchingByRack(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Logf("broker 5 back in the ISR: the consumer reads from it again (%d records in all)", got)
+}
+
+// bytesOut scrapes a broker's kafka_server_brokertopicmetrics_bytesout_total for topic:
+// the record bytes it served to consumers (followers' fetches are not counted).
+func bytesOut(t *testing.T, metricsAddr, topic string) float64 {
+	t.Helper()
+	hc := http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape %s: %v", metricsAddr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := `kafka_server_brokertopicmetrics_bytesout_total{topic="` + topic + `"} `
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// TestFollowerFetchingKcat: librdkafka (kcat, client.rack=b) reads a partition led in
+// rack a from the rack-b follower: only that broker serves it record bytes. With the
+// rack-b follower out of the ISR, a rack-b consumer reads from the leader. (librdkafka
+// leaves a preferred replica only on an error from it or after its 5-minute lease, so a
+// consumer already on a stopped follower is not checked here; franz-go's is above.)
+func TestFollowerFetchingKcat(t *testing.T) {
+	if _, err := exec.LookPath("kcat"); err != nil {
+		t.Skip("no kcat on PATH")
+	}
+	racks := map[int32]string{4: "a", 5: "b", 6: "c"}
+	metrics := map[int32]string{}
+	for id := range racks {
+		metrics[id] = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	}
+	c := newClusterWith(t, func(id int32) []string {
+		return []string{"--broker.rack=" + racks[id], "--http.listener=" + metrics[id]}
+	}, "--replica.selector.class=RackAwareReplicaSelector", "--replica.lag.time.max.ms=3000")
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "racks-kcat", -1, -1
+	ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	ra.Partition, ra.Replicas = 0, []int32{4, 5, 6}
+	rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+	req.Topics = append(req.Topics, rt)
+	createTopic(t, c.brokers[0].addr, req)
+	c.waitTopicEverywhere("racks-kcat")
+	isr := func(want ...int32) {
+		t.Helper()
+		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("ISR %v", want), func() bool {
+			resp, err := metadataFrom(context.Background(), c.broker(4).addr)
+			if err != nil {
+				return false
+			}
+			ps, _ := topicState(resp, "racks-kcat")
+			return len(ps) == 1 && slices.Equal(slices.Sorted(slices.Values(ps[0].isr)), want)
+		})
+	}
+	isr(4, 5, 6)
+	producer := c.kafkaClient(kgo.DefaultProduceTopic("racks-kcat"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produce := func(from, n int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for i := from; i < from+n; i++ {
+			if err := producer.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+		}
+	}
+	kcat := func(offset, n int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "kcat", "-C", "-b", c.broker(4).addr, "-t", "racks-kcat", "-p", "0",
+			"-o", strconv.Itoa(offset), "-c", strconv.Itoa(n), "-q", "-X", "client.rack=b").Output()
+		if err != nil {
+			t.Fatalf("kcat: %v (%s)", err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if len(lines) != n || lines[0] != strconv.Itoa(offset) || lines[n-1] != strconv.Itoa(offset+n-1) {
+			t.Fatalf("kcat read %d records (%q ... %q), want %d from %d", len(lines), lines[0], lines[len(lines)-1], n, offset)
+		}
+	}
+	stopped := map[int32]bool{}
+	served := func() map[int32]float64 {
+		out := map[int32]float64{}
+		for id, addr := range metrics {
+			if !stopped[id] {
+				out[id] = bytesOut(t, addr, "racks-kcat")
+			}
+		}
+		return out
+	}
+
+	produce(0, 100)
+	kcat(0, 100)
+	if b := served(); b[5] == 0 || b[4] != 0 || b[6] != 0 {
+		t.Fatalf("record bytes served to the rack-b kcat by broker: %v, want only by 5", b)
+	} else {
+		t.Logf("record bytes served to the rack-b kcat by broker: %v", b)
+	}
+
+	c.broker(5).signal(syscall.SIGSTOP)
+	stopped[5] = true
+	t.Cleanup(func() {
+		if c.broker(5).running() {
+			c.broker(5).cmd.Process.Signal(syscall.SIGCONT)
+		}
+	})
+	isr(4, 6)
+	before := served()
+	produce(100, 100)
+	kcat(100, 100)
+	after := served()
+	t.Logf("with broker 5 stopped, record bytes served by brokers 4 and 6: %v, then %v", before, after)
+	if after[4] == before[4] || after[6] != before[6] {
+		t.Fatalf("rack b with its replica out of the ISR: bytes served %v, then %v; want the leader 4 to serve", before, after)
+	}
 }
