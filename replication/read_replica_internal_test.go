@@ -302,3 +302,21 @@ func TestFollowerReadCommittedStopsAtItsLSO(t *testing.T) {
 		t.Fatalf("transaction committed: last stable offset %d, read up to %d; want 6, 6", lso, next)
 	}
 }
+
+// TestParseReplicaSelector: replica.selector.class as the server hands it over.
+func TestParseReplicaSelector(t *testing.T) {
+	for name, want := range map[string]ReplicaSelector{
+		"":                            nil,
+		RackAwareReplicaSelectorClass: RackAwareReplicaSelector{},
+		"RackAwareReplicaSelector":    RackAwareReplicaSelector{},
+		LeaderReplicaSelectorClass:    LeaderReplicaSelector{},
+	} {
+		got, err := ParseReplicaSelector(name)
+		if err != nil || got != want {
+			t.Errorf("%q: %T, %v; want %T", name, got, err, want)
+		}
+	}
+	if _, err := ParseReplicaSelector("com.example.Selector"); err == nil {
+		t.Error("unknown selector accepted")
+	}
+}
