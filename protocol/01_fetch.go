@@ -18,7 +18,7 @@ const defaultFetchMaxBytes = 50 << 20
 
 func (s *Server) handleFetch(ctx context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.FetchRequest)
-	who := fetchReader(req, r.Version)
+	who := fetchReader(req, r)
 	fc := s.newFetchContext(req, r.Version, who.IsFollower())
 	if fc.errCode != 0 {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
@@ -242,6 +242,10 @@ func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version in
 	for i, it := range items {
 		rp := &reads[i].rp
 		*rp = kmsg.NewFetchResponseTopicPartition()
+		// Empty, not null, records when there are none (an error, a redirect), as Kafka
+		// sends: librdkafka refuses a whole response with a null (-1) record set in it
+		// ("invalid MessageSetSize -1").
+		rp.RecordBatches = []byte{}
 		rp.Partition = it.key.partition
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 		name := it.key.topic
@@ -297,6 +301,12 @@ func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version in
 			stop = true
 			continue
 		}
+		if res.PreferredReadReplica >= 0 {
+			// KIP-392: read from that follower instead; answered at once, as Kafka does.
+			rp.PreferredReadReplica = res.PreferredReadReplica
+			stop = true
+			continue
+		}
 		if res.DivergingEpoch >= 0 || res.DivergingEndOffset >= 0 {
 			// The fetcher's log diverged from ours: tell it where to truncate.
 			rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = res.DivergingEpoch, res.DivergingEndOffset
@@ -315,12 +325,19 @@ func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version in
 }
 
 // fetchReader says who sends a fetch: a follower names itself in ReplicaState (v15+) or
-// ReplicaID (earlier versions, which cannot prove their broker epoch).
-func fetchReader(req *kmsg.FetchRequest, version int16) replication.Reader {
+// ReplicaID (earlier versions, which cannot prove their broker epoch). A consumer's
+// Fetch v11+ carries its rack (KIP-392): as in Kafka, only such a fetch may be served by
+// a follower or pointed at one.
+func fetchReader(req *kmsg.FetchRequest, r *Request) replication.Reader {
+	version := r.Version
+	who := replication.Reader{ReplicaID: req.ReplicaID, BrokerEpoch: -1}
 	if version >= 15 {
-		return replication.Reader{ReplicaID: req.ReplicaState.ID, BrokerEpoch: req.ReplicaState.Epoch}
+		who = replication.Reader{ReplicaID: req.ReplicaState.ID, BrokerEpoch: req.ReplicaState.Epoch}
 	}
-	return replication.Reader{ReplicaID: req.ReplicaID, BrokerEpoch: -1}
+	if !who.IsFollower() && version >= 11 {
+		who.Client = &replication.ClientMetadata{RackID: req.Rack, ClientID: r.ClientID, Listener: r.Listener}
+	}
+	return who
 }
 
 // fetchTopicID is the topic id a fetch names its topic by: only Fetch v13+ does, and the

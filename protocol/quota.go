@@ -211,7 +211,7 @@ func (c *conn) chargeQuotas(req *Request, res *Result, handlerTime time.Duration
 	case *kmsg.ProduceRequest:
 		throttle = m.record(quotas, quotaProduce, req.Principal, req.ClientID, float64(req.size), now)
 	case *kmsg.FetchRequest:
-		if fetchReader(kr, req.Version).IsFollower() {
+		if fetchReader(kr, req).IsFollower() {
 			return 0 // replication is not a client's fetch
 		}
 		var n int

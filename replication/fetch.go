@@ -15,6 +15,9 @@ import (
 type Reader struct {
 	ReplicaID   int32
 	BrokerEpoch int64
+	// Client is a consumer's metadata when its fetch carries it (Fetch v11+): such a
+	// consumer may be served by a follower, and pointed at one by the leader.
+	Client *ClientMetadata
 }
 
 // IsFollower reports whether the reader is a replica.
@@ -65,6 +68,9 @@ type FetchResult struct {
 	// Progress, when valid, tells a fetch parked on Waiter whether reading again could
 	// return more; when not, every wake-up must read again.
 	Progress Progress
+	// PreferredReadReplica, when >= 0, is the follower the consumer should read from
+	// (KIP-392): the answer then carries no records, and should be sent at once.
+	PreferredReadReplica int32
 }
 
 // Progress lets a long poll parked on a partition bound, without reading the log, what
@@ -125,10 +131,13 @@ var ErrStaleReplica = fmt.Errorf("%w: the fetching replica's broker epoch is not
 
 // Fetch reads one partition for a consumer (up to the high watermark) or a follower (up
 // to the log end; its fetch offset is its log end offset, which moves the high watermark).
+// A consumer that sent its client metadata may be served by a follower replica (up to
+// that replica's high watermark), or told by the leader to read from one
+// (PreferredReadReplica, see read_replica.go).
 func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
-	res = FetchResult{HighWatermark: -1, LogStartOffset: -1, LastStableOffset: -1, DivergingEpoch: -1, DivergingEndOffset: -1}
+	res = FetchResult{HighWatermark: -1, LogStartOffset: -1, LastStableOffset: -1, DivergingEpoch: -1, DivergingEndOffset: -1, PreferredReadReplica: -1}
 	defer func() { m.traffic.fetched(f.Topic, who.IsFollower(), &res) }()
-	p, err := m.Leader(f.Topic, f.Index, f.CurrentLeaderEpoch)
+	p, leader, err := m.replicaForRead(who, f)
 	if err != nil {
 		res.Err = err
 		return res
@@ -143,6 +152,15 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
 	if who.IsFollower() {
 		if b, ok := m.Image().Brokers[who.ReplicaID]; !ok || b.Epoch != who.BrokerEpoch {
 			res.Err = ErrStaleReplica
+			return res
+		}
+	}
+	if leader {
+		if id := m.preferredReadReplica(p, who.Client, f.FetchOffset); id >= 0 {
+			// As Kafka: no read, the offsets of this leader, and the consumer moves.
+			res.PreferredReadReplica = id
+			res.HighWatermark, res.LogStartOffset = p.HighWatermark(), p.LogStartOffset()
+			res.LastStableOffset = p.LastStableOffset()
 			return res
 		}
 	}

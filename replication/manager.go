@@ -101,6 +101,10 @@ type Config struct {
 	// RecordNamer names records for the schema ID validation's record name strategies
 	// (schemaid.go); nil refuses every record those strategies check.
 	RecordNamer RecordNamer
+
+	// ReplicaSelector is replica.selector.class (read_replica.go): nil, Kafka's default,
+	// never points consumers at followers (followers still serve those that come).
+	ReplicaSelector ReplicaSelector
 }
 
 func (c *Config) defaults() {

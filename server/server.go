@@ -332,6 +332,10 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 	n.store = store
 	n.registered.Store(store)
 
+	selector, err := replication.ParseReplicaSelector(cfg.ReplicaSelectorClass)
+	if err != nil {
+		return fmt.Errorf("replica.selector.class: %w", err)
+	}
 	n.replicas, err = replication.NewManager(replication.Config{
 		NodeID:                 cfg.NodeID,
 		FetcherOpts:            n.sec.fetcherOpts(),
@@ -360,6 +364,8 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 
 		ProducerIDExpiration:              time.Duration(cfg.ProducerIDExpirationMs) * time.Millisecond,
 		ProducerIDExpirationCheckInterval: time.Duration(cfg.ProducerIDExpirationCheckIntervalMs) * time.Millisecond,
+
+		ReplicaSelector: selector,
 
 		LeaderReplicationThrottledRate:   cfg.LeaderReplicationThrottledRate,
 		FollowerReplicationThrottledRate: cfg.FollowerReplicationThrottledRate,

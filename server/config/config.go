@@ -246,6 +246,9 @@ type Config struct {
 	// ReplicaLagTimeMaxMs is replica.lag.time.max.ms (default 30000): a follower that has
 	// not caught up for this long leaves the ISR.
 	ReplicaLagTimeMaxMs int64
+	// ReplicaSelectorClass is replica.selector.class (default "", consumers read from
+	// leaders), as one of Kafka's class names (replicaselector.go).
+	ReplicaSelectorClass string
 	// ReplicaFetchMaxBytes is replica.fetch.max.bytes (default 1048576) per partition.
 	ReplicaFetchMaxBytes int32
 	// ReplicaFetchWaitMaxMs is replica.fetch.wait.max.ms (default 500).

@@ -345,6 +345,8 @@ func buildKeys() []*keyDef {
 
 		key("replica.lag.time.max.ms", "30000", "A follower behind for this long leaves the ISR.",
 			i64(func(c *Config) *int64 { return &c.ReplicaLagTimeMaxMs }, 1)),
+		key("replica.selector.class", "", "Chooses the replica a consumer that sends its rack reads from (KIP-392): "+RackAwareReplicaSelector+" (or RackAwareReplicaSelector) points it at an in-sync replica in its rack; empty keeps consumers on leaders.",
+			replicaSelectorField(func(c *Config) *string { return &c.ReplicaSelectorClass })),
 		key("replica.fetch.max.bytes", "1048576", "Bytes a follower fetches per partition per request.",
 			i32(func(c *Config) *int32 { return &c.ReplicaFetchMaxBytes }, 0)),
 		key("replica.fetch.wait.max.ms", "500", "Longest a follower's fetch waits for data.",

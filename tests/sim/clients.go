@@ -246,6 +246,12 @@ func (c *consumer) fetch() {
 		next(50 * time.Millisecond)
 		return
 	}
+	// KIP-392: one fetch in three goes to a follower, as a consumer sent there by a
+	// preferred read replica would (its fetch carries client metadata).
+	var client *replication.ClientMetadata
+	if f := w.followerFor(l, c.index); f != nil && w.s.rng.IntN(3) == 0 {
+		l, client = f, &replication.ClientMetadata{RackID: "sim"}
+	}
 	inc := l.incarnation
 	answered := false
 	w.s.after(time.Second, "consume timeout", func() {
@@ -261,7 +267,7 @@ func (c *consumer) fetch() {
 		if w.topicIDAt(l) != c.g.id {
 			return
 		}
-		res := l.mgr.Fetch(replication.Reader{ReplicaID: -1}, replication.FetchPartition{Topic: c.g.name, TopicID: c.g.id, Index: c.index,
+		res := l.mgr.Fetch(replication.Reader{ReplicaID: -1, Client: client}, replication.FetchPartition{Topic: c.g.name, TopicID: c.g.id, Index: c.index,
 			CurrentLeaderEpoch: -1, FetchOffset: c.offset, LastFetchedEpoch: -1, MaxBytes: 4096, MinOne: true})
 		data := viewBytes(res.View)
 		// What was purged by the time the broker served the read, as the admin knew it.
@@ -274,6 +280,14 @@ func (c *consumer) fetch() {
 			// purge undone on the settled cluster, or one served by a current leader,
 			// is still a violation.
 			w.stats.DeposedReads++
+			purged = 0
+		}
+		if res.Err == nil && client != nil {
+			// A follower serves what it holds up to its own high watermark, as Kafka's
+			// do: one that was out of the ISR when the leader answered a DeleteRecords
+			// may still hold, and serve, records below it. The high watermark and the
+			// committed log still bound what it serves (take, and the settled check).
+			w.stats.FollowerReads++
 			purged = 0
 		}
 		from := l.id
@@ -295,6 +309,24 @@ func (c *consumer) fetch() {
 			next(w.s.between(time.Millisecond, 20*time.Millisecond))
 		})
 	})
+}
+
+// followerFor picks a replica of partition idx other than leader l, as l's metadata
+// lists them, on a broker that is up; nil when there is none.
+func (w *World) followerFor(l *broker, idx int32) *broker {
+	if !l.up || l.mgr == nil {
+		return nil
+	}
+	mp := partitionOf(l.mgr.Image(), idx)
+	if mp == nil || len(mp.Replicas) < 2 {
+		return nil
+	}
+	id := mp.Replicas[w.s.rng.IntN(len(mp.Replicas))]
+	b := w.broker(id)
+	if id == l.id || b == nil || !b.up {
+		return nil
+	}
+	return b
 }
 
 // deposed says whether b, which believes it leads partition idx of the topic, has been

@@ -115,6 +115,8 @@ type Stats struct {
 	// DeposedReads counts consumer fetches served by a deposed leader that had not yet
 	// heard so (see consumer.fetch).
 	DeposedReads int
+	// FollowerReads counts consumer fetches a follower served (KIP-392).
+	FollowerReads int
 	// PowerLosses counts brokers that lost power (a blackout counts each).
 	PowerLosses int
 }

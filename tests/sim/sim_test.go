@@ -62,7 +62,7 @@ func TestSimulation(t *testing.T) {
 	n := seedCount()
 	start := time.Now()
 	var failed atomic.Int64
-	var events, acked atomic.Int64
+	var events, acked, followerReads atomic.Int64
 	t.Run("seeds", func(t *testing.T) {
 		for i := range n {
 			seed := *flagStart + uint64(i)
@@ -71,6 +71,7 @@ func TestSimulation(t *testing.T) {
 				res := Run(Options{Seed: seed, Dir: runDir(t)})
 				events.Add(int64(res.Stats.Events))
 				acked.Add(int64(res.Stats.Acked))
+				followerReads.Add(int64(res.Stats.FollowerReads))
 				if len(res.Violations) > 0 {
 					failed.Add(1)
 					t.Errorf("seed %d violates safety: %s\nfaults: %s\nreplay: %s\nlast events:\n%s",
@@ -79,8 +80,8 @@ func TestSimulation(t *testing.T) {
 			})
 		}
 	})
-	t.Logf("%d seeds from %d in %v: %d failed; %d events, %d records acknowledged", n, *flagStart, time.Since(start).Round(time.Millisecond),
-		failed.Load(), events.Load(), acked.Load())
+	t.Logf("%d seeds from %d in %v: %d failed; %d events, %d records acknowledged, %d consumer fetches served by followers", n, *flagStart, time.Since(start).Round(time.Millisecond),
+		failed.Load(), events.Load(), acked.Load(), followerReads.Load())
 }
 
 // TestDeterministic runs one seed twice and compares the traces.
