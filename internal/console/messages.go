@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -80,12 +81,15 @@ func (c *Console) messages(ctx context.Context, w http.ResponseWriter, r *http.R
 	if d.Topic == "" && len(d.Topics) > 0 {
 		d.Topic = d.Topics[0]
 	}
-	if t, ok := md.Topics[d.Topic]; ok {
+	if t, ok := md.Topics[d.Topic]; !ok && err == nil && q.Has("topic") {
+		// Not looked up by name: that could create it (auto.create.topics.enable).
+		p.fail("Metadata", fmt.Errorf("%w: %s", kerr.UnknownTopicOrPartition, d.Topic))
+	} else if ok {
 		for _, pd := range t.Partitions.Sorted() {
 			d.Partitions = append(d.Partitions, pd.Partition)
 		}
 	}
-	if q.Has("topic") && d.Topic != "" {
+	if _, ok := md.Topics[d.Topic]; q.Has("topic") && d.Topic != "" && ok {
 		d.Browsed = true
 		c.browse(ctx, ss, &d, p)
 	}

@@ -345,7 +345,17 @@ func (c *Console) describeQuorum(ctx context.Context, cl *kgo.Client, d *overvie
 		}
 		return out
 	}
-	d.Voters, d.Observers = conv(qp.CurrentVoters), conv(qp.Observers)
+	d.Voters = conv(qp.CurrentVoters)
+	voter := map[int32]bool{}
+	for _, v := range d.Voters {
+		voter[v.ID] = true
+	}
+	// A combined node's broker fetches as an observer too; listed once, as the voter.
+	for _, o := range conv(qp.Observers) {
+		if !voter[o.ID] {
+			d.Observers = append(d.Observers, o)
+		}
+	}
 }
 
 func msTime(ms int64) string {
@@ -428,6 +438,9 @@ func (c *Console) topics(ctx context.Context, w http.ResponseWriter, r *http.Req
 		}
 	}
 	sizes, sizeErr := topicSizes(ctx, adm, md.Topics)
+	if errors.Is(sizeErr, errUnsupported) {
+		sizeErr = nil // said on the page
+	}
 	series, _, _ := c.mergedHistory(ctx, "in/")
 	var rows []topicRow
 	for _, name := range names {
@@ -470,6 +483,9 @@ func topicSizes(ctx context.Context, adm *kadm.Client, topics kadm.TopicDetails)
 	}
 	dirs, err := adm.DescribeAllLogDirs(ctx, set)
 	if err != nil {
+		if errors.Is(err, kerr.UnsupportedVersion) || strings.Contains(err.Error(), "broker is too old") {
+			return nil, errUnsupported
+		}
 		return nil, err
 	}
 	out := map[string]int64{}
@@ -515,7 +531,9 @@ func (c *Console) topic(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return
 	}
 	d := topicData{Name: name}
-	tds, err := adm.ListTopicsWithInternal(ctx, name)
+	// Every topic, not this one by name: a Metadata request naming a missing topic may
+	// create it where auto.create.topics.enable is on, and a page view must change nothing.
+	tds, err := adm.ListTopicsWithInternal(ctx)
 	p.fail("Metadata", err)
 	td, ok := tds[name]
 	if err == nil && (!ok || td.Err != nil) {
@@ -936,5 +954,8 @@ var funcs = template.FuncMap{
 	"q":    url.QueryEscape,
 	"list": func(s ...string) []string { return s },
 }
+
+// errUnsupported marks an API the brokers do not serve.
+var errUnsupported = errors.New("not served by the brokers")
 
 func sortStrings(s []string) { sort.Strings(s) }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/shalelog/shale/controller"
 	"github.com/shalelog/shale/internal/config"
+	"github.com/shalelog/shale/internal/console"
 	"github.com/shalelog/shale/internal/datadir"
 	"github.com/shalelog/shale/internal/exporter"
 	"github.com/shalelog/shale/internal/group"
@@ -102,6 +103,8 @@ type node struct {
 	shares *share.Manager
 	kafka  *protocol.Server
 	http   *http.Server
+	// console is the web console on the HTTP listener (nil when off).
+	console *console.Console
 	// registryDone is closed once the schema registry's listener has shut down.
 	registryDone chan struct{}
 
@@ -207,7 +210,9 @@ func (n *node) start(parent context.Context, lns *listeners) error {
 	if lns.http != nil {
 		ln := lns.http
 		lns.http = nil
-		n.startHTTP(ln)
+		if err := n.startHTTP(ctx, ln); err != nil {
+			return err
+		}
 	}
 	if !cfg.IsBroker() {
 		return nil
@@ -498,8 +503,18 @@ func (n *node) startGroups(store metadata.Store) *group.Coordinator {
 	return n.groups
 }
 
-func (n *node) startHTTP(ln net.Listener) {
+func (n *node) startHTTP(ctx context.Context, ln net.Listener) error {
 	mux := http.NewServeMux()
+	c, err := n.newConsole()
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if c != nil {
+		n.console = c
+		mux.Handle("/", c)
+		go c.Run(ctx)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
 	// Profiles for diagnosing the produce and fetch paths; http.listener is loopback by
 	// default, so this is not exposed unless the operator chooses to.
@@ -542,7 +557,8 @@ func (n *node) startHTTP(ln net.Listener) {
 			n.lg.Error("HTTP listener stopped", "err", err)
 		}
 	}()
-	n.lg.Info("serving metrics and health", "listener", ln.Addr().String())
+	n.lg.Info("serving metrics and health", "listener", ln.Addr().String(), "console", c != nil)
+	return nil
 }
 
 // controlledShutdownTimeout bounds how long a stopping broker waits for the controller to
@@ -609,6 +625,9 @@ func (n *node) close() error {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		n.http.Shutdown(sctx)
 		cancel()
+	}
+	if n.console != nil {
+		n.console.Close()
 	}
 	n.controlledShutdown()
 	if n.groups != nil {

@@ -1,0 +1,55 @@
+package server
+
+import (
+	"net"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shalelog/shale/internal/config"
+	"github.com/shalelog/shale/internal/console"
+)
+
+// newConsole builds the web console of a broker, dialling the node's own Kafka listener:
+// a SASL one when the node has any (viewers then log in, and see and do what their own
+// ACLs allow), else the inter-broker listener. nil when console.enable is false or the
+// node is no broker (a controller alone has no Kafka listener to read the cluster by).
+func (n *node) newConsole() (*console.Console, error) {
+	cfg := n.cfg
+	if !cfg.ConsoleEnable || !cfg.IsBroker() {
+		return nil, nil
+	}
+	l, ok := consoleListener(cfg)
+	if !ok {
+		return nil, nil
+	}
+	proto := cfg.SecurityProtocol(l.Name)
+	host := l.Host
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	k := console.Kafka{Addr: net.JoinHostPort(host, strconv.Itoa(l.Port))}
+	if isTLS(proto) && n.sec.tls != nil {
+		k.Opts = append(k.Opts, kgo.Dialer(n.sec.tlsDial))
+	}
+	if isSASL(proto) {
+		k.SASL = true
+		k.Mechanisms = cfg.SASLEnabledMechanisms
+		// The sampler reads as the node itself; pages show what it sampled only for the
+		// topics and groups the viewer's own client may describe.
+		k.ServiceOpts = append(k.ServiceOpts, kgo.SASL(n.sec.interBrokerMechanism()))
+	}
+	return console.New(console.Options{Kafka: k, ReadOnly: cfg.ConsoleReadOnly, Logger: n.lg})
+}
+
+// consoleListener picks the Kafka listener the console dials: the first SASL one, so
+// that a cluster requiring authentication makes the console ask for it too; else the
+// inter-broker listener.
+func consoleListener(cfg *config.Config) (config.Listener, bool) {
+	for _, l := range cfg.BrokerListeners() {
+		if isSASL(cfg.SecurityProtocol(l.Name)) {
+			return l, true
+		}
+	}
+	return findBrokerListener(cfg, cfg.InterBrokerListenerName)
+}
