@@ -272,3 +272,73 @@ func TestConsoleDisabled(t *testing.T) {
 		t.Fatalf("/metrics: %d", code)
 	}
 }
+
+// On a SASL listener the console asks who is looking, dials Kafka as that user, and
+// shows only what the user's ACLs let it describe; refusals are Kafka's errors.
+func TestConsoleSASLLoginAppliesACLs(t *testing.T) {
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	n := startSecureNode(t, "--http.listener="+httpAddr,
+		"--authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer", "--super.users=User:admin")
+	ctx := ctxFor(t, 90*time.Second)
+	n.addAlice(t, ctx, "visible")
+	adm := kadm.NewClient(n.saslClient(t, scram512("admin", "admin-secret")))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "hidden"); err != nil {
+		t.Fatal(err)
+	}
+	acl := kadm.NewACLs().Allow("User:alice").Topics("visible").Operations(kadm.OpDescribe, kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral)
+	if res, err := adm.CreateACLs(ctx, acl); err != nil || res[0].Err != nil {
+		t.Fatalf("create ACL: %v %+v", err, res)
+	}
+
+	b := newBrowser(t, "http://"+httpAddr)
+	code, _ := b.get("/topics")
+	if code != http.StatusSeeOther {
+		t.Fatalf("a page before logging in: %d", code)
+	}
+	_, login := b.get("/login?next=%2Ftopics")
+	if !strings.Contains(login, "<option>SCRAM-SHA-512</option>") || !strings.Contains(login, "<option>PLAIN</option>") {
+		t.Fatalf("login page:\n%s", login)
+	}
+	code, _, body := b.post("/login", url.Values{"user": {"alice"}, "password": {"wrong"}, "mechanism": {"SCRAM-SHA-512"}, "next": {"/topics"}})
+	if code != http.StatusUnauthorized || !strings.Contains(body, "SASL_AUTHENTICATION_FAILED") {
+		t.Fatalf("a wrong password: %d\n%s", code, body)
+	}
+	code, loc, _ := b.post("/login", url.Values{"user": {"alice"}, "password": {"alice-secret"}, "mechanism": {"SCRAM-SHA-512"}, "next": {"/topics"}})
+	if code != http.StatusSeeOther || loc != "/topics" {
+		t.Fatalf("login as alice: %d %q", code, loc)
+	}
+	_, body = b.get("/topics")
+	if !strings.Contains(body, `data-topic="visible"`) || strings.Contains(body, `data-topic="hidden"`) || !strings.Contains(body, "<span>alice</span>") || !strings.Contains(body, "DescribeConfigs: TOPIC_AUTHORIZATION_FAILED") {
+		t.Fatalf("alice's topics:\n%s", body)
+	}
+	_, body = b.get("/security")
+	if !strings.Contains(body, "CLUSTER_AUTHORIZATION_FAILED") {
+		t.Fatalf("alice's security page shows no refusal:\n%s", body)
+	}
+	_, page := b.get("/messages?topic=visible&partition=0")
+	token := csrfOf(t, page)
+	code, _, body = b.post("/messages", url.Values{"csrf": {token}, "topic": {"visible"}, "partition": {"0"}, "value": {"x"}})
+	if code != http.StatusBadRequest || !strings.Contains(body, "TOPIC_AUTHORIZATION_FAILED") {
+		t.Fatalf("alice produces without WRITE: %d\n%s", code, body)
+	}
+
+	// admin, a super user, sees everything.
+	a := newBrowser(t, "http://"+httpAddr)
+	if code, _, _ := a.post("/login", url.Values{"user": {"admin"}, "password": {"admin-secret"}, "mechanism": {"SCRAM-SHA-512"}}); code != http.StatusSeeOther {
+		t.Fatalf("login as admin: %d", code)
+	}
+	if _, body = a.get("/topics"); !strings.Contains(body, `data-topic="hidden"`) {
+		t.Fatalf("admin's topics:\n%s", body)
+	}
+	if _, body = a.get("/security"); !strings.Contains(body, "User:alice") || !strings.Contains(body, "SCRAM-SHA-512 (4096 iterations)") {
+		t.Fatalf("admin's security page:\n%s", body)
+	}
+
+	// Logging out ends the session on the server: the old cookie no longer works.
+	if code, loc, _ := b.post("/logout", url.Values{"csrf": {token}}); code != http.StatusSeeOther || loc != "/login" {
+		t.Fatalf("logout: %d %q", code, loc)
+	}
+	if code, _ := b.get("/topics"); code != http.StatusSeeOther {
+		t.Fatalf("a page after logging out: %d", code)
+	}
+}
