@@ -62,8 +62,14 @@ func (c *Console) plot(series []Series, unit string, labels []string) template.H
 			pts = append(pts, pts[0]) // a single sample still shows, as a dot
 		}
 		if len(pts) > 0 {
-			fmt.Fprintf(&b, `<polyline class="line" data-series="%s" fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`,
-				html.EscapeString(label), colour, strings.Join(pts, " "))
+			// data-last and data-max carry the values themselves, for scripts and tests
+			// that read the plot.
+			last, most := s.Points[len(s.Points)-1].V, 0.0
+			for _, p := range s.Points {
+				most = math.Max(most, p.V)
+			}
+			fmt.Fprintf(&b, `<polyline class="line" data-series="%s" data-last="%g" data-max="%g" fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`,
+				html.EscapeString(label), last, most, colour, strings.Join(pts, " "))
 		}
 		fmt.Fprintf(&b, `<rect x="%g" y="%g" width="10" height="3" fill="%s"/><text class="legend" x="%g" y="%g">%s</text>`,
 			w-right-200, top+8+float64(i)*13, colour, w-right-186, top+12+float64(i)*13, html.EscapeString(label))

@@ -20,7 +20,9 @@ func (c *Console) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			sctx, cancel := context.WithTimeout(ctx, c.opts.SampleInterval)
+			// A slow cluster delays the next tick (the ticker drops those missed) rather
+			// than cutting every sample short.
+			sctx, cancel := context.WithTimeout(ctx, max(c.opts.SampleInterval, 5*time.Second))
 			if err := c.SampleNow(sctx); err != nil && ctx.Err() == nil {
 				c.lg.Debug("console sample", "err", err)
 			}
