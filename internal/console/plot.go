@@ -38,9 +38,17 @@ func (c *Console) plot(series []Series, unit string, labels []string) template.H
 		fmt.Fprintf(&b, `<line class="grid" x1="%g" y1="%.1f" x2="%g" y2="%.1f"/>`, left, y(v), w-right, y(v))
 		fmt.Fprintf(&b, `<text class="tick" x="%g" y="%.1f" text-anchor="end">%s</text>`, left-4, y(v)+4, html.EscapeString(shortNum(v)))
 	}
+	layout := "15:04"
+	if now-from < 20*60*1000 {
+		layout = "15:04:05" // a short window's ticks would repeat the same minute
+	}
 	for i := 0; i <= 6; i++ {
 		t := from + (now-from)*int64(i)/6
-		fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%g" text-anchor="middle">%s</text>`, x(t), h-bottom+14, time.UnixMilli(t).UTC().Format("15:04"))
+		anchor := "middle"
+		if i == 6 {
+			anchor = "end" // inside the frame
+		}
+		fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%g" text-anchor="%s">%s</text>`, x(t), h-bottom+14, anchor, time.UnixMilli(t).UTC().Format(layout))
 	}
 	fmt.Fprintf(&b, `<text class="unit" x="%g" y="%g">%s (UTC)</text>`, left, h-6, html.EscapeString(unit))
 	points := 0
@@ -68,8 +76,14 @@ func (c *Console) plot(series []Series, unit string, labels []string) template.H
 			for _, p := range s.Points {
 				most = math.Max(most, p.V)
 			}
-			fmt.Fprintf(&b, `<polyline class="line" data-series="%s" data-last="%g" data-max="%g" fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`,
-				html.EscapeString(label), last, most, colour, strings.Join(pts, " "))
+			// The first line (a total, where there is one) is drawn wider, so that a part
+			// equal to it does not hide it.
+			width := "1.5"
+			if i == 0 && len(series) > 1 && label == "total" {
+				width = "3"
+			}
+			fmt.Fprintf(&b, `<polyline class="line" data-series="%s" data-last="%g" data-max="%g" fill="none" stroke="%s" stroke-width="%s" stroke-opacity="0.85" points="%s"/>`,
+				html.EscapeString(label), last, most, colour, width, strings.Join(pts, " "))
 		}
 		fmt.Fprintf(&b, `<rect x="%g" y="%g" width="10" height="3" fill="%s"/><text class="legend" x="%g" y="%g">%s</text>`,
 			w-right-200, top+8+float64(i)*13, colour, w-right-186, top+12+float64(i)*13, html.EscapeString(label))
