@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"crypto/tls"
 	"net"
 	"strconv"
 
@@ -30,7 +32,13 @@ func (n *node) newConsole() (*console.Console, error) {
 	}
 	k := console.Kafka{Addr: net.JoinHostPort(host, strconv.Itoa(l.Port))}
 	if isTLS(proto) && n.sec.tls != nil {
-		k.Opts = append(k.Opts, kgo.Dialer(n.sec.tlsDial))
+		// Viewers' connections verify the broker but present no certificate: on an SSL
+		// listener the broker's own would make every viewer the broker's principal. They
+		// are then User:ANONYMOUS, or refused where ssl.client.auth=required. The
+		// sampler, which shows a viewer only what its own client can describe, presents
+		// the node's certificate.
+		k.Opts = append(k.Opts, kgo.Dialer(n.anonymousTLSDial))
+		k.ServiceOpts = append(k.ServiceOpts, kgo.Dialer(n.sec.tlsDial))
 	}
 	if isSASL(proto) {
 		k.SASL = true
@@ -52,4 +60,16 @@ func consoleListener(cfg *config.Config) (config.Listener, bool) {
 		}
 	}
 	return findBrokerListener(cfg, cfg.InterBrokerListenerName)
+}
+
+// anonymousTLSDial dials a broker over TLS verifying its certificate as the node's
+// clients do, without presenting one.
+func (n *node) anonymousTLSDial(ctx context.Context, network, host string) (net.Conn, error) {
+	cfg := n.sec.tls.ClientConfig()
+	cfg.GetClientCertificate = nil
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		cfg.ServerName = h
+	}
+	d := &tls.Dialer{Config: cfg}
+	return d.DialContext(ctx, network, host)
 }
