@@ -58,8 +58,12 @@ type Options struct {
 	// SampleInterval and Window size the history (10 s and 1 h when zero).
 	SampleInterval, Window time.Duration
 	// Peers returns the base URLs (http://host:port) of the other nodes' consoles, whose
-	// histories a page merges with this node's; nil when they are not known.
-	Peers func() []string
+	// histories a page merges with this node's. When nil and DiscoverPeers is set, they
+	// are found from each other broker's DescribeConfigs answer (http.listener).
+	Peers         func() []string
+	DiscoverPeers bool
+	// NodeID is this node's id, left out of the discovered peers.
+	NodeID int32
 	// HTTP fetches the peers' histories; http.DefaultClient's transport when nil.
 	HTTP   *http.Client
 	Logger *slog.Logger
@@ -79,8 +83,9 @@ type Console struct {
 	smp     *sampler
 	// shared is the viewers' client when the listener has no SASL: every viewer is the
 	// same (anonymous or certificate) principal.
-	shared   *lazyClient
-	sessions *sessions
+	shared    *lazyClient
+	sessions  *sessions
+	peerCache peerCache
 }
 
 // New builds a console; it dials nothing until a page or the sampler needs Kafka.
@@ -218,10 +223,10 @@ func (c *Console) serveHistory(w http.ResponseWriter, r *http.Request) {
 // answers in time; peers that fail are skipped (the page says how many answered).
 func (c *Console) mergedHistory(ctx context.Context, prefix string) (series []Series, peersAsked, peersAnswered int) {
 	sets := [][]Series{c.hist.Snapshot(prefix)}
-	if c.opts.Peers == nil {
+	peers := c.peers(ctx)
+	if len(peers) == 0 {
 		return sets[0], 0, 0
 	}
-	peers := c.opts.Peers()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, p := range peers {

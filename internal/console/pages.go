@@ -297,7 +297,7 @@ func (c *Console) overview(ctx context.Context, w http.ResponseWriter, r *http.R
 		visible[t] = true
 	}
 	series, asked, answered := c.mergedHistory(ctx, "")
-	d.PeersAsked, d.PeersAnswered, d.PeersUnknown = asked, answered, c.opts.Peers == nil
+	d.PeersAsked, d.PeersAnswered = asked, answered
 	in := sumSeries("in", filterTopics(series, "in/", visible))
 	out := sumSeries("out", filterTopics(series, "out/", visible))
 	d.Throughput = c.plot([]Series{in, out}, "records/s", []string{"in (appended)", "out (committed by groups)"})

@@ -47,7 +47,7 @@ func (n *node) newConsole() (*console.Console, error) {
 		// topics and groups the viewer's own client may describe.
 		k.ServiceOpts = append(k.ServiceOpts, kgo.SASL(n.sec.interBrokerMechanism()))
 	}
-	return console.New(console.Options{Kafka: k, ReadOnly: cfg.ConsoleReadOnly, Logger: n.lg})
+	return console.New(console.Options{Kafka: k, ReadOnly: cfg.ConsoleReadOnly, Logger: n.lg, NodeID: cfg.NodeID, DiscoverPeers: true})
 }
 
 // consoleListener picks the Kafka listener the console dials: the first SASL one, so
