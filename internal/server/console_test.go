@@ -136,10 +136,29 @@ func TestConsolePages(t *testing.T) {
 			t.Fatalf("topic page: %d, no %q:\n%s", code, want, body)
 		}
 	}
-	code, body = b.get("/groups")
-	if code != 200 || !strings.Contains(body, `data-group="billing"`) {
-		t.Fatalf("groups: %d\n%s", code, body)
+	// A share group (KIP-932) with one member reading orders.
+	sc, err := kgo.NewClient(kgo.SeedBrokers(n.kafka), kgo.ShareGroup("workers"), kgo.ConsumeTopics("orders"), kgo.ClientID("worker"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer sc.Close()
+	sctx, stopShare := context.WithCancel(ctx)
+	defer stopShare()
+	go func() {
+		for sctx.Err() == nil {
+			sc.PollFetches(sctx)
+		}
+	}()
+	testutil.Eventually(t, 30*time.Second, "the share group on the groups page", func() bool {
+		code, body = b.get("/groups")
+		return code == 200 && strings.Contains(body, `data-group="billing"`) && strings.Contains(body, `data-group="workers"`) &&
+			strings.Contains(body, "<td>share</td>")
+	})
+	testutil.Eventually(t, 30*time.Second, "the share group's page with its member", func() bool {
+		code, body = b.get("/group?id=workers")
+		return code == 200 && strings.Contains(body, "share group") && strings.Contains(body, "<td>worker</td>") &&
+			strings.Contains(body, "orders [0 1]") && strings.Contains(body, "Share start offset")
+	})
 	// billing committed offset 4 of partition 0's 10 records: 6 behind there, and all 10
 	// of partition 1's, where it committed nothing (counted from the log start, as kadm
 	// and kafka-consumer-groups.sh do for a subscribed topic).
