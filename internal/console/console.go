@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"crypto/subtle"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -64,6 +65,11 @@ type Options struct {
 	DiscoverPeers bool
 	// NodeID is this node's id, left out of the discovered peers.
 	NodeID int32
+	// PeerToken, when set, is required of /console/api/history requests (in the
+	// X-Shale-Console-Peer header) and sent with this node's own: on a cluster that
+	// requires authentication the history, which names topics and groups, is for the
+	// other nodes only. Every node must be given the same token.
+	PeerToken string
 	// HTTP fetches the peers' histories; http.DefaultClient's transport when nil.
 	HTTP   *http.Client
 	Logger *slog.Logger
@@ -209,9 +215,16 @@ func (l *lazyClient) close() {
 	}
 }
 
+// peerHeader carries Options.PeerToken.
+const peerHeader = "X-Shale-Console-Peer"
+
 // serveHistory answers /console/api/history: this node's own series as JSON (never the
 // merged ones, so that nodes asking each other do not echo).
 func (c *Console) serveHistory(w http.ResponseWriter, r *http.Request) {
+	if tok := c.opts.PeerToken; tok != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(peerHeader)), []byte(tok)) != 1 {
+		http.Error(w, "the console's history is served to the other nodes only", http.StatusForbidden)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(struct {
 		IntervalMs int64    `json:"interval_ms"`
@@ -254,6 +267,9 @@ func (c *Console) fetchPeer(ctx context.Context, base, prefix string) ([]Series,
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/console/api/history?prefix="+urlQueryEscape(prefix), nil)
 	if err != nil {
 		return nil, err
+	}
+	if c.opts.PeerToken != "" {
+		req.Header.Set(peerHeader, c.opts.PeerToken)
 	}
 	resp, err := c.httpc.Do(req)
 	if err != nil {

@@ -3,6 +3,8 @@ package console
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -155,5 +157,43 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 10 s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A page merges the peers' histories, fetched with the peer token; without the token a
+// history is refused.
+func TestPeersHistoryMergedWithToken(t *testing.T) {
+	mk := func(peers func() []string) *Console {
+		c, err := New(Options{Kafka: Kafka{Addr: "127.0.0.1:1"}, Clock: newFakeClock(), PeerToken: "secret", Peers: peers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	b := mk(nil)
+	srv := httptest.NewServer(b)
+	defer srv.Close()
+	a := mk(func() []string { return []string{srv.URL, "http://127.0.0.1:1"} })
+	at := time.UnixMilli(1_000_000)
+	a.History().Add("in/t", at, 2)
+	b.History().Add("in/t", at, 4)
+	b.History().Add("in/t", at.Add(10*time.Second), 6)
+	b.History().Add("lag/g/t/0", at, 1)
+	got, asked, answered := a.mergedHistory(context.Background(), "in/")
+	if asked != 2 || answered != 1 {
+		t.Fatalf("asked %d peers, %d answered; want 2 and 1 (one is down)", asked, answered)
+	}
+	want := []Point{{T: 1_000_000, V: 3}, {T: 1_010_000, V: 6}}
+	if len(got) != 1 || fmt.Sprint(got[0].Points) != fmt.Sprint(want) {
+		t.Fatalf("merged %+v, want in/t %v", got, want)
+	}
+	resp, err := http.Get(srv.URL + "/console/api/history")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("history without the peer token: %s", resp.Status)
 	}
 }

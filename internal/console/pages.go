@@ -296,10 +296,11 @@ func (c *Console) overview(ctx context.Context, w http.ResponseWriter, r *http.R
 	for t := range md.Topics {
 		visible[t] = true
 	}
-	series, asked, answered := c.mergedHistory(ctx, "")
+	ins, asked, answered := c.mergedHistory(ctx, "in/")
+	outs, _, _ := c.mergedHistory(ctx, "out/")
 	d.PeersAsked, d.PeersAnswered = asked, answered
-	in := sumSeries("in", filterTopics(series, "in/", visible))
-	out := sumSeries("out", filterTopics(series, "out/", visible))
+	in := sumSeries("in", filterTopics(ins, "in/", visible))
+	out := sumSeries("out", filterTopics(outs, "out/", visible))
 	d.Throughput = c.plot([]Series{in, out}, "records/s", []string{"in (appended)", "out (committed by groups)"})
 	p.Data = d
 	c.render(w, "overview", p)

@@ -2,7 +2,10 @@ package server
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"net"
 	"strconv"
 
@@ -47,7 +50,16 @@ func (n *node) newConsole() (*console.Console, error) {
 		// topics and groups the viewer's own client may describe.
 		k.ServiceOpts = append(k.ServiceOpts, kgo.SASL(n.sec.interBrokerMechanism()))
 	}
-	return console.New(console.Options{Kafka: k, ReadOnly: cfg.ConsoleReadOnly, Logger: n.lg, NodeID: cfg.NodeID, DiscoverPeers: true})
+	opts := console.Options{Kafka: k, ReadOnly: cfg.ConsoleReadOnly, Logger: n.lg, NodeID: cfg.NodeID, DiscoverPeers: true}
+	if k.SASL {
+		// The history names topics and groups: on a cluster that authenticates, only the
+		// other nodes may read it. They share the inter-broker login, so each derives the
+		// same token from it without the password crossing the (plain HTTP) listener.
+		mac := hmac.New(sha256.New, []byte(cfg.SASLInterBrokerUsername+"\x00"+cfg.SASLInterBrokerPassword))
+		mac.Write([]byte("shale console history"))
+		opts.PeerToken = hex.EncodeToString(mac.Sum(nil))
+	}
+	return console.New(opts)
 }
 
 // consoleListener picks the Kafka listener the console dials: the first SASL one, so

@@ -34,7 +34,11 @@ func TestConsoleScale(t *testing.T) {
 	for i := range 100 {
 		topics = append(topics, fmt.Sprintf("t%03d", i))
 	}
-	if _, err := adm.CreateTopics(ctx, 20, 1, nil, topics...); err != nil {
+	created, err := adm.CreateTopics(ctx, 20, 1, nil, topics...)
+	if err == nil {
+		err = created.Error()
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, topic := range topics {
@@ -56,6 +60,12 @@ func TestConsoleScale(t *testing.T) {
 		}
 	}
 	b := newBrowser(t, "http://"+n.http)
+	if _, body := b.get("/"); !strings.Contains(body, "101 topics · 2001 partitions") {
+		t.Fatalf("the overview does not show 2,000 partitions (and __consumer_offsets):\n%s", body)
+	}
+	if _, body := b.get("/groups"); strings.Count(body, "data-group=") != 200 {
+		t.Fatalf("the groups page does not show 200 groups:\n%s", body)
+	}
 	pages := []string{"/", "/topics", "/topic?name=t050", "/groups", "/group?id=group-050", "/messages?topic=t050&partition=3", "/security"}
 	var report strings.Builder
 	fmt.Fprintf(&report, "| page | median | min | max |\n|---|---|---|---|\n")

@@ -353,6 +353,11 @@ func TestConsoleSASLLoginAppliesACLs(t *testing.T) {
 		t.Fatalf("admin's security page:\n%s", body)
 	}
 
+	// The history names topics and groups: on this cluster only other nodes may read it.
+	if code, _ := b.get("/console/api/history"); code != http.StatusForbidden {
+		t.Fatalf("the history without the peer token: %d", code)
+	}
+
 	// Logging out ends the session on the server: the old cookie no longer works.
 	if code, loc, _ := b.post("/logout", url.Values{"csrf": {token}}); code != http.StatusSeeOther || loc != "/login" {
 		t.Fatalf("logout: %d %q", code, loc)
