@@ -52,12 +52,31 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// maxSessions bounds the server-side state: without SASL every cookie-less request
+// starts a session, so a script that keeps none would otherwise grow it for 30 minutes.
+const maxSessions = 10000
+
 func (s *sessions) create(user string, mech sasl.Mechanism, client *lazyClient) *session {
 	now := s.clock.Now()
 	ss := &session{id: randomToken(), csrf: randomToken(), user: user, mech: mech, client: client, created: now, lastSeen: now}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	var evicted *session
+	if len(s.byID) >= maxSessions {
+		// The least recently seen goes (a scan, but only when full).
+		for _, o := range s.byID {
+			o.mu.Lock()
+			if evicted == nil || o.lastSeen.Before(evicted.lastSeen) {
+				evicted = o
+			}
+			o.mu.Unlock()
+		}
+		delete(s.byID, evicted.id)
+	}
 	s.byID[ss.id] = ss
+	s.mu.Unlock()
+	if evicted != nil && evicted.client != nil {
+		evicted.client.close()
+	}
 	return ss
 }
 

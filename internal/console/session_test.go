@@ -40,6 +40,24 @@ func TestSessionsExpire(t *testing.T) {
 	}
 }
 
+// The sessions held are bounded: the least recently seen goes first.
+func TestSessionsBounded(t *testing.T) {
+	clock := newFakeClock()
+	s := newSessions(clock)
+	first := s.create("", nil, nil)
+	second := s.create("", nil, nil)
+	clock.mu.Lock()
+	clock.now = clock.now.Add(time.Second)
+	clock.mu.Unlock()
+	s.get(first.id) // seen more recently than second
+	for range maxSessions - 1 {
+		s.create("", nil, nil)
+	}
+	if len(s.byID) != maxSessions || s.get(second.id) != nil || s.get(first.id) == nil {
+		t.Fatalf("%d sessions; the least recently seen should have gone", len(s.byID))
+	}
+}
+
 // Login redirects only within the console, and a cross-origin login form is refused.
 func TestLoginStaysOnSite(t *testing.T) {
 	for in, want := range map[string]string{"/topics": "/topics", "//evil.example/": "/", "https://evil.example/": "/", "/\\evil": "/", "": "/"} {
