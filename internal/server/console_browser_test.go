@@ -19,9 +19,11 @@ import (
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shalelog/shale/internal/console"
+	"github.com/shalelog/shale/internal/testutil"
 )
 
 // chromium finds Debian's chromium (tests/deps.sh installs it).
@@ -297,4 +299,41 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// In chromium, on a cluster that requires SASL: the login form, then alice sees only the
+// topic her ACLs let her describe, and a refusal is shown as Kafka's error.
+func TestConsoleInBrowserLogin(t *testing.T) {
+	h := newHeadless(t)
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	n := startSecureNode(t, "--http.listener="+httpAddr,
+		"--authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer", "--super.users=User:admin")
+	ctx := ctxFor(t, 90*time.Second)
+	n.addAlice(t, ctx, "visible")
+	adm := kadm.NewClient(n.saslClient(t, scram512("admin", "admin-secret")))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "hidden"); err != nil {
+		t.Fatal(err)
+	}
+	acl := kadm.NewACLs().Allow("User:alice").Topics("visible").Operations(kadm.OpDescribe, kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral)
+	if res, err := adm.CreateACLs(ctx, acl); err != nil || res[0].Err != nil {
+		t.Fatalf("create ACL: %v %+v", err, res)
+	}
+	base := "http://" + httpAddr
+	h.visit(base+"/topics", "login") // sent to the login page
+	h.run(chromedp.SetValue(`input[name=user]`, "alice", chromedp.ByQuery),
+		chromedp.SetValue(`input[name=password]`, "alice-secret", chromedp.ByQuery),
+		chromedp.SetValue(`select[name=mechanism]`, "SCRAM-SHA-512", chromedp.ByQuery),
+		chromedp.Click(`form.login button`, chromedp.ByQuery), chromedp.WaitVisible("#topics", chromedp.ByQuery))
+	var topics []string
+	h.run(chromedp.Evaluate(`Array.from(document.querySelectorAll("#topics tr[data-topic]")).map(r => r.dataset.topic)`, &topics))
+	if len(topics) != 1 || topics[0] != "visible" {
+		t.Fatalf("alice sees topics %v, want only visible", topics)
+	}
+	var alert string
+	h.run(chromedp.Text(`p.error`, &alert, chromedp.ByQuery))
+	if !strings.Contains(alert, "TOPIC_AUTHORIZATION_FAILED") {
+		t.Fatalf("the refusal shown is %q", alert)
+	}
+	h.visit(base+"/topics", "topics-as-alice")
+	h.visit(base+"/security", "security-as-alice")
 }
