@@ -29,12 +29,19 @@ import (
 // chromium finds Debian's chromium (tests/deps.sh installs it).
 func chromium(t *testing.T) string {
 	t.Helper()
+	p := findChromium()
+	if p == "" {
+		t.Skip("chromium is not installed (tests/deps.sh installs it)")
+	}
+	return p
+}
+
+func findChromium() string {
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
-	t.Skip("chromium is not installed (tests/deps.sh installs it)")
 	return ""
 }
 

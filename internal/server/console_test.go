@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -422,6 +423,16 @@ func TestConsoleThreeNodes(t *testing.T) {
 			strings.Contains(body, "Under-replicated partitions (6)")
 	})
 	t.Logf("broker 3 shown fenced, 6 partitions under-replicated, %s after it stopped", time.Since(start).Round(100*time.Millisecond))
+	if findChromium() != "" {
+		// The same in a browser, for the screenshot.
+		h := newHeadless(t)
+		h.visit("http://"+httpAddr[1]+"/", "overview-broker-down")
+		var state string
+		h.run(chromedp.Text(`tr[data-broker="3"] .badge`, &state, chromedp.ByQuery))
+		if state != "fenced or down" {
+			t.Errorf("broker 3 in the browser: %q", state)
+		}
+	}
 	// Broker 3's console went with it: the history merged is node 1's (the peer list,
 	// cached for 30 s, may still name node 3).
 	if !regexp.MustCompile(`Merged with the history of 1 of [12] other nodes`).MatchString(body) {
