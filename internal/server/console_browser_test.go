@@ -222,7 +222,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	waitUntil(t, 60*time.Second, "the consumer group to catch up", func() bool {
 		h.visit(base+"/group?id=live", "group-live")
 		last, _, ok := h.plotLine("total")
-		return ok && last < 50 && produced.Load() > 100
+		return ok && last < 100 && produced.Load() > 100
 	})
 	stop()
 	var peak float64
@@ -231,7 +231,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		h.visit(base+"/group?id=live", "group-lag-rising")
 		last, _, _ := h.plotLine("total")
 		peak = last
-		return last > 200
+		return last > 300
 	})
 	stop = consume()
 	defer stop()
