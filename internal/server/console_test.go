@@ -128,7 +128,8 @@ func TestConsolePages(t *testing.T) {
 		}
 	}
 	code, body = b.get("/topics")
-	if code != 200 || !strings.Contains(body, `data-topic="orders"`) || !strings.Contains(body, "168h0m0s") {
+	if code != 200 || !strings.Contains(body, `data-topic="orders"`) || !strings.Contains(body, "168h0m0s") ||
+		!regexp.MustCompile(`data-topic="orders">.*\n.*\n<td>\d+(\.\d)? [KM]?i?B</td>`).MatchString(body) {
 		t.Fatalf("topics: %d\n%s", code, body)
 	}
 	code, body = b.get("/topic?name=orders")
