@@ -75,6 +75,7 @@ func (s *Server) registerBuiltins() {
 	s.Register(kmsg.IncrementalAlterConfigs, 0, 1, s.handleIncrementalAlterConfigs)
 	s.Register(kmsg.DescribeCluster, 0, 1, s.handleDescribeCluster)
 	s.Register(kmsg.ElectLeaders, 0, 2, s.handleElectLeaders)
+	s.Register(kmsg.DescribeLogDirs, 0, 4, s.handleDescribeLogDirs)
 	s.Register(kmsg.AlterPartitionAssignments, 0, 1, s.handleAlterPartitionReassignments)
 	s.Register(kmsg.ListPartitionReassignments, 0, 0, s.handleListPartitionReassignments)
 	s.registerACLs() // 29_acls.go

@@ -43,6 +43,7 @@ import (
 	"github.com/shalelog/shale/replication"
 	"github.com/shalelog/shale/replication/share"
 	"github.com/shalelog/shale/server/config"
+	"github.com/shalelog/shale/server/console"
 	"github.com/shalelog/shale/server/datadir"
 	"github.com/shalelog/shale/server/exporter"
 	"github.com/shalelog/shale/server/restproxy"
@@ -113,6 +114,8 @@ type node struct {
 	shares *share.Manager
 	kafka  *protocol.Server
 	http   *http.Server
+	// console is the web console on the HTTP listener (nil when off).
+	console *console.Console
 	// registryDone is closed once the schema registry's listener has shut down.
 	registryDone chan struct{}
 	// stopProxy stops the REST proxy, whose Kafka client needs the Kafka listener
@@ -229,7 +232,9 @@ func (n *node) start(parent context.Context, lns *listeners) error {
 	if lns.http != nil {
 		ln := lns.http
 		lns.http = nil
-		n.startHTTP(ln)
+		if err := n.startHTTP(ctx, ln); err != nil {
+			return err
+		}
 	}
 	if !cfg.IsBroker() {
 		return nil
@@ -535,8 +540,18 @@ func (n *node) startGroups(store metadata.Store) *group.Coordinator {
 	return n.groups
 }
 
-func (n *node) startHTTP(ln net.Listener) {
+func (n *node) startHTTP(ctx context.Context, ln net.Listener) error {
 	mux := http.NewServeMux()
+	c, err := n.newConsole()
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if c != nil {
+		n.console = c
+		mux.Handle("/", c)
+		go c.Run(ctx)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
 	// Profiles for diagnosing the produce and fetch paths; http.listener is loopback by
 	// default, so this is not exposed unless the operator chooses to.
@@ -579,7 +594,8 @@ func (n *node) startHTTP(ln net.Listener) {
 			n.lg.Error("HTTP listener stopped", "err", err)
 		}
 	}()
-	n.lg.Info("serving metrics and health", "listener", ln.Addr().String())
+	n.lg.Info("serving metrics and health", "listener", ln.Addr().String(), "console", c != nil)
+	return nil
 }
 
 // controlledShutdownTimeout bounds how long a stopping broker waits for the controller to
@@ -696,6 +712,9 @@ func (n *node) close() error {
 		// Before the Kafka listener closes: requests in flight finish through it.
 		n.stopProxy()
 		<-n.proxyDone
+	}
+	if n.console != nil {
+		n.console.Close()
 	}
 	n.controlledShutdown()
 	if n.groups != nil {

@@ -32,6 +32,9 @@ command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
 command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
+# The web console's browser tests (internal/server/console_browser_test.go) drive Debian's
+# chromium with chromedp.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # The container image (make image, tests/k8s): buildah builds it, podman tries to run it.
 command -v buildah >/dev/null 2>&1 || need_apt+=(buildah)
 command -v podman >/dev/null 2>&1 || need_apt+=(podman)

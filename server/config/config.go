@@ -262,6 +262,12 @@ type Config struct {
 	// HTTPListener is http.listener (Shale's own; default "127.0.0.1:9644"): host:port
 	// for metrics and health; "" turns it off.
 	HTTPListener string
+	// ConsoleEnable is console.enable (Shale's own; default true): brokers serve the web
+	// console at / on http.listener. Kafka has no console.
+	ConsoleEnable bool
+	// ConsoleReadOnly is console.read.only (Shale's own; default false): the console
+	// shows the cluster but refuses every change (producing a test record).
+	ConsoleReadOnly bool
 	// SchemaRegistryListener is schema.registry.listener (Shale's own; default
 	// "127.0.0.1:8081", the port Confluent Schema Registry's clients expect): host:port
 	// of the built-in schema registry's REST API on brokers; "" turns it off. Loopback by

@@ -364,8 +364,12 @@ func buildKeys() []*keyDef {
 
 		key("cluster.id", "", "The cluster's id (22-character base64 UUID); optional.",
 			accessor{set: setClusterID, get: func(c *Config) string { return c.ClusterID }}),
-		key("http.listener", "127.0.0.1:9644", "Shale: host:port for metrics and health; empty turns it off.",
+		key("http.listener", "127.0.0.1:9644", "Shale: host:port for metrics, health and the web console; empty turns it off.",
 			accessor{set: setHTTPListener, get: func(c *Config) string { return c.HTTPListener }}),
+		key("console.enable", "true", "Shale: brokers serve the web console at / on http.listener.",
+			boolField(func(c *Config) *bool { return &c.ConsoleEnable })),
+		key("console.read.only", "false", "Shale: the web console shows the cluster but changes nothing (no test records produced).",
+			boolField(func(c *Config) *bool { return &c.ConsoleReadOnly })),
 		key("schema.registry.listener", "127.0.0.1:8081", "Shale: host:port of the built-in schema registry (Confluent's REST API) on brokers; empty turns it off.",
 			accessor{set: setSchemaRegistryListener, get: func(c *Config) string { return c.SchemaRegistryListener }}),
 		key("rest.proxy.listener", "127.0.0.1:8082", "Shale: host:port of the built-in HTTP proxy (Confluent REST Proxy's v3 paths) on brokers; empty turns it off.",

@@ -61,7 +61,7 @@ func TestDefault(t *testing.T) {
 		ReplicaLagTimeMaxMs: 30000, ReplicaFetchMaxBytes: 1048576,
 		ReplicaFetchBackoffMs: 1000, ReplicaHighWatermarkCheckpointIntervalMs: 5000,
 		LeaderReplicationThrottledRate: math.MaxInt64, FollowerReplicationThrottledRate: math.MaxInt64,
-		ReplicaFetchWaitMaxMs: 500, NumReplicaFetchers: 1, HTTPListener: "127.0.0.1:9644", SchemaRegistryListener: "127.0.0.1:8081", RESTProxyListener: "127.0.0.1:8082",
+		ReplicaFetchWaitMaxMs: 500, NumReplicaFetchers: 1, HTTPListener: "127.0.0.1:9644", ConsoleEnable: true, SchemaRegistryListener: "127.0.0.1:8081", RESTProxyListener: "127.0.0.1:8082",
 		SchemaRegistrySecurity: HTTPSecurity{SSLClientAuth: "none", AuthenticationMethod: "NONE", AuthenticationRealm: "SchemaRegistry"},
 		RESTProxySecurity:      HTTPSecurity{SSLClientAuth: "none", AuthenticationMethod: "NONE", AuthenticationRealm: "RestProxy"}, LogLevel: slog.LevelInfo,
 		InterBrokerListenerName: "PLAINTEXT", ControllerListenerNames: []string{"CONTROLLER"},

@@ -53,6 +53,7 @@ func (c *Config) finish() error {
 
 	c.finishAdvertised(fail)
 	c.finishVoters(fail)
+	c.finishConsole()
 
 	if c.BrokerHeartbeatIntervalMs >= c.BrokerSessionTimeoutMs {
 		fail("broker.heartbeat.interval.ms", "must be less than broker.session.timeout.ms (%d)", c.BrokerSessionTimeoutMs)

@@ -122,6 +122,11 @@ func TestLoadAccepts(t *testing.T) {
 		{"valid cluster id", []string{"--cluster.id=MkU3OEVBNTcwNTJENDM2Qk"},
 			func(c *Config) bool { return c.ClusterID == "MkU3OEVBNTcwNTJENDM2Qk" }},
 		{"http listener off", []string{"--http.listener="}, func(c *Config) bool { return c.HTTPListener == "" }},
+		{"console on loopback", []string{"--http.listener=localhost:9644"}, func(c *Config) bool { return c.ConsoleEnable }},
+		{"console off on a network listener", []string{"--http.listener=0.0.0.0:9644"}, func(c *Config) bool {
+			return !c.ConsoleEnable && len(c.Warnings) == 1 && strings.Contains(c.Warnings[0], "console.enable=true")
+		}},
+		{"console on a network listener when asked", []string{"--http.listener=0.0.0.0:9644", "--console.enable=true"}, func(c *Config) bool { return c.ConsoleEnable }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Load(tc.args, nil)

@@ -1,0 +1,346 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shalelog/shale/internal/testutil"
+	"github.com/shalelog/shale/server/console"
+)
+
+// chromium finds Debian's chromium (tests/deps.sh installs it).
+func chromium(t *testing.T) string {
+	t.Helper()
+	p := findChromium()
+	if p == "" {
+		t.Skip("chromium is not installed (tests/deps.sh installs it)")
+	}
+	return p
+}
+
+func findChromium() string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// screenshotDir is where the browser tests leave their screenshots:
+// $SHALE_TEST_ARTIFACTS/console when set, else the test's temporary directory.
+func screenshotDir(t *testing.T) string {
+	dir := t.TempDir()
+	if a := os.Getenv("SHALE_TEST_ARTIFACTS"); a != "" {
+		dir = filepath.Join(a, "console")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// headless is a browser tab that records every console error, uncaught exception and
+// browser log error (a CSP violation, a failed load) the pages cause.
+type headless struct {
+	t    *testing.T
+	ctx  context.Context
+	mu   sync.Mutex
+	errs []string
+	dir  string
+}
+
+func newHeadless(t *testing.T) *headless {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium(t)), chromedp.NoSandbox,
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 900))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelB := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelB(); cancelA() })
+	h := &headless{t: t, ctx: ctx, dir: screenshotDir(t)}
+	chromedp.ListenTarget(ctx, func(ev any) {
+		var msg string
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.APITypeError || ev.Type == runtime.APITypeAssert {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value))
+				}
+				msg = "console." + string(ev.Type) + ": " + strings.Join(args, " ")
+			}
+		case *runtime.EventExceptionThrown:
+			msg = "exception: " + ev.ExceptionDetails.Text
+			if ev.ExceptionDetails.Exception != nil {
+				msg += " " + ev.ExceptionDetails.Exception.Description
+			}
+		case *cdplog.EventEntryAdded:
+			if ev.Entry.Level == cdplog.LevelError {
+				msg = "log: " + ev.Entry.Text + " " + ev.Entry.URL
+			}
+		}
+		if msg != "" {
+			h.mu.Lock()
+			h.errs = append(h.errs, msg)
+			h.mu.Unlock()
+		}
+	})
+	if err := chromedp.Run(ctx, cdplog.Enable(), runtime.Enable()); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return h
+}
+
+func (h *headless) run(actions ...chromedp.Action) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Run(ctx, actions...); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// visit loads url, waits for its heading, screenshots it as name.png and fails on any
+// error the page caused.
+func (h *headless) visit(url, name string) {
+	h.t.Helper()
+	var shot []byte
+	h.run(chromedp.Navigate(url), chromedp.WaitVisible("main h1", chromedp.ByQuery), chromedp.FullScreenshot(&shot, 100) /* 100: PNG */)
+	if err := os.WriteFile(filepath.Join(h.dir, name+".png"), shot, 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	h.checkErrors(url)
+}
+
+func (h *headless) checkErrors(where string) {
+	h.t.Helper()
+	time.Sleep(100 * time.Millisecond) // late console events
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.errs) > 0 {
+		h.t.Errorf("%s: the page caused errors:\n%s", where, strings.Join(h.errs, "\n"))
+		h.errs = nil
+	}
+}
+
+// plotLine reads a plot line's last and largest values.
+func (h *headless) plotLine(series string) (last, most float64, ok bool) {
+	h.t.Helper()
+	var attrs map[string]string
+	var nodes []*cdp.Node
+	h.run(chromedp.Nodes(fmt.Sprintf(`polyline[data-series=%q]`, series), &nodes, chromedp.ByQueryAll, chromedp.AtLeast(0)))
+	if len(nodes) == 0 {
+		return 0, 0, false
+	}
+	h.run(chromedp.Attributes(fmt.Sprintf(`polyline[data-series=%q]`, series), &attrs, chromedp.ByQuery))
+	last, _ = strconv.ParseFloat(attrs["data-last"], 64)
+	most, _ = strconv.ParseFloat(attrs["data-max"], 64)
+	return last, most, true
+}
+
+// startTestConsole serves a console of the node at addr with a fast sampler, as the
+// node's own (10 s) would make the test wait minutes for a plot.
+func startTestConsole(t *testing.T, addr string, interval time.Duration) string {
+	t.Helper()
+	c, err := console.New(console.Options{Kafka: console.Kafka{Addr: addr}, SampleInterval: interval, Window: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go c.Run(ctx)
+	srv := httptest.NewServer(c)
+	t.Cleanup(func() { srv.Close(); cancel(); c.Close() })
+	return srv.URL
+}
+
+// In Debian's chromium: every page loads without an error, the messages browsed are the
+// ones produced, a test record produced through the form shows up, a change without its
+// CSRF token is refused, and a group's lag plot rises while its consumer is stopped and
+// falls once it is back. Screenshots of each page go to the artifacts directory.
+func TestConsoleInBrowser(t *testing.T) {
+	h := newHeadless(t)
+	n := startConsoleNode(t)
+	ctx := ctxFor(t, 3*time.Minute)
+	fill(t, ctx, n.kafka, "orders", 2, 20, "billing")
+	base := startTestConsole(t, n.kafka, 250*time.Millisecond)
+
+	// The node's own console, on http.listener.
+	h.visit("http://"+n.http+"/", "overview-node")
+
+	// A consumer keeps up with a steady producer, then stops, then comes back.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.kafka), kgo.DefaultProduceTopic("stream"), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var produced atomic.Int64
+	pctx, stopProducing := context.WithCancel(ctx)
+	defer stopProducing()
+	go func() {
+		for pctx.Err() == nil {
+			if cl.ProduceSync(pctx, &kgo.Record{Value: []byte("tick")}).FirstErr() == nil {
+				produced.Add(1)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	consume := func() (stop func()) {
+		c, err := kgo.NewClient(kgo.SeedBrokers(n.kafka), kgo.ConsumerGroup("live"), kgo.ConsumeTopics("stream"),
+			kgo.AutoCommitInterval(100*time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for cctx.Err() == nil {
+				c.PollFetches(cctx)
+			}
+		}()
+		return func() { cancel(); <-done; c.Close() }
+	}
+	stop := consume()
+	waitUntil(t, 60*time.Second, "the consumer group to catch up", func() bool {
+		h.visit(base+"/group?id=live", "group-live")
+		last, _, ok := h.plotLine("total")
+		return ok && last < 100 && produced.Load() > 100
+	})
+	stop()
+	var peak float64
+	waitUntil(t, 60*time.Second, "the lag plot to rise while the consumer is stopped", func() bool {
+		time.Sleep(500 * time.Millisecond)
+		h.visit(base+"/group?id=live", "group-lag-rising")
+		last, _, _ := h.plotLine("total")
+		peak = last
+		return last > 300
+	})
+	stop = consume()
+	defer stop()
+	waitUntil(t, 60*time.Second, "the lag plot to fall once the consumer is back", func() bool {
+		time.Sleep(500 * time.Millisecond)
+		h.visit(base+"/group?id=live", "group-lag-falling")
+		last, most, _ := h.plotLine("total")
+		return most >= peak && last < peak/4
+	})
+
+	// Every page, screenshotted.
+	for _, p := range []struct{ path, name string }{
+		{"/", "overview"}, {"/topics", "topics"}, {"/topic?name=orders", "topic"}, {"/groups", "groups"},
+		{"/group?id=billing", "group"}, {"/messages?topic=orders&partition=1&offset=0", "messages"}, {"/security", "security"},
+	} {
+		h.visit(base+p.path, p.name)
+	}
+
+	// The messages shown are those produced: partition 1 holds the odd records.
+	var rows [][]string
+	h.run(chromedp.Navigate(base+"/messages?topic=orders&partition=1&offset=0"), chromedp.WaitVisible("#records", chromedp.ByQuery),
+		chromedp.Evaluate(`Array.from(document.querySelectorAll("#records tr[data-offset]")).map(r => [r.dataset.offset, r.querySelector("pre.key").textContent, r.querySelector("pre.value").textContent])`, &rows))
+	if len(rows) != 10 {
+		t.Fatalf("%d records shown, want 10: %v", len(rows), rows)
+	}
+	for i, r := range rows {
+		want := 2*i + 1
+		var v struct {
+			N    int    `json:"n"`
+			What string `json:"what"`
+		}
+		if err := json.Unmarshal([]byte(r[2]), &v); err != nil || r[0] != strconv.Itoa(i) || r[1] != fmt.Sprintf("key-%d", want) || v.N != want || v.What != fmt.Sprintf("record %d", want) {
+			t.Fatalf("row %d shows %q, want offset %d, key-%d, record %d (%v)", i, r, i, want, want, err)
+		}
+	}
+
+	// A test record through the form.
+	h.run(chromedp.SetValue(`#produce textarea[name=value]`, `{"from":"the browser"}`, chromedp.ByQuery),
+		chromedp.SetValue(`#produce input[name=key]`, "browser-key", chromedp.ByQuery),
+		chromedp.Click(`#produce button`, chromedp.ByQuery), chromedp.WaitVisible("#produced", chromedp.ByQuery))
+	var shown string
+	h.run(chromedp.Text(`#records tr[data-offset="10"] pre.value`, &shown, chromedp.ByQuery))
+	if !strings.Contains(shown, `"from": "the browser"`) {
+		t.Fatalf("the produced record shows %q", shown)
+	}
+	h.checkErrors("produce")
+
+	// A change without its CSRF token, sent from the page itself, is refused.
+	var status int
+	h.run(chromedp.Evaluate(`fetch("/messages", {method: "POST", body: new URLSearchParams({topic: "orders", partition: "1", value: "forged"})}).then(r => r.status)`,
+		&status, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	if status != 403 {
+		t.Fatalf("a POST without a CSRF token: %d, want 403", status)
+	}
+	h.run(chromedp.Navigate(base+"/messages?topic=orders&partition=1&offset=0"), chromedp.WaitVisible("#records", chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll("#records tr[data-offset]").length`, &status))
+	if status != 11 {
+		t.Fatalf("%d records after the refused change, want 11", status)
+	}
+	h.mu.Lock()
+	h.errs = nil // the refused fetch logs a 403, as it should
+	h.mu.Unlock()
+	t.Logf("screenshots in %s", h.dir)
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// In chromium, on a cluster that requires SASL: the login form, then alice sees only the
+// topic her ACLs let her describe, and a refusal is shown as Kafka's error.
+func TestConsoleInBrowserLogin(t *testing.T) {
+	h := newHeadless(t)
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	n := startSecureNode(t, "--http.listener="+httpAddr,
+		"--authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer", "--super.users=User:admin")
+	ctx := ctxFor(t, 90*time.Second)
+	n.addAlice(t, ctx, "visible")
+	adm := kadm.NewClient(n.saslClient(t, scram512("admin", "admin-secret")))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "hidden"); err != nil {
+		t.Fatal(err)
+	}
+	acl := kadm.NewACLs().Allow("User:alice").Topics("visible").Operations(kadm.OpDescribe, kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral)
+	if res, err := adm.CreateACLs(ctx, acl); err != nil || res[0].Err != nil {
+		t.Fatalf("create ACL: %v %+v", err, res)
+	}
+	base := "http://" + httpAddr
+	h.visit(base+"/topics", "login") // sent to the login page
+	h.run(chromedp.SetValue(`input[name=user]`, "alice", chromedp.ByQuery),
+		chromedp.SetValue(`input[name=password]`, "alice-secret", chromedp.ByQuery),
+		chromedp.SetValue(`select[name=mechanism]`, "SCRAM-SHA-512", chromedp.ByQuery),
+		chromedp.Click(`form.login button`, chromedp.ByQuery), chromedp.WaitVisible("#topics", chromedp.ByQuery))
+	var topics []string
+	h.run(chromedp.Evaluate(`Array.from(document.querySelectorAll("#topics tr[data-topic]")).map(r => r.dataset.topic)`, &topics))
+	if len(topics) != 1 || topics[0] != "visible" {
+		t.Fatalf("alice sees topics %v, want only visible", topics)
+	}
+	var alert string
+	h.run(chromedp.Text(`p.error`, &alert, chromedp.ByQuery))
+	if !strings.Contains(alert, "TOPIC_AUTHORIZATION_FAILED") {
+		t.Fatalf("the refusal shown is %q", alert)
+	}
+	h.visit(base+"/topics", "topics-as-alice")
+	h.visit(base+"/security", "security-as-alice")
+}
