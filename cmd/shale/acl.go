@@ -41,8 +41,7 @@ func aclCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // aclFlags are the flags of every acl subcommand.
 type aclFlags struct {
-	conn                            connFlags
-	timeout                         time.Duration
+	clientFlags
 	topics, groups, txnIDs          names
 	subjects                        names
 	cluster, registry               bool
@@ -112,9 +111,7 @@ func aclRun(ctx context.Context, sub string, args []string, stdout, stderr io.Wr
 	}[sub]
 	c := newCommand("shale acl "+sub, "shale acl "+sub+" [flags]", about)
 	var f aclFlags
-	f.conn.register(c.fs)
-	f.timeout = 30 * time.Second
-	c.fs.Var(durationValue{&f.timeout}, "timeout", "give up after this `duration`")
+	f.clientFlags.register(c.fs, 30*time.Second)
 	c.fs.Var(&f.topics, "topic", "topic `name` (repeatable)")
 	c.fs.Var(&f.groups, "group", "consumer group `id` (repeatable)")
 	c.fs.Var(&f.txnIDs, "transactional-id", "transactional `id` (repeatable)")
@@ -165,39 +162,31 @@ func aclRun(ctx context.Context, sub string, args []string, stdout, stderr io.Wr
 		return c.usageErr(stderr, "%v", err)
 	}
 
-	o := f.conn.options()
-	o.RequestTimeout = f.timeout
-	cl, err := client.New(o)
-	if err != nil {
-		return c.usageErr(stderr, "%v", err)
-	}
-	defer cl.Close()
-	opCtx, cancel := context.WithTimeout(ctx, f.timeout)
-	defer cancel()
-
-	switch sub {
-	case "add":
-		return aclAdd(opCtx, c, cl, &f, resources, pattern, ops, stdout, stderr)
-	case "remove":
-		removed, err := cl.DeleteACLs(opCtx, aclFilters(&f, resources, pattern, ops))
-		printBindings(stdout, removed)
-		if err != nil {
-			return failed(stderr, c.fs.Name(), err)
-		}
-		return exitOK
-	default:
-		var all []acl.Binding
-		for _, flt := range aclFilters(&f, resources, pattern, ops) {
-			bs, err := cl.ListACLs(opCtx, flt)
+	return f.withClient(ctx, c, stderr, func(opCtx context.Context, cl *client.Client) int {
+		switch sub {
+		case "add":
+			return aclAdd(opCtx, c, cl, &f, resources, pattern, ops, stdout, stderr)
+		case "remove":
+			removed, err := cl.DeleteACLs(opCtx, aclFilters(&f, resources, pattern, ops))
+			printBindings(stdout, removed)
 			if err != nil {
 				return failed(stderr, c.fs.Name(), err)
 			}
-			all = append(all, bs...)
+			return exitOK
+		default:
+			var all []acl.Binding
+			for _, flt := range aclFilters(&f, resources, pattern, ops) {
+				bs, err := cl.ListACLs(opCtx, flt)
+				if err != nil {
+					return failed(stderr, c.fs.Name(), err)
+				}
+				all = append(all, bs...)
+			}
+			slices.SortFunc(all, acl.Compare)
+			printBindings(stdout, slices.Compact(all))
+			return exitOK
 		}
-		slices.SortFunc(all, acl.Compare)
-		printBindings(stdout, slices.Compact(all))
-		return exitOK
-	}
+	})
 }
 
 func aclAdd(ctx context.Context, c *command, cl *client.Client, f *aclFlags, resources []aclResource, pattern kmsg.ACLResourcePatternType,

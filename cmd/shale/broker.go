@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/shalelog/shale/client"
 	"github.com/shalelog/shale/client/rebalance"
 )
 
@@ -35,13 +36,9 @@ func brokerDrain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	var nf nodeFlags
 	nf.register(c, 30*time.Minute)
 	dryRun := c.fs.Bool("dry-run", false, "print the plan without applying it")
-	cl, opCtx, cancel, code, ok := nf.setup(ctx, c, args, true, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	return planAndApply(opCtx, c, cl, rebalance.Options{Drain: []int32{int32(nf.node)}}, *dryRun, stdout, stderr)
+	return nf.run(ctx, c, args, true, stdout, stderr, func(opCtx context.Context, cl *client.Client) int {
+		return planAndApply(opCtx, c, cl, rebalance.Options{Drain: []int32{int32(nf.node)}}, *dryRun, stdout, stderr)
+	})
 }
 
 func brokerUnregister(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -50,15 +47,11 @@ func brokerUnregister(ctx context.Context, args []string, stdout, stderr io.Writ
 	var nf nodeFlags
 	nf.register(c, 30*time.Second)
 	force := c.fs.Bool("force", false, "unregister even though the broker still holds replicas (their data there is lost to the cluster)")
-	cl, opCtx, cancel, code, ok := nf.setup(ctx, c, args, true, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	if err := cl.UnregisterBroker(opCtx, int32(nf.node), *force); err != nil {
-		return failed(stderr, c.fs.Name(), err)
-	}
-	fmt.Fprintf(stdout, "unregistered broker %d\n", nf.node)
-	return exitOK
+	return nf.run(ctx, c, args, true, stdout, stderr, func(opCtx context.Context, cl *client.Client) int {
+		if err := cl.UnregisterBroker(opCtx, int32(nf.node), *force); err != nil {
+			return failed(stderr, c.fs.Name(), err)
+		}
+		fmt.Fprintf(stdout, "unregistered broker %d\n", nf.node)
+		return exitOK
+	})
 }

@@ -35,27 +35,13 @@ func clientMetricsCommand(ctx context.Context, args []string, stdout, stderr io.
 }
 
 type clientMetricsFlags struct {
-	conn    connFlags
-	timeout time.Duration
-	name    string
+	clientFlags
+	name string
 }
 
 func (f *clientMetricsFlags) register(c *command) {
-	f.conn.register(c.fs)
-	f.timeout = 30 * time.Second
-	c.fs.Var(durationValue{&f.timeout}, "timeout", "give up after this `duration`")
+	f.clientFlags.register(c.fs, 30*time.Second)
 	c.fs.StringVar(&f.name, "name", "", "the subscription's `name`")
-}
-
-func (f *clientMetricsFlags) connect(ctx context.Context, c *command, stderr io.Writer) (*client.Client, context.Context, context.CancelFunc, int, bool) {
-	o := f.conn.options()
-	o.RequestTimeout = f.timeout
-	cl, err := client.New(o)
-	if err != nil {
-		return nil, nil, nil, c.usageErr(stderr, "%v", err), false
-	}
-	opCtx, cancel := context.WithTimeout(ctx, f.timeout)
-	return cl, opCtx, cancel, exitOK, true
 }
 
 func clientMetricsAlter(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) int {
@@ -97,22 +83,18 @@ func clientMetricsAlter(ctx context.Context, sub string, args []string, stdout, 
 	}
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	req.Resources = append(req.Resources, res)
-	cl, opCtx, cancel, code, ok := f.connect(ctx, c, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	resp, err := req.RequestWith(opCtx, cl.Kgo())
-	if err == nil && len(resp.Resources) == 1 {
-		if err = kerr.ErrorForCode(resp.Resources[0].ErrorCode); err != nil && resp.Resources[0].ErrorMessage != nil {
-			err = fmt.Errorf("%w: %s", err, *resp.Resources[0].ErrorMessage)
+	return f.withClient(ctx, c, stderr, func(opCtx context.Context, cl *client.Client) int {
+		resp, err := req.RequestWith(opCtx, cl.Kgo())
+		if err == nil && len(resp.Resources) == 1 {
+			if err = kerr.ErrorForCode(resp.Resources[0].ErrorCode); err != nil && resp.Resources[0].ErrorMessage != nil {
+				err = fmt.Errorf("%w: %s", err, *resp.Resources[0].ErrorMessage)
+			}
 		}
-	}
-	if err != nil {
-		return failed(stderr, c.fs.Name(), err)
-	}
-	return exitOK
+		if err != nil {
+			return failed(stderr, c.fs.Name(), err)
+		}
+		return exitOK
+	})
 }
 
 func clientMetricsList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -123,46 +105,42 @@ func clientMetricsList(ctx context.Context, args []string, stdout, stderr io.Wri
 	if _, code, ok := c.parse(args, stdout, stderr); !ok {
 		return code
 	}
-	cl, opCtx, cancel, code, ok := f.connect(ctx, c, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	listed, err := kmsg.NewPtrListConfigResourcesRequest().RequestWith(opCtx, cl.Kgo())
-	if err == nil {
-		err = kerr.ErrorForCode(listed.ErrorCode)
-	}
-	if err != nil {
-		return failed(stderr, c.fs.Name(), err)
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tMETRICS\tINTERVAL.MS\tMATCH")
-	if len(listed.ConfigResources) > 0 {
-		req := kmsg.NewPtrDescribeConfigsRequest()
-		for _, r := range listed.ConfigResources {
-			res := kmsg.NewDescribeConfigsRequestResource()
-			res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeClientMetrics, r.Name
-			req.Resources = append(req.Resources, res)
+	return f.withClient(ctx, c, stderr, func(opCtx context.Context, cl *client.Client) int {
+		listed, err := kmsg.NewPtrListConfigResourcesRequest().RequestWith(opCtx, cl.Kgo())
+		if err == nil {
+			err = kerr.ErrorForCode(listed.ErrorCode)
 		}
-		described, err := req.RequestWith(opCtx, cl.Kgo())
 		if err != nil {
 			return failed(stderr, c.fs.Name(), err)
 		}
-		sort.Slice(described.Resources, func(i, j int) bool { return described.Resources[i].ResourceName < described.Resources[j].ResourceName })
-		for _, r := range described.Resources {
-			if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-				return failed(stderr, c.fs.Name(), fmt.Errorf("%s: %w", r.ResourceName, err))
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tMETRICS\tINTERVAL.MS\tMATCH")
+		if len(listed.ConfigResources) > 0 {
+			req := kmsg.NewPtrDescribeConfigsRequest()
+			for _, r := range listed.ConfigResources {
+				res := kmsg.NewDescribeConfigsRequestResource()
+				res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeClientMetrics, r.Name
+				req.Resources = append(req.Resources, res)
 			}
-			v := map[string]string{}
-			for _, cfg := range r.Configs {
-				if cfg.Value != nil {
-					v[cfg.Name] = *cfg.Value
+			described, err := req.RequestWith(opCtx, cl.Kgo())
+			if err != nil {
+				return failed(stderr, c.fs.Name(), err)
+			}
+			sort.Slice(described.Resources, func(i, j int) bool { return described.Resources[i].ResourceName < described.Resources[j].ResourceName })
+			for _, r := range described.Resources {
+				if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+					return failed(stderr, c.fs.Name(), fmt.Errorf("%s: %w", r.ResourceName, err))
 				}
+				v := map[string]string{}
+				for _, cfg := range r.Configs {
+					if cfg.Value != nil {
+						v[cfg.Name] = *cfg.Value
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ResourceName, orDash(v["metrics"]), orDash(v["interval.ms"]), orDash(v["match"]))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ResourceName, orDash(v["metrics"]), orDash(v["interval.ms"]), orDash(v["match"]))
 		}
-	}
-	tw.Flush()
-	return exitOK
+		tw.Flush()
+		return exitOK
+	})
 }

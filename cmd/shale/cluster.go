@@ -34,13 +34,9 @@ func clusterRebalance(ctx context.Context, args []string, stdout, stderr io.Writ
 	var nf nodeFlags
 	nf.register(c, 30*time.Minute)
 	dryRun := c.fs.Bool("dry-run", false, "print the plan without applying it")
-	cl, opCtx, cancel, code, ok := nf.setup(ctx, c, args, false, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	return planAndApply(opCtx, c, cl, rebalance.Options{}, *dryRun, stdout, stderr)
+	return nf.run(ctx, c, args, false, stdout, stderr, func(opCtx context.Context, cl *client.Client) int {
+		return planAndApply(opCtx, c, cl, rebalance.Options{}, *dryRun, stdout, stderr)
+	})
 }
 
 // planAndApply computes a plan from the cluster's assignment, prints it, and applies it

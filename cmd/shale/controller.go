@@ -33,38 +33,28 @@ func controllerCommand(ctx context.Context, args []string, stdout, stderr io.Wri
 
 // nodeFlags are the flags of a command acting on one node.
 type nodeFlags struct {
-	conn    connFlags
-	node    int
-	timeout time.Duration
+	clientFlags
+	node int
 }
 
 func (nf *nodeFlags) register(c *command, timeout time.Duration) {
-	nf.conn.register(c.fs)
+	nf.clientFlags.register(c.fs, timeout)
 	c.fs.IntVar(&nf.node, "node", -1, "the node `id`")
-	nf.timeout = timeout
-	c.fs.Var(durationValue{&nf.timeout}, "timeout", "give up after this `duration`")
 }
 
-// setup parses flags and connects; needNode requires --node.
-func (nf *nodeFlags) setup(ctx context.Context, c *command, args []string, needNode bool, stdout, stderr io.Writer) (cl *client.Client, opCtx context.Context, cancel context.CancelFunc, code int, ok bool) {
+// run parses flags and runs op with a client; needNode requires --node.
+func (nf *nodeFlags) run(ctx context.Context, c *command, args []string, needNode bool, stdout, stderr io.Writer, op func(opCtx context.Context, cl *client.Client) int) int {
 	positional, code, ok := c.parse(args, stdout, stderr)
 	if !ok {
-		return nil, nil, nil, code, false
+		return code
 	}
 	switch {
 	case len(positional) > 0:
-		return nil, nil, nil, c.usageErr(stderr, "unexpected arguments %q", positional), false
+		return c.usageErr(stderr, "unexpected arguments %q", positional)
 	case needNode && nf.node < 0:
-		return nil, nil, nil, c.usageErr(stderr, "name the node with --node"), false
+		return c.usageErr(stderr, "name the node with --node")
 	}
-	o := nf.conn.options()
-	o.RequestTimeout = nf.timeout
-	cl, err := client.New(o)
-	if err != nil {
-		return nil, nil, nil, c.usageErr(stderr, "%v", err), false
-	}
-	opCtx, cancel = context.WithTimeout(ctx, nf.timeout)
-	return cl, opCtx, cancel, exitOK, true
+	return nf.withClient(ctx, c, stderr, op)
 }
 
 func controllerAdd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -73,20 +63,16 @@ func controllerAdd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var nf nodeFlags
 	nf.register(c, 90*time.Second)
 	addr := c.fs.String("address", "", "`host:port` of the new controller's CONTROLLER listener, as the other controllers reach it")
-	cl, opCtx, cancel, code, ok := nf.setup(ctx, c, args, true, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	if *addr == "" {
-		return c.usageErr(stderr, "give the controller's address with --address")
-	}
-	if err := cl.AddController(opCtx, int32(nf.node), *addr); err != nil {
-		return failed(stderr, c.fs.Name(), err)
-	}
-	fmt.Fprintf(stdout, "added controller %d at %s to the quorum\n", nf.node, *addr)
-	return exitOK
+	return nf.run(ctx, c, args, true, stdout, stderr, func(opCtx context.Context, cl *client.Client) int {
+		if *addr == "" {
+			return c.usageErr(stderr, "give the controller's address with --address")
+		}
+		if err := cl.AddController(opCtx, int32(nf.node), *addr); err != nil {
+			return failed(stderr, c.fs.Name(), err)
+		}
+		fmt.Fprintf(stdout, "added controller %d at %s to the quorum\n", nf.node, *addr)
+		return exitOK
+	})
 }
 
 func controllerRemove(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -94,17 +80,13 @@ func controllerRemove(ctx context.Context, args []string, stdout, stderr io.Writ
 		"Removes a controller from the quorum; it stops serving.")
 	var nf nodeFlags
 	nf.register(c, 30*time.Second)
-	cl, opCtx, cancel, code, ok := nf.setup(ctx, c, args, true, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	if err := cl.RemoveController(opCtx, int32(nf.node)); err != nil {
-		return failed(stderr, c.fs.Name(), err)
-	}
-	fmt.Fprintf(stdout, "removed controller %d from the quorum\n", nf.node)
-	return exitOK
+	return nf.run(ctx, c, args, true, stdout, stderr, func(opCtx context.Context, cl *client.Client) int {
+		if err := cl.RemoveController(opCtx, int32(nf.node)); err != nil {
+			return failed(stderr, c.fs.Name(), err)
+		}
+		fmt.Fprintf(stdout, "removed controller %d from the quorum\n", nf.node)
+		return exitOK
+	})
 }
 
 func controllerList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -112,46 +94,42 @@ func controllerList(ctx context.Context, args []string, stdout, stderr io.Writer
 		"Describes the controller quorum (Kafka's DescribeQuorum).")
 	var nf nodeFlags
 	nf.register(c, 30*time.Second)
-	cl, opCtx, cancel, code, ok := nf.setup(ctx, c, args, false, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	q, err := cl.DescribeQuorum(opCtx)
-	if err != nil {
-		return failed(stderr, c.fs.Name(), err)
-	}
-	fmt.Fprintf(stdout, "leader %d, epoch %d, high watermark %d\n\n", q.LeaderID, q.LeaderEpoch, q.HighWatermark)
-	now := time.Now().UnixMilli()
-	ago := func(ms int64) string {
-		if ms < 0 {
-			return "-"
+	return nf.run(ctx, c, args, false, stdout, stderr, func(opCtx context.Context, cl *client.Client) int {
+		q, err := cl.DescribeQuorum(opCtx)
+		if err != nil {
+			return failed(stderr, c.fs.Name(), err)
 		}
-		return (time.Duration(max(now-ms, 0)) * time.Millisecond).Round(time.Millisecond).String() + " ago"
-	}
-	lag := func(leo int64) string {
-		if leo < 0 {
-			return "-"
+		fmt.Fprintf(stdout, "leader %d, epoch %d, high watermark %d\n\n", q.LeaderID, q.LeaderEpoch, q.HighWatermark)
+		now := time.Now().UnixMilli()
+		ago := func(ms int64) string {
+			if ms < 0 {
+				return "-"
+			}
+			return (time.Duration(max(now-ms, 0)) * time.Millisecond).Round(time.Millisecond).String() + " ago"
 		}
-		return fmt.Sprint(max(q.HighWatermark-leo, 0))
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tROLE\tADDRESS\tLOG END\tLAG\tLAST FETCH\tLAST CAUGHT UP")
-	for _, v := range q.Voters {
-		role := "voter"
-		if v.ID == q.LeaderID {
-			role = "leader"
+		lag := func(leo int64) string {
+			if leo < 0 {
+				return "-"
+			}
+			return fmt.Sprint(max(q.HighWatermark-leo, 0))
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", v.ID, role, orDash(v.Addr), v.LogEndOffset, lag(v.LogEndOffset),
-			ago(v.LastFetchTimestamp), ago(v.LastCaughtUpTimestamp))
-	}
-	for _, o := range q.Observers {
-		fmt.Fprintf(tw, "%d\tobserver\t%s\t%d\t%s\t%s\t%s\n", o.ID, orDash(o.Addr), o.LogEndOffset, lag(o.LogEndOffset),
-			ago(o.LastFetchTimestamp), ago(o.LastCaughtUpTimestamp))
-	}
-	tw.Flush()
-	return exitOK
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NODE\tROLE\tADDRESS\tLOG END\tLAG\tLAST FETCH\tLAST CAUGHT UP")
+		for _, v := range q.Voters {
+			role := "voter"
+			if v.ID == q.LeaderID {
+				role = "leader"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", v.ID, role, orDash(v.Addr), v.LogEndOffset, lag(v.LogEndOffset),
+				ago(v.LastFetchTimestamp), ago(v.LastCaughtUpTimestamp))
+		}
+		for _, o := range q.Observers {
+			fmt.Fprintf(tw, "%d\tobserver\t%s\t%d\t%s\t%s\t%s\n", o.ID, orDash(o.Addr), o.LogEndOffset, lag(o.LogEndOffset),
+				ago(o.LastFetchTimestamp), ago(o.LastCaughtUpTimestamp))
+		}
+		tw.Flush()
+		return exitOK
+	})
 }
 
 func orDash(s string) string {

@@ -156,36 +156,56 @@ func (v durationValue) Set(s string) error {
 	return nil
 }
 
-// adminFlags are what the topic and group subcommands share: the connection, the names
-// they act on (by a repeatable flag, or as arguments) and a timeout.
-type adminFlags struct {
+// clientFlags are the connection and --timeout of every subcommand that administers a
+// Kafka cluster.
+type clientFlags struct {
 	conn    connFlags
-	names   names
 	timeout time.Duration
 }
 
-func (af *adminFlags) register(c *command, nameFlag, usage string) {
-	af.conn.register(c.fs)
-	c.fs.Var(&af.names, nameFlag, usage)
-	af.timeout = 30 * time.Second
-	c.fs.Var(durationValue{&af.timeout}, "timeout", "give up after this `duration`")
+func (cf *clientFlags) register(fs *flag.FlagSet, timeout time.Duration) {
+	cf.conn.register(fs)
+	cf.timeout = timeout
+	fs.Var(durationValue{&cf.timeout}, "timeout", "give up after this `duration`")
 }
 
-// setup parses flags, folds positional names in and connects.
-func (af *adminFlags) setup(ctx context.Context, c *command, args []string, stdout, stderr io.Writer) (cl *client.Client, opCtx context.Context, cancel context.CancelFunc, code int, ok bool) {
-	positional, code, ok := c.parse(args, stdout, stderr)
-	if !ok {
-		return nil, nil, nil, code, false
-	}
-	af.names = append(af.names, positional...)
-	o := af.conn.options()
-	o.RequestTimeout = af.timeout
+// withClient connects, runs op and closes the client. --timeout bounds each request and
+// op as a whole. Every admin subcommand gets its client here, so that none can forget to
+// close it or to bound its requests. A client that cannot be made is a usage error, since
+// only the flags can be wrong before the first request.
+func (cf *clientFlags) withClient(ctx context.Context, c *command, stderr io.Writer, op func(opCtx context.Context, cl *client.Client) int) int {
+	o := cf.conn.options()
+	o.RequestTimeout = cf.timeout
 	cl, err := client.New(o)
 	if err != nil {
-		return nil, nil, nil, c.usageErr(stderr, "%v", err), false
+		return c.usageErr(stderr, "%v", err)
 	}
-	opCtx, cancel = context.WithTimeout(ctx, af.timeout)
-	return cl, opCtx, cancel, exitOK, true
+	defer cl.Close()
+	opCtx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	return op(opCtx, cl)
+}
+
+// adminFlags are what the topic, group and user subcommands share: the connection, the
+// names they act on (by a repeatable flag, or as arguments) and a timeout.
+type adminFlags struct {
+	clientFlags
+	names names
+}
+
+func (af *adminFlags) register(c *command, nameFlag, usage string) {
+	af.clientFlags.register(c.fs, 30*time.Second)
+	c.fs.Var(&af.names, nameFlag, usage)
+}
+
+// run parses flags, folds positional names in, and runs op with a client.
+func (af *adminFlags) run(ctx context.Context, c *command, args []string, stdout, stderr io.Writer, op func(opCtx context.Context, cl *client.Client) int) int {
+	positional, code, ok := c.parse(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	af.names = append(af.names, positional...)
+	return af.withClient(ctx, c, stderr, op)
 }
 
 // plural formats a count with its noun: "1 partition", "3 partitions".

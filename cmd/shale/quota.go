@@ -31,33 +31,18 @@ default entity (kafka-configs' --entity-default). Every subcommand takes
 const defaultEntity = "<default>"
 
 type quotaFlags struct {
-	conn                 connFlags
-	timeout              time.Duration
+	clientFlags
 	user, clientID       string
 	hasUser, hasClientID bool
 }
 
 func (qf *quotaFlags) register(c *command) {
-	qf.conn.register(c.fs)
-	qf.timeout = 30 * time.Second
-	c.fs.Var(durationValue{&qf.timeout}, "timeout", "give up after this `duration`")
+	qf.clientFlags.register(c.fs, 30*time.Second)
 	c.fs.Func("user", "the user `name` (<default> for the default user)", func(v string) error { qf.user, qf.hasUser = v, true; return nil })
 	c.fs.Func("client", "the client `id` (<default> for the default client id), as kafka-configs' --client", func(v string) error {
 		qf.clientID, qf.hasClientID = v, true
 		return nil
 	})
-}
-
-// connect connects once the flags are parsed.
-func (qf *quotaFlags) connect(ctx context.Context, c *command, stderr io.Writer) (cl *client.Client, opCtx context.Context, cancel context.CancelFunc, code int, ok bool) {
-	o := qf.conn.options()
-	o.RequestTimeout = qf.timeout
-	cl, err := client.New(o)
-	if err != nil {
-		return nil, nil, nil, c.usageErr(stderr, "%v", err), false
-	}
-	opCtx, cancel = context.WithTimeout(ctx, qf.timeout)
-	return cl, opCtx, cancel, exitOK, true
 }
 
 func quotaName(v string) *string {
@@ -115,22 +100,18 @@ func quotaAlter(ctx context.Context, sub string, args []string, stdout, stderr i
 		}
 		ops = append(ops, kadm.AlterClientQuotaOp{Key: k, Value: f})
 	}
-	cl, opCtx, cancel, code, ok := qf.connect(ctx, c, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	res, err := cl.Admin().AlterClientQuotas(opCtx, []kadm.AlterClientQuotaEntry{{Entity: qf.entity(), Ops: ops}})
-	if err != nil {
-		return failed(stderr, c.fs.Name(), err)
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			return failed(stderr, c.fs.Name(), r.Err)
+	return qf.withClient(ctx, c, stderr, func(opCtx context.Context, cl *client.Client) int {
+		res, err := cl.Admin().AlterClientQuotas(opCtx, []kadm.AlterClientQuotaEntry{{Entity: qf.entity(), Ops: ops}})
+		if err != nil {
+			return failed(stderr, c.fs.Name(), err)
 		}
-	}
-	return exitOK
+		for _, r := range res {
+			if r.Err != nil {
+				return failed(stderr, c.fs.Name(), r.Err)
+			}
+		}
+		return exitOK
+	})
 }
 
 func quotaList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -154,31 +135,27 @@ func quotaList(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	add("user", qf.user, qf.hasUser)
 	add("client-id", qf.clientID, qf.hasClientID)
-	cl, opCtx, cancel, code, ok := qf.connect(ctx, c, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	described, err := cl.Admin().DescribeClientQuotas(opCtx, false, filter)
-	if err != nil {
-		return failed(stderr, c.fs.Name(), err)
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENTITY\tKEY\tVALUE")
-	for _, d := range described {
-		var parts []string
-		for _, p := range d.Entity {
-			name := defaultEntity
-			if p.Name != nil {
-				name = *p.Name
+	return qf.withClient(ctx, c, stderr, func(opCtx context.Context, cl *client.Client) int {
+		described, err := cl.Admin().DescribeClientQuotas(opCtx, false, filter)
+		if err != nil {
+			return failed(stderr, c.fs.Name(), err)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ENTITY\tKEY\tVALUE")
+		for _, d := range described {
+			var parts []string
+			for _, p := range d.Entity {
+				name := defaultEntity
+				if p.Name != nil {
+					name = *p.Name
+				}
+				parts = append(parts, p.Type+"="+name)
 			}
-			parts = append(parts, p.Type+"="+name)
+			for _, v := range d.Values {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", strings.Join(parts, ","), v.Key, strconv.FormatFloat(v.Value, 'f', -1, 64))
+			}
 		}
-		for _, v := range d.Values {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", strings.Join(parts, ","), v.Key, strconv.FormatFloat(v.Value, 'f', -1, 64))
-		}
-	}
-	tw.Flush()
-	return exitOK
+		tw.Flush()
+		return exitOK
+	})
 }

@@ -82,27 +82,28 @@ func (rf *registryFlags) register(c *command) {
 	c.fs.StringVar(&rf.subject, "subject", "", "subject `name`")
 }
 
-// parse parses the flags, takes one positional argument as the subject, and builds the
-// client.
-func (rf *registryFlags) parse(ctx context.Context, c *command, args []string, stdout, stderr io.Writer) (cl *sr.Client, opCtx context.Context, cancel context.CancelFunc, code int, ok bool) {
+// run parses the flags, takes one positional argument as the subject, builds the client
+// and runs op with a context that --timeout bounds.
+func (rf *registryFlags) run(ctx context.Context, c *command, args []string, stdout, stderr io.Writer, op func(opCtx context.Context, cl *sr.Client) int) int {
 	positional, code, ok := c.parse(args, stdout, stderr)
 	if !ok {
-		return nil, nil, nil, code, false
+		return code
 	}
 	switch {
 	case len(positional) > 1:
-		return nil, nil, nil, c.usageErr(stderr, "unexpected argument %q", positional[1]), false
+		return c.usageErr(stderr, "unexpected argument %q", positional[1])
 	case len(positional) == 1 && rf.subject != "" && rf.subject != positional[0]:
-		return nil, nil, nil, c.usageErr(stderr, "two subjects: --subject %q and %q", rf.subject, positional[0]), false
+		return c.usageErr(stderr, "two subjects: --subject %q and %q", rf.subject, positional[0])
 	case len(positional) == 1:
 		rf.subject = positional[0]
 	}
 	cl, err := rf.client()
 	if err != nil {
-		return nil, nil, nil, c.usageErr(stderr, "%v", err), false
+		return c.usageErr(stderr, "%v", err)
 	}
-	opCtx, cancel = context.WithTimeout(ctx, rf.timeout)
-	return cl, opCtx, cancel, exitOK, true
+	opCtx, cancel := context.WithTimeout(ctx, rf.timeout)
+	defer cancel()
+	return op(opCtx, cl)
 }
 
 func (rf *registryFlags) client() (*sr.Client, error) {
@@ -230,52 +231,49 @@ func schemaList(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	rf.register(c)
 	prefix := c.fs.String("prefix", "", "only subjects whose names start with this `prefix`")
 	deleted := c.fs.Bool("deleted", false, "include soft-deleted subjects (or versions)")
-	cl, opCtx, cancel, code, ok := rf.parse(ctx, c, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cancel()
-	var params []sr.Param
-	if *deleted {
-		params = append(params, sr.ShowDeleted)
-	}
-	if rf.subject == "" {
-		if *prefix != "" {
-			params = append(params, sr.SubjectPrefix(*prefix))
+	return rf.run(ctx, c, args, stdout, stderr, func(opCtx context.Context, cl *sr.Client) int {
+		var params []sr.Param
+		if *deleted {
+			params = append(params, sr.ShowDeleted)
 		}
-		subjects, err := cl.Subjects(sr.WithParams(opCtx, params...))
-		if err != nil {
-			return registryFailed(stderr, c.fs.Name(), err)
-		}
-		for _, s := range subjects {
-			// The registry filters by prefix already; filtering again keeps the
-			// flag's meaning with a registry that ignores subjectPrefix.
-			if strings.HasPrefix(s, *prefix) {
-				fmt.Fprintln(stdout, s)
+		if rf.subject == "" {
+			if *prefix != "" {
+				params = append(params, sr.SubjectPrefix(*prefix))
 			}
+			subjects, err := cl.Subjects(sr.WithParams(opCtx, params...))
+			if err != nil {
+				return registryFailed(stderr, c.fs.Name(), err)
+			}
+			for _, s := range subjects {
+				// The registry filters by prefix already; filtering again keeps the
+				// flag's meaning with a registry that ignores subjectPrefix.
+				if strings.HasPrefix(s, *prefix) {
+					fmt.Fprintln(stdout, s)
+				}
+			}
+			return exitOK
 		}
-		return exitOK
-	}
-	if *prefix != "" {
-		return c.usageErr(stderr, "--prefix lists subjects; it does not go with --subject")
-	}
-	pctx := sr.WithParams(opCtx, params...)
-	versions, err := cl.SubjectVersions(pctx, rf.subject)
-	if err != nil {
-		return registryFailed(stderr, c.fs.Name(), err)
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VERSION\tID\tTYPE\tREFERENCES")
-	for _, v := range versions {
-		ss, err := cl.SchemaByVersion(pctx, rf.subject, v)
+		if *prefix != "" {
+			return c.usageErr(stderr, "--prefix lists subjects; it does not go with --subject")
+		}
+		pctx := sr.WithParams(opCtx, params...)
+		versions, err := cl.SubjectVersions(pctx, rf.subject)
 		if err != nil {
-			tw.Flush()
 			return registryFailed(stderr, c.fs.Name(), err)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", ss.Version, ss.ID, ss.Type, formatRefs(ss.References))
-	}
-	tw.Flush()
-	return exitOK
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "VERSION\tID\tTYPE\tREFERENCES")
+		for _, v := range versions {
+			ss, err := cl.SchemaByVersion(pctx, rf.subject, v)
+			if err != nil {
+				tw.Flush()
+				return registryFailed(stderr, c.fs.Name(), err)
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", ss.Version, ss.ID, ss.Type, formatRefs(ss.References))
+		}
+		tw.Flush()
+		return exitOK
+	})
 }
 
 func formatRefs(refs []sr.SchemaReference) string {
@@ -296,54 +294,51 @@ func schemaGet(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	id := c.fs.Int("id", 0, "schema `id` (instead of --subject)")
 	deleted := c.fs.Bool("deleted", false, "also find a soft-deleted version")
 	schemaOnly := c.fs.Bool("schema-only", false, "print the schema text alone (what register and check take)")
-	cl, opCtx, cancel, code, ok := rf.parse(ctx, c, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cancel()
-	if (rf.subject == "") == (*id == 0) {
-		return c.usageErr(stderr, "name a subject (--subject) or a schema id (--id), not both")
-	}
-	if *deleted {
-		opCtx = sr.WithParams(opCtx, sr.ShowDeleted)
-	}
-	var (
-		s      sr.Schema
-		header string
-	)
-	if *id != 0 {
-		if *id < 0 {
-			return c.usageErr(stderr, "--id %d is not a schema id", *id)
+	return rf.run(ctx, c, args, stdout, stderr, func(opCtx context.Context, cl *sr.Client) int {
+		if (rf.subject == "") == (*id == 0) {
+			return c.usageErr(stderr, "name a subject (--subject) or a schema id (--id), not both")
 		}
-		var err error
-		if s, err = cl.SchemaByID(opCtx, *id); err != nil {
-			return registryFailed(stderr, c.fs.Name(), err)
+		if *deleted {
+			opCtx = sr.WithParams(opCtx, sr.ShowDeleted)
 		}
-		uses, err := cl.SchemaVersionsByID(opCtx, *id)
-		if err != nil {
-			return registryFailed(stderr, c.fs.Name(), err)
+		var (
+			s      sr.Schema
+			header string
+		)
+		if *id != 0 {
+			if *id < 0 {
+				return c.usageErr(stderr, "--id %d is not a schema id", *id)
+			}
+			var err error
+			if s, err = cl.SchemaByID(opCtx, *id); err != nil {
+				return registryFailed(stderr, c.fs.Name(), err)
+			}
+			uses, err := cl.SchemaVersionsByID(opCtx, *id)
+			if err != nil {
+				return registryFailed(stderr, c.fs.Name(), err)
+			}
+			var used []string
+			for _, u := range uses {
+				used = append(used, fmt.Sprintf("%s/%d", u.Subject, u.Version))
+			}
+			header = fmt.Sprintf("ID: %d\tType: %s\tVersions: %s", *id, s.Type, strings.Join(used, ","))
+		} else {
+			ss, err := cl.SchemaByVersion(opCtx, rf.subject, version)
+			if err != nil {
+				return registryFailed(stderr, c.fs.Name(), err)
+			}
+			s = ss.Schema
+			header = fmt.Sprintf("Subject: %s\tVersion: %d\tID: %d\tType: %s", ss.Subject, ss.Version, ss.ID, ss.Type)
 		}
-		var used []string
-		for _, u := range uses {
-			used = append(used, fmt.Sprintf("%s/%d", u.Subject, u.Version))
+		if !*schemaOnly {
+			fmt.Fprintln(stdout, header)
+			for _, r := range s.References {
+				fmt.Fprintf(stdout, "Reference: %s=%s:%d\n", r.Name, r.Subject, r.Version)
+			}
 		}
-		header = fmt.Sprintf("ID: %d\tType: %s\tVersions: %s", *id, s.Type, strings.Join(used, ","))
-	} else {
-		ss, err := cl.SchemaByVersion(opCtx, rf.subject, version)
-		if err != nil {
-			return registryFailed(stderr, c.fs.Name(), err)
-		}
-		s = ss.Schema
-		header = fmt.Sprintf("Subject: %s\tVersion: %d\tID: %d\tType: %s", ss.Subject, ss.Version, ss.ID, ss.Type)
-	}
-	if !*schemaOnly {
-		fmt.Fprintln(stdout, header)
-		for _, r := range s.References {
-			fmt.Fprintf(stdout, "Reference: %s=%s:%d\n", r.Name, r.Subject, r.Version)
-		}
-	}
-	fmt.Fprintln(stdout, strings.TrimRight(s.Schema, "\n"))
-	return exitOK
+		fmt.Fprintln(stdout, strings.TrimRight(s.Schema, "\n"))
+		return exitOK
+	})
 }
 
 // schemaInput is how register and check take a schema: its type, text and references.
@@ -417,41 +412,38 @@ func schemaRegister(ctx context.Context, args []string, stdin io.Reader, stdout,
 	in.register(c)
 	id := c.fs.Int("id", 0, "register under this schema `id` (the registry or subject must be in IMPORT mode)")
 	version := c.fs.Int("version", 0, "register as this `version` (with --id, in IMPORT mode)")
-	cl, opCtx, cancel, code, ok := rf.parse(ctx, c, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cancel()
-	if rf.subject == "" {
-		return c.usageErr(stderr, "name the subject with --subject")
-	}
-	if *id < 0 || *version < 0 || *version != 0 && *id == 0 {
-		return c.usageErr(stderr, "--version goes with --id, both positive")
-	}
-	s, usage, err := in.schema(opCtx, cl, stdin)
-	if usage != nil {
-		return c.usageErr(stderr, "%v", usage)
-	}
-	if err != nil {
-		return registryFailed(stderr, c.fs.Name(), err)
-	}
-	regID, regVersion := -1, -1
-	if *id != 0 {
-		regID = *id
-		if *version != 0 {
-			regVersion = *version
+	return rf.run(ctx, c, args, stdout, stderr, func(opCtx context.Context, cl *sr.Client) int {
+		if rf.subject == "" {
+			return c.usageErr(stderr, "name the subject with --subject")
 		}
-	}
-	if _, err := cl.RegisterSchema(opCtx, rf.subject, s, regID, regVersion); err != nil {
-		return registryFailed(stderr, c.fs.Name(), err)
-	}
-	// The registration answers with the id alone; the lookup gives the version too.
-	ss, err := cl.LookupSchema(opCtx, rf.subject, s)
-	if err != nil {
-		return registryFailed(stderr, c.fs.Name(), err)
-	}
-	fmt.Fprintf(stdout, "Subject %s version %d: schema id %d.\n", ss.Subject, ss.Version, ss.ID)
-	return exitOK
+		if *id < 0 || *version < 0 || *version != 0 && *id == 0 {
+			return c.usageErr(stderr, "--version goes with --id, both positive")
+		}
+		s, usage, err := in.schema(opCtx, cl, stdin)
+		if usage != nil {
+			return c.usageErr(stderr, "%v", usage)
+		}
+		if err != nil {
+			return registryFailed(stderr, c.fs.Name(), err)
+		}
+		regID, regVersion := -1, -1
+		if *id != 0 {
+			regID = *id
+			if *version != 0 {
+				regVersion = *version
+			}
+		}
+		if _, err := cl.RegisterSchema(opCtx, rf.subject, s, regID, regVersion); err != nil {
+			return registryFailed(stderr, c.fs.Name(), err)
+		}
+		// The registration answers with the id alone; the lookup gives the version too.
+		ss, err := cl.LookupSchema(opCtx, rf.subject, s)
+		if err != nil {
+			return registryFailed(stderr, c.fs.Name(), err)
+		}
+		fmt.Fprintf(stdout, "Subject %s version %d: schema id %d.\n", ss.Subject, ss.Version, ss.ID)
+		return exitOK
+	})
 }
 
 func schemaCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -464,41 +456,38 @@ func schemaCheck(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	version := -1
 	c.fs.Var(versionFlag{&version}, "version", "subject `version` to check against: a number or latest (default latest)")
 	all := c.fs.Bool("all", false, "check against the versions the compatibility level names, not one")
-	cl, opCtx, cancel, code, ok := rf.parse(ctx, c, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cancel()
-	if rf.subject == "" {
-		return c.usageErr(stderr, "name the subject with --subject")
-	}
-	against := version
-	if *all {
-		if version != -1 {
-			return c.usageErr(stderr, "--all and --version exclude each other")
+	return rf.run(ctx, c, args, stdout, stderr, func(opCtx context.Context, cl *sr.Client) int {
+		if rf.subject == "" {
+			return c.usageErr(stderr, "name the subject with --subject")
 		}
-		against = -2 // franz-go's "all versions": POST /compatibility/subjects/{s}/versions
-	}
-	s, usage, err := in.schema(opCtx, cl, stdin)
-	if usage != nil {
-		return c.usageErr(stderr, "%v", usage)
-	}
-	if err != nil {
-		return registryFailed(stderr, c.fs.Name(), err)
-	}
-	res, err := cl.CheckCompatibility(sr.WithParams(opCtx, sr.Verbose), rf.subject, against, s)
-	if err != nil {
-		return registryFailed(stderr, c.fs.Name(), err)
-	}
-	if res.Is {
-		fmt.Fprintln(stdout, "compatible")
-		return exitOK
-	}
-	fmt.Fprintln(stdout, "incompatible")
-	for _, m := range res.Messages {
-		fmt.Fprintf(stdout, "  %s\n", m)
-	}
-	return exitIncompatible
+		against := version
+		if *all {
+			if version != -1 {
+				return c.usageErr(stderr, "--all and --version exclude each other")
+			}
+			against = -2 // franz-go's "all versions": POST /compatibility/subjects/{s}/versions
+		}
+		s, usage, err := in.schema(opCtx, cl, stdin)
+		if usage != nil {
+			return c.usageErr(stderr, "%v", usage)
+		}
+		if err != nil {
+			return registryFailed(stderr, c.fs.Name(), err)
+		}
+		res, err := cl.CheckCompatibility(sr.WithParams(opCtx, sr.Verbose), rf.subject, against, s)
+		if err != nil {
+			return registryFailed(stderr, c.fs.Name(), err)
+		}
+		if res.Is {
+			fmt.Fprintln(stdout, "compatible")
+			return exitOK
+		}
+		fmt.Fprintln(stdout, "incompatible")
+		for _, m := range res.Messages {
+			fmt.Fprintf(stdout, "  %s\n", m)
+		}
+		return exitIncompatible
+	})
 }
 
 func schemaDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -509,60 +498,57 @@ func schemaDelete(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	version := 0
 	c.fs.Var(versionFlag{&version}, "version", "delete only this `version`: a number or latest")
 	permanent := c.fs.Bool("permanent", false, "delete for good (hard delete)")
-	cl, opCtx, cancel, code, ok := rf.parse(ctx, c, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cancel()
-	if rf.subject == "" {
-		return c.usageErr(stderr, "name the subject with --subject")
-	}
-	how, what := sr.SoftDelete, "Soft-deleted"
-	if *permanent {
-		how, what = sr.HardDelete, "Permanently deleted"
-	}
-	if version != 0 {
-		v := version
-		if v == -1 {
-			// Resolve latest first, so that a permanent delete after the soft one
-			// deletes the same version and not the one that became latest.
-			ss, err := cl.SchemaByVersion(opCtx, rf.subject, -1)
+	return rf.run(ctx, c, args, stdout, stderr, func(opCtx context.Context, cl *sr.Client) int {
+		if rf.subject == "" {
+			return c.usageErr(stderr, "name the subject with --subject")
+		}
+		how, what := sr.SoftDelete, "Soft-deleted"
+		if *permanent {
+			how, what = sr.HardDelete, "Permanently deleted"
+		}
+		if version != 0 {
+			v := version
+			if v == -1 {
+				// Resolve latest first, so that a permanent delete after the soft one
+				// deletes the same version and not the one that became latest.
+				ss, err := cl.SchemaByVersion(opCtx, rf.subject, -1)
+				if err != nil {
+					return registryFailed(stderr, c.fs.Name(), err)
+				}
+				v = ss.Version
+			}
+			err := cl.DeleteSchema(opCtx, rf.subject, v, how)
+			if *permanent && errorCode(err) == 40407 { // VERSION_NOT_SOFT_DELETED
+				if err = cl.DeleteSchema(opCtx, rf.subject, v, sr.SoftDelete); err == nil {
+					err = cl.DeleteSchema(opCtx, rf.subject, v, sr.HardDelete)
+				}
+			}
 			if err != nil {
 				return registryFailed(stderr, c.fs.Name(), err)
 			}
-			v = ss.Version
+			fmt.Fprintf(stdout, "%s version %d of %s.\n", what, v, rf.subject)
+			return exitOK
 		}
-		err := cl.DeleteSchema(opCtx, rf.subject, v, how)
-		if *permanent && errorCode(err) == 40407 { // VERSION_NOT_SOFT_DELETED
-			if err = cl.DeleteSchema(opCtx, rf.subject, v, sr.SoftDelete); err == nil {
-				err = cl.DeleteSchema(opCtx, rf.subject, v, sr.HardDelete)
+		versions, err := cl.DeleteSubject(opCtx, rf.subject, how)
+		if *permanent && errorCode(err) == 40405 { // SUBJECT_NOT_SOFT_DELETED
+			if _, err = cl.DeleteSubject(opCtx, rf.subject, sr.SoftDelete); err == nil {
+				versions, err = cl.DeleteSubject(opCtx, rf.subject, sr.HardDelete)
 			}
 		}
 		if err != nil {
 			return registryFailed(stderr, c.fs.Name(), err)
 		}
-		fmt.Fprintf(stdout, "%s version %d of %s.\n", what, v, rf.subject)
-		return exitOK
-	}
-	versions, err := cl.DeleteSubject(opCtx, rf.subject, how)
-	if *permanent && errorCode(err) == 40405 { // SUBJECT_NOT_SOFT_DELETED
-		if _, err = cl.DeleteSubject(opCtx, rf.subject, sr.SoftDelete); err == nil {
-			versions, err = cl.DeleteSubject(opCtx, rf.subject, sr.HardDelete)
+		vs := make([]string, len(versions))
+		for i, v := range versions {
+			vs[i] = strconv.Itoa(v)
 		}
-	}
-	if err != nil {
-		return registryFailed(stderr, c.fs.Name(), err)
-	}
-	vs := make([]string, len(versions))
-	for i, v := range versions {
-		vs[i] = strconv.Itoa(v)
-	}
-	noun := "versions"
-	if len(vs) == 1 {
-		noun = "version"
-	}
-	fmt.Fprintf(stdout, "%s %s: %s %s.\n", what, rf.subject, noun, strings.Join(vs, ", "))
-	return exitOK
+		noun := "versions"
+		if len(vs) == 1 {
+			noun = "version"
+		}
+		fmt.Fprintf(stdout, "%s %s: %s %s.\n", what, rf.subject, noun, strings.Join(vs, ", "))
+		return exitOK
+	})
 }
 
 func schemaConfig(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -574,77 +560,74 @@ func schemaConfig(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	mode := c.fs.String("mode", "", "set the `mode`")
 	force := c.fs.Bool("force", false, "with --mode IMPORT: even though the registry (subject) has schemas")
 	reset := c.fs.Bool("reset", false, "remove the subject's own level and mode (the global level without --subject)")
-	cl, opCtx, cancel, code, ok := rf.parse(ctx, c, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cancel()
-	if *reset && (*level != "" || *mode != "") {
-		return c.usageErr(stderr, "--reset does not go with --compatibility or --mode")
-	}
-	if *force && !strings.EqualFold(*mode, "IMPORT") {
-		return c.usageErr(stderr, "--force goes with --mode IMPORT")
-	}
-	configPath, modePath := "/config", "/mode"
-	if rf.subject != "" {
-		configPath += "/" + url.PathEscape(rf.subject)
-		modePath += "/" + url.PathEscape(rf.subject)
-	}
-	// Raw requests rather than franz-go's typed ones: those map levels and modes onto
-	// enums, which would refuse a value this client does not know before the registry
-	// could say what it accepts.
-	if *level != "" {
-		if err := cl.Do(opCtx, http.MethodPut, configPath, map[string]string{"compatibility": strings.ToUpper(*level)}, nil); err != nil {
-			return registryFailed(stderr, c.fs.Name(), err)
+	return rf.run(ctx, c, args, stdout, stderr, func(opCtx context.Context, cl *sr.Client) int {
+		if *reset && (*level != "" || *mode != "") {
+			return c.usageErr(stderr, "--reset does not go with --compatibility or --mode")
 		}
-	}
-	if *mode != "" {
-		mctx := opCtx
-		if *force {
-			mctx = sr.WithParams(mctx, sr.Force)
+		if *force && !strings.EqualFold(*mode, "IMPORT") {
+			return c.usageErr(stderr, "--force goes with --mode IMPORT")
 		}
-		if err := cl.Do(mctx, http.MethodPut, modePath, map[string]string{"mode": strings.ToUpper(*mode)}, nil); err != nil {
-			return registryFailed(stderr, c.fs.Name(), err)
-		}
-	}
-	if *reset {
-		if err := cl.Do(opCtx, http.MethodDelete, configPath, nil, nil); err != nil && errorCode(err) != 40408 { // SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED
-			return registryFailed(stderr, c.fs.Name(), err)
-		}
+		configPath, modePath := "/config", "/mode"
 		if rf.subject != "" {
-			if err := cl.Do(opCtx, http.MethodDelete, modePath, nil, nil); err != nil && errorCode(err) != 40409 { // SUBJECT_LEVEL_MODE_NOT_CONFIGURED
+			configPath += "/" + url.PathEscape(rf.subject)
+			modePath += "/" + url.PathEscape(rf.subject)
+		}
+		// Raw requests rather than franz-go's typed ones: those map levels and modes onto
+		// enums, which would refuse a value this client does not know before the registry
+		// could say what it accepts.
+		if *level != "" {
+			if err := cl.Do(opCtx, http.MethodPut, configPath, map[string]string{"compatibility": strings.ToUpper(*level)}, nil); err != nil {
 				return registryFailed(stderr, c.fs.Name(), err)
 			}
 		}
-	}
+		if *mode != "" {
+			mctx := opCtx
+			if *force {
+				mctx = sr.WithParams(mctx, sr.Force)
+			}
+			if err := cl.Do(mctx, http.MethodPut, modePath, map[string]string{"mode": strings.ToUpper(*mode)}, nil); err != nil {
+				return registryFailed(stderr, c.fs.Name(), err)
+			}
+		}
+		if *reset {
+			if err := cl.Do(opCtx, http.MethodDelete, configPath, nil, nil); err != nil && errorCode(err) != 40408 { // SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED
+				return registryFailed(stderr, c.fs.Name(), err)
+			}
+			if rf.subject != "" {
+				if err := cl.Do(opCtx, http.MethodDelete, modePath, nil, nil); err != nil && errorCode(err) != 40409 { // SUBJECT_LEVEL_MODE_NOT_CONFIGURED
+					return registryFailed(stderr, c.fs.Name(), err)
+				}
+			}
+		}
 
-	// get reads a subject's own setting, falling back to the global one (marked) when it
-	// has none.
-	get := func(path, field string, notSet int) (string, error) {
-		var out map[string]any
-		err := cl.Do(opCtx, http.MethodGet, path, nil, &out)
-		inherited := ""
-		if rf.subject != "" && errorCode(err) == notSet {
-			inherited = " (global)"
-			err = cl.Do(sr.WithParams(opCtx, sr.DefaultToGlobal), http.MethodGet, path, nil, &out)
+		// get reads a subject's own setting, falling back to the global one (marked) when it
+		// has none.
+		get := func(path, field string, notSet int) (string, error) {
+			var out map[string]any
+			err := cl.Do(opCtx, http.MethodGet, path, nil, &out)
+			inherited := ""
+			if rf.subject != "" && errorCode(err) == notSet {
+				inherited = " (global)"
+				err = cl.Do(sr.WithParams(opCtx, sr.DefaultToGlobal), http.MethodGet, path, nil, &out)
+			}
+			if err != nil {
+				return "", err
+			}
+			v, _ := out[field].(string)
+			return v + inherited, nil
 		}
+		lv, err := get(configPath, "compatibilityLevel", 40408)
 		if err != nil {
-			return "", err
+			return registryFailed(stderr, c.fs.Name(), err)
 		}
-		v, _ := out[field].(string)
-		return v + inherited, nil
-	}
-	lv, err := get(configPath, "compatibilityLevel", 40408)
-	if err != nil {
-		return registryFailed(stderr, c.fs.Name(), err)
-	}
-	md, err := get(modePath, "mode", 40409)
-	if err != nil {
-		return registryFailed(stderr, c.fs.Name(), err)
-	}
-	if rf.subject != "" {
-		fmt.Fprintf(stdout, "Subject: %s\n", rf.subject)
-	}
-	fmt.Fprintf(stdout, "Compatibility: %s\nMode: %s\n", lv, md)
-	return exitOK
+		md, err := get(modePath, "mode", 40409)
+		if err != nil {
+			return registryFailed(stderr, c.fs.Name(), err)
+		}
+		if rf.subject != "" {
+			fmt.Fprintf(stdout, "Subject: %s\n", rf.subject)
+		}
+		fmt.Fprintf(stdout, "Compatibility: %s\nMode: %s\n", lv, md)
+		return exitOK
+	})
 }

@@ -55,34 +55,30 @@ func topicCreate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	var configs keyValues
 	c.fs.Var(&configs, "config", "topic config `key=value` (repeatable), e.g. retention.ms=86400000")
 	ifNotExists := c.fs.Bool("if-not-exists", false, "succeed when the topic already exists")
-	cl, opCtx, cancel, code, ok := tf.setup(ctx, c, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	switch {
-	case len(tf.names) != 1:
-		return c.usageErr(stderr, "name exactly one topic with --topic")
-	case *partitions == 0 || *partitions < -1 || *partitions > 1<<31-1:
-		return c.usageErr(stderr, "--partitions %d: want a positive count, or -1 for the broker's default", *partitions)
-	case *rf == 0 || *rf < -1 || *rf > 1<<15-1:
-		return c.usageErr(stderr, "--replication-factor %d: want a positive count, or -1 for the broker's default", *rf)
-	}
-	p, r, err := cl.CreateTopic(opCtx, client.TopicSpec{Name: tf.names[0], Partitions: int32(*partitions),
-		ReplicationFactor: int16(*rf), Configs: configs.m})
-	if err != nil {
-		if *ifNotExists && errors.Is(err, kerr.TopicAlreadyExists) {
-			return exitOK
+	return tf.run(ctx, c, args, stdout, stderr, func(opCtx context.Context, cl *client.Client) int {
+		switch {
+		case len(tf.names) != 1:
+			return c.usageErr(stderr, "name exactly one topic with --topic")
+		case *partitions == 0 || *partitions < -1 || *partitions > 1<<31-1:
+			return c.usageErr(stderr, "--partitions %d: want a positive count, or -1 for the broker's default", *partitions)
+		case *rf == 0 || *rf < -1 || *rf > 1<<15-1:
+			return c.usageErr(stderr, "--replication-factor %d: want a positive count, or -1 for the broker's default", *rf)
 		}
-		return failed(stderr, c.fs.Name(), err)
-	}
-	if p > 0 {
-		fmt.Fprintf(stdout, "Created topic %s with %s, replication factor %d.\n", tf.names[0], plural(int64(p), "partition"), r)
-	} else {
-		fmt.Fprintf(stdout, "Created topic %s.\n", tf.names[0])
-	}
-	return exitOK
+		p, r, err := cl.CreateTopic(opCtx, client.TopicSpec{Name: tf.names[0], Partitions: int32(*partitions),
+			ReplicationFactor: int16(*rf), Configs: configs.m})
+		if err != nil {
+			if *ifNotExists && errors.Is(err, kerr.TopicAlreadyExists) {
+				return exitOK
+			}
+			return failed(stderr, c.fs.Name(), err)
+		}
+		if p > 0 {
+			fmt.Fprintf(stdout, "Created topic %s with %s, replication factor %d.\n", tf.names[0], plural(int64(p), "partition"), r)
+		} else {
+			fmt.Fprintf(stdout, "Created topic %s.\n", tf.names[0])
+		}
+		return exitOK
+	})
 }
 
 func topicList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -90,23 +86,19 @@ func topicList(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var tf topicFlags
 	tf.register(c)
 	excludeInternal := c.fs.Bool("exclude-internal", false, "leave out internal topics such as __consumer_offsets")
-	cl, opCtx, cancel, code, ok := tf.setup(ctx, c, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	if len(tf.names) > 0 {
-		return c.usageErr(stderr, "list takes no topic; use describe")
-	}
-	topics, err := cl.ListTopics(opCtx, !*excludeInternal)
-	if err != nil {
-		return failed(stderr, c.fs.Name(), err)
-	}
-	for _, t := range topics {
-		fmt.Fprintln(stdout, t)
-	}
-	return exitOK
+	return tf.run(ctx, c, args, stdout, stderr, func(opCtx context.Context, cl *client.Client) int {
+		if len(tf.names) > 0 {
+			return c.usageErr(stderr, "list takes no topic; use describe")
+		}
+		topics, err := cl.ListTopics(opCtx, !*excludeInternal)
+		if err != nil {
+			return failed(stderr, c.fs.Name(), err)
+		}
+		for _, t := range topics {
+			fmt.Fprintln(stdout, t)
+		}
+		return exitOK
+	})
 }
 
 func topicDescribe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -117,46 +109,42 @@ func topicDescribe(ctx context.Context, args []string, stdout, stderr io.Writer)
 	allConfigs := c.fs.Bool("all-configs", false, "print every config, defaults included")
 	underReplicated := c.fs.Bool("under-replicated-partitions", false, "only partitions whose ISR is smaller than their replica set")
 	unavailable := c.fs.Bool("unavailable-partitions", false, "only partitions without a leader, or whose leader is not a live broker")
-	cl, opCtx, cancel, code, ok := tf.setup(ctx, c, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	topics, err := cl.DescribeTopics(opCtx, tf.names...)
-	if err != nil {
-		return failed(stderr, c.fs.Name(), err)
-	}
-	// As in kafka-topics.sh, the filters print only the matching partitions' lines (either
-	// filter matching), without the topics' header lines.
-	filtered := *underReplicated || *unavailable
-	for _, t := range topics {
-		if filtered {
-			for _, p := range t.Partitions {
-				if (*underReplicated && p.UnderReplicated()) || (*unavailable && p.Unavailable()) {
-					printPartition(stdout, t.Name, p)
-				}
-			}
-			continue
+	return tf.run(ctx, c, args, stdout, stderr, func(opCtx context.Context, cl *client.Client) int {
+		topics, err := cl.DescribeTopics(opCtx, tf.names...)
+		if err != nil {
+			return failed(stderr, c.fs.Name(), err)
 		}
-		var configs []string
-		for _, cfg := range t.Configs {
-			if cfg.IsDefault() && !*allConfigs {
+		// As in kafka-topics.sh, the filters print only the matching partitions' lines (either
+		// filter matching), without the topics' header lines.
+		filtered := *underReplicated || *unavailable
+		for _, t := range topics {
+			if filtered {
+				for _, p := range t.Partitions {
+					if (*underReplicated && p.UnderReplicated()) || (*unavailable && p.Unavailable()) {
+						printPartition(stdout, t.Name, p)
+					}
+				}
 				continue
 			}
-			v := cfg.Value
-			if cfg.Sensitive {
-				v = "<sensitive>"
+			var configs []string
+			for _, cfg := range t.Configs {
+				if cfg.IsDefault() && !*allConfigs {
+					continue
+				}
+				v := cfg.Value
+				if cfg.Sensitive {
+					v = "<sensitive>"
+				}
+				configs = append(configs, cfg.Name+"="+v)
 			}
-			configs = append(configs, cfg.Name+"="+v)
+			fmt.Fprintf(stdout, "Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
+				t.Name, t.ID, len(t.Partitions), t.ReplicationFactor(), strings.Join(configs, ","))
+			for _, p := range t.Partitions {
+				printPartition(stdout, t.Name, p)
+			}
 		}
-		fmt.Fprintf(stdout, "Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
-			t.Name, t.ID, len(t.Partitions), t.ReplicationFactor(), strings.Join(configs, ","))
-		for _, p := range t.Partitions {
-			printPartition(stdout, t.Name, p)
-		}
-	}
-	return exitOK
+		return exitOK
+	})
 }
 
 func printPartition(w io.Writer, topic string, p client.Partition) {
@@ -187,27 +175,23 @@ func topicDelete(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	var tf topicFlags
 	tf.register(c)
 	ifExists := c.fs.Bool("if-exists", false, "succeed when a topic does not exist")
-	cl, opCtx, cancel, code, ok := tf.setup(ctx, c, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	if len(tf.names) == 0 {
-		return c.usageErr(stderr, "name the topics to delete with --topic")
-	}
-	status := exitOK
-	for _, t := range tf.names {
-		err := cl.DeleteTopics(opCtx, t)
-		switch {
-		case err == nil:
-			fmt.Fprintf(stdout, "Deleted topic %s.\n", t)
-		case *ifExists && errors.Is(err, kerr.UnknownTopicOrPartition):
-		default:
-			status = failed(stderr, c.fs.Name(), err)
+	return tf.run(ctx, c, args, stdout, stderr, func(opCtx context.Context, cl *client.Client) int {
+		if len(tf.names) == 0 {
+			return c.usageErr(stderr, "name the topics to delete with --topic")
 		}
-	}
-	return status
+		status := exitOK
+		for _, t := range tf.names {
+			err := cl.DeleteTopics(opCtx, t)
+			switch {
+			case err == nil:
+				fmt.Fprintf(stdout, "Deleted topic %s.\n", t)
+			case *ifExists && errors.Is(err, kerr.UnknownTopicOrPartition):
+			default:
+				status = failed(stderr, c.fs.Name(), err)
+			}
+		}
+		return status
+	})
 }
 
 func topicAlter(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -220,34 +204,30 @@ func topicAlter(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	c.fs.Var(&add, "add-config", "set topic config `key=value` (repeatable)")
 	c.fs.Var(&del, "delete-config", "return config `key` to its default (repeatable, or comma-separated)")
 	partitions := c.fs.Int("partitions", 0, "raise the partition count to `N`")
-	cl, opCtx, cancel, code, ok := tf.setup(ctx, c, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	switch {
-	case len(tf.names) != 1:
-		return c.usageErr(stderr, "name exactly one topic with --topic")
-	case len(add.m) == 0 && len(del) == 0 && *partitions == 0:
-		return c.usageErr(stderr, "nothing to change: give --add-config, --delete-config or --partitions")
-	case *partitions < 0:
-		return c.usageErr(stderr, "--partitions %d is negative", *partitions)
-	}
-	topic := tf.names[0]
-	if len(add.m) > 0 || len(del) > 0 {
-		if err := cl.AlterTopicConfigs(opCtx, topic, add.m, del); err != nil {
-			return failed(stderr, c.fs.Name(), err)
+	return tf.run(ctx, c, args, stdout, stderr, func(opCtx context.Context, cl *client.Client) int {
+		switch {
+		case len(tf.names) != 1:
+			return c.usageErr(stderr, "name exactly one topic with --topic")
+		case len(add.m) == 0 && len(del) == 0 && *partitions == 0:
+			return c.usageErr(stderr, "nothing to change: give --add-config, --delete-config or --partitions")
+		case *partitions < 0:
+			return c.usageErr(stderr, "--partitions %d is negative", *partitions)
 		}
-		fmt.Fprintf(stdout, "Altered configs of topic %s.\n", topic)
-	}
-	if *partitions > 0 {
-		if err := cl.SetPartitions(opCtx, topic, *partitions); err != nil {
-			return failed(stderr, c.fs.Name(), err)
+		topic := tf.names[0]
+		if len(add.m) > 0 || len(del) > 0 {
+			if err := cl.AlterTopicConfigs(opCtx, topic, add.m, del); err != nil {
+				return failed(stderr, c.fs.Name(), err)
+			}
+			fmt.Fprintf(stdout, "Altered configs of topic %s.\n", topic)
 		}
-		fmt.Fprintf(stdout, "Topic %s now has %s.\n", topic, plural(int64(*partitions), "partition"))
-	}
-	return exitOK
+		if *partitions > 0 {
+			if err := cl.SetPartitions(opCtx, topic, *partitions); err != nil {
+				return failed(stderr, c.fs.Name(), err)
+			}
+			fmt.Fprintf(stdout, "Topic %s now has %s.\n", topic, plural(int64(*partitions), "partition"))
+		}
+		return exitOK
+	})
 }
 
 func topicElectLeaders(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -259,67 +239,63 @@ func topicElectLeaders(ctx context.Context, args []string, stdout, stderr io.Wri
 	electionType := c.fs.String("election-type", "", "`preferred` or unclean")
 	partition := c.fs.Int("partition", -1, "only partition `N` of the topic")
 	all := c.fs.Bool("all-topic-partitions", false, "every partition of every topic")
-	cl, opCtx, cancel, code, ok := tf.setup(ctx, c, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	var unclean bool
-	switch strings.ToLower(*electionType) {
-	case "preferred":
-	case "unclean":
-		unclean = true
-	default:
-		return c.usageErr(stderr, "--election-type %q: want preferred or unclean", *electionType)
-	}
-	var parts map[string][]int32
-	switch {
-	case *all && (len(tf.names) > 0 || *partition >= 0):
-		return c.usageErr(stderr, "--all-topic-partitions takes neither --topic nor --partition")
-	case *all:
-	case len(tf.names) == 0:
-		return c.usageErr(stderr, "name partitions with --topic (and --partition), or give --all-topic-partitions")
-	case *partition >= 0 && len(tf.names) != 1:
-		return c.usageErr(stderr, "--partition needs exactly one --topic")
-	case *partition < -1 || *partition > 1<<31-1:
-		return c.usageErr(stderr, "--partition %d is out of range", *partition)
-	default:
-		parts = map[string][]int32{}
-		for _, t := range tf.names {
-			parts[t] = []int32{} // every partition of the topic
-			if *partition >= 0 {
-				parts[t] = []int32{int32(*partition)}
+	return tf.run(ctx, c, args, stdout, stderr, func(opCtx context.Context, cl *client.Client) int {
+		var unclean bool
+		switch strings.ToLower(*electionType) {
+		case "preferred":
+		case "unclean":
+			unclean = true
+		default:
+			return c.usageErr(stderr, "--election-type %q: want preferred or unclean", *electionType)
+		}
+		var parts map[string][]int32
+		switch {
+		case *all && (len(tf.names) > 0 || *partition >= 0):
+			return c.usageErr(stderr, "--all-topic-partitions takes neither --topic nor --partition")
+		case *all:
+		case len(tf.names) == 0:
+			return c.usageErr(stderr, "name partitions with --topic (and --partition), or give --all-topic-partitions")
+		case *partition >= 0 && len(tf.names) != 1:
+			return c.usageErr(stderr, "--partition needs exactly one --topic")
+		case *partition < -1 || *partition > 1<<31-1:
+			return c.usageErr(stderr, "--partition %d is out of range", *partition)
+		default:
+			parts = map[string][]int32{}
+			for _, t := range tf.names {
+				parts[t] = []int32{} // every partition of the topic
+				if *partition >= 0 {
+					parts[t] = []int32{int32(*partition)}
+				}
 			}
 		}
-	}
-	results, err := cl.ElectLeaders(opCtx, unclean, parts)
-	if err != nil {
-		return failed(stderr, c.fs.Name(), err)
-	}
-	kind := strings.ToUpper(*electionType)
-	var elected, notNeeded []string
-	status := exitOK
-	for _, r := range results {
-		name := fmt.Sprintf("%s-%d", r.Topic, r.Partition)
-		switch {
-		case r.Err == nil:
-			elected = append(elected, name)
-		case errors.Is(r.Err, kerr.ElectionNotNeeded):
-			notNeeded = append(notNeeded, name)
-		default:
-			fmt.Fprintf(stderr, "Error completing leader election (%s) for partition: %s: %v\n", kind, name, r.Err)
-			status = exitFailed
+		results, err := cl.ElectLeaders(opCtx, unclean, parts)
+		if err != nil {
+			return failed(stderr, c.fs.Name(), err)
 		}
-	}
-	if len(elected) > 0 {
-		fmt.Fprintf(stdout, "Successfully completed leader election (%s) for partitions %s\n", kind, strings.Join(elected, ", "))
-	}
-	if len(notNeeded) > 0 {
-		fmt.Fprintf(stdout, "Valid replica already elected for partitions %s\n", strings.Join(notNeeded, ", "))
-	}
-	if len(results) == 0 {
-		fmt.Fprintln(stdout, "No partition needed an election.")
-	}
-	return status
+		kind := strings.ToUpper(*electionType)
+		var elected, notNeeded []string
+		status := exitOK
+		for _, r := range results {
+			name := fmt.Sprintf("%s-%d", r.Topic, r.Partition)
+			switch {
+			case r.Err == nil:
+				elected = append(elected, name)
+			case errors.Is(r.Err, kerr.ElectionNotNeeded):
+				notNeeded = append(notNeeded, name)
+			default:
+				fmt.Fprintf(stderr, "Error completing leader election (%s) for partition: %s: %v\n", kind, name, r.Err)
+				status = exitFailed
+			}
+		}
+		if len(elected) > 0 {
+			fmt.Fprintf(stdout, "Successfully completed leader election (%s) for partitions %s\n", kind, strings.Join(elected, ", "))
+		}
+		if len(notNeeded) > 0 {
+			fmt.Fprintf(stdout, "Valid replica already elected for partitions %s\n", strings.Join(notNeeded, ", "))
+		}
+		if len(results) == 0 {
+			fmt.Fprintln(stdout, "No partition needed an election.")
+		}
+		return status
+	})
 }

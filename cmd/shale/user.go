@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/shalelog/shale/client"
 )
 
 const userUsage = `Usage: shale user <create|delete|list> [flags]
@@ -68,82 +70,74 @@ func userCreate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	password := c.fs.String("password", "", "the user's `password`")
 	passwordFile := c.fs.String("password-file", "", "read the password from this `file` (first line)")
 	iterations := c.fs.Int("iterations", 4096, "SCRAM iterations (4096 to 16384)")
-	cl, opCtx, cancel, code, ok := uf.setup(ctx, c, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	if *passwordFile != "" {
-		data, err := os.ReadFile(*passwordFile)
+	return uf.run(ctx, c, args, stdout, stderr, func(opCtx context.Context, cl *client.Client) int {
+		if *passwordFile != "" {
+			data, err := os.ReadFile(*passwordFile)
+			if err != nil {
+				return c.usageErr(stderr, "%v", err)
+			}
+			*password, _, _ = strings.Cut(string(data), "\n")
+		}
+		switch {
+		case len(uf.names) == 0:
+			return c.usageErr(stderr, "name a user with --user")
+		case *password == "":
+			return c.usageErr(stderr, "give a password with --password or --password-file")
+		}
+		mechs, err := uf.scramMechanisms()
 		if err != nil {
 			return c.usageErr(stderr, "%v", err)
 		}
-		*password, _, _ = strings.Cut(string(data), "\n")
-	}
-	switch {
-	case len(uf.names) == 0:
-		return c.usageErr(stderr, "name a user with --user")
-	case *password == "":
-		return c.usageErr(stderr, "give a password with --password or --password-file")
-	}
-	mechs, err := uf.scramMechanisms()
-	if err != nil {
-		return c.usageErr(stderr, "%v", err)
-	}
-	var upserts []kadm.UpsertSCRAM
-	for _, u := range uf.names {
-		for _, m := range mechs {
-			upserts = append(upserts, kadm.UpsertSCRAM{User: u, Mechanism: m, Iterations: int32(*iterations), Password: *password})
+		var upserts []kadm.UpsertSCRAM
+		for _, u := range uf.names {
+			for _, m := range mechs {
+				upserts = append(upserts, kadm.UpsertSCRAM{User: u, Mechanism: m, Iterations: int32(*iterations), Password: *password})
+			}
 		}
-	}
-	altered, err := cl.Admin().AlterUserSCRAMs(opCtx, nil, upserts)
-	return reportAltered(c, altered, err, "created", stdout, stderr)
+		altered, err := cl.Admin().AlterUserSCRAMs(opCtx, nil, upserts)
+		return reportAltered(c, altered, err, "created", stdout, stderr)
+	})
 }
 
 func userDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("shale user delete", "shale user delete --user U [flags]", "Deletes a user's SCRAM credentials.")
 	var uf userFlags
 	uf.register(c)
-	cl, opCtx, cancel, code, ok := uf.setup(ctx, c, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	if len(uf.names) == 0 {
-		return c.usageErr(stderr, "name a user with --user")
-	}
-	var dels []kadm.DeleteSCRAM
-	if len(uf.mechanisms) == 0 {
-		// Whatever the user has.
-		described, err := cl.Admin().DescribeUserSCRAMs(opCtx, uf.names...)
-		if err != nil {
-			return failed(stderr, c.fs.Name(), err)
+	return uf.run(ctx, c, args, stdout, stderr, func(opCtx context.Context, cl *client.Client) int {
+		if len(uf.names) == 0 {
+			return c.usageErr(stderr, "name a user with --user")
 		}
-		for _, u := range uf.names {
-			d := described[u]
-			if d.Err != nil {
-				fmt.Fprintf(stderr, "%s: %s: %v\n", c.fs.Name(), u, d.Err)
-				return exitFailed
+		var dels []kadm.DeleteSCRAM
+		if len(uf.mechanisms) == 0 {
+			// Whatever the user has.
+			described, err := cl.Admin().DescribeUserSCRAMs(opCtx, uf.names...)
+			if err != nil {
+				return failed(stderr, c.fs.Name(), err)
 			}
-			for _, ci := range d.CredInfos {
-				dels = append(dels, kadm.DeleteSCRAM{User: u, Mechanism: ci.Mechanism})
+			for _, u := range uf.names {
+				d := described[u]
+				if d.Err != nil {
+					fmt.Fprintf(stderr, "%s: %s: %v\n", c.fs.Name(), u, d.Err)
+					return exitFailed
+				}
+				for _, ci := range d.CredInfos {
+					dels = append(dels, kadm.DeleteSCRAM{User: u, Mechanism: ci.Mechanism})
+				}
 			}
-		}
-	} else {
-		mechs, err := uf.scramMechanisms()
-		if err != nil {
-			return c.usageErr(stderr, "%v", err)
-		}
-		for _, u := range uf.names {
-			for _, m := range mechs {
-				dels = append(dels, kadm.DeleteSCRAM{User: u, Mechanism: m})
+		} else {
+			mechs, err := uf.scramMechanisms()
+			if err != nil {
+				return c.usageErr(stderr, "%v", err)
+			}
+			for _, u := range uf.names {
+				for _, m := range mechs {
+					dels = append(dels, kadm.DeleteSCRAM{User: u, Mechanism: m})
+				}
 			}
 		}
-	}
-	altered, err := cl.Admin().AlterUserSCRAMs(opCtx, dels, nil)
-	return reportAltered(c, altered, err, "deleted", stdout, stderr)
+		altered, err := cl.Admin().AlterUserSCRAMs(opCtx, dels, nil)
+		return reportAltered(c, altered, err, "deleted", stdout, stderr)
+	})
 }
 
 func reportAltered(c *command, altered kadm.AlteredUserSCRAMs, err error, verb string, stdout, stderr io.Writer) int {
@@ -166,33 +160,29 @@ func userList(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	c := newCommand("shale user list", "shale user list [--user U]... [flags]", "Lists SCRAM users with their mechanisms and iterations.")
 	var uf userFlags
 	uf.register(c)
-	cl, opCtx, cancel, code, ok := uf.setup(ctx, c, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	defer cl.Close()
-	defer cancel()
-	described, err := cl.Admin().DescribeUserSCRAMs(opCtx, uf.names...)
-	if err != nil {
-		return failed(stderr, c.fs.Name(), err)
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "USER\tMECHANISM\tITERATIONS")
-	code = exitOK
-	for _, d := range described.Sorted() {
-		if d.Err != nil {
-			if errors.Is(d.Err, kerr.ResourceNotFound) {
-				fmt.Fprintf(stderr, "%s: no such user: %s\n", c.fs.Name(), d.User)
-			} else {
-				fmt.Fprintf(stderr, "%s: %s: %v\n", c.fs.Name(), d.User, d.Err)
+	return uf.run(ctx, c, args, stdout, stderr, func(opCtx context.Context, cl *client.Client) int {
+		described, err := cl.Admin().DescribeUserSCRAMs(opCtx, uf.names...)
+		if err != nil {
+			return failed(stderr, c.fs.Name(), err)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "USER\tMECHANISM\tITERATIONS")
+		code := exitOK
+		for _, d := range described.Sorted() {
+			if d.Err != nil {
+				if errors.Is(d.Err, kerr.ResourceNotFound) {
+					fmt.Fprintf(stderr, "%s: no such user: %s\n", c.fs.Name(), d.User)
+				} else {
+					fmt.Fprintf(stderr, "%s: %s: %v\n", c.fs.Name(), d.User, d.Err)
+				}
+				code = exitFailed
+				continue
 			}
-			code = exitFailed
-			continue
+			for _, ci := range d.CredInfos {
+				fmt.Fprintf(tw, "%s\t%s\t%d\n", d.User, ci.Mechanism, ci.Iterations)
+			}
 		}
-		for _, ci := range d.CredInfos {
-			fmt.Fprintf(tw, "%s\t%s\t%d\n", d.User, ci.Mechanism, ci.Iterations)
-		}
-	}
-	tw.Flush()
-	return code
+		tw.Flush()
+		return code
+	})
 }

@@ -84,36 +84,6 @@ func (al *ackedLog) stop() [][]string {
 	return al.acked
 }
 
-// checkExactlyOnceInOrder checks that every acknowledged record is in the log once, in
-// the order it was acknowledged.
-func checkExactlyOnceInOrder(t *testing.T, acked, logs [][]string) int {
-	t.Helper()
-	total := 0
-	for p := range acked {
-		total += len(acked[p])
-		seen := map[string]int{}
-		for i, v := range logs[p] {
-			if _, dup := seen[v]; dup {
-				t.Errorf("partition %d: %s duplicated at %d and %d", p, v, seen[v], i)
-			}
-			seen[v] = i
-		}
-		prev := -1
-		for _, v := range acked[p] {
-			i, ok := seen[v]
-			if !ok {
-				t.Errorf("partition %d: acknowledged record %s lost", p, v)
-				continue
-			}
-			if i < prev {
-				t.Errorf("partition %d: %s out of order", p, v)
-			}
-			prev = i
-		}
-	}
-	return total
-}
-
 // TestReassignOntoNewBrokerThroughFailures is scale-out under fire: a fourth broker
 // joins a three-broker cluster and both partitions of an acks=all, RF=3,
 // min.insync.replicas=2 topic are moved onto it, each dropping its leader. The new

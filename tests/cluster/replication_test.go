@@ -158,30 +158,7 @@ func TestReplicatedAcksAllSurvivesLeaderKill(t *testing.T) {
 		}
 	}
 
-	logs := c.readAll("rep", parts)
-	total := 0
-	for p := range parts {
-		total += len(acked[p])
-		seen := map[string]int{}
-		for i, v := range logs[p] {
-			if _, dup := seen[v]; dup {
-				t.Errorf("partition %d: %s duplicated at %d and %d", p, v, seen[v], i)
-			}
-			seen[v] = i
-		}
-		prev := -1
-		for _, v := range acked[p] {
-			i, ok := seen[v]
-			if !ok {
-				t.Errorf("partition %d: acknowledged record %s lost", p, v)
-				continue
-			}
-			if i < prev {
-				t.Errorf("partition %d: %s out of order", p, v)
-			}
-			prev = i
-		}
-	}
+	total := checkExactlyOnceInOrder(t, acked, c.readAll("rep", parts))
 	t.Logf("%d records acknowledged; longest gap between acknowledgements %v (session timeout %v)", total, longestGap, sessionTimeout)
 	if longestGap > sessionTimeout+5*time.Second {
 		t.Errorf("produce unavailable for %v, well beyond the %v session timeout", longestGap, sessionTimeout)

@@ -79,17 +79,5 @@ func TestTransactionSurvivesPartitionLeaderKill(t *testing.T) {
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatalf("commit after the leader's death: %v", err)
 	}
-	got := c.readCommitted("txnp", 10)
-	seen := map[string]int{}
-	for _, v := range got {
-		seen[v]++
-	}
-	for i := range 10 {
-		if k := fmt.Sprintf("committed-%d", i); seen[k] != 1 {
-			t.Errorf("%s: %d copies, want 1", k, seen[k])
-		}
-	}
-	if len(got) != 10 {
-		t.Fatalf("read_committed saw %d records, want the 10 committed: %q", len(got), got)
-	}
+	checkCommittedOnce(t, c.readCommitted("txnp", 10), numbered("committed", 10))
 }

@@ -145,21 +145,7 @@ func TestTransactionSurvivesCoordinatorKill(t *testing.T) {
 	c.broker(first).start()
 	c.waitBrokerReady(c.broker(first))
 
-	got := c.readCommitted("txn", 60)
-	seen := map[string]int{}
-	for _, v := range got {
-		seen[v]++
-	}
-	for _, prefix := range []string{"first", "second"} {
-		for i := range 30 {
-			if k := fmt.Sprintf("%s-%d", prefix, i); seen[k] != 1 {
-				t.Errorf("%s: %d copies, want 1", k, seen[k])
-			}
-		}
-	}
-	if len(got) != 60 {
-		t.Fatalf("read_committed saw %d records, want 60", len(got))
-	}
+	checkCommittedOnce(t, c.readCommitted("txn", 60), append(numbered("first", 30), numbered("second", 30)...))
 
 	// After the failovers a producer of the id is fenced by its replacement.
 	zombie := c.liveClient(opts...)
@@ -180,7 +166,7 @@ func TestTransactionSurvivesCoordinatorKill(t *testing.T) {
 	if err := zombie.EndTransaction(ctx, kgo.TryCommit); !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
 		t.Fatalf("zombie commit: %v, want the producer fenced", err)
 	}
-	got = c.readCommitted("txn", 61)
+	got := c.readCommitted("txn", 61)
 	if len(got) != 61 {
 		t.Fatalf("read_committed saw %d records after the fenced transaction, want 61", len(got))
 	}
