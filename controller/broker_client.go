@@ -222,11 +222,7 @@ func (c *BrokerClient) register(ctx context.Context) error {
 	}
 	backoff := 100 * time.Millisecond
 	for {
-		var resp *pb.RegisterBrokerResponse
-		err := c.q.call(ctx, c.cfg.RequestTimeout, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-			resp, err = cl.RegisterBroker(ctx, req)
-			return err
-		})
+		resp, err := send(ctx, c.q, c.cfg.RequestTimeout, pb.ControllerClient.RegisterBroker, req)
 		if err != nil {
 			return fmt.Errorf("controller client: register broker %d: %w", c.cfg.NodeID, err)
 		}
@@ -268,11 +264,8 @@ func (c *BrokerClient) Close() error {
 		c.mu.Unlock()
 		if epoch >= 0 && wasUnfenced && !c.silentClose.Load() {
 			ctx, cancel := context.WithTimeout(context.Background(), min(2*time.Second, c.cfg.SessionTimeout))
-			err := c.q.call(ctx, min(time.Second, c.cfg.SessionTimeout), func(ctx context.Context, cl pb.ControllerClient) error {
-				_, err := cl.BrokerHeartbeat(ctx, &pb.BrokerHeartbeatRequest{BrokerId: c.cfg.NodeID, BrokerEpoch: epoch,
-					WantShutdown: true, Stopping: true})
-				return err
-			})
+			_, err := send(ctx, c.q, min(time.Second, c.cfg.SessionTimeout), pb.ControllerClient.BrokerHeartbeat,
+				&pb.BrokerHeartbeatRequest{BrokerId: c.cfg.NodeID, BrokerEpoch: epoch, WantShutdown: true, Stopping: true})
 			cancel()
 			if err != nil {
 				c.log.Warn("could not tell the controller about the shutdown; its session will expire instead", "err", err)
@@ -476,11 +469,7 @@ func (c *BrokerClient) heartbeat() {
 	sent := time.Now()
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.HeartbeatInterval)
 	defer cancel()
-	var resp *pb.BrokerHeartbeatResponse
-	err := c.q.call(ctx, c.cfg.HeartbeatInterval, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.BrokerHeartbeat(ctx, req)
-		return err
-	})
+	resp, err := send(ctx, c.q, c.cfg.HeartbeatInterval, pb.ControllerClient.BrokerHeartbeat, req)
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.log.Debug("heartbeat failed", "err", err)

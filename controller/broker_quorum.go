@@ -102,15 +102,8 @@ func (c *BrokerClient) Controllers() []string {
 
 // DescribeQuorum asks the active controller for the state of the quorum.
 func (c *BrokerClient) DescribeQuorum(ctx context.Context) (metadata.QuorumState, error) {
-	var resp *pb.DescribeQuorumResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.DescribeQuorum(ctx, &pb.DescribeQuorumRequest{})
-		return err
-	})
+	resp, err := rpc(ctx, c, pb.ControllerClient.DescribeQuorum, &pb.DescribeQuorumRequest{})
 	if err != nil {
-		return metadata.QuorumState{}, err
-	}
-	if err := fromPBError(resp.Error); err != nil {
 		return metadata.QuorumState{}, err
 	}
 	st := metadata.QuorumState{LeaderID: resp.LeaderId, LeaderEpoch: resp.LeaderEpoch, HighWatermark: resp.HighWatermark}
@@ -153,7 +146,7 @@ func (c *BrokerClient) AddVoter(ctx context.Context, id int32, addr string) erro
 func (c *BrokerClient) RemoveVoter(ctx context.Context, id int32) error {
 	var resp *pb.RemoveVoterResponse
 	failed := false
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+	err := c.q.call(ctx, c.cfg.RequestTimeout, func(ctx context.Context, cl pb.ControllerClient) (err error) {
 		resp, err = cl.RemoveVoter(ctx, &pb.RemoveVoterRequest{VoterId: id})
 		failed = failed || err != nil
 		return err
@@ -179,13 +172,6 @@ func retriedOutcome(err error, failedBefore bool, done *kerr.Error) error {
 
 // UnregisterBroker removes a broker's registration.
 func (c *BrokerClient) UnregisterBroker(ctx context.Context, id int32, force bool) error {
-	var resp *pb.UnregisterBrokerResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.UnregisterBroker(ctx, &pb.UnregisterBrokerRequest{BrokerId: id, Force: force})
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return fromPBError(resp.Error)
+	_, err := rpc(ctx, c, pb.ControllerClient.UnregisterBroker, &pb.UnregisterBrokerRequest{BrokerId: id, Force: force})
+	return err
 }

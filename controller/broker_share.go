@@ -11,15 +11,8 @@ import (
 // its own outcome (nil, FENCED_LEADER_EPOCH, FENCED_STATE_EPOCH,
 // UNKNOWN_TOPIC_OR_PARTITION). The error is for the call as a whole.
 func (c *BrokerClient) WriteShareState(ctx context.Context, states []*pb.SharePartitionState) ([]error, error) {
-	var resp *pb.WriteShareStateResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.WriteShareState(ctx, &pb.WriteShareStateRequest{States: states})
-		return err
-	})
+	resp, err := rpc(ctx, c, pb.ControllerClient.WriteShareState, &pb.WriteShareStateRequest{States: states})
 	if err != nil {
-		return nil, err
-	}
-	if err := fromPBError(resp.Error); err != nil {
 		return nil, err
 	}
 	return shareErrors(resp.Errors, len(states))
@@ -32,15 +25,8 @@ func (c *BrokerClient) WriteShareState(ctx context.Context, states []*pb.SharePa
 func (c *BrokerClient) ReadShareState(ctx context.Context, group string, partitions map[string][]int32, includeDeleted bool) ([]*pb.SharePartitionState, error) {
 	req := &pb.ReadShareStateRequest{Group: group, AllPartitions: partitions == nil, Partitions: topicPartitionsPB(partitions),
 		IncludeDeleted: includeDeleted}
-	var resp *pb.ReadShareStateResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.ReadShareState(ctx, req)
-		return err
-	})
+	resp, err := rpc(ctx, c, pb.ControllerClient.ReadShareState, req)
 	if err != nil {
-		return nil, err
-	}
-	if err := fromPBError(resp.Error); err != nil {
 		return nil, err
 	}
 	return resp.States, nil
@@ -50,15 +36,8 @@ func (c *BrokerClient) ReadShareState(ctx context.Context, group string, partiti
 // StartOffset of each state), dropping their in-flight records and bumping their state
 // epochs, so that the partition leaders reload them (AlterShareGroupOffsets).
 func (c *BrokerClient) InitializeShareState(ctx context.Context, states []*pb.SharePartitionState) ([]error, error) {
-	var resp *pb.InitializeShareStateResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.InitializeShareState(ctx, &pb.InitializeShareStateRequest{States: states})
-		return err
-	})
+	resp, err := rpc(ctx, c, pb.ControllerClient.InitializeShareState, &pb.InitializeShareStateRequest{States: states})
 	if err != nil {
-		return nil, err
-	}
-	if err := fromPBError(resp.Error); err != nil {
 		return nil, err
 	}
 	return shareErrors(resp.Errors, len(states))
@@ -67,15 +46,8 @@ func (c *BrokerClient) InitializeShareState(ctx context.Context, states []*pb.Sh
 // DeleteShareState removes a share group's state; nil partitions means all of it.
 func (c *BrokerClient) DeleteShareState(ctx context.Context, group string, partitions map[string][]int32) error {
 	req := &pb.DeleteShareStateRequest{Group: group, AllPartitions: partitions == nil, Partitions: topicPartitionsPB(partitions)}
-	var resp *pb.DeleteShareStateResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.DeleteShareState(ctx, req)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return fromPBError(resp.Error)
+	_, err := rpc(ctx, c, pb.ControllerClient.DeleteShareState, req)
+	return err
 }
 
 func shareErrors(pbErrs []*pb.Error, n int) ([]error, error) {
@@ -91,15 +63,8 @@ func shareErrors(pbErrs []*pb.Error, n int) ([]error, error) {
 
 // ListShareStateGroups lists the groups that have share-partition state.
 func (c *BrokerClient) ListShareStateGroups(ctx context.Context) ([]string, error) {
-	var resp *pb.ListShareStateGroupsResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.ListShareStateGroups(ctx, &pb.ListShareStateGroupsRequest{})
-		return err
-	})
+	resp, err := rpc(ctx, c, pb.ControllerClient.ListShareStateGroups, &pb.ListShareStateGroupsRequest{})
 	if err != nil {
-		return nil, err
-	}
-	if err := fromPBError(resp.Error); err != nil {
 		return nil, err
 	}
 	return resp.Groups, nil

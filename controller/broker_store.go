@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/shalelog/shale/metadata"
 
 	pb "github.com/shalelog/shale/controller/proto"
@@ -15,8 +17,42 @@ import (
 // The metadata.Store operations: each is forwarded to the active controller and retried
 // across leader changes until ctx is done.
 
-func (c *BrokerClient) call(ctx context.Context, fn func(context.Context, pb.ControllerClient) error) error {
-	return c.q.call(ctx, c.cfg.RequestTimeout, fn)
+// controllerMethod is a unary method of the controller service as a method expression,
+// such as pb.ControllerClient.CommitOffsets.
+type controllerMethod[Req, Resp any] func(pb.ControllerClient, context.Context, Req, ...grpc.CallOption) (Resp, error)
+
+// send calls method with req through the quorum (see quorumConns.call): retried across
+// leader changes and unreachable controllers until it is answered or ctx is done, each
+// attempt bounded by attempt. The error is the call's own; the answer's error fields
+// are left to the caller.
+func send[Req, Resp any](ctx context.Context, q *quorumConns, attempt time.Duration, method controllerMethod[Req, Resp], req Req) (Resp, error) {
+	var resp Resp
+	err := q.call(ctx, attempt, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = method(cl, ctx, req)
+		return err
+	})
+	if err != nil {
+		var zero Resp
+		return zero, err
+	}
+	return resp, nil
+}
+
+// answer is a controller response with a call-wide error.
+type answer interface{ GetError() *pb.Error }
+
+// rpc calls method with req as send does, each attempt bounded by the request timeout,
+// and returns the answer, or the call's error, or else the answer's own error.
+func rpc[Req any, Resp answer](ctx context.Context, c *BrokerClient, method controllerMethod[Req, Resp], req Req) (Resp, error) {
+	resp, err := send(ctx, c.q, c.cfg.RequestTimeout, method, req)
+	if err == nil {
+		err = fromPBError(resp.GetError())
+	}
+	if err != nil {
+		var zero Resp
+		return zero, err
+	}
+	return resp, nil
 }
 
 func replicaLists(as [][]int32) []*pb.ReplicaList {
@@ -41,11 +77,7 @@ func (c *BrokerClient) CreateTopics(ctx context.Context, specs []metadata.TopicS
 	for i, s := range specs {
 		out[i].Name = s.Name
 	}
-	var resp *pb.CreateTopicsResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.CreateTopics(ctx, req)
-		return err
-	})
+	resp, err := send(ctx, c.q, c.cfg.RequestTimeout, pb.ControllerClient.CreateTopics, req)
 	if err == nil && len(resp.Results) != len(specs) {
 		err = fmt.Errorf("controller answered %d results for %d topics", len(resp.Results), len(specs))
 	}
@@ -81,11 +113,7 @@ func errorList(n int, errs []*pb.Error, err error) []error {
 
 // DeleteTopics deletes topics by name.
 func (c *BrokerClient) DeleteTopics(ctx context.Context, names []string) []error {
-	var resp *pb.DeleteTopicsResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.DeleteTopics(ctx, &pb.DeleteTopicsRequest{Names: names})
-		return err
-	})
+	resp, err := send(ctx, c.q, c.cfg.RequestTimeout, pb.ControllerClient.DeleteTopics, &pb.DeleteTopicsRequest{Names: names})
 	if err != nil {
 		return errorList(len(names), nil, err)
 	}
@@ -98,11 +126,7 @@ func (c *BrokerClient) CreatePartitions(ctx context.Context, specs []metadata.Pa
 	for _, s := range specs {
 		req.Specs = append(req.Specs, &pb.PartitionsSpec{Topic: s.Topic, Count: s.Count, Assignments: replicaLists(s.Assignments)})
 	}
-	var resp *pb.CreatePartitionsResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.CreatePartitions(ctx, req)
-		return err
-	})
+	resp, err := send(ctx, c.q, c.cfg.RequestTimeout, pb.ControllerClient.CreatePartitions, req)
 	if err != nil {
 		return errorList(len(specs), nil, err)
 	}
@@ -115,30 +139,16 @@ func (c *BrokerClient) AlterTopicConfigs(ctx context.Context, topic string, ops 
 	for _, op := range ops {
 		req.Ops = append(req.Ops, &pb.ConfigOp{Name: op.Name, Value: op.Value, Op: int32(op.Op)})
 	}
-	var resp *pb.AlterTopicConfigsResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.AlterTopicConfigs(ctx, req)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return fromPBError(resp.Error)
+	_, err := rpc(ctx, c, pb.ControllerClient.AlterTopicConfigs, req)
+	return err
 }
 
 // AlterPartition proposes a new ISR for a partition this broker leads.
 func (c *BrokerClient) AlterPartition(ctx context.Context, r metadata.AlterPartitionRequest) (metadata.Partition, error) {
 	req := &pb.AlterPartitionRequest{BrokerId: c.cfg.NodeID, BrokerEpoch: c.BrokerEpoch(), Topic: r.Topic, Partition: r.Partition,
 		LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch, NewIsr: slices.Clone(r.NewISR)}
-	var resp *pb.AlterPartitionResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.AlterPartition(ctx, req)
-		return err
-	})
+	resp, err := rpc(ctx, c, pb.ControllerClient.AlterPartition, req)
 	if err != nil {
-		return metadata.Partition{}, err
-	}
-	if err := fromPBError(resp.Error); err != nil {
 		return metadata.Partition{}, err
 	}
 	if resp.Partition == nil {
@@ -149,8 +159,10 @@ func (c *BrokerClient) AlterPartition(ctx context.Context, r metadata.AlterParti
 
 // AllocateProducerIDs hands this broker a block of producer ids unique in the cluster.
 func (c *BrokerClient) AllocateProducerIDs(ctx context.Context) (int64, int32, error) {
+	// Not rpc: each attempt asks with the broker epoch current at that attempt, since the
+	// broker may register again while the call is retried.
 	var resp *pb.AllocateProducerIdsResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+	err := c.q.call(ctx, c.cfg.RequestTimeout, func(ctx context.Context, cl pb.ControllerClient) (err error) {
 		resp, err = cl.AllocateProducerIds(ctx, &pb.AllocateProducerIdsRequest{BrokerId: c.cfg.NodeID, BrokerEpoch: c.BrokerEpoch()})
 		return err
 	})
@@ -192,15 +204,8 @@ func (c *BrokerClient) CommitOffsets(ctx context.Context, group string, fence me
 	for i, o := range offsets {
 		req.Offsets[i] = offsetEntryToPB(o)
 	}
-	var resp *pb.CommitOffsetsResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.CommitOffsets(ctx, req)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return fromPBError(resp.Error)
+	_, err := rpc(ctx, c, pb.ControllerClient.CommitOffsets, req)
+	return err
 }
 
 // FetchOffsets returns a group's committed offsets (only partitions that have one),
@@ -209,15 +214,8 @@ func (c *BrokerClient) CommitOffsets(ctx context.Context, group string, fence me
 // so a commit acknowledged before the call is always seen.
 func (c *BrokerClient) FetchOffsets(ctx context.Context, group string, topics map[string][]int32) ([]metadata.CommittedOffset, error) {
 	req := &pb.FetchOffsetsRequest{Group: group, AllTopics: topics == nil, Topics: topicPartitionsPB(topics)}
-	var resp *pb.FetchOffsetsResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.FetchOffsets(ctx, req)
-		return err
-	})
+	resp, err := rpc(ctx, c, pb.ControllerClient.FetchOffsets, req)
 	if err != nil {
-		return nil, err
-	}
-	if err := fromPBError(resp.Error); err != nil {
 		return nil, err
 	}
 	out := make([]metadata.CommittedOffset, len(resp.Offsets))
@@ -231,30 +229,16 @@ func (c *BrokerClient) FetchOffsets(ctx context.Context, group string, topics ma
 func (c *BrokerClient) DeleteGroupOffsets(ctx context.Context, group string, fence metadata.GroupFence, topics map[string][]int32) error {
 	req := &pb.DeleteGroupOffsetsRequest{Group: group, AllTopics: topics == nil, Topics: topicPartitionsPB(topics),
 		CoordinatorId: fence.Broker, CoordinatorEpoch: fence.Epoch}
-	var resp *pb.DeleteGroupOffsetsResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.DeleteGroupOffsets(ctx, req)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return fromPBError(resp.Error)
+	_, err := rpc(ctx, c, pb.ControllerClient.DeleteGroupOffsets, req)
+	return err
 }
 
 // ReadOffsetsLog reads one partition of the __consumer_offsets view from the active
 // controller; see metadata.Store.
 func (c *BrokerClient) ReadOffsetsLog(ctx context.Context, partition int32, from int64, maxBytes int32, maxWait time.Duration) (metadata.OffsetsLogSlice, error) {
 	req := &pb.ReadOffsetsLogRequest{Partition: partition, FromOffset: from, MaxBytes: maxBytes, MaxWaitMs: int32(min(maxWait, time.Hour).Milliseconds())}
-	var resp *pb.ReadOffsetsLogResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.ReadOffsetsLog(ctx, req)
-		return err
-	})
+	resp, err := rpc(ctx, c, pb.ControllerClient.ReadOffsetsLog, req)
 	if err != nil {
-		return metadata.OffsetsLogSlice{}, err
-	}
-	if err := fromPBError(resp.Error); err != nil {
 		return metadata.OffsetsLogSlice{}, err
 	}
 	out := metadata.OffsetsLogSlice{LogStart: resp.LogStart, LogEnd: resp.LogEnd, Records: make([]metadata.OffsetsLogRecord, len(resp.Records))}
@@ -266,15 +250,8 @@ func (c *BrokerClient) ReadOffsetsLog(ctx context.Context, partition int32, from
 
 // ListOffsetGroups lists the groups that have committed offsets.
 func (c *BrokerClient) ListOffsetGroups(ctx context.Context) ([]string, error) {
-	var resp *pb.ListOffsetGroupsResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.ListOffsetGroups(ctx, &pb.ListOffsetGroupsRequest{})
-		return err
-	})
+	resp, err := rpc(ctx, c, pb.ControllerClient.ListOffsetGroups, &pb.ListOffsetGroupsRequest{})
 	if err != nil {
-		return nil, err
-	}
-	if err := fromPBError(resp.Error); err != nil {
 		return nil, err
 	}
 	return resp.Groups, nil
@@ -291,15 +268,8 @@ func (c *BrokerClient) ElectLeaders(ctx context.Context, preferred bool, partiti
 	if preferred {
 		req.Type = pb.ElectionType_ELECTION_TYPE_PREFERRED
 	}
-	var resp *pb.ElectLeadersResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.ElectLeaders(ctx, req)
-		return err
-	})
+	resp, err := rpc(ctx, c, pb.ControllerClient.ElectLeaders, req)
 	if err != nil {
-		return nil, err
-	}
-	if err := fromPBError(resp.Error); err != nil {
 		return nil, err
 	}
 	out := map[string]map[int32]error{}

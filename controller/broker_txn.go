@@ -52,15 +52,8 @@ func (c *BrokerClient) WriteTxnState(ctx context.Context, fence metadata.GroupFe
 	req := &pb.WriteTxnStateRequest{Record: &pb.TxnStateRecord{CoordinatorId: fence.Broker, CoordinatorEpoch: fence.Epoch,
 		State: txnStateToPB(st), Remove: remove}}
 	req.Record.State.PendingOffsets = nil
-	var resp *pb.WriteTxnStateResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.WriteTxnState(ctx, req)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return fromPBError(resp.Error)
+	_, err := rpc(ctx, c, pb.ControllerClient.WriteTxnState, req)
+	return err
 }
 
 // TxnOffsetCommit adds offsets to a transaction's pending offsets; see metadata.TxnStore.
@@ -70,28 +63,14 @@ func (c *BrokerClient) TxnOffsetCommit(ctx context.Context, fence metadata.Group
 	for _, o := range offsets {
 		rec.Offsets = append(rec.Offsets, offsetToPB(o))
 	}
-	var resp *pb.TxnOffsetCommitResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.TxnOffsetCommit(ctx, &pb.TxnOffsetCommitRequest{Record: rec})
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return fromPBError(resp.Error)
+	_, err := rpc(ctx, c, pb.ControllerClient.TxnOffsetCommit, &pb.TxnOffsetCommitRequest{Record: rec})
+	return err
 }
 
 // LoadTxnStates returns the transaction states of the given offsets partitions.
 func (c *BrokerClient) LoadTxnStates(ctx context.Context, partitions []int32) ([]metadata.TxnState, error) {
-	var resp *pb.LoadTxnStatesResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.LoadTxnStates(ctx, &pb.LoadTxnStatesRequest{Partitions: partitions})
-		return err
-	})
+	resp, err := rpc(ctx, c, pb.ControllerClient.LoadTxnStates, &pb.LoadTxnStatesRequest{Partitions: partitions})
 	if err != nil {
-		return nil, err
-	}
-	if err := fromPBError(resp.Error); err != nil {
 		return nil, err
 	}
 	out := make([]metadata.TxnState, len(resp.States))
@@ -103,15 +82,8 @@ func (c *BrokerClient) LoadTxnStates(ctx context.Context, partitions []int32) ([
 
 // PendingTxnOffsets lists group's partitions with offsets pending in a transaction.
 func (c *BrokerClient) PendingTxnOffsets(ctx context.Context, group string) (map[string][]int32, error) {
-	var resp *pb.PendingTxnOffsetsResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.PendingTxnOffsets(ctx, &pb.PendingTxnOffsetsRequest{Group: group})
-		return err
-	})
+	resp, err := rpc(ctx, c, pb.ControllerClient.PendingTxnOffsets, &pb.PendingTxnOffsetsRequest{Group: group})
 	if err != nil {
-		return nil, err
-	}
-	if err := fromPBError(resp.Error); err != nil {
 		return nil, err
 	}
 	return topicFilter(false, resp.Partitions), nil

@@ -221,15 +221,8 @@ func (d aclDeletions) any() bool {
 // CreateACLs stores ACL bindings through the controller; see metadata.ACLStore.
 func (c *BrokerClient) CreateACLs(ctx context.Context, bindings []acl.Binding) ([]error, error) {
 	req := &pb.CreateAclsRequest{Acls: aclsToPB(bindings)}
-	var resp *pb.CreateAclsResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.CreateAcls(ctx, req)
-		return err
-	})
+	resp, err := rpc(ctx, c, pb.ControllerClient.CreateAcls, req)
 	if err != nil {
-		return nil, err
-	}
-	if err := fromPBError(resp.Error); err != nil {
 		return nil, err
 	}
 	if len(resp.Results) != len(bindings) {
@@ -249,15 +242,8 @@ func (c *BrokerClient) DeleteACLs(ctx context.Context, filters []acl.Filter) ([]
 	for i, f := range filters {
 		req.Filters[i] = aclFilterToPB(f)
 	}
-	var resp *pb.DeleteAclsResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.DeleteAcls(ctx, req)
-		return err
-	})
+	resp, err := rpc(ctx, c, pb.ControllerClient.DeleteAcls, req)
 	if err != nil {
-		return nil, err
-	}
-	if err := fromPBError(resp.Error); err != nil {
 		return nil, err
 	}
 	if len(resp.Results) != len(filters) {

@@ -81,13 +81,6 @@ func (c *BrokerClient) AlterClientMetrics(ctx context.Context, name string, ops 
 	for _, op := range ops {
 		req.Ops = append(req.Ops, &pb.ConfigOp{Name: op.Name, Value: op.Value, Op: int32(op.Op)})
 	}
-	var resp *pb.AlterClientMetricsResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.AlterClientMetrics(ctx, req)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return fromPBError(resp.Error)
+	_, err := rpc(ctx, c, pb.ControllerClient.AlterClientMetrics, req)
+	return err
 }

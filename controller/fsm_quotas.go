@@ -194,11 +194,7 @@ func (c *BrokerClient) AlterClientQuotas(ctx context.Context, alts []metadata.Qu
 		}
 		req.Entries = append(req.Entries, ent)
 	}
-	var resp *pb.AlterClientQuotasResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.AlterClientQuotas(ctx, req)
-		return err
-	})
+	resp, err := send(ctx, c.q, c.cfg.RequestTimeout, pb.ControllerClient.AlterClientQuotas, req)
 	if err != nil {
 		return nil, err
 	}

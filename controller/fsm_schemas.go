@@ -403,11 +403,7 @@ func (c *BrokerClient) AlterSchemaRegistry(ctx context.Context, op metadata.Regi
 	if err != nil {
 		return metadata.RegistryResult{}, err
 	}
-	var resp *pb.AlterSchemaRegistryResponse
-	err = c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.AlterSchemaRegistry(ctx, &pb.AlterSchemaRegistryRequest{Record: rec})
-		return err
-	})
+	resp, err := send(ctx, c.q, c.cfg.RequestTimeout, pb.ControllerClient.AlterSchemaRegistry, &pb.AlterSchemaRegistryRequest{Record: rec})
 	if err != nil {
 		return metadata.RegistryResult{}, err
 	}

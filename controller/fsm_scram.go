@@ -147,15 +147,8 @@ func (c *BrokerClient) AlterScramCredentials(ctx context.Context, upserts []meta
 	for _, d := range deletions {
 		req.Deletions = append(req.Deletions, &pb.ScramCredentialKey{User: d.User, Mechanism: d.Mechanism})
 	}
-	var resp *pb.AlterScramCredentialsResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.AlterScramCredentials(ctx, req)
-		return err
-	})
+	resp, err := rpc(ctx, c, pb.ControllerClient.AlterScramCredentials, req)
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := fromPBError(resp.Error); err != nil {
 		return nil, nil, err
 	}
 	errsOf := func(pbs []*pb.Error, n int) []error {
@@ -172,15 +165,8 @@ func (c *BrokerClient) AlterScramCredentials(ctx context.Context, upserts []meta
 
 // ScramCredentials reads credentials from the active controller.
 func (c *BrokerClient) ScramCredentials(ctx context.Context, users []string) ([]metadata.ScramCredential, error) {
-	var resp *pb.DescribeScramCredentialsResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.DescribeScramCredentials(ctx, &pb.DescribeScramCredentialsRequest{Users: users})
-		return err
-	})
+	resp, err := rpc(ctx, c, pb.ControllerClient.DescribeScramCredentials, &pb.DescribeScramCredentialsRequest{Users: users})
 	if err != nil {
-		return nil, err
-	}
-	if err := fromPBError(resp.Error); err != nil {
 		return nil, err
 	}
 	out := make([]metadata.ScramCredential, 0, len(resp.Credentials))

@@ -55,15 +55,8 @@ func (c *BrokerClient) AlterPartitionReassignments(ctx context.Context, ras []me
 		req.Reassignments[i] = &pb.PartitionReassignment{Topic: ra.Topic, Partition: ra.Partition,
 			Replicas: slices.Clone(ra.Replicas), Cancel: ra.Replicas == nil, RefuseReplicationFactorChange: ra.RefuseReplicationFactorChange}
 	}
-	var resp *pb.AlterPartitionReassignmentsResponse
-	err := c.call(ctx, func(ctx context.Context, cl pb.ControllerClient) (err error) {
-		resp, err = cl.AlterPartitionReassignments(ctx, req)
-		return err
-	})
+	resp, err := rpc(ctx, c, pb.ControllerClient.AlterPartitionReassignments, req)
 	if err != nil {
-		return nil, err
-	}
-	if err := fromPBError(resp.Error); err != nil {
 		return nil, err
 	}
 	if len(resp.Results) != len(ras) {
