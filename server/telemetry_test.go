@@ -79,7 +79,7 @@ func TestClientTelemetryThroughFranzGo(t *testing.T) {
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	var logs testutil.Buffer
 	const maxSeries = 12
-	runNode(t, &logs, "--log.dirs="+filepath.Join(t.TempDir(), "data"), "--schema.registry.listener=", "--http.listener="+httpAddr,
+	runNode(t, &logs, "--log.dirs="+filepath.Join(t.TempDir(), "data"), "--schema.registry.listener=", "--rest.proxy.listener=", "--http.listener="+httpAddr,
 		"--listeners=PLAINTEXT://"+addr, "--telemetry.max.series="+strconv.Itoa(maxSeries))
 	waitBroker(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
