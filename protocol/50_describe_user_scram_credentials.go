@@ -40,6 +40,11 @@ func scramMechanismCode(name string) int8 {
 func (s *Server) handleDescribeUserScramCredentials(ctx context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	// Kafka asks DESCRIBE on the cluster, and refuses the whole request without it.
+	if !s.allowedCluster(r, opDescribe) {
+		resp.ErrorCode, resp.ErrorMessage = errClusterDenied.Code, kmsg.StringPtr("DESCRIBE on the cluster is needed to describe SCRAM credentials")
+		return Result{Resp: resp}
+	}
 	var users []string
 	count := map[string]int{}
 	for _, u := range req.Users {

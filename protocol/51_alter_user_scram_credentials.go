@@ -39,6 +39,17 @@ func (s *Server) handleAlterUserScramCredentials(ctx context.Context, r *Request
 	for _, u := range req.Upsertions {
 		note(u.Name, u.Mechanism)
 	}
+	// Kafka asks ALTER on the cluster: without it every user is answered
+	// CLUSTER_AUTHORIZATION_FAILED and nothing reaches the controller.
+	if !s.allowedCluster(r, opAlter) {
+		for _, u := range order {
+			res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+			res.User, res.ErrorCode = u, errClusterDenied.Code
+			res.ErrorMessage = kmsg.StringPtr("ALTER on the cluster is needed to change SCRAM credentials")
+			resp.Results = append(resp.Results, res)
+		}
+		return Result{Resp: resp}
+	}
 	userErr := map[string]error{}
 	var upserts []metadata.ScramCredential
 	var deletions []metadata.ScramCredentialKey

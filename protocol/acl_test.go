@@ -525,3 +525,31 @@ func TestACLsClientQuotaAPIs(t *testing.T) {
 		t.Fatalf("describe quotas with DESCRIBE_CONFIGS: %v %+v", err, got)
 	}
 }
+
+// DescribeUserScramCredentials needs DESCRIBE and AlterUserScramCredentials ALTER on the
+// cluster, as in Kafka: without them nothing is listed and no credential changes, so a
+// user cannot give itself another user's password (the console's security test found
+// both APIs open to anyone authenticated).
+func TestACLsScramCredentialAPIs(t *testing.T) {
+	b := startACLBroker(t, false)
+	ctx := ctxTimeout(t, 20*time.Second)
+	alice := kadm.NewClient(b.as("alice"))
+	upsert := []kadm.UpsertSCRAM{{User: "admin", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "taken-over"}}
+	// kadm reports a per-user refusal either in the user's result or as the call's error.
+	if res, err := alice.AlterUserSCRAMs(ctx, nil, upsert); !errors.Is(err, kerr.ClusterAuthorizationFailed) && !errors.Is(res["admin"].Err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("alter SCRAM credentials without ALTER on the cluster: %v %+v", err, res)
+	}
+	if _, err := alice.DescribeUserSCRAMs(ctx); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("describe SCRAM credentials without DESCRIBE on the cluster: %v", err)
+	}
+	if got, err := b.adminAs("admin").DescribeUserSCRAMs(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("a refused upsert left credentials: %v %+v", err, got)
+	}
+	b.grant(t, kadm.NewACLs().Clusters().Allow("User:alice").Operations(kadm.OpAlter, kadm.OpDescribe))
+	if res, err := alice.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "carol", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "carol-secret"}}); err != nil || res["carol"].Err != nil {
+		t.Fatalf("alter SCRAM credentials with ALTER on the cluster: %v %+v", err, res)
+	}
+	if got, err := alice.DescribeUserSCRAMs(ctx); err != nil || len(got) != 1 {
+		t.Fatalf("describe SCRAM credentials with DESCRIBE on the cluster: %v %+v", err, got)
+	}
+}
