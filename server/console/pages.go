@@ -924,7 +924,7 @@ func (c *Console) security(ctx context.Context, w http.ResponseWriter, r *http.R
 		var vs []string
 		row := quotaRow{Entity: q.Entity.String()}
 		for _, v := range q.Values {
-			vs = append(vs, fmt.Sprintf("%s=%g", v.Key, v.Value))
+			vs = append(vs, v.Key+"="+strconv.FormatFloat(v.Value, 'f', -1, 64))
 			row.Keys = append(row.Keys, v.Key)
 		}
 		for _, e := range q.Entity {

@@ -186,7 +186,7 @@ func changeQuota(ctx context.Context, adm *kadm.Client, f url.Values, remove boo
 	if remove {
 		return fmt.Sprintf("removed %s of %s", key, ent), nil
 	}
-	return fmt.Sprintf("set %s=%g for %s", key, op.Value, ent), nil
+	return fmt.Sprintf("set %s=%s for %s", key, strconv.FormatFloat(op.Value, 'f', -1, 64), ent), nil
 }
 
 func scramMechanism(s string) (kadm.ScramMechanism, error) {
