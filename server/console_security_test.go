@@ -126,8 +126,13 @@ func TestConsoleSecurityChanges(t *testing.T) {
 	if code, _, _ := b.post("/login", url.Values{"user": {"alice"}, "password": {"alice-secret"}, "mechanism": {"SCRAM-SHA-512"}}); code != http.StatusSeeOther {
 		t.Fatalf("login as alice: %d", code)
 	}
+	// DescribeCluster says she may not alter the cluster: the page offers no forms.
 	_, page = b.get("/security")
+	if strings.Contains(page, `action="/security"`) || !strings.Contains(page, `id="read-only"`) {
+		t.Fatalf("alice's security page offers changes:\n%s", page)
+	}
 	token = csrfOf(t, page)
+	// Posted anyway, a change is refused by Kafka, and that is what she sees.
 	for _, f := range []url.Values{
 		{"action": {"acl-add"}, "resource": {"TOPIC"}, "pattern": {"LITERAL"}, "name": {"visible"}, "principal": {"User:alice"}, "operation": {"WRITE"}, "permission": {"ALLOW"}},
 		{"action": {"quota-set"}, "et": {"user"}, "en": {"alice"}, "key": {"consumer_byte_rate"}, "value": {"1"}},
@@ -152,6 +157,9 @@ func TestConsoleSecurityReadOnly(t *testing.T) {
 	ctx := ctxFor(t, 60*time.Second)
 	b := newBrowser(t, "http://"+n.http)
 	_, page := b.get("/security")
+	if !strings.Contains(page, `id="read-only"`) {
+		t.Fatalf("a read-only console does not say so:\n%s", page)
+	}
 	for _, form := range []string{`id="acl-form"`, `id="quota-form"`, `id="user-form"`, `action="/security"`} {
 		if strings.Contains(page, form) {
 			t.Fatalf("a read-only console offers %s:\n%s", form, page)

@@ -867,6 +867,9 @@ type securityData struct {
 	// Done is what the last change did (POST-redirect-GET).
 	Done      string
 	QuotaKeys []string
+	// MayAlter (ACLs, SCRAM users) and MayAlterConfigs (quotas) are the viewer's
+	// operations on the cluster: without them the page offers no forms.
+	MayAlter, MayAlterConfigs bool
 }
 
 func (c *Console) security(ctx context.Context, w http.ResponseWriter, r *http.Request, ss *session, p *page) {
@@ -878,6 +881,9 @@ func (c *Console) security(ctx context.Context, w http.ResponseWriter, r *http.R
 		return
 	}
 	d := securityData{Done: r.URL.Query().Get("done"), QuotaKeys: quotaKeys}
+	if !c.opts.ReadOnly {
+		d.MayAlter, d.MayAlterConfigs = mayChange(ctx, cl)
+	}
 	users, err := adm.DescribeUserSCRAMs(ctx)
 	p.fail("DescribeUserScramCredentials", err)
 	for _, u := range users.Sorted() {

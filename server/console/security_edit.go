@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"math"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -244,4 +245,18 @@ func changeUser(ctx context.Context, adm *kadm.Client, f url.Values, del bool) (
 		return fmt.Sprintf("deleted %s's %s credential", user, mech), nil
 	}
 	return fmt.Sprintf("set %s's %s credential", user, mech), nil
+}
+
+// mayChange asks DescribeCluster for the viewer's operations on the cluster (KIP-430):
+// ALTER for ACLs and SCRAM users, ALTER_CONFIGS for client quotas. When the brokers do
+// not say, both are true and a refusal, if any, is Kafka's answer to the change.
+func mayChange(ctx context.Context, cl kmsg.Requestor) (alter, alterConfigs bool) {
+	req := kmsg.NewPtrDescribeClusterRequest()
+	req.IncludeClusterAuthorizedOperations = true
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || resp.ErrorCode != 0 || resp.ClusterAuthorizedOperations == math.MinInt32 {
+		return true, true
+	}
+	has := func(op kmsg.ACLOperation) bool { return resp.ClusterAuthorizedOperations&(1<<op) != 0 }
+	return has(kmsg.ACLOperationAlter), has(kmsg.ACLOperationAlterConfigs)
 }
