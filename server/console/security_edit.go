@@ -3,8 +3,8 @@ package console
 import (
 	"context"
 	"errors"
-	"math"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
