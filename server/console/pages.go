@@ -55,6 +55,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /messages", c.viewer(c.messages))
 	m.HandleFunc("POST /messages", c.change(c.produce, true))
 	m.HandleFunc("GET /security", c.viewer(c.security))
+	m.HandleFunc("POST /security", c.change(c.changeSecurity, true))
 	c.mux = m
 }
 
@@ -839,6 +840,8 @@ func (c *Console) lagPlot(series []Series, group string) template.HTML {
 
 type userRow struct {
 	User, Mechanisms, Err string
+	// Creds are the mechanisms the user has a credential for (SCRAM-SHA-256, -512).
+	Creds []string
 }
 
 type aclRow struct {
@@ -847,12 +850,26 @@ type aclRow struct {
 
 type quotaRow struct {
 	Entity, Values string
+	// Comps and Keys let a form name the entity and each key to remove.
+	Comps []quotaComp
+	Keys  []string
+}
+
+type quotaComp struct {
+	Type, Name string
+	Default    bool
 }
 
 type securityData struct {
 	Users  []userRow
 	ACLs   []aclRow
 	Quotas []quotaRow
+	// Done is what the last change did (POST-redirect-GET).
+	Done      string
+	QuotaKeys []string
+	// MayAlter (ACLs, SCRAM users) and MayAlterConfigs (quotas) are the viewer's
+	// operations on the cluster: without them the page offers no forms.
+	MayAlter, MayAlterConfigs bool
 }
 
 func (c *Console) security(ctx context.Context, w http.ResponseWriter, r *http.Request, ss *session, p *page) {
@@ -863,7 +880,10 @@ func (c *Console) security(ctx context.Context, w http.ResponseWriter, r *http.R
 		c.render(w, "security", p)
 		return
 	}
-	var d securityData
+	d := securityData{Done: r.URL.Query().Get("done"), QuotaKeys: quotaKeys}
+	if !c.opts.ReadOnly {
+		d.MayAlter, d.MayAlterConfigs = mayChange(ctx, cl)
+	}
 	users, err := adm.DescribeUserSCRAMs(ctx)
 	p.fail("DescribeUserScramCredentials", err)
 	for _, u := range users.Sorted() {
@@ -871,6 +891,7 @@ func (c *Console) security(ctx context.Context, w http.ResponseWriter, r *http.R
 		var ms []string
 		for _, ci := range u.CredInfos {
 			ms = append(ms, fmt.Sprintf("%s (%d iterations)", ci.Mechanism, ci.Iterations))
+			row.Creds = append(row.Creds, ci.Mechanism.String())
 		}
 		row.Mechanisms = strings.Join(ms, ", ")
 		if u.Err != nil {
@@ -907,10 +928,20 @@ func (c *Console) security(ctx context.Context, w http.ResponseWriter, r *http.R
 	p.fail("DescribeClientQuotas", err)
 	for _, q := range quotas {
 		var vs []string
+		row := quotaRow{Entity: q.Entity.String()}
 		for _, v := range q.Values {
-			vs = append(vs, fmt.Sprintf("%s=%g", v.Key, v.Value))
+			vs = append(vs, v.Key+"="+strconv.FormatFloat(v.Value, 'f', -1, 64))
+			row.Keys = append(row.Keys, v.Key)
 		}
-		d.Quotas = append(d.Quotas, quotaRow{Entity: q.Entity.String(), Values: strings.Join(vs, ", ")})
+		for _, e := range q.Entity {
+			qc := quotaComp{Type: e.Type, Default: e.Name == nil}
+			if e.Name != nil {
+				qc.Name = *e.Name
+			}
+			row.Comps = append(row.Comps, qc)
+		}
+		row.Values = strings.Join(vs, ", ")
+		d.Quotas = append(d.Quotas, row)
 	}
 	p.Data = d
 	c.render(w, "security", p)
