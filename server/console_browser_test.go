@@ -176,8 +176,9 @@ func startTestConsole(t *testing.T, addr string, interval time.Duration) string 
 
 // In Debian's chromium: every page loads without an error, the messages browsed are the
 // ones produced, a test record produced through the form shows up, a change without its
-// CSRF token is refused, Avro values in the wire format show decoded, and a group's lag plot rises while its consumer is stopped and
-// falls once it is back. Screenshots of each page go to the artifacts directory.
+// CSRF token is refused, Avro values in the wire format show decoded, and a group's lag
+// plot rises while its consumer is stopped and falls once it is back. Screenshots of
+// each page go to the artifacts directory.
 func TestConsoleInBrowser(t *testing.T) {
 	h := newHeadless(t)
 	registry := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
