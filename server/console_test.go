@@ -39,7 +39,7 @@ func startConsoleNode(t *testing.T, extra ...string) *consoleNode {
 	}
 	ctl := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	runNode(t, n.logs, append([]string{"--log.dirs=" + filepath.Join(t.TempDir(), "data"), "--schema.registry.listener=",
-		"--http.listener=" + n.http, "--listeners=PLAINTEXT://" + n.kafka + ",CONTROLLER://" + ctl,
+		"--rest.proxy.listener=", "--http.listener=" + n.http, "--listeners=PLAINTEXT://" + n.kafka + ",CONTROLLER://" + ctl,
 		"--group.initial.rebalance.delay.ms=0"}, extra...)...)
 	waitBroker(t, n.kafka)
 	return n
@@ -380,7 +380,7 @@ func TestConsoleThreeNodes(t *testing.T) {
 	dir := t.TempDir()
 	logs := &testutil.Buffer{}
 	ctl := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	fast := []string{"--schema.registry.listener=", "--group.initial.rebalance.delay.ms=0",
+	fast := []string{"--schema.registry.listener=", "--rest.proxy.listener=", "--group.initial.rebalance.delay.ms=0",
 		"--broker.heartbeat.interval.ms=500", "--broker.session.timeout.ms=3000", "--replica.lag.time.max.ms=2000"}
 	kafka := make([]string, 3)
 	httpAddr := make([]string, 3)
