@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/server/config"
 	"github.com/shalelog/shale/server/console"
 )
@@ -50,7 +51,8 @@ func (n *node) newConsole() (*console.Console, error) {
 		// topics and groups the viewer's own client may describe.
 		k.ServiceOpts = append(k.ServiceOpts, kgo.SASL(n.sec.interBrokerMechanism()))
 	}
-	opts := console.Options{Kafka: k, ReadOnly: cfg.ConsoleReadOnly, Logger: n.lg, NodeID: cfg.NodeID, DiscoverPeers: true}
+	opts := console.Options{Kafka: k, ReadOnly: cfg.ConsoleReadOnly, Logger: n.lg, NodeID: cfg.NodeID, DiscoverPeers: true,
+		SchemaRegistry: n.schemaRegistryImage}
 	if k.SASL {
 		// The history names topics and groups: on a cluster that authenticates, only the
 		// other nodes may read it. They share the inter-broker login, so each derives the
@@ -60,6 +62,20 @@ func (n *node) newConsole() (*console.Console, error) {
 		opts.PeerToken = hex.EncodeToString(mac.Sum(nil))
 	}
 	return console.New(opts)
+}
+
+// schemaRegistryImage is the built-in schema registry's state in the broker's current
+// metadata image; nil before the broker has registered.
+func (n *node) schemaRegistryImage() *metadata.SchemaRegistry {
+	bc := n.registered.Load()
+	if bc == nil {
+		return nil
+	}
+	im := bc.Current()
+	if im == nil {
+		return nil
+	}
+	return im.SchemaRegistry
 }
 
 // consoleListener picks the Kafka listener the console dials: the first SASL one, so

@@ -21,9 +21,12 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/shalelog/shale/internal/testutil"
+	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/server/console"
+	"github.com/shalelog/shale/server/schemaregistry"
 )
 
 // chromium finds Debian's chromium (tests/deps.sh installs it).
@@ -173,13 +176,16 @@ func startTestConsole(t *testing.T, addr string, interval time.Duration) string 
 
 // In Debian's chromium: every page loads without an error, the messages browsed are the
 // ones produced, a test record produced through the form shows up, a change without its
-// CSRF token is refused, and a group's lag plot rises while its consumer is stopped and
-// falls once it is back. Screenshots of each page go to the artifacts directory.
+// CSRF token is refused, Avro values in the wire format show decoded, and a group's lag
+// plot rises while its consumer is stopped and falls once it is back. Screenshots of
+// each page go to the artifacts directory.
 func TestConsoleInBrowser(t *testing.T) {
 	h := newHeadless(t)
-	n := startConsoleNode(t)
+	registry := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	n := startConsoleNode(t, "--schema.registry.listener="+registry)
 	ctx := ctxFor(t, 3*time.Minute)
 	fill(t, ctx, n.kafka, "orders", 2, 20, "billing")
+	produceAvro(t, ctx, n.kafka, registry, "payments", 5)
 	base := startTestConsole(t, n.kafka, 250*time.Millisecond)
 
 	// The node's own console, on http.listener.
@@ -245,9 +251,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Every page, screenshotted.
 	for _, p := range []struct{ path, name string }{
 		{"/", "overview"}, {"/topics", "topics"}, {"/topic?name=orders", "topic"}, {"/groups", "groups"},
-		{"/group?id=billing", "group"}, {"/messages?topic=orders&partition=1&offset=0", "messages"}, {"/security", "security"},
+		{"/group?id=live", "group"}, {"/security", "security"},
 	} {
 		h.visit(base+p.path, p.name)
+	}
+	// The node's own console decodes through the node's schema registry.
+	h.visit("http://"+n.http+"/messages?topic=payments&partition=0&offset=0", "messages")
+	var decoded []string
+	h.run(chromedp.Evaluate(`Array.from(document.querySelectorAll("#records .value-schema")).map(e => e.textContent)`, &decoded))
+	if len(decoded) != 5 || !strings.Contains(decoded[0], "AVRO · payments-value") {
+		t.Fatalf("the Avro values show as %q", decoded)
 	}
 
 	// The messages shown are those produced: partition 1 holds the odd records.
@@ -295,6 +308,47 @@ func TestConsoleInBrowser(t *testing.T) {
 	h.errs = nil // the refused fetch logs a 403, as it should
 	h.mu.Unlock()
 	t.Logf("screenshots in %s", h.dir)
+}
+
+// produceAvro registers an Avro schema under topic-value and produces n records in
+// Confluent's wire format to a new topic of one partition.
+func produceAvro(t *testing.T, ctx context.Context, addr, registry, topic string, n int) {
+	t.Helper()
+	rc, err := sr.NewClient(sr.URLs("http://" + registry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := `{"type":"record","name":"Payment","namespace":"shop","fields":[{"name":"id","type":"long"},` +
+		`{"name":"customer","type":"string"},{"name":"cents","type":"long"},{"name":"note","type":["null","string"],"default":null}]}`
+	var ss sr.SubjectSchema
+	waitUntil(t, 20*time.Second, "the schema registered", func() bool {
+		ss, err = rc.CreateSchema(ctx, topic+"-value", sr.Schema{Schema: text, Type: sr.TypeAvro})
+		return err == nil
+	})
+	id := int32(ss.ID)
+	reg := &metadata.SchemaRegistry{Schemas: map[int32]*metadata.RegistrySchema{id: {ID: id, Type: schemaregistry.TypeAvro, Schema: text}}}
+	serde := schemaregistry.NewSerde()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		note := `null`
+		if i%2 == 0 {
+			note = fmt.Sprintf(`{"string": "invoice %d"}`, 1000+i)
+		}
+		v, err := serde.Encode(reg, id, fmt.Appendf(nil, `{"id": %d, "customer": "customer-%d", "cents": %d, "note": %s}`, i, i%3, 1999+i*250, note))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "payment-%d", i), Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,8 +17,11 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/shalelog/shale/internal/testutil"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/server/schemaregistry"
 )
 
 // consoleNode is one combined node with its console on a free port.
@@ -34,8 +38,8 @@ func startConsoleNode(t *testing.T, extra ...string) *consoleNode {
 		logs:  &testutil.Buffer{},
 	}
 	ctl := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	runNode(t, n.logs, append([]string{"--log.dirs=" + filepath.Join(t.TempDir(), "data"), "--schema.registry.listener=", "--rest.proxy.listener=",
-		"--http.listener=" + n.http, "--listeners=PLAINTEXT://" + n.kafka + ",CONTROLLER://" + ctl,
+	runNode(t, n.logs, append([]string{"--log.dirs=" + filepath.Join(t.TempDir(), "data"), "--schema.registry.listener=",
+		"--rest.proxy.listener=", "--http.listener=" + n.http, "--listeners=PLAINTEXT://" + n.kafka + ",CONTROLLER://" + ctl,
 		"--group.initial.rebalance.delay.ms=0"}, extra...)...)
 	waitBroker(t, n.kafka)
 	return n
@@ -438,5 +442,89 @@ func TestConsoleThreeNodes(t *testing.T) {
 	// cached for 30 s, may still name node 3).
 	if !regexp.MustCompile(`Merged with the history of 1 of [12] other nodes`).MatchString(body) {
 		t.Errorf("the overview after broker 3 stopped does not merge the one other node left:\n%s", body)
+	}
+}
+
+// Keys and values in Confluent's wire format show decoded through the built-in schema
+// registry, with the schema's id, type and subject; other bytes show as before.
+func TestConsoleDecodesRegisteredSchemas(t *testing.T) {
+	registry := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	n := startConsoleNode(t, "--schema.registry.listener="+registry)
+	ctx := ctxFor(t, 60*time.Second)
+	rc, err := sr.NewClient(sr.URLs("http://" + registry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, "the registry answers", func() bool {
+		_, err := rc.Subjects(ctx)
+		return err == nil
+	})
+	avroText := `{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"item","type":"string"}]}`
+	protoText := "syntax = \"proto3\";\npackage shop;\nmessage Key { string region = 1; int64 customer = 2; }\n"
+	av, err := rc.CreateSchema(ctx, "orders-value", sr.Schema{Schema: avroText, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, err := rc.CreateSchema(ctx, "orders-key", sr.Schema{Schema: protoText, Type: sr.TypeProtobuf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Encoded as a serializer would, by the registry's own Serde over the same texts.
+	reg := &metadata.SchemaRegistry{Schemas: map[int32]*metadata.RegistrySchema{
+		int32(av.ID): {ID: int32(av.ID), Type: schemaregistry.TypeAvro, Schema: avroText},
+		int32(pk.ID): {ID: int32(pk.ID), Type: schemaregistry.TypeProtobuf, Schema: protoText},
+	}}
+	serde := schemaregistry.NewSerde()
+	value, err := serde.Encode(reg, int32(av.ID), json.RawMessage(`{"id": 42, "item": "anvil"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := serde.Encode(reg, int32(pk.ID), json.RawMessage(`{"region": "emea", "customer": "7"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.kafka), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	// A schema id nothing is registered under, and plain text.
+	unknown := append([]byte{0, 0, 0, 0x7f, 0x7f}, "opaque"...)
+	for _, rec := range []*kgo.Record{
+		{Topic: "orders", Key: key, Value: value},
+		{Topic: "orders", Key: []byte("plain-key"), Value: []byte("just text")},
+		{Topic: "orders", Value: unknown},
+	} {
+		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := newBrowser(t, "http://"+n.http)
+	var body string
+	testutil.Eventually(t, 20*time.Second, "the decoded records", func() bool {
+		var code int
+		code, body = b.get("/messages?topic=orders&partition=0&offset=0")
+		return code == 200 && strings.Contains(body, "&#34;item&#34;: &#34;anvil&#34;")
+	})
+	for _, want := range []string{
+		fmt.Sprintf("schema %d · AVRO · orders-value", av.ID), "&#34;id&#34;: 42",
+		fmt.Sprintf("schema %d · PROTOBUF · orders-key", pk.ID), "&#34;region&#34;: &#34;emea&#34;", "&#34;customer&#34;: &#34;7&#34;",
+		`<pre class="key">plain-key</pre>`, `<pre class="value">just text</pre>`,
+		// The unknown id's record in hex ("opaque"), and why.
+		"7f 7f 6f 70 61  71 75 65", "not decoded by schema 32639: Schema 32639 not found",
+	} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("no %q on the messages page:\n%s", want, body)
+		}
+	}
+	if strings.Count(body, `class="schema `) != 3 {
+		t.Fatalf("records not in the wire format show a schema:\n%s", body)
+	}
+	// Asked for hex, the encoded bytes show as they are.
+	if _, body = b.get("/messages?topic=orders&partition=0&offset=0&format=hex"); strings.Contains(body, `class="schema `) {
+		t.Fatalf("hex shows a schema:\n%s", body)
 	}
 }

@@ -15,6 +15,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/server/schemaregistry"
 )
 
 //go:embed web
@@ -70,6 +73,10 @@ type Options struct {
 	// requires authentication the history, which names topics and groups, is for the
 	// other nodes only. Every node must be given the same token.
 	PeerToken string
+	// SchemaRegistry returns the built-in schema registry's current state, by which the
+	// messages page decodes keys and values in Confluent's wire format (magic byte 0 and
+	// a schema id); nil, or returning nil, shows them as text or hex.
+	SchemaRegistry func() *metadata.SchemaRegistry
 	// HTTP fetches the peers' histories; http.DefaultClient's transport when nil.
 	HTTP   *http.Client
 	Logger *slog.Logger
@@ -92,6 +99,7 @@ type Console struct {
 	shared    *lazyClient
 	sessions  *sessions
 	peerCache peerCache
+	serde     *schemaregistry.Serde
 }
 
 // New builds a console; it dials nothing until a page or the sampler needs Kafka.
@@ -137,6 +145,7 @@ func New(opts Options) (*Console, error) {
 		static:   http.StripPrefix("/console/static/", http.FileServerFS(static)),
 		httpc:    opts.HTTP,
 		sessions: newSessions(opts.Clock),
+		serde:    schemaregistry.NewSerde(),
 	}
 	c.smp = &sampler{c: c}
 	c.service = &lazyClient{opts: c.clientOpts(opts.Kafka.ServiceOpts...)}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shalelog/shale/metadata"
 )
 
 const (
@@ -31,7 +33,10 @@ type messageRow struct {
 	Offset     int64
 	Timestamp  string
 	Key, Value string
-	Headers    []header
+	// KeySchema and ValueSchema describe the schema a key or value was decoded by
+	// ("schema 3 · AVRO · orders-value"); empty when shown as text, JSON or hex.
+	KeySchema, ValueSchema string
+	Headers                []header
 }
 
 type messagesData struct {
@@ -169,6 +174,10 @@ func (c *Console) browse(ctx context.Context, ss *session, d *messagesData, p *p
 	defer cl.Close()
 	// Up to what was there when the page asked: a busy partition does not keep it polling.
 	last := d.End - 1
+	var reg *metadata.SchemaRegistry
+	if c.opts.SchemaRegistry != nil && d.Format == "auto" {
+		reg = c.opts.SchemaRegistry()
+	}
 	for len(d.Records) < want && d.Scanned < scan {
 		fs := cl.PollRecords(ctx, scan-d.Scanned)
 		if err := ctx.Err(); err != nil {
@@ -191,8 +200,9 @@ func (c *Console) browse(ctx context.Context, ss *session, d *messagesData, p *p
 			if d.Search != "" && !bytes.Contains(rec.Key, []byte(d.Search)) && !bytes.Contains(rec.Value, []byte(d.Search)) {
 				return
 			}
-			row := messageRow{Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp.UTC().Format("2006-01-02 15:04:05.000Z"),
-				Key: formatBytes(rec.Key, d.Format), Value: formatBytes(rec.Value, d.Format)}
+			row := messageRow{Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp.UTC().Format("2006-01-02 15:04:05.000Z")}
+			row.Key, row.KeySchema = c.formatData(reg, rec.Key, d.Format)
+			row.Value, row.ValueSchema = c.formatData(reg, rec.Value, d.Format)
 			if rec.Key == nil {
 				row.Key = "null"
 			}
@@ -222,6 +232,45 @@ func parseTimestamp(s string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%q is neither Unix milliseconds nor RFC 3339", s)
+}
+
+// formatData shows a key or value and what schema it was decoded by: when it is in
+// Confluent's wire format, the JSON document its schema decodes it to, pretty-printed,
+// with the schema's id, type and subjects; else as formatBytes does.
+func (c *Console) formatData(reg *metadata.SchemaRegistry, b []byte, format string) (string, string) {
+	if reg == nil || len(b) < 5 || b[0] != 0 {
+		return formatBytes(b, format), ""
+	}
+	id, typ, doc, err := c.serde.Decode(reg, b)
+	var out bytes.Buffer
+	if err == nil {
+		err = json.Indent(&out, doc, "", "  ")
+	}
+	if err != nil {
+		// Not decoded (an id the registry does not hold, or bytes its schema does not
+		// read): the bytes in hex, a leading NUL being no text, and why.
+		return hex.Dump(b), fmt.Sprintf("not decoded by schema %d: %v", id, err)
+	}
+	desc := fmt.Sprintf("schema %d · %s", id, typ)
+	if subjects := subjectsOf(reg, id); len(subjects) > 0 {
+		desc += " · " + strings.Join(subjects, ", ")
+	}
+	return out.String(), desc
+}
+
+// subjectsOf lists the subjects with a live version registered as schema id, sorted.
+func subjectsOf(reg *metadata.SchemaRegistry, id int32) []string {
+	var out []string
+	for subject, versions := range reg.Subjects {
+		for _, v := range versions {
+			if v.SchemaID == id && !v.Deleted {
+				out = append(out, subject)
+				break
+			}
+		}
+	}
+	sortStrings(out)
+	return out
 }
 
 // formatBytes shows a key, value or header as format says: text, json (pretty), hex,

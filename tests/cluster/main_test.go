@@ -1,7 +1,8 @@
 // Package cluster runs Shale as real processes on loopback: a quorum of three controllers
 // (process.roles=controller) and three brokers (process.roles=broker), and checks what
 // failures do to them: kill -9 of the Raft leader, kill -9 of a broker, SIGSTOP of a
-// leader broker, and a restart of the whole cluster from its snapshots.
+// leader broker, and a restart of the whole cluster from its snapshots; and what the web
+// console of a broker shows of a killed one.
 package cluster
 
 import (
