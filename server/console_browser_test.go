@@ -208,7 +208,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// A consumer keeps up with a steady producer, then stops, then comes back.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.kafka...), kgo.DefaultProduceTopic("stream"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.kafka...), kgo.DefaultProduceTopic("stream"),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner())) // to every partition, so to every broker
 	if err != nil {
 		t.Fatal(err)
 	}
