@@ -426,17 +426,22 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// In chromium, on a cluster that requires SASL: the login form, then alice sees only the
-// topic her ACLs let her describe, and a refusal is shown as Kafka's error.
+// In chromium, on three nodes that require SASL: the login form, then alice, on a
+// broker's console, sees only the topic her ACLs let her describe, and a refusal is shown
+// as Kafka's error.
 func TestConsoleInBrowserLogin(t *testing.T) {
 	h := newHeadless(t)
+	n := startSecureNode(t, "--http.listener=", "--authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer", "--super.users=User:admin")
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	n := startSecureNode(t, "--http.listener="+httpAddr,
-		"--authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer", "--super.users=User:admin")
+	n.addBrokers(t, []string{"", httpAddr}, "--authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer", "--super.users=User:admin")
 	ctx := ctxFor(t, 90*time.Second)
 	n.addAlice(t, ctx, "visible")
 	adm := kadm.NewClient(n.saslClient(t, scram512("admin", "admin-secret")))
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "hidden"); err != nil {
+	testutil.Eventually(t, 30*time.Second, "three brokers", func() bool {
+		bs, err := adm.ListBrokers(ctx)
+		return err == nil && len(bs) == 3
+	})
+	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "hidden"); err != nil {
 		t.Fatal(err)
 	}
 	acl := kadm.NewACLs().Allow("User:alice").Topics("visible").Operations(kadm.OpDescribe, kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral)
@@ -461,4 +466,27 @@ func TestConsoleInBrowserLogin(t *testing.T) {
 	}
 	h.visit(base+"/topics", "topics-as-alice")
 	h.visit(base+"/security", "security-as-alice")
+}
+
+// addBrokers starts broker-only nodes 2, 3, ... beside n (node 1, the controller), one
+// per entry of httpAddrs (its http.listener, "" for none), with n's certificate,
+// truststore and users and a SASL_SSL listener each, and returns their addresses.
+func (n *secureNode) addBrokers(t *testing.T, httpAddrs []string, extra ...string) []string {
+	t.Helper()
+	var addrs []string
+	for i, h := range httpAddrs {
+		addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+		addrs = append(addrs, addr)
+		runNode(t, n.logs, append([]string{
+			fmt.Sprintf("--node.id=%d", i+2), "--process.roles=broker", "--controller.quorum.voters=1@" + n.ctl,
+			"--log.dirs=" + filepath.Join(n.dir, fmt.Sprintf("data-%d", i+2)), "--schema.registry.listener=", "--rest.proxy.listener=", "--http.listener=" + h,
+			"--listeners=SECURE://" + addr, "--listener.security.protocol.map=SECURE:SASL_SSL,CONTROLLER:PLAINTEXT",
+			"--inter.broker.listener.name=SECURE",
+			"--ssl.keystore.location=" + filepath.Join(n.dir, "broker.pem"), "--ssl.truststore.location=" + filepath.Join(n.dir, "ca.pem"),
+			"--sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN", "--sasl.plain.users.file=" + filepath.Join(n.dir, "plain-users"),
+			"--sasl.inter.broker.username=admin", "--sasl.inter.broker.password=admin-secret",
+			"--group.initial.rebalance.delay.ms=0",
+		}, extra...)...)
+	}
+	return addrs
 }
