@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -174,29 +175,49 @@ func startTestConsole(t *testing.T, addr string, interval time.Duration) string 
 	return srv.URL
 }
 
-// In Debian's chromium: every page loads without an error, the messages browsed are the
-// ones produced, a test record produced through the form shows up, a change without its
-// CSRF token is refused, Avro values in the wire format show decoded, and a group's lag
-// plot rises while its consumer is stopped and falls once it is back. Screenshots of
-// each page go to the artifacts directory.
+// In Debian's chromium, against three nodes with a producer running throughout: every
+// page loads without an error, the messages browsed are the ones produced, a test record
+// produced through the form shows up, a change without its CSRF token is refused, Avro
+// values in the wire format show decoded, a group's lag plot rises while its consumer is
+// stopped and falls once it is back, and a broker stopped abruptly shows as fenced, its
+// partitions as under-replicated, within seconds (tests/cluster's TestConsoleBrokerKilled
+// does the same to a process killed with SIGKILL). Screenshots of each page go to the
+// artifacts directory.
 func TestConsoleInBrowser(t *testing.T) {
 	h := newHeadless(t)
 	registry := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	n := startConsoleNode(t, "--schema.registry.listener="+registry)
+	c := startConsoleCluster(t, func(i int) []string {
+		if i == 0 {
+			return []string{"--schema.registry.listener=" + registry}
+		}
+		return nil
+	})
+	n := &consoleNode{kafka: c.kafka[0], http: c.http[0], logs: c.logs} // the controller, with the schema registry
 	ctx := ctxFor(t, 3*time.Minute)
-	fill(t, ctx, n.kafka, "orders", 2, 20, "billing")
+	fillReplicated(t, ctx, c.kafka[1], "orders", 2, 3, 20, "billing")
 	produceAvro(t, ctx, n.kafka, registry, "payments", 5)
-	base := startTestConsole(t, n.kafka, 250*time.Millisecond)
+	// The test's console reads the cluster through node 2, sampling fast.
+	base := startTestConsole(t, c.kafka[1], 250*time.Millisecond)
 
-	// The node's own console, on http.listener.
+	// The node's own console, on http.listener, shows the three brokers live.
 	h.visit("http://"+n.http+"/", "overview-node")
+	var live []string
+	h.run(chromedp.Evaluate(`Array.from(document.querySelectorAll("#brokers tr[data-broker]")).filter(r => !r.querySelector(".badge")).map(r => r.dataset.broker)`, &live))
+	if strings.Join(live, ",") != "1,2,3" {
+		t.Fatalf("the overview shows brokers %v live, want 1,2,3", live)
+	}
 
 	// A consumer keeps up with a steady producer, then stops, then comes back.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(n.kafka), kgo.DefaultProduceTopic("stream"), kgo.AllowAutoTopicCreation())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.kafka...), kgo.DefaultProduceTopic("stream"),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner())) // to every partition, so to every broker
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "stream"); err != nil {
+		t.Fatal(err)
+	}
 	var produced atomic.Int64
 	pctx, stopProducing := context.WithCancel(ctx)
 	defer stopProducing()
@@ -209,7 +230,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}()
 	consume := func() (stop func()) {
-		c, err := kgo.NewClient(kgo.SeedBrokers(n.kafka), kgo.ConsumerGroup("live"), kgo.ConsumeTopics("stream"),
+		gc, err := kgo.NewClient(kgo.SeedBrokers(c.kafka...), kgo.ConsumerGroup("live"), kgo.ConsumeTopics("stream"),
 			kgo.AutoCommitInterval(100*time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 		if err != nil {
 			t.Fatal(err)
@@ -219,10 +240,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		go func() {
 			defer close(done)
 			for cctx.Err() == nil {
-				c.PollFetches(cctx)
+				gc.PollFetches(cctx)
 			}
 		}()
-		return func() { cancel(); <-done; c.Close() }
+		return func() { cancel(); <-done; gc.Close() }
 	}
 	stop := consume()
 	waitUntil(t, 60*time.Second, "the consumer group to catch up", func() bool {
@@ -307,7 +328,50 @@ func TestConsoleInBrowser(t *testing.T) {
 	h.mu.Lock()
 	h.errs = nil // the refused fetch logs a 403, as it should
 	h.mu.Unlock()
-	t.Logf("screenshots in %s", h.dir)
+
+	// Broker 3 stopped abruptly while the producer runs: node 2's console shows it
+	// fenced, and every partition with a replica on it (and another elsewhere) as
+	// under-replicated, without 3 in its ISR.
+	md, err := adm.Metadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for _, td := range md.Topics {
+		for _, pd := range td.Partitions {
+			if len(pd.Replicas) > 1 && slices.Contains(pd.Replicas, 3) {
+				want++
+			}
+		}
+	}
+	if want < 2+3 { // orders and stream at least
+		t.Fatalf("only %d partitions have a replica on broker 3", want)
+	}
+	sentBefore := produced.Load()
+	if err := c.stops[2](); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	var view struct {
+		State string     `json:"state"`
+		URP   [][]string `json:"urp"`
+	}
+	waitUntil(t, 30*time.Second, "broker 3 shown fenced and its partitions under-replicated", func() bool {
+		h.run(chromedp.Navigate("http://"+c.http[1]+"/"), chromedp.WaitVisible("main h1", chromedp.ByQuery),
+			chromedp.Evaluate(`({state: (document.querySelector('tr[data-broker="3"] .badge') || {}).textContent || "",
+				urp: Array.from(document.querySelectorAll("#urp tbody tr")).map(r => Array.from(r.cells).map(c => c.textContent))})`, &view))
+		return view.State == "fenced or down" && len(view.URP) == want
+	})
+	took := time.Since(stopped)
+	h.visit("http://"+c.http[1]+"/", "overview-broker-stopped")
+	for _, row := range view.URP { // topic, partition, leader, replicas, ISR
+		if len(row) != 5 || !strings.Contains(row[3], "3") || strings.Contains(row[4], "3") || row[2] == "3" {
+			t.Errorf("an under-replicated partition shows as %q", row)
+		}
+	}
+	waitUntil(t, 30*time.Second, "the producer to carry on without broker 3", func() bool { return produced.Load() > sentBefore+50 })
+	t.Logf("broker 3 shown fenced, %d partitions under-replicated, %s after it stopped; %d records produced in all; screenshots in %s",
+		want, took.Round(100*time.Millisecond), produced.Load(), h.dir)
 }
 
 // produceAvro registers an Avro schema under topic-value and produces n records in
@@ -362,17 +426,22 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// In chromium, on a cluster that requires SASL: the login form, then alice sees only the
-// topic her ACLs let her describe, and a refusal is shown as Kafka's error.
+// In chromium, on three nodes that require SASL: the login form, then alice, on a
+// broker's console, sees only the topic her ACLs let her describe, and a refusal is shown
+// as Kafka's error.
 func TestConsoleInBrowserLogin(t *testing.T) {
 	h := newHeadless(t)
+	n := startSecureNode(t, "--http.listener=", "--authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer", "--super.users=User:admin")
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	n := startSecureNode(t, "--http.listener="+httpAddr,
-		"--authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer", "--super.users=User:admin")
+	n.addBrokers(t, []string{"", httpAddr}, "--authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer", "--super.users=User:admin")
 	ctx := ctxFor(t, 90*time.Second)
 	n.addAlice(t, ctx, "visible")
 	adm := kadm.NewClient(n.saslClient(t, scram512("admin", "admin-secret")))
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "hidden"); err != nil {
+	testutil.Eventually(t, 30*time.Second, "three brokers", func() bool {
+		bs, err := adm.ListBrokers(ctx)
+		return err == nil && len(bs) == 3
+	})
+	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "hidden"); err != nil {
 		t.Fatal(err)
 	}
 	acl := kadm.NewACLs().Allow("User:alice").Topics("visible").Operations(kadm.OpDescribe, kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral)
@@ -397,4 +466,27 @@ func TestConsoleInBrowserLogin(t *testing.T) {
 	}
 	h.visit(base+"/topics", "topics-as-alice")
 	h.visit(base+"/security", "security-as-alice")
+}
+
+// addBrokers starts broker-only nodes 2, 3, ... beside n (node 1, the controller), one
+// per entry of httpAddrs (its http.listener, "" for none), with n's certificate,
+// truststore and users and a SASL_SSL listener each, and returns their addresses.
+func (n *secureNode) addBrokers(t *testing.T, httpAddrs []string, extra ...string) []string {
+	t.Helper()
+	var addrs []string
+	for i, h := range httpAddrs {
+		addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+		addrs = append(addrs, addr)
+		runNode(t, n.logs, append([]string{
+			fmt.Sprintf("--node.id=%d", i+2), "--process.roles=broker", "--controller.quorum.voters=1@" + n.ctl,
+			"--log.dirs=" + filepath.Join(n.dir, fmt.Sprintf("data-%d", i+2)), "--schema.registry.listener=", "--rest.proxy.listener=", "--http.listener=" + h,
+			"--listeners=SECURE://" + addr, "--listener.security.protocol.map=SECURE:SASL_SSL,CONTROLLER:PLAINTEXT",
+			"--inter.broker.listener.name=SECURE",
+			"--ssl.keystore.location=" + filepath.Join(n.dir, "broker.pem"), "--ssl.truststore.location=" + filepath.Join(n.dir, "ca.pem"),
+			"--sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN", "--sasl.plain.users.file=" + filepath.Join(n.dir, "plain-users"),
+			"--sasl.inter.broker.username=admin", "--sasl.inter.broker.password=admin-secret",
+			"--group.initial.rebalance.delay.ms=0",
+		}, extra...)...)
+	}
+	return addrs
 }

@@ -95,13 +95,19 @@ func csrfOf(t *testing.T, body string) string {
 // over them, and has group commit partition 0 at offset 4 (records 0-3 consumed).
 func fill(t *testing.T, ctx context.Context, addr, topic string, partitions int32, n int, group string) {
 	t.Helper()
+	fillReplicated(t, ctx, addr, topic, partitions, 1, n, group)
+}
+
+// fillReplicated is fill with the topic's replication factor.
+func fillReplicated(t *testing.T, ctx context.Context, addr, topic string, partitions int32, replicas int16, n int, group string) {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
+	if _, err := adm.CreateTopic(ctx, partitions, replicas, nil, topic); err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
@@ -373,30 +379,60 @@ func TestConsoleSASLLoginAppliesACLs(t *testing.T) {
 	}
 }
 
+// consoleCluster is three in-process nodes, each with its console on http.listener:
+// node 1 the controller and a broker, nodes 2 and 3 brokers, all quick to notice a
+// broker gone (a 3 s session, replicas out of the ISR after 2 s).
+type consoleCluster struct {
+	kafka, http []string
+	stops       []func() error
+	logs        *testutil.Buffer
+}
+
+// startConsoleCluster starts the three nodes, node i (from 0) with extra(i) appended to
+// its flags when extra is not nil, and waits until the controller lists all three.
+func startConsoleCluster(t *testing.T, extra func(i int) []string) *consoleCluster {
+	t.Helper()
+	dir := t.TempDir()
+	c := &consoleCluster{kafka: make([]string, 3), http: make([]string, 3), stops: make([]func() error, 3), logs: &testutil.Buffer{}}
+	ctl := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	fast := []string{"--schema.registry.listener=", "--rest.proxy.listener=", "--group.initial.rebalance.delay.ms=0",
+		"--broker.heartbeat.interval.ms=500", "--broker.session.timeout.ms=3000", "--replica.lag.time.max.ms=2000"}
+	for i := range 3 {
+		c.kafka[i] = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+		c.http[i] = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+		args := append([]string{fmt.Sprintf("--node.id=%d", i+1), "--controller.quorum.voters=1@" + ctl,
+			"--log.dirs=" + filepath.Join(dir, fmt.Sprint(i+1)), "--http.listener=" + c.http[i]}, fast...)
+		if i == 0 {
+			args = append(args, "--listeners=PLAINTEXT://"+c.kafka[i]+",CONTROLLER://"+ctl)
+		} else {
+			args = append(args, "--process.roles=broker", "--listeners=PLAINTEXT://"+c.kafka[i])
+		}
+		if extra != nil {
+			args = append(args, extra(i)...)
+		}
+		c.stops[i] = runNode(t, c.logs, args...)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.kafka[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	testutil.Eventually(t, 30*time.Second, "three brokers", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		bs, err := adm.ListBrokers(ctx)
+		return err == nil && len(bs) == 3
+	})
+	return c
+}
+
 // Three nodes: any node's console shows the whole cluster and merges the other nodes'
 // histories (found through their DescribeConfigs answers); a broker stopped shows as
 // fenced or down within seconds, and its partitions as under-replicated.
 func TestConsoleThreeNodes(t *testing.T) {
-	dir := t.TempDir()
-	logs := &testutil.Buffer{}
-	ctl := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	fast := []string{"--schema.registry.listener=", "--rest.proxy.listener=", "--group.initial.rebalance.delay.ms=0",
-		"--broker.heartbeat.interval.ms=500", "--broker.session.timeout.ms=3000", "--replica.lag.time.max.ms=2000"}
-	kafka := make([]string, 3)
-	httpAddr := make([]string, 3)
-	stops := make([]func() error, 3)
-	for i := range 3 {
-		kafka[i] = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-		httpAddr[i] = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-		args := append([]string{fmt.Sprintf("--node.id=%d", i+1), "--controller.quorum.voters=1@" + ctl,
-			"--log.dirs=" + filepath.Join(dir, fmt.Sprint(i+1)), "--http.listener=" + httpAddr[i]}, fast...)
-		if i == 0 {
-			args = append(args, "--listeners=PLAINTEXT://"+kafka[i]+",CONTROLLER://"+ctl)
-		} else {
-			args = append(args, "--process.roles=broker", "--listeners=PLAINTEXT://"+kafka[i])
-		}
-		stops[i] = runNode(t, logs, args...)
-	}
+	c := startConsoleCluster(t, nil)
+	kafka, httpAddr, stops := c.kafka, c.http, c.stops
 	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka[0]))
 	if err != nil {
 		t.Fatal(err)
@@ -404,10 +440,6 @@ func TestConsoleThreeNodes(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	ctx := ctxFor(t, 2*time.Minute)
-	testutil.Eventually(t, 30*time.Second, "three brokers", func() bool {
-		bs, err := adm.ListBrokers(ctx)
-		return err == nil && len(bs) == 3
-	})
 	if _, err := adm.CreateTopic(ctx, 6, 3, nil, "spread"); err != nil {
 		t.Fatal(err)
 	}
