@@ -194,24 +194,7 @@ func (s *Server) Close() { s.client.Close() }
 // the Kafka client.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer s.Close()
-	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx },
-		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = hs.Shutdown(sctx)
-		case <-done:
-		}
-	}()
-	defer close(done)
-	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("rest proxy listener: %w", err)
-	}
-	return nil
+	return httpauth.Serve(ctx, ln, s.handler, s.log, "rest proxy")
 }
 
 // apiError is an error answered with Confluent's error body.

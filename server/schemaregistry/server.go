@@ -20,6 +20,7 @@ import (
 
 	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/security/acl"
+	"github.com/shalelog/shale/security/httpauth"
 )
 
 // Images is where the registry reads its state: the broker's metadata cache.
@@ -151,24 +152,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve serves the API on ln until ctx is done, then shuts down gracefully.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx },
-		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = hs.Shutdown(sctx)
-		case <-done:
-		}
-	}()
-	defer close(done)
-	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("schema registry listener: %w", err)
-	}
-	return nil
+	return httpauth.Serve(ctx, ln, s.handler, s.log, "schema registry")
 }
 
 // apiError is an error answered with Confluent's error body.
