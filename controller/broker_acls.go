@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/security/acl"
@@ -18,14 +16,7 @@ func (c *BrokerClient) CreateACLs(ctx context.Context, bindings []acl.Binding) (
 	if err != nil {
 		return nil, err
 	}
-	if len(resp.Results) != len(bindings) {
-		return nil, fmt.Errorf("controller answered %d of %d ACL creations", len(resp.Results), len(bindings))
-	}
-	out := make([]error, len(bindings))
-	for i, e := range resp.Results {
-		out[i] = fromPBError(e)
-	}
-	return out, nil
+	return perItem("ACL bindings", len(bindings), resp.Results, fromPBError)
 }
 
 // DeleteACLs removes the bindings the filters match through the controller; see
@@ -39,14 +30,9 @@ func (c *BrokerClient) DeleteACLs(ctx context.Context, filters []acl.Filter) ([]
 	if err != nil {
 		return nil, err
 	}
-	if len(resp.Results) != len(filters) {
-		return nil, errors.New("controller answered a different number of ACL filters")
-	}
-	out := make([]metadata.ACLDeletion, len(filters))
-	for i, r := range resp.Results {
-		out[i] = metadata.ACLDeletion{Err: fromPBError(r.Error), Deleted: aclsFromPB(r.Deleted)}
-	}
-	return out, nil
+	return perItem("ACL filters", len(filters), resp.Results, func(r *pb.DeleteAclsFilterResult) metadata.ACLDeletion {
+		return metadata.ACLDeletion{Err: fromPBError(r.Error), Deleted: aclsFromPB(r.Deleted)}
+	})
 }
 
 var _ metadata.ACLStore = (*BrokerClient)(nil)

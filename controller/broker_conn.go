@@ -188,6 +188,20 @@ func rpc[Req any, Resp answer](ctx context.Context, c *BrokerClient, method cont
 	return resp, nil
 }
 
+// perItem maps a controller's answer of one result per item asked about, in order, with
+// conv; an answer with another number of results is an error for the whole call (what
+// names the items in it).
+func perItem[R, T any](what string, n int, results []R, conv func(R) T) ([]T, error) {
+	if len(results) != n {
+		return nil, fmt.Errorf("controller answered %d results for %d %s", len(results), n, what)
+	}
+	out := make([]T, n)
+	for i, r := range results {
+		out[i] = conv(r)
+	}
+	return out, nil
+}
+
 func errorList(n int, errs []*pb.Error, err error) []error {
 	out := make([]error, n)
 	if err == nil && len(errs) != n {

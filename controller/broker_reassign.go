@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"slices"
 
 	"github.com/shalelog/shale/metadata"
@@ -22,12 +21,5 @@ func (c *BrokerClient) AlterPartitionReassignments(ctx context.Context, ras []me
 	if err != nil {
 		return nil, err
 	}
-	if len(resp.Results) != len(ras) {
-		return nil, fmt.Errorf("alter partition reassignments: %d results for %d partitions", len(resp.Results), len(ras))
-	}
-	out := make([]error, len(ras))
-	for i, r := range resp.Results {
-		out[i] = fromPBError(r.Error)
-	}
-	return out, nil
+	return perItem("partition reassignments", len(ras), resp.Results, func(r *pb.PartitionError) error { return fromPBError(r.Error) })
 }

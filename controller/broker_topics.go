@@ -55,10 +55,7 @@ func (c *BrokerClient) CreateTopics(ctx context.Context, specs []metadata.TopicS
 // DeleteTopics deletes topics by name.
 func (c *BrokerClient) DeleteTopics(ctx context.Context, names []string) []error {
 	resp, err := send(ctx, c.q, c.cfg.RequestTimeout, pb.ControllerClient.DeleteTopics, &pb.DeleteTopicsRequest{Names: names})
-	if err != nil {
-		return errorList(len(names), nil, err)
-	}
-	return errorList(len(names), resp.Errors, nil)
+	return errorList(len(names), resp.GetErrors(), err)
 }
 
 // CreatePartitions grows topics.
@@ -68,10 +65,7 @@ func (c *BrokerClient) CreatePartitions(ctx context.Context, specs []metadata.Pa
 		req.Specs = append(req.Specs, &pb.PartitionsSpec{Topic: s.Topic, Count: s.Count, Assignments: replicaLists(s.Assignments)})
 	}
 	resp, err := send(ctx, c.q, c.cfg.RequestTimeout, pb.ControllerClient.CreatePartitions, req)
-	if err != nil {
-		return errorList(len(specs), nil, err)
-	}
-	return errorList(len(specs), resp.Errors, nil)
+	return errorList(len(specs), resp.GetErrors(), err)
 }
 
 // AlterTopicConfigs changes one topic's configs.
