@@ -41,8 +41,9 @@ type goldenMeta struct {
 }
 
 // goldenServers are the broker setups whose advertised APIs differ: every service, none
-// of the optional ones, and a group coordinator without a transaction coordinator (the
-// transaction APIs need both).
+// of the optional ones, a group coordinator without a transaction coordinator (the
+// transaction APIs need both), and a store that keeps everything on a broker without
+// client telemetry, coordinators or groups but with share partitions.
 func goldenServers() []struct {
 	name string
 	srv  *Server
@@ -55,6 +56,7 @@ func goldenServers() []struct {
 		{"full", NewServer(full, Deps{Meta: goldenMeta{}, Groups: &group.Coordinator{}, Txn: &txn.Coordinator{}, Shares: &share.Manager{}})},
 		{"bare", NewServer(Config{}, Deps{Meta: struct{ metadata.Store }{}})},
 		{"groups-no-txn", NewServer(Config{}, Deps{Meta: struct{ metadata.Store }{}, Groups: &group.Coordinator{}, Txn: nil})},
+		{"stores-no-telemetry-shares-only", NewServer(Config{}, Deps{Meta: goldenMeta{}, Shares: &share.Manager{}})},
 	}
 }
 
