@@ -139,3 +139,8 @@ func produceError(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
 	}
 	return resp
 }
+
+// produceAPI: v0-v2 carry legacy message sets, up-converted on append, and librdkafka
+// before 2.10 compresses only when v0 is in range. v10+ (KIP-951's leader hints,
+// KIP-890's second part, topic ids) are not served.
+var produceAPI = api{key: kmsg.Produce, min: 0, max: 9, handle: (*Server).handleProduce, errors: errorsOf(produceError)}

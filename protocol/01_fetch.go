@@ -361,3 +361,15 @@ func topicNameByID(im *metadata.Image, id [16]byte) (name string, unknown bool) 
 	}
 	return "", true
 }
+
+// fetchAPI: from v4, as the log holds only message format v2 and v0-v3 clients would
+// need it down-converted; librdkafka needs v4 in range. v16+ (KIP-951's leader hints and
+// later) are not served.
+var fetchAPI = api{key: kmsg.Fetch, min: 4, max: 15, handle: (*Server).handleFetch, errors: errorsOf(fetchError)}
+
+// fetchError answers with the top-level code (v7+) and no partitions, as Kafka does.
+func fetchError(req *kmsg.FetchRequest, code int16) *kmsg.FetchResponse {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	resp.ErrorCode = code
+	return resp
+}

@@ -171,3 +171,8 @@ func listOffsetsError(req *kmsg.ListOffsetsRequest, code int16) *kmsg.ListOffset
 	}
 	return resp
 }
+
+// listOffsetsAPI: from v1 (v0's list of offsets per partition is not served; librdkafka
+// needs at most v1 as minimum) to v7, KIP-734's max timestamp. v8+ (KIP-1005's
+// local-log timestamps and later) are not served.
+var listOffsetsAPI = api{key: kmsg.ListOffsets, min: 1, max: 7, handle: (*Server).handleListOffsets, errors: errorsOf(listOffsetsError)}

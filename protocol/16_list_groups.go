@@ -43,3 +43,12 @@ func (s *Server) handleListGroups(ctx context.Context, r *Request) Result {
 	}
 	return Result{Resp: resp}
 }
+
+// listGroupsAPI: every version kmsg knows.
+var listGroupsAPI = api{key: kmsg.ListGroups, min: 0, max: 5, handle: (*Server).handleListGroups, needs: needGroups, errors: errorsOf(listGroupsError)}
+
+func listGroupsError(req *kmsg.ListGroupsRequest, code int16) *kmsg.ListGroupsResponse {
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	resp.ErrorCode = code
+	return resp
+}

@@ -61,3 +61,21 @@ func (s *Server) handleDeleteRecords(_ context.Context, r *Request) Result {
 		return Result{Resp: resp}
 	}}
 }
+
+// deleteRecordsAPI: every version kmsg knows.
+var deleteRecordsAPI = api{key: kmsg.DeleteRecords, min: 0, max: 2, handle: (*Server).handleDeleteRecords, errors: errorsOf(deleteRecordsError)}
+
+func deleteRecordsError(req *kmsg.DeleteRecordsRequest, code int16) *kmsg.DeleteRecordsResponse {
+	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewDeleteRecordsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, code, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

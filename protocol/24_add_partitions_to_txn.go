@@ -134,3 +134,8 @@ func partitionsResponse(topics []kmsg.AddPartitionsToTxnRequestTopic, errs map[s
 	}
 	return out
 }
+
+// addPartitionsToTxnAPI: v0-v3 from clients and v4, the brokers' VerifyOnly form;
+// v5 (KIP-890's second part) would let clients skip this request. The transaction APIs
+// need the group coordinator too, for TxnOffsetCommit.
+var addPartitionsToTxnAPI = api{key: kmsg.AddPartitionsToTxn, min: 0, max: 4, handle: (*Server).handleAddPartitionsToTxn, needs: needTxn | needGroups}

@@ -22,3 +22,6 @@ func (s *Server) handleEndTxn(ctx context.Context, r *Request) Result {
 	resp.ErrorCode = txnErrorCode(err, r.Version < 2)
 	return Result{Resp: resp}
 }
+
+// endTxnAPI: v0-v3; v4+ belong to KIP-890's second part, not served.
+var endTxnAPI = api{key: kmsg.EndTxn, min: 0, max: 3, handle: (*Server).handleEndTxn, needs: needTxn | needGroups}

@@ -71,3 +71,6 @@ func (s *Server) handleTxnOffsetCommit(ctx context.Context, r *Request) Result {
 		return txnErrorCode(errs[j], r.Version < 3)
 	})
 }
+
+// txnOffsetCommitAPI: v0-v3; v4+ belong to KIP-890's second part, not served.
+var txnOffsetCommitAPI = api{key: kmsg.TxnOffsetCommit, min: 0, max: 3, handle: (*Server).handleTxnOffsetCommit, needs: needTxn | needGroups}

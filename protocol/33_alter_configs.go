@@ -61,3 +61,16 @@ func (s *Server) alterConfigs(ctx context.Context, resourceType kmsg.ConfigResou
 	}
 	return fmt.Errorf("%w: resource type %d is not supported", kerr.InvalidRequest, resourceType)
 }
+
+// alterConfigsAPI: v0-v1; v2, the flexible form, is not served.
+var alterConfigsAPI = api{key: kmsg.AlterConfigs, min: 0, max: 1, handle: (*Server).handleAlterConfigs, errors: errorsOf(alterConfigsError)}
+
+func alterConfigsError(req *kmsg.AlterConfigsRequest, code int16) *kmsg.AlterConfigsResponse {
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	for _, r := range req.Resources {
+		rr := kmsg.NewAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp
+}

@@ -28,3 +28,16 @@ func (s *Server) handleDeleteGroups(ctx context.Context, r *Request) Result {
 	}
 	return Result{Resp: resp}
 }
+
+// deleteGroupsAPI: v0-v2; v3 is not served.
+var deleteGroupsAPI = api{key: kmsg.DeleteGroups, min: 0, max: 2, handle: (*Server).handleDeleteGroups, needs: needGroups, errors: errorsOf(deleteGroupsError)}
+
+func deleteGroupsError(req *kmsg.DeleteGroupsRequest, code int16) *kmsg.DeleteGroupsResponse {
+	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
+	for _, g := range req.Groups {
+		rg := kmsg.NewDeleteGroupsResponseGroup()
+		rg.Group, rg.ErrorCode = g, code
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp
+}

@@ -8,18 +8,6 @@ import (
 	"github.com/shalelog/shale/coordinator/group"
 )
 
-// registerShareGroups registers the share-group (KIP-932) coordinator APIs. ShareFetch
-// and ShareAcknowledge, the share-partition leader's side, are registered apart.
-func (s *Server) registerShareGroups() {
-	// v0 and v1 of each are the same on the wire (Kafka 4.1 bumped them when share
-	// groups left early access).
-	s.Register(kmsg.ShareGroupHeartbeat, 0, 1, s.handleShareGroupHeartbeat)
-	s.Register(kmsg.ShareGroupDescribe, 0, 1, s.handleShareGroupDescribe)
-	s.Register(kmsg.DescribeShareGroupOffsets, 0, 1, s.handleDescribeShareGroupOffsets)
-	s.Register(kmsg.AlterShareGroupOffsets, 0, 0, s.handleAlterShareGroupOffsets)
-	s.Register(kmsg.DeleteShareGroupOffsets, 0, 0, s.handleDeleteShareGroupOffsets)
-}
-
 // handleShareGroupHeartbeat: READ on the group, as for every group membership API, and
 // DESCRIBE on each subscribed topic, so that a member cannot learn of a topic's
 // partitions by subscribing to it.
@@ -64,3 +52,8 @@ func (s *Server) handleShareGroupHeartbeat(ctx context.Context, r *Request) Resu
 	}
 	return Result{Resp: resp}
 }
+
+// shareGroupHeartbeatAPI: KIP-932. v0 and v1 of the share-group APIs are the same on the
+// wire (Kafka 4.1 bumped them when share groups left early access). The share-group
+// coordinator lives in the group coordinator.
+var shareGroupHeartbeatAPI = api{key: kmsg.ShareGroupHeartbeat, min: 0, max: 1, handle: (*Server).handleShareGroupHeartbeat, needs: needGroups}

@@ -77,3 +77,6 @@ func (s *Server) describesAllTopics(r *Request, d group.ShareGroupDescription) b
 	}
 	return true
 }
+
+// shareGroupDescribeAPI: v0 and v1 are the same on the wire (shareGroupHeartbeatAPI).
+var shareGroupDescribeAPI = api{key: kmsg.ShareGroupDescribe, min: 0, max: 1, handle: (*Server).handleShareGroupDescribe, needs: needGroups}

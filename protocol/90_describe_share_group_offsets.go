@@ -99,3 +99,6 @@ func (s *Server) shareLag(st group.SharePartitionState) int64 {
 	}
 	return max(0, p.HighWatermark()-st.StartOffset-st.Acknowledged-st.Archived)
 }
+
+// describeShareGroupOffsetsAPI: every version kmsg knows.
+var describeShareGroupOffsetsAPI = api{key: kmsg.DescribeShareGroupOffsets, min: 0, max: 1, handle: (*Server).handleDescribeShareGroupOffsets, needs: needGroups}

@@ -67,3 +67,6 @@ func (s *Server) handleAlterShareGroupOffsets(ctx context.Context, r *Request) R
 	}
 	return Result{Resp: resp}
 }
+
+// alterShareGroupOffsetsAPI: every version kmsg knows.
+var alterShareGroupOffsetsAPI = api{key: kmsg.AlterShareGroupOffsets, min: 0, max: 0, handle: (*Server).handleAlterShareGroupOffsets, needs: needGroups}

@@ -48,3 +48,6 @@ func (s *Server) handleDeleteShareGroupOffsets(ctx context.Context, r *Request) 
 	}
 	return Result{Resp: resp}
 }
+
+// deleteShareGroupOffsetsAPI: every version kmsg knows.
+var deleteShareGroupOffsetsAPI = api{key: kmsg.DeleteShareGroupOffsets, min: 0, max: 0, handle: (*Server).handleDeleteShareGroupOffsets, needs: needGroups}

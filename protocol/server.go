@@ -211,7 +211,8 @@ func NewServer(cfg Config, deps Deps) *Server {
 	if cfg.MaxConnections > 0 && cfg.MaxConnections < math.MaxInt32 {
 		s.connSlots = make(chan struct{}, cfg.MaxConnections)
 	}
-	s.registerBuiltins()
+	s.initAuth()
+	s.registerAPIs()
 	return s
 }
 
