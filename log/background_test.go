@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // gatedBackground holds the log's background work until the test runs it, so that a
@@ -470,4 +471,41 @@ func TestCloseDrainsBackground(t *testing.T) {
 		t.Fatalf("start offset %d, want 8", s)
 	}
 	checkIndexes(t, l)
+}
+
+// TestDefaultBackground: without Config.Background the log's own goroutine trims and
+// syncs rolled segments and moves the recovery point, and Close stops it.
+func TestDefaultBackground(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(nil)
+	cfg.SegmentBytes = 4096
+	l := mustOpen(t, dir, cfg)
+	b := sizedBatch(t, 1000, 1)
+	for i := 0; i < 13; i++ {
+		mustAppend(t, l, b, 0)
+	}
+	own := l.bg.own
+	if own == nil {
+		t.Fatal("no goroutine of the log's own")
+	}
+	deadline := time.Now().Add(time.Minute)
+	for l.RecoveryPoint() < 12 {
+		if time.Now().After(deadline) {
+			t.Fatalf("recovery point still %d a minute after the rolls, want 12", l.RecoveryPoint())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, base := range []int64{0, 4, 8} {
+		if st, _ := os.Stat(segmentPath(dir, base, logSuffix)); st.Size() != 4000 {
+			t.Fatalf("segment %d has %d bytes after the background synced it, want 4000", base, st.Size())
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-own.done:
+	default:
+		t.Fatal("the log's background goroutine runs on after Close")
+	}
 }
