@@ -84,6 +84,10 @@ type Config struct {
 	// DiskFaults, when set, injects disk faults into every replica's log: fsync
 	// errors, and the simulation's power cuts (log.Faults). Nil in production.
 	DiskFaults *shalelog.Faults
+	// LogBackground runs every replica log's deferred work (syncing rolled segments,
+	// deleting old ones; log.Background); nil gives each log its own goroutine. The
+	// simulation runs it on its scheduler.
+	LogBackground shalelog.Background
 	// Dial reaches a leader for the replica fetchers; nil is a Kafka client over TCP
 	// with FetcherOpts.
 	Dial func(leader metadata.Broker) (BrokerConn, error)
@@ -206,7 +210,7 @@ func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 		RecoveryThreads: cfg.RecoveryThreads, MaxMappedSegments: cfg.MaxMappedSegments,
 		CleanerDisabled: cfg.CleanerDisabled, CleanerThreads: cfg.CleanerThreads, CleanerDedupeBufferSize: cfg.CleanerDedupeBufferSize,
 		CleanerIOMaxBytesPerSecond: cfg.CleanerIOMaxBytesPerSecond, CleanerBackoff: cfg.CleanerBackoff,
-		Driven: cfg.Driven, DiskFaults: cfg.DiskFaults,
+		Driven: cfg.Driven, DiskFaults: cfg.DiskFaults, LogBackground: cfg.LogBackground,
 	})
 	if err != nil {
 		return nil, err
@@ -641,6 +645,10 @@ func logConfig(r topicconfig.Resolved) shalelog.Config {
 	cfg.SegmentIndexBytes = r.Int32(topicconfig.SegmentIndexBytes)
 	cfg.FlushMessages = r.Int64(topicconfig.FlushMessages)
 	cfg.FlushMs = nonZero(r.Int64(topicconfig.FlushMs))
+	cfg.WritebackBytes = r.Int64(topicconfig.WritebackBytes)
+	if cfg.WritebackBytes == 0 {
+		cfg.WritebackBytes = -1 // off; the log's zero is its default
+	}
 	return cfg
 }
 

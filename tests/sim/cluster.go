@@ -247,6 +247,7 @@ func (b *broker) register() {
 		Clock:             b.clock,
 		Driven:            true,
 		DiskFaults:        b.disk,
+		LogBackground:     logBackground{b},
 		Dial:              b.dial,
 		Spawn:             b.spawn,
 	}, b.store)
@@ -365,6 +366,24 @@ func (b *broker) fetch() {
 func (b *broker) spawn(fn func()) {
 	inc := b.incarnation
 	b.w.s.after(b.w.s.between(0, 20*time.Millisecond), "isr proposal", func() {
+		if b.up && b.incarnation == inc {
+			fn()
+		}
+	})
+}
+
+// logBackground runs the logs' deferred work (syncing and trimming rolled segments,
+// moving the recovery point, unlinking deleted segments) as events of the scheduler, a
+// little after the roll or deletion that asked for it: a crash or power cut in between
+// finds a rolled segment not yet synced or a deleted one renamed but not yet unlinked.
+// After a crash the work of the old incarnation's logs is dropped, as the process's would
+// be (an abandoned log also ignores it).
+type logBackground struct{ b *broker }
+
+func (lb logBackground) Go(fn func()) {
+	b := lb.b
+	inc := b.incarnation
+	b.w.s.after(b.w.s.between(0, 20*time.Millisecond), "log background", func() {
 		if b.up && b.incarnation == inc {
 			fn()
 		}
