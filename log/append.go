@@ -266,6 +266,15 @@ func (l *Log) roll(base, batchSize int64, cfg *Config, now int64) (*segment, err
 	if err := old.seal(now); err != nil {
 		l.logger().Warn("sealing rolled segment", "dir", l.dir, "base_offset", old.base, "err", err)
 	}
+	if base > l.end.Load() {
+		// Recovery reads zeros after the old segment's batches as an untrimmed roll tail
+		// only when the next segment starts where those batches end. A roll across an
+		// offset gap (a replica of a compacted leader) breaks that, so a crash before the
+		// background trim would drop every later segment: trim now, in this rare case.
+		if err := old.trim(); err != nil {
+			l.logger().Warn("trimming segment rolled across an offset gap", "dir", l.dir, "base_offset", old.base, "err", err)
+		}
+	}
 	next = append(next, old, s)
 	l.publish(next)
 	l.scheduleFlush()

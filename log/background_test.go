@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -507,5 +508,44 @@ func TestDefaultBackground(t *testing.T) {
 	case <-own.done:
 	default:
 		t.Fatal("the log's background goroutine runs on after Close")
+	}
+}
+
+// TestRollAcrossOffsetGapSurvivesCrash: a replica's roll across an offset gap too large for
+// relative offsets leaves the old segment's zero tail followed by a segment that does not
+// start where its batches end, which recovery would read as a hole and drop everything
+// after it. The roll trims such a segment at once, so a crash before the background runs
+// keeps both segments.
+func TestRollAcrossOffsetGapSurvivesCrash(t *testing.T) {
+	dir := t.TempDir()
+	bg := &gatedBackground{}
+	cfg := testConfig(nil)
+	cfg.Background = bg
+	l := mustOpen(t, dir, cfg)
+	bg.runAll()
+	for i := int64(0); i < 3; i++ {
+		if _, err := l.AppendReplica(makeBatch(t, batchSpec{base: i, records: 1, valueSize: 100})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	far := int64(3) + math.MaxUint32 + 5
+	if _, err := l.AppendReplica(makeBatch(t, batchSpec{base: far, records: 1, valueSize: 100})); err != nil {
+		t.Fatal(err)
+	}
+	if l.NumSegments() != 2 {
+		t.Fatalf("%d segments, want 2", l.NumSegments())
+	}
+	want := readAll(t, l, 0)
+	l.crashForTest()
+
+	cfg.Background = Inline{}
+	l = mustOpen(t, dir, cfg)
+	defer l.Close()
+	if l.EndOffset() != far+1 {
+		t.Fatalf("end offset %d after recovery, want %d: the segment after the gap was dropped", l.EndOffset(), far+1)
+	}
+	got := readAll(t, l, 0)
+	if len(got) != len(want) {
+		t.Fatalf("%d batches after recovery, want %d", len(got), len(want))
 	}
 }
