@@ -173,15 +173,23 @@ func (b *Broker) Close() error {
 	return b.Broker.Close()
 }
 
-// Reopen starts the broker again after Close, on the same log directory, registration
-// and address (bound again; the old socket may linger for a moment).
-func (b *Broker) Reopen() *Broker {
+// Reopen starts the broker again after Close (closing it first if need be), on the
+// same log directory, registration and address: bound again, the old socket may linger
+// for a moment, unless an option gives a listener. opts apply on top of the broker's
+// own.
+func (b *Broker) Reopen(opts ...Option) *Broker {
 	b.t.Helper()
 	if err := b.Close(); err != nil {
 		b.t.Errorf("brokertest: close broker %d: %v", b.ID, err)
 	}
 	set := b.set
-	set.ln = listenRetrying(b.t, b.Addr)
+	set.tune = append([]func(*broker.Options){}, set.tune...)
+	for _, o := range opts {
+		o(&set)
+	}
+	if set.ln == nil {
+		set.ln = listenRetrying(b.t, b.Addr)
+	}
 	return build(b.t, b.ID, b.Node, b.Store, set)
 }
 
