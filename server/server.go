@@ -1,7 +1,9 @@
 // Package server assembles a Shale node from its configuration: the controller (a voter
 // of the Raft quorum) and the broker's client of it, the replica manager, the Kafka
 // protocol listener and the HTTP listener for metrics and health, and shuts them down
-// in order.
+// in order. The broker side (replicas, coordinators, protocol server) is built by
+// server/broker, which the tests build too; the node translates its configuration into
+// broker.Options and owns what only a process has (listeners, controlled shutdown).
 //
 // It is a top-level directory because node assembly is the one place that knows every
 // layer: it imports the controller, the data plane, the coordinators and the protocol
