@@ -199,6 +199,9 @@ func (b *Broker) Reopen(opts ...Option) *Broker {
 // afterwards.
 func (b *Broker) Restart(opts ...Option) *Broker {
 	b.t.Helper()
+	if b.ID != controllertest.BrokerID {
+		b.t.Fatalf("brokertest: Restart restarts the quorum with broker %d, not broker %d", controllertest.BrokerID, b.ID)
+	}
 	if err := b.Close(); err != nil {
 		b.t.Errorf("brokertest: close broker %d: %v", b.ID, err)
 	}
