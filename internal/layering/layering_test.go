@@ -78,6 +78,23 @@ var rules = []rule{
 		direct: true,
 	},
 	{
+		// The broker assembly takes the quorum as a broker.Store: the node picks the
+		// controller's client, brokertest controllertest's.
+		name:   "the broker assembly knows neither the controller nor the node",
+		from:   []string{"server/broker/..."},
+		except: []string{"server/broker/brokertest"},
+		deny:   []string{"controller", "controller/controllertest", "server", "server/config"},
+	},
+	{
+		// Direct imports only: controllertest, which brokertest runs, is built on the
+		// controller; the rest of brokertest's dependencies are the assembly's, checked
+		// above, and controllertest's, which "nothing but server" keeps off the node.
+		name:   "brokertest runs the controller only through controllertest",
+		from:   []string{"server/broker/brokertest"},
+		deny:   []string{"controller", "server", "server/config"},
+		direct: true,
+	},
+	{
 		name:   "protocol does not import partition",
 		from:   []string{"protocol/..."},
 		deny:   []string{"partition/..."},
@@ -281,6 +298,9 @@ func TestRulesCatchViolations(t *testing.T) {
 		{ruleNamed(t, "nothing but server"), pkg{ImportPath: module + "/protocol", Deps: []string{module + "/server/config"}}, []string{"server/config"}},
 		{ruleNamed(t, "nothing but server"), pkg{ImportPath: module + "/server/restproxy", Deps: []string{module + "/server/schemaregistry"}}, nil},
 		{ruleNamed(t, "protocol does not import the controller"), pkg{ImportPath: module + "/protocol", Imports: []string{module + "/controller"}, Deps: []string{module + "/controller"}}, []string{"controller"}},
+		{ruleNamed(t, "the broker assembly"), pkg{ImportPath: module + "/server/broker", Deps: []string{module + "/controller", module + "/controller/proto", module + "/server/config"}}, []string{"controller", "server/config"}},
+		{ruleNamed(t, "the broker assembly"), pkg{ImportPath: module + "/server/broker/brokertest", Deps: []string{module + "/controller"}}, nil},
+		{ruleNamed(t, "brokertest"), pkg{ImportPath: module + "/server/broker/brokertest", Imports: []string{module + "/controller/controllertest", module + "/controller"}}, []string{"controller"}},
 		{ruleNamed(t, "protocol does not depend"), pkg{ImportPath: module + "/protocol", Deps: []string{module + "/controller/proto"}}, nil},
 	} {
 		if got := c.r.violations(c.p); !slices.Equal(got, c.want) {
