@@ -6,15 +6,15 @@ import (
 	"fmt"
 	"slices"
 
-	pb "github.com/shalelog/shale/controller/proto"
 	"github.com/shalelog/shale/coordinator/group"
+	"github.com/shalelog/shale/metadata"
 )
 
 // AdminStore is the Store with the admin operations of the share group coordinator
 // (controller.BrokerClient).
 type AdminStore interface {
 	Store
-	InitializeShareState(ctx context.Context, states []*pb.SharePartitionState) ([]error, error)
+	InitializeShareState(ctx context.Context, states []*metadata.SharePartitionState) ([]error, error)
 	DeleteShareState(ctx context.Context, group string, partitions map[string][]int32) error
 	ListShareStateGroups(ctx context.Context) ([]string, error)
 }
@@ -73,9 +73,9 @@ func (s *States) ReadShareGroupState(ctx context.Context, g string) ([]group.Sha
 // leaders see it when a member next opens a share session, or when their next write is
 // fenced by the new state epoch.
 func (s *States) AlterShareStartOffsets(ctx context.Context, g string, offsets []group.SharePartitionOffset) error {
-	states := make([]*pb.SharePartitionState, len(offsets))
+	states := make([]*metadata.SharePartitionState, len(offsets))
 	for i, o := range offsets {
-		states[i] = &pb.SharePartitionState{Group: g, Topic: o.Topic, Partition: o.Partition, StartOffset: o.StartOffset}
+		states[i] = &metadata.SharePartitionState{Group: g, Topic: o.Topic, Partition: o.Partition, StartOffset: o.StartOffset}
 	}
 	errs, err := s.store.InitializeShareState(ctx, states)
 	s.refresh(g, offsets)
