@@ -168,11 +168,11 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) error {
 	// Dead from here on: joins and commits get COORDINATOR_NOT_AVAILABLE and retry,
 	// and find a fresh group once the deletion is done.
 	for _, t := range g.pending {
-		t.stop()
+		t.Stop()
 	}
 	clear(g.pending)
-	g.joinTimer.stop()
-	g.syncTimer.stop()
+	g.joinTimer.Stop()
+	g.syncTimer.Stop()
 	g.transition(Dead, c.cfg.Now())
 	c.mu.Unlock()
 

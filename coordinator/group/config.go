@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/shalelog/shale/coordinator/timer"
 	"github.com/shalelog/shale/metadata"
 )
 
@@ -62,9 +63,10 @@ type Config struct {
 	ShareMemberRemoved func(group, memberID string)
 
 	Logger *slog.Logger
-	// Now is the clock for commit timestamps and retention; nil is time.Now. Timers
-	// always use real time.
+	// Now is the clock for commit timestamps and retention; nil is time.Now.
 	Now func() time.Time
+	// Clock runs the session, rebalance and join timers; nil is the wall clock.
+	Clock timer.Clock
 }
 
 // DefaultConfig is Kafka's defaults for node id.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/shalelog/shale/coordinator/timer"
 	"github.com/shalelog/shale/metadata"
 )
 
@@ -20,11 +21,11 @@ type Coordinator struct {
 	store metadata.Store
 	lg    *slog.Logger
 
-	mu       sync.Mutex
-	groups   map[string]*group
-	shares   map[string]*shareGroup
-	closed   bool
-	timerSeq uint64
+	mu     sync.Mutex
+	groups map[string]*group
+	shares map[string]*shareGroup
+	closed bool
+	timers *timer.Set
 
 	rebalances atomic.Uint64 // generations formed, for metrics
 
@@ -46,6 +47,7 @@ func New(cfg Config, store metadata.Store) *Coordinator {
 		shares: map[string]*shareGroup{},
 		cancel: cancel,
 	}
+	c.timers = timer.NewSet(cfg.Clock, &c.mu)
 	c.wg.Add(2)
 	go c.followImages(ctx)
 	go c.retentionLoop(ctx)
@@ -68,9 +70,11 @@ func (c *Coordinator) Close() error {
 	for _, sg := range c.shares {
 		c.unloadShare(sg)
 	}
+	c.timers.Close()
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	c.timers.Wait()
 	return nil
 }
 
@@ -199,13 +203,13 @@ func (c *Coordinator) unload(g *group, err error) {
 			m.sync.complete(SyncResult{Err: err})
 			m.sync = nil
 		}
-		m.expiry.stop()
+		m.expiry.Stop()
 	}
 	for _, t := range g.pending {
-		t.stop()
+		t.Stop()
 	}
-	g.joinTimer.stop()
-	g.syncTimer.stop()
+	g.joinTimer.Stop()
+	g.syncTimer.Stop()
 	g.transition(Dead, c.cfg.Now())
 	if c.groups[g.id] == g {
 		delete(c.groups, g.id)

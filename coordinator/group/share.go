@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/shalelog/shale/coordinator/timer"
 	"github.com/shalelog/shale/metadata"
 )
 
@@ -86,7 +87,7 @@ type shareMember struct {
 	clientHost    string
 	subscribed    []string           // sorted
 	assignment    map[string][]int32 // topic -> sorted partitions
-	expiry        timerSlot
+	expiry        timer.Slot
 }
 
 // ShareHeartbeatRequest is one ShareGroupHeartbeat.
@@ -290,7 +291,7 @@ func (c *Coordinator) newShareGroup(id string) *shareGroup {
 // shareTouch restarts the member's session: group.share.session.timeout.ms without a
 // heartbeat removes it from the group.
 func (c *Coordinator) shareTouch(sg *shareGroup, m *shareMember) {
-	c.arm(&m.expiry, c.cfg.ShareSessionTimeout, func() {
+	c.timers.Arm(&m.expiry, c.cfg.ShareSessionTimeout, func() {
 		if c.shares[sg.id] != sg || sg.members[m.id] != m {
 			return
 		}
@@ -301,7 +302,7 @@ func (c *Coordinator) shareTouch(sg *shareGroup, m *shareMember) {
 
 // removeShareMember drops a member and reassigns its partitions to the others.
 func (c *Coordinator) removeShareMember(sg *shareGroup, m *shareMember) {
-	m.expiry.stop()
+	m.expiry.Stop()
 	delete(sg.members, m.id)
 	if len(sg.members) == 0 {
 		sg.state = ShareEmpty
@@ -418,7 +419,7 @@ func shareAssignmentOf(sg *shareGroup, m *shareMember) *[]TopicPartitions {
 // persisted it.
 func (c *Coordinator) unloadShare(sg *shareGroup) {
 	for _, m := range sg.members {
-		m.expiry.stop()
+		m.expiry.Stop()
 	}
 	sg.state = ShareDead
 	if c.shares[sg.id] == sg {
