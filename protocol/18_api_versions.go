@@ -97,7 +97,9 @@ func (s *Server) registerBuiltins() {
 		s.Register(kmsg.ListGroups, 0, 5, s.handleListGroups)
 		s.Register(kmsg.DeleteGroups, 0, 2, s.handleDeleteGroups)
 		s.Register(kmsg.OffsetDelete, 0, 0, s.handleOffsetDelete)
-		s.registerShareGroups() // 76_share_group_heartbeat.go
+		if s.deps.ShareGroups != nil {
+			s.registerShareGroups() // 76_share_group_heartbeat.go
+		}
 	}
 	if s.deps.Shares != nil {
 		// KIP-932; v1 adds MaxRecords and BatchSize (KIP-1206), v2 lock renewal (KIP-1222).

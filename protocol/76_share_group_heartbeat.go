@@ -5,7 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 )
 
 // registerShareGroups registers the share-group (KIP-932) coordinator APIs. ShareFetch
@@ -36,7 +36,7 @@ func (s *Server) handleShareGroupHeartbeat(ctx context.Context, r *Request) Resu
 			return Result{Resp: resp}
 		}
 	}
-	out := s.deps.Groups.ShareHeartbeat(ctx, group.ShareHeartbeatRequest{
+	out := s.deps.ShareGroups.Heartbeat(ctx, sharegroup.HeartbeatRequest{
 		Group:       req.GroupID,
 		MemberID:    req.MemberID,
 		MemberEpoch: req.MemberEpoch,

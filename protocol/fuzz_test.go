@@ -14,6 +14,7 @@ import (
 
 	"github.com/shalelog/shale/controller/controllertest"
 	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 	"github.com/shalelog/shale/coordinator/txn/producerid"
 	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/replication"
@@ -38,8 +39,11 @@ func fuzzServer(f *testing.F) *Server {
 	f.Cleanup(func() { replicas.Close() })
 	groups := group.New(group.Config{NodeID: 1, Logger: lg}, store)
 	f.Cleanup(func() { groups.Close() })
+	shareGroups := sharegroup.New(sharegroup.Config{NodeID: 1, Logger: lg, Classic: groups}, store)
+	groups.SetShareGroups(shareGroups)
+	f.Cleanup(func() { shareGroups.Close() })
 	return NewServer(Config{NodeID: 1, AutoCreateTopics: false, DeleteTopicEnable: true, Logger: lg, MaxRequestBytes: 1 << 20},
-		Deps{Meta: store, Replicas: replicas, ProducerIDs: producerid.New(store), Groups: groups})
+		Deps{Meta: store, Replicas: replicas, ProducerIDs: producerid.New(store), Groups: groups, ShareGroups: shareGroups})
 }
 
 // seedRequest frames a request body (header + payload) the way a client sends it.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shalelog/shale/controller/controllertest"
 	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 	"github.com/shalelog/shale/coordinator/txn"
 	"github.com/shalelog/shale/coordinator/txn/producerid"
 	"github.com/shalelog/shale/metadata"
@@ -33,16 +34,19 @@ type testBroker struct {
 	broker *replication.Manager
 	srv    *protocol.Server
 	groups *group.Coordinator // nil unless started as a group broker
-	txn    *txn.Coordinator   // nil unless started as a transaction broker
-	txnCl  *txn.BrokerClients
-	shares *share.Manager // nil unless started as a share broker
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the listener and the replica manager have stopped
+	// shareGroups is the share-group coordinator, started with groups.
+	shareGroups *sharegroup.Coordinator
+	txn         *txn.Coordinator // nil unless started as a transaction broker
+	txnCl       *txn.BrokerClients
+	shares      *share.Manager // nil unless started as a share broker
+	cancel      context.CancelFunc
+	done        chan struct{} // closed when the listener and the replica manager have stopped
 
-	cfg  protocol.Config
-	gcfg *group.Config
-	tcfg *txn.Config
-	scfg *share.Config
+	cfg   protocol.Config
+	gcfg  *group.Config
+	sgcfg *sharegroup.Config
+	tcfg  *txn.Config
+	scfg  *share.Config
 }
 
 type brokerOpt func(*protocol.Config)
@@ -85,18 +89,26 @@ func launch(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Co
 // TxnOffsetCommit needs); it writes its markers over the broker's own listener.
 func launchTxn(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, tcfg *txn.Config) *testBroker {
 	t.Helper()
-	return launchAll(t, dir, node, cfg, gcfg, tcfg, nil)
+	return launchAll(t, dir, node, cfg, gcfg, nil, tcfg, nil)
 }
 
 // launchShares is launch with a share-partition manager when scfg is set.
 func launchShares(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, scfg *share.Config) *testBroker {
 	t.Helper()
-	return launchAll(t, dir, node, cfg, gcfg, nil, scfg)
+	return launchAll(t, dir, node, cfg, gcfg, nil, nil, scfg)
 }
 
-// launchAll is launch with whichever of the group coordinator, the transaction
-// coordinator and the share-partition manager have a config.
-func launchAll(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, tcfg *txn.Config, scfg *share.Config) *testBroker {
+// launchShareGroups is launchShares with the share-group coordinator configured by
+// sgcfg (by default it has Kafka's defaults).
+func launchShareGroups(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, sgcfg *sharegroup.Config, scfg *share.Config) *testBroker {
+	t.Helper()
+	return launchAll(t, dir, node, cfg, gcfg, sgcfg, nil, scfg)
+}
+
+// launchAll is launch with whichever of the group coordinators (the share-group one
+// with the classic one, configured by sgcfg when set), the transaction coordinator and
+// the share-partition manager have a config.
+func launchAll(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, sgcfg *sharegroup.Config, tcfg *txn.Config, scfg *share.Config) *testBroker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -117,19 +129,26 @@ func launchAll(t testing.TB, dir string, node *controllertest.Node, cfg protocol
 	}
 	deps := protocol.Deps{Meta: store, Replicas: b, ProducerIDs: producerid.New(store)}
 	tb := &testBroker{t: t, addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, node: node, store: store, broker: b,
-		done: make(chan struct{}), cfg: cfg, gcfg: gcfg, tcfg: tcfg, scfg: scfg}
+		done: make(chan struct{}), cfg: cfg, gcfg: gcfg, sgcfg: sgcfg, tcfg: tcfg, scfg: scfg}
 	if scfg != nil {
 		tb.shares = share.NewManager(*scfg, node.Broker, b)
 		deps.Shares = tb.shares
 	}
 	if gcfg != nil {
-		gc := *gcfg
+		tb.groups = group.New(*gcfg, store)
+		deps.Groups = tb.groups
+		sc := sharegroup.Config{NodeID: gcfg.NodeID, Logger: gcfg.Logger}
+		if sgcfg != nil {
+			sc = *sgcfg
+		}
+		sc.Classic = tb.groups
 		if tb.shares != nil {
 			// The coordinator reads share-group state as the node wires it.
-			gc.ShareStates, gc.ShareMemberRemoved = share.NewStates(tb.shares, node.Broker), tb.shares.MemberRemoved
+			sc.States, sc.MemberRemoved = share.NewStates(tb.shares, node.Broker), tb.shares.MemberRemoved
 		}
-		tb.groups = group.New(gc, store)
-		deps.Groups = tb.groups
+		tb.shareGroups = sharegroup.New(sc, store)
+		tb.groups.SetShareGroups(tb.shareGroups)
+		deps.ShareGroups = tb.shareGroups
 	}
 	if tcfg != nil {
 		tb.txnCl = txn.NewBrokerClients(1)
@@ -159,6 +178,7 @@ func (tb *testBroker) stop() {
 		return
 	}
 	if tb.groups != nil {
+		tb.shareGroups.Close()
 		tb.groups.Close()
 	}
 	if tb.txn != nil {
@@ -185,7 +205,7 @@ func (tb *testBroker) stop() {
 func (tb *testBroker) restart() *testBroker {
 	tb.t.Helper()
 	tb.stop()
-	return launchAll(tb.t, tb.dir, tb.node, tb.cfg, tb.gcfg, tb.tcfg, tb.scfg)
+	return launchAll(tb.t, tb.dir, tb.node, tb.cfg, tb.gcfg, tb.sgcfg, tb.tcfg, tb.scfg)
 }
 
 // waitApplied waits until the replica manager has applied an image for which cond holds:

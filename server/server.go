@@ -34,6 +34,7 @@ import (
 
 	"github.com/shalelog/shale/controller"
 	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 	"github.com/shalelog/shale/coordinator/txn"
 	"github.com/shalelog/shale/coordinator/txn/producerid"
 	"github.com/shalelog/shale/metadata"
@@ -107,6 +108,9 @@ type node struct {
 	// probed is replicas for /readyz, whose handler runs before startBroker sets replicas.
 	probed atomic.Pointer[replication.Manager]
 	groups *group.Coordinator
+	// shareGroups is the share-group coordinator (KIP-932), wired to groups: one
+	// namespace of group ids.
+	shareGroups *sharegroup.Coordinator
 	// txn is the transaction coordinator; txnClients its connections to other brokers.
 	txn        *txn.Coordinator
 	txnClients *txn.BrokerClients
@@ -421,6 +425,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 		ProducerIDs: pids,
 		Shares:      n.startShares(store),
 		Groups:      n.startGroups(store),
+		ShareGroups: n.startShareGroups(store),
 		Txn:         n.startTxn(store, pids),
 	})
 	type served struct {
@@ -510,10 +515,6 @@ func (n *node) startShares(store *controller.BrokerClient) *share.Manager {
 // startGroups starts the consumer-group coordinator and its lag metrics.
 func (n *node) startGroups(store metadata.Store) *group.Coordinator {
 	cfg := n.cfg
-	var states group.ShareStates
-	if bc, ok := store.(*controller.BrokerClient); ok {
-		states = share.NewStates(n.shares, bc)
-	}
 	n.groups = group.New(group.Config{
 		NodeID:                 cfg.NodeID,
 		InitialRebalanceDelay:  cfg.GroupInitialRebalanceDelay(),
@@ -521,11 +522,6 @@ func (n *node) startGroups(store metadata.Store) *group.Coordinator {
 		MaxSessionTimeout:      time.Duration(cfg.GroupMaxSessionTimeoutMs) * time.Millisecond,
 		OffsetsRetention:       cfg.OffsetsRetention(),
 		OffsetMetadataMaxBytes: int(cfg.OffsetMetadataMaxBytes),
-		ShareSessionTimeout:    time.Duration(cfg.GroupShareSessionTimeoutMs) * time.Millisecond,
-		ShareHeartbeatInterval: time.Duration(cfg.GroupShareHeartbeatIntervalMs) * time.Millisecond,
-		ShareMaxGroupSize:      int(cfg.GroupShareMaxSize),
-		ShareStates:            states,
-		ShareMemberRemoved:     n.shares.MemberRemoved,
 		Logger:                 n.lg,
 	}, store)
 	parts := n.replicas.Partitions()
@@ -538,6 +534,29 @@ func (n *node) startGroups(store metadata.Store) *group.Coordinator {
 		return p.HighWatermark(), true
 	}))
 	return n.groups
+}
+
+// startShareGroups starts the share-group coordinator, after startGroups: the two
+// coordinators ask each other before a group takes an id.
+func (n *node) startShareGroups(store metadata.Store) *sharegroup.Coordinator {
+	cfg := n.cfg
+	var states sharegroup.States
+	if bc, ok := store.(*controller.BrokerClient); ok {
+		states = share.NewStates(n.shares, bc)
+	}
+	n.shareGroups = sharegroup.New(sharegroup.Config{
+		NodeID:            cfg.NodeID,
+		SessionTimeout:    time.Duration(cfg.GroupShareSessionTimeoutMs) * time.Millisecond,
+		HeartbeatInterval: time.Duration(cfg.GroupShareHeartbeatIntervalMs) * time.Millisecond,
+		MaxGroupSize:      int(cfg.GroupShareMaxSize),
+		States:            states,
+		MemberRemoved:     n.shares.MemberRemoved,
+		Classic:           n.groups,
+		Logger:            n.lg,
+	}, store)
+	n.groups.SetShareGroups(n.shareGroups)
+	n.reg.MustRegister(n.shareGroups.Collector())
+	return n.shareGroups
 }
 
 func (n *node) startHTTP(ctx context.Context, ln net.Listener) error {
@@ -722,6 +741,9 @@ func (n *node) close() error {
 		// answered (NOT_COORDINATOR: clients move to the next coordinator) instead of
 		// holding their connections past the shutdown grace.
 		errs = append(errs, n.groups.Close())
+	}
+	if n.shareGroups != nil {
+		errs = append(errs, n.shareGroups.Close())
 	}
 	if n.txn != nil {
 		// Transactions left half-way are completed by the next coordinator.
