@@ -1,8 +1,10 @@
 package txn
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -391,6 +393,12 @@ func TestRequestWaitsForThePreviousCompletion(t *testing.T) {
 	// instead of CONCURRENT_TRANSACTIONS.
 	res := make(chan error, 1)
 	go func() { res <- h.c.AddPartitions(bg, a, pid, epoch, map[string][]int32{"t": {1}}) }()
+	// Released only once the request waits: arriving during the Complete* write, a
+	// moment later, it is answered CONCURRENT_TRANSACTIONS, as in Kafka.
+	h.eventually("AddPartitions waiting for the commit to complete", func() bool {
+		buf := make([]byte, 1<<20)
+		return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("(*Coordinator).awaitPrevious"))
+	})
 	close(h.markers.hold)
 	if err := <-res; err != nil {
 		t.Fatalf("AddPartitions after the completion: %v", err)
