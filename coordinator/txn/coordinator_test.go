@@ -54,7 +54,7 @@ func TestInitProducerIDValidatesTimeout(t *testing.T) {
 }
 
 func TestNotCoordinator(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness2(t)
 	a := h.cl.id("a", 2)
 	if _, _, err := h.c.InitProducerID(bg, a, 1000, -1, -1); !errors.Is(err, kerr.NotCoordinator) {
 		t.Fatalf("InitProducerId on another broker's id: %v, want NOT_COORDINATOR", err)
@@ -80,7 +80,7 @@ func TestKIP360EpochBump(t *testing.T) {
 }
 
 func TestCommitWritesMarkersThenCompletes(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness2(t)
 	a := h.cl.id("a", 1)
 	pid, epoch, _ := h.init(a, -1, -1)
 	if err := h.c.AddPartitions(bg, a, pid, epoch, map[string][]int32{"t": {0, 1}}); err != nil {
@@ -185,7 +185,7 @@ func TestEndTxnErrors(t *testing.T) {
 }
 
 func TestMarkersRetriedUntilLeaderAcknowledges(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness2(t)
 	a := h.cl.id("a", 1)
 	failures := 3
 	h.markers.fail = func(to int32, _ string, _ int32) error {
@@ -267,7 +267,7 @@ func TestExpiredIDIsForgotten(t *testing.T) {
 }
 
 func TestNewCoordinatorCompletesPreparedTransaction(t *testing.T) {
-	cl := newCluster(t)
+	cl := newCluster(t, false)
 	a, next := cl.movable("a")
 	// Another broker coordinates a and leaves its transaction prepared to commit.
 	b3 := cl.node.AddBroker(next, "127.0.0.1", 9094)
@@ -281,6 +281,11 @@ func TestNewCoordinatorCompletesPreparedTransaction(t *testing.T) {
 	if err := b3.WriteTxnState(bg, metadata.GroupFence{Broker: next, Epoch: co.Epoch}, st, false); err != nil {
 		t.Fatal(err)
 	}
+	// Broker 1 starts knowing that it does not coordinate a.
+	controllertest.WaitFor(t, cl.node.Broker, "broker 1 seeing the move of "+a, func(im *metadata.Image) bool {
+		_, now, _ := im.CoordinatorOf(a)
+		return now.Epoch >= co.Epoch
+	})
 	h := newHarnessOn(t, cl)
 	// Broker 1 takes over when the other shuts down, at a new coordinator epoch.
 	if err := b3.Close(); err != nil {
@@ -302,7 +307,7 @@ func TestNewCoordinatorCompletesPreparedTransaction(t *testing.T) {
 }
 
 func TestStaleCoordinatorIsFenced(t *testing.T) {
-	cl := newCluster(t)
+	cl := newCluster(t, false)
 	a, next := cl.movable("a")
 	h := newHarnessOn(t, cl)
 	pid, epoch, _ := h.init(a, -1, -1)
@@ -420,7 +425,7 @@ func (r *fakeRemote) AddPartitionsToTxn(_ context.Context, to metadata.Broker, r
 }
 
 func TestVerifyAsksTheRemoteCoordinator(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness2(t)
 	a := h.cl.id("a", 2)
 	answer := func(top, part int16) func(*kmsg.AddPartitionsToTxnRequest) (*kmsg.AddPartitionsToTxnResponse, error) {
 		return func(req *kmsg.AddPartitionsToTxnRequest) (*kmsg.AddPartitionsToTxnResponse, error) {

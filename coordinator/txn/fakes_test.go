@@ -19,30 +19,37 @@ import (
 	"github.com/shalelog/shale/metadata"
 )
 
-// cluster is the real controller (controllertest) with brokers 1 and 2 registered and
-// topic t: partition 0 led by broker 1, partition 1 by broker 2.
+// cluster is the real controller (controllertest) with broker 1 registered, and broker 2
+// when a test needs it, and topic t: partition 0 led by broker 1, partition 1 by broker
+// 2 (by broker 1 without broker 2).
 type cluster struct {
-	t    *testing.T
-	node *controllertest.Node
-	b2   *controller.BrokerClient
+	t       *testing.T
+	node    *controllertest.Node
+	brokers []int32
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t *testing.T, withBroker2 bool) *cluster {
 	t.Helper()
 	node := controllertest.Start(t)
-	b2 := node.AddBroker(2, "127.0.0.1", 9093)
+	cl := &cluster{t: t, node: node, brokers: []int32{1}}
+	second := int32(1)
+	if withBroker2 {
+		node.AddBroker(2, "127.0.0.1", 9093)
+		cl.brokers, second = []int32{1, 2}, 2
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res := node.Store().CreateTopics(ctx, []metadata.TopicSpec{{Name: "t", NumPartitions: -1, ReplicationFactor: -1, Assignments: [][]int32{{1}, {2}}}}, false)
+	res := node.Store().CreateTopics(ctx, []metadata.TopicSpec{{Name: "t", NumPartitions: -1, ReplicationFactor: -1,
+		Assignments: [][]int32{{1}, {second}}}}, false)
 	if res[0].Err != nil {
 		t.Fatal(res[0].Err)
 	}
-	controllertest.WaitFor(t, node.Store(), "topic t and broker 2 coordinating", func(im *metadata.Image) bool {
+	controllertest.WaitFor(t, node.Store(), "topic t and the coordinators placed", func(im *metadata.Image) bool {
 		tp := im.Topic("t")
-		return tp != nil && len(tp.Partitions) == 2 && tp.Partitions[0].Leader == 1 && tp.Partitions[1].Leader == 2 &&
-			slices.ContainsFunc(im.Coordinators, func(co metadata.Coordinator) bool { return co.Broker == 2 })
+		return tp != nil && len(tp.Partitions) == 2 && tp.Partitions[0].Leader == 1 && tp.Partitions[1].Leader == second &&
+			slices.ContainsFunc(im.Coordinators, func(co metadata.Coordinator) bool { return co.Broker == second })
 	})
-	return &cluster{t: t, node: node, b2: b2}
+	return cl
 }
 
 // id returns a transactional id named after name whose coordinator is broker: name
@@ -77,7 +84,7 @@ func (cl *cluster) find(name string, broker int32, movable bool) (string, int32)
 		}
 		p := metadata.OffsetsPartition(id, len(im.Coordinators))
 		for next := int32(3); next < 100; next++ {
-			if controller.PickCoordinator(p, []int32{1, 2, next}) == next {
+			if controller.PickCoordinator(p, append(slices.Clone(cl.brokers), next)) == next {
 				return id, next
 			}
 		}
@@ -304,10 +311,16 @@ type harness struct {
 	c       *Coordinator
 }
 
-// newHarness starts broker 1's transaction coordinator on a new cluster.
+// newHarness starts broker 1's transaction coordinator on a new cluster of broker 1.
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	return newHarnessOn(t, newCluster(t))
+	return newHarnessOn(t, newCluster(t, false))
+}
+
+// newHarness2 is newHarness on a cluster of brokers 1 and 2.
+func newHarness2(t *testing.T) *harness {
+	t.Helper()
+	return newHarnessOn(t, newCluster(t, true))
 }
 
 func newHarnessOn(t *testing.T, cl *cluster) *harness {
