@@ -16,7 +16,7 @@ func (s *Server) handleDeleteGroups(ctx context.Context, r *Request) Result {
 			asked = append(asked, g)
 		}
 	}
-	errs := s.deps.Groups.DeleteGroups(ctx, asked)
+	errs := s.deleteGroups(ctx, asked)
 	for i, g := range req.Groups {
 		rg := kmsg.NewDeleteGroupsResponseGroup()
 		rg.Group, rg.ErrorCode = g, errGroupDenied.Code
@@ -40,4 +40,26 @@ func deleteGroupsError(req *kmsg.DeleteGroupsRequest, code int16) *kmsg.DeleteGr
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return resp
+}
+
+// deleteGroups deletes share groups through the share-group coordinator and leaves the
+// rest, classic groups and ids of no group, to the classic one.
+func (s *Server) deleteGroups(ctx context.Context, ids []string) []error {
+	errs := make([]error, len(ids))
+	var classic []string
+	var at []int
+	for i, id := range ids {
+		if s.deps.ShareGroups != nil {
+			if handled, err := s.deps.ShareGroups.DeleteGroup(ctx, id); handled {
+				errs[i] = err
+				continue
+			}
+		}
+		classic = append(classic, id)
+		at = append(at, i)
+	}
+	for j, err := range s.deps.Groups.DeleteGroups(ctx, classic) {
+		errs[at[j]] = err
+	}
+	return errs
 }

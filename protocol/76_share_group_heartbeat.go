@@ -5,7 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 )
 
 // handleShareGroupHeartbeat: READ on the group, as for every group membership API, and
@@ -24,7 +24,7 @@ func (s *Server) handleShareGroupHeartbeat(ctx context.Context, r *Request) Resu
 			return Result{Resp: resp}
 		}
 	}
-	out := s.deps.Groups.ShareHeartbeat(ctx, group.ShareHeartbeatRequest{
+	out := s.deps.ShareGroups.Heartbeat(ctx, sharegroup.HeartbeatRequest{
 		Group:       req.GroupID,
 		MemberID:    req.MemberID,
 		MemberEpoch: req.MemberEpoch,

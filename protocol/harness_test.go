@@ -12,6 +12,7 @@ import (
 
 	"github.com/shalelog/shale/controller/controllertest"
 	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 	"github.com/shalelog/shale/coordinator/txn"
 	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/protocol"
@@ -33,8 +34,11 @@ type testBroker struct {
 	broker *replication.Manager
 	srv    *protocol.Server
 	groups *group.Coordinator // nil unless started as a group broker
-	txn    *txn.Coordinator   // nil unless started as a transaction broker
-	shares *share.Manager     // nil unless started as a share broker
+	// shareGroups is the share-group coordinator, started with groups.
+	shareGroups *sharegroup.Coordinator
+	sgcfg       *sharegroup.Config
+	txn         *txn.Coordinator // nil unless started as a transaction broker
+	shares      *share.Manager   // nil unless started as a share broker
 
 	cfg     protocol.Config
 	gcfg    *group.Config
@@ -83,33 +87,42 @@ func launch(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Co
 // TxnOffsetCommit needs); it writes its markers over the broker's own listener.
 func launchTxn(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, tcfg *txn.Config) *testBroker {
 	t.Helper()
-	return launchAll(t, dir, node, cfg, gcfg, tcfg, nil)
+	return launchAll(t, dir, node, cfg, gcfg, nil, tcfg, nil)
 }
 
 // launchShares is launch with a share-partition manager when scfg is set.
 func launchShares(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, scfg *share.Config) *testBroker {
 	t.Helper()
-	return launchAll(t, dir, node, cfg, gcfg, nil, scfg)
+	return launchAll(t, dir, node, cfg, gcfg, nil, nil, scfg)
 }
 
-// launchAll is launch with whichever of the group coordinator, the transaction
-// coordinator and the share-partition manager have a config.
-func launchAll(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, tcfg *txn.Config, scfg *share.Config) *testBroker {
+// launchShareGroups is launchShares with the share-group coordinator configured by
+// sgcfg (by default it has Kafka's defaults).
+func launchShareGroups(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, sgcfg *sharegroup.Config, scfg *share.Config) *testBroker {
+	t.Helper()
+	return launchAll(t, dir, node, cfg, gcfg, sgcfg, nil, scfg)
+}
+
+// launchAll is launch with whichever of the group coordinators (the share-group one
+// with the classic one, configured by sgcfg when set), the transaction coordinator and
+// the share-partition manager have a config.
+func launchAll(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, sgcfg *sharegroup.Config, tcfg *txn.Config, scfg *share.Config) *testBroker {
 	t.Helper()
 	if node != nil {
 		t.Fatal("launchAll starts a new quorum: restart a broker on its own with testBroker.restart")
 	}
 	tune := brokertest.WithOptions(func(o *broker.Options) {
-		o.Protocol, o.Groups, o.Txn, o.Shares = cfg, gcfg, tcfg, scfg
+		o.Protocol, o.Groups, o.ShareGroups, o.Txn, o.Shares = cfg, gcfg, sgcfg, tcfg, scfg
 	})
 	b := brokertest.Start(t, brokertest.WithLogDir(dir), tune,
 		brokertest.WithController(controllertest.WithDefaultPartitions(cfg.DefaultPartitions)))
-	return wrap(t, b, cfg, gcfg, tcfg, scfg)
+	return wrap(t, b, cfg, gcfg, sgcfg, tcfg, scfg)
 }
 
-func wrap(t testing.TB, b *brokertest.Broker, cfg protocol.Config, gcfg *group.Config, tcfg *txn.Config, scfg *share.Config) *testBroker {
+func wrap(t testing.TB, b *brokertest.Broker, cfg protocol.Config, gcfg *group.Config, sgcfg *sharegroup.Config, tcfg *txn.Config, scfg *share.Config) *testBroker {
 	return &testBroker{t: t, b: b, addr: b.Addr, dir: b.Dir, node: b.Node, store: b.Store, broker: b.Replicas(),
-		srv: b.Protocol(), groups: b.Groups(), txn: b.Txn(), shares: b.Shares(), cfg: cfg, gcfg: gcfg, tcfg: tcfg, scfg: scfg}
+		srv: b.Protocol(), groups: b.Groups(), shareGroups: b.ShareGroups(), txn: b.Txn(), shares: b.Shares(),
+		cfg: cfg, gcfg: gcfg, sgcfg: sgcfg, tcfg: tcfg, scfg: scfg}
 }
 
 // stop shuts the broker down in a process's order (broker.Broker.Close) and then the
@@ -133,11 +146,11 @@ func (tb *testBroker) stop() {
 func (tb *testBroker) restart() *testBroker {
 	tb.t.Helper()
 	tb.stop()
-	cfg, gcfg, tcfg, scfg := tb.cfg, tb.gcfg, tb.tcfg, tb.scfg
+	cfg, gcfg, sgcfg, tcfg, scfg := tb.cfg, tb.gcfg, tb.sgcfg, tb.tcfg, tb.scfg
 	b := tb.b.Restart(brokertest.WithOptions(func(o *broker.Options) {
-		o.Protocol, o.Groups, o.Txn, o.Shares = cfg, gcfg, tcfg, scfg
+		o.Protocol, o.Groups, o.ShareGroups, o.Txn, o.Shares = cfg, gcfg, sgcfg, tcfg, scfg
 	}))
-	return wrap(tb.t, b, cfg, gcfg, tcfg, scfg)
+	return wrap(tb.t, b, cfg, gcfg, sgcfg, tcfg, scfg)
 }
 
 // waitApplied waits until the replica manager has applied an image for which cond holds:

@@ -35,6 +35,7 @@ import (
 
 	"github.com/shalelog/shale/controller"
 	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 	"github.com/shalelog/shale/coordinator/txn"
 	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/protocol"
@@ -383,9 +384,11 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 			MaxSessionTimeout:      time.Duration(cfg.GroupMaxSessionTimeoutMs) * time.Millisecond,
 			OffsetsRetention:       cfg.OffsetsRetention(),
 			OffsetMetadataMaxBytes: int(cfg.OffsetMetadataMaxBytes),
-			ShareSessionTimeout:    time.Duration(cfg.GroupShareSessionTimeoutMs) * time.Millisecond,
-			ShareHeartbeatInterval: time.Duration(cfg.GroupShareHeartbeatIntervalMs) * time.Millisecond,
-			ShareMaxGroupSize:      int(cfg.GroupShareMaxSize),
+		},
+		ShareGroups: &sharegroup.Config{
+			SessionTimeout:    time.Duration(cfg.GroupShareSessionTimeoutMs) * time.Millisecond,
+			HeartbeatInterval: time.Duration(cfg.GroupShareHeartbeatIntervalMs) * time.Millisecond,
+			MaxGroupSize:      int(cfg.GroupShareMaxSize),
 		},
 		Txn: &txn.Config{
 			MaxTimeout:            time.Duration(cfg.TransactionMaxTimeoutMs) * time.Millisecond,

@@ -229,9 +229,6 @@ func TestLagCollector(t *testing.T) {
 		}
 		return 0, false
 	}
-	if r := c.ShareHeartbeat(ctx, shareJoinReq("sg", "m1", "t")); r.Err != nil {
-		t.Fatal(r.Err)
-	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c.LagCollector(hw))
 	mfs, err := reg.Gather()
@@ -253,8 +250,6 @@ func TestLagCollector(t *testing.T) {
 		"shale_consumer_group_committed_offset,group=g,partition=0,topic=t": 40,
 		"shale_consumer_group_members,group=g,state=Empty":                  0,
 		"shale_consumer_group_rebalances_total":                             0,
-		"shale_share_group_members,group=sg,state=Stable":                   1,
-		"shale_share_group_epoch,group=sg":                                  1,
 		// kafka_exporter's names for the same figures.
 		"kafka_consumergroup_lag,consumergroup=g,partition=0,topic=t":            60,
 		"kafka_consumergroup_current_offset,consumergroup=g,partition=0,topic=t": 40,
@@ -278,10 +273,6 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	c := New(testConfig(), store)
 	stableGroup(t, c, "g", 3)
 	joinNew(t, c, joinReq("g", "")) // a waiting join, a pending rebalance timer
-	// A share-group member's session timer.
-	if r := c.ShareHeartbeat(context.Background(), shareJoinReq("sg", "m", "t")); r.Err != nil {
-		t.Fatal(r.Err)
-	}
 	c.Close()
 	testutil.Eventually(t, 10*time.Second, "the coordinator's goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }

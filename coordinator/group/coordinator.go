@@ -11,8 +11,19 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/shalelog/shale/coordinator/timer"
 	"github.com/shalelog/shale/metadata"
 )
+
+// ShareGroups is what the classic coordinator asks of the share-group coordinator
+// (coordinator/share): group ids are one namespace, so a classic group may not take an
+// id a share group has.
+type ShareGroups interface {
+	// IsGroup reports whether id is a share group on this broker. The classic
+	// coordinator calls it holding its lock; it must not wait for anything that may
+	// wait for that lock.
+	IsGroup(id string) bool
+}
 
 // Coordinator coordinates the classic groups that hash to this broker.
 type Coordinator struct {
@@ -20,11 +31,11 @@ type Coordinator struct {
 	store metadata.Store
 	lg    *slog.Logger
 
-	mu       sync.Mutex
-	groups   map[string]*group
-	shares   map[string]*shareGroup
-	closed   bool
-	timerSeq uint64
+	mu     sync.Mutex
+	groups map[string]*group
+	shares ShareGroups // nil without share groups
+	closed bool
+	timers *timer.Set
 
 	rebalances atomic.Uint64 // generations formed, for metrics
 
@@ -43,9 +54,9 @@ func New(cfg Config, store metadata.Store) *Coordinator {
 		store:  store,
 		lg:     cfg.Logger.With("component", "group-coordinator"),
 		groups: map[string]*group{},
-		shares: map[string]*shareGroup{},
 		cancel: cancel,
 	}
+	c.timers = timer.NewSet(cfg.Clock, &c.mu)
 	c.wg.Add(2)
 	go c.followImages(ctx)
 	go c.retentionLoop(ctx)
@@ -65,12 +76,11 @@ func (c *Coordinator) Close() error {
 	for _, g := range c.groups {
 		c.unload(g, kerr.NotCoordinator)
 	}
-	for _, sg := range c.shares {
-		c.unloadShare(sg)
-	}
+	c.timers.Close()
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	c.timers.Wait()
 	return nil
 }
 
@@ -128,12 +138,32 @@ func (c *Coordinator) owns(group string) error {
 			"loaded_epoch", g.coordEpoch, "epoch", epoch)
 		c.unload(g, kerr.NotCoordinator)
 	}
-	if sg := c.shares[group]; sg != nil && sg.coordEpoch != epoch {
-		c.lg.Info("share group loaded under an earlier coordinator epoch; unloading it", "group", group,
-			"loaded_epoch", sg.coordEpoch, "epoch", epoch)
-		c.unloadShare(sg)
-	}
 	return nil
+}
+
+// SetShareGroups wires the share-group coordinator in, before the coordinator serves
+// requests.
+func (c *Coordinator) SetShareGroups(s ShareGroups) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.shares = s
+}
+
+// isShareGroup reports whether id is a share group; callers hold c.mu and have checked
+// owns. Classic group APIs use it to keep the two kinds of group apart.
+func (c *Coordinator) isShareGroup(id string) bool {
+	return c.shares != nil && c.shares.IsGroup(id)
+}
+
+// HasGroup reports whether id is a live classic group here, for the share-group
+// coordinator (a group loaded under an earlier coordinator epoch is unloaded first, as
+// for any use of it).
+func (c *Coordinator) HasGroup(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_ = c.owns(id) // unloads a stale group; not owning id leaves the map as it is
+	g := c.groups[id]
+	return g != nil && g.state != Dead
 }
 
 // newGroup creates an empty group in memory under the current coordinator epoch; callers
@@ -177,12 +207,6 @@ func (c *Coordinator) followImages(ctx context.Context) {
 				c.unload(g, kerr.NotCoordinator)
 			}
 		}
-		for _, sg := range c.shares {
-			if b, co, err := coordinatorIn(im, sg.id); err != nil || b.ID != c.cfg.NodeID || co.Epoch != sg.coordEpoch {
-				c.lg.Info("share group moved to another coordinator", "group", sg.id)
-				c.unloadShare(sg)
-			}
-		}
 		c.mu.Unlock()
 	}
 }
@@ -199,13 +223,13 @@ func (c *Coordinator) unload(g *group, err error) {
 			m.sync.complete(SyncResult{Err: err})
 			m.sync = nil
 		}
-		m.expiry.stop()
+		m.expiry.Stop()
 	}
 	for _, t := range g.pending {
-		t.stop()
+		t.Stop()
 	}
-	g.joinTimer.stop()
-	g.syncTimer.stop()
+	g.joinTimer.Stop()
+	g.syncTimer.Stop()
 	g.transition(Dead, c.cfg.Now())
 	if c.groups[g.id] == g {
 		delete(c.groups, g.id)

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shalelog/shale/coordinator/timer"
 	"github.com/shalelog/shale/metadata"
 )
 
@@ -46,6 +47,11 @@ type Coordinator struct {
 	closed bool
 	// parts are the offsets partitions this broker coordinates (or is loading).
 	parts map[int32]*partition
+	// sweeps times the periodic aborts of timed-out transactions and removals of
+	// expired transactional ids.
+	sweeps      *timer.Set
+	abortTimer  timer.Slot
+	expireTimer timer.Slot
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -94,6 +100,7 @@ func New(cfg Config, store Store, pids ProducerIDs, markers MarkerWriter) *Coord
 		parts: map[int32]*partition{},
 		ctx:   ctx, cancel: cancel,
 	}
+	c.sweeps = timer.NewSet(cfg.Clock, &c.mu)
 	c.wg.Add(2)
 	go c.followImages(ctx)
 	go c.timers(ctx)
@@ -112,9 +119,11 @@ func (c *Coordinator) Close() error {
 	for _, ps := range c.parts {
 		c.unloadLocked(ps)
 	}
+	c.sweeps.Close()
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	c.sweeps.Wait()
 	return nil
 }
 

@@ -54,11 +54,9 @@ var rules = []rule{
 		direct: true,
 	},
 	{
-		// Transitively protocol reaches controller/proto through replication/share (a
-		// known exception below); the controller itself and the server stay out.
 		name: "protocol does not depend on the controller or the server",
 		from: []string{"protocol/..."},
-		deny: []string{"controller", "controller/controllertest", "server/..."},
+		deny: []string{"controller/...", "server/..."},
 	},
 	{
 		name:   "nothing but server and cmd imports server",
@@ -115,11 +113,6 @@ var exceptions = []exception{
 		pkg: "protocol", imp: "partition",
 		files: []string{"02_list_offsets.go", "90_describe_share_group_offsets.go"},
 		why:   "issue 24 stage 3: protocol stops importing partition (the read bound for ListOffsets moves into the replica manager)",
-	},
-	{
-		pkg: "replication/share", imp: "controller/proto",
-		files: []string{"manager.go", "partition.go", "states.go"},
-		why:   "issue 24 stage 3: the share-partition state becomes a metadata type, not the controller's protobuf",
 	},
 }
 
@@ -301,7 +294,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		{ruleNamed(t, "the broker assembly"), pkg{ImportPath: module + "/server/broker", Deps: []string{module + "/controller", module + "/controller/proto", module + "/server/config"}}, []string{"controller", "server/config"}},
 		{ruleNamed(t, "the broker assembly"), pkg{ImportPath: module + "/server/broker/brokertest", Deps: []string{module + "/controller"}}, nil},
 		{ruleNamed(t, "brokertest"), pkg{ImportPath: module + "/server/broker/brokertest", Imports: []string{module + "/controller/controllertest", module + "/controller"}}, []string{"controller"}},
-		{ruleNamed(t, "protocol does not depend"), pkg{ImportPath: module + "/protocol", Deps: []string{module + "/controller/proto"}}, nil},
+		{ruleNamed(t, "protocol does not depend"), pkg{ImportPath: module + "/protocol", Deps: []string{module + "/controller/proto"}}, []string{"controller/proto"}},
 	} {
 		if got := c.r.violations(c.p); !slices.Equal(got, c.want) {
 			t.Errorf("%s on %s: %v, want %v", c.r.name, c.p.ImportPath, got, c.want)

@@ -31,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 	"github.com/shalelog/shale/coordinator/txn"
 	"github.com/shalelog/shale/coordinator/txn/producerid"
 	"github.com/shalelog/shale/metadata"
@@ -70,9 +71,13 @@ type Options struct {
 	// Protocol configures the Kafka protocol server. Metrics default to Registry's.
 	Protocol protocol.Config
 	// Groups configures the group coordinator; nil runs none (the group APIs are then
-	// not advertised). With Shares set, its ShareStates and ShareMemberRemoved default
-	// to the share-partition manager's.
+	// not advertised).
 	Groups *group.Config
+	// ShareGroups configures the share-group coordinator (KIP-932), which runs beside the
+	// group coordinator (one namespace of group ids) whenever Groups is set; nil gives it
+	// Kafka's defaults. With Shares set, its States and MemberRemoved default to the
+	// share-partition manager's.
+	ShareGroups *sharegroup.Config
 	// Txn configures the transaction coordinator; nil runs none (the transaction APIs
 	// are then not advertised).
 	Txn *txn.Config
@@ -104,6 +109,7 @@ type Broker struct {
 	pids       *producerid.Allocator
 	shares     *share.Manager
 	groups     *group.Coordinator
+	shareGroup *sharegroup.Coordinator
 	txn        *txn.Coordinator
 	txnClients *txn.BrokerClients
 	kafka      *protocol.Server
@@ -179,17 +185,34 @@ func New(store Store, opts Options) (_ *Broker, err error) {
 		if gcfg.Logger == nil {
 			gcfg.Logger = lg
 		}
+		b.groups = group.New(gcfg, store)
+		var sgcfg sharegroup.Config
+		if opts.ShareGroups != nil {
+			sgcfg = *opts.ShareGroups
+		}
+		sgcfg.NodeID = opts.NodeID
+		if sgcfg.Logger == nil {
+			sgcfg.Logger = lg
+		}
 		if b.shares != nil {
 			// The share-group admin APIs read what the share partitions hold, and a
 			// member leaving releases its acquired records.
-			if gcfg.ShareStates == nil {
-				gcfg.ShareStates = share.NewStates(b.shares, store)
+			if sgcfg.States == nil {
+				sgcfg.States = share.NewStates(b.shares, store)
 			}
-			if gcfg.ShareMemberRemoved == nil {
-				gcfg.ShareMemberRemoved = b.shares.MemberRemoved
+			if sgcfg.MemberRemoved == nil {
+				sgcfg.MemberRemoved = b.shares.MemberRemoved
 			}
 		}
-		b.groups = group.New(gcfg, store)
+		// The two coordinators ask each other before a group takes an id.
+		sgcfg.Classic = b.groups
+		b.shareGroup = sharegroup.New(sgcfg, store)
+		b.groups.SetShareGroups(b.shareGroup)
+		if opts.Registry != nil {
+			if err := opts.Registry.Register(b.shareGroup.Collector()); err != nil {
+				return nil, fmt.Errorf("share-group metrics: %w", err)
+			}
+		}
 		if opts.Registry != nil {
 			parts := b.replicas.Partitions()
 			lag := b.groups.LagCollector(func(topic string, index int32) (int64, bool) {
@@ -230,6 +253,7 @@ func New(store Store, opts Options) (_ *Broker, err error) {
 		ProducerIDs: b.pids,
 		Shares:      b.shares,
 		Groups:      b.groups,
+		ShareGroups: b.shareGroup,
 		Txn:         b.txn,
 	})
 	return b, nil
@@ -292,6 +316,9 @@ func (b *Broker) Shares() *share.Manager { return b.shares }
 // Groups is the group coordinator, nil without Options.Groups.
 func (b *Broker) Groups() *group.Coordinator { return b.groups }
 
+// ShareGroups is the share-group coordinator, nil without Options.Groups.
+func (b *Broker) ShareGroups() *sharegroup.Coordinator { return b.shareGroup }
+
 // Txn is the transaction coordinator, nil without Options.Txn.
 func (b *Broker) Txn() *txn.Coordinator { return b.txn }
 
@@ -337,6 +364,9 @@ func (b *Broker) Close() error {
 // broker.
 func (b *Broker) shutdown() error {
 	var errs []error
+	if b.shareGroup != nil {
+		errs = append(errs, b.shareGroup.Close())
+	}
 	if b.groups != nil {
 		errs = append(errs, b.groups.Close())
 	}

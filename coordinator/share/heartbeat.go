@@ -1,4 +1,4 @@
-package group
+package share
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/shalelog/shale/coordinator/timer"
 	"github.com/shalelog/shale/metadata"
 )
 
@@ -27,31 +28,31 @@ import (
 // heartbeat carrying neither the member's epoch nor the one before it (the response that
 // bumped it may have been lost) is fenced.
 
-// ShareGroupProtocolType is the protocol (and group) type Kafka lists share groups with.
-const ShareGroupProtocolType = "share"
+// ProtocolType is the protocol (and group) type Kafka lists share groups with.
+const ProtocolType = "share"
 
-// ShareAssignor is the one server-side assignor share groups have.
-const ShareAssignor = "simple"
+// Assignor is the one server-side assignor share groups have.
+const Assignor = "simple"
 
-// ShareState is a share group's state, named as Kafka names it.
-type ShareState int8
+// State is a share group's state, named as Kafka names it.
+type State int8
 
 const (
-	// ShareEmpty: no members; the group may still have share-partition state.
-	ShareEmpty ShareState = iota
-	// ShareStable: at least one member.
-	ShareStable
-	// ShareDead: being deleted or moved to another coordinator.
-	ShareDead
+	// Empty: no members; the group may still have share-partition state.
+	Empty State = iota
+	// Stable: at least one member.
+	Stable
+	// Dead: being deleted or moved to another coordinator.
+	Dead
 )
 
-func (s ShareState) String() string {
+func (s State) String() string {
 	switch s {
-	case ShareEmpty:
+	case Empty:
 		return "Empty"
-	case ShareStable:
+	case Stable:
 		return "Stable"
-	case ShareDead:
+	case Dead:
 		return "Dead"
 	}
 	return "Unknown"
@@ -59,7 +60,7 @@ func (s ShareState) String() string {
 
 type shareGroup struct {
 	id         string
-	state      ShareState
+	state      State
 	epoch      int32 // the group epoch; the assignment epoch is always the same
 	members    map[string]*shareMember
 	coordEpoch int32
@@ -86,11 +87,11 @@ type shareMember struct {
 	clientHost    string
 	subscribed    []string           // sorted
 	assignment    map[string][]int32 // topic -> sorted partitions
-	expiry        timerSlot
+	expiry        timer.Slot
 }
 
-// ShareHeartbeatRequest is one ShareGroupHeartbeat.
-type ShareHeartbeatRequest struct {
+// HeartbeatRequest is one ShareGroupHeartbeat.
+type HeartbeatRequest struct {
 	Group    string
 	MemberID string
 	// MemberEpoch is 0 to join, -1 to leave, else the member's current epoch.
@@ -104,8 +105,8 @@ type ShareHeartbeatRequest struct {
 	ClientHost string
 }
 
-// ShareHeartbeatResponse answers a ShareGroupHeartbeat.
-type ShareHeartbeatResponse struct {
+// HeartbeatResponse answers a ShareGroupHeartbeat.
+type HeartbeatResponse struct {
 	Err         error
 	MemberID    string
 	MemberEpoch int32
@@ -126,10 +127,10 @@ type TopicPartitions struct {
 // maxShareMemberIDLen is Kafka's bound on the client-generated member id (a UUID).
 const maxShareMemberIDLen = 36
 
-// ShareHeartbeat handles a ShareGroupHeartbeat: a join (epoch 0), a leave (-1) or a
+// Heartbeat handles a ShareGroupHeartbeat: a join (epoch 0), a leave (-1) or a
 // heartbeat that keeps the member's session and may carry a new subscription.
-func (c *Coordinator) ShareHeartbeat(ctx context.Context, req ShareHeartbeatRequest) ShareHeartbeatResponse {
-	resp := ShareHeartbeatResponse{MemberID: req.MemberID, HeartbeatInterval: c.cfg.ShareHeartbeatInterval}
+func (c *Coordinator) Heartbeat(ctx context.Context, req HeartbeatRequest) HeartbeatResponse {
+	resp := HeartbeatResponse{MemberID: req.MemberID, HeartbeatInterval: c.cfg.HeartbeatInterval}
 	if err := validateShareHeartbeat(req); err != nil {
 		resp.Err = err
 		return resp
@@ -147,12 +148,24 @@ func (c *Coordinator) ShareHeartbeat(ctx context.Context, req ShareHeartbeatRequ
 		resp.Err = err
 		return resp
 	}
-	if g := c.groups[req.Group]; g != nil && g.state != Dead {
+	sg := c.shares[req.Group]
+	if sg == nil {
+		// Claim the id before asking the classic coordinator, which refuses a classic
+		// group for a claimed id: of a classic and a share group racing for a new id,
+		// one is refused. The claim goes unless the heartbeat creates the group.
+		epoch, _ := c.standing(req.Group)
+		c.claim(req.Group, epoch)
+		defer func() {
+			if c.shares[req.Group] == nil {
+				c.unclaim(req.Group)
+			}
+		}()
+	}
+	if c.hasClassicGroup(req.Group) {
 		resp.Err = fmt.Errorf("%w: group %s is not a share group", kerr.GroupIDNotFound, req.Group)
 		return resp
 	}
-	sg := c.shares[req.Group]
-	if sg != nil && (sg.state == ShareDead || sg.deleting) {
+	if sg != nil && (sg.state == Dead || sg.deleting) {
 		resp.Err = kerr.CoordinatorNotAvailable // being deleted: retry, and find a fresh group
 		return resp
 	}
@@ -194,7 +207,7 @@ func (c *Coordinator) ShareHeartbeat(ctx context.Context, req ShareHeartbeatRequ
 	return resp
 }
 
-func validateShareHeartbeat(req ShareHeartbeatRequest) error {
+func validateShareHeartbeat(req HeartbeatRequest) error {
 	switch {
 	case strings.TrimSpace(req.Group) == "":
 		return fmt.Errorf("%w: group id must not be empty", kerr.InvalidRequest)
@@ -229,14 +242,14 @@ func (c *Coordinator) checkNoClassicGroup(ctx context.Context, id string) error 
 	return nil
 }
 
-func (c *Coordinator) shareJoin(sg *shareGroup, req ShareHeartbeatRequest, resp ShareHeartbeatResponse) ShareHeartbeatResponse {
+func (c *Coordinator) shareJoin(sg *shareGroup, req HeartbeatRequest, resp HeartbeatResponse) HeartbeatResponse {
 	if sg == nil {
 		sg = c.newShareGroup(req.Group)
 	}
 	m := sg.members[req.MemberID]
 	changed := false
 	if m == nil {
-		if c.cfg.ShareMaxGroupSize > 0 && len(sg.members) >= c.cfg.ShareMaxGroupSize {
+		if c.cfg.MaxGroupSize > 0 && len(sg.members) >= c.cfg.MaxGroupSize {
 			resp.Err = fmt.Errorf("%w: share group %s has %d members (group.share.max.size)", kerr.GroupMaxSizeReached, sg.id, len(sg.members))
 			if len(sg.members) == 0 {
 				delete(c.shares, sg.id)
@@ -245,7 +258,7 @@ func (c *Coordinator) shareJoin(sg *shareGroup, req ShareHeartbeatRequest, resp 
 		}
 		m = &shareMember{id: req.MemberID, assignment: map[string][]int32{}}
 		sg.members[m.id] = m
-		sg.state = ShareStable
+		sg.state = Stable
 		c.lg.Info("share group member joined", "group", sg.id, "member", m.id, "client_id", req.ClientID)
 		changed = true
 	}
@@ -264,7 +277,7 @@ func (c *Coordinator) shareJoin(sg *shareGroup, req ShareHeartbeatRequest, resp 
 	return resp
 }
 
-func (c *Coordinator) shareLeave(sg *shareGroup, req ShareHeartbeatRequest, resp ShareHeartbeatResponse) ShareHeartbeatResponse {
+func (c *Coordinator) shareLeave(sg *shareGroup, req HeartbeatRequest, resp HeartbeatResponse) HeartbeatResponse {
 	if sg == nil {
 		resp.Err = fmt.Errorf("%w: share group %s does not exist", kerr.GroupIDNotFound, req.Group)
 		return resp
@@ -281,16 +294,17 @@ func (c *Coordinator) shareLeave(sg *shareGroup, req ShareHeartbeatRequest, resp
 }
 
 func (c *Coordinator) newShareGroup(id string) *shareGroup {
-	sg := &shareGroup{id: id, state: ShareEmpty, members: map[string]*shareMember{}, topics: map[string]shareTopic{}}
+	sg := &shareGroup{id: id, state: Empty, members: map[string]*shareMember{}, topics: map[string]shareTopic{}}
 	sg.coordEpoch, _ = c.standing(id)
 	c.shares[id] = sg
+	c.claim(id, sg.coordEpoch)
 	return sg
 }
 
 // shareTouch restarts the member's session: group.share.session.timeout.ms without a
 // heartbeat removes it from the group.
 func (c *Coordinator) shareTouch(sg *shareGroup, m *shareMember) {
-	c.arm(&m.expiry, c.cfg.ShareSessionTimeout, func() {
+	c.timers.Arm(&m.expiry, c.cfg.SessionTimeout, func() {
 		if c.shares[sg.id] != sg || sg.members[m.id] != m {
 			return
 		}
@@ -301,14 +315,14 @@ func (c *Coordinator) shareTouch(sg *shareGroup, m *shareMember) {
 
 // removeShareMember drops a member and reassigns its partitions to the others.
 func (c *Coordinator) removeShareMember(sg *shareGroup, m *shareMember) {
-	m.expiry.stop()
+	m.expiry.Stop()
 	delete(sg.members, m.id)
 	if len(sg.members) == 0 {
-		sg.state = ShareEmpty
+		sg.state = Empty
 	}
 	c.shareUpdate(sg, true)
-	if c.cfg.ShareMemberRemoved != nil {
-		c.cfg.ShareMemberRemoved(sg.id, m.id)
+	if c.cfg.MemberRemoved != nil {
+		c.cfg.MemberRemoved(sg.id, m.id)
 	}
 }
 
@@ -418,17 +432,11 @@ func shareAssignmentOf(sg *shareGroup, m *shareMember) *[]TopicPartitions {
 // persisted it.
 func (c *Coordinator) unloadShare(sg *shareGroup) {
 	for _, m := range sg.members {
-		m.expiry.stop()
+		m.expiry.Stop()
 	}
-	sg.state = ShareDead
+	sg.state = Dead
 	if c.shares[sg.id] == sg {
 		delete(c.shares, sg.id)
+		c.unclaim(sg.id)
 	}
-}
-
-// isShareGroup reports whether id is a live share group here; callers hold c.mu. Classic
-// group APIs use it to keep the two kinds of group apart.
-func (c *Coordinator) isShareGroup(id string) bool {
-	sg := c.shares[id]
-	return sg != nil && sg.state != ShareDead
 }

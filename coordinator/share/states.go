@@ -1,21 +1,21 @@
-package group
+package share
 
 import (
 	"context"
 	"encoding/binary"
 )
 
-// ShareStates is the share-partition state of share groups as the share-partition leaders
+// States is the share-partition state of share groups as the share-partition leaders
 // persist it through the controller quorum (the leaders write it; the coordinator reads it
 // for describe and list, and changes it only for the admin APIs, on groups without
 // members, as Kafka's coordinator does through its persister).
-type ShareStates interface {
+type States interface {
 	// ReadShareGroupState returns the state of every share partition of group that has
 	// any, in no particular order; none (and no error) for a group without state.
-	ReadShareGroupState(ctx context.Context, group string) ([]SharePartitionState, error)
+	ReadShareGroupState(ctx context.Context, group string) ([]PartitionState, error)
 	// AlterShareStartOffsets sets the start offsets of some of group's share partitions,
 	// dropping their in-flight records (AlterShareGroupOffsets).
-	AlterShareStartOffsets(ctx context.Context, group string, offsets []SharePartitionOffset) error
+	AlterShareStartOffsets(ctx context.Context, group string, offsets []PartitionOffset) error
 	// DeleteShareGroupState deletes the state of group's share partitions in
 	// partitions, or all of them when partitions is nil.
 	DeleteShareGroupState(ctx context.Context, group string, partitions map[string][]int32) error
@@ -23,8 +23,8 @@ type ShareStates interface {
 	ListShareStateGroups(ctx context.Context) ([]string, error)
 }
 
-// SharePartitionState is one share partition's persisted state, summarized.
-type SharePartitionState struct {
+// PartitionState is one share partition's persisted state, summarized.
+type PartitionState struct {
 	Topic     string
 	Partition int32
 	// StartOffset is the share-partition start offset: every record before it is
@@ -42,29 +42,29 @@ type SharePartitionState struct {
 	Archived     int64
 }
 
-// SharePartitionOffset is a new start offset for one share partition.
-type SharePartitionOffset struct {
+// PartitionOffset is a new start offset for one share partition.
+type PartitionOffset struct {
 	Topic       string
 	Partition   int32
 	StartOffset int64
 }
 
-// ShareCountsTag is the tagged field in which DescribeShareGroupOffsets carries a
+// CountsTag is the tagged field in which DescribeShareGroupOffsets carries a
 // partition's in-flight, acquired, acknowledged and archived counts: a Shale extension
 // (other clients skip tags they do not know) that `shale group describe` reads.
-const ShareCountsTag = 10932
+const CountsTag = 10932
 
-// AppendShareCounts encodes the counts of s as ShareCountsTag carries them: four
+// AppendCounts encodes the counts of s as CountsTag carries them: four
 // big-endian int64s.
-func AppendShareCounts(dst []byte, s SharePartitionState) []byte {
+func AppendCounts(dst []byte, s PartitionState) []byte {
 	for _, v := range []int64{s.InFlight, s.Acquired, s.Acknowledged, s.Archived} {
 		dst = binary.BigEndian.AppendUint64(dst, uint64(v))
 	}
 	return dst
 }
 
-// ParseShareCounts decodes what AppendShareCounts encoded into s's counts.
-func ParseShareCounts(b []byte, s *SharePartitionState) bool {
+// ParseCounts decodes what AppendCounts encoded into s's counts.
+func ParseCounts(b []byte, s *PartitionState) bool {
 	if len(b) != 32 {
 		return false
 	}
