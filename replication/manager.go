@@ -354,7 +354,7 @@ func (m *Manager) Leader(topic string, index, currentLeaderEpoch int32) (*partit
 	if m.store.Fenced() {
 		return nil, ErrBrokerFenced
 	}
-	if err := checkLeaderEpoch(currentLeaderEpoch, p.LeaderEpoch()); err != nil {
+	if err := CheckLeaderEpoch(currentLeaderEpoch, p.LeaderEpoch()); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -402,7 +402,13 @@ func (m *Manager) ReplicaGone(topic string, index int32, err error) error {
 	return fmt.Errorf("%w: %w", kerr.NotLeaderForPartition, err)
 }
 
-func checkLeaderEpoch(requested, current int32) error {
+// CheckLeaderEpoch is KIP-320's check of the leader epoch a request names (its
+// current_leader_epoch) against the epoch of the replica, or coordinator, that serves
+// it: -1 (any) and the same epoch pass; an older one is FENCED_LEADER_EPOCH (the
+// client's metadata is stale, it refreshes) and a newer one UNKNOWN_LEADER_EPOCH (this
+// broker's is, the client retries). Every handler that takes a current leader epoch
+// decides through it.
+func CheckLeaderEpoch(requested, current int32) error {
 	switch {
 	case requested < 0:
 		return nil

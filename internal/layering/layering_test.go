@@ -95,11 +95,6 @@ type exception struct {
 
 var exceptions = []exception{
 	{
-		pkg: "protocol", imp: "partition",
-		files: []string{"02_list_offsets.go", "90_describe_share_group_offsets.go"},
-		why:   "issue 24 stage 3: protocol stops importing partition (the read bound for ListOffsets moves into the replica manager)",
-	},
-	{
 		pkg: "replication/share", imp: "controller/proto",
 		files: []string{"manager.go", "partition.go", "states.go"},
 		why:   "issue 24 stage 3: the share-partition state becomes a metadata type, not the controller's protobuf",

@@ -397,6 +397,8 @@ func (c *simConn) Request(_ context.Context, req kmsg.Request) (kmsg.Response, e
 	return nil, fmt.Errorf("simulated connection: unsupported request %T", req)
 }
 
+// serveListOffsets answers a replica's ListOffsets as the protocol layer does: through the
+// replica manager, which decides the fencing and the read bound.
 func (b *broker) serveListOffsets(req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, t := range req.Topics {
@@ -405,15 +407,9 @@ func (b *broker) serveListOffsets(req *kmsg.ListOffsetsRequest) *kmsg.ListOffset
 		for _, lp := range t.Partitions {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = lp.Partition
-			p, err := b.mgr.Leader(t.Topic, lp.Partition, lp.CurrentLeaderEpoch)
-			switch {
-			case err != nil:
-				rp.ErrorCode = kafkaCode(err)
-			case lp.Timestamp == -2:
-				rp.Offset = p.LogStartOffset()
-			default:
-				rp.Offset = p.LogEndOffset()
-			}
+			o, err := b.mgr.ListOffset(replication.ListOffsetsPartition{Topic: t.Topic, Index: lp.Partition,
+				CurrentLeaderEpoch: lp.CurrentLeaderEpoch, Timestamp: lp.Timestamp, Follower: req.ReplicaID >= 0})
+			rp.ErrorCode, rp.Offset, rp.Timestamp, rp.LeaderEpoch = kafkaCode(err), o.Offset, o.Timestamp, o.LeaderEpoch
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
