@@ -154,12 +154,30 @@ type Clock interface {
 	Now() time.Time
 }
 
+// AfterClock is a Clock that also wakes a waiter once a duration of its time has passed
+// (time.After). A Config.Clock that implements it times the manager's waits (a
+// DeleteRecords's rechecks); with one that does not, they wait on the wall clock.
+type AfterClock interface {
+	Clock
+	After(d time.Duration) <-chan time.Time
+}
+
 type wallClock struct{}
 
 func (wallClock) Now() time.Time { return time.Now() }
 
+func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
 // now is the manager's time (Config.Clock).
 func (m *Manager) now() time.Time { return m.cfg.Clock.Now() }
+
+// after is a channel that receives once d of the manager's time has passed.
+func (m *Manager) after(d time.Duration) <-chan time.Time {
+	if c, ok := m.cfg.Clock.(AfterClock); ok {
+		return c.After(d)
+	}
+	return time.After(d)
+}
 
 // Manager owns this broker's replicas.
 type Manager struct {
