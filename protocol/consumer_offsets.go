@@ -105,21 +105,21 @@ func (s *Server) offsetsPartition(im *metadata.Image, p, currentEpoch int32) err
 // the records from the fetch offset on and returns their size, or, with nothing to
 // read, a channel closed once the controller has something new (or after a poll).
 func (s *Server) fetchOffsetsTopic(im *metadata.Image, it fetchItem, maxBytes int, rp *kmsg.FetchResponseTopicPartition) (int, <-chan struct{}, error) {
-	if err := s.offsetsPartition(im, it.key.partition, it.currentLeaderEpoch); err != nil {
+	if err := s.offsetsPartition(im, it.key.partition, it.part.CurrentLeaderEpoch); err != nil {
 		return 0, nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), offsetsLogTimeout)
 	defer cancel()
-	slice, err := s.deps.Meta.ReadOffsetsLog(ctx, it.key.partition, it.fetchOffset, int32(min(maxBytes, math.MaxInt32)), 0)
+	slice, err := s.deps.Meta.ReadOffsetsLog(ctx, it.key.partition, it.part.FetchOffset, int32(min(maxBytes, math.MaxInt32)), 0)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: reading committed offsets from the controller: %v", kerr.NotLeaderForPartition, err)
 	}
 	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = slice.LogEnd, slice.LogEnd, slice.LogStart
-	if it.fetchOffset < slice.LogStart || it.fetchOffset > slice.LogEnd {
+	if it.part.FetchOffset < slice.LogStart || it.part.FetchOffset > slice.LogEnd {
 		return 0, nil, kerr.OffsetOutOfRange
 	}
 	if len(slice.Records) == 0 {
-		return 0, s.pollOffsetsLog(it.key.partition, it.fetchOffset), nil
+		return 0, s.pollOffsetsLog(it.key.partition, it.part.FetchOffset), nil
 	}
 	batch, err := offsetsBatch(slice.Records)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	shalelog "github.com/shalelog/shale/log"
 	"github.com/shalelog/shale/partition"
@@ -48,6 +49,17 @@ type FetchPartition struct {
 	// ReadCommitted (isolation_level 1) reads a consumer's fetch only up to the last
 	// stable offset, and lists the aborted transactions it spans.
 	ReadCommitted bool
+}
+
+// FetchRequestPartition is what one partition of a Fetch request asks of the replica
+// manager, from the request alone: the Kafka handler and the simulation's wire both
+// translate through it. The caller adds what the rest of the request and the reader
+// decide: Topic and TopicID (by name or id, with the version), the bytes left in the
+// response, MinOne and ReadCommitted.
+func FetchRequestPartition(p *kmsg.FetchRequestTopicPartition) FetchPartition {
+	return FetchPartition{Index: p.Partition, CurrentLeaderEpoch: p.CurrentLeaderEpoch, FetchOffset: p.FetchOffset,
+		LastFetchedEpoch: p.LastFetchedEpoch, LogStartOffset: p.LogStartOffset, PartitionEpoch: FetchPartitionEpoch(p),
+		MaxBytes: int(p.PartitionMaxBytes)}
 }
 
 // FetchResult is one partition's answer. View, when not nil, must be released.

@@ -440,9 +440,9 @@ func (b *broker) serveFetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
 			}
-			res := b.mgr.Fetch(who, replication.FetchPartition{Topic: name, TopicID: t.TopicID, Index: fp.Partition, CurrentLeaderEpoch: fp.CurrentLeaderEpoch,
-				FetchOffset: fp.FetchOffset, LastFetchedEpoch: fp.LastFetchedEpoch, LogStartOffset: fp.LogStartOffset,
-				PartitionEpoch: replication.FetchPartitionEpoch(&fp), MaxBytes: int(fp.PartitionMaxBytes), MinOne: true})
+			f := replication.FetchRequestPartition(&fp)
+			f.Topic, f.TopicID, f.MinOne = name, t.TopicID, true
+			res := b.mgr.Fetch(who, f)
 			rp.ErrorCode = kafkaCode(res.Err)
 			rp.HighWatermark, rp.LogStartOffset, rp.LastStableOffset = res.HighWatermark, res.LogStartOffset, res.LastStableOffset
 			rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = res.DivergingEpoch, res.DivergingEndOffset
