@@ -35,6 +35,13 @@ func isolationFor(follower, readCommitted bool) isolation {
 	return isolationHW
 }
 
+// ReadLimit is the first offset of p that a reader does not see now: where its Fetch
+// stops and what ListOffsets answers it for latest. The share partitions acquire
+// records within a read_uncommitted consumer's.
+func ReadLimit(p *partition.Partition, follower, readCommitted bool) int64 {
+	return isolationFor(follower, readCommitted).limit(p)
+}
+
 // limit is the first offset the reader does not see on p now.
 func (i isolation) limit(p *partition.Partition) int64 {
 	switch i {

@@ -79,6 +79,9 @@ func TestReadBound(t *testing.T) {
 		if got := iso.limit(p); got != tc.limit {
 			t.Errorf("%s: reads up to %d, want %d", tc.name, got, tc.limit)
 		}
+		if got := ReadLimit(p, tc.follower, tc.readCommitted); got != tc.limit {
+			t.Errorf("%s: ReadLimit %d, want %d", tc.name, got, tc.limit)
+		}
 	}
 }
 
