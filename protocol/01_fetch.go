@@ -269,7 +269,7 @@ func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version in
 			stop = true
 			continue
 		}
-		maxBytes := min(int(it.maxBytes), remaining)
+		maxBytes := min(it.part.MaxBytes, remaining)
 		if maxBytes <= 0 && total > 0 {
 			maxBytes = 0
 		}
@@ -285,11 +285,10 @@ func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version in
 			}
 			continue
 		}
-		res := s.deps.Replicas.Fetch(who, replication.FetchPartition{
-			Topic: name, TopicID: fetchTopicID(version, it.key.topicID), Index: it.key.partition, CurrentLeaderEpoch: it.currentLeaderEpoch, FetchOffset: it.fetchOffset,
-			LastFetchedEpoch: it.lastFetchedEpoch, LogStartOffset: it.logStartOffset, PartitionEpoch: it.partitionEpoch, MaxBytes: max(maxBytes, 0), MinOne: total == 0,
-			ReadCommitted: req.IsolationLevel == 1 && version >= 4,
-		})
+		f := it.part
+		f.Topic, f.TopicID, f.MaxBytes, f.MinOne = name, fetchTopicID(version, it.key.topicID), max(maxBytes, 0), total == 0
+		f.ReadCommitted = req.IsolationLevel == 1 && version >= 4
+		res := s.deps.Replicas.Fetch(who, f)
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
 		for _, a := range res.AbortedTxns {
 			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()

@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	sharegroup "github.com/shalelog/shale/coordinator/share"
-	"github.com/shalelog/shale/partition"
 )
 
 // handleDescribeShareGroupOffsets reports each share partition's start offset: DESCRIBE
@@ -93,11 +92,11 @@ func (s *Server) shareLag(st sharegroup.PartitionState) int64 {
 	if st.StartOffset < 0 {
 		return -1
 	}
-	p := s.deps.Replicas.Partitions().Get(st.Topic, st.Partition)
-	if p == nil || p.Role() != partition.RoleLeader {
+	hw, ok := s.deps.Replicas.LeaderHighWatermark(st.Topic, st.Partition)
+	if !ok {
 		return -1
 	}
-	return max(0, p.HighWatermark()-st.StartOffset-st.Acknowledged-st.Archived)
+	return max(0, hw-st.StartOffset-st.Acknowledged-st.Archived)
 }
 
 // describeShareGroupOffsetsAPI: every version kmsg knows.

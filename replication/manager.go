@@ -158,12 +158,30 @@ type Clock interface {
 	Now() time.Time
 }
 
+// AfterClock is a Clock that also wakes a waiter once a duration of its time has passed
+// (time.After). A Config.Clock that implements it times the manager's waits (a
+// DeleteRecords's rechecks); with one that does not, they wait on the wall clock.
+type AfterClock interface {
+	Clock
+	After(d time.Duration) <-chan time.Time
+}
+
 type wallClock struct{}
 
 func (wallClock) Now() time.Time { return time.Now() }
 
+func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
 // now is the manager's time (Config.Clock).
 func (m *Manager) now() time.Time { return m.cfg.Clock.Now() }
+
+// after is a channel that receives once d of the manager's time has passed.
+func (m *Manager) after(d time.Duration) <-chan time.Time {
+	if c, ok := m.cfg.Clock.(AfterClock); ok {
+		return c.After(d)
+	}
+	return time.After(d)
+}
 
 // Manager owns this broker's replicas.
 type Manager struct {
@@ -358,7 +376,7 @@ func (m *Manager) Leader(topic string, index, currentLeaderEpoch int32) (*partit
 	if m.store.Fenced() {
 		return nil, ErrBrokerFenced
 	}
-	if err := checkLeaderEpoch(currentLeaderEpoch, p.LeaderEpoch()); err != nil {
+	if err := CheckLeaderEpoch(currentLeaderEpoch, p.LeaderEpoch()); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -406,7 +424,13 @@ func (m *Manager) ReplicaGone(topic string, index int32, err error) error {
 	return fmt.Errorf("%w: %w", kerr.NotLeaderForPartition, err)
 }
 
-func checkLeaderEpoch(requested, current int32) error {
+// CheckLeaderEpoch is KIP-320's check of the leader epoch a request names (its
+// current_leader_epoch) against the epoch of the replica, or coordinator, that serves
+// it: -1 (any) and the same epoch pass; an older one is FENCED_LEADER_EPOCH (the
+// client's metadata is stale, it refreshes) and a newer one UNKNOWN_LEADER_EPOCH (this
+// broker's is, the client retries). Every handler that takes a current leader epoch
+// decides through it.
+func CheckLeaderEpoch(requested, current int32) error {
 	switch {
 	case requested < 0:
 		return nil

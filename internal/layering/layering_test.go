@@ -108,13 +108,7 @@ type exception struct {
 	why      string
 }
 
-var exceptions = []exception{
-	{
-		pkg: "protocol", imp: "partition",
-		files: []string{"02_list_offsets.go", "90_describe_share_group_offsets.go"},
-		why:   "issue 24 stage 3: protocol stops importing partition (the read bound for ListOffsets moves into the replica manager)",
-	},
-}
+var exceptions = []exception{}
 
 // match reports whether the module-relative path p matches pattern.
 func match(pattern, p string) bool {

@@ -240,7 +240,7 @@ func (m *Manager) load(ctx context.Context, e *entry, p *partition.Partition) {
 		}
 		return
 	}
-	start := p.HighWatermark()
+	start := replication.ReadLimit(p, false, false) // latest, as a consumer's ListOffsets
 	if m.cfg.AutoOffsetReset == "earliest" {
 		start = p.LogStartOffset()
 	}
@@ -287,7 +287,7 @@ func (m *Manager) Acquire(ctx context.Context, key Key, member string, maxRecord
 		return Fetched{}, e.err
 	}
 	waits := []<-chan struct{}{p.Waiter(), e.avail}
-	hw := p.HighWatermark()
+	hw := replication.ReadLimit(p, false, false) // a share consumer reads at read_uncommitted
 	if lso := p.LogStartOffset(); e.sp.StartOffset() < lso {
 		// Retention deleted records the group never finished: they are gone.
 		e.sp.SkipTo(lso)
