@@ -83,6 +83,9 @@ func (s *fakeStore) setImage(im *metadata.Image) {
 
 func (s *fakeStore) LeaseValid() bool { return true }
 
+// BrokerEpoch is the registration testImage gives every broker and coordinator.
+func (s *fakeStore) BrokerEpoch() int64 { return 0 }
+
 func (s *fakeStore) WriteTxnState(_ context.Context, fence metadata.GroupFence, st metadata.TxnState, remove bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

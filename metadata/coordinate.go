@@ -1,0 +1,67 @@
+package metadata
+
+import (
+	"math"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// AnyBrokerEpoch, passed to MayCoordinate, leaves the claimant's registration unchecked:
+// the controller's fence names a coordinator epoch instead, which changes whenever the
+// registration holding the role does. It is not -1, so that a broker not (yet)
+// registered, whose epoch is -1, never matches a coordinator's registration.
+const AnyBrokerEpoch int64 = math.MinInt64
+
+// Standing is a broker's right to coordinate a key: the __consumer_offsets partition the
+// key hashes to and the coordinator epoch under which the broker acts for it.
+type Standing struct {
+	Partition int32
+	Epoch     int32
+}
+
+// CoordinatorBroker returns the broker that coordinates key (a group id or a
+// transactional id: both hash to the offsets partitions alike) in this image, as
+// FindCoordinator answers it. It fails with COORDINATOR_NOT_AVAILABLE while no broker
+// does: the image has no coordinators yet, none was eligible, or the chosen one is
+// unknown or fenced here (Kafka's answer when the offsets partition has no live leader).
+func (im *Image) CoordinatorBroker(key string) (Broker, error) {
+	_, co, ok := im.CoordinatorOf(key)
+	if !ok || co.Broker < 0 {
+		return Broker{}, kerr.CoordinatorNotAvailable
+	}
+	b, ok := im.Brokers[co.Broker]
+	if !ok || b.Fenced {
+		return Broker{}, kerr.CoordinatorNotAvailable
+	}
+	return b, nil
+}
+
+// MayCoordinate decides whether broker, registered at brokerEpoch (AnyBrokerEpoch to
+// leave that unchecked), coordinates key in this image, and under which coordinator
+// epoch. Every coordinator asks it before it acts for a group, a share group or a
+// transactional id, the KIP-890 verifier asks it before it answers locally, and the
+// controller's fence asks it before it compares the coordinator epoch a write names.
+//
+// The errors are Kafka's, as a coordinator answers a request for a key:
+// COORDINATOR_NOT_AVAILABLE when no broker coordinates the key (no coordinators yet, or
+// no eligible broker: Kafka's offsets partition without a leader); NOT_COORDINATOR when
+// the role is another broker's, or is broker's only by a stale claim (fenced in this
+// image, or held under another registration): Kafka's "this broker does not lead the
+// offsets partition", on which clients look the coordinator up again. The errors are
+// the bare *kerr.Error values, so that callers may compare them.
+func (im *Image) MayCoordinate(broker int32, brokerEpoch int64, key string) (Standing, error) {
+	p, co, ok := im.CoordinatorOf(key)
+	if !ok || co.Broker < 0 {
+		return Standing{}, kerr.CoordinatorNotAvailable
+	}
+	if co.Broker != broker {
+		return Standing{}, kerr.NotCoordinator
+	}
+	if b, ok := im.Brokers[broker]; !ok || b.Fenced {
+		return Standing{}, kerr.NotCoordinator
+	}
+	if brokerEpoch != AnyBrokerEpoch && co.BrokerEpoch != brokerEpoch {
+		return Standing{}, kerr.NotCoordinator
+	}
+	return Standing{Partition: p, Epoch: co.Epoch}, nil
+}
