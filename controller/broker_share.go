@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
 
 	pb "github.com/shalelog/shale/controller/proto"
 )
@@ -15,7 +14,7 @@ func (c *BrokerClient) WriteShareState(ctx context.Context, states []*pb.SharePa
 	if err != nil {
 		return nil, err
 	}
-	return shareErrors(resp.Errors, len(states))
+	return perItem("share states", len(states), resp.Errors, fromPBError)
 }
 
 // ReadShareState returns a share group's stored partition states, sorted by topic and
@@ -40,7 +39,7 @@ func (c *BrokerClient) InitializeShareState(ctx context.Context, states []*pb.Sh
 	if err != nil {
 		return nil, err
 	}
-	return shareErrors(resp.Errors, len(states))
+	return perItem("share states", len(states), resp.Errors, fromPBError)
 }
 
 // DeleteShareState removes a share group's state; nil partitions means all of it.
@@ -48,17 +47,6 @@ func (c *BrokerClient) DeleteShareState(ctx context.Context, group string, parti
 	req := &pb.DeleteShareStateRequest{Group: group, AllPartitions: partitions == nil, Partitions: topicPartitionsPB(partitions)}
 	_, err := rpc(ctx, c, pb.ControllerClient.DeleteShareState, req)
 	return err
-}
-
-func shareErrors(pbErrs []*pb.Error, n int) ([]error, error) {
-	if len(pbErrs) != n {
-		return nil, fmt.Errorf("share state response has %d outcomes for %d states", len(pbErrs), n)
-	}
-	out := make([]error, n)
-	for i, e := range pbErrs {
-		out[i] = fromPBError(e)
-	}
-	return out, nil
 }
 
 // ListShareStateGroups lists the groups that have share-partition state.
