@@ -51,17 +51,43 @@ func (im *Image) CoordinatorBroker(key string) (Broker, error) {
 // the bare *kerr.Error values, so that callers may compare them.
 func (im *Image) MayCoordinate(broker int32, brokerEpoch int64, key string) (Standing, error) {
 	p, co, ok := im.CoordinatorOf(key)
-	if !ok || co.Broker < 0 {
+	if !ok {
 		return Standing{}, kerr.CoordinatorNotAvailable
 	}
-	if co.Broker != broker {
-		return Standing{}, kerr.NotCoordinator
-	}
-	if b, ok := im.Brokers[broker]; !ok || b.Fenced {
-		return Standing{}, kerr.NotCoordinator
-	}
-	if brokerEpoch != AnyBrokerEpoch && co.BrokerEpoch != brokerEpoch {
-		return Standing{}, kerr.NotCoordinator
+	if err := im.mayCoordinate(co, broker, brokerEpoch); err != nil {
+		return Standing{}, err
 	}
 	return Standing{Partition: p, Epoch: co.Epoch}, nil
+}
+
+// CoordinatedPartitions returns the offsets partitions broker, registered at brokerEpoch,
+// coordinates in this image, with their coordinator epochs: MayCoordinate's answer for
+// the keys of every partition at once, for a coordinator that loads whole partitions.
+func (im *Image) CoordinatedPartitions(broker int32, brokerEpoch int64) map[int32]int32 {
+	out := map[int32]int32{}
+	if im == nil {
+		return out
+	}
+	for p, co := range im.Coordinators {
+		if im.mayCoordinate(co, broker, brokerEpoch) == nil {
+			out[int32(p)] = co.Epoch
+		}
+	}
+	return out
+}
+
+func (im *Image) mayCoordinate(co Coordinator, broker int32, brokerEpoch int64) error {
+	if co.Broker < 0 {
+		return kerr.CoordinatorNotAvailable
+	}
+	if co.Broker != broker {
+		return kerr.NotCoordinator
+	}
+	if b, ok := im.Brokers[broker]; !ok || b.Fenced {
+		return kerr.NotCoordinator
+	}
+	if brokerEpoch != AnyBrokerEpoch && co.BrokerEpoch != brokerEpoch {
+		return kerr.NotCoordinator
+	}
+	return nil
 }

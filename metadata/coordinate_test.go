@@ -86,3 +86,36 @@ func TestCoordinatorBroker(t *testing.T) {
 		}
 	}
 }
+
+func TestCoordinatedPartitions(t *testing.T) {
+	im := &Image{
+		Brokers: map[int32]Broker{1: {ID: 1, Epoch: 7}, 2: {ID: 2, Epoch: 9, Fenced: true}},
+		Coordinators: []Coordinator{
+			{Broker: 1, BrokerEpoch: 7, Epoch: 3},
+			{Broker: 2, BrokerEpoch: 9, Epoch: 4},
+			{Broker: 1, BrokerEpoch: 6, Epoch: 5}, // under broker 1's former registration
+			{Broker: -1, BrokerEpoch: -1, Epoch: 6},
+			{Broker: 1, BrokerEpoch: 7, Epoch: 8},
+		},
+	}
+	if got := im.CoordinatedPartitions(1, 7); len(got) != 2 || got[0] != 3 || got[4] != 8 {
+		t.Fatalf("broker 1: %v, want partitions 0 (epoch 3) and 4 (epoch 8)", got)
+	}
+	if got := im.CoordinatedPartitions(1, AnyBrokerEpoch); len(got) != 3 || got[2] != 5 {
+		t.Fatalf("broker 1, any registration: %v", got)
+	}
+	if got := im.CoordinatedPartitions(2, 9); len(got) != 0 {
+		t.Fatalf("fenced broker 2: %v, want none", got)
+	}
+	if got := (*Image)(nil).CoordinatedPartitions(1, 7); len(got) != 0 {
+		t.Fatalf("nil image: %v", got)
+	}
+	// The same decision as MayCoordinate's, key by key.
+	for _, key := range []string{"a", "b", "c", "group-7", "txn"} {
+		p := OffsetsPartition(key, len(im.Coordinators))
+		st, err := im.MayCoordinate(1, 7, key)
+		if epoch, ok := im.CoordinatedPartitions(1, 7)[p]; ok != (err == nil) || ok && (st.Epoch != epoch || st.Partition != p) {
+			t.Fatalf("%s (partition %d): CoordinatedPartitions %v %v, MayCoordinate %+v %v", key, p, epoch, ok, st, err)
+		}
+	}
+}

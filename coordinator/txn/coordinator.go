@@ -133,12 +133,7 @@ func (c *Coordinator) followImages(ctx context.Context) {
 }
 
 func (c *Coordinator) syncLocked(im *metadata.Image) {
-	mine := map[int32]int32{}
-	for p, co := range im.Coordinators {
-		if co.Broker == c.cfg.NodeID {
-			mine[int32(p)] = co.Epoch
-		}
-	}
+	mine := im.CoordinatedPartitions(c.cfg.NodeID, c.store.BrokerEpoch())
 	for p, ps := range c.parts {
 		if e, ok := mine[p]; !ok || e != ps.epoch {
 			c.unloadLocked(ps)
