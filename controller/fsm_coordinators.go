@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 
@@ -77,21 +78,32 @@ func PickCoordinator(partition int32, eligible []int32) int32 {
 	return best
 }
 
-// checkFence refuses an offset write from a broker that is not the group's coordinator
-// at the coordinator epoch it names.
-func checkFence(im *metadata.Image, op *pb.OffsetOp) error {
-	if !op.Fenced {
-		return nil // written before coordinators were fenced
+// checkCoordinator refuses a write from a broker that is not key's coordinator at the
+// coordinator epoch it names. The broker must still hold the role, as every coordinator
+// asks before it acts (metadata.Image.MayCoordinate: COORDINATOR_NOT_AVAILABLE while no
+// broker does, NOT_COORDINATOR when another does), and the write must carry the epoch the
+// role has now: one under an earlier epoch was decided on state another broker may have
+// changed since (NOT_COORDINATOR). Offsets, transactional offsets and transaction states
+// are fenced alike; what names the kind of key in errors ("group", "transactional id").
+// MayCoordinate also wants the broker registered and unfenced, which every coordinator
+// the FSM commits is (coordinatorChanges moves a broker's partitions in the change that
+// fences or unregisters it): a log applied when only broker and epoch were compared
+// replays to the same state.
+func checkCoordinator(im *metadata.Image, what, key string, broker, epoch int32) error {
+	st, err := im.MayCoordinate(broker, metadata.AnyBrokerEpoch, key)
+	if err == nil && st.Epoch == epoch {
+		return nil
 	}
-	p, cur, ok := im.CoordinatorOf(op.Group)
-	switch {
-	case !ok:
-		return kafkaErrorf(kerr.CoordinatorNotAvailable, "group %q: no coordinators yet", op.Group)
-	case cur.Broker != op.CoordinatorId || cur.Epoch != op.CoordinatorEpoch:
-		return kafkaErrorf(kerr.NotCoordinator, "group %q (offsets partition %d): broker %d at coordinator epoch %d is not its coordinator (broker %d at epoch %d is)",
-			op.Group, p, op.CoordinatorId, op.CoordinatorEpoch, cur.Broker, cur.Epoch)
+	p, cur, ok := im.CoordinatorOf(key)
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		ke = kerr.NotCoordinator // the role is broker's, under another epoch
 	}
-	return nil
+	if !ok {
+		return kafkaErrorf(ke, "%s %q: no coordinators yet", what, key)
+	}
+	return kafkaErrorf(ke, "%s %q (offsets partition %d): broker %d at coordinator epoch %d is not its coordinator (broker %d at epoch %d is)",
+		what, key, p, broker, epoch, cur.Broker, cur.Epoch)
 }
 
 func coordinatorsToPB(cs []metadata.Coordinator) []*pb.CoordinatorState {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -107,5 +108,41 @@ func TestPickCoordinatorIsStable(t *testing.T) {
 	}
 	if got := PickCoordinator(0, nil); got != -1 {
 		t.Fatalf("no brokers: %d", got)
+	}
+}
+
+// checkCoordinator is MayCoordinate plus the coordinator epoch a write names, for every
+// kind of coordinator write.
+func TestCheckCoordinator(t *testing.T) {
+	im := &metadata.Image{
+		Brokers:      map[int32]metadata.Broker{1: {ID: 1, Epoch: 10}, 2: {ID: 2, Epoch: 20}},
+		Coordinators: []metadata.Coordinator{{Broker: 1, BrokerEpoch: 10, Epoch: 4}},
+	}
+	for _, tc := range []struct {
+		name          string
+		im            *metadata.Image
+		broker, epoch int32
+		want          *kerr.Error
+	}{
+		{"the coordinator at its epoch", im, 1, 4, nil},
+		{"the coordinator at an earlier epoch", im, 1, 3, kerr.NotCoordinator},
+		{"the coordinator at a later epoch", im, 1, 5, kerr.NotCoordinator},
+		{"another broker", im, 2, 4, kerr.NotCoordinator},
+		{"no coordinators yet", &metadata.Image{Brokers: im.Brokers}, 1, 4, kerr.CoordinatorNotAvailable},
+		{"no eligible broker", &metadata.Image{Brokers: im.Brokers, Coordinators: []metadata.Coordinator{{Broker: -1, BrokerEpoch: -1, Epoch: 4}}}, -1, 4, kerr.CoordinatorNotAvailable},
+	} {
+		for _, what := range []string{"group", "transactional id"} {
+			err := checkCoordinator(tc.im, what, "key", tc.broker, tc.epoch)
+			if tc.want == nil {
+				if err != nil {
+					t.Errorf("%s, %s: %v", tc.name, what, err)
+				}
+				continue
+			}
+			var ke *kerr.Error
+			if !errors.As(err, &ke) || ke != tc.want {
+				t.Errorf("%s, %s: %v, want %s", tc.name, what, err, tc.want.Message)
+			}
+		}
 	}
 }

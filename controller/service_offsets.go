@@ -34,10 +34,10 @@ func validateCommit(group string, offsets []*pb.OffsetEntry) error {
 		return kafkaErrorf(kerr.InvalidGroupID, "group id is empty")
 	}
 	// offset.metadata.max.bytes is the group coordinator's to apply, per partition; this
-	// is only the quorum's sanity bound, which that setting may not exceed.
+	// is only the quorum's sanity bound, which that setting may not exceed, measured alike.
 	for _, o := range offsets {
-		if len(o.Metadata) > metadata.MaxOffsetMetadataBytes {
-			return kafkaErrorf(kerr.OffsetMetadataTooLarge, "%s-%d: metadata of %d bytes exceeds the controller's bound of %d bytes",
+		if !metadata.OffsetMetadataFits(o.Metadata, metadata.MaxOffsetMetadataBytes) {
+			return kafkaErrorf(kerr.OffsetMetadataTooLarge, "%s-%d: metadata of %d bytes exceeds the controller's bound of %d UTF-16 code units",
 				o.Topic, o.Partition, len(o.Metadata), metadata.MaxOffsetMetadataBytes)
 		}
 	}

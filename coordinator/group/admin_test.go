@@ -106,7 +106,7 @@ func TestNotCoordinatorAndMove(t *testing.T) {
 		}
 		return true
 	})
-	c := newTestCoordinator(t, testConfig(), store)
+	c := newTestCoordinator(t, testConfig(), &registeredAs{Store: store, epoch: node.Store().BrokerEpoch()})
 	var mine, theirs string
 	for i := 0; mine == "" || theirs == ""; i++ {
 		id := "grp-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
@@ -143,7 +143,7 @@ func TestNotCoordinatorAndMove(t *testing.T) {
 	}
 	testutil.Eventually(t, 10*time.Second, "the group to be unloaded", func() bool { st, _, _ := c.stateOf(mine); return st == Dead })
 
-	if _, _, err := coordinatorIn(&metadata.Image{}, "x"); err != kerr.CoordinatorNotAvailable {
+	if _, err := (&metadata.Image{}).CoordinatorBroker("x"); err != kerr.CoordinatorNotAvailable {
 		t.Fatalf("no coordinators: %v", err)
 	}
 }
@@ -276,3 +276,12 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	c.Close()
 	testutil.Eventually(t, 10*time.Second, "the coordinator's goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }
+
+// registeredAs is another broker's cache under this broker's registration epoch: what
+// this broker's own cache would say, since every cache follows the same metadata.
+type registeredAs struct {
+	metadata.Store
+	epoch int64
+}
+
+func (s *registeredAs) BrokerEpoch() int64 { return s.epoch }

@@ -8,9 +8,6 @@ import (
 	"github.com/shalelog/shale/metadata"
 )
 
-// DefaultOffsetMetadataMaxBytes is Kafka's default offset.metadata.max.bytes.
-const DefaultOffsetMetadataMaxBytes = 4096
-
 // Config configures a Coordinator. Zero values take Kafka's defaults, except
 // InitialRebalanceDelay, where zero means no delay (DefaultConfig has Kafka's 3s).
 type Config struct {
@@ -36,10 +33,11 @@ type Config struct {
 	OffsetsRetention time.Duration
 	// OffsetsRetentionCheckInterval is offsets.retention.check.interval.ms (default 10m).
 	OffsetsRetentionCheckInterval time.Duration
-	// OffsetMetadataMaxBytes is offset.metadata.max.bytes (default 4096): a longer commit
-	// metadata string gets OFFSET_METADATA_TOO_LARGE. The coordinator is the only place
-	// that applies it (OffsetCommit and TxnOffsetCommit alike); a value above
-	// metadata.MaxOffsetMetadataBytes, the controller's own bound, is lowered to it.
+	// OffsetMetadataMaxBytes is offset.metadata.max.bytes (default
+	// metadata.DefaultOffsetMetadataMaxBytes): a longer commit metadata string, measured
+	// by metadata.OffsetMetadataFits, gets OFFSET_METADATA_TOO_LARGE. The coordinator is
+	// the only place that applies it (OffsetCommit and TxnOffsetCommit alike); a value
+	// above metadata.MaxOffsetMetadataBytes, the controller's own bound, is lowered to it.
 	OffsetMetadataMaxBytes int
 	// StoreTimeout bounds each metadata store call made without a caller's context
 	// (retention sweeps, metric scrapes). Default 10s.
@@ -77,7 +75,7 @@ func (c Config) withDefaults() Config {
 		c.OffsetsRetentionCheckInterval = 10 * time.Minute
 	}
 	if c.OffsetMetadataMaxBytes <= 0 {
-		c.OffsetMetadataMaxBytes = DefaultOffsetMetadataMaxBytes
+		c.OffsetMetadataMaxBytes = metadata.DefaultOffsetMetadataMaxBytes
 	}
 	c.OffsetMetadataMaxBytes = min(c.OffsetMetadataMaxBytes, metadata.MaxOffsetMetadataBytes)
 	if c.StoreTimeout <= 0 {

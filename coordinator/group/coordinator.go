@@ -88,40 +88,26 @@ func (c *Coordinator) Close() error {
 // transactional id: both hash the same way) in the current image. It fails with
 // COORDINATOR_NOT_AVAILABLE when no broker is live.
 func (c *Coordinator) CoordinatorFor(key string) (metadata.Broker, error) {
-	b, _, err := coordinatorIn(c.store.Current(), key)
-	return b, err
-}
-
-// coordinatorIn returns the coordinator of key's __consumer_offsets partition and its
-// coordinator epoch. The controller chooses it (rendezvous hashing over the eligible
-// brokers, so a broker's death moves only its own partitions) and commits the choice,
-// so that brokers never decide it from caches that may differ.
-func coordinatorIn(im *metadata.Image, key string) (metadata.Broker, metadata.Coordinator, error) {
-	_, co, ok := im.CoordinatorOf(key)
-	if !ok || co.Broker < 0 {
-		return metadata.Broker{}, co, kerr.CoordinatorNotAvailable
-	}
-	b, ok := im.Brokers[co.Broker]
-	if !ok || b.Fenced {
-		return metadata.Broker{}, co, kerr.CoordinatorNotAvailable
-	}
-	return b, co, nil
+	return c.store.Current().CoordinatorBroker(key)
 }
 
 // standing returns the coordinator epoch under which this broker may act for group, or
-// why it may not.
+// why it may not. The controller chooses the coordinator (rendezvous hashing over the
+// eligible brokers, so a broker's death moves only its own partitions) and commits the
+// choice, so that brokers never decide it from caches that may differ; whether this
+// broker holds it is metadata.Image.MayCoordinate's decision.
 func (c *Coordinator) standing(group string) (int32, error) {
 	if c.closed {
 		return 0, kerr.NotCoordinator
 	}
-	b, co, err := coordinatorIn(c.store.Current(), group)
+	st, err := c.store.Current().MayCoordinate(c.cfg.NodeID, c.store.BrokerEpoch(), group)
 	if err != nil {
 		return 0, err
 	}
-	if b.ID != c.cfg.NodeID || !c.store.LeaseValid() {
+	if !c.store.LeaseValid() {
 		return 0, kerr.NotCoordinator
 	}
-	return co.Epoch, nil
+	return st.Epoch, nil
 }
 
 // owns reports why this broker may not act for group, nil when it may. A group loaded
@@ -202,7 +188,7 @@ func (c *Coordinator) followImages(ctx context.Context) {
 	for im := range c.store.Watch(ctx) {
 		c.mu.Lock()
 		for _, g := range c.groups {
-			if b, co, err := coordinatorIn(im, g.id); err != nil || b.ID != c.cfg.NodeID || co.Epoch != g.coordEpoch {
+			if st, err := im.MayCoordinate(c.cfg.NodeID, c.store.BrokerEpoch(), g.id); err != nil || st.Epoch != g.coordEpoch {
 				c.lg.Info("group moved to another coordinator", "group", g.id)
 				c.unload(g, kerr.NotCoordinator)
 			}
@@ -245,24 +231,5 @@ func newMemberID(prefix string) string {
 	return fmt.Sprintf("%s-%x-%x-%x-%x-%x", prefix, b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// storeError maps a metadata store failure to the code Kafka's coordinator would send
-// for a failed offsets-topic write: retriable COORDINATOR_NOT_AVAILABLE for timeouts and
-// an unavailable quorum, NOT_COORDINATOR when this broker lost its standing.
-func storeError(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		switch ke {
-		case kerr.NotController, kerr.RequestTimedOut, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.UnknownTopicOrPartition:
-			return fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
-		case kerr.NotLeaderForPartition, kerr.StaleBrokerEpoch:
-			return fmt.Errorf("%w: %v", kerr.NotCoordinator, err)
-		case kerr.MessageTooLarge, kerr.RecordListTooLarge:
-			return fmt.Errorf("%w: %v", kerr.InvalidCommitOffsetSize, err)
-		}
-		return err
-	}
-	return fmt.Errorf("%w: metadata store: %v", kerr.CoordinatorNotAvailable, err)
-}
+// storeError maps a metadata store failure to the code Kafka's coordinator would send.
+func storeError(err error) error { return metadata.CoordinatorStoreError(err) }

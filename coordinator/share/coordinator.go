@@ -2,8 +2,6 @@ package share
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -138,8 +136,8 @@ func (c *Coordinator) IsGroup(id string) bool {
 	if !ok {
 		return false
 	}
-	_, co, err := coordinatorIn(c.store.Current(), id)
-	return err == nil && co.Epoch == epoch
+	st, err := c.store.Current().MayCoordinate(c.cfg.NodeID, c.store.BrokerEpoch(), id)
+	return err == nil && st.Epoch == epoch
 }
 
 // claim records id in ids before the group exists; callers hold c.mu.
@@ -161,34 +159,20 @@ func (c *Coordinator) hasClassicGroup(id string) bool {
 	return c.classic != nil && c.classic.HasGroup(id)
 }
 
-// coordinatorIn returns the coordinator of key's __consumer_offsets partition and its
-// coordinator epoch, as the controller chose and committed them.
-func coordinatorIn(im *metadata.Image, key string) (metadata.Broker, metadata.Coordinator, error) {
-	_, co, ok := im.CoordinatorOf(key)
-	if !ok || co.Broker < 0 {
-		return metadata.Broker{}, co, kerr.CoordinatorNotAvailable
-	}
-	b, ok := im.Brokers[co.Broker]
-	if !ok || b.Fenced {
-		return metadata.Broker{}, co, kerr.CoordinatorNotAvailable
-	}
-	return b, co, nil
-}
-
 // standing returns the coordinator epoch under which this broker may act for group, or
-// why it may not.
+// why it may not: metadata.Image.MayCoordinate's decision, with this broker's lease.
 func (c *Coordinator) standing(group string) (int32, error) {
 	if c.closed {
 		return 0, kerr.NotCoordinator
 	}
-	b, co, err := coordinatorIn(c.store.Current(), group)
+	st, err := c.store.Current().MayCoordinate(c.cfg.NodeID, c.store.BrokerEpoch(), group)
 	if err != nil {
 		return 0, err
 	}
-	if b.ID != c.cfg.NodeID || !c.store.LeaseValid() {
+	if !c.store.LeaseValid() {
 		return 0, kerr.NotCoordinator
 	}
-	return co.Epoch, nil
+	return st.Epoch, nil
 }
 
 // owns reports why this broker may not act for group, nil when it may. A group loaded
@@ -214,7 +198,7 @@ func (c *Coordinator) followImages(ctx context.Context) {
 	for im := range c.store.Watch(ctx) {
 		c.mu.Lock()
 		for _, sg := range c.shares {
-			if b, co, err := coordinatorIn(im, sg.id); err != nil || b.ID != c.cfg.NodeID || co.Epoch != sg.coordEpoch {
+			if st, err := im.MayCoordinate(c.cfg.NodeID, c.store.BrokerEpoch(), sg.id); err != nil || st.Epoch != sg.coordEpoch {
 				c.lg.Info("share group moved to another coordinator", "group", sg.id)
 				c.unloadShare(sg)
 			}
@@ -223,24 +207,5 @@ func (c *Coordinator) followImages(ctx context.Context) {
 	}
 }
 
-// storeError maps a metadata store failure to the code Kafka's coordinator would send,
-// as the classic coordinator does: retriable COORDINATOR_NOT_AVAILABLE for timeouts and
-// an unavailable quorum, NOT_COORDINATOR when this broker lost its standing.
-func storeError(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		switch ke {
-		case kerr.NotController, kerr.RequestTimedOut, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.UnknownTopicOrPartition:
-			return fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
-		case kerr.NotLeaderForPartition, kerr.StaleBrokerEpoch:
-			return fmt.Errorf("%w: %v", kerr.NotCoordinator, err)
-		case kerr.MessageTooLarge, kerr.RecordListTooLarge:
-			return fmt.Errorf("%w: %v", kerr.InvalidCommitOffsetSize, err)
-		}
-		return err
-	}
-	return fmt.Errorf("%w: metadata store: %v", kerr.CoordinatorNotAvailable, err)
-}
+// storeError maps a metadata store failure to the code Kafka's coordinator would send.
+func storeError(err error) error { return metadata.CoordinatorStoreError(err) }

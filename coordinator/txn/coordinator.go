@@ -21,6 +21,7 @@ type Store interface {
 	Current() *metadata.Image
 	Watch(ctx context.Context) <-chan *metadata.Image
 	LeaseValid() bool
+	BrokerEpoch() int64
 	metadata.TxnStore
 }
 
@@ -141,12 +142,7 @@ func (c *Coordinator) followImages(ctx context.Context) {
 }
 
 func (c *Coordinator) syncLocked(im *metadata.Image) {
-	mine := map[int32]int32{}
-	for p, co := range im.Coordinators {
-		if co.Broker == c.cfg.NodeID {
-			mine[int32(p)] = co.Epoch
-		}
-	}
+	mine := im.CoordinatedPartitions(c.cfg.NodeID, c.store.BrokerEpoch())
 	for p, ps := range c.parts {
 		if e, ok := mine[p]; !ok || e != ps.epoch {
 			c.unloadLocked(ps)
@@ -253,15 +249,15 @@ func (c *Coordinator) partitionFor(id string) (*partition, error) {
 		return nil, kerr.NotCoordinator
 	}
 	im := c.store.Current()
-	p, co, ok := im.CoordinatorOf(id)
-	if !ok || co.Broker < 0 {
-		return nil, kerr.CoordinatorNotAvailable
+	st, err := im.MayCoordinate(c.cfg.NodeID, c.store.BrokerEpoch(), id)
+	if err != nil {
+		return nil, err
 	}
-	if b, ok := im.Brokers[co.Broker]; co.Broker != c.cfg.NodeID || !ok || b.Fenced || !c.store.LeaseValid() {
+	if !c.store.LeaseValid() {
 		return nil, kerr.NotCoordinator
 	}
-	ps := c.parts[p]
-	if ps == nil || ps.epoch != co.Epoch {
+	ps := c.parts[st.Partition]
+	if ps == nil || ps.epoch != st.Epoch {
 		// The image reached the request before followImages: start the load here.
 		c.syncLocked(im)
 		return nil, kerr.CoordinatorLoadInProgress

@@ -51,16 +51,22 @@ func produceError(err error) error {
 func (v *Verifier) verify(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, topic string, partition int32) error {
 	c := v.Coordinator
 	im := c.store.Current()
-	_, co, ok := im.CoordinatorOf(transactionalID)
-	if !ok || co.Broker < 0 {
-		return kerr.CoordinatorNotAvailable
-	}
-	if co.Broker == c.cfg.NodeID {
+	// This broker answers for the ids it may coordinate, and asks the coordinator
+	// otherwise; verifyOne decides again under the coordinator's lock.
+	if _, err := im.MayCoordinate(c.cfg.NodeID, c.store.BrokerEpoch(), transactionalID); !errors.Is(err, kerr.NotCoordinator) {
+		if err != nil {
+			return err
+		}
 		return c.verifyOne(transactionalID, producerID, producerEpoch, topic, partition)
 	}
-	b, ok := im.Brokers[co.Broker]
-	if !ok || b.Fenced {
-		return kerr.CoordinatorNotAvailable
+	b, err := im.CoordinatorBroker(transactionalID)
+	if err != nil {
+		return err
+	}
+	if b.ID == c.cfg.NodeID {
+		// Named the coordinator but fenced, or under a former registration: asking
+		// itself over the network would only answer NOT_COORDINATOR again.
+		return kerr.NotCoordinator
 	}
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	req.Version = 4

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/metadata/topicconfig"
 )
 
@@ -324,7 +325,7 @@ func buildKeys() []*keyDef {
 
 		key("offsets.retention.minutes", "10080", "How long an empty group's committed offsets are kept.",
 			i32(func(c *Config) *int32 { return &c.OffsetsRetentionMinutes }, 1)),
-		key("offset.metadata.max.bytes", "4096", "Longest metadata string an offset commit may carry (at most 1048576).",
+		key("offset.metadata.max.bytes", strconv.Itoa(metadata.DefaultOffsetMetadataMaxBytes), "Longest metadata string an offset commit may carry, in UTF-16 code units as Kafka counts it (at most 1048576).",
 			i32(func(c *Config) *int32 { return &c.OffsetMetadataMaxBytes }, 1)),
 		key("offsets.topic.num.partitions", "50", "Partitions of __consumer_offsets, over which groups spread across coordinators; fixed when the cluster is created.",
 			i32(func(c *Config) *int32 { return &c.OffsetsTopicNumPartitions }, 1)),
