@@ -137,6 +137,10 @@ func (c *BrokerClient) ControlledShutdown(ctx context.Context) error {
 func (c *BrokerClient) LeaseValid() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.leaseValidLocked()
+}
+
+func (c *BrokerClient) leaseValidLocked() bool {
 	return c.epoch >= 0 && !c.fenced && !c.closing && time.Now().Before(c.leaseUntil)
 }
 

@@ -159,10 +159,16 @@ func NewBrokerClient(ctx context.Context, cfg BrokerConfig) (*BrokerClient, erro
 		defer c.wg.Done()
 		c.heartbeatLoop()
 	}()
-	for !c.LeaseValid() {
+	for {
+		// The lease and its channel are read under one lock: a heartbeat that grants the
+		// lease between the two reads would signal the old channel, and the wait on the
+		// new one would last until the lease next changes, which it need not ever do.
 		c.mu.Lock()
-		ch := c.leaseCh
+		valid, ch := c.leaseValidLocked(), c.leaseCh
 		c.mu.Unlock()
+		if valid {
+			break
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
