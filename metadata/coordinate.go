@@ -94,6 +94,30 @@ func (im *Image) mayCoordinate(co Coordinator, broker int32, brokerEpoch int64) 
 	return nil
 }
 
+// Registration is the part of a Store that StandingNow reads: this broker's current
+// image, registration and lease.
+type Registration interface {
+	Current() *Image
+	BrokerEpoch() int64
+	LeaseValid() bool
+}
+
+// StandingNow is MayCoordinate asked by a running coordinator on node through store: on
+// the current image, under the broker's current registration, and refused with
+// NOT_COORDINATOR while the broker's lease is not valid, since a broker whose heartbeats
+// lapsed may be replaced before its image says so. The group, share-group and
+// transaction coordinators all ask it before they act for a key.
+func StandingNow(store Registration, node int32, key string) (Standing, error) {
+	st, err := store.Current().MayCoordinate(node, store.BrokerEpoch(), key)
+	if err != nil {
+		return Standing{}, err
+	}
+	if !store.LeaseValid() {
+		return Standing{}, kerr.NotCoordinator
+	}
+	return st, nil
+}
+
 // CoordinatorStoreError maps a metadata store failure to the code Kafka's group and
 // share-group coordinators send for a failed offsets-topic write: retriable
 // COORDINATOR_NOT_AVAILABLE for timeouts and an unavailable quorum, NOT_COORDINATOR when

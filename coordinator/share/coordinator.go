@@ -165,14 +165,8 @@ func (c *Coordinator) standing(group string) (int32, error) {
 	if c.closed {
 		return 0, kerr.NotCoordinator
 	}
-	st, err := c.store.Current().MayCoordinate(c.cfg.NodeID, c.store.BrokerEpoch(), group)
-	if err != nil {
-		return 0, err
-	}
-	if !c.store.LeaseValid() {
-		return 0, kerr.NotCoordinator
-	}
-	return st.Epoch, nil
+	st, err := metadata.StandingNow(c.store, c.cfg.NodeID, group)
+	return st.Epoch, err
 }
 
 // owns reports why this broker may not act for group, nil when it may. A group loaded

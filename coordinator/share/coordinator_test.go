@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/shalelog/shale/coordinator/group"
+	"github.com/shalelog/shale/coordinator/timer"
 	"github.com/shalelog/shale/internal/testutil"
 	"github.com/shalelog/shale/metadata"
 )
@@ -288,34 +289,94 @@ func TestShareAndClassicJoinsRace(t *testing.T) {
 	}
 }
 
+// manualClock fires timers only when the test advances it, so that a session timeout
+// is decided by the test's steps and not by how long the machine took between them.
+type manualClock struct {
+	mu     sync.Mutex
+	now    time.Duration
+	timers []*manualTimer
+}
+
+type manualTimer struct {
+	clock   *manualClock
+	at      time.Duration
+	f       func()
+	stopped bool
+}
+
+func (c *manualClock) AfterFunc(d time.Duration, f func()) timer.Stopper {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &manualTimer{clock: c, at: c.now + d, f: f}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+func (t *manualTimer) Stop() bool {
+	t.clock.mu.Lock()
+	defer t.clock.mu.Unlock()
+	was := !t.stopped
+	t.stopped = true
+	return was
+}
+
+// advance moves the clock by d and runs, in this goroutine, the timers that came due.
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now += d
+	var due []*manualTimer
+	for _, t := range c.timers {
+		if !t.stopped && t.at <= c.now {
+			t.stopped = true
+			due = append(due, t)
+		}
+	}
+	c.mu.Unlock()
+	for _, t := range due {
+		t.f()
+	}
+}
+
 func TestShareSessionTimeoutRemovesMember(t *testing.T) {
 	cfg := testConfig()
 	cfg.SessionTimeout = 50 * time.Millisecond
+	clock := &manualClock{}
+	cfg.Clock = clock
 	c := newTestCoordinator(t, cfg, newTestStore(t))
 	ctx := context.Background()
 	mustShare(t, c.Heartbeat(ctx, shareJoinReq("sg", "gone", "t")))
 	cfg2 := HeartbeatRequest{Group: "sg", MemberID: "stays", Subscribed: []string{"t"}}
 	r := mustShare(t, c.Heartbeat(ctx, cfg2))
-	// "stays" keeps heartbeating; "gone" never does again.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	// "stays" heartbeats every 30 ms of the clock; "gone" never does again, so its
+	// session (50 ms) ends at the second step and not before.
+	// An answer carries the assignment only when it changed: keep the last one.
+	var have map[string][]int32
+	for step := 1; step <= 4; step++ {
+		clock.advance(30 * time.Millisecond)
 		r = mustShare(t, c.Heartbeat(ctx, HeartbeatRequest{Group: "sg", MemberID: "stays", MemberEpoch: r.MemberEpoch}))
+		if r.Assignment != nil {
+			have = assigned(r)
+		}
 		d := c.DescribeGroups(ctx, []string{"sg"})[0]
-		if len(d.Members) == 1 {
-			if d.Members[0].MemberID != "stays" {
-				t.Fatalf("the wrong member expired: %+v", d.Members)
-			}
-			break
+		want := 2
+		if step >= 2 {
+			want = 1
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the silent member was never removed")
+		if len(d.Members) != want {
+			t.Fatalf("after %d ms: %d members, want %d: %+v", 30*step, len(d.Members), want, d.Members)
 		}
-		time.Sleep(10 * time.Millisecond)
+		if want == 1 && d.Members[0].MemberID != "stays" {
+			t.Fatalf("the wrong member expired: %+v", d.Members)
+		}
 	}
-	for r.Assignment == nil || len(assigned(r)["t"]) != 4 {
+	for i := 0; len(have["t"]) != 4; i++ {
+		if i == 100 {
+			t.Fatalf("the remaining member never got every partition: %v", have)
+		}
+		clock.advance(30 * time.Millisecond)
 		r = mustShare(t, c.Heartbeat(ctx, HeartbeatRequest{Group: "sg", MemberID: "stays", MemberEpoch: r.MemberEpoch}))
-		if time.Now().After(deadline) {
-			t.Fatalf("the remaining member never got every partition: %v", assigned(r))
+		if r.Assignment != nil {
+			have = assigned(r)
 		}
 	}
 	if r := c.Heartbeat(ctx, HeartbeatRequest{Group: "sg", MemberID: "gone", MemberEpoch: 1}); !errors.Is(r.Err, kerr.UnknownMemberID) {

@@ -248,18 +248,14 @@ func (c *Coordinator) partitionFor(id string) (*partition, error) {
 	if c.closed {
 		return nil, kerr.NotCoordinator
 	}
-	im := c.store.Current()
-	st, err := im.MayCoordinate(c.cfg.NodeID, c.store.BrokerEpoch(), id)
+	st, err := metadata.StandingNow(c.store, c.cfg.NodeID, id)
 	if err != nil {
 		return nil, err
-	}
-	if !c.store.LeaseValid() {
-		return nil, kerr.NotCoordinator
 	}
 	ps := c.parts[st.Partition]
 	if ps == nil || ps.epoch != st.Epoch {
 		// The image reached the request before followImages: start the load here.
-		c.syncLocked(im)
+		c.syncLocked(c.store.Current())
 		return nil, kerr.CoordinatorLoadInProgress
 	}
 	if !ps.loaded {
