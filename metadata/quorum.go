@@ -7,9 +7,9 @@ import (
 
 // QuorumAdmin is what a broker forwards to the controller quorum on behalf of an
 // operator: the quorum's state (DescribeQuorum), changes to its voters (AddRaftVoter,
-// RemoveRaftVoter, UpdateRaftVoter) and the removal of a broker's registration (UnregisterBroker). It is
-// optional: protocol handlers use it when the Store implements it. Errors follow
-// Store's rules.
+// RemoveRaftVoter, UpdateRaftVoter) and the removal of a broker's registration
+// (UnregisterBroker). It is optional: protocol handlers use it when the Store implements
+// it. Errors follow Store's rules.
 type QuorumAdmin interface {
 	DescribeQuorum(ctx context.Context) (QuorumState, error)
 	// AddVoter adds controller id, reachable at addr (host:port of its CONTROLLER
