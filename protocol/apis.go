@@ -98,6 +98,7 @@ var apis = []*api{
 	&shareAcknowledgeAPI,
 	&addRaftVoterAPI,
 	&removeRaftVoterAPI,
+	&updateRaftVoterAPI,
 	&describeShareGroupOffsetsAPI,
 	&alterShareGroupOffsetsAPI,
 	&deleteShareGroupOffsetsAPI,
