@@ -153,8 +153,8 @@ func KafkaGroupConfigBounds() *GroupConfigBounds {
 	}
 }
 
-// boundNames are the broker configs each bounded key's limits come from, for errors.
-var boundNames = map[string][2]string{
+// groupConfigBoundKeys are the broker configs each bounded key's limits come from, for errors.
+var groupConfigBoundKeys = map[string][2]string{
 	GroupConsumerSessionTimeout:    {"group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"},
 	GroupConsumerHeartbeatInterval: {"group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms"},
 	GroupShareSessionTimeout:       {"group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"},
@@ -163,6 +163,41 @@ var boundNames = map[string][2]string{
 	GroupStreamsSessionTimeout:     {"group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms"},
 	GroupStreamsHeartbeatInterval:  {"group.streams.min.heartbeat.interval.ms", "group.streams.max.heartbeat.interval.ms"},
 	GroupStreamsNumStandbyReplicas: {"", "group.streams.max.standby.replicas"},
+}
+
+// GroupConfigBrokerKeys maps each GROUP key to the broker config whose value a group
+// that does not set the key has (share.isolation.level has none).
+var GroupConfigBrokerKeys = map[string]string{
+	GroupConsumerSessionTimeout:    "group.consumer.session.timeout.ms",
+	GroupConsumerHeartbeatInterval: "group.consumer.heartbeat.interval.ms",
+	GroupShareSessionTimeout:       "group.share.session.timeout.ms",
+	GroupShareHeartbeatInterval:    "group.share.heartbeat.interval.ms",
+	GroupShareRecordLockDuration:   "group.share.record.lock.duration.ms",
+	GroupShareAutoOffsetReset:      "share.auto.offset.reset",
+	GroupStreamsSessionTimeout:     "group.streams.session.timeout.ms",
+	GroupStreamsHeartbeatInterval:  "group.streams.heartbeat.interval.ms",
+	GroupStreamsNumStandbyReplicas: "group.streams.num.standby.replicas",
+}
+
+// GroupConfigBoundsFrom returns the bounds and defaults of a broker whose configs are
+// broker (name -> value): Kafka's defaults, overridden by the group.*.min/max.* and
+// default configs the broker has.
+func GroupConfigBoundsFrom(broker map[string]string) *GroupConfigBounds {
+	b := KafkaGroupConfigBounds()
+	b.Defaults = map[string]string{}
+	for k, bk := range GroupConfigBrokerKeys {
+		if v, ok := broker[bk]; ok {
+			b.Defaults[k] = v
+		}
+	}
+	for k, names := range groupConfigBoundKeys {
+		for i, m := range []map[string]int64{b.Min, b.Max} {
+			if n, err := strconv.ParseInt(broker[names[i]], 10, 64); names[i] != "" && err == nil {
+				m[k] = n
+			}
+		}
+	}
+	return b
 }
 
 // ParseShareAutoOffsetReset parses a share.auto.offset.reset value: latest, earliest or
@@ -285,10 +320,10 @@ func ValidateGroupConfigs(configs map[string]string, b *GroupConfigBounds) error
 		}
 		n := val(k)
 		if lo, ok := b.Min[k]; ok && n < lo {
-			return fmt.Errorf("%w: %s must be greater than or equal to %s (%d)", kerr.InvalidConfig, k, boundNames[k][0], lo)
+			return fmt.Errorf("%w: %s must be greater than or equal to %s (%d)", kerr.InvalidConfig, k, groupConfigBoundKeys[k][0], lo)
 		}
 		if hi, ok := b.Max[k]; ok && n > hi {
-			return fmt.Errorf("%w: %s must be less than or equal to %s (%d)", kerr.InvalidConfig, k, boundNames[k][1], hi)
+			return fmt.Errorf("%w: %s must be less than or equal to %s (%d)", kerr.InvalidConfig, k, groupConfigBoundKeys[k][1], hi)
 		}
 	}
 	for _, p := range [][2]string{{GroupConsumerSessionTimeout, GroupConsumerHeartbeatInterval},
