@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shalelog/shale/coordinator/group"
+	"github.com/shalelog/shale/coordinator/txn"
 	"github.com/shalelog/shale/replication/share"
 )
 
@@ -174,5 +176,82 @@ func TestShareGroupConfigEarliest(t *testing.T) {
 	}
 	if resp.AcquisitionLockTimeoutMillis != 20000 {
 		t.Fatalf("lock timeout %d, want the group's 20000", resp.AcquisitionLockTimeoutMillis)
+	}
+}
+
+// TestShareGroupReadCommitted: a share group whose share.isolation.level is
+// read_committed acquires committed records only, never an aborted transaction's nor
+// beyond an open one's; another group on the same partition reads uncommitted.
+func TestShareGroupReadCommitted(t *testing.T) {
+	gcfg := group.Config{NodeID: 1, MinSessionTimeout: 100 * time.Millisecond, Logger: quietLogger()}
+	tcfg := txn.Config{NodeID: 1, Logger: quietLogger(), MarkerRetryBackoff: 10 * time.Millisecond}
+	scfg := &share.Config{AutoOffsetReset: "earliest", Logger: quietLogger()}
+	tb := launchAll(t, t.TempDir(), nil, brokerConfig(), &gcfg, nil, &tcfg, scfg)
+	tb.createTopic("tx", 1, nil)
+	committed := &shareHarness{t: t, tb: tb, cl: tb.client(), topic: "tx", id: tb.broker.Image().Topic("tx").ID, group: "committed",
+		epoch: map[string]int32{}}
+	uncommitted := &shareHarness{t: t, tb: tb, cl: committed.cl, topic: "tx", id: committed.id, group: "uncommitted",
+		epoch: map[string]int32{}}
+	if err := alterGroupConfigs(t, committed.cl, "committed", false,
+		groupOp{"share.isolation.level", kmsg.StringPtr("read_committed"), kmsg.IncrementalAlterConfigOpSet}); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := ctxTimeout(t, 30*time.Second)
+	p := txnProducer(t, tb, "tx-1", "tx")
+	inTxn := func(commit kgo.TransactionEndTry, values ...string) {
+		t.Helper()
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range values {
+			if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inTxn(kgo.TryCommit, "c1")       // 0, marker 1
+	inTxn(kgo.TryAbort, "a1", "a2")  // 2-3, marker 4
+	committed.produce("tx", "plain") // 5
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("open")}).FirstErr(); err != nil { // 6, open
+		t.Fatal(err)
+	}
+	committed.produce("tx", "after") // 7, beyond the open transaction
+
+	// acquire fetches until want offsets were acquired, then once more to catch extras.
+	acquire := func(h *shareHarness, want ...int64) []int64 {
+		t.Helper()
+		var got []int64
+		add := func(rs []acquired) {
+			for _, r := range rs {
+				for o := r.first; o <= r.last; o++ {
+					got = append(got, o)
+				}
+			}
+		}
+		for len(got) < len(want) && ctx.Err() == nil {
+			add(acquiredOf(t, sharePart(t, h.fetch("m", 100, time.Second))))
+		}
+		add(acquiredOf(t, sharePart(t, h.fetch("m", 100, 100*time.Millisecond))))
+		slices.Sort(got)
+		return got
+	}
+	if got := acquire(committed, 0, 5); !slices.Equal(got, []int64{0, 5}) {
+		t.Fatalf("read_committed group acquired %v, want 0 and 5", got)
+	}
+	if got := acquire(uncommitted, 0, 2, 3, 5, 6, 7); !slices.Equal(got, []int64{0, 2, 3, 5, 6, 7}) {
+		t.Fatalf("read_uncommitted group acquired %v, want every data record", got)
+	}
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil { // marker 8
+		t.Fatal(err)
+	}
+	if got := acquire(committed, 6, 7); !slices.Equal(got, []int64{6, 7}) {
+		t.Fatalf("read_committed group acquired %v after the commit, want 6 and 7", got)
 	}
 }
