@@ -255,3 +255,30 @@ func TestShareGroupReadCommitted(t *testing.T) {
 		t.Fatalf("read_committed group acquired %v after the commit, want 6 and 7", got)
 	}
 }
+
+// TestShareGroupConfigByDuration: share.auto.offset.reset=by_duration:PT1H starts a
+// share group at the first record no older than an hour.
+func TestShareGroupConfigByDuration(t *testing.T) {
+	tb := launchShares(t, t.TempDir(), nil, brokerConfig(), nil, &share.Config{Logger: quietLogger()})
+	tb.createTopic("history", 1, nil)
+	h := &shareHarness{t: t, tb: tb, cl: tb.client(), topic: "history", id: tb.broker.Image().Topic("history").ID, group: "recent",
+		epoch: map[string]int32{}}
+	now := time.Now()
+	for _, ts := range []time.Time{now.Add(-3 * time.Hour), now.Add(-2 * time.Hour), now.Add(-time.Minute), now} {
+		if err := h.cl.ProduceSync(ctxTimeout(t, 10*time.Second), &kgo.Record{Topic: "history", Value: []byte("v"), Timestamp: ts}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := alterGroupConfigs(t, h.cl, "recent", false,
+		groupOp{"share.auto.offset.reset", kmsg.StringPtr("by_duration:PT1H"), kmsg.IncrementalAlterConfigOpSet}); err != nil {
+		t.Fatal(err)
+	}
+	var got []acquired
+	ctx := ctxTimeout(t, 10*time.Second)
+	for len(got) == 0 && ctx.Err() == nil {
+		got = acquiredOf(t, sharePart(t, h.fetch("m1", 10, time.Second)))
+	}
+	if !slices.Equal(got, []acquired{{2, 3, 1}}) {
+		t.Fatalf("acquired %v, want the records of the last hour (2-3)", got)
+	}
+}
