@@ -11,6 +11,7 @@ import (
 
 	"github.com/shalelog/shale/coordinator/group"
 	"github.com/shalelog/shale/coordinator/txn"
+	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication/share"
 )
 
@@ -280,5 +281,25 @@ func TestShareGroupConfigByDuration(t *testing.T) {
 	}
 	if !slices.Equal(got, []acquired{{2, 3, 1}}) {
 		t.Fatalf("acquired %v, want the records of the last hour (2-3)", got)
+	}
+}
+
+// TestGroupConfigBoundsFromBrokerConfigs: the broker's group.share.min.* configs bound
+// the GROUP keys, and its group.share.* values are the defaults described.
+func TestGroupConfigBoundsFromBrokerConfigs(t *testing.T) {
+	tb := startBroker(t, func(c *protocol.Config) {
+		c.BrokerConfigs = map[string]string{"group.share.min.record.lock.duration.ms": "1000", "group.share.record.lock.duration.ms": "2000"}
+	})
+	cl := tb.client()
+	if got := describeGroupConfigs(t, cl, "g")["share.record.lock.duration.ms"]; got != (describedConfig{"2000", kmsg.ConfigSourceDefaultConfig}) {
+		t.Fatalf("default lock duration %v, want the broker's 2000", got)
+	}
+	if err := alterGroupConfigs(t, cl, "g", false,
+		groupOp{"share.record.lock.duration.ms", kmsg.StringPtr("1000"), kmsg.IncrementalAlterConfigOpSet}); err != nil {
+		t.Fatalf("1000 with group.share.min.record.lock.duration.ms=1000: %v", err)
+	}
+	if err := alterGroupConfigs(t, cl, "g", false,
+		groupOp{"share.record.lock.duration.ms", kmsg.StringPtr("60001"), kmsg.IncrementalAlterConfigOpSet}); err != kerr.InvalidConfig {
+		t.Fatalf("above Kafka's default max: %v, want INVALID_CONFIG", err)
 	}
 }
