@@ -8,6 +8,8 @@ import (
 	pb "github.com/shalelog/shale/controller/proto"
 )
 
+var _ metadata.GroupConfigStore = (*BrokerClient)(nil)
+
 // AlterGroupConfigs changes a group's configs through the controller
 // (metadata.GroupConfigStore).
 func (c *BrokerClient) AlterGroupConfigs(ctx context.Context, group string, ops []metadata.ConfigOp, incremental, validateOnly bool) error {
