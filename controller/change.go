@@ -39,6 +39,8 @@ type change struct {
 	registry *pb.SchemaRegistryDelta
 	// clientMetrics are the client metrics subscriptions set, complete (fsm_clientmetrics.go).
 	clientMetrics map[string]*pb.ClientMetricsState
+	// groupConfigs are the groups' configs set, complete (fsm_groupconfigs.go).
+	groupConfigs map[string]*pb.GroupConfigState
 	// sideEffects change the FSM's state outside the image (offsets, producer ids...).
 	sideEffects []func()
 }
@@ -268,9 +270,10 @@ func (c *change) delta() *pb.MetadataDelta {
 	d.ClientQuotas = c.quotaDelta()
 	d.SchemaRegistry = c.registry
 	d.ClientMetrics = c.clientMetricsDelta()
+	d.GroupConfigs = c.groupConfigsDelta()
 	if d.ClusterId == nil && d.SchemaRegistry == nil && d.ControllerId == nil && c.acls.empty() && len(d.Brokers) == 0 && len(d.UnregisteredBrokers) == 0 &&
 		len(d.Topics) == 0 && len(d.DeletedTopics) == 0 &&
-		len(d.Coordinators) == 0 && len(d.ClientQuotas) == 0 && len(d.ClientMetrics) == 0 {
+		len(d.Coordinators) == 0 && len(d.ClientQuotas) == 0 && len(d.ClientMetrics) == 0 && len(d.GroupConfigs) == 0 {
 		return nil
 	}
 	return d

@@ -180,6 +180,8 @@ func (f *fsm) dispatch(c *change, rec *pb.Record) applyResult {
 		return f.applyShareStateOps(c, r.ShareStateOps)
 	case *pb.Record_ClientMetrics:
 		return f.applyClientMetricsRecord(c, r.ClientMetrics)
+	case *pb.Record_GroupConfigs:
+		return f.applyGroupConfigsRecord(c, r.GroupConfigs)
 	case *pb.Record_SchemaRegistry:
 		return f.applySchemaRegistry(c, r.SchemaRegistry)
 	default:

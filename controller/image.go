@@ -140,6 +140,9 @@ func applyDelta(im *metadata.Image, d *pb.MetadataDelta) (*metadata.Image, error
 	if len(d.ClientMetrics) > 0 {
 		out.ClientMetrics = applyClientMetrics(im.ClientMetrics, d.ClientMetrics)
 	}
+	if len(d.GroupConfigs) > 0 {
+		out.GroupConfigs = applyGroupConfigs(im.GroupConfigs, d.GroupConfigs)
+	}
 	if len(d.Topics) == 0 && len(d.DeletedTopics) == 0 {
 		return &out, nil
 	}
@@ -204,7 +207,8 @@ func applyTopicDelta(old *metadata.Topic, td *pb.TopicDelta) (*metadata.Topic, e
 func imageChunks(im *metadata.Image, brokers []*pb.BrokerState, maxPartitions int) []*pb.MetadataImageChunk {
 	first := &pb.MetadataImageChunk{Offset: im.Offset, ClusterId: im.ClusterID, ControllerId: im.ControllerID,
 		Brokers: brokers, First: true, Coordinators: coordinatorsToPB(im.Coordinators), Acls: aclsToPB(im.ACLs.All()),
-		ClientQuotas: clientQuotasToPB(im.ClientQuotas), ClientMetrics: clientMetricsToPB(im.ClientMetrics)}
+		ClientQuotas: clientQuotasToPB(im.ClientQuotas), ClientMetrics: clientMetricsToPB(im.ClientMetrics),
+		GroupConfigs: groupConfigsToPB(im.GroupConfigs)}
 	if im.SchemaRegistry != nil {
 		first.SchemaRegistry = registryToPB(im.SchemaRegistry)
 	}
@@ -248,6 +252,7 @@ func (a *imageAssembler) add(c *pb.MetadataImageChunk) (*metadata.Image, error) 
 		}
 		a.im.ClientQuotas = applyClientQuotas(nil, c.ClientQuotas)
 		a.im.ClientMetrics = applyClientMetrics(nil, c.ClientMetrics)
+		a.im.GroupConfigs = applyGroupConfigs(nil, c.GroupConfigs)
 		if c.SchemaRegistry != nil {
 			a.im.SchemaRegistry = applyRegistryDelta(nil, c.SchemaRegistry)
 		}

@@ -58,7 +58,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		txns:    f.txnSnapshotLocked(),
 		share:   f.shareSnapshotLocked(),
 	}
-	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.img.ClientMetrics) + len(s.scram) + len(s.txns) + len(s.share))
+	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.img.ClientMetrics) + len(s.img.GroupConfigs) + len(s.scram) + len(s.txns) + len(s.share))
 	if s.img.SchemaRegistry != nil {
 		s.header.ItemCount++
 	}
@@ -124,6 +124,11 @@ func (s *fsmSnapshot) write(sink io.Writer) error {
 	}
 	for _, m := range clientMetricsToPB(s.img.ClientMetrics) {
 		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_ClientMetrics{ClientMetrics: m}}); err != nil {
+			return err
+		}
+	}
+	for _, g := range groupConfigsToPB(s.img.GroupConfigs) {
+		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_GroupConfigs{GroupConfigs: g}}); err != nil {
 			return err
 		}
 	}
@@ -236,6 +241,8 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 			st.img.ClientQuotas = applyClientQuotas(st.img.ClientQuotas, []*pb.ClientQuotaState{x.ClientQuota})
 		case *pb.SnapshotItem_ClientMetrics:
 			st.img.ClientMetrics = applyClientMetrics(st.img.ClientMetrics, []*pb.ClientMetricsState{x.ClientMetrics})
+		case *pb.SnapshotItem_GroupConfigs:
+			st.img.GroupConfigs = applyGroupConfigs(st.img.GroupConfigs, []*pb.GroupConfigState{x.GroupConfigs})
 		case *pb.SnapshotItem_SchemaRegistry:
 			st.img.SchemaRegistry = applyRegistryDelta(nil, x.SchemaRegistry)
 		case *pb.SnapshotItem_ScramCredential:

@@ -12,10 +12,10 @@ import (
 )
 
 // Config operations have one meaning for every resource type that takes them (topics,
-// client metrics subscriptions): applyConfigOps. What differs per type is which names
-// exist, which are lists and their defaults (a configKeys), and how the result is
-// validated, which the entry points (ApplyConfigOps, ApplyClientMetricsOps) do apart from
-// the application.
+// client metrics subscriptions, groups): applyConfigOps. What differs per type is which
+// names exist, which are lists and their defaults (a configKeys), and how the result is
+// validated, which the entry points (ApplyConfigOps, ApplyClientMetricsOps,
+// ApplyGroupConfigOps) do apart from the application.
 
 // configKeys is what applying ops needs to know of a resource type's configs.
 type configKeys interface {

@@ -70,6 +70,8 @@ type Image struct {
 	SchemaRegistry *SchemaRegistry
 	// ClientMetrics are the client metrics subscriptions (clientmetrics.go). Immutable.
 	ClientMetrics ClientMetrics
+	// GroupConfigs are the groups' configs (groupconfigs.go). Immutable.
+	GroupConfigs GroupConfigs
 }
 
 // Topic returns the named topic, or nil.

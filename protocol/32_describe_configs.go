@@ -35,7 +35,7 @@ func (s *Server) handleDescribeConfigs(_ context.Context, r *Request) Result {
 		case res.ResourceType == resourceClientMetrics:
 			rr.Configs, err = s.describeClientMetricsConfigs(res, req) // client_metrics_configs.go
 		case res.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
-			rr.Configs = s.describeGroupConfigs(res, req) // group_configs.go
+			rr.Configs, err = s.describeGroupConfigs(res, req) // group_configs.go
 		default:
 			err = fmt.Errorf("%w: resource type %d is not supported", kerr.InvalidRequest, res.ResourceType)
 		}

@@ -58,7 +58,7 @@ func (s *Server) alterConfigs(ctx context.Context, resourceType kmsg.ConfigResou
 	case resourceClientMetrics:
 		return s.alterClientMetrics(ctx, name, ops, incremental, validateOnly) // client_metrics_configs.go
 	case kmsg.ConfigResourceTypeGroupConfig:
-		return fmt.Errorf("%w: Shale has no per-group configs; share groups take group.share.* and share.auto.offset.reset from the broker configs", kerr.InvalidConfig)
+		return s.alterGroupConfigs(ctx, name, ops, incremental, validateOnly) // group_configs.go
 	}
 	return fmt.Errorf("%w: resource type %d is not supported", kerr.InvalidRequest, resourceType)
 }

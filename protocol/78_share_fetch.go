@@ -18,7 +18,11 @@ import (
 func (s *Server) handleShareFetch(ctx context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.ShareFetchRequest)
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
-	resp.AcquisitionLockTimeoutMillis = int32(s.deps.Shares.LockDuration().Milliseconds())
+	var groupID string
+	if req.GroupID != nil {
+		groupID = *req.GroupID
+	}
+	resp.AcquisitionLockTimeoutMillis = int32(s.deps.Shares.LockDuration(groupID).Milliseconds())
 	fail := func(err *kerr.Error) Result {
 		resp.ErrorCode = err.Code
 		return Result{Resp: resp}

@@ -1,53 +1,87 @@
 package protocol
 
 import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/metadata"
 )
 
-// groupConfigs are the share-group configs of KIP-932 (Kafka's GroupConfig) that Shale
-// has, each with the broker config it takes its value from and Kafka's default. Shale
-// keeps no per-group configs: DescribeConfigs on a GROUP resource reports the broker-wide
-// values, read-only, and IncrementalAlterConfigs refuses GROUP resources.
-var groupConfigs = []struct {
-	name, broker, def string
-	typ               kmsg.ConfigType
-	doc               string
-}{
-	{"share.auto.offset.reset", "share.auto.offset.reset", "latest", kmsg.ConfigTypeString,
-		"Where a share group starts on a partition it has no state for: latest or earliest."},
-	{"share.heartbeat.interval.ms", "group.share.heartbeat.interval.ms", "5000", kmsg.ConfigTypeInt,
-		"How often share-group members heartbeat."},
-	{"share.isolation.level", "", "read_uncommitted", kmsg.ConfigTypeString,
-		"Which records share-group members read; Shale has only read_uncommitted."},
-	{"share.record.lock.duration.ms", "group.share.record.lock.duration.ms", "30000", kmsg.ConfigTypeInt,
-		"How long a member holds a record it acquired before it is released."},
-	{"share.session.timeout.ms", "group.share.session.timeout.ms", "45000", kmsg.ConfigTypeInt,
-		"How long a share-group member may go without a heartbeat before it leaves the group."},
+// Group configs (KIP-848, KIP-932) are GROUP config resources (type 32): per-group values
+// of the group.consumer.*, group.share.* and group.streams.* broker settings, described
+// and altered like client metrics subscriptions and stored through the controller. The
+// share keys take effect in the share-group coordinator and the share-partition
+// manager; the consumer.* and streams.* keys are stored, validated and described only,
+// since Shale has no KIP-848 or KIP-1071 group coordinator yet that would use them.
+
+// groupConfigBounds are this broker's bounds and defaults for group configs.
+func (s *Server) groupConfigBounds() *metadata.GroupConfigBounds {
+	return metadata.GroupConfigBoundsFrom(s.cfg.BrokerConfigs)
 }
 
-// describeGroupConfigs answers DescribeConfigs for a GROUP resource (any group id: group
-// configs do not need the group to exist).
-func (s *Server) describeGroupConfigs(res kmsg.DescribeConfigsRequestResource, req *kmsg.DescribeConfigsRequest) []kmsg.DescribeConfigsResponseResourceConfig {
+// describeGroupConfigs answers DescribeConfigs for a GROUP resource: every key, with the
+// broker's value for those the group does not set (any group id: group configs do not
+// need the group to exist).
+func (s *Server) describeGroupConfigs(res kmsg.DescribeConfigsRequestResource, req *kmsg.DescribeConfigsRequest) ([]kmsg.DescribeConfigsResponseResourceConfig, error) {
+	if res.ResourceName == "" {
+		return nil, fmt.Errorf("%w: group name must not be empty", kerr.InvalidRequest)
+	}
+	set := s.image().GroupConfigs[res.ResourceName]
+	defaults := s.groupConfigBounds().Defaults
 	want := wanted(res.ConfigNames)
 	var out []kmsg.DescribeConfigsResponseResourceConfig
-	for _, g := range groupConfigs {
-		if !want(g.name) {
+	for _, k := range metadata.GroupConfigKeys {
+		if !want(k.Name) {
 			continue
 		}
-		v, ok := s.cfg.BrokerConfigs[g.broker]
-		if !ok || g.broker == "" {
-			v = g.def
-		}
 		c := kmsg.NewDescribeConfigsResponseResourceConfig()
-		c.Name, c.Value = g.name, &v
-		c.ReadOnly = true // no per-group values: they follow the broker's
-		c.Source, c.IsDefault = kmsg.ConfigSourceDefaultConfig, true
-		c.ConfigType = g.typ
+		c.Name, c.ConfigType = k.Name, kmsg.ConfigTypeString
+		if k.Int {
+			c.ConfigType = kmsg.ConfigTypeInt
+		}
+		v, ok := set[k.Name]
+		if ok {
+			c.Source = kmsg.ConfigSourceGroupConfig
+		} else {
+			if v, ok = defaults[k.Name]; !ok {
+				v = k.Default
+			}
+			c.Source, c.IsDefault = kmsg.ConfigSourceDefaultConfig, true
+		}
+		c.Value = &v
 		if req.IncludeDocumentation {
-			doc := g.doc
+			doc := k.Doc
 			c.Documentation = &doc
 		}
 		out = append(out, c)
 	}
-	return out
+	return out, nil
+}
+
+// alterGroupConfigs changes one group's configs through the controller and waits until
+// this broker has applied them, so that the client's next request sees the change.
+func (s *Server) alterGroupConfigs(ctx context.Context, group string, ops []metadata.ConfigOp, incremental, validateOnly bool) error {
+	store, ok := s.deps.Meta.(metadata.GroupConfigStore)
+	if !ok {
+		return fmt.Errorf("%w: this broker's metadata store keeps no group configs", kerr.InvalidRequest)
+	}
+	// The bounds are this broker's group.* configs, which the controller does not have:
+	// they are checked here only.
+	bounds := s.groupConfigBounds()
+	apply := func(current map[string]string, ops []metadata.ConfigOp, incremental bool) (map[string]string, error) {
+		return metadata.ApplyGroupConfigOps(group, current, ops, incremental, bounds)
+	}
+	if _, err := apply(s.image().GroupConfigs[group], ops, incremental); err != nil {
+		return err
+	}
+	if err := store.AlterGroupConfigs(ctx, group, ops, incremental, validateOnly); err != nil || validateOnly {
+		return err
+	}
+	s.awaitVisible(ctx, func(im *metadata.Image) bool {
+		return configsShow(im.GroupConfigs[group], ops, incremental, apply)
+	})
+	return nil
 }

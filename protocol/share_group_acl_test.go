@@ -118,6 +118,15 @@ func TestACLsShareGroupAPIs(t *testing.T) {
 	if cresp, err := creq.RequestWith(ctx, bob); err != nil || cresp.Resources[0].ErrorCode != 0 || len(cresp.Resources[0].Configs) == 0 {
 		t.Fatalf("bob's group configs with DESCRIBE_CONFIGS: %v %+v", err, cresp)
 	}
+	// Altering them needs ALTER_CONFIGS on the group.
+	setEarliest := groupOp{"share.auto.offset.reset", kmsg.StringPtr("earliest"), kmsg.IncrementalAlterConfigOpSet}
+	if err := alterGroupConfigs(t, bob, "sg", false, setEarliest); err != kerr.GroupAuthorizationFailed {
+		t.Fatalf("bob's group config change without ALTER_CONFIGS: %v", err)
+	}
+	b.grant(t, kadm.NewACLs().Groups("sg").Allow("User:bob").Operations(kadm.OpAlterConfigs))
+	if err := alterGroupConfigs(t, bob, "sg", false, setEarliest); err != nil {
+		t.Fatalf("bob's group config change with ALTER_CONFIGS: %v", err)
+	}
 
 	// alice leaves; with DELETE she deletes the group.
 	if code := heartbeat(-1, nil); code != 0 {

@@ -15,7 +15,7 @@ import (
 	"github.com/shalelog/shale/client"
 )
 
-const groupUsage = `Usage: shale group <list|describe|delete|reset-offsets> [flags]
+const groupUsage = `Usage: shale group <list|describe|delete|reset-offsets|config> [flags]
 
   list           every group (consumer and share groups), with its type and state
   describe       --group G...: members, assignments, committed offset, log end offset and lag;
@@ -24,6 +24,8 @@ const groupUsage = `Usage: shale group <list|describe|delete|reset-offsets> [fla
   delete         --group G...: delete empty groups and their committed offsets
   reset-offsets  --group G --topic T (--to-earliest | --to-latest | --to-offset N) [--execute]
                  [--share]: a share group's start offsets (found by itself when it exists)
+  config         --group G [--set key=value]... [--delete key]...: print or change the
+                 group's configs (share.auto.offset.reset, consumer.session.timeout.ms, ...)
 
 Every subcommand takes --bootstrap-server host:port (default localhost:9092).
 reset-offsets prints the plan and changes nothing unless --execute is given; like
@@ -39,6 +41,7 @@ func (gf *groupFlags) register(c *command) {
 func groupCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return dispatch(ctx, "group", groupUsage, map[string]subcommand{
 		"list": groupList, "describe": groupDescribe, "delete": groupDelete, "reset-offsets": groupResetOffsets,
+		"config": groupConfig,
 	}, args, stdout, stderr)
 }
 

@@ -1293,6 +1293,120 @@ func (x *AlterClientMetricsResponse) GetError() *Error {
 	return nil
 }
 
+// AlterGroupConfigsRequest changes one GROUP resource's configs, as
+// AlterTopicConfigsRequest does a topic's.
+type AlterGroupConfigsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Ops           []*ConfigOp            `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
+	Incremental   bool                   `protobuf:"varint,3,opt,name=incremental,proto3" json:"incremental,omitempty"`
+	ValidateOnly  bool                   `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterGroupConfigsRequest) Reset() {
+	*x = AlterGroupConfigsRequest{}
+	mi := &file_controller_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterGroupConfigsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterGroupConfigsRequest) ProtoMessage() {}
+
+func (x *AlterGroupConfigsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterGroupConfigsRequest.ProtoReflect.Descriptor instead.
+func (*AlterGroupConfigsRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *AlterGroupConfigsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *AlterGroupConfigsRequest) GetOps() []*ConfigOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+func (x *AlterGroupConfigsRequest) GetIncremental() bool {
+	if x != nil {
+		return x.Incremental
+	}
+	return false
+}
+
+func (x *AlterGroupConfigsRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+type AlterGroupConfigsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterGroupConfigsResponse) Reset() {
+	*x = AlterGroupConfigsResponse{}
+	mi := &file_controller_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterGroupConfigsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterGroupConfigsResponse) ProtoMessage() {}
+
+func (x *AlterGroupConfigsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterGroupConfigsResponse.ProtoReflect.Descriptor instead.
+func (*AlterGroupConfigsResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *AlterGroupConfigsResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type AlterPartitionRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId       int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
@@ -1308,7 +1422,7 @@ type AlterPartitionRequest struct {
 
 func (x *AlterPartitionRequest) Reset() {
 	*x = AlterPartitionRequest{}
-	mi := &file_controller_proto_msgTypes[21]
+	mi := &file_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1434,7 @@ func (x *AlterPartitionRequest) String() string {
 func (*AlterPartitionRequest) ProtoMessage() {}
 
 func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[21]
+	mi := &file_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1447,7 @@ func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{21}
+	return file_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AlterPartitionRequest) GetBrokerId() int32 {
@@ -1395,7 +1509,7 @@ type AlterPartitionResponse struct {
 
 func (x *AlterPartitionResponse) Reset() {
 	*x = AlterPartitionResponse{}
-	mi := &file_controller_proto_msgTypes[22]
+	mi := &file_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1521,7 @@ func (x *AlterPartitionResponse) String() string {
 func (*AlterPartitionResponse) ProtoMessage() {}
 
 func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[22]
+	mi := &file_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1534,7 @@ func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{22}
+	return file_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AlterPartitionResponse) GetError() *Error {
@@ -1447,7 +1561,7 @@ type AllocateProducerIdsRequest struct {
 
 func (x *AllocateProducerIdsRequest) Reset() {
 	*x = AllocateProducerIdsRequest{}
-	mi := &file_controller_proto_msgTypes[23]
+	mi := &file_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1573,7 @@ func (x *AllocateProducerIdsRequest) String() string {
 func (*AllocateProducerIdsRequest) ProtoMessage() {}
 
 func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[23]
+	mi := &file_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1586,7 @@ func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{23}
+	return file_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AllocateProducerIdsRequest) GetBrokerId() int32 {
@@ -1500,7 +1614,7 @@ type AllocateProducerIdsResponse struct {
 
 func (x *AllocateProducerIdsResponse) Reset() {
 	*x = AllocateProducerIdsResponse{}
-	mi := &file_controller_proto_msgTypes[24]
+	mi := &file_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1626,7 @@ func (x *AllocateProducerIdsResponse) String() string {
 func (*AllocateProducerIdsResponse) ProtoMessage() {}
 
 func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[24]
+	mi := &file_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1639,7 @@ func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{24}
+	return file_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AllocateProducerIdsResponse) GetError() *Error {
@@ -1561,7 +1675,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_controller_proto_msgTypes[25]
+	mi := &file_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1573,7 +1687,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[25]
+	mi := &file_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1586,7 +1700,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{25}
+	return file_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -1626,7 +1740,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_controller_proto_msgTypes[26]
+	mi := &file_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +1752,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[26]
+	mi := &file_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +1765,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{26}
+	return file_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CommitOffsetsResponse) GetError() *Error {
@@ -1672,7 +1786,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_controller_proto_msgTypes[27]
+	mi := &file_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1798,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[27]
+	mi := &file_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1811,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{27}
+	return file_controller_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -1731,7 +1845,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_controller_proto_msgTypes[28]
+	mi := &file_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1743,7 +1857,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[28]
+	mi := &file_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1756,7 +1870,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{28}
+	return file_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FetchOffsetsResponse) GetError() *Error {
@@ -1786,7 +1900,7 @@ type DeleteGroupOffsetsRequest struct {
 
 func (x *DeleteGroupOffsetsRequest) Reset() {
 	*x = DeleteGroupOffsetsRequest{}
-	mi := &file_controller_proto_msgTypes[29]
+	mi := &file_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +1912,7 @@ func (x *DeleteGroupOffsetsRequest) String() string {
 func (*DeleteGroupOffsetsRequest) ProtoMessage() {}
 
 func (x *DeleteGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[29]
+	mi := &file_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +1925,7 @@ func (x *DeleteGroupOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{29}
+	return file_controller_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteGroupOffsetsRequest) GetGroup() string {
@@ -1861,7 +1975,7 @@ type ReadOffsetsLogRequest struct {
 
 func (x *ReadOffsetsLogRequest) Reset() {
 	*x = ReadOffsetsLogRequest{}
-	mi := &file_controller_proto_msgTypes[30]
+	mi := &file_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +1987,7 @@ func (x *ReadOffsetsLogRequest) String() string {
 func (*ReadOffsetsLogRequest) ProtoMessage() {}
 
 func (x *ReadOffsetsLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[30]
+	mi := &file_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +2000,7 @@ func (x *ReadOffsetsLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadOffsetsLogRequest.ProtoReflect.Descriptor instead.
 func (*ReadOffsetsLogRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{30}
+	return file_controller_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReadOffsetsLogRequest) GetPartition() int32 {
@@ -1929,7 +2043,7 @@ type OffsetsLogRecord struct {
 
 func (x *OffsetsLogRecord) Reset() {
 	*x = OffsetsLogRecord{}
-	mi := &file_controller_proto_msgTypes[31]
+	mi := &file_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1941,7 +2055,7 @@ func (x *OffsetsLogRecord) String() string {
 func (*OffsetsLogRecord) ProtoMessage() {}
 
 func (x *OffsetsLogRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[31]
+	mi := &file_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1954,7 +2068,7 @@ func (x *OffsetsLogRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetsLogRecord.ProtoReflect.Descriptor instead.
 func (*OffsetsLogRecord) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{31}
+	return file_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *OffsetsLogRecord) GetGroup() string {
@@ -1990,7 +2104,7 @@ type ReadOffsetsLogResponse struct {
 
 func (x *ReadOffsetsLogResponse) Reset() {
 	*x = ReadOffsetsLogResponse{}
-	mi := &file_controller_proto_msgTypes[32]
+	mi := &file_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2002,7 +2116,7 @@ func (x *ReadOffsetsLogResponse) String() string {
 func (*ReadOffsetsLogResponse) ProtoMessage() {}
 
 func (x *ReadOffsetsLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[32]
+	mi := &file_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2015,7 +2129,7 @@ func (x *ReadOffsetsLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadOffsetsLogResponse.ProtoReflect.Descriptor instead.
 func (*ReadOffsetsLogResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{32}
+	return file_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReadOffsetsLogResponse) GetError() *Error {
@@ -2055,7 +2169,7 @@ type DeleteGroupOffsetsResponse struct {
 
 func (x *DeleteGroupOffsetsResponse) Reset() {
 	*x = DeleteGroupOffsetsResponse{}
-	mi := &file_controller_proto_msgTypes[33]
+	mi := &file_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2181,7 @@ func (x *DeleteGroupOffsetsResponse) String() string {
 func (*DeleteGroupOffsetsResponse) ProtoMessage() {}
 
 func (x *DeleteGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[33]
+	mi := &file_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2194,7 @@ func (x *DeleteGroupOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{33}
+	return file_controller_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeleteGroupOffsetsResponse) GetError() *Error {
@@ -2098,7 +2212,7 @@ type ListOffsetGroupsRequest struct {
 
 func (x *ListOffsetGroupsRequest) Reset() {
 	*x = ListOffsetGroupsRequest{}
-	mi := &file_controller_proto_msgTypes[34]
+	mi := &file_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2110,7 +2224,7 @@ func (x *ListOffsetGroupsRequest) String() string {
 func (*ListOffsetGroupsRequest) ProtoMessage() {}
 
 func (x *ListOffsetGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[34]
+	mi := &file_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2123,7 +2237,7 @@ func (x *ListOffsetGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{34}
+	return file_controller_proto_rawDescGZIP(), []int{36}
 }
 
 type ListOffsetGroupsResponse struct {
@@ -2136,7 +2250,7 @@ type ListOffsetGroupsResponse struct {
 
 func (x *ListOffsetGroupsResponse) Reset() {
 	*x = ListOffsetGroupsResponse{}
-	mi := &file_controller_proto_msgTypes[35]
+	mi := &file_controller_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2262,7 @@ func (x *ListOffsetGroupsResponse) String() string {
 func (*ListOffsetGroupsResponse) ProtoMessage() {}
 
 func (x *ListOffsetGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[35]
+	mi := &file_controller_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2275,7 @@ func (x *ListOffsetGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{35}
+	return file_controller_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListOffsetGroupsResponse) GetError() *Error {
@@ -2189,7 +2303,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_controller_proto_msgTypes[36]
+	mi := &file_controller_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2201,7 +2315,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[36]
+	mi := &file_controller_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2214,7 +2328,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{36}
+	return file_controller_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ElectLeadersRequest) GetType() ElectionType {
@@ -2249,7 +2363,7 @@ type PartitionError struct {
 
 func (x *PartitionError) Reset() {
 	*x = PartitionError{}
-	mi := &file_controller_proto_msgTypes[37]
+	mi := &file_controller_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2375,7 @@ func (x *PartitionError) String() string {
 func (*PartitionError) ProtoMessage() {}
 
 func (x *PartitionError) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[37]
+	mi := &file_controller_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2388,7 @@ func (x *PartitionError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionError.ProtoReflect.Descriptor instead.
 func (*PartitionError) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{37}
+	return file_controller_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PartitionError) GetTopic() string {
@@ -2310,7 +2424,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_controller_proto_msgTypes[38]
+	mi := &file_controller_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2322,7 +2436,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[38]
+	mi := &file_controller_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2335,7 +2449,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{38}
+	return file_controller_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ElectLeadersResponse) GetError() *Error {
@@ -2361,7 +2475,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_controller_proto_msgTypes[39]
+	mi := &file_controller_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2373,7 +2487,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[39]
+	mi := &file_controller_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2386,7 +2500,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{39}
+	return file_controller_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*AclBinding {
@@ -2406,7 +2520,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_controller_proto_msgTypes[40]
+	mi := &file_controller_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2418,7 +2532,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[40]
+	mi := &file_controller_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2431,7 +2545,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{40}
+	return file_controller_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CreateAclsResponse) GetError() *Error {
@@ -2457,7 +2571,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_controller_proto_msgTypes[41]
+	mi := &file_controller_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2469,7 +2583,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[41]
+	mi := &file_controller_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2482,7 +2596,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{41}
+	return file_controller_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteAclsRequest) GetFilters() []*AclFilter {
@@ -2502,7 +2616,7 @@ type DeleteAclsFilterResult struct {
 
 func (x *DeleteAclsFilterResult) Reset() {
 	*x = DeleteAclsFilterResult{}
-	mi := &file_controller_proto_msgTypes[42]
+	mi := &file_controller_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +2628,7 @@ func (x *DeleteAclsFilterResult) String() string {
 func (*DeleteAclsFilterResult) ProtoMessage() {}
 
 func (x *DeleteAclsFilterResult) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[42]
+	mi := &file_controller_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2527,7 +2641,7 @@ func (x *DeleteAclsFilterResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsFilterResult.ProtoReflect.Descriptor instead.
 func (*DeleteAclsFilterResult) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{42}
+	return file_controller_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeleteAclsFilterResult) GetError() *Error {
@@ -2554,7 +2668,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_controller_proto_msgTypes[43]
+	mi := &file_controller_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2566,7 +2680,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[43]
+	mi := &file_controller_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2579,7 +2693,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{43}
+	return file_controller_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeleteAclsResponse) GetError() *Error {
@@ -2607,7 +2721,7 @@ type ClientQuotaOp struct {
 
 func (x *ClientQuotaOp) Reset() {
 	*x = ClientQuotaOp{}
-	mi := &file_controller_proto_msgTypes[44]
+	mi := &file_controller_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2619,7 +2733,7 @@ func (x *ClientQuotaOp) String() string {
 func (*ClientQuotaOp) ProtoMessage() {}
 
 func (x *ClientQuotaOp) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[44]
+	mi := &file_controller_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2632,7 +2746,7 @@ func (x *ClientQuotaOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientQuotaOp.ProtoReflect.Descriptor instead.
 func (*ClientQuotaOp) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{44}
+	return file_controller_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ClientQuotaOp) GetKey() string {
@@ -2666,7 +2780,7 @@ type ClientQuotaAlteration struct {
 
 func (x *ClientQuotaAlteration) Reset() {
 	*x = ClientQuotaAlteration{}
-	mi := &file_controller_proto_msgTypes[45]
+	mi := &file_controller_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2678,7 +2792,7 @@ func (x *ClientQuotaAlteration) String() string {
 func (*ClientQuotaAlteration) ProtoMessage() {}
 
 func (x *ClientQuotaAlteration) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[45]
+	mi := &file_controller_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2691,7 +2805,7 @@ func (x *ClientQuotaAlteration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientQuotaAlteration.ProtoReflect.Descriptor instead.
 func (*ClientQuotaAlteration) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{45}
+	return file_controller_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ClientQuotaAlteration) GetEntity() *ClientQuotaEntity {
@@ -2718,7 +2832,7 @@ type AlterClientQuotasRequest struct {
 
 func (x *AlterClientQuotasRequest) Reset() {
 	*x = AlterClientQuotasRequest{}
-	mi := &file_controller_proto_msgTypes[46]
+	mi := &file_controller_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2730,7 +2844,7 @@ func (x *AlterClientQuotasRequest) String() string {
 func (*AlterClientQuotasRequest) ProtoMessage() {}
 
 func (x *AlterClientQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[46]
+	mi := &file_controller_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2743,7 +2857,7 @@ func (x *AlterClientQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterClientQuotasRequest.ProtoReflect.Descriptor instead.
 func (*AlterClientQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{46}
+	return file_controller_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AlterClientQuotasRequest) GetEntries() []*ClientQuotaAlteration {
@@ -2769,7 +2883,7 @@ type AlterClientQuotasResponse struct {
 
 func (x *AlterClientQuotasResponse) Reset() {
 	*x = AlterClientQuotasResponse{}
-	mi := &file_controller_proto_msgTypes[47]
+	mi := &file_controller_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2781,7 +2895,7 @@ func (x *AlterClientQuotasResponse) String() string {
 func (*AlterClientQuotasResponse) ProtoMessage() {}
 
 func (x *AlterClientQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[47]
+	mi := &file_controller_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2794,7 +2908,7 @@ func (x *AlterClientQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterClientQuotasResponse.ProtoReflect.Descriptor instead.
 func (*AlterClientQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{47}
+	return file_controller_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AlterClientQuotasResponse) GetErrors() []*Error {
@@ -2814,7 +2928,7 @@ type AlterScramCredentialsRequest struct {
 
 func (x *AlterScramCredentialsRequest) Reset() {
 	*x = AlterScramCredentialsRequest{}
-	mi := &file_controller_proto_msgTypes[48]
+	mi := &file_controller_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +2940,7 @@ func (x *AlterScramCredentialsRequest) String() string {
 func (*AlterScramCredentialsRequest) ProtoMessage() {}
 
 func (x *AlterScramCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[48]
+	mi := &file_controller_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +2953,7 @@ func (x *AlterScramCredentialsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterScramCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*AlterScramCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{48}
+	return file_controller_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AlterScramCredentialsRequest) GetUpserts() []*ScramCredential {
@@ -2867,7 +2981,7 @@ type AlterScramCredentialsResponse struct {
 
 func (x *AlterScramCredentialsResponse) Reset() {
 	*x = AlterScramCredentialsResponse{}
-	mi := &file_controller_proto_msgTypes[49]
+	mi := &file_controller_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2879,7 +2993,7 @@ func (x *AlterScramCredentialsResponse) String() string {
 func (*AlterScramCredentialsResponse) ProtoMessage() {}
 
 func (x *AlterScramCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[49]
+	mi := &file_controller_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2892,7 +3006,7 @@ func (x *AlterScramCredentialsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterScramCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*AlterScramCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{49}
+	return file_controller_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AlterScramCredentialsResponse) GetError() *Error {
@@ -2925,7 +3039,7 @@ type DescribeScramCredentialsRequest struct {
 
 func (x *DescribeScramCredentialsRequest) Reset() {
 	*x = DescribeScramCredentialsRequest{}
-	mi := &file_controller_proto_msgTypes[50]
+	mi := &file_controller_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2937,7 +3051,7 @@ func (x *DescribeScramCredentialsRequest) String() string {
 func (*DescribeScramCredentialsRequest) ProtoMessage() {}
 
 func (x *DescribeScramCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[50]
+	mi := &file_controller_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2950,7 +3064,7 @@ func (x *DescribeScramCredentialsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeScramCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeScramCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{50}
+	return file_controller_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DescribeScramCredentialsRequest) GetUsers() []string {
@@ -2970,7 +3084,7 @@ type DescribeScramCredentialsResponse struct {
 
 func (x *DescribeScramCredentialsResponse) Reset() {
 	*x = DescribeScramCredentialsResponse{}
-	mi := &file_controller_proto_msgTypes[51]
+	mi := &file_controller_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2982,7 +3096,7 @@ func (x *DescribeScramCredentialsResponse) String() string {
 func (*DescribeScramCredentialsResponse) ProtoMessage() {}
 
 func (x *DescribeScramCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[51]
+	mi := &file_controller_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2995,7 +3109,7 @@ func (x *DescribeScramCredentialsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeScramCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeScramCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{51}
+	return file_controller_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DescribeScramCredentialsResponse) GetError() *Error {
@@ -3021,7 +3135,7 @@ type WriteTxnStateRequest struct {
 
 func (x *WriteTxnStateRequest) Reset() {
 	*x = WriteTxnStateRequest{}
-	mi := &file_controller_proto_msgTypes[52]
+	mi := &file_controller_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3033,7 +3147,7 @@ func (x *WriteTxnStateRequest) String() string {
 func (*WriteTxnStateRequest) ProtoMessage() {}
 
 func (x *WriteTxnStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[52]
+	mi := &file_controller_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3046,7 +3160,7 @@ func (x *WriteTxnStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnStateRequest.ProtoReflect.Descriptor instead.
 func (*WriteTxnStateRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{52}
+	return file_controller_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *WriteTxnStateRequest) GetRecord() *TxnStateRecord {
@@ -3065,7 +3179,7 @@ type WriteTxnStateResponse struct {
 
 func (x *WriteTxnStateResponse) Reset() {
 	*x = WriteTxnStateResponse{}
-	mi := &file_controller_proto_msgTypes[53]
+	mi := &file_controller_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3077,7 +3191,7 @@ func (x *WriteTxnStateResponse) String() string {
 func (*WriteTxnStateResponse) ProtoMessage() {}
 
 func (x *WriteTxnStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[53]
+	mi := &file_controller_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3090,7 +3204,7 @@ func (x *WriteTxnStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnStateResponse.ProtoReflect.Descriptor instead.
 func (*WriteTxnStateResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{53}
+	return file_controller_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *WriteTxnStateResponse) GetError() *Error {
@@ -3109,7 +3223,7 @@ type TxnOffsetCommitRequest struct {
 
 func (x *TxnOffsetCommitRequest) Reset() {
 	*x = TxnOffsetCommitRequest{}
-	mi := &file_controller_proto_msgTypes[54]
+	mi := &file_controller_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3121,7 +3235,7 @@ func (x *TxnOffsetCommitRequest) String() string {
 func (*TxnOffsetCommitRequest) ProtoMessage() {}
 
 func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[54]
+	mi := &file_controller_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3134,7 +3248,7 @@ func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitRequest.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{54}
+	return file_controller_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TxnOffsetCommitRequest) GetRecord() *TxnOffsetCommitRecord {
@@ -3153,7 +3267,7 @@ type TxnOffsetCommitResponse struct {
 
 func (x *TxnOffsetCommitResponse) Reset() {
 	*x = TxnOffsetCommitResponse{}
-	mi := &file_controller_proto_msgTypes[55]
+	mi := &file_controller_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3165,7 +3279,7 @@ func (x *TxnOffsetCommitResponse) String() string {
 func (*TxnOffsetCommitResponse) ProtoMessage() {}
 
 func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[55]
+	mi := &file_controller_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3178,7 +3292,7 @@ func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitResponse.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{55}
+	return file_controller_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *TxnOffsetCommitResponse) GetError() *Error {
@@ -3198,7 +3312,7 @@ type LoadTxnStatesRequest struct {
 
 func (x *LoadTxnStatesRequest) Reset() {
 	*x = LoadTxnStatesRequest{}
-	mi := &file_controller_proto_msgTypes[56]
+	mi := &file_controller_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3210,7 +3324,7 @@ func (x *LoadTxnStatesRequest) String() string {
 func (*LoadTxnStatesRequest) ProtoMessage() {}
 
 func (x *LoadTxnStatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[56]
+	mi := &file_controller_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3223,7 +3337,7 @@ func (x *LoadTxnStatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadTxnStatesRequest.ProtoReflect.Descriptor instead.
 func (*LoadTxnStatesRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{56}
+	return file_controller_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *LoadTxnStatesRequest) GetPartitions() []int32 {
@@ -3250,7 +3364,7 @@ type LoadTxnStatesResponse struct {
 
 func (x *LoadTxnStatesResponse) Reset() {
 	*x = LoadTxnStatesResponse{}
-	mi := &file_controller_proto_msgTypes[57]
+	mi := &file_controller_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3262,7 +3376,7 @@ func (x *LoadTxnStatesResponse) String() string {
 func (*LoadTxnStatesResponse) ProtoMessage() {}
 
 func (x *LoadTxnStatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[57]
+	mi := &file_controller_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3275,7 +3389,7 @@ func (x *LoadTxnStatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadTxnStatesResponse.ProtoReflect.Descriptor instead.
 func (*LoadTxnStatesResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{57}
+	return file_controller_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LoadTxnStatesResponse) GetError() *Error {
@@ -3301,7 +3415,7 @@ type PendingTxnOffsetsRequest struct {
 
 func (x *PendingTxnOffsetsRequest) Reset() {
 	*x = PendingTxnOffsetsRequest{}
-	mi := &file_controller_proto_msgTypes[58]
+	mi := &file_controller_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3313,7 +3427,7 @@ func (x *PendingTxnOffsetsRequest) String() string {
 func (*PendingTxnOffsetsRequest) ProtoMessage() {}
 
 func (x *PendingTxnOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[58]
+	mi := &file_controller_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3326,7 +3440,7 @@ func (x *PendingTxnOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingTxnOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*PendingTxnOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{58}
+	return file_controller_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *PendingTxnOffsetsRequest) GetGroup() string {
@@ -3346,7 +3460,7 @@ type PendingTxnOffsetsResponse struct {
 
 func (x *PendingTxnOffsetsResponse) Reset() {
 	*x = PendingTxnOffsetsResponse{}
-	mi := &file_controller_proto_msgTypes[59]
+	mi := &file_controller_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3358,7 +3472,7 @@ func (x *PendingTxnOffsetsResponse) String() string {
 func (*PendingTxnOffsetsResponse) ProtoMessage() {}
 
 func (x *PendingTxnOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[59]
+	mi := &file_controller_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3371,7 +3485,7 @@ func (x *PendingTxnOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingTxnOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*PendingTxnOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{59}
+	return file_controller_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *PendingTxnOffsetsResponse) GetError() *Error {
@@ -3398,7 +3512,7 @@ type AddVoterRequest struct {
 
 func (x *AddVoterRequest) Reset() {
 	*x = AddVoterRequest{}
-	mi := &file_controller_proto_msgTypes[60]
+	mi := &file_controller_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3410,7 +3524,7 @@ func (x *AddVoterRequest) String() string {
 func (*AddVoterRequest) ProtoMessage() {}
 
 func (x *AddVoterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[60]
+	mi := &file_controller_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3423,7 +3537,7 @@ func (x *AddVoterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVoterRequest.ProtoReflect.Descriptor instead.
 func (*AddVoterRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{60}
+	return file_controller_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *AddVoterRequest) GetVoterId() int32 {
@@ -3449,7 +3563,7 @@ type AddVoterResponse struct {
 
 func (x *AddVoterResponse) Reset() {
 	*x = AddVoterResponse{}
-	mi := &file_controller_proto_msgTypes[61]
+	mi := &file_controller_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3461,7 +3575,7 @@ func (x *AddVoterResponse) String() string {
 func (*AddVoterResponse) ProtoMessage() {}
 
 func (x *AddVoterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[61]
+	mi := &file_controller_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3474,7 +3588,7 @@ func (x *AddVoterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVoterResponse.ProtoReflect.Descriptor instead.
 func (*AddVoterResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{61}
+	return file_controller_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AddVoterResponse) GetError() *Error {
@@ -3493,7 +3607,7 @@ type RemoveVoterRequest struct {
 
 func (x *RemoveVoterRequest) Reset() {
 	*x = RemoveVoterRequest{}
-	mi := &file_controller_proto_msgTypes[62]
+	mi := &file_controller_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3505,7 +3619,7 @@ func (x *RemoveVoterRequest) String() string {
 func (*RemoveVoterRequest) ProtoMessage() {}
 
 func (x *RemoveVoterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[62]
+	mi := &file_controller_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3518,7 +3632,7 @@ func (x *RemoveVoterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVoterRequest.ProtoReflect.Descriptor instead.
 func (*RemoveVoterRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{62}
+	return file_controller_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RemoveVoterRequest) GetVoterId() int32 {
@@ -3537,7 +3651,7 @@ type RemoveVoterResponse struct {
 
 func (x *RemoveVoterResponse) Reset() {
 	*x = RemoveVoterResponse{}
-	mi := &file_controller_proto_msgTypes[63]
+	mi := &file_controller_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3549,7 +3663,7 @@ func (x *RemoveVoterResponse) String() string {
 func (*RemoveVoterResponse) ProtoMessage() {}
 
 func (x *RemoveVoterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[63]
+	mi := &file_controller_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3562,7 +3676,7 @@ func (x *RemoveVoterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVoterResponse.ProtoReflect.Descriptor instead.
 func (*RemoveVoterResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{63}
+	return file_controller_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RemoveVoterResponse) GetError() *Error {
@@ -3582,7 +3696,7 @@ type UpdateVoterRequest struct {
 
 func (x *UpdateVoterRequest) Reset() {
 	*x = UpdateVoterRequest{}
-	mi := &file_controller_proto_msgTypes[64]
+	mi := &file_controller_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3594,7 +3708,7 @@ func (x *UpdateVoterRequest) String() string {
 func (*UpdateVoterRequest) ProtoMessage() {}
 
 func (x *UpdateVoterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[64]
+	mi := &file_controller_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3607,7 +3721,7 @@ func (x *UpdateVoterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateVoterRequest.ProtoReflect.Descriptor instead.
 func (*UpdateVoterRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{64}
+	return file_controller_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *UpdateVoterRequest) GetVoterId() int32 {
@@ -3633,7 +3747,7 @@ type UpdateVoterResponse struct {
 
 func (x *UpdateVoterResponse) Reset() {
 	*x = UpdateVoterResponse{}
-	mi := &file_controller_proto_msgTypes[65]
+	mi := &file_controller_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3645,7 +3759,7 @@ func (x *UpdateVoterResponse) String() string {
 func (*UpdateVoterResponse) ProtoMessage() {}
 
 func (x *UpdateVoterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[65]
+	mi := &file_controller_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3658,7 +3772,7 @@ func (x *UpdateVoterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateVoterResponse.ProtoReflect.Descriptor instead.
 func (*UpdateVoterResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{65}
+	return file_controller_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *UpdateVoterResponse) GetError() *Error {
@@ -3676,7 +3790,7 @@ type DescribeQuorumRequest struct {
 
 func (x *DescribeQuorumRequest) Reset() {
 	*x = DescribeQuorumRequest{}
-	mi := &file_controller_proto_msgTypes[66]
+	mi := &file_controller_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3688,7 +3802,7 @@ func (x *DescribeQuorumRequest) String() string {
 func (*DescribeQuorumRequest) ProtoMessage() {}
 
 func (x *DescribeQuorumRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[66]
+	mi := &file_controller_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3701,7 +3815,7 @@ func (x *DescribeQuorumRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeQuorumRequest.ProtoReflect.Descriptor instead.
 func (*DescribeQuorumRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{66}
+	return file_controller_proto_rawDescGZIP(), []int{68}
 }
 
 // QuorumReplica is one replica of the metadata log: a controller, or a broker following
@@ -3719,7 +3833,7 @@ type QuorumReplica struct {
 
 func (x *QuorumReplica) Reset() {
 	*x = QuorumReplica{}
-	mi := &file_controller_proto_msgTypes[67]
+	mi := &file_controller_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3731,7 +3845,7 @@ func (x *QuorumReplica) String() string {
 func (*QuorumReplica) ProtoMessage() {}
 
 func (x *QuorumReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[67]
+	mi := &file_controller_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3744,7 +3858,7 @@ func (x *QuorumReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumReplica.ProtoReflect.Descriptor instead.
 func (*QuorumReplica) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{67}
+	return file_controller_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *QuorumReplica) GetId() int32 {
@@ -3797,7 +3911,7 @@ type DescribeQuorumResponse struct {
 
 func (x *DescribeQuorumResponse) Reset() {
 	*x = DescribeQuorumResponse{}
-	mi := &file_controller_proto_msgTypes[68]
+	mi := &file_controller_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3809,7 +3923,7 @@ func (x *DescribeQuorumResponse) String() string {
 func (*DescribeQuorumResponse) ProtoMessage() {}
 
 func (x *DescribeQuorumResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[68]
+	mi := &file_controller_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3822,7 +3936,7 @@ func (x *DescribeQuorumResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeQuorumResponse.ProtoReflect.Descriptor instead.
 func (*DescribeQuorumResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{68}
+	return file_controller_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *DescribeQuorumResponse) GetError() *Error {
@@ -3877,7 +3991,7 @@ type UnregisterBrokerRequest struct {
 
 func (x *UnregisterBrokerRequest) Reset() {
 	*x = UnregisterBrokerRequest{}
-	mi := &file_controller_proto_msgTypes[69]
+	mi := &file_controller_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3889,7 +4003,7 @@ func (x *UnregisterBrokerRequest) String() string {
 func (*UnregisterBrokerRequest) ProtoMessage() {}
 
 func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[69]
+	mi := &file_controller_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3902,7 +4016,7 @@ func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{69}
+	return file_controller_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *UnregisterBrokerRequest) GetBrokerId() int32 {
@@ -3928,7 +4042,7 @@ type UnregisterBrokerResponse struct {
 
 func (x *UnregisterBrokerResponse) Reset() {
 	*x = UnregisterBrokerResponse{}
-	mi := &file_controller_proto_msgTypes[70]
+	mi := &file_controller_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3940,7 +4054,7 @@ func (x *UnregisterBrokerResponse) String() string {
 func (*UnregisterBrokerResponse) ProtoMessage() {}
 
 func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[70]
+	mi := &file_controller_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3953,7 +4067,7 @@ func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{70}
+	return file_controller_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *UnregisterBrokerResponse) GetError() *Error {
@@ -3972,7 +4086,7 @@ type AlterPartitionReassignmentsRequest struct {
 
 func (x *AlterPartitionReassignmentsRequest) Reset() {
 	*x = AlterPartitionReassignmentsRequest{}
-	mi := &file_controller_proto_msgTypes[71]
+	mi := &file_controller_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3984,7 +4098,7 @@ func (x *AlterPartitionReassignmentsRequest) String() string {
 func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[71]
+	mi := &file_controller_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3997,7 +4111,7 @@ func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{71}
+	return file_controller_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *AlterPartitionReassignmentsRequest) GetReassignments() []*PartitionReassignment {
@@ -4017,7 +4131,7 @@ type AlterPartitionReassignmentsResponse struct {
 
 func (x *AlterPartitionReassignmentsResponse) Reset() {
 	*x = AlterPartitionReassignmentsResponse{}
-	mi := &file_controller_proto_msgTypes[72]
+	mi := &file_controller_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4029,7 +4143,7 @@ func (x *AlterPartitionReassignmentsResponse) String() string {
 func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[72]
+	mi := &file_controller_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4042,7 +4156,7 @@ func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{72}
+	return file_controller_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *AlterPartitionReassignmentsResponse) GetError() *Error {
@@ -4068,7 +4182,7 @@ type WriteShareStateRequest struct {
 
 func (x *WriteShareStateRequest) Reset() {
 	*x = WriteShareStateRequest{}
-	mi := &file_controller_proto_msgTypes[73]
+	mi := &file_controller_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4080,7 +4194,7 @@ func (x *WriteShareStateRequest) String() string {
 func (*WriteShareStateRequest) ProtoMessage() {}
 
 func (x *WriteShareStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[73]
+	mi := &file_controller_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4093,7 +4207,7 @@ func (x *WriteShareStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteShareStateRequest.ProtoReflect.Descriptor instead.
 func (*WriteShareStateRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{73}
+	return file_controller_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *WriteShareStateRequest) GetStates() []*SharePartitionState {
@@ -4113,7 +4227,7 @@ type WriteShareStateResponse struct {
 
 func (x *WriteShareStateResponse) Reset() {
 	*x = WriteShareStateResponse{}
-	mi := &file_controller_proto_msgTypes[74]
+	mi := &file_controller_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4125,7 +4239,7 @@ func (x *WriteShareStateResponse) String() string {
 func (*WriteShareStateResponse) ProtoMessage() {}
 
 func (x *WriteShareStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[74]
+	mi := &file_controller_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4138,7 +4252,7 @@ func (x *WriteShareStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteShareStateResponse.ProtoReflect.Descriptor instead.
 func (*WriteShareStateResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{74}
+	return file_controller_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *WriteShareStateResponse) GetError() *Error {
@@ -4169,7 +4283,7 @@ type ReadShareStateRequest struct {
 
 func (x *ReadShareStateRequest) Reset() {
 	*x = ReadShareStateRequest{}
-	mi := &file_controller_proto_msgTypes[75]
+	mi := &file_controller_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4181,7 +4295,7 @@ func (x *ReadShareStateRequest) String() string {
 func (*ReadShareStateRequest) ProtoMessage() {}
 
 func (x *ReadShareStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[75]
+	mi := &file_controller_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4194,7 +4308,7 @@ func (x *ReadShareStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadShareStateRequest.ProtoReflect.Descriptor instead.
 func (*ReadShareStateRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{75}
+	return file_controller_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ReadShareStateRequest) GetGroup() string {
@@ -4235,7 +4349,7 @@ type ReadShareStateResponse struct {
 
 func (x *ReadShareStateResponse) Reset() {
 	*x = ReadShareStateResponse{}
-	mi := &file_controller_proto_msgTypes[76]
+	mi := &file_controller_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4247,7 +4361,7 @@ func (x *ReadShareStateResponse) String() string {
 func (*ReadShareStateResponse) ProtoMessage() {}
 
 func (x *ReadShareStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[76]
+	mi := &file_controller_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4260,7 +4374,7 @@ func (x *ReadShareStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadShareStateResponse.ProtoReflect.Descriptor instead.
 func (*ReadShareStateResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{76}
+	return file_controller_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ReadShareStateResponse) GetError() *Error {
@@ -4286,7 +4400,7 @@ type InitializeShareStateRequest struct {
 
 func (x *InitializeShareStateRequest) Reset() {
 	*x = InitializeShareStateRequest{}
-	mi := &file_controller_proto_msgTypes[77]
+	mi := &file_controller_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4298,7 +4412,7 @@ func (x *InitializeShareStateRequest) String() string {
 func (*InitializeShareStateRequest) ProtoMessage() {}
 
 func (x *InitializeShareStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[77]
+	mi := &file_controller_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4311,7 +4425,7 @@ func (x *InitializeShareStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitializeShareStateRequest.ProtoReflect.Descriptor instead.
 func (*InitializeShareStateRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{77}
+	return file_controller_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *InitializeShareStateRequest) GetStates() []*SharePartitionState {
@@ -4331,7 +4445,7 @@ type InitializeShareStateResponse struct {
 
 func (x *InitializeShareStateResponse) Reset() {
 	*x = InitializeShareStateResponse{}
-	mi := &file_controller_proto_msgTypes[78]
+	mi := &file_controller_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4343,7 +4457,7 @@ func (x *InitializeShareStateResponse) String() string {
 func (*InitializeShareStateResponse) ProtoMessage() {}
 
 func (x *InitializeShareStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[78]
+	mi := &file_controller_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4356,7 +4470,7 @@ func (x *InitializeShareStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitializeShareStateResponse.ProtoReflect.Descriptor instead.
 func (*InitializeShareStateResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{78}
+	return file_controller_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *InitializeShareStateResponse) GetError() *Error {
@@ -4384,7 +4498,7 @@ type DeleteShareStateRequest struct {
 
 func (x *DeleteShareStateRequest) Reset() {
 	*x = DeleteShareStateRequest{}
-	mi := &file_controller_proto_msgTypes[79]
+	mi := &file_controller_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4396,7 +4510,7 @@ func (x *DeleteShareStateRequest) String() string {
 func (*DeleteShareStateRequest) ProtoMessage() {}
 
 func (x *DeleteShareStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[79]
+	mi := &file_controller_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4409,7 +4523,7 @@ func (x *DeleteShareStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteShareStateRequest.ProtoReflect.Descriptor instead.
 func (*DeleteShareStateRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{79}
+	return file_controller_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *DeleteShareStateRequest) GetGroup() string {
@@ -4442,7 +4556,7 @@ type DeleteShareStateResponse struct {
 
 func (x *DeleteShareStateResponse) Reset() {
 	*x = DeleteShareStateResponse{}
-	mi := &file_controller_proto_msgTypes[80]
+	mi := &file_controller_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4454,7 +4568,7 @@ func (x *DeleteShareStateResponse) String() string {
 func (*DeleteShareStateResponse) ProtoMessage() {}
 
 func (x *DeleteShareStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[80]
+	mi := &file_controller_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4467,7 +4581,7 @@ func (x *DeleteShareStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteShareStateResponse.ProtoReflect.Descriptor instead.
 func (*DeleteShareStateResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{80}
+	return file_controller_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *DeleteShareStateResponse) GetError() *Error {
@@ -4485,7 +4599,7 @@ type ListShareStateGroupsRequest struct {
 
 func (x *ListShareStateGroupsRequest) Reset() {
 	*x = ListShareStateGroupsRequest{}
-	mi := &file_controller_proto_msgTypes[81]
+	mi := &file_controller_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4497,7 +4611,7 @@ func (x *ListShareStateGroupsRequest) String() string {
 func (*ListShareStateGroupsRequest) ProtoMessage() {}
 
 func (x *ListShareStateGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[81]
+	mi := &file_controller_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4510,7 +4624,7 @@ func (x *ListShareStateGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShareStateGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListShareStateGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{81}
+	return file_controller_proto_rawDescGZIP(), []int{83}
 }
 
 type ListShareStateGroupsResponse struct {
@@ -4523,7 +4637,7 @@ type ListShareStateGroupsResponse struct {
 
 func (x *ListShareStateGroupsResponse) Reset() {
 	*x = ListShareStateGroupsResponse{}
-	mi := &file_controller_proto_msgTypes[82]
+	mi := &file_controller_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4535,7 +4649,7 @@ func (x *ListShareStateGroupsResponse) String() string {
 func (*ListShareStateGroupsResponse) ProtoMessage() {}
 
 func (x *ListShareStateGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[82]
+	mi := &file_controller_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4548,7 +4662,7 @@ func (x *ListShareStateGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShareStateGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListShareStateGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{82}
+	return file_controller_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListShareStateGroupsResponse) GetError() *Error {
@@ -4574,7 +4688,7 @@ type AlterSchemaRegistryRequest struct {
 
 func (x *AlterSchemaRegistryRequest) Reset() {
 	*x = AlterSchemaRegistryRequest{}
-	mi := &file_controller_proto_msgTypes[83]
+	mi := &file_controller_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4586,7 +4700,7 @@ func (x *AlterSchemaRegistryRequest) String() string {
 func (*AlterSchemaRegistryRequest) ProtoMessage() {}
 
 func (x *AlterSchemaRegistryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[83]
+	mi := &file_controller_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4599,7 +4713,7 @@ func (x *AlterSchemaRegistryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterSchemaRegistryRequest.ProtoReflect.Descriptor instead.
 func (*AlterSchemaRegistryRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{83}
+	return file_controller_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *AlterSchemaRegistryRequest) GetRecord() *SchemaRegistryRecord {
@@ -4624,7 +4738,7 @@ type AlterSchemaRegistryResponse struct {
 
 func (x *AlterSchemaRegistryResponse) Reset() {
 	*x = AlterSchemaRegistryResponse{}
-	mi := &file_controller_proto_msgTypes[84]
+	mi := &file_controller_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4636,7 +4750,7 @@ func (x *AlterSchemaRegistryResponse) String() string {
 func (*AlterSchemaRegistryResponse) ProtoMessage() {}
 
 func (x *AlterSchemaRegistryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[84]
+	mi := &file_controller_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4649,7 +4763,7 @@ func (x *AlterSchemaRegistryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterSchemaRegistryResponse.ProtoReflect.Descriptor instead.
 func (*AlterSchemaRegistryResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{84}
+	return file_controller_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *AlterSchemaRegistryResponse) GetRegistryErrorCode() int32 {
@@ -4780,6 +4894,13 @@ const file_controller_proto_rawDesc = "" +
 	"\vincremental\x18\x03 \x01(\bR\vincremental\x12#\n" +
 	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\"N\n" +
 	"\x1aAlterClientMetricsResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\xa8\x01\n" +
+	"\x18AlterGroupConfigsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12/\n" +
+	"\x03ops\x18\x02 \x03(\v2\x1d.shale.controller.v1.ConfigOpR\x03ops\x12 \n" +
+	"\vincremental\x18\x03 \x01(\bR\vincremental\x12#\n" +
+	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\"M\n" +
+	"\x19AlterGroupConfigsResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\xf0\x01\n" +
 	"\x15AlterPartitionRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
@@ -4992,7 +5113,7 @@ const file_controller_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
 	"\tschema_id\x18\x03 \x01(\x05R\bschemaId\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x05R\aversion\x12\x1a\n" +
-	"\bversions\x18\x05 \x03(\x05R\bversions2\x90 \n" +
+	"\bversions\x18\x05 \x03(\x05R\bversions2\x84!\n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -5015,7 +5136,8 @@ const file_controller_proto_rawDesc = "" +
 	"\n" +
 	"DeleteAcls\x12&.shale.controller.v1.DeleteAclsRequest\x1a'.shale.controller.v1.DeleteAclsResponse\x12r\n" +
 	"\x11AlterClientQuotas\x12-.shale.controller.v1.AlterClientQuotasRequest\x1a..shale.controller.v1.AlterClientQuotasResponse\x12u\n" +
-	"\x12AlterClientMetrics\x12..shale.controller.v1.AlterClientMetricsRequest\x1a/.shale.controller.v1.AlterClientMetricsResponse\x12~\n" +
+	"\x12AlterClientMetrics\x12..shale.controller.v1.AlterClientMetricsRequest\x1a/.shale.controller.v1.AlterClientMetricsResponse\x12r\n" +
+	"\x11AlterGroupConfigs\x12-.shale.controller.v1.AlterGroupConfigsRequest\x1a..shale.controller.v1.AlterGroupConfigsResponse\x12~\n" +
 	"\x15AlterScramCredentials\x121.shale.controller.v1.AlterScramCredentialsRequest\x1a2.shale.controller.v1.AlterScramCredentialsResponse\x12\x87\x01\n" +
 	"\x18DescribeScramCredentials\x124.shale.controller.v1.DescribeScramCredentialsRequest\x1a5.shale.controller.v1.DescribeScramCredentialsResponse\x12x\n" +
 	"\x13AlterSchemaRegistry\x12/.shale.controller.v1.AlterSchemaRegistryRequest\x1a0.shale.controller.v1.AlterSchemaRegistryResponse\x12f\n" +
@@ -5047,7 +5169,7 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_controller_proto_goTypes = []any{
 	(*NotLeader)(nil),                           // 0: shale.controller.v1.NotLeader
 	(*RegisterBrokerRequest)(nil),               // 1: shale.controller.v1.RegisterBrokerRequest
@@ -5070,261 +5192,267 @@ var file_controller_proto_goTypes = []any{
 	(*AlterTopicConfigsResponse)(nil),           // 18: shale.controller.v1.AlterTopicConfigsResponse
 	(*AlterClientMetricsRequest)(nil),           // 19: shale.controller.v1.AlterClientMetricsRequest
 	(*AlterClientMetricsResponse)(nil),          // 20: shale.controller.v1.AlterClientMetricsResponse
-	(*AlterPartitionRequest)(nil),               // 21: shale.controller.v1.AlterPartitionRequest
-	(*AlterPartitionResponse)(nil),              // 22: shale.controller.v1.AlterPartitionResponse
-	(*AllocateProducerIdsRequest)(nil),          // 23: shale.controller.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil),         // 24: shale.controller.v1.AllocateProducerIdsResponse
-	(*CommitOffsetsRequest)(nil),                // 25: shale.controller.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),               // 26: shale.controller.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),                 // 27: shale.controller.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),                // 28: shale.controller.v1.FetchOffsetsResponse
-	(*DeleteGroupOffsetsRequest)(nil),           // 29: shale.controller.v1.DeleteGroupOffsetsRequest
-	(*ReadOffsetsLogRequest)(nil),               // 30: shale.controller.v1.ReadOffsetsLogRequest
-	(*OffsetsLogRecord)(nil),                    // 31: shale.controller.v1.OffsetsLogRecord
-	(*ReadOffsetsLogResponse)(nil),              // 32: shale.controller.v1.ReadOffsetsLogResponse
-	(*DeleteGroupOffsetsResponse)(nil),          // 33: shale.controller.v1.DeleteGroupOffsetsResponse
-	(*ListOffsetGroupsRequest)(nil),             // 34: shale.controller.v1.ListOffsetGroupsRequest
-	(*ListOffsetGroupsResponse)(nil),            // 35: shale.controller.v1.ListOffsetGroupsResponse
-	(*ElectLeadersRequest)(nil),                 // 36: shale.controller.v1.ElectLeadersRequest
-	(*PartitionError)(nil),                      // 37: shale.controller.v1.PartitionError
-	(*ElectLeadersResponse)(nil),                // 38: shale.controller.v1.ElectLeadersResponse
-	(*CreateAclsRequest)(nil),                   // 39: shale.controller.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),                  // 40: shale.controller.v1.CreateAclsResponse
-	(*DeleteAclsRequest)(nil),                   // 41: shale.controller.v1.DeleteAclsRequest
-	(*DeleteAclsFilterResult)(nil),              // 42: shale.controller.v1.DeleteAclsFilterResult
-	(*DeleteAclsResponse)(nil),                  // 43: shale.controller.v1.DeleteAclsResponse
-	(*ClientQuotaOp)(nil),                       // 44: shale.controller.v1.ClientQuotaOp
-	(*ClientQuotaAlteration)(nil),               // 45: shale.controller.v1.ClientQuotaAlteration
-	(*AlterClientQuotasRequest)(nil),            // 46: shale.controller.v1.AlterClientQuotasRequest
-	(*AlterClientQuotasResponse)(nil),           // 47: shale.controller.v1.AlterClientQuotasResponse
-	(*AlterScramCredentialsRequest)(nil),        // 48: shale.controller.v1.AlterScramCredentialsRequest
-	(*AlterScramCredentialsResponse)(nil),       // 49: shale.controller.v1.AlterScramCredentialsResponse
-	(*DescribeScramCredentialsRequest)(nil),     // 50: shale.controller.v1.DescribeScramCredentialsRequest
-	(*DescribeScramCredentialsResponse)(nil),    // 51: shale.controller.v1.DescribeScramCredentialsResponse
-	(*WriteTxnStateRequest)(nil),                // 52: shale.controller.v1.WriteTxnStateRequest
-	(*WriteTxnStateResponse)(nil),               // 53: shale.controller.v1.WriteTxnStateResponse
-	(*TxnOffsetCommitRequest)(nil),              // 54: shale.controller.v1.TxnOffsetCommitRequest
-	(*TxnOffsetCommitResponse)(nil),             // 55: shale.controller.v1.TxnOffsetCommitResponse
-	(*LoadTxnStatesRequest)(nil),                // 56: shale.controller.v1.LoadTxnStatesRequest
-	(*LoadTxnStatesResponse)(nil),               // 57: shale.controller.v1.LoadTxnStatesResponse
-	(*PendingTxnOffsetsRequest)(nil),            // 58: shale.controller.v1.PendingTxnOffsetsRequest
-	(*PendingTxnOffsetsResponse)(nil),           // 59: shale.controller.v1.PendingTxnOffsetsResponse
-	(*AddVoterRequest)(nil),                     // 60: shale.controller.v1.AddVoterRequest
-	(*AddVoterResponse)(nil),                    // 61: shale.controller.v1.AddVoterResponse
-	(*RemoveVoterRequest)(nil),                  // 62: shale.controller.v1.RemoveVoterRequest
-	(*RemoveVoterResponse)(nil),                 // 63: shale.controller.v1.RemoveVoterResponse
-	(*UpdateVoterRequest)(nil),                  // 64: shale.controller.v1.UpdateVoterRequest
-	(*UpdateVoterResponse)(nil),                 // 65: shale.controller.v1.UpdateVoterResponse
-	(*DescribeQuorumRequest)(nil),               // 66: shale.controller.v1.DescribeQuorumRequest
-	(*QuorumReplica)(nil),                       // 67: shale.controller.v1.QuorumReplica
-	(*DescribeQuorumResponse)(nil),              // 68: shale.controller.v1.DescribeQuorumResponse
-	(*UnregisterBrokerRequest)(nil),             // 69: shale.controller.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),            // 70: shale.controller.v1.UnregisterBrokerResponse
-	(*AlterPartitionReassignmentsRequest)(nil),  // 71: shale.controller.v1.AlterPartitionReassignmentsRequest
-	(*AlterPartitionReassignmentsResponse)(nil), // 72: shale.controller.v1.AlterPartitionReassignmentsResponse
-	(*WriteShareStateRequest)(nil),              // 73: shale.controller.v1.WriteShareStateRequest
-	(*WriteShareStateResponse)(nil),             // 74: shale.controller.v1.WriteShareStateResponse
-	(*ReadShareStateRequest)(nil),               // 75: shale.controller.v1.ReadShareStateRequest
-	(*ReadShareStateResponse)(nil),              // 76: shale.controller.v1.ReadShareStateResponse
-	(*InitializeShareStateRequest)(nil),         // 77: shale.controller.v1.InitializeShareStateRequest
-	(*InitializeShareStateResponse)(nil),        // 78: shale.controller.v1.InitializeShareStateResponse
-	(*DeleteShareStateRequest)(nil),             // 79: shale.controller.v1.DeleteShareStateRequest
-	(*DeleteShareStateResponse)(nil),            // 80: shale.controller.v1.DeleteShareStateResponse
-	(*ListShareStateGroupsRequest)(nil),         // 81: shale.controller.v1.ListShareStateGroupsRequest
-	(*ListShareStateGroupsResponse)(nil),        // 82: shale.controller.v1.ListShareStateGroupsResponse
-	(*AlterSchemaRegistryRequest)(nil),          // 83: shale.controller.v1.AlterSchemaRegistryRequest
-	(*AlterSchemaRegistryResponse)(nil),         // 84: shale.controller.v1.AlterSchemaRegistryResponse
-	nil,                                         // 85: shale.controller.v1.CreatableTopic.ConfigsEntry
-	(*Listener)(nil),                            // 86: shale.controller.v1.Listener
-	(*Error)(nil),                               // 87: shale.controller.v1.Error
-	(*MetadataDelta)(nil),                       // 88: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),                  // 89: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),                         // 90: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),                          // 91: shale.controller.v1.TopicState
-	(*PartitionState)(nil),                      // 92: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),                         // 93: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                     // 94: shale.controller.v1.TopicPartitions
-	(ElectionType)(0),                           // 95: shale.controller.v1.ElectionType
-	(*AclBinding)(nil),                          // 96: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),                           // 97: shale.controller.v1.AclFilter
-	(*ClientQuotaEntity)(nil),                   // 98: shale.controller.v1.ClientQuotaEntity
-	(*ScramCredential)(nil),                     // 99: shale.controller.v1.ScramCredential
-	(*ScramCredentialKey)(nil),                  // 100: shale.controller.v1.ScramCredentialKey
-	(*TxnStateRecord)(nil),                      // 101: shale.controller.v1.TxnStateRecord
-	(*TxnOffsetCommitRecord)(nil),               // 102: shale.controller.v1.TxnOffsetCommitRecord
-	(*TxnState)(nil),                            // 103: shale.controller.v1.TxnState
-	(*PartitionReassignment)(nil),               // 104: shale.controller.v1.PartitionReassignment
-	(*SharePartitionState)(nil),                 // 105: shale.controller.v1.SharePartitionState
-	(*SchemaRegistryRecord)(nil),                // 106: shale.controller.v1.SchemaRegistryRecord
+	(*AlterGroupConfigsRequest)(nil),            // 21: shale.controller.v1.AlterGroupConfigsRequest
+	(*AlterGroupConfigsResponse)(nil),           // 22: shale.controller.v1.AlterGroupConfigsResponse
+	(*AlterPartitionRequest)(nil),               // 23: shale.controller.v1.AlterPartitionRequest
+	(*AlterPartitionResponse)(nil),              // 24: shale.controller.v1.AlterPartitionResponse
+	(*AllocateProducerIdsRequest)(nil),          // 25: shale.controller.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),         // 26: shale.controller.v1.AllocateProducerIdsResponse
+	(*CommitOffsetsRequest)(nil),                // 27: shale.controller.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),               // 28: shale.controller.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),                 // 29: shale.controller.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),                // 30: shale.controller.v1.FetchOffsetsResponse
+	(*DeleteGroupOffsetsRequest)(nil),           // 31: shale.controller.v1.DeleteGroupOffsetsRequest
+	(*ReadOffsetsLogRequest)(nil),               // 32: shale.controller.v1.ReadOffsetsLogRequest
+	(*OffsetsLogRecord)(nil),                    // 33: shale.controller.v1.OffsetsLogRecord
+	(*ReadOffsetsLogResponse)(nil),              // 34: shale.controller.v1.ReadOffsetsLogResponse
+	(*DeleteGroupOffsetsResponse)(nil),          // 35: shale.controller.v1.DeleteGroupOffsetsResponse
+	(*ListOffsetGroupsRequest)(nil),             // 36: shale.controller.v1.ListOffsetGroupsRequest
+	(*ListOffsetGroupsResponse)(nil),            // 37: shale.controller.v1.ListOffsetGroupsResponse
+	(*ElectLeadersRequest)(nil),                 // 38: shale.controller.v1.ElectLeadersRequest
+	(*PartitionError)(nil),                      // 39: shale.controller.v1.PartitionError
+	(*ElectLeadersResponse)(nil),                // 40: shale.controller.v1.ElectLeadersResponse
+	(*CreateAclsRequest)(nil),                   // 41: shale.controller.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                  // 42: shale.controller.v1.CreateAclsResponse
+	(*DeleteAclsRequest)(nil),                   // 43: shale.controller.v1.DeleteAclsRequest
+	(*DeleteAclsFilterResult)(nil),              // 44: shale.controller.v1.DeleteAclsFilterResult
+	(*DeleteAclsResponse)(nil),                  // 45: shale.controller.v1.DeleteAclsResponse
+	(*ClientQuotaOp)(nil),                       // 46: shale.controller.v1.ClientQuotaOp
+	(*ClientQuotaAlteration)(nil),               // 47: shale.controller.v1.ClientQuotaAlteration
+	(*AlterClientQuotasRequest)(nil),            // 48: shale.controller.v1.AlterClientQuotasRequest
+	(*AlterClientQuotasResponse)(nil),           // 49: shale.controller.v1.AlterClientQuotasResponse
+	(*AlterScramCredentialsRequest)(nil),        // 50: shale.controller.v1.AlterScramCredentialsRequest
+	(*AlterScramCredentialsResponse)(nil),       // 51: shale.controller.v1.AlterScramCredentialsResponse
+	(*DescribeScramCredentialsRequest)(nil),     // 52: shale.controller.v1.DescribeScramCredentialsRequest
+	(*DescribeScramCredentialsResponse)(nil),    // 53: shale.controller.v1.DescribeScramCredentialsResponse
+	(*WriteTxnStateRequest)(nil),                // 54: shale.controller.v1.WriteTxnStateRequest
+	(*WriteTxnStateResponse)(nil),               // 55: shale.controller.v1.WriteTxnStateResponse
+	(*TxnOffsetCommitRequest)(nil),              // 56: shale.controller.v1.TxnOffsetCommitRequest
+	(*TxnOffsetCommitResponse)(nil),             // 57: shale.controller.v1.TxnOffsetCommitResponse
+	(*LoadTxnStatesRequest)(nil),                // 58: shale.controller.v1.LoadTxnStatesRequest
+	(*LoadTxnStatesResponse)(nil),               // 59: shale.controller.v1.LoadTxnStatesResponse
+	(*PendingTxnOffsetsRequest)(nil),            // 60: shale.controller.v1.PendingTxnOffsetsRequest
+	(*PendingTxnOffsetsResponse)(nil),           // 61: shale.controller.v1.PendingTxnOffsetsResponse
+	(*AddVoterRequest)(nil),                     // 62: shale.controller.v1.AddVoterRequest
+	(*AddVoterResponse)(nil),                    // 63: shale.controller.v1.AddVoterResponse
+	(*RemoveVoterRequest)(nil),                  // 64: shale.controller.v1.RemoveVoterRequest
+	(*RemoveVoterResponse)(nil),                 // 65: shale.controller.v1.RemoveVoterResponse
+	(*UpdateVoterRequest)(nil),                  // 66: shale.controller.v1.UpdateVoterRequest
+	(*UpdateVoterResponse)(nil),                 // 67: shale.controller.v1.UpdateVoterResponse
+	(*DescribeQuorumRequest)(nil),               // 68: shale.controller.v1.DescribeQuorumRequest
+	(*QuorumReplica)(nil),                       // 69: shale.controller.v1.QuorumReplica
+	(*DescribeQuorumResponse)(nil),              // 70: shale.controller.v1.DescribeQuorumResponse
+	(*UnregisterBrokerRequest)(nil),             // 71: shale.controller.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),            // 72: shale.controller.v1.UnregisterBrokerResponse
+	(*AlterPartitionReassignmentsRequest)(nil),  // 73: shale.controller.v1.AlterPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 74: shale.controller.v1.AlterPartitionReassignmentsResponse
+	(*WriteShareStateRequest)(nil),              // 75: shale.controller.v1.WriteShareStateRequest
+	(*WriteShareStateResponse)(nil),             // 76: shale.controller.v1.WriteShareStateResponse
+	(*ReadShareStateRequest)(nil),               // 77: shale.controller.v1.ReadShareStateRequest
+	(*ReadShareStateResponse)(nil),              // 78: shale.controller.v1.ReadShareStateResponse
+	(*InitializeShareStateRequest)(nil),         // 79: shale.controller.v1.InitializeShareStateRequest
+	(*InitializeShareStateResponse)(nil),        // 80: shale.controller.v1.InitializeShareStateResponse
+	(*DeleteShareStateRequest)(nil),             // 81: shale.controller.v1.DeleteShareStateRequest
+	(*DeleteShareStateResponse)(nil),            // 82: shale.controller.v1.DeleteShareStateResponse
+	(*ListShareStateGroupsRequest)(nil),         // 83: shale.controller.v1.ListShareStateGroupsRequest
+	(*ListShareStateGroupsResponse)(nil),        // 84: shale.controller.v1.ListShareStateGroupsResponse
+	(*AlterSchemaRegistryRequest)(nil),          // 85: shale.controller.v1.AlterSchemaRegistryRequest
+	(*AlterSchemaRegistryResponse)(nil),         // 86: shale.controller.v1.AlterSchemaRegistryResponse
+	nil,                                         // 87: shale.controller.v1.CreatableTopic.ConfigsEntry
+	(*Listener)(nil),                            // 88: shale.controller.v1.Listener
+	(*Error)(nil),                               // 89: shale.controller.v1.Error
+	(*MetadataDelta)(nil),                       // 90: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),                  // 91: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),                         // 92: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),                          // 93: shale.controller.v1.TopicState
+	(*PartitionState)(nil),                      // 94: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),                         // 95: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                     // 96: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),                           // 97: shale.controller.v1.ElectionType
+	(*AclBinding)(nil),                          // 98: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),                           // 99: shale.controller.v1.AclFilter
+	(*ClientQuotaEntity)(nil),                   // 100: shale.controller.v1.ClientQuotaEntity
+	(*ScramCredential)(nil),                     // 101: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),                  // 102: shale.controller.v1.ScramCredentialKey
+	(*TxnStateRecord)(nil),                      // 103: shale.controller.v1.TxnStateRecord
+	(*TxnOffsetCommitRecord)(nil),               // 104: shale.controller.v1.TxnOffsetCommitRecord
+	(*TxnState)(nil),                            // 105: shale.controller.v1.TxnState
+	(*PartitionReassignment)(nil),               // 106: shale.controller.v1.PartitionReassignment
+	(*SharePartitionState)(nil),                 // 107: shale.controller.v1.SharePartitionState
+	(*SchemaRegistryRecord)(nil),                // 108: shale.controller.v1.SchemaRegistryRecord
 }
 var file_controller_proto_depIdxs = []int32{
-	86,  // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	87,  // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	87,  // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	88,  // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	89,  // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	90,  // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	85,  // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	88,  // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	89,  // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	89,  // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	90,  // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	91,  // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	92,  // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	87,  // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
 	7,   // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	87,  // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	91,  // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	89,  // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	93,  // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
 	9,   // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	87,  // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	90,  // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	89,  // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	92,  // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
 	13,  // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	87,  // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	89,  // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
 	16,  // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	87,  // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	89,  // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
 	16,  // 17: shale.controller.v1.AlterClientMetricsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	87,  // 18: shale.controller.v1.AlterClientMetricsResponse.error:type_name -> shale.controller.v1.Error
-	87,  // 19: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	92,  // 20: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	87,  // 21: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	93,  // 22: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	87,  // 23: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	94,  // 24: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	87,  // 25: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	93,  // 26: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	94,  // 27: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	93,  // 28: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
-	87,  // 29: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
-	31,  // 30: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
-	87,  // 31: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	87,  // 32: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	95,  // 33: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
-	94,  // 34: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	87,  // 35: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
-	87,  // 36: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
-	37,  // 37: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
-	96,  // 38: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
-	87,  // 39: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
-	87,  // 40: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
-	97,  // 41: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
-	87,  // 42: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
-	96,  // 43: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
-	87,  // 44: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
-	42,  // 45: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
-	98,  // 46: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
-	44,  // 47: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
-	45,  // 48: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
-	87,  // 49: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
-	99,  // 50: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
-	100, // 51: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	87,  // 52: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	87,  // 53: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
-	87,  // 54: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
-	87,  // 55: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	99,  // 56: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
-	101, // 57: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
-	87,  // 58: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
-	102, // 59: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
-	87,  // 60: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
-	87,  // 61: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
-	103, // 62: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
-	87,  // 63: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	94,  // 64: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
-	87,  // 65: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
-	87,  // 66: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
-	87,  // 67: shale.controller.v1.UpdateVoterResponse.error:type_name -> shale.controller.v1.Error
-	87,  // 68: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
-	67,  // 69: shale.controller.v1.DescribeQuorumResponse.voters:type_name -> shale.controller.v1.QuorumReplica
-	67,  // 70: shale.controller.v1.DescribeQuorumResponse.observers:type_name -> shale.controller.v1.QuorumReplica
-	87,  // 71: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	104, // 72: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	87,  // 73: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
-	37,  // 74: shale.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> shale.controller.v1.PartitionError
-	105, // 75: shale.controller.v1.WriteShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
-	87,  // 76: shale.controller.v1.WriteShareStateResponse.error:type_name -> shale.controller.v1.Error
-	87,  // 77: shale.controller.v1.WriteShareStateResponse.errors:type_name -> shale.controller.v1.Error
-	94,  // 78: shale.controller.v1.ReadShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	87,  // 79: shale.controller.v1.ReadShareStateResponse.error:type_name -> shale.controller.v1.Error
-	105, // 80: shale.controller.v1.ReadShareStateResponse.states:type_name -> shale.controller.v1.SharePartitionState
-	105, // 81: shale.controller.v1.InitializeShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
-	87,  // 82: shale.controller.v1.InitializeShareStateResponse.error:type_name -> shale.controller.v1.Error
-	87,  // 83: shale.controller.v1.InitializeShareStateResponse.errors:type_name -> shale.controller.v1.Error
-	94,  // 84: shale.controller.v1.DeleteShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	87,  // 85: shale.controller.v1.DeleteShareStateResponse.error:type_name -> shale.controller.v1.Error
-	87,  // 86: shale.controller.v1.ListShareStateGroupsResponse.error:type_name -> shale.controller.v1.Error
-	106, // 87: shale.controller.v1.AlterSchemaRegistryRequest.record:type_name -> shale.controller.v1.SchemaRegistryRecord
-	1,   // 88: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,   // 89: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,   // 90: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,   // 91: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11,  // 92: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14,  // 93: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17,  // 94: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	21,  // 95: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	23,  // 96: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	25,  // 97: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	27,  // 98: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	29,  // 99: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	34,  // 100: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	30,  // 101: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
-	36,  // 102: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
-	39,  // 103: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
-	41,  // 104: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
-	46,  // 105: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
-	19,  // 106: shale.controller.v1.Controller.AlterClientMetrics:input_type -> shale.controller.v1.AlterClientMetricsRequest
-	48,  // 107: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
-	50,  // 108: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
-	83,  // 109: shale.controller.v1.Controller.AlterSchemaRegistry:input_type -> shale.controller.v1.AlterSchemaRegistryRequest
-	52,  // 110: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
-	54,  // 111: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
-	56,  // 112: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
-	58,  // 113: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
-	60,  // 114: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
-	62,  // 115: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
-	64,  // 116: shale.controller.v1.Controller.UpdateVoter:input_type -> shale.controller.v1.UpdateVoterRequest
-	66,  // 117: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
-	69,  // 118: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
-	71,  // 119: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
-	73,  // 120: shale.controller.v1.Controller.WriteShareState:input_type -> shale.controller.v1.WriteShareStateRequest
-	75,  // 121: shale.controller.v1.Controller.ReadShareState:input_type -> shale.controller.v1.ReadShareStateRequest
-	77,  // 122: shale.controller.v1.Controller.InitializeShareState:input_type -> shale.controller.v1.InitializeShareStateRequest
-	79,  // 123: shale.controller.v1.Controller.DeleteShareState:input_type -> shale.controller.v1.DeleteShareStateRequest
-	81,  // 124: shale.controller.v1.Controller.ListShareStateGroups:input_type -> shale.controller.v1.ListShareStateGroupsRequest
-	2,   // 125: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,   // 126: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,   // 127: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10,  // 128: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12,  // 129: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15,  // 130: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18,  // 131: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	22,  // 132: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	24,  // 133: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	26,  // 134: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	28,  // 135: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	33,  // 136: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	35,  // 137: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	32,  // 138: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
-	38,  // 139: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
-	40,  // 140: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
-	43,  // 141: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
-	47,  // 142: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
-	20,  // 143: shale.controller.v1.Controller.AlterClientMetrics:output_type -> shale.controller.v1.AlterClientMetricsResponse
-	49,  // 144: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
-	51,  // 145: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
-	84,  // 146: shale.controller.v1.Controller.AlterSchemaRegistry:output_type -> shale.controller.v1.AlterSchemaRegistryResponse
-	53,  // 147: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
-	55,  // 148: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
-	57,  // 149: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
-	59,  // 150: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
-	61,  // 151: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
-	63,  // 152: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
-	65,  // 153: shale.controller.v1.Controller.UpdateVoter:output_type -> shale.controller.v1.UpdateVoterResponse
-	68,  // 154: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
-	70,  // 155: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
-	72,  // 156: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
-	74,  // 157: shale.controller.v1.Controller.WriteShareState:output_type -> shale.controller.v1.WriteShareStateResponse
-	76,  // 158: shale.controller.v1.Controller.ReadShareState:output_type -> shale.controller.v1.ReadShareStateResponse
-	78,  // 159: shale.controller.v1.Controller.InitializeShareState:output_type -> shale.controller.v1.InitializeShareStateResponse
-	80,  // 160: shale.controller.v1.Controller.DeleteShareState:output_type -> shale.controller.v1.DeleteShareStateResponse
-	82,  // 161: shale.controller.v1.Controller.ListShareStateGroups:output_type -> shale.controller.v1.ListShareStateGroupsResponse
-	125, // [125:162] is the sub-list for method output_type
-	88,  // [88:125] is the sub-list for method input_type
-	88,  // [88:88] is the sub-list for extension type_name
-	88,  // [88:88] is the sub-list for extension extendee
-	0,   // [0:88] is the sub-list for field type_name
+	89,  // 18: shale.controller.v1.AlterClientMetricsResponse.error:type_name -> shale.controller.v1.Error
+	16,  // 19: shale.controller.v1.AlterGroupConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
+	89,  // 20: shale.controller.v1.AlterGroupConfigsResponse.error:type_name -> shale.controller.v1.Error
+	89,  // 21: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	94,  // 22: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	89,  // 23: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	95,  // 24: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	89,  // 25: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	96,  // 26: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	89,  // 27: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	95,  // 28: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	96,  // 29: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	95,  // 30: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
+	89,  // 31: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
+	33,  // 32: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
+	89,  // 33: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	89,  // 34: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	97,  // 35: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	96,  // 36: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	89,  // 37: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	89,  // 38: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	39,  // 39: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
+	98,  // 40: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
+	89,  // 41: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
+	89,  // 42: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
+	99,  // 43: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
+	89,  // 44: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
+	98,  // 45: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
+	89,  // 46: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
+	44,  // 47: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
+	100, // 48: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	46,  // 49: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
+	47,  // 50: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
+	89,  // 51: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
+	101, // 52: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
+	102, // 53: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	89,  // 54: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	89,  // 55: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
+	89,  // 56: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
+	89,  // 57: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	101, // 58: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
+	103, // 59: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
+	89,  // 60: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
+	104, // 61: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
+	89,  // 62: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
+	89,  // 63: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
+	105, // 64: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
+	89,  // 65: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	96,  // 66: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
+	89,  // 67: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
+	89,  // 68: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
+	89,  // 69: shale.controller.v1.UpdateVoterResponse.error:type_name -> shale.controller.v1.Error
+	89,  // 70: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
+	69,  // 71: shale.controller.v1.DescribeQuorumResponse.voters:type_name -> shale.controller.v1.QuorumReplica
+	69,  // 72: shale.controller.v1.DescribeQuorumResponse.observers:type_name -> shale.controller.v1.QuorumReplica
+	89,  // 73: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	106, // 74: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	89,  // 75: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
+	39,  // 76: shale.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> shale.controller.v1.PartitionError
+	107, // 77: shale.controller.v1.WriteShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
+	89,  // 78: shale.controller.v1.WriteShareStateResponse.error:type_name -> shale.controller.v1.Error
+	89,  // 79: shale.controller.v1.WriteShareStateResponse.errors:type_name -> shale.controller.v1.Error
+	96,  // 80: shale.controller.v1.ReadShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	89,  // 81: shale.controller.v1.ReadShareStateResponse.error:type_name -> shale.controller.v1.Error
+	107, // 82: shale.controller.v1.ReadShareStateResponse.states:type_name -> shale.controller.v1.SharePartitionState
+	107, // 83: shale.controller.v1.InitializeShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
+	89,  // 84: shale.controller.v1.InitializeShareStateResponse.error:type_name -> shale.controller.v1.Error
+	89,  // 85: shale.controller.v1.InitializeShareStateResponse.errors:type_name -> shale.controller.v1.Error
+	96,  // 86: shale.controller.v1.DeleteShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	89,  // 87: shale.controller.v1.DeleteShareStateResponse.error:type_name -> shale.controller.v1.Error
+	89,  // 88: shale.controller.v1.ListShareStateGroupsResponse.error:type_name -> shale.controller.v1.Error
+	108, // 89: shale.controller.v1.AlterSchemaRegistryRequest.record:type_name -> shale.controller.v1.SchemaRegistryRecord
+	1,   // 90: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,   // 91: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,   // 92: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,   // 93: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11,  // 94: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14,  // 95: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17,  // 96: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	23,  // 97: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	25,  // 98: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	27,  // 99: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	29,  // 100: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	31,  // 101: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	36,  // 102: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	32,  // 103: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
+	38,  // 104: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	41,  // 105: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
+	43,  // 106: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
+	48,  // 107: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
+	19,  // 108: shale.controller.v1.Controller.AlterClientMetrics:input_type -> shale.controller.v1.AlterClientMetricsRequest
+	21,  // 109: shale.controller.v1.Controller.AlterGroupConfigs:input_type -> shale.controller.v1.AlterGroupConfigsRequest
+	50,  // 110: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
+	52,  // 111: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
+	85,  // 112: shale.controller.v1.Controller.AlterSchemaRegistry:input_type -> shale.controller.v1.AlterSchemaRegistryRequest
+	54,  // 113: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
+	56,  // 114: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
+	58,  // 115: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
+	60,  // 116: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
+	62,  // 117: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
+	64,  // 118: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
+	66,  // 119: shale.controller.v1.Controller.UpdateVoter:input_type -> shale.controller.v1.UpdateVoterRequest
+	68,  // 120: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
+	71,  // 121: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
+	73,  // 122: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
+	75,  // 123: shale.controller.v1.Controller.WriteShareState:input_type -> shale.controller.v1.WriteShareStateRequest
+	77,  // 124: shale.controller.v1.Controller.ReadShareState:input_type -> shale.controller.v1.ReadShareStateRequest
+	79,  // 125: shale.controller.v1.Controller.InitializeShareState:input_type -> shale.controller.v1.InitializeShareStateRequest
+	81,  // 126: shale.controller.v1.Controller.DeleteShareState:input_type -> shale.controller.v1.DeleteShareStateRequest
+	83,  // 127: shale.controller.v1.Controller.ListShareStateGroups:input_type -> shale.controller.v1.ListShareStateGroupsRequest
+	2,   // 128: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,   // 129: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,   // 130: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10,  // 131: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12,  // 132: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15,  // 133: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18,  // 134: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	24,  // 135: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	26,  // 136: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	28,  // 137: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	30,  // 138: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	35,  // 139: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	37,  // 140: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	34,  // 141: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
+	40,  // 142: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	42,  // 143: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
+	45,  // 144: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
+	49,  // 145: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
+	20,  // 146: shale.controller.v1.Controller.AlterClientMetrics:output_type -> shale.controller.v1.AlterClientMetricsResponse
+	22,  // 147: shale.controller.v1.Controller.AlterGroupConfigs:output_type -> shale.controller.v1.AlterGroupConfigsResponse
+	51,  // 148: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
+	53,  // 149: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
+	86,  // 150: shale.controller.v1.Controller.AlterSchemaRegistry:output_type -> shale.controller.v1.AlterSchemaRegistryResponse
+	55,  // 151: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
+	57,  // 152: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
+	59,  // 153: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
+	61,  // 154: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
+	63,  // 155: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
+	65,  // 156: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
+	67,  // 157: shale.controller.v1.Controller.UpdateVoter:output_type -> shale.controller.v1.UpdateVoterResponse
+	70,  // 158: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
+	72,  // 159: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
+	74,  // 160: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
+	76,  // 161: shale.controller.v1.Controller.WriteShareState:output_type -> shale.controller.v1.WriteShareStateResponse
+	78,  // 162: shale.controller.v1.Controller.ReadShareState:output_type -> shale.controller.v1.ReadShareStateResponse
+	80,  // 163: shale.controller.v1.Controller.InitializeShareState:output_type -> shale.controller.v1.InitializeShareStateResponse
+	82,  // 164: shale.controller.v1.Controller.DeleteShareState:output_type -> shale.controller.v1.DeleteShareStateResponse
+	84,  // 165: shale.controller.v1.Controller.ListShareStateGroups:output_type -> shale.controller.v1.ListShareStateGroupsResponse
+	128, // [128:166] is the sub-list for method output_type
+	90,  // [90:128] is the sub-list for method input_type
+	90,  // [90:90] is the sub-list for extension type_name
+	90,  // [90:90] is the sub-list for extension extendee
+	0,   // [0:90] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -5346,7 +5474,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   86,
+			NumMessages:   88,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

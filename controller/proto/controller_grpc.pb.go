@@ -42,6 +42,7 @@ const (
 	Controller_DeleteAcls_FullMethodName                  = "/shale.controller.v1.Controller/DeleteAcls"
 	Controller_AlterClientQuotas_FullMethodName           = "/shale.controller.v1.Controller/AlterClientQuotas"
 	Controller_AlterClientMetrics_FullMethodName          = "/shale.controller.v1.Controller/AlterClientMetrics"
+	Controller_AlterGroupConfigs_FullMethodName           = "/shale.controller.v1.Controller/AlterGroupConfigs"
 	Controller_AlterScramCredentials_FullMethodName       = "/shale.controller.v1.Controller/AlterScramCredentials"
 	Controller_DescribeScramCredentials_FullMethodName    = "/shale.controller.v1.Controller/DescribeScramCredentials"
 	Controller_AlterSchemaRegistry_FullMethodName         = "/shale.controller.v1.Controller/AlterSchemaRegistry"
@@ -94,6 +95,8 @@ type ControllerClient interface {
 	AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error)
 	// AlterClientMetrics changes one client metrics subscription (KIP-714).
 	AlterClientMetrics(ctx context.Context, in *AlterClientMetricsRequest, opts ...grpc.CallOption) (*AlterClientMetricsResponse, error)
+	// AlterGroupConfigs changes one group's configs (KIP-848/KIP-932 GROUP resources).
+	AlterGroupConfigs(ctx context.Context, in *AlterGroupConfigsRequest, opts ...grpc.CallOption) (*AlterGroupConfigsResponse, error)
 	// AlterScramCredentials upserts and deletes salted SCRAM credentials (KIP-554).
 	AlterScramCredentials(ctx context.Context, in *AlterScramCredentialsRequest, opts ...grpc.CallOption) (*AlterScramCredentialsResponse, error)
 	// DescribeScramCredentials returns stored credentials, secrets included: brokers check
@@ -350,6 +353,16 @@ func (c *controllerClient) AlterClientMetrics(ctx context.Context, in *AlterClie
 	return out, nil
 }
 
+func (c *controllerClient) AlterGroupConfigs(ctx context.Context, in *AlterGroupConfigsRequest, opts ...grpc.CallOption) (*AlterGroupConfigsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterGroupConfigsResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterGroupConfigs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerClient) AlterScramCredentials(ctx context.Context, in *AlterScramCredentialsRequest, opts ...grpc.CallOption) (*AlterScramCredentialsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AlterScramCredentialsResponse)
@@ -562,6 +575,8 @@ type ControllerServer interface {
 	AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error)
 	// AlterClientMetrics changes one client metrics subscription (KIP-714).
 	AlterClientMetrics(context.Context, *AlterClientMetricsRequest) (*AlterClientMetricsResponse, error)
+	// AlterGroupConfigs changes one group's configs (KIP-848/KIP-932 GROUP resources).
+	AlterGroupConfigs(context.Context, *AlterGroupConfigsRequest) (*AlterGroupConfigsResponse, error)
 	// AlterScramCredentials upserts and deletes salted SCRAM credentials (KIP-554).
 	AlterScramCredentials(context.Context, *AlterScramCredentialsRequest) (*AlterScramCredentialsResponse, error)
 	// DescribeScramCredentials returns stored credentials, secrets included: brokers check
@@ -675,6 +690,9 @@ func (UnimplementedControllerServer) AlterClientQuotas(context.Context, *AlterCl
 }
 func (UnimplementedControllerServer) AlterClientMetrics(context.Context, *AlterClientMetricsRequest) (*AlterClientMetricsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterClientMetrics not implemented")
+}
+func (UnimplementedControllerServer) AlterGroupConfigs(context.Context, *AlterGroupConfigsRequest) (*AlterGroupConfigsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterGroupConfigs not implemented")
 }
 func (UnimplementedControllerServer) AlterScramCredentials(context.Context, *AlterScramCredentialsRequest) (*AlterScramCredentialsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterScramCredentials not implemented")
@@ -1086,6 +1104,24 @@ func _Controller_AlterClientMetrics_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AlterGroupConfigs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterGroupConfigsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterGroupConfigs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterGroupConfigs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterGroupConfigs(ctx, req.(*AlterGroupConfigsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Controller_AlterScramCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(AlterScramCredentialsRequest)
 	if err := dec(in); err != nil {
@@ -1488,6 +1524,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AlterClientMetrics",
 			Handler:    _Controller_AlterClientMetrics_Handler,
+		},
+		{
+			MethodName: "AlterGroupConfigs",
+			Handler:    _Controller_AlterGroupConfigs_Handler,
 		},
 		{
 			MethodName: "AlterScramCredentials",

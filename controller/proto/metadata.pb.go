@@ -442,6 +442,8 @@ type MetadataDelta struct {
 	// Client metrics subscriptions (KIP-714) whose configs changed, complete; one with no
 	// configs is removed.
 	ClientMetrics []*ClientMetricsState `protobuf:"bytes,190,rep,name=client_metrics,json=clientMetrics,proto3" json:"client_metrics,omitempty"`
+	// Groups whose configs changed, complete; one with no configs is removed.
+	GroupConfigs  []*GroupConfigState `protobuf:"bytes,200,rep,name=group_configs,json=groupConfigs,proto3" json:"group_configs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -570,6 +572,13 @@ func (x *MetadataDelta) GetSchemaRegistry() *SchemaRegistryDelta {
 func (x *MetadataDelta) GetClientMetrics() []*ClientMetricsState {
 	if x != nil {
 		return x.ClientMetrics
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetGroupConfigs() []*GroupConfigState {
+	if x != nil {
+		return x.GroupConfigs
 	}
 	return nil
 }
@@ -747,6 +756,7 @@ type MetadataImageChunk struct {
 	Acls           []*AclBinding         `protobuf:"bytes,60,rep,name=acls,proto3" json:"acls,omitempty"`                                         // every ACL binding, in the first chunk
 	ClientQuotas   []*ClientQuotaState   `protobuf:"bytes,80,rep,name=client_quotas,json=clientQuotas,proto3" json:"client_quotas,omitempty"`     // in the first chunk
 	ClientMetrics  []*ClientMetricsState `protobuf:"bytes,190,rep,name=client_metrics,json=clientMetrics,proto3" json:"client_metrics,omitempty"` // in the first chunk
+	GroupConfigs   []*GroupConfigState   `protobuf:"bytes,200,rep,name=group_configs,json=groupConfigs,proto3" json:"group_configs,omitempty"`    // in the first chunk
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -861,6 +871,13 @@ func (x *MetadataImageChunk) GetClientQuotas() []*ClientQuotaState {
 func (x *MetadataImageChunk) GetClientMetrics() []*ClientMetricsState {
 	if x != nil {
 		return x.ClientMetrics
+	}
+	return nil
+}
+
+func (x *MetadataImageChunk) GetGroupConfigs() []*GroupConfigState {
+	if x != nil {
+		return x.GroupConfigs
 	}
 	return nil
 }
@@ -1080,6 +1097,60 @@ func (x *ClientMetricsState) GetConfigs() map[string]string {
 	return nil
 }
 
+// GroupConfigState is one group's configs (Kafka's GROUP config resource:
+// share.auto.offset.reset, consumer.session.timeout.ms, ...).
+type GroupConfigState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Configs       map[string]string      `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupConfigState) Reset() {
+	*x = GroupConfigState{}
+	mi := &file_metadata_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupConfigState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupConfigState) ProtoMessage() {}
+
+func (x *GroupConfigState) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupConfigState.ProtoReflect.Descriptor instead.
+func (*GroupConfigState) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GroupConfigState) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupConfigState) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
 // ReplicaList is one partition's replicas.
 type ReplicaList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1090,7 +1161,7 @@ type ReplicaList struct {
 
 func (x *ReplicaList) Reset() {
 	*x = ReplicaList{}
-	mi := &file_metadata_proto_msgTypes[13]
+	mi := &file_metadata_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1173,7 @@ func (x *ReplicaList) String() string {
 func (*ReplicaList) ProtoMessage() {}
 
 func (x *ReplicaList) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[13]
+	mi := &file_metadata_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1186,7 @@ func (x *ReplicaList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaList.ProtoReflect.Descriptor instead.
 func (*ReplicaList) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{13}
+	return file_metadata_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReplicaList) GetReplicas() []int32 {
@@ -1136,7 +1207,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_metadata_proto_msgTypes[14]
+	mi := &file_metadata_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1219,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[14]
+	mi := &file_metadata_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1232,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{14}
+	return file_metadata_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TopicPartitions) GetTopic() string {
@@ -1197,7 +1268,7 @@ type OffsetEntry struct {
 
 func (x *OffsetEntry) Reset() {
 	*x = OffsetEntry{}
-	mi := &file_metadata_proto_msgTypes[15]
+	mi := &file_metadata_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1280,7 @@ func (x *OffsetEntry) String() string {
 func (*OffsetEntry) ProtoMessage() {}
 
 func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[15]
+	mi := &file_metadata_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1293,7 @@ func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetEntry.ProtoReflect.Descriptor instead.
 func (*OffsetEntry) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{15}
+	return file_metadata_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OffsetEntry) GetTopic() string {
@@ -1299,7 +1370,7 @@ type AclBinding struct {
 
 func (x *AclBinding) Reset() {
 	*x = AclBinding{}
-	mi := &file_metadata_proto_msgTypes[16]
+	mi := &file_metadata_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1382,7 @@ func (x *AclBinding) String() string {
 func (*AclBinding) ProtoMessage() {}
 
 func (x *AclBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[16]
+	mi := &file_metadata_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1395,7 @@ func (x *AclBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBinding.ProtoReflect.Descriptor instead.
 func (*AclBinding) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{16}
+	return file_metadata_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AclBinding) GetResourceType() int32 {
@@ -1394,7 +1465,7 @@ type AclFilter struct {
 
 func (x *AclFilter) Reset() {
 	*x = AclFilter{}
-	mi := &file_metadata_proto_msgTypes[17]
+	mi := &file_metadata_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1477,7 @@ func (x *AclFilter) String() string {
 func (*AclFilter) ProtoMessage() {}
 
 func (x *AclFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[17]
+	mi := &file_metadata_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1490,7 @@ func (x *AclFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
 func (*AclFilter) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{17}
+	return file_metadata_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AclFilter) GetResourceType() int32 {
@@ -1487,7 +1558,7 @@ type ScramCredential struct {
 
 func (x *ScramCredential) Reset() {
 	*x = ScramCredential{}
-	mi := &file_metadata_proto_msgTypes[18]
+	mi := &file_metadata_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1570,7 @@ func (x *ScramCredential) String() string {
 func (*ScramCredential) ProtoMessage() {}
 
 func (x *ScramCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[18]
+	mi := &file_metadata_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1583,7 @@ func (x *ScramCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScramCredential.ProtoReflect.Descriptor instead.
 func (*ScramCredential) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{18}
+	return file_metadata_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ScramCredential) GetUser() string {
@@ -1568,7 +1639,7 @@ type ScramCredentialKey struct {
 
 func (x *ScramCredentialKey) Reset() {
 	*x = ScramCredentialKey{}
-	mi := &file_metadata_proto_msgTypes[19]
+	mi := &file_metadata_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1651,7 @@ func (x *ScramCredentialKey) String() string {
 func (*ScramCredentialKey) ProtoMessage() {}
 
 func (x *ScramCredentialKey) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[19]
+	mi := &file_metadata_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1664,7 @@ func (x *ScramCredentialKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScramCredentialKey.ProtoReflect.Descriptor instead.
 func (*ScramCredentialKey) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{19}
+	return file_metadata_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ScramCredentialKey) GetUser() string {
@@ -1624,7 +1695,7 @@ type RegistrySchema struct {
 
 func (x *RegistrySchema) Reset() {
 	*x = RegistrySchema{}
-	mi := &file_metadata_proto_msgTypes[20]
+	mi := &file_metadata_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1707,7 @@ func (x *RegistrySchema) String() string {
 func (*RegistrySchema) ProtoMessage() {}
 
 func (x *RegistrySchema) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[20]
+	mi := &file_metadata_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1720,7 @@ func (x *RegistrySchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistrySchema.ProtoReflect.Descriptor instead.
 func (*RegistrySchema) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{20}
+	return file_metadata_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RegistrySchema) GetId() int32 {
@@ -1693,7 +1764,7 @@ type RegistrySchemaReference struct {
 
 func (x *RegistrySchemaReference) Reset() {
 	*x = RegistrySchemaReference{}
-	mi := &file_metadata_proto_msgTypes[21]
+	mi := &file_metadata_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1776,7 @@ func (x *RegistrySchemaReference) String() string {
 func (*RegistrySchemaReference) ProtoMessage() {}
 
 func (x *RegistrySchemaReference) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[21]
+	mi := &file_metadata_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +1789,7 @@ func (x *RegistrySchemaReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistrySchemaReference.ProtoReflect.Descriptor instead.
 func (*RegistrySchemaReference) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{21}
+	return file_metadata_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RegistrySchemaReference) GetName() string {
@@ -1755,7 +1826,7 @@ type RegistrySubjectVersion struct {
 
 func (x *RegistrySubjectVersion) Reset() {
 	*x = RegistrySubjectVersion{}
-	mi := &file_metadata_proto_msgTypes[22]
+	mi := &file_metadata_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +1838,7 @@ func (x *RegistrySubjectVersion) String() string {
 func (*RegistrySubjectVersion) ProtoMessage() {}
 
 func (x *RegistrySubjectVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[22]
+	mi := &file_metadata_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +1851,7 @@ func (x *RegistrySubjectVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistrySubjectVersion.ProtoReflect.Descriptor instead.
 func (*RegistrySubjectVersion) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{22}
+	return file_metadata_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RegistrySubjectVersion) GetSubject() string {
@@ -1824,7 +1895,7 @@ type RegistryConfig struct {
 
 func (x *RegistryConfig) Reset() {
 	*x = RegistryConfig{}
-	mi := &file_metadata_proto_msgTypes[23]
+	mi := &file_metadata_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +1907,7 @@ func (x *RegistryConfig) String() string {
 func (*RegistryConfig) ProtoMessage() {}
 
 func (x *RegistryConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[23]
+	mi := &file_metadata_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +1920,7 @@ func (x *RegistryConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryConfig.ProtoReflect.Descriptor instead.
 func (*RegistryConfig) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{23}
+	return file_metadata_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RegistryConfig) GetSubject() string {
@@ -1889,7 +1960,7 @@ type SchemaRegistryDelta struct {
 
 func (x *SchemaRegistryDelta) Reset() {
 	*x = SchemaRegistryDelta{}
-	mi := &file_metadata_proto_msgTypes[24]
+	mi := &file_metadata_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +1972,7 @@ func (x *SchemaRegistryDelta) String() string {
 func (*SchemaRegistryDelta) ProtoMessage() {}
 
 func (x *SchemaRegistryDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[24]
+	mi := &file_metadata_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +1985,7 @@ func (x *SchemaRegistryDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchemaRegistryDelta.ProtoReflect.Descriptor instead.
 func (*SchemaRegistryDelta) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{24}
+	return file_metadata_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SchemaRegistryDelta) GetSchemas() []*RegistrySchema {
@@ -1992,7 +2063,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcb\x06\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x98\a\n" +
 	"\rMetadataDelta\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1f\n" +
 	"\vprev_offset\x18\x02 \x01(\x04R\n" +
@@ -2009,7 +2080,8 @@ const file_metadata_proto_rawDesc = "" +
 	"\rclient_quotas\x18P \x03(\v2%.shale.controller.v1.ClientQuotaStateR\fclientQuotas\x122\n" +
 	"\x14unregistered_brokers\x18\x82\x01 \x03(\x05R\x13unregisteredBrokers\x12R\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaR\x0eschemaRegistry\x12O\n" +
-	"\x0eclient_metrics\x18\xbe\x01 \x03(\v2'.shale.controller.v1.ClientMetricsStateR\rclientMetricsB\r\n" +
+	"\x0eclient_metrics\x18\xbe\x01 \x03(\v2'.shale.controller.v1.ClientMetricsStateR\rclientMetrics\x12K\n" +
+	"\rgroup_configs\x18\xc8\x01 \x03(\v2%.shale.controller.v1.GroupConfigStateR\fgroupConfigsB\r\n" +
 	"\v_cluster_idB\x10\n" +
 	"\x0e_controller_id\"\x81\x01\n" +
 	"\x10CoordinatorState\x12\x1c\n" +
@@ -2029,7 +2101,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x80\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcd\x05\n" +
 	"\x12MetadataImageChunk\x12R\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaR\x0eschemaRegistry\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1d\n" +
@@ -2043,7 +2115,8 @@ const file_metadata_proto_rawDesc = "" +
 	"\fcoordinators\x18\b \x03(\v2%.shale.controller.v1.CoordinatorStateR\fcoordinators\x123\n" +
 	"\x04acls\x18< \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\x12J\n" +
 	"\rclient_quotas\x18P \x03(\v2%.shale.controller.v1.ClientQuotaStateR\fclientQuotas\x12O\n" +
-	"\x0eclient_metrics\x18\xbe\x01 \x03(\v2'.shale.controller.v1.ClientMetricsStateR\rclientMetrics\"?\n" +
+	"\x0eclient_metrics\x18\xbe\x01 \x03(\v2'.shale.controller.v1.ClientMetricsStateR\rclientMetrics\x12K\n" +
+	"\rgroup_configs\x18\xc8\x01 \x03(\v2%.shale.controller.v1.GroupConfigStateR\fgroupConfigs\"?\n" +
 	"\x0fQuotaEntityPart\x12\x18\n" +
 	"\adefault\x18\x01 \x01(\bR\adefault\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"\x90\x01\n" +
@@ -2059,6 +2132,12 @@ const file_metadata_proto_rawDesc = "" +
 	"\x12ClientMetricsState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12N\n" +
 	"\aconfigs\x18\x02 \x03(\v24.shale.controller.v1.ClientMetricsState.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb2\x01\n" +
+	"\x10GroupConfigState\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12L\n" +
+	"\aconfigs\x18\x02 \x03(\v22.shale.controller.v1.GroupConfigState.ConfigsEntryR\aconfigs\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\")\n" +
@@ -2158,7 +2237,7 @@ func file_metadata_proto_rawDescGZIP() []byte {
 	return file_metadata_proto_rawDescData
 }
 
-var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_metadata_proto_goTypes = []any{
 	(*Error)(nil),                   // 0: shale.controller.v1.Error
 	(*Listener)(nil),                // 1: shale.controller.v1.Listener
@@ -2173,59 +2252,64 @@ var file_metadata_proto_goTypes = []any{
 	(*ClientQuotaEntity)(nil),       // 10: shale.controller.v1.ClientQuotaEntity
 	(*ClientQuotaState)(nil),        // 11: shale.controller.v1.ClientQuotaState
 	(*ClientMetricsState)(nil),      // 12: shale.controller.v1.ClientMetricsState
-	(*ReplicaList)(nil),             // 13: shale.controller.v1.ReplicaList
-	(*TopicPartitions)(nil),         // 14: shale.controller.v1.TopicPartitions
-	(*OffsetEntry)(nil),             // 15: shale.controller.v1.OffsetEntry
-	(*AclBinding)(nil),              // 16: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),               // 17: shale.controller.v1.AclFilter
-	(*ScramCredential)(nil),         // 18: shale.controller.v1.ScramCredential
-	(*ScramCredentialKey)(nil),      // 19: shale.controller.v1.ScramCredentialKey
-	(*RegistrySchema)(nil),          // 20: shale.controller.v1.RegistrySchema
-	(*RegistrySchemaReference)(nil), // 21: shale.controller.v1.RegistrySchemaReference
-	(*RegistrySubjectVersion)(nil),  // 22: shale.controller.v1.RegistrySubjectVersion
-	(*RegistryConfig)(nil),          // 23: shale.controller.v1.RegistryConfig
-	(*SchemaRegistryDelta)(nil),     // 24: shale.controller.v1.SchemaRegistryDelta
-	nil,                             // 25: shale.controller.v1.TopicState.ConfigsEntry
-	nil,                             // 26: shale.controller.v1.TopicDelta.ConfigsEntry
-	nil,                             // 27: shale.controller.v1.ClientQuotaState.ValuesEntry
-	nil,                             // 28: shale.controller.v1.ClientMetricsState.ConfigsEntry
+	(*GroupConfigState)(nil),        // 13: shale.controller.v1.GroupConfigState
+	(*ReplicaList)(nil),             // 14: shale.controller.v1.ReplicaList
+	(*TopicPartitions)(nil),         // 15: shale.controller.v1.TopicPartitions
+	(*OffsetEntry)(nil),             // 16: shale.controller.v1.OffsetEntry
+	(*AclBinding)(nil),              // 17: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),               // 18: shale.controller.v1.AclFilter
+	(*ScramCredential)(nil),         // 19: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),      // 20: shale.controller.v1.ScramCredentialKey
+	(*RegistrySchema)(nil),          // 21: shale.controller.v1.RegistrySchema
+	(*RegistrySchemaReference)(nil), // 22: shale.controller.v1.RegistrySchemaReference
+	(*RegistrySubjectVersion)(nil),  // 23: shale.controller.v1.RegistrySubjectVersion
+	(*RegistryConfig)(nil),          // 24: shale.controller.v1.RegistryConfig
+	(*SchemaRegistryDelta)(nil),     // 25: shale.controller.v1.SchemaRegistryDelta
+	nil,                             // 26: shale.controller.v1.TopicState.ConfigsEntry
+	nil,                             // 27: shale.controller.v1.TopicDelta.ConfigsEntry
+	nil,                             // 28: shale.controller.v1.ClientQuotaState.ValuesEntry
+	nil,                             // 29: shale.controller.v1.ClientMetricsState.ConfigsEntry
+	nil,                             // 30: shale.controller.v1.GroupConfigState.ConfigsEntry
 }
 var file_metadata_proto_depIdxs = []int32{
 	1,  // 0: shale.controller.v1.BrokerState.listeners:type_name -> shale.controller.v1.Listener
-	25, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
+	26, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
 	3,  // 2: shale.controller.v1.TopicState.partitions:type_name -> shale.controller.v1.PartitionState
 	2,  // 3: shale.controller.v1.MetadataDelta.brokers:type_name -> shale.controller.v1.BrokerState
 	7,  // 4: shale.controller.v1.MetadataDelta.topics:type_name -> shale.controller.v1.TopicDelta
 	6,  // 5: shale.controller.v1.MetadataDelta.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	16, // 6: shale.controller.v1.MetadataDelta.acls_created:type_name -> shale.controller.v1.AclBinding
-	16, // 7: shale.controller.v1.MetadataDelta.acls_deleted:type_name -> shale.controller.v1.AclBinding
+	17, // 6: shale.controller.v1.MetadataDelta.acls_created:type_name -> shale.controller.v1.AclBinding
+	17, // 7: shale.controller.v1.MetadataDelta.acls_deleted:type_name -> shale.controller.v1.AclBinding
 	11, // 8: shale.controller.v1.MetadataDelta.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
-	24, // 9: shale.controller.v1.MetadataDelta.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
+	25, // 9: shale.controller.v1.MetadataDelta.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
 	12, // 10: shale.controller.v1.MetadataDelta.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
-	26, // 11: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
-	3,  // 12: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
-	24, // 13: shale.controller.v1.MetadataImageChunk.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
-	2,  // 14: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
-	4,  // 15: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
-	6,  // 16: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	16, // 17: shale.controller.v1.MetadataImageChunk.acls:type_name -> shale.controller.v1.AclBinding
-	11, // 18: shale.controller.v1.MetadataImageChunk.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
-	12, // 19: shale.controller.v1.MetadataImageChunk.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
-	9,  // 20: shale.controller.v1.ClientQuotaEntity.user:type_name -> shale.controller.v1.QuotaEntityPart
-	9,  // 21: shale.controller.v1.ClientQuotaEntity.client_id:type_name -> shale.controller.v1.QuotaEntityPart
-	10, // 22: shale.controller.v1.ClientQuotaState.entity:type_name -> shale.controller.v1.ClientQuotaEntity
-	27, // 23: shale.controller.v1.ClientQuotaState.values:type_name -> shale.controller.v1.ClientQuotaState.ValuesEntry
-	28, // 24: shale.controller.v1.ClientMetricsState.configs:type_name -> shale.controller.v1.ClientMetricsState.ConfigsEntry
-	21, // 25: shale.controller.v1.RegistrySchema.references:type_name -> shale.controller.v1.RegistrySchemaReference
-	20, // 26: shale.controller.v1.SchemaRegistryDelta.schemas:type_name -> shale.controller.v1.RegistrySchema
-	22, // 27: shale.controller.v1.SchemaRegistryDelta.versions:type_name -> shale.controller.v1.RegistrySubjectVersion
-	22, // 28: shale.controller.v1.SchemaRegistryDelta.removed:type_name -> shale.controller.v1.RegistrySubjectVersion
-	23, // 29: shale.controller.v1.SchemaRegistryDelta.configs:type_name -> shale.controller.v1.RegistryConfig
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	13, // 11: shale.controller.v1.MetadataDelta.group_configs:type_name -> shale.controller.v1.GroupConfigState
+	27, // 12: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
+	3,  // 13: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
+	25, // 14: shale.controller.v1.MetadataImageChunk.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
+	2,  // 15: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
+	4,  // 16: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
+	6,  // 17: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	17, // 18: shale.controller.v1.MetadataImageChunk.acls:type_name -> shale.controller.v1.AclBinding
+	11, // 19: shale.controller.v1.MetadataImageChunk.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
+	12, // 20: shale.controller.v1.MetadataImageChunk.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
+	13, // 21: shale.controller.v1.MetadataImageChunk.group_configs:type_name -> shale.controller.v1.GroupConfigState
+	9,  // 22: shale.controller.v1.ClientQuotaEntity.user:type_name -> shale.controller.v1.QuotaEntityPart
+	9,  // 23: shale.controller.v1.ClientQuotaEntity.client_id:type_name -> shale.controller.v1.QuotaEntityPart
+	10, // 24: shale.controller.v1.ClientQuotaState.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	28, // 25: shale.controller.v1.ClientQuotaState.values:type_name -> shale.controller.v1.ClientQuotaState.ValuesEntry
+	29, // 26: shale.controller.v1.ClientMetricsState.configs:type_name -> shale.controller.v1.ClientMetricsState.ConfigsEntry
+	30, // 27: shale.controller.v1.GroupConfigState.configs:type_name -> shale.controller.v1.GroupConfigState.ConfigsEntry
+	22, // 28: shale.controller.v1.RegistrySchema.references:type_name -> shale.controller.v1.RegistrySchemaReference
+	21, // 29: shale.controller.v1.SchemaRegistryDelta.schemas:type_name -> shale.controller.v1.RegistrySchema
+	23, // 30: shale.controller.v1.SchemaRegistryDelta.versions:type_name -> shale.controller.v1.RegistrySubjectVersion
+	23, // 31: shale.controller.v1.SchemaRegistryDelta.removed:type_name -> shale.controller.v1.RegistrySubjectVersion
+	24, // 32: shale.controller.v1.SchemaRegistryDelta.configs:type_name -> shale.controller.v1.RegistryConfig
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_metadata_proto_init() }
@@ -2234,14 +2318,14 @@ func file_metadata_proto_init() {
 		return
 	}
 	file_metadata_proto_msgTypes[5].OneofWrappers = []any{}
-	file_metadata_proto_msgTypes[17].OneofWrappers = []any{}
+	file_metadata_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_proto_rawDesc), len(file_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -178,6 +178,7 @@ type Record struct {
 	//	*Record_ShareStateOps
 	//	*Record_SchemaRegistry
 	//	*Record_ClientMetrics
+	//	*Record_GroupConfigs
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -436,6 +437,15 @@ func (x *Record) GetClientMetrics() *ClientMetricsRecord {
 	return nil
 }
 
+func (x *Record) GetGroupConfigs() *GroupConfigsRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_GroupConfigs); ok {
+			return x.GroupConfigs
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -536,6 +546,10 @@ type Record_ClientMetrics struct {
 	ClientMetrics *ClientMetricsRecord `protobuf:"bytes,190,opt,name=client_metrics,json=clientMetrics,proto3,oneof"`
 }
 
+type Record_GroupConfigs struct {
+	GroupConfigs *GroupConfigsRecord `protobuf:"bytes,200,opt,name=group_configs,json=groupConfigs,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -583,6 +597,8 @@ func (*Record_ShareStateOps) isRecord_Record() {}
 func (*Record_SchemaRegistry) isRecord_Record() {}
 
 func (*Record_ClientMetrics) isRecord_Record() {}
+
+func (*Record_GroupConfigs) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -1855,6 +1871,7 @@ type SnapshotItem struct {
 	//	*SnapshotItem_SharePartition
 	//	*SnapshotItem_SchemaRegistry
 	//	*SnapshotItem_ClientMetrics
+	//	*SnapshotItem_GroupConfigs
 	Item          isSnapshotItem_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1987,6 +2004,15 @@ func (x *SnapshotItem) GetClientMetrics() *ClientMetricsState {
 	return nil
 }
 
+func (x *SnapshotItem) GetGroupConfigs() *GroupConfigState {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_GroupConfigs); ok {
+			return x.GroupConfigs
+		}
+	}
+	return nil
+}
+
 type isSnapshotItem_Item interface {
 	isSnapshotItem_Item()
 }
@@ -2031,6 +2057,10 @@ type SnapshotItem_ClientMetrics struct {
 	ClientMetrics *ClientMetricsState `protobuf:"bytes,190,opt,name=client_metrics,json=clientMetrics,proto3,oneof"`
 }
 
+type SnapshotItem_GroupConfigs struct {
+	GroupConfigs *GroupConfigState `protobuf:"bytes,200,opt,name=group_configs,json=groupConfigs,proto3,oneof"`
+}
+
 func (*SnapshotItem_Broker) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Topic) isSnapshotItem_Item() {}
@@ -2050,6 +2080,8 @@ func (*SnapshotItem_SharePartition) isSnapshotItem_Item() {}
 func (*SnapshotItem_SchemaRegistry) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_ClientMetrics) isSnapshotItem_Item() {}
+
+func (*SnapshotItem_GroupConfigs) isSnapshotItem_Item() {}
 
 // CreateAclsRecord stores ACL bindings the leader validated; bindings already stored are
 // kept once.
@@ -2235,6 +2267,52 @@ func (x *ClientMetricsRecord) GetSubscriptions() []*ClientMetricsState {
 	return nil
 }
 
+// GroupConfigsRecord sets groups' complete configs (KIP-848/KIP-932 GROUP config
+// resources, Alter and IncrementalAlterConfigs); a group with no configs is removed.
+type GroupConfigsRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Groups        []*GroupConfigState    `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupConfigsRecord) Reset() {
+	*x = GroupConfigsRecord{}
+	mi := &file_records_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupConfigsRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupConfigsRecord) ProtoMessage() {}
+
+func (x *GroupConfigsRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupConfigsRecord.ProtoReflect.Descriptor instead.
+func (*GroupConfigsRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *GroupConfigsRecord) GetGroups() []*GroupConfigState {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
 // ScramCredentialsRecord upserts and deletes users' salted SCRAM credentials (KIP-554).
 // Deletions apply before upserts; a deletion of a credential that does not exist is
 // ignored (the controller reports RESOURCE_NOT_FOUND before proposing).
@@ -2248,7 +2326,7 @@ type ScramCredentialsRecord struct {
 
 func (x *ScramCredentialsRecord) Reset() {
 	*x = ScramCredentialsRecord{}
-	mi := &file_records_proto_msgTypes[25]
+	mi := &file_records_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2260,7 +2338,7 @@ func (x *ScramCredentialsRecord) String() string {
 func (*ScramCredentialsRecord) ProtoMessage() {}
 
 func (x *ScramCredentialsRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[25]
+	mi := &file_records_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2273,7 +2351,7 @@ func (x *ScramCredentialsRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScramCredentialsRecord.ProtoReflect.Descriptor instead.
 func (*ScramCredentialsRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{25}
+	return file_records_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ScramCredentialsRecord) GetUpserts() []*ScramCredential {
@@ -2315,7 +2393,7 @@ type TxnState struct {
 
 func (x *TxnState) Reset() {
 	*x = TxnState{}
-	mi := &file_records_proto_msgTypes[26]
+	mi := &file_records_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2327,7 +2405,7 @@ func (x *TxnState) String() string {
 func (*TxnState) ProtoMessage() {}
 
 func (x *TxnState) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[26]
+	mi := &file_records_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2340,7 +2418,7 @@ func (x *TxnState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnState.ProtoReflect.Descriptor instead.
 func (*TxnState) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{26}
+	return file_records_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TxnState) GetTransactionalId() string {
@@ -2445,7 +2523,7 @@ type TxnStateRecord struct {
 
 func (x *TxnStateRecord) Reset() {
 	*x = TxnStateRecord{}
-	mi := &file_records_proto_msgTypes[27]
+	mi := &file_records_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2535,7 @@ func (x *TxnStateRecord) String() string {
 func (*TxnStateRecord) ProtoMessage() {}
 
 func (x *TxnStateRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[27]
+	mi := &file_records_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2548,7 @@ func (x *TxnStateRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnStateRecord.ProtoReflect.Descriptor instead.
 func (*TxnStateRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{27}
+	return file_records_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TxnStateRecord) GetCoordinatorId() int32 {
@@ -2518,7 +2596,7 @@ type TxnOffsetCommitRecord struct {
 
 func (x *TxnOffsetCommitRecord) Reset() {
 	*x = TxnOffsetCommitRecord{}
-	mi := &file_records_proto_msgTypes[28]
+	mi := &file_records_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2530,7 +2608,7 @@ func (x *TxnOffsetCommitRecord) String() string {
 func (*TxnOffsetCommitRecord) ProtoMessage() {}
 
 func (x *TxnOffsetCommitRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[28]
+	mi := &file_records_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2543,7 +2621,7 @@ func (x *TxnOffsetCommitRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitRecord.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{28}
+	return file_records_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TxnOffsetCommitRecord) GetCoordinatorId() int32 {
@@ -2609,7 +2687,7 @@ type UnregisterBrokerRecord struct {
 
 func (x *UnregisterBrokerRecord) Reset() {
 	*x = UnregisterBrokerRecord{}
-	mi := &file_records_proto_msgTypes[29]
+	mi := &file_records_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +2699,7 @@ func (x *UnregisterBrokerRecord) String() string {
 func (*UnregisterBrokerRecord) ProtoMessage() {}
 
 func (x *UnregisterBrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[29]
+	mi := &file_records_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +2712,7 @@ func (x *UnregisterBrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerRecord.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{29}
+	return file_records_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UnregisterBrokerRecord) GetBrokerId() int32 {
@@ -2668,7 +2746,7 @@ type PartitionReassignment struct {
 
 func (x *PartitionReassignment) Reset() {
 	*x = PartitionReassignment{}
-	mi := &file_records_proto_msgTypes[30]
+	mi := &file_records_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2758,7 @@ func (x *PartitionReassignment) String() string {
 func (*PartitionReassignment) ProtoMessage() {}
 
 func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[30]
+	mi := &file_records_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +2771,7 @@ func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionReassignment.ProtoReflect.Descriptor instead.
 func (*PartitionReassignment) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{30}
+	return file_records_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PartitionReassignment) GetTopic() string {
@@ -2743,7 +2821,7 @@ type AlterPartitionReassignmentsRecord struct {
 
 func (x *AlterPartitionReassignmentsRecord) Reset() {
 	*x = AlterPartitionReassignmentsRecord{}
-	mi := &file_records_proto_msgTypes[31]
+	mi := &file_records_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2755,7 +2833,7 @@ func (x *AlterPartitionReassignmentsRecord) String() string {
 func (*AlterPartitionReassignmentsRecord) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[31]
+	mi := &file_records_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2768,7 +2846,7 @@ func (x *AlterPartitionReassignmentsRecord) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use AlterPartitionReassignmentsRecord.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{31}
+	return file_records_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AlterPartitionReassignmentsRecord) GetReassignments() []*PartitionReassignment {
@@ -2794,7 +2872,7 @@ type ShareStateBatch struct {
 
 func (x *ShareStateBatch) Reset() {
 	*x = ShareStateBatch{}
-	mi := &file_records_proto_msgTypes[32]
+	mi := &file_records_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +2884,7 @@ func (x *ShareStateBatch) String() string {
 func (*ShareStateBatch) ProtoMessage() {}
 
 func (x *ShareStateBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[32]
+	mi := &file_records_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +2897,7 @@ func (x *ShareStateBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShareStateBatch.ProtoReflect.Descriptor instead.
 func (*ShareStateBatch) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{32}
+	return file_records_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ShareStateBatch) GetFirstOffset() int64 {
@@ -2877,7 +2955,7 @@ type SharePartitionState struct {
 
 func (x *SharePartitionState) Reset() {
 	*x = SharePartitionState{}
-	mi := &file_records_proto_msgTypes[33]
+	mi := &file_records_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2889,7 +2967,7 @@ func (x *SharePartitionState) String() string {
 func (*SharePartitionState) ProtoMessage() {}
 
 func (x *SharePartitionState) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[33]
+	mi := &file_records_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2902,7 +2980,7 @@ func (x *SharePartitionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharePartitionState.ProtoReflect.Descriptor instead.
 func (*SharePartitionState) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{33}
+	return file_records_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SharePartitionState) GetGroup() string {
@@ -2979,7 +3057,7 @@ type ShareStateOp struct {
 
 func (x *ShareStateOp) Reset() {
 	*x = ShareStateOp{}
-	mi := &file_records_proto_msgTypes[34]
+	mi := &file_records_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3069,7 @@ func (x *ShareStateOp) String() string {
 func (*ShareStateOp) ProtoMessage() {}
 
 func (x *ShareStateOp) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[34]
+	mi := &file_records_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3082,7 @@ func (x *ShareStateOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShareStateOp.ProtoReflect.Descriptor instead.
 func (*ShareStateOp) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{34}
+	return file_records_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ShareStateOp) GetWrite() *SharePartitionState {
@@ -3045,7 +3123,7 @@ type ShareStateOpsRecord struct {
 
 func (x *ShareStateOpsRecord) Reset() {
 	*x = ShareStateOpsRecord{}
-	mi := &file_records_proto_msgTypes[35]
+	mi := &file_records_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3057,7 +3135,7 @@ func (x *ShareStateOpsRecord) String() string {
 func (*ShareStateOpsRecord) ProtoMessage() {}
 
 func (x *ShareStateOpsRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[35]
+	mi := &file_records_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3070,7 +3148,7 @@ func (x *ShareStateOpsRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShareStateOpsRecord.ProtoReflect.Descriptor instead.
 func (*ShareStateOpsRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{35}
+	return file_records_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ShareStateOpsRecord) GetOps() []*ShareStateOp {
@@ -3099,7 +3177,7 @@ type SchemaRegistryRecord struct {
 
 func (x *SchemaRegistryRecord) Reset() {
 	*x = SchemaRegistryRecord{}
-	mi := &file_records_proto_msgTypes[36]
+	mi := &file_records_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3111,7 +3189,7 @@ func (x *SchemaRegistryRecord) String() string {
 func (*SchemaRegistryRecord) ProtoMessage() {}
 
 func (x *SchemaRegistryRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[36]
+	mi := &file_records_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3124,7 +3202,7 @@ func (x *SchemaRegistryRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchemaRegistryRecord.ProtoReflect.Descriptor instead.
 func (*SchemaRegistryRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{36}
+	return file_records_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SchemaRegistryRecord) GetOp() isSchemaRegistryRecord_Op {
@@ -3230,7 +3308,7 @@ type RegisterSchemaOp struct {
 
 func (x *RegisterSchemaOp) Reset() {
 	*x = RegisterSchemaOp{}
-	mi := &file_records_proto_msgTypes[37]
+	mi := &file_records_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3242,7 +3320,7 @@ func (x *RegisterSchemaOp) String() string {
 func (*RegisterSchemaOp) ProtoMessage() {}
 
 func (x *RegisterSchemaOp) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[37]
+	mi := &file_records_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3255,7 +3333,7 @@ func (x *RegisterSchemaOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterSchemaOp.ProtoReflect.Descriptor instead.
 func (*RegisterSchemaOp) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{37}
+	return file_records_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RegisterSchemaOp) GetSubject() string {
@@ -3298,7 +3376,7 @@ type DeleteSubjectOp struct {
 
 func (x *DeleteSubjectOp) Reset() {
 	*x = DeleteSubjectOp{}
-	mi := &file_records_proto_msgTypes[38]
+	mi := &file_records_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3310,7 +3388,7 @@ func (x *DeleteSubjectOp) String() string {
 func (*DeleteSubjectOp) ProtoMessage() {}
 
 func (x *DeleteSubjectOp) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[38]
+	mi := &file_records_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3323,7 +3401,7 @@ func (x *DeleteSubjectOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSubjectOp.ProtoReflect.Descriptor instead.
 func (*DeleteSubjectOp) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{38}
+	return file_records_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeleteSubjectOp) GetSubject() string {
@@ -3351,7 +3429,7 @@ type DeleteVersionOp struct {
 
 func (x *DeleteVersionOp) Reset() {
 	*x = DeleteVersionOp{}
-	mi := &file_records_proto_msgTypes[39]
+	mi := &file_records_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3363,7 +3441,7 @@ func (x *DeleteVersionOp) String() string {
 func (*DeleteVersionOp) ProtoMessage() {}
 
 func (x *DeleteVersionOp) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[39]
+	mi := &file_records_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3376,7 +3454,7 @@ func (x *DeleteVersionOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteVersionOp.ProtoReflect.Descriptor instead.
 func (*DeleteVersionOp) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{39}
+	return file_records_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteVersionOp) GetSubject() string {
@@ -3404,7 +3482,7 @@ var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\x9f\x10\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xf0\x10\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -3433,7 +3511,8 @@ const file_records_proto_rawDesc = "" +
 	"\x1dalter_partition_reassignments\x18x \x01(\v26.shale.controller.v1.AlterPartitionReassignmentsRecordH\x00R\x1balterPartitionReassignments\x12S\n" +
 	"\x0fshare_state_ops\x18\x96\x01 \x01(\v2(.shale.controller.v1.ShareStateOpsRecordH\x00R\rshareStateOps\x12U\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2).shale.controller.v1.SchemaRegistryRecordH\x00R\x0eschemaRegistry\x12R\n" +
-	"\x0eclient_metrics\x18\xbe\x01 \x01(\v2(.shale.controller.v1.ClientMetricsRecordH\x00R\rclientMetricsB\b\n" +
+	"\x0eclient_metrics\x18\xbe\x01 \x01(\v2(.shale.controller.v1.ClientMetricsRecordH\x00R\rclientMetrics\x12O\n" +
+	"\rgroup_configs\x18\xc8\x01 \x01(\v2'.shale.controller.v1.GroupConfigsRecordH\x00R\fgroupConfigsB\b\n" +
 	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -3536,7 +3615,7 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\x03R\roffsetsLogEnd\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xd7\x05\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xa6\x06\n" +
 	"\fSnapshotItem\x12:\n" +
 	"\x06broker\x18\x01 \x01(\v2 .shale.controller.v1.BrokerStateH\x00R\x06broker\x127\n" +
 	"\x05topic\x18\x02 \x01(\v2\x1f.shale.controller.v1.TopicStateH\x00R\x05topic\x129\n" +
@@ -3547,7 +3626,8 @@ const file_records_proto_rawDesc = "" +
 	"\ttxn_state\x18d \x01(\v2\x1d.shale.controller.v1.TxnStateH\x00R\btxnState\x12T\n" +
 	"\x0fshare_partition\x18\x96\x01 \x01(\v2(.shale.controller.v1.SharePartitionStateH\x00R\x0esharePartition\x12T\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaH\x00R\x0eschemaRegistry\x12Q\n" +
-	"\x0eclient_metrics\x18\xbe\x01 \x01(\v2'.shale.controller.v1.ClientMetricsStateH\x00R\rclientMetricsB\x06\n" +
+	"\x0eclient_metrics\x18\xbe\x01 \x01(\v2'.shale.controller.v1.ClientMetricsStateH\x00R\rclientMetrics\x12M\n" +
+	"\rgroup_configs\x18\xc8\x01 \x01(\v2%.shale.controller.v1.GroupConfigStateH\x00R\fgroupConfigsB\x06\n" +
 	"\x04item\"G\n" +
 	"\x10CreateAclsRecord\x123\n" +
 	"\x04acls\x18\x01 \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\"L\n" +
@@ -3556,7 +3636,9 @@ const file_records_proto_rawDesc = "" +
 	"\x12ClientQuotasRecord\x12=\n" +
 	"\x06quotas\x18\x01 \x03(\v2%.shale.controller.v1.ClientQuotaStateR\x06quotas\"d\n" +
 	"\x13ClientMetricsRecord\x12M\n" +
-	"\rsubscriptions\x18\x01 \x03(\v2'.shale.controller.v1.ClientMetricsStateR\rsubscriptions\"\x9f\x01\n" +
+	"\rsubscriptions\x18\x01 \x03(\v2'.shale.controller.v1.ClientMetricsStateR\rsubscriptions\"S\n" +
+	"\x12GroupConfigsRecord\x12=\n" +
+	"\x06groups\x18\x01 \x03(\v2%.shale.controller.v1.GroupConfigStateR\x06groups\"\x9f\x01\n" +
 	"\x16ScramCredentialsRecord\x12>\n" +
 	"\aupserts\x18\x01 \x03(\v2$.shale.controller.v1.ScramCredentialR\aupserts\x12E\n" +
 	"\tdeletions\x18\x02 \x03(\v2'.shale.controller.v1.ScramCredentialKeyR\tdeletions\"\x99\x04\n" +
@@ -3676,7 +3758,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                         // 0: shale.controller.v1.ElectionType
 	(TxnStatus)(0),                            // 1: shale.controller.v1.TxnStatus
@@ -3705,39 +3787,41 @@ var file_records_proto_goTypes = []any{
 	(*DeleteAclsRecord)(nil),                  // 24: shale.controller.v1.DeleteAclsRecord
 	(*ClientQuotasRecord)(nil),                // 25: shale.controller.v1.ClientQuotasRecord
 	(*ClientMetricsRecord)(nil),               // 26: shale.controller.v1.ClientMetricsRecord
-	(*ScramCredentialsRecord)(nil),            // 27: shale.controller.v1.ScramCredentialsRecord
-	(*TxnState)(nil),                          // 28: shale.controller.v1.TxnState
-	(*TxnStateRecord)(nil),                    // 29: shale.controller.v1.TxnStateRecord
-	(*TxnOffsetCommitRecord)(nil),             // 30: shale.controller.v1.TxnOffsetCommitRecord
-	(*UnregisterBrokerRecord)(nil),            // 31: shale.controller.v1.UnregisterBrokerRecord
-	(*PartitionReassignment)(nil),             // 32: shale.controller.v1.PartitionReassignment
-	(*AlterPartitionReassignmentsRecord)(nil), // 33: shale.controller.v1.AlterPartitionReassignmentsRecord
-	(*ShareStateBatch)(nil),                   // 34: shale.controller.v1.ShareStateBatch
-	(*SharePartitionState)(nil),               // 35: shale.controller.v1.SharePartitionState
-	(*ShareStateOp)(nil),                      // 36: shale.controller.v1.ShareStateOp
-	(*ShareStateOpsRecord)(nil),               // 37: shale.controller.v1.ShareStateOpsRecord
-	(*SchemaRegistryRecord)(nil),              // 38: shale.controller.v1.SchemaRegistryRecord
-	(*RegisterSchemaOp)(nil),                  // 39: shale.controller.v1.RegisterSchemaOp
-	(*DeleteSubjectOp)(nil),                   // 40: shale.controller.v1.DeleteSubjectOp
-	(*DeleteVersionOp)(nil),                   // 41: shale.controller.v1.DeleteVersionOp
-	nil,                                       // 42: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                                       // 43: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                          // 44: shale.controller.v1.Listener
-	(*ReplicaList)(nil),                       // 45: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),                       // 46: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                   // 47: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),                  // 48: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),                       // 49: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                        // 50: shale.controller.v1.TopicState
-	(*AclBinding)(nil),                        // 51: shale.controller.v1.AclBinding
-	(*ClientQuotaState)(nil),                  // 52: shale.controller.v1.ClientQuotaState
-	(*ScramCredential)(nil),                   // 53: shale.controller.v1.ScramCredential
-	(*SchemaRegistryDelta)(nil),               // 54: shale.controller.v1.SchemaRegistryDelta
-	(*ClientMetricsState)(nil),                // 55: shale.controller.v1.ClientMetricsState
-	(*AclFilter)(nil),                         // 56: shale.controller.v1.AclFilter
-	(*ScramCredentialKey)(nil),                // 57: shale.controller.v1.ScramCredentialKey
-	(*RegistryConfig)(nil),                    // 58: shale.controller.v1.RegistryConfig
-	(*RegistrySchema)(nil),                    // 59: shale.controller.v1.RegistrySchema
+	(*GroupConfigsRecord)(nil),                // 27: shale.controller.v1.GroupConfigsRecord
+	(*ScramCredentialsRecord)(nil),            // 28: shale.controller.v1.ScramCredentialsRecord
+	(*TxnState)(nil),                          // 29: shale.controller.v1.TxnState
+	(*TxnStateRecord)(nil),                    // 30: shale.controller.v1.TxnStateRecord
+	(*TxnOffsetCommitRecord)(nil),             // 31: shale.controller.v1.TxnOffsetCommitRecord
+	(*UnregisterBrokerRecord)(nil),            // 32: shale.controller.v1.UnregisterBrokerRecord
+	(*PartitionReassignment)(nil),             // 33: shale.controller.v1.PartitionReassignment
+	(*AlterPartitionReassignmentsRecord)(nil), // 34: shale.controller.v1.AlterPartitionReassignmentsRecord
+	(*ShareStateBatch)(nil),                   // 35: shale.controller.v1.ShareStateBatch
+	(*SharePartitionState)(nil),               // 36: shale.controller.v1.SharePartitionState
+	(*ShareStateOp)(nil),                      // 37: shale.controller.v1.ShareStateOp
+	(*ShareStateOpsRecord)(nil),               // 38: shale.controller.v1.ShareStateOpsRecord
+	(*SchemaRegistryRecord)(nil),              // 39: shale.controller.v1.SchemaRegistryRecord
+	(*RegisterSchemaOp)(nil),                  // 40: shale.controller.v1.RegisterSchemaOp
+	(*DeleteSubjectOp)(nil),                   // 41: shale.controller.v1.DeleteSubjectOp
+	(*DeleteVersionOp)(nil),                   // 42: shale.controller.v1.DeleteVersionOp
+	nil,                                       // 43: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                                       // 44: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                          // 45: shale.controller.v1.Listener
+	(*ReplicaList)(nil),                       // 46: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),                       // 47: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                   // 48: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),                  // 49: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),                       // 50: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                        // 51: shale.controller.v1.TopicState
+	(*AclBinding)(nil),                        // 52: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),                  // 53: shale.controller.v1.ClientQuotaState
+	(*ScramCredential)(nil),                   // 54: shale.controller.v1.ScramCredential
+	(*SchemaRegistryDelta)(nil),               // 55: shale.controller.v1.SchemaRegistryDelta
+	(*ClientMetricsState)(nil),                // 56: shale.controller.v1.ClientMetricsState
+	(*GroupConfigState)(nil),                  // 57: shale.controller.v1.GroupConfigState
+	(*AclFilter)(nil),                         // 58: shale.controller.v1.AclFilter
+	(*ScramCredentialKey)(nil),                // 59: shale.controller.v1.ScramCredentialKey
+	(*RegistryConfig)(nil),                    // 60: shale.controller.v1.RegistryConfig
+	(*RegistrySchema)(nil),                    // 61: shale.controller.v1.RegistrySchema
 }
 var file_records_proto_depIdxs = []int32{
 	3,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -3756,67 +3840,70 @@ var file_records_proto_depIdxs = []int32{
 	23, // 13: shale.controller.v1.Record.create_acls:type_name -> shale.controller.v1.CreateAclsRecord
 	24, // 14: shale.controller.v1.Record.delete_acls:type_name -> shale.controller.v1.DeleteAclsRecord
 	25, // 15: shale.controller.v1.Record.client_quotas:type_name -> shale.controller.v1.ClientQuotasRecord
-	27, // 16: shale.controller.v1.Record.scram_credentials:type_name -> shale.controller.v1.ScramCredentialsRecord
-	29, // 17: shale.controller.v1.Record.txn_state:type_name -> shale.controller.v1.TxnStateRecord
-	30, // 18: shale.controller.v1.Record.txn_offset_commit:type_name -> shale.controller.v1.TxnOffsetCommitRecord
-	31, // 19: shale.controller.v1.Record.unregister_broker:type_name -> shale.controller.v1.UnregisterBrokerRecord
-	33, // 20: shale.controller.v1.Record.alter_partition_reassignments:type_name -> shale.controller.v1.AlterPartitionReassignmentsRecord
-	37, // 21: shale.controller.v1.Record.share_state_ops:type_name -> shale.controller.v1.ShareStateOpsRecord
-	38, // 22: shale.controller.v1.Record.schema_registry:type_name -> shale.controller.v1.SchemaRegistryRecord
+	28, // 16: shale.controller.v1.Record.scram_credentials:type_name -> shale.controller.v1.ScramCredentialsRecord
+	30, // 17: shale.controller.v1.Record.txn_state:type_name -> shale.controller.v1.TxnStateRecord
+	31, // 18: shale.controller.v1.Record.txn_offset_commit:type_name -> shale.controller.v1.TxnOffsetCommitRecord
+	32, // 19: shale.controller.v1.Record.unregister_broker:type_name -> shale.controller.v1.UnregisterBrokerRecord
+	34, // 20: shale.controller.v1.Record.alter_partition_reassignments:type_name -> shale.controller.v1.AlterPartitionReassignmentsRecord
+	38, // 21: shale.controller.v1.Record.share_state_ops:type_name -> shale.controller.v1.ShareStateOpsRecord
+	39, // 22: shale.controller.v1.Record.schema_registry:type_name -> shale.controller.v1.SchemaRegistryRecord
 	26, // 23: shale.controller.v1.Record.client_metrics:type_name -> shale.controller.v1.ClientMetricsRecord
-	44, // 24: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	45, // 25: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	42, // 26: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	7,  // 27: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	9,  // 28: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	45, // 29: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	11, // 30: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	43, // 31: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	46, // 32: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	47, // 33: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	16, // 34: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 35: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	47, // 36: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	48, // 37: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	46, // 38: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	49, // 39: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	50, // 40: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	21, // 41: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	51, // 42: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	52, // 43: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
-	53, // 44: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
-	28, // 45: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
-	35, // 46: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
-	54, // 47: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
-	55, // 48: shale.controller.v1.SnapshotItem.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
-	51, // 49: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	56, // 50: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	52, // 51: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
-	55, // 52: shale.controller.v1.ClientMetricsRecord.subscriptions:type_name -> shale.controller.v1.ClientMetricsState
-	53, // 53: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
-	57, // 54: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	1,  // 55: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
-	47, // 56: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
-	21, // 57: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
-	28, // 58: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
-	46, // 59: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
-	32, // 60: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	34, // 61: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
-	35, // 62: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
-	35, // 63: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
-	47, // 64: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
-	36, // 65: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
-	39, // 66: shale.controller.v1.SchemaRegistryRecord.register:type_name -> shale.controller.v1.RegisterSchemaOp
-	40, // 67: shale.controller.v1.SchemaRegistryRecord.delete_subject:type_name -> shale.controller.v1.DeleteSubjectOp
-	41, // 68: shale.controller.v1.SchemaRegistryRecord.delete_version:type_name -> shale.controller.v1.DeleteVersionOp
-	58, // 69: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
-	58, // 70: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
-	59, // 71: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
-	72, // [72:72] is the sub-list for method output_type
-	72, // [72:72] is the sub-list for method input_type
-	72, // [72:72] is the sub-list for extension type_name
-	72, // [72:72] is the sub-list for extension extendee
-	0,  // [0:72] is the sub-list for field type_name
+	27, // 24: shale.controller.v1.Record.group_configs:type_name -> shale.controller.v1.GroupConfigsRecord
+	45, // 25: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	46, // 26: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	43, // 27: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	7,  // 28: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	9,  // 29: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	46, // 30: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	11, // 31: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	44, // 32: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	47, // 33: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	48, // 34: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	16, // 35: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 36: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	48, // 37: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	49, // 38: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	47, // 39: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	50, // 40: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	51, // 41: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	21, // 42: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	52, // 43: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	53, // 44: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	54, // 45: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	29, // 46: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
+	36, // 47: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
+	55, // 48: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
+	56, // 49: shale.controller.v1.SnapshotItem.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
+	57, // 50: shale.controller.v1.SnapshotItem.group_configs:type_name -> shale.controller.v1.GroupConfigState
+	52, // 51: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	58, // 52: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	53, // 53: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	56, // 54: shale.controller.v1.ClientMetricsRecord.subscriptions:type_name -> shale.controller.v1.ClientMetricsState
+	57, // 55: shale.controller.v1.GroupConfigsRecord.groups:type_name -> shale.controller.v1.GroupConfigState
+	54, // 56: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	59, // 57: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	1,  // 58: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
+	48, // 59: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
+	21, // 60: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
+	29, // 61: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
+	47, // 62: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
+	33, // 63: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	35, // 64: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
+	36, // 65: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
+	36, // 66: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
+	48, // 67: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
+	37, // 68: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
+	40, // 69: shale.controller.v1.SchemaRegistryRecord.register:type_name -> shale.controller.v1.RegisterSchemaOp
+	41, // 70: shale.controller.v1.SchemaRegistryRecord.delete_subject:type_name -> shale.controller.v1.DeleteSubjectOp
+	42, // 71: shale.controller.v1.SchemaRegistryRecord.delete_version:type_name -> shale.controller.v1.DeleteVersionOp
+	60, // 72: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
+	60, // 73: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
+	61, // 74: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
+	75, // [75:75] is the sub-list for method output_type
+	75, // [75:75] is the sub-list for method input_type
+	75, // [75:75] is the sub-list for extension type_name
+	75, // [75:75] is the sub-list for extension extendee
+	0,  // [0:75] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -3850,6 +3937,7 @@ func file_records_proto_init() {
 		(*Record_ShareStateOps)(nil),
 		(*Record_SchemaRegistry)(nil),
 		(*Record_ClientMetrics)(nil),
+		(*Record_GroupConfigs)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
@@ -3862,8 +3950,9 @@ func file_records_proto_init() {
 		(*SnapshotItem_SharePartition)(nil),
 		(*SnapshotItem_SchemaRegistry)(nil),
 		(*SnapshotItem_ClientMetrics)(nil),
+		(*SnapshotItem_GroupConfigs)(nil),
 	}
-	file_records_proto_msgTypes[36].OneofWrappers = []any{
+	file_records_proto_msgTypes[37].OneofWrappers = []any{
 		(*SchemaRegistryRecord_Register)(nil),
 		(*SchemaRegistryRecord_DeleteSubject)(nil),
 		(*SchemaRegistryRecord_DeleteVersion)(nil),
@@ -3876,7 +3965,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -130,7 +130,7 @@ const maxShareMemberIDLen = 36
 // Heartbeat handles a ShareGroupHeartbeat: a join (epoch 0), a leave (-1) or a
 // heartbeat that keeps the member's session and may carry a new subscription.
 func (c *Coordinator) Heartbeat(ctx context.Context, req HeartbeatRequest) HeartbeatResponse {
-	resp := HeartbeatResponse{MemberID: req.MemberID, HeartbeatInterval: c.cfg.HeartbeatInterval}
+	resp := HeartbeatResponse{MemberID: req.MemberID, HeartbeatInterval: c.heartbeatInterval(req.Group)}
 	if err := validateShareHeartbeat(req); err != nil {
 		resp.Err = err
 		return resp
@@ -301,10 +301,25 @@ func (c *Coordinator) newShareGroup(id string) *shareGroup {
 	return sg
 }
 
+// sessionTimeout is the group's share.session.timeout.ms group config (KIP-932), or
+// group.share.session.timeout.ms when the group sets none. Read at every heartbeat, so
+// a change applies from each member's next one.
+func (c *Coordinator) sessionTimeout(group string) time.Duration {
+	ms := c.store.Current().GroupConfigs.Int(group, metadata.GroupShareSessionTimeout, c.cfg.SessionTimeout.Milliseconds())
+	return time.Duration(ms) * time.Millisecond
+}
+
+// heartbeatInterval is the group's share.heartbeat.interval.ms group config, or
+// group.share.heartbeat.interval.ms.
+func (c *Coordinator) heartbeatInterval(group string) time.Duration {
+	ms := c.store.Current().GroupConfigs.Int(group, metadata.GroupShareHeartbeatInterval, c.cfg.HeartbeatInterval.Milliseconds())
+	return time.Duration(ms) * time.Millisecond
+}
+
 // shareTouch restarts the member's session: group.share.session.timeout.ms without a
 // heartbeat removes it from the group.
 func (c *Coordinator) shareTouch(sg *shareGroup, m *shareMember) {
-	c.timers.Arm(&m.expiry, c.cfg.SessionTimeout, func() {
+	c.timers.Arm(&m.expiry, c.sessionTimeout(sg.id), func() {
 		if c.shares[sg.id] != sg || sg.members[m.id] != m {
 			return
 		}

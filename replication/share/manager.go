@@ -1,6 +1,7 @@
 package share
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -119,8 +120,26 @@ func NewManager(cfg Config, store Store, reps Replicas) *Manager {
 	return m
 }
 
-// LockDuration is group.share.record.lock.duration.ms, which ShareFetch reports.
-func (m *Manager) LockDuration() time.Duration { return m.cfg.LockDuration }
+// LockDuration is the group's record lock duration, which ShareFetch reports: its
+// share.record.lock.duration.ms group config, or group.share.record.lock.duration.ms.
+func (m *Manager) LockDuration(group string) time.Duration {
+	ms := m.groupConfigs().Int(group, metadata.GroupShareRecordLockDuration, m.cfg.LockDuration.Milliseconds())
+	return time.Duration(ms) * time.Millisecond
+}
+
+// groupConfigs are the group configs (KIP-932's share.* GROUP configs) of the image.
+func (m *Manager) groupConfigs() metadata.GroupConfigs {
+	if im := m.reps.Image(); im != nil {
+		return im.GroupConfigs
+	}
+	return nil
+}
+
+// readCommitted reports whether the group's share.isolation.level is read_committed:
+// it acquires only committed transactional records, up to the last stable offset.
+func (m *Manager) readCommitted(group string) bool {
+	return m.groupConfigs().Value(group, metadata.GroupShareIsolationLevel, "read_uncommitted") == "read_committed"
+}
 
 // Close stops the flusher and fails whatever still waits for a commit.
 func (m *Manager) Close() error {
@@ -240,10 +259,7 @@ func (m *Manager) load(ctx context.Context, e *entry, p *partition.Partition) {
 		}
 		return
 	}
-	start := replication.ReadLimit(p, false, false) // latest, as a consumer's ListOffsets
-	if m.cfg.AutoOffsetReset == "earliest" {
-		start = p.LogStartOffset()
-	}
+	start := m.resetOffset(e.key.Group, p)
 	e.sp = NewPartition(m.cfg.Limits, start)
 	e.sp.stateEpoch = stateEpoch
 	// Commit the start at once: a new leader resetting to a later "latest" would skip
@@ -251,6 +267,32 @@ func (m *Manager) load(ctx context.Context, e *entry, p *partition.Partition) {
 	e.changed()
 	e.urgent = true
 	m.wake()
+}
+
+// resetOffset is where a share partition with no state starts: the group's
+// share.auto.offset.reset group config, or the broker's share.auto.offset.reset.
+func (m *Manager) resetOffset(group string, p *partition.Partition) int64 {
+	readCommitted := m.readCommitted(group)
+	latest := replication.ReadLimit(p, false, readCommitted) // as a consumer's ListOffsets
+	strategy, d, err := metadata.ParseShareAutoOffsetReset(m.groupConfigs().Value(group, metadata.GroupShareAutoOffsetReset, m.cfg.AutoOffsetReset))
+	if err != nil {
+		// Validated where it was set; a value this version cannot parse starts at latest,
+		// Kafka's default.
+		m.cfg.Logger.Warn("share.auto.offset.reset not understood: starting at latest", "group", group, "err", err)
+		return latest
+	}
+	switch strategy {
+	case "earliest":
+		return p.LogStartOffset()
+	case "by_duration":
+		// The first record no older than d; none: latest, as Kafka does.
+		off, ok, err := p.OffsetForTimestamp(time.Now().Add(-d).UnixMilli())
+		if err != nil || !ok {
+			return latest
+		}
+		return min(max(off, p.LogStartOffset()), latest)
+	}
+	return latest
 }
 
 // forget removes e from the map if it is still there; e.mu may be held.
@@ -287,7 +329,10 @@ func (m *Manager) Acquire(ctx context.Context, key Key, member string, maxRecord
 		return Fetched{}, e.err
 	}
 	waits := []<-chan struct{}{p.Waiter(), e.avail}
-	hw := replication.ReadLimit(p, false, false) // a share consumer reads at read_uncommitted
+	readCommitted := m.readCommitted(key.Group)
+	hw := replication.ReadLimit(p, false, readCommitted)
+	// The group's lock duration may have changed since the partition was loaded.
+	e.sp.limits.LockDuration = m.LockDuration(key.Group)
 	if lso := p.LogStartOffset(); e.sp.StartOffset() < lso {
 		// Retention deleted records the group never finished: they are gone.
 		e.sp.SkipTo(lso)
@@ -299,7 +344,8 @@ func (m *Manager) Acquire(ctx context.Context, key Key, member string, maxRecord
 		return Fetched{Wait: waits}, nil
 	}
 	res := m.reps.Fetch(replication.Reader{ReplicaID: -1}, replication.FetchPartition{Topic: key.Topic, Index: key.Partition,
-		CurrentLeaderEpoch: e.leaderEpoch, FetchOffset: from, LastFetchedEpoch: -1, MaxBytes: maxBytes, MinOne: true})
+		CurrentLeaderEpoch: e.leaderEpoch, FetchOffset: from, LastFetchedEpoch: -1, MaxBytes: maxBytes, MinOne: true,
+		ReadCommitted: readCommitted})
 	if res.Err != nil {
 		return Fetched{}, res.Err
 	}
@@ -314,6 +360,7 @@ func (m *Manager) Acquire(ctx context.Context, key Key, member string, maxRecord
 	}
 	var spans []span
 	var batches []Batch
+	aborted := newAbortedFilter(res.AbortedTxns)
 	for pos := 0; pos+shalelog.BatchHeaderSize <= len(raw); {
 		h, err := shalelog.ParseHeader(raw[pos:])
 		if err != nil || pos+h.Size() > len(raw) {
@@ -321,7 +368,9 @@ func (m *Manager) Acquire(ctx context.Context, key Key, member string, maxRecord
 		}
 		b := Batch{First: h.BaseOffset, Last: h.LastOffset()}
 		spans = append(spans, span{b, pos, pos + h.Size()})
-		if !h.IsControl() && h.RecordCount > 0 {
+		// Records of aborted transactions (read_committed only) are left out, as control
+		// batches are: their offsets are gaps, archived without being delivered.
+		if !aborted.skip(h) && !h.IsControl() && h.RecordCount > 0 {
 			batches = append(batches, b)
 		}
 		pos += h.Size()
@@ -624,4 +673,33 @@ func (m *Manager) MemberRemoved(group, member string) {
 // they carried.
 func (m *Manager) Writes() (writes, states int64) {
 	return m.writes.Load(), m.statesWritten.Load()
+}
+
+// abortedFilter finds the batches of aborted transactions in a read_committed read, as
+// a Kafka consumer does: a producer's transactional batches are aborted from its aborted
+// transaction's first offset until its next control batch (the abort marker).
+type abortedFilter struct {
+	pending []partition.AbortedTxn // by first offset, not yet reached
+	open    map[int64]bool         // producers inside an aborted transaction
+}
+
+func newAbortedFilter(txns []partition.AbortedTxn) *abortedFilter {
+	pending := slices.Clone(txns)
+	slices.SortFunc(pending, func(a, b partition.AbortedTxn) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
+	return &abortedFilter{pending: pending, open: map[int64]bool{}}
+}
+
+// skip reports whether the batch h, the next in offset order, is aborted.
+func (f *abortedFilter) skip(h shalelog.Header) bool {
+	for len(f.pending) > 0 && f.pending[0].FirstOffset <= h.LastOffset() {
+		f.open[f.pending[0].ProducerID] = true
+		f.pending = f.pending[1:]
+	}
+	if !h.IsTransactional() || !f.open[h.ProducerID] {
+		return false
+	}
+	if h.IsControl() {
+		delete(f.open, h.ProducerID)
+	}
+	return true
 }

@@ -251,6 +251,22 @@ type Config struct {
 	GroupShareDeliveryCountLimit      int32
 	GroupSharePartitionMaxRecordLocks int32
 	ShareAutoOffsetReset              string
+	// Group configs (KIP-848, KIP-932): group.consumer.session.timeout.ms (45000) and
+	// group.consumer.heartbeat.interval.ms (5000), the consumer.* GROUP keys' defaults,
+	// and the group.{consumer,share}.{min,max}.* bounds of the GROUP keys (Kafka's
+	// defaults: sessions 45000-60000, heartbeats 5000-15000, record locks 15000-60000).
+	GroupConsumerSessionTimeoutMs       int32
+	GroupConsumerHeartbeatIntervalMs    int32
+	GroupConsumerMinSessionTimeoutMs    int32
+	GroupConsumerMaxSessionTimeoutMs    int32
+	GroupConsumerMinHeartbeatIntervalMs int32
+	GroupConsumerMaxHeartbeatIntervalMs int32
+	GroupShareMinSessionTimeoutMs       int32
+	GroupShareMaxSessionTimeoutMs       int32
+	GroupShareMinHeartbeatIntervalMs    int32
+	GroupShareMaxHeartbeatIntervalMs    int32
+	GroupShareMinRecordLockDurationMs   int32
+	GroupShareMaxRecordLockDurationMs   int32
 
 	// ReplicaLagTimeMaxMs is replica.lag.time.max.ms (default 30000): a follower that has
 	// not caught up for this long leaves the ISR.

@@ -69,6 +69,20 @@ func (c *Config) finish() error {
 	if c.GroupMinSessionTimeoutMs > c.GroupMaxSessionTimeoutMs {
 		fail("group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms (%d)", c.GroupMaxSessionTimeoutMs)
 	}
+	for _, b := range []struct {
+		name     string
+		min, max int32
+	}{
+		{"group.consumer.min.session.timeout.ms", c.GroupConsumerMinSessionTimeoutMs, c.GroupConsumerMaxSessionTimeoutMs},
+		{"group.consumer.min.heartbeat.interval.ms", c.GroupConsumerMinHeartbeatIntervalMs, c.GroupConsumerMaxHeartbeatIntervalMs},
+		{"group.share.min.session.timeout.ms", c.GroupShareMinSessionTimeoutMs, c.GroupShareMaxSessionTimeoutMs},
+		{"group.share.min.heartbeat.interval.ms", c.GroupShareMinHeartbeatIntervalMs, c.GroupShareMaxHeartbeatIntervalMs},
+		{"group.share.min.record.lock.duration.ms", c.GroupShareMinRecordLockDurationMs, c.GroupShareMaxRecordLockDurationMs},
+	} {
+		if b.min > b.max {
+			fail(b.name, "must not exceed %s (%d)", strings.Replace(b.name, ".min.", ".max.", 1), b.max)
+		}
+	}
 	if c.ShareAutoOffsetReset != "latest" && c.ShareAutoOffsetReset != "earliest" {
 		fail("share.auto.offset.reset", "must be latest or earliest (Kafka's by_duration is not supported)")
 	}

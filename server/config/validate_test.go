@@ -56,6 +56,7 @@ func TestLoadRejects(t *testing.T) {
 		{"share heartbeat not below the session", []string{"--group.share.heartbeat.interval.ms=45000"}, nil, "must be less than group.share.session.timeout.ms"},
 		{"offset metadata above the controller's bound", []string{"--offset.metadata.max.bytes=1048577"}, nil, "(from flag --offset.metadata.max.bytes): must not exceed 1048576"},
 		{"group timeouts crossed", []string{"--group.min.session.timeout.ms=10", "--group.max.session.timeout.ms=5"}, nil, "must not exceed group.max.session.timeout.ms"},
+		{"group config bounds crossed", []string{"--group.share.min.record.lock.duration.ms=20000", "--group.share.max.record.lock.duration.ms=19000"}, nil, "must not exceed group.share.max.record.lock.duration.ms"},
 		{"fetch wait above lag", []string{"--replica.fetch.wait.max.ms=40000"}, nil, "replica.lag.time.max.ms"},
 		{"segment too small (topic rule)", []string{"--log.segment.bytes=13"}, nil, "log.segment.bytes=\"13\" (from flag --log.segment.bytes): value 13 must be at least 14"},
 		{"bad compression (topic rule)", []string{"--compression.type=brotli"}, nil, "compression.type"},
