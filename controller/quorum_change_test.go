@@ -201,15 +201,21 @@ func TestQuorumChangeOneAtATime(t *testing.T) {
 func TestDescribeQuorum(t *testing.T) {
 	checkNoGoroutineLeak(t)
 	q := newTestQuorum(t, 3, nil)
-	lead := q.servers[q.leader()]
 	b := q.broker(7, "")
 	ctx := ctxFor(t)
 	mustCreateTopic(t, b, "t", 1, 1)
 	var st metadata.QuorumState
+	var lead *Server
 	testutil.Eventually(t, 20*time.Second, "every voter's log end known", func() bool {
+		// A loaded machine may elect another leader meanwhile: compare the answer with
+		// the leader of the moment, and ask again if it moved.
+		lead = q.servers[q.leader()]
 		var err error
 		if st, err = b.DescribeQuorum(ctx); err != nil {
 			t.Fatal(err)
+		}
+		if st.LeaderID != lead.cfg.NodeID || st.LeaderEpoch != int64(lead.raft.CurrentTerm()) {
+			return false
 		}
 		for _, v := range st.Voters {
 			if v.LogEndOffset < 0 || v.LastFetch.IsZero() || v.LastCaughtUp.IsZero() {
