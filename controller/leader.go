@@ -60,12 +60,32 @@ func (s *Server) followLeadership() {
 				return
 			}
 			isLeader := s.raft.State() == raft.Leader
-			if ls := s.session(); ls != nil && !isLeader {
+			switch ls := s.session(); {
+			case ls != nil && !isLeader:
 				s.stopSession()
-			} else if ls == nil && isLeader {
+			case isLeader && ls != nil && ls.ended():
+				// runSession gives up before the session is ready when its barrier or
+				// leader-change record is not enqueued in time (raft.ErrEnqueueTimeout, on
+				// a loaded machine) or not committed. Raft stays leader and sends nothing
+				// on LeaderCh, so without a new session here the quorum would have no
+				// active controller until leadership moved, which need never happen.
+				s.log.Warn("controller session ended while this controller is still the Raft leader; starting a new one")
+				s.stopSession()
+				s.startSession()
+			case ls == nil && isLeader:
 				s.startSession()
 			}
 		}
+	}
+}
+
+// ended reports whether the session's run has returned.
+func (ls *leaderSession) ended() bool {
+	select {
+	case <-ls.done:
+		return true
+	default:
+		return false
 	}
 }
 

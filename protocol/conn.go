@@ -168,6 +168,9 @@ func (c *conn) stopReading() {
 func (c *conn) serve(parent context.Context) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
+	if c.s.graceOver != nil {
+		defer context.AfterFunc(c.s.graceOver, cancel)()
+	}
 	if !c.handshakeTLS(ctx) {
 		c.nc.Close()
 		return

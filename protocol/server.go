@@ -171,6 +171,12 @@ type Server struct {
 	closed    chan struct{}
 	closing   bool
 	wg        sync.WaitGroup
+	// graceOver ends the context of every request still in flight once Close's grace
+	// has run out. Closing the sockets alone does not end a request that waits on its
+	// context (an acks=all produce, a long poll, a handler waiting on another
+	// component), and Close waits for every request.
+	graceOver context.Context
+	endGrace  context.CancelFunc
 }
 
 // NewServer builds a server with every built-in API handler registered.
@@ -215,6 +221,7 @@ func NewServer(cfg Config, deps Deps) *Server {
 	if cfg.MaxConnections > 0 && cfg.MaxConnections < math.MaxInt32 {
 		s.connSlots = make(chan struct{}, cfg.MaxConnections)
 	}
+	s.graceOver, s.endGrace = context.WithCancel(context.Background())
 	s.initAuth()
 	s.registerAPIs()
 	return s
@@ -330,8 +337,8 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener, lc Listener
 	}
 }
 
-// Close stops accepting, lets in-flight requests finish for up to grace, then closes
-// every connection.
+// Close stops accepting, lets in-flight requests finish for up to grace, then ends
+// their contexts and closes every connection.
 func (s *Server) Close(grace time.Duration) error {
 	s.mu.Lock()
 	if !s.closing {
@@ -354,11 +361,13 @@ func (s *Server) Close(grace time.Duration) error {
 	select {
 	case <-done:
 	case <-time.After(grace):
+		s.endGrace()
 		for _, c := range conns {
 			c.nc.Close()
 		}
 		<-done
 	}
+	s.endGrace()
 	return nil
 }
 
