@@ -27,7 +27,8 @@ func (c *BrokerClient) CreateTopics(ctx context.Context, specs []metadata.TopicS
 	req := &pb.CreateTopicsRequest{ValidateOnly: validateOnly}
 	for _, s := range specs {
 		req.Topics = append(req.Topics, &pb.CreatableTopic{Name: s.Name, NumPartitions: s.NumPartitions,
-			ReplicationFactor: int32(s.ReplicationFactor), Assignments: replicaLists(s.Assignments), Configs: maps.Clone(s.Configs)})
+			ReplicationFactor: int32(s.ReplicationFactor), Assignments: replicaLists(s.Assignments), Configs: maps.Clone(s.Configs),
+			Id: newTopicID()})
 	}
 	out := make([]metadata.TopicResult, len(specs))
 	for i, s := range specs {

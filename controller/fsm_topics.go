@@ -43,6 +43,12 @@ func (f *fsm) applyCreateTopics(c *change, r *pb.CreateTopicsRecord) applyResult
 		if pl == nil {
 			pl = f.placementFor(c)
 		}
+		if t := c.existingTopic(nt.Name); t != nil && slices.Equal(t.ID[:], nt.Id) {
+			// The same call again (its id is the caller's, the same in every attempt): the
+			// earlier attempt created the topic and its answer was lost.
+			results[i].topic = t
+			continue
+		}
 		td, err := f.createTopic(c, nt, pl)
 		if err != nil {
 			results[i].err = err

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -255,5 +256,42 @@ func TestConcurrentCommitsAreBatched(t *testing.T) {
 		if o.Offset != each-1 {
 			t.Fatalf("partition %d at %d, want %d", o.Partition, o.Offset, each-1)
 		}
+	}
+}
+
+// TestCreateTopicsResentIsIdempotent: a CreateTopics attempt resent after one whose answer
+// was lost carries the same caller-chosen topic id, and is answered with the topic the
+// first created, not TOPIC_ALREADY_EXISTS; another call (another id) still gets that.
+func TestCreateTopicsResentIsIdempotent(t *testing.T) {
+	checkNoGoroutineLeak(t)
+	q := newTestQuorum(t, 1, nil)
+	q.broker(1, "")
+	lead := q.leader()
+	cc, err := grpc.NewClient(q.voters[lead].Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	cl := pb.NewControllerClient(cc)
+	id := newTopicID()
+	req := &pb.CreateTopicsRequest{Topics: []*pb.CreatableTopic{{Name: "resent", NumPartitions: 2, ReplicationFactor: 1, Id: id}}}
+	first, err := cl.CreateTopics(ctxFor(t), req)
+	if err != nil || first.Results[0].Error != nil {
+		t.Fatalf("first attempt: %v %v", err, first.GetResults())
+	}
+	again, err := cl.CreateTopics(ctxFor(t), req)
+	if err != nil || again.Results[0].Error != nil {
+		t.Fatalf("resent attempt: %v %v", err, again.GetResults())
+	}
+	if !bytes.Equal(again.Results[0].Topic.Id, id) || len(again.Results[0].Topic.Partitions) != 2 {
+		t.Fatalf("resent attempt answered %v, want the topic the first created", again.Results[0].Topic)
+	}
+	other := &pb.CreateTopicsRequest{Topics: []*pb.CreatableTopic{{Name: "resent", NumPartitions: 2, ReplicationFactor: 1, Id: newTopicID()}}}
+	resp, err := cl.CreateTopics(ctxFor(t), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := fromPBError(resp.Results[0].Error); !errors.Is(e, kerr.TopicAlreadyExists) {
+		t.Fatalf("another call for the same name: %v, want TOPIC_ALREADY_EXISTS", e)
 	}
 }

@@ -75,7 +75,11 @@ func (v *service) newTopic(t *pb.CreatableTopic, count int) (*pb.NewTopic, error
 	if err := metadata.ValidateTopicName(t.Name); err != nil {
 		return nil, err
 	}
-	nt := &pb.NewTopic{Name: t.Name, Id: newTopicID(), Seed: randomSeed(), Configs: t.Configs}
+	id := t.Id
+	if len(id) == 0 {
+		id = newTopicID()
+	}
+	nt := &pb.NewTopic{Name: t.Name, Id: id, Seed: randomSeed(), Configs: t.Configs}
 	if len(t.Assignments) > 0 {
 		if t.NumPartitions != -1 || t.ReplicationFactor != -1 {
 			return nil, kafkaErrorf(kerr.InvalidRequest,

@@ -538,8 +538,12 @@ type CreatableTopic struct {
 	ReplicationFactor int32                  `protobuf:"varint,3,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"` // -1: default.replication.factor
 	Assignments       []*ReplicaList         `protobuf:"bytes,4,rep,name=assignments,proto3" json:"assignments,omitempty"`
 	Configs           map[string]string      `protobuf:"bytes,5,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// id is the topic id the caller chose (16 bytes), the same in every attempt of one
+	// call, so that an attempt resent after one whose answer was lost finds the topic it
+	// created rather than TOPIC_ALREADY_EXISTS. Empty: the controller chooses.
+	Id            []byte `protobuf:"bytes,6,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreatableTopic) Reset() {
@@ -603,6 +607,13 @@ func (x *CreatableTopic) GetAssignments() []*ReplicaList {
 func (x *CreatableTopic) GetConfigs() map[string]string {
 	if x != nil {
 		return x.Configs
+	}
+	return nil
+}
+
+func (x *CreatableTopic) GetId() []byte {
+	if x != nil {
+		return x.Id
 	}
 	return nil
 }
@@ -4844,13 +4855,14 @@ const file_controller_proto_rawDesc = "" +
 	"\x05delta\x18\x01 \x01(\v2\".shale.controller.v1.MetadataDeltaH\x00R\x05delta\x12?\n" +
 	"\x05image\x18\x02 \x01(\v2'.shale.controller.v1.MetadataImageChunkH\x00R\x05image\x12\x1c\n" +
 	"\bprogress\x18\x03 \x01(\x04H\x00R\bprogressB\b\n" +
-	"\x06update\"\xc6\x02\n" +
+	"\x06update\"\xd6\x02\n" +
 	"\x0eCreatableTopic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x0enum_partitions\x18\x02 \x01(\x05R\rnumPartitions\x12-\n" +
 	"\x12replication_factor\x18\x03 \x01(\x05R\x11replicationFactor\x12B\n" +
 	"\vassignments\x18\x04 \x03(\v2 .shale.controller.v1.ReplicaListR\vassignments\x12J\n" +
-	"\aconfigs\x18\x05 \x03(\v20.shale.controller.v1.CreatableTopic.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\aconfigs\x18\x05 \x03(\v20.shale.controller.v1.CreatableTopic.ConfigsEntryR\aconfigs\x12\x0e\n" +
+	"\x02id\x18\x06 \x01(\fR\x02id\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"w\n" +
