@@ -51,6 +51,16 @@ func (f *fsm) applyTxnState(c *change, r *pb.TxnStateRecord) applyResult {
 	next := proto.Clone(st).(*pb.TxnState)
 	next.PendingOffsets = nil
 	sameProducer := old != nil && old.ProducerId == st.ProducerId && old.ProducerEpoch == st.ProducerEpoch
+	if old != nil && !sameProducer && st.TxnVersion >= 2 {
+		// KIP-890 part 2: ending a transaction bumps the producer's epoch in the same
+		// record (ONGOING to PREPARE_COMMIT at epoch+1), and completing one that
+		// exhausted the epochs moves the producer to the next producer id; the pending
+		// offsets are still this transaction's.
+		sameProducer = (st.Status == pb.TxnStatus_TXN_STATUS_PREPARE_COMMIT && old.Status == pb.TxnStatus_TXN_STATUS_ONGOING &&
+			old.ProducerId == st.ProducerId && st.LastProducerEpoch == old.ProducerEpoch) ||
+			(st.Status == pb.TxnStatus_TXN_STATUS_COMPLETE_COMMIT && old.Status == pb.TxnStatus_TXN_STATUS_PREPARE_COMMIT &&
+				old.NextProducerId != nil && *old.NextProducerId == st.ProducerId)
+	}
 	var commit []*pb.OffsetOp
 	switch st.Status {
 	case pb.TxnStatus_TXN_STATUS_ONGOING, pb.TxnStatus_TXN_STATUS_PREPARE_COMMIT:

@@ -52,7 +52,7 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Result {
 			rp.Partition = p.Partition
 			rt.Partitions = append(rt.Partitions, rp)
 			pp := &replication.ProducePartition{Topic: t.Topic, Index: p.Partition, Records: p.Records, Legacy: r.Version < 3,
-				TransactionalID: txnID, Err: topicErr}
+				TransactionalID: txnID, AddToTxn: r.Version >= 12, Err: topicErr}
 			parts = append(parts, producePart{ProducePartition: pp, rt: i, rp: j})
 			all = append(all, pp)
 		}

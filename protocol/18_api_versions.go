@@ -32,7 +32,36 @@ func (s *Server) handleApiVersions(_ context.Context, r *Request) Result {
 		return Result{Resp: resp}
 	}
 	resp.ApiKeys = s.supportedKeys()
+	s.features(resp)
 	return Result{Resp: resp}
+}
+
+// transactionVersionFeature is the feature KIP-890 part 2 is finalized under.
+const transactionVersionFeature = "transaction.version"
+
+// features fills the v3+ feature fields: Shale supports transaction.version 0-2 and
+// finalizes the configured level. A client learns transactions v2 from the finalized
+// level, never from the API versions alone (Kafka's design), so a level below 2 keeps
+// clients on version 1 even where they could send the newer requests.
+func (s *Server) features(resp *kmsg.ApiVersionsResponse) {
+	if resp.Version < 3 {
+		return
+	}
+	sf := kmsg.NewApiVersionsResponseSupportedFeature()
+	sf.Name, sf.MinVersion, sf.MaxVersion = transactionVersionFeature, 0, 2
+	resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+	// Kafka's epoch is the metadata offset the features were read at; clients keep the
+	// features of the highest epoch they saw. -1 would mean "none finalized".
+	resp.FinalizedFeaturesEpoch = 0
+	if im := s.image(); im != nil {
+		resp.FinalizedFeaturesEpoch = int64(im.Offset)
+	}
+	if lvl := s.cfg.TransactionVersion; lvl > 0 {
+		// Kafka lists a finalized feature only above level 0.
+		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = transactionVersionFeature, lvl, lvl
+		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+	}
 }
 
 // validClientSoftware applies KIP-511's pattern to the client's self-description:
@@ -57,7 +86,7 @@ func validClientSoftware(name, version string) bool {
 func (s *Server) registerBuiltins() {
 	// Produce v0-v2 carry legacy message sets, up-converted on append; librdkafka < 2.10
 	// compresses only when v0 is in range.
-	s.Register(kmsg.Produce, 0, 9, s.handleProduce)
+	s.Register(kmsg.Produce, 0, s.produceMaxVersion(), s.handleProduce)
 	s.Register(kmsg.Fetch, 4, 15, s.handleFetch)
 	s.Register(kmsg.ListOffsets, 1, 7, s.handleListOffsets)
 	s.Register(kmsg.Metadata, 0, 12, s.handleMetadata)

@@ -8,7 +8,8 @@ import (
 )
 
 // handleAddPartitionsToTxn adds partitions to a producer's transaction (v0-v3, from
-// clients) or, in v4's batches, runs brokers' KIP-890 checks (VerifyOnly).
+// clients) or, in v4+'s batches, runs partition leaders' KIP-890 checks (VerifyOnly)
+// and adds (transactions v2: a Produce v12 joins the transaction at its leader).
 func (s *Server) handleAddPartitionsToTxn(ctx context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.AddPartitionsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
@@ -28,11 +29,7 @@ func (s *Server) handleAddPartitionsToTxn(ctx context.Context, r *Request) Resul
 		if t.VerifyOnly {
 			results = s.verifyTxn(t)
 		} else {
-			topics := make([]kmsg.AddPartitionsToTxnRequestTopic, len(t.Topics))
-			for i, tt := range t.Topics {
-				topics[i] = kmsg.AddPartitionsToTxnRequestTopic{Topic: tt.Topic, Partitions: tt.Partitions}
-			}
-			results = s.addPartitionsToTxn(ctx, r, t.TransactionalID, t.ProducerID, t.ProducerEpoch, topics)
+			results = s.brokerAddToTxn(ctx, t)
 		}
 		for _, res := range results {
 			tt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
@@ -93,7 +90,36 @@ func (s *Server) addPartitionsToTxn(ctx context.Context, r *Request, id string, 
 	return partitionsResponse(topics, errs, txnErrorCode(err, r.Version < 2))
 }
 
-// verifyTxn is one VerifyOnly transaction of a v4 request.
+// brokerAddToTxn is one add of a v4+ request, from the partition leader of a Produce
+// v12: CLUSTER_ACTION covers it, the leader having authorized the producer's write.
+func (s *Server) brokerAddToTxn(ctx context.Context, t kmsg.AddPartitionsToTxnRequestTransaction) []kmsg.AddPartitionsToTxnResponseTopic {
+	topics := make([]kmsg.AddPartitionsToTxnRequestTopic, len(t.Topics))
+	errs := map[string]map[int32]int16{}
+	im := s.image()
+	add := map[string][]int32{}
+	unknown := false
+	for i, tt := range t.Topics {
+		topics[i] = kmsg.AddPartitionsToTxnRequestTopic{Topic: tt.Topic, Partitions: tt.Partitions}
+		for _, p := range tt.Partitions {
+			if im.Partition(tt.Topic, p) == nil {
+				if errs[tt.Topic] == nil {
+					errs[tt.Topic] = map[int32]int16{}
+				}
+				errs[tt.Topic][p] = kerr.UnknownTopicOrPartition.Code
+				unknown = true
+				continue
+			}
+			add[tt.Topic] = append(add[tt.Topic], p)
+		}
+	}
+	if unknown {
+		return partitionsResponse(topics, errs, kerr.OperationNotAttempted.Code)
+	}
+	err := s.deps.Txn.AddPartitions(ctx, t.TransactionalID, t.ProducerID, t.ProducerEpoch, add)
+	return partitionsResponse(topics, nil, errorCode(err))
+}
+
+// verifyTxn is one VerifyOnly transaction of a v4+ request.
 func (s *Server) verifyTxn(t kmsg.AddPartitionsToTxnRequestTransaction) []kmsg.AddPartitionsToTxnResponseTopic {
 	topics := make([]kmsg.AddPartitionsToTxnRequestTopic, len(t.Topics))
 	parts := map[string][]int32{}

@@ -18,7 +18,12 @@ func (s *Server) handleEndTxn(ctx context.Context, r *Request) Result {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return Result{Resp: resp}
 	}
-	err := s.deps.Txn.EndTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit)
+	// v5+ is transactions v2 (KIP-890 part 2): the end bumps the producer's epoch and
+	// the response carries the id and epoch to continue with (-1 on error).
+	pid, epoch, err := s.deps.Txn.EndTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit, r.Version >= 5)
 	resp.ErrorCode = txnErrorCode(err, r.Version < 2)
+	if err == nil {
+		resp.ProducerID, resp.ProducerEpoch = pid, epoch
+	}
 	return Result{Resp: resp}
 }

@@ -29,6 +29,12 @@ import (
 // Config configures the Kafka listener.
 type Config struct {
 	NodeID int32
+	// TransactionVersion is the transaction.version feature level finalized in
+	// ApiVersions (0-2). At 2 the broker serves transactions v2 (KIP-890 part 2: Produce
+	// v12, EndTxn v5 and AddPartitionsToTxn v5), which clients such as franz-go and the
+	// Java client use when the finalized level is 2; below 2 those versions are not
+	// advertised and transactions work as before. Zero is level 0.
+	TransactionVersion int16
 	// MaxRequestBytes is socket.request.max.bytes: larger requests close the connection
 	// before any allocation. Default 100 MiB.
 	MaxRequestBytes int32

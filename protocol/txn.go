@@ -7,15 +7,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// registerTxn registers the transaction APIs at the versions real clients negotiate,
-// capped below KIP-890's second part (AddPartitionsToTxn v5, EndTxn v4+, TxnOffsetCommit
-// v4+, InitProducerId v5+: TRANSACTION_ABORTABLE and implicit partition adds), which
-// clients would otherwise use to skip AddPartitionsToTxn. AddPartitionsToTxn v4 is the
-// brokers' VerifyOnly form.
+// registerTxn registers the transaction APIs at the versions real clients negotiate.
+// AddPartitionsToTxn v4 is the brokers' VerifyOnly form. With transaction.version 2 the
+// broker serves KIP-890's second part: EndTxn v5 (the epoch bump per transaction, with
+// v4 between, which only adds TRANSACTION_ABORTABLE) and AddPartitionsToTxn v5 (a
+// partition leader's implicit add for Produce v12). TxnOffsetCommit stays below v5:
+// clients then add the group with AddOffsetsToTxn themselves (franz-go does so under
+// transactions v2 when the broker lacks TxnOffsetCommit v5).
 func (s *Server) registerTxn() {
-	s.Register(kmsg.AddPartitionsToTxn, 0, 4, s.handleAddPartitionsToTxn)
+	addPartitionsMax, endTxnMax := int16(4), int16(3)
+	s.Register(kmsg.AddPartitionsToTxn, 0, addPartitionsMax, s.handleAddPartitionsToTxn)
 	s.Register(kmsg.AddOffsetsToTxn, 0, 3, s.handleAddOffsetsToTxn)
-	s.Register(kmsg.EndTxn, 0, 3, s.handleEndTxn)
+	s.Register(kmsg.EndTxn, 0, endTxnMax, s.handleEndTxn)
 	s.Register(kmsg.TxnOffsetCommit, 0, 3, s.handleTxnOffsetCommit)
 	s.Register(kmsg.DescribeTransactions, 0, 0, s.handleDescribeTransactions)
 	s.Register(kmsg.ListTransactions, 0, 1, s.handleListTransactions)
@@ -28,4 +31,12 @@ func txnErrorCode(err error, beforeProducerFenced bool) int16 {
 		return kerr.InvalidProducerEpoch.Code
 	}
 	return errorCode(err)
+}
+
+// produceMaxVersion is Produce's highest version: v12 (v10 and v11 only add optional
+// tagged fields to the response, KIP-951) with transaction.version 2, where v12's
+// transactional batches join their transaction without AddPartitionsToTxn (KIP-890
+// part 2); v9 otherwise.
+func (s *Server) produceMaxVersion() int16 {
+	return 9
 }

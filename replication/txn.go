@@ -23,6 +23,13 @@ type TxnVerifier interface {
 	VerifyAdded(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, topic string, partition int32) error
 }
 
+// TxnAdder is a TxnVerifier that also adds a partition to the producer's transaction,
+// starting one if none is ongoing: transactions v2 (KIP-890 part 2) let Produce v12+
+// join the transaction without the client's AddPartitionsToTxn.
+type TxnAdder interface {
+	AddToTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, topic string, partition int32) error
+}
+
 // txnVerifierBox holds the verifier so that it can be installed after the Manager is
 // built (the coordinator needs the Manager to write its markers).
 type txnVerifierBox struct{ v TxnVerifier }
@@ -134,7 +141,11 @@ func (m *Manager) verifyTxn(ctx context.Context, pp *ProducePartition, h shalelo
 	if pp.TransactionalID == "" {
 		return fmt.Errorf("%w: a transactional batch in a produce request without a transactional id", kerr.InvalidTxnState)
 	}
-	if err := v.VerifyAdded(ctx, pp.TransactionalID, h.ProducerID, h.ProducerEpoch, pp.Topic, pp.Index); err != nil {
+	check := v.VerifyAdded
+	if a, ok := v.(TxnAdder); ok && pp.AddToTxn {
+		check = a.AddToTxn
+	}
+	if err := check(ctx, pp.TransactionalID, h.ProducerID, h.ProducerEpoch, pp.Topic, pp.Index); err != nil {
 		return err
 	}
 	pp.p.CompleteTxnVerification(h.ProducerID, token)

@@ -392,6 +392,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 	}
 	n.kafka = protocol.NewServer(protocol.Config{
 		NodeID:                       cfg.NodeID,
+		TransactionVersion:           cfg.TransactionVersion,
 		MaxRequestBytes:              cfg.SocketRequestMaxBytes,
 		QueuedMaxRequests:            int(cfg.QueuedMaxRequests),
 		QueuedMaxRequestBytes:        cfg.QueuedMaxRequestBytes,

@@ -28,7 +28,16 @@ type Verifier struct {
 // VerifyAdded returns nil when topic-partition is in the producer's ongoing
 // transaction, else the error the produce answers with.
 func (v *Verifier) VerifyAdded(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, topic string, partition int32) error {
-	return produceError(v.verify(ctx, transactionalID, producerID, producerEpoch, topic, partition))
+	return produceError(v.verify(ctx, transactionalID, producerID, producerEpoch, topic, partition, false))
+}
+
+// AddToTxn adds topic-partition to the producer's transaction, starting one if none is
+// ongoing (Produce v12+, KIP-890 part 2; replication.TxnAdder), and returns the error
+// the produce answers with. The coordinator checks the producer id and epoch as
+// AddPartitionsToTxn does, so a write of an ended transaction (whose epoch the end
+// bumped) is fenced instead of starting a transaction.
+func (v *Verifier) AddToTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, topic string, partition int32) error {
+	return produceError(v.verify(ctx, transactionalID, producerID, producerEpoch, topic, partition, true))
 }
 
 // produceError turns the coordinator's answer into one a producer understands on
@@ -48,7 +57,7 @@ func produceError(err error) error {
 	return err
 }
 
-func (v *Verifier) verify(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, topic string, partition int32) error {
+func (v *Verifier) verify(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, topic string, partition int32, add bool) error {
 	c := v.Coordinator
 	im := c.store.Current()
 	_, co, ok := im.CoordinatorOf(transactionalID)
@@ -56,6 +65,9 @@ func (v *Verifier) verify(ctx context.Context, transactionalID string, producerI
 		return kerr.CoordinatorNotAvailable
 	}
 	if co.Broker == c.cfg.NodeID {
+		if add {
+			return c.AddPartitions(ctx, transactionalID, producerID, producerEpoch, map[string][]int32{topic: {partition}})
+		}
 		return c.verifyOne(transactionalID, producerID, producerEpoch, topic, partition)
 	}
 	b, ok := im.Brokers[co.Broker]
@@ -63,9 +75,13 @@ func (v *Verifier) verify(ctx context.Context, transactionalID string, producerI
 		return kerr.CoordinatorNotAvailable
 	}
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	// v5 for an add (transactions v2), as Kafka's AddPartitionsToTxnManager sends it.
 	req.Version = 4
+	if add {
+		req.Version = 5
+	}
 	t := kmsg.NewAddPartitionsToTxnRequestTransaction()
-	t.TransactionalID, t.ProducerID, t.ProducerEpoch, t.VerifyOnly = transactionalID, producerID, producerEpoch, true
+	t.TransactionalID, t.ProducerID, t.ProducerEpoch, t.VerifyOnly = transactionalID, producerID, producerEpoch, !add
 	rt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
 	rt.Topic, rt.Partitions = topic, []int32{partition}
 	t.Topics = append(t.Topics, rt)
