@@ -16,6 +16,9 @@ import (
 // transactions v2 when the broker lacks TxnOffsetCommit v5).
 func (s *Server) registerTxn() {
 	addPartitionsMax, endTxnMax := int16(4), int16(3)
+	if s.cfg.TransactionVersion >= 2 {
+		addPartitionsMax, endTxnMax = 5, 5
+	}
 	s.Register(kmsg.AddPartitionsToTxn, 0, addPartitionsMax, s.handleAddPartitionsToTxn)
 	s.Register(kmsg.AddOffsetsToTxn, 0, 3, s.handleAddOffsetsToTxn)
 	s.Register(kmsg.EndTxn, 0, endTxnMax, s.handleEndTxn)
@@ -38,5 +41,8 @@ func txnErrorCode(err error, beforeProducerFenced bool) int16 {
 // transactional batches join their transaction without AddPartitionsToTxn (KIP-890
 // part 2); v9 otherwise.
 func (s *Server) produceMaxVersion() int16 {
+	if s.cfg.TransactionVersion >= 2 && s.deps.Txn != nil && s.deps.Groups != nil {
+		return 12
+	}
 	return 9
 }
