@@ -129,25 +129,36 @@ func (m *Manager) WriteTxnMarkers(ctx context.Context, markers []*TxnMarker, tim
 
 // verifyTxn runs KIP-890's check for a transactional batch, before the append: the
 // partition asks the coordinator only for a producer's first write of a transaction.
+// A marker appended while the coordinator answered cancels the answer, which may
+// predate it; the partition then asks again, so that the answer it acts on postdates
+// the marker. Under transactions v2 this is the common case of a write of the next
+// transaction racing the previous one's marker (which the coordinator waits for).
 func (m *Manager) verifyTxn(ctx context.Context, pp *ProducePartition, h shalelog.Header) error {
-	token, needed := pp.p.BeginTxnVerification(h.ProducerID, h.ProducerEpoch)
-	if !needed {
-		return nil
+	const attempts = 3
+	for range attempts {
+		token, needed := pp.p.BeginTxnVerification(h.ProducerID, h.ProducerEpoch)
+		if !needed {
+			return nil
+		}
+		v := m.verifier()
+		if v == nil {
+			return fmt.Errorf("%w: this broker has no transaction coordinator to verify the write with", kerr.InvalidTxnState)
+		}
+		if pp.TransactionalID == "" {
+			return fmt.Errorf("%w: a transactional batch in a produce request without a transactional id", kerr.InvalidTxnState)
+		}
+		check := v.VerifyAdded
+		if a, ok := v.(TxnAdder); ok && pp.AddToTxn {
+			check = a.AddToTxn
+		}
+		if err := check(ctx, pp.TransactionalID, h.ProducerID, h.ProducerEpoch, pp.Topic, pp.Index); err != nil {
+			return err
+		}
+		if pp.p.CompleteTxnVerification(h.ProducerID, token) {
+			return nil
+		}
 	}
-	v := m.verifier()
-	if v == nil {
-		return fmt.Errorf("%w: this broker has no transaction coordinator to verify the write with", kerr.InvalidTxnState)
-	}
-	if pp.TransactionalID == "" {
-		return fmt.Errorf("%w: a transactional batch in a produce request without a transactional id", kerr.InvalidTxnState)
-	}
-	check := v.VerifyAdded
-	if a, ok := v.(TxnAdder); ok && pp.AddToTxn {
-		check = a.AddToTxn
-	}
-	if err := check(ctx, pp.TransactionalID, h.ProducerID, h.ProducerEpoch, pp.Topic, pp.Index); err != nil {
-		return err
-	}
-	pp.p.CompleteTxnVerification(h.ProducerID, token)
-	return nil
+	// Markers keep coming: a retriable error, as Kafka answers a verification that
+	// could not complete.
+	return fmt.Errorf("%w: transaction markers arrived during %d verifications", kerr.NotEnoughReplicas, attempts)
 }
