@@ -277,6 +277,9 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch in
 		}
 		return pid, epoch, nil
 	}
+	// The producer's previous end may still be writing its markers: its next
+	// transaction's end (an empty abort, say) waits for them as AddPartitions does.
+	c.awaitPrevious(ctx, id)
 	newPID := int64(-1)
 	for {
 		npid, nepoch, err := c.endTxnV2(ctx, id, pid, epoch, commit, newPID)
@@ -311,7 +314,11 @@ func (c *Coordinator) endTxnV2(ctx context.Context, id string, pid int64, epoch 
 	var valid bool
 	switch st.Status {
 	case metadata.TxnPrepareCommit, metadata.TxnPrepareAbort:
-		valid = retry
+		// Kafka fences the current epoch here too; but the producer holding it ended
+		// its previous transaction and may end the next (an abort of produces that
+		// failed) before the markers are written: it retries after
+		// CONCURRENT_TRANSACTIONS below.
+		valid = retry || (st.ProducerID == pid && epoch == st.ProducerEpoch)
 	case metadata.TxnCompleteCommit, metadata.TxnCompleteAbort:
 		valid = retry || (st.ProducerID == pid && epoch == st.ProducerEpoch)
 	default:
@@ -346,12 +353,8 @@ func (c *Coordinator) endTxnV2(ctx context.Context, id string, pid int64, epoch 
 			// produces may have registered partitions before they failed.
 			return c.endBumpLocked(ctx, ps, t, false, true, newPID)
 		}
-	case metadata.TxnPrepareCommit:
-		if commit {
-			return -1, -1, kerr.ConcurrentTransactions
-		}
-	case metadata.TxnPrepareAbort:
-		if !commit {
+	case metadata.TxnPrepareCommit, metadata.TxnPrepareAbort:
+		if !retry || commit == (st.Status == metadata.TxnPrepareCommit) {
 			return -1, -1, kerr.ConcurrentTransactions
 		}
 	}

@@ -99,9 +99,14 @@ func TestEndTxnV2RetryWhilePreparing(t *testing.T) {
 	if _, _, err := h.c.EndTxn(bg, "a", pid, epoch, true, true); !errors.Is(err, kerr.InvalidTxnState) {
 		t.Errorf("commit while PrepareAbort: %v, want INVALID_TXN_STATE", err)
 	}
-	// The bumped epoch is not a retry: the transaction it would end has not started.
-	if _, _, err := h.c.EndTxn(bg, "a", pid, epoch+1, false, true); !errors.Is(err, kerr.ProducerFenced) {
-		t.Errorf("new epoch's EndTxn while PrepareAbort: %v, want PRODUCER_FENCED", err)
+	// The bumped epoch's end (of the next transaction) waits for the markers.
+	for _, commit := range []bool{true, false} {
+		if _, _, err := h.c.EndTxn(bg, "a", pid, epoch+1, commit, true); !errors.Is(err, kerr.ConcurrentTransactions) {
+			t.Errorf("new epoch's EndTxn (commit %v) while PrepareAbort: %v, want CONCURRENT_TRANSACTIONS", commit, err)
+		}
+	}
+	if _, _, err := h.c.EndTxn(bg, "a", pid, epoch-1, false, true); !errors.Is(err, kerr.ProducerFenced) {
+		t.Errorf("an older epoch's EndTxn while PrepareAbort: %v, want PRODUCER_FENCED", err)
 	}
 	close(h.markers.hold)
 	h.eventually("CompleteAbort", func() bool { return h.status("a") == metadata.TxnCompleteAbort })
