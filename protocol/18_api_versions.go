@@ -7,8 +7,10 @@ import (
 )
 
 // handleApiVersions answers with every registered API. A version newer than Shale serves
-// gets a v0-format response with UNSUPPORTED_VERSION that still lists the ranges
-// (KIP-511), so that the client retries at a version both sides know.
+// gets a v0-format response with UNSUPPORTED_VERSION that lists ApiVersions' own range
+// (KIP-511), as Kafka's does, so that the client retries at a version both sides know:
+// only that answer carries the features (v3+), which clients such as franz-go otherwise
+// never see when they are given the whole list in the v0 format.
 func (s *Server) handleApiVersions(_ context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.ApiVersionsRequest)
 	h := s.handlers[kmsg.ApiVersions.Int16()]
@@ -22,7 +24,7 @@ func (s *Server) handleApiVersions(_ context.Context, r *Request) Result {
 	if r.Version > h.max || r.Version < h.min {
 		resp.Version = 0
 		resp.ErrorCode = codeUnsupportedVersion
-		resp.ApiKeys = s.supportedKeys()
+		resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{{ApiKey: kmsg.ApiVersions.Int16(), MinVersion: h.min, MaxVersion: h.max}}
 		return Result{Resp: resp}
 	}
 	resp.Version = r.Version
@@ -47,9 +49,13 @@ func (s *Server) features(resp *kmsg.ApiVersionsResponse) {
 	if resp.Version < 3 {
 		return
 	}
-	sf := kmsg.NewApiVersionsResponseSupportedFeature()
-	sf.Name, sf.MinVersion, sf.MaxVersion = transactionVersionFeature, 0, 2
-	resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+	// Java clients before Kafka 3.9 fail on a supported feature whose minimum is 0:
+	// Kafka lists those only from v4 (KAFKA-17011, KAFKA-17492).
+	if resp.Version >= 4 {
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = transactionVersionFeature, 0, 2
+		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+	}
 	// Kafka's epoch is the metadata offset the features were read at; clients keep the
 	// features of the highest epoch they saw. -1 would mean "none finalized".
 	resp.FinalizedFeaturesEpoch = 0
