@@ -96,7 +96,7 @@ func (s *Server) registerBuiltins() {
 	s.Register(kmsg.Fetch, 4, 15, s.handleFetch)
 	s.Register(kmsg.ListOffsets, 1, 7, s.handleListOffsets)
 	s.Register(kmsg.Metadata, 0, 12, s.handleMetadata)
-	s.Register(kmsg.ApiVersions, 0, 3, s.handleApiVersions)
+	s.Register(kmsg.ApiVersions, 0, 4, s.handleApiVersions)
 	s.Register(kmsg.CreateTopics, 0, 5, s.handleCreateTopics)
 	s.Register(kmsg.DeleteTopics, 0, 4, s.handleDeleteTopics)
 	s.Register(kmsg.DeleteRecords, 0, 2, s.handleDeleteRecords)
