@@ -113,7 +113,7 @@ func (f *fsm) applyTxnOffsetCommit(c *change, r *pb.TxnOffsetCommitRecord) apply
 		return applyResult{err: kafkaErrorf(kerr.ProducerFenced, "transactional id %q: producer epoch %d is fenced by %d", r.TransactionalId, r.ProducerEpoch, t.ProducerEpoch)}
 	case r.ProducerEpoch != t.ProducerEpoch:
 		return applyResult{err: kafkaErrorf(kerr.InvalidProducerEpoch, "transactional id %q: producer epoch %d, not %d", r.TransactionalId, r.ProducerEpoch, t.ProducerEpoch)}
-	case t.Status != pb.TxnStatus_TXN_STATUS_ONGOING || !slices.Contains(t.Groups, r.Group):
+	case t.Status != pb.TxnStatus_TXN_STATUS_ONGOING || !(slices.Contains(t.Groups, r.Group) || hasOffsetsPartition(c.base, t, r.Group)):
 		return applyResult{err: kafkaErrorf(kerr.InvalidTxnState, "transactional id %q: group %q is not in an ongoing transaction (AddOffsetsToTxn first)", r.TransactionalId, r.Group)}
 	}
 	for _, e := range r.Offsets {
@@ -125,6 +125,19 @@ func (f *fsm) applyTxnOffsetCommit(c *change, r *pb.TxnOffsetCommitRecord) apply
 	next.PendingOffsets = mergePendingOffsets(next.PendingOffsets, r.Group, r.Offsets)
 	c.after(func() { f.txns[r.TransactionalId] = next })
 	return applyResult{}
+}
+
+// hasOffsetsPartition reports whether t holds group's __consumer_offsets partition:
+// a transactions v2 TxnOffsetCommit (v5+) adds the group that way from the group's
+// coordinator, as Kafka's does, where AddOffsetsToTxn adds it by name.
+func hasOffsetsPartition(im *metadata.Image, t *pb.TxnState, group string) bool {
+	p := metadata.OffsetsPartition(group, len(im.Coordinators))
+	for _, tp := range t.Partitions {
+		if tp.Topic == metadata.OffsetsTopic && slices.Contains(tp.Partitions, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // mergePendingOffsets adds offsets to a group's pending ones, a later offset for the same

@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/shalelog/shale/metadata"
+
 	pb "github.com/shalelog/shale/controller/proto"
 )
 
@@ -236,4 +238,30 @@ func TestTxnOffsetsSurviveTheV2EpochBump(t *testing.T) {
 	if got := h.f.fetchOffsets("g", nil); len(got) != 0 {
 		t.Fatalf("v1: offsets of another epoch committed: %+v", got)
 	}
+}
+
+// TestTxnOffsetCommitAcceptsTheGroupsOffsetsPartition: TxnOffsetCommit v5 adds a group on
+// a remote transaction coordinator as its __consumer_offsets partition (as Kafka does);
+// the FSM accepts the commit for a transaction holding that partition, not another one.
+func TestTxnOffsetCommitAcceptsTheGroupsOffsetsPartition(t *testing.T) {
+	h, broker, epoch := txnHarness(t)
+	st := ongoing(0)
+	st.Groups = nil
+	st.Partitions = append(st.Partitions, &pb.TopicPartitions{Topic: metadata.OffsetsTopic, Partitions: []int32{metadata.OffsetsPartition("g", 1)}})
+	if res := h.txnState(broker, epoch, st); res.err != nil {
+		t.Fatal(res.err)
+	}
+	rec := func(group string) *pb.TxnOffsetCommitRecord {
+		return &pb.TxnOffsetCommitRecord{TransactionalId: "tx", ProducerId: 5, Group: group,
+			Offsets: []*pb.OffsetEntry{{Topic: "t", Partition: 0, Offset: 7}}}
+	}
+	if res := h.txnOffsets(broker, epoch, rec("g")); res.err != nil {
+		t.Fatalf("commit for the group whose offsets partition is in the transaction: %v", res.err)
+	}
+	// With one offsets partition every group maps to it: a transaction without it refuses.
+	st.Partitions = st.Partitions[:1]
+	h.txnState(broker, epoch, withStatus(st, pb.TxnStatus_TXN_STATUS_PREPARE_ABORT))
+	h.txnState(broker, epoch, withStatus(st, pb.TxnStatus_TXN_STATUS_COMPLETE_ABORT))
+	h.txnState(broker, epoch, st)
+	wantKafkaErr(t, h.txnOffsets(broker, epoch, rec("g")).err, kerr.InvalidTxnState)
 }

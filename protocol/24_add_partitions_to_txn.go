@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/metadata"
 )
 
 // handleAddPartitionsToTxn adds partitions to a producer's transaction (v0-v3, from
@@ -91,7 +93,9 @@ func (s *Server) addPartitionsToTxn(ctx context.Context, r *Request, id string, 
 }
 
 // brokerAddToTxn is one add of a v4+ request, from the partition leader of a Produce
-// v12: CLUSTER_ACTION covers it, the leader having authorized the producer's write.
+// v12 or the group coordinator of a TxnOffsetCommit v5 (the group as its
+// __consumer_offsets partition): CLUSTER_ACTION covers it, the sender having authorized
+// the client.
 func (s *Server) brokerAddToTxn(ctx context.Context, t kmsg.AddPartitionsToTxnRequestTransaction) []kmsg.AddPartitionsToTxnResponseTopic {
 	topics := make([]kmsg.AddPartitionsToTxnRequestTopic, len(t.Topics))
 	errs := map[string]map[int32]int16{}
@@ -101,7 +105,8 @@ func (s *Server) brokerAddToTxn(ctx context.Context, t kmsg.AddPartitionsToTxnRe
 	for i, tt := range t.Topics {
 		topics[i] = kmsg.AddPartitionsToTxnRequestTopic{Topic: tt.Topic, Partitions: tt.Partitions}
 		for _, p := range tt.Partitions {
-			if im.Partition(tt.Topic, p) == nil {
+			offsets := tt.Topic == metadata.OffsetsTopic && p >= 0 && int(p) < len(im.Coordinators)
+			if !offsets && im.Partition(tt.Topic, p) == nil {
 				if errs[tt.Topic] == nil {
 					errs[tt.Topic] = map[int32]int16{}
 				}

@@ -55,6 +55,19 @@ func (s *Server) handleTxnOffsetCommit(ctx context.Context, r *Request) Result {
 			cr.Offsets = append(cr.Offsets, o)
 		}
 	}
+	if r.Version >= 5 {
+		// Transactions v2: the group joins the transaction here, not through the
+		// client's AddOffsetsToTxn.
+		if err := s.deps.TxnVerifier.AddGroup(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group); err != nil {
+			code := txnErrorCode(err, false)
+			return answer(func(topic string, _ int) int16 {
+				if !mayRead(topic) {
+					return errTopicDenied.Code
+				}
+				return code
+			})
+		}
+	}
 	write := func(ctx context.Context, fence metadata.GroupFence, offsets []metadata.CommittedOffset) error {
 		return s.deps.Txn.CommitOffsets(ctx, fence, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, offsets)
 	}

@@ -135,7 +135,8 @@ func launchAll(t testing.TB, dir string, node *controllertest.Node, cfg protocol
 		tb.txnCl = txn.NewBrokerClients(1)
 		tb.txn = txn.New(*tcfg, node.Broker, deps.ProducerIDs, tb.txnCl)
 		deps.Txn = tb.txn
-		b.SetTxnVerifier(&txn.Verifier{Coordinator: tb.txn, Remote: tb.txnCl})
+		deps.TxnVerifier = &txn.Verifier{Coordinator: tb.txn, Remote: tb.txnCl}
+		b.SetTxnVerifier(deps.TxnVerifier)
 	}
 	tb.srv = protocol.NewServer(cfg, deps)
 	var ctx context.Context

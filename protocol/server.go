@@ -127,6 +127,9 @@ type Deps struct {
 	// Txn, when set, is the transaction coordinator; without it the transaction APIs
 	// are not advertised and transactional producers are refused.
 	Txn *txn.Coordinator
+	// TxnVerifier, when set with Txn, lets TxnOffsetCommit v5 (transactions v2) add the
+	// group to the transaction, on whichever broker coordinates it.
+	TxnVerifier *txn.Verifier
 	// Shares, when set, holds the share partitions this broker leads (KIP-932); without
 	// it ShareFetch and ShareAcknowledge are not advertised.
 	Shares *share.Manager

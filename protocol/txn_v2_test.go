@@ -102,13 +102,15 @@ func TestTransactionVersionFeature(t *testing.T) {
 		for _, k := range resp.ApiKeys {
 			maxOf[k.ApiKey] = k.MaxVersion
 		}
-		wantProduce, wantEnd, wantAdd := int16(9), int16(3), int16(4)
+		wantProduce, wantEnd, wantAdd, wantOffsets := int16(9), int16(3), int16(4), int16(3)
 		if level == 2 {
-			wantProduce, wantEnd, wantAdd = 12, 5, 5
+			wantProduce, wantEnd, wantAdd, wantOffsets = 12, 5, 5, 3
 		}
-		if maxOf[kmsg.Produce.Int16()] != wantProduce || maxOf[kmsg.EndTxn.Int16()] != wantEnd || maxOf[kmsg.AddPartitionsToTxn.Int16()] != wantAdd {
-			t.Errorf("level %d: Produce max %d, EndTxn max %d, AddPartitionsToTxn max %d; want %d, %d, %d", level,
-				maxOf[kmsg.Produce.Int16()], maxOf[kmsg.EndTxn.Int16()], maxOf[kmsg.AddPartitionsToTxn.Int16()], wantProduce, wantEnd, wantAdd)
+		if maxOf[kmsg.Produce.Int16()] != wantProduce || maxOf[kmsg.EndTxn.Int16()] != wantEnd || maxOf[kmsg.AddPartitionsToTxn.Int16()] != wantAdd ||
+			maxOf[kmsg.TxnOffsetCommit.Int16()] != wantOffsets {
+			t.Errorf("level %d: Produce max %d, EndTxn max %d, AddPartitionsToTxn max %d, TxnOffsetCommit max %d; want %d, %d, %d, %d", level,
+				maxOf[kmsg.Produce.Int16()], maxOf[kmsg.EndTxn.Int16()], maxOf[kmsg.AddPartitionsToTxn.Int16()], maxOf[kmsg.TxnOffsetCommit.Int16()],
+				wantProduce, wantEnd, wantAdd, wantOffsets)
 		}
 	}
 }
@@ -261,6 +263,7 @@ func TestGroupTransactSessionExactlyOnceV2(t *testing.T) {
 	if n := reqs.count(kmsg.AddPartitionsToTxn); n != 0 {
 		t.Errorf("the session sent %d AddPartitionsToTxn: it did not use transactions v2", n)
 	}
+
 	if reqs.count(kmsg.EndTxn) == 0 {
 		t.Fatal("no EndTxn sent")
 	}

@@ -423,6 +423,8 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 		Shares:      n.startShares(store),
 		Groups:      n.startGroups(store),
 		Txn:         n.startTxn(store, pids),
+		// A call, so that it runs after startTxn's (Go orders calls left to right).
+		TxnVerifier: n.txnVerifier(),
 	})
 	type served struct {
 		ln net.Listener
@@ -488,8 +490,14 @@ func (n *node) startTxn(store *controller.BrokerClient, pids *producerid.Allocat
 		Logger:                n.lg,
 	}, store, pids, n.txnClients)
 	// Partition leaders check a producer's first transactional write with it (KIP-890).
-	n.replicas.SetTxnVerifier(&txn.Verifier{Coordinator: n.txn, Remote: n.txnClients})
+	n.replicas.SetTxnVerifier(n.txnVerifier())
 	return n.txn
+}
+
+// txnVerifier is the KIP-890 verifier of the transaction coordinator startTxn started:
+// partition leaders check and add through it, and group coordinators add groups.
+func (n *node) txnVerifier() *txn.Verifier {
+	return &txn.Verifier{Coordinator: n.txn, Remote: n.txnClients}
 }
 
 // startShares starts the share-partition manager, which commits share-group state

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/metadata"
 )
@@ -277,5 +278,61 @@ func TestAddToTxnStartsTransaction(t *testing.T) {
 	}
 	if err := v.AddToTxn(bg, "a", pid, epoch+1, "t", 0); err != nil {
 		t.Fatalf("next transaction's implicit add: %v", err)
+	}
+}
+
+// TestRemoteAddsUseAddPartitionsToTxnV5: a partition leader's add for Produce v12 and a
+// group coordinator's for TxnOffsetCommit v5 reach a remote transaction coordinator as
+// AddPartitionsToTxn v5 adds (not VerifyOnly), the group as its __consumer_offsets
+// partition; a local coordinator adds the group by name.
+func TestRemoteAddsUseAddPartitionsToTxnV5(t *testing.T) {
+	h := newHarness(t, newFakeStore(testImage(2, 3)))
+	remote := &fakeRemote{resp: func(req *kmsg.AddPartitionsToTxnRequest) (*kmsg.AddPartitionsToTxnResponse, error) {
+		resp := kmsg.NewPtrAddPartitionsToTxnResponse()
+		for _, tx := range req.Transactions {
+			rt := kmsg.NewAddPartitionsToTxnResponseTransaction()
+			rt.TransactionalID = tx.TransactionalID
+			for _, tt := range tx.Topics {
+				rtt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+				rtt.Topic = tt.Topic
+				for _, p := range tt.Partitions {
+					rp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
+					rp.Partition, rp.ErrorCode = p, kerr.ProducerFenced.Code
+					rtt.Partitions = append(rtt.Partitions, rp)
+				}
+				rt.Topics = append(rt.Topics, rtt)
+			}
+			resp.Transactions = append(resp.Transactions, rt)
+		}
+		return resp, nil
+	}}
+	v := &Verifier{Coordinator: h.c, Remote: remote}
+	check := func(what, topic string, partition int32) {
+		t.Helper()
+		tx := remote.req.Transactions
+		if remote.to != 2 || remote.req.Version != 5 || len(tx) != 1 || tx[0].VerifyOnly || tx[0].ProducerID != 7 || tx[0].ProducerEpoch != 2 ||
+			len(tx[0].Topics) != 1 || tx[0].Topics[0].Topic != topic || len(tx[0].Topics[0].Partitions) != 1 || tx[0].Topics[0].Partitions[0] != partition {
+			t.Fatalf("%s: request to broker %d: %+v", what, remote.to, remote.req)
+		}
+	}
+	// A fenced producer's write is INVALID_PRODUCER_EPOCH on Produce.
+	if err := v.AddToTxn(bg, "a", 7, 2, "t", 1); !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("remote add of a fenced producer: %v", err)
+	}
+	check("Produce v12", "t", 1)
+	if err := v.AddGroup(bg, "a", 7, 2, "g"); !errors.Is(err, kerr.ProducerFenced) {
+		t.Fatalf("remote group add of a fenced producer: %v", err)
+	}
+	check("TxnOffsetCommit v5", metadata.OffsetsTopic, metadata.OffsetsPartition("g", 1))
+
+	// Locally, by name.
+	h2 := newHarness(t, newFakeStore(testImage(1, 3)))
+	v2 := &Verifier{Coordinator: h2.c}
+	pid, epoch, _ := h2.init("b", -1, -1)
+	if err := v2.AddGroup(bg, "b", pid, epoch, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if st := h2.store.state("b"); st.Status != metadata.TxnOngoing || len(st.Groups) != 1 || st.Groups[0] != "g" {
+		t.Fatalf("after a local group add: %+v", st)
 	}
 }

@@ -70,7 +70,33 @@ func (v *Verifier) verify(ctx context.Context, transactionalID string, producerI
 		}
 		return c.verifyOne(transactionalID, producerID, producerEpoch, topic, partition)
 	}
-	b, ok := im.Brokers[co.Broker]
+	return v.remote(ctx, im, co.Broker, transactionalID, producerID, producerEpoch, topic, partition, add)
+}
+
+// AddGroup adds group to the producer's transaction, starting one if none is ongoing:
+// TxnOffsetCommit v5+ (transactions v2) does so at the group's coordinator in place of
+// the client's AddOffsetsToTxn. It returns the transaction coordinator's error. Between
+// brokers the group travels as its __consumer_offsets partition, as Kafka's does; the
+// controller accepts a transactional offset commit of a group whose offsets partition
+// is in the transaction.
+func (v *Verifier) AddGroup(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, group string) error {
+	c := v.Coordinator
+	im := c.store.Current()
+	_, co, ok := im.CoordinatorOf(transactionalID)
+	if !ok || co.Broker < 0 {
+		return kerr.CoordinatorNotAvailable
+	}
+	if co.Broker == c.cfg.NodeID {
+		return c.AddOffsets(ctx, transactionalID, producerID, producerEpoch, group)
+	}
+	p := metadata.OffsetsPartition(group, len(im.Coordinators))
+	return v.remote(ctx, im, co.Broker, transactionalID, producerID, producerEpoch, metadata.OffsetsTopic, p, true)
+}
+
+// remote asks the transaction coordinator on broker to to verify (or, with add, to
+// add) topic-partition in the producer's transaction.
+func (v *Verifier) remote(ctx context.Context, im *metadata.Image, to int32, transactionalID string, producerID int64, producerEpoch int16, topic string, partition int32, add bool) error {
+	b, ok := im.Brokers[to]
 	if !ok || b.Fenced {
 		return kerr.CoordinatorNotAvailable
 	}
