@@ -10,10 +10,9 @@ import (
 // registerTxn registers the transaction APIs at the versions real clients negotiate.
 // AddPartitionsToTxn v4 is the brokers' VerifyOnly form. With transaction.version 2 the
 // broker serves KIP-890's second part: EndTxn v5 (the epoch bump per transaction, with
-// v4 between, which only adds TRANSACTION_ABORTABLE) and AddPartitionsToTxn v5 (a
-// partition leader's implicit add for Produce v12). TxnOffsetCommit stays below v5:
-// clients then add the group with AddOffsetsToTxn themselves (franz-go does so under
-// transactions v2 when the broker lacks TxnOffsetCommit v5).
+// v4 between, which only adds TRANSACTION_ABORTABLE), AddPartitionsToTxn v5 (a partition
+// leader's or group coordinator's implicit add) and TxnOffsetCommit v5 (the group joins
+// the transaction without AddOffsetsToTxn).
 func (s *Server) registerTxn() {
 	addPartitionsMax, endTxnMax := int16(4), int16(3)
 	if s.cfg.TransactionVersion >= 2 {
@@ -22,7 +21,7 @@ func (s *Server) registerTxn() {
 	s.Register(kmsg.AddPartitionsToTxn, 0, addPartitionsMax, s.handleAddPartitionsToTxn)
 	s.Register(kmsg.AddOffsetsToTxn, 0, 3, s.handleAddOffsetsToTxn)
 	s.Register(kmsg.EndTxn, 0, endTxnMax, s.handleEndTxn)
-	s.Register(kmsg.TxnOffsetCommit, 0, 3, s.handleTxnOffsetCommit)
+	s.Register(kmsg.TxnOffsetCommit, 0, s.txnOffsetCommitMaxVersion(), s.handleTxnOffsetCommit)
 	s.Register(kmsg.DescribeTransactions, 0, 0, s.handleDescribeTransactions)
 	s.Register(kmsg.ListTransactions, 0, 1, s.handleListTransactions)
 }
@@ -45,4 +44,14 @@ func (s *Server) produceMaxVersion() int16 {
 		return 12
 	}
 	return 9
+}
+
+// txnOffsetCommitMaxVersion is TxnOffsetCommit's highest version: v5 (v4 only adds
+// TRANSACTION_ABORTABLE; v5 adds the group to the transaction, KIP-890 part 2) with
+// transaction.version 2 and a verifier to add through; v3 otherwise.
+func (s *Server) txnOffsetCommitMaxVersion() int16 {
+	if s.cfg.TransactionVersion >= 2 && s.deps.TxnVerifier != nil {
+		return 5
+	}
+	return 3
 }

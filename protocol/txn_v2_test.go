@@ -104,7 +104,7 @@ func TestTransactionVersionFeature(t *testing.T) {
 		}
 		wantProduce, wantEnd, wantAdd, wantOffsets := int16(9), int16(3), int16(4), int16(3)
 		if level == 2 {
-			wantProduce, wantEnd, wantAdd, wantOffsets = 12, 5, 5, 3
+			wantProduce, wantEnd, wantAdd, wantOffsets = 12, 5, 5, 5
 		}
 		if maxOf[kmsg.Produce.Int16()] != wantProduce || maxOf[kmsg.EndTxn.Int16()] != wantEnd || maxOf[kmsg.AddPartitionsToTxn.Int16()] != wantAdd ||
 			maxOf[kmsg.TxnOffsetCommit.Int16()] != wantOffsets {
@@ -263,7 +263,10 @@ func TestGroupTransactSessionExactlyOnceV2(t *testing.T) {
 	if n := reqs.count(kmsg.AddPartitionsToTxn); n != 0 {
 		t.Errorf("the session sent %d AddPartitionsToTxn: it did not use transactions v2", n)
 	}
-
+	// TxnOffsetCommit v5 added the group: no AddOffsetsToTxn either.
+	if n := reqs.count(kmsg.AddOffsetsToTxn); n != 0 || reqs.count(kmsg.TxnOffsetCommit) == 0 {
+		t.Errorf("the session sent %d AddOffsetsToTxn and %d TxnOffsetCommit: want only the latter", n, reqs.count(kmsg.TxnOffsetCommit))
+	}
 	if reqs.count(kmsg.EndTxn) == 0 {
 		t.Fatal("no EndTxn sent")
 	}
