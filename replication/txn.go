@@ -130,11 +130,17 @@ func (m *Manager) WriteTxnMarkers(ctx context.Context, markers []*TxnMarker, tim
 // verifyTxn runs KIP-890's check for a transactional batch, before the append: the
 // partition asks the coordinator only for a producer's first write of a transaction.
 // A marker appended while the coordinator answered cancels the answer, which may
-// predate it; the partition then asks again, so that the answer it acts on postdates
-// the marker. Under transactions v2 this is the common case of a write of the next
-// transaction racing the previous one's marker (which the coordinator waits for).
+// predate it, and the write is refused. A Produce v12 (transactions v2) asks again, so
+// that the answer it acts on postdates the marker: that is the common case of the next
+// transaction's first write racing the previous one's marker (which the coordinator
+// waits for), and a late write of the ended transaction cannot be admitted by asking
+// again, its epoch being fenced. Transactions v1 keep one epoch across transactions, so
+// asking again could admit a late write into the next transaction: they do not.
 func (m *Manager) verifyTxn(ctx context.Context, pp *ProducePartition, h shalelog.Header) error {
-	const attempts = 3
+	attempts := 1
+	if pp.AddToTxn {
+		attempts = 3
+	}
 	for range attempts {
 		token, needed := pp.p.BeginTxnVerification(h.ProducerID, h.ProducerEpoch)
 		if !needed {
@@ -154,7 +160,8 @@ func (m *Manager) verifyTxn(ctx context.Context, pp *ProducePartition, h shalelo
 		if err := check(ctx, pp.TransactionalID, h.ProducerID, h.ProducerEpoch, pp.Topic, pp.Index); err != nil {
 			return err
 		}
-		if pp.p.CompleteTxnVerification(h.ProducerID, token) {
+		if pp.p.CompleteTxnVerification(h.ProducerID, token) || attempts == 1 {
+			// Transactions v1: the append refuses the write if a marker cancelled it.
 			return nil
 		}
 	}
