@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -279,5 +280,91 @@ func TestGroupTransactSessionExactlyOnceV2(t *testing.T) {
 	// InitProducerId gave epoch 0; the EndTxns bumped it.
 	if d := desc["eos"]; d.Err != nil || d.ProducerEpoch < 1 {
 		t.Fatalf("epoch %d after %d EndTxn: %+v", d.ProducerEpoch, reqs.count(kmsg.EndTxn), d)
+	}
+}
+
+// markerRacingAdder admits every write, and on its first question writes the marker
+// that ends the producer's previous transaction, as a coordinator completing it while a
+// partition leader asks would.
+type markerRacingAdder struct {
+	mu     sync.Mutex
+	asked  int
+	marker func()
+}
+
+func (a *markerRacingAdder) ask() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.asked++
+	if a.asked == 1 {
+		a.marker()
+	}
+}
+
+func (a *markerRacingAdder) VerifyAdded(context.Context, string, int64, int16, string, int32) error {
+	a.ask()
+	return nil
+}
+
+func (a *markerRacingAdder) AddToTxn(context.Context, string, int64, int16, string, int32) error {
+	a.ask()
+	return nil
+}
+
+// TestNextTransactionWriteRacingTheMarker: under transactions v2 the next transaction's
+// first write (at the bumped epoch) can reach the partition while the previous
+// transaction is open there, and its marker (at the same bumped epoch) can land while
+// the leader asks the coordinator. The write must not join the open transaction, and
+// the leader asks again after the marker (Produce v12); a Produce v9 (transactions v1)
+// is refused instead, as before.
+func TestNextTransactionWriteRacingTheMarker(t *testing.T) {
+	for _, version := range []int16{12, 9} {
+		tb := startTxnBrokerAt(t, 2)
+		topic := fmt.Sprintf("race%d", version)
+		tb.createTopic(topic, 1, nil)
+		rc := dialRaw(t, tb.addr)
+		init := kmsg.NewPtrInitProducerIDRequest()
+		init.Version = 4
+		ir := rc.roundTrip(init).(*kmsg.InitProducerIDResponse)
+		if ir.ErrorCode != 0 {
+			t.Fatal(ir.ErrorCode)
+		}
+		pid, epoch := ir.ProducerID, ir.ProducerEpoch
+		v := &fakeVerifier{}
+		v.add("tx", topic, 0)
+		tb.broker.SetTxnVerifier(v)
+		if p := produceTxn(t, rc, "tx", topic, txnBatch(t, pid, epoch, 0, "first")); p.ErrorCode != 0 {
+			t.Fatalf("v%d: first transaction's write: %v", version, kerr.ErrorForCode(p.ErrorCode))
+		}
+		markerConn := dialRaw(t, tb.addr)
+		adder := &markerRacingAdder{marker: func() {
+			if code := writeMarker(t, markerConn, topic, pid, epoch+1, true, 0); code != 0 {
+				t.Errorf("marker: %v", kerr.ErrorForCode(code))
+			}
+		}}
+		tb.broker.SetTxnVerifier(adder)
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = version, -1, 5000
+		id := "tx"
+		req.TransactionID = &id
+		req.Topics = []kmsg.ProduceRequestTopic{{Topic: topic, Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0,
+			Records: txnBatch(t, pid, epoch+1, 0, "second")}}}}
+		p := rc.roundTrip(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+		if version == 9 {
+			if p.ErrorCode != kerr.InvalidTxnState.Code || adder.asked != 1 {
+				t.Fatalf("v9 write whose verification the marker cancelled: %v after %d questions, want INVALID_TXN_STATE after 1",
+					kerr.ErrorForCode(p.ErrorCode), adder.asked)
+			}
+			continue
+		}
+		// The first transaction is the write at 0 and its marker at 1; the second
+		// starts after them.
+		if p.ErrorCode != 0 || p.BaseOffset != 2 || adder.asked != 2 {
+			t.Fatalf("v12 write: %v at %d after %d questions, want success at 2 after 2", kerr.ErrorForCode(p.ErrorCode), p.BaseOffset, adder.asked)
+		}
+		topicID := tb.broker.Image().Topic(topic).ID
+		if rp := fetchIso(t, rc, topicID, 0, 1); rp.LastStableOffset != 2 {
+			t.Fatalf("last stable offset %d: the second transaction (open, from 2) must hold it at 2", rp.LastStableOffset)
+		}
 	}
 }
