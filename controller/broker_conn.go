@@ -149,3 +149,70 @@ var grpcConnectParams = grpc.ConnectParams{
 	Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 	MinConnectTimeout: 2 * time.Second,
 }
+
+// controllerMethod is a unary method of the controller service as a method expression,
+// such as pb.ControllerClient.CommitOffsets.
+type controllerMethod[Req, Resp any] func(pb.ControllerClient, context.Context, Req, ...grpc.CallOption) (Resp, error)
+
+// send calls method with req through the quorum (see quorumConns.call): retried across
+// leader changes and unreachable controllers until it is answered or ctx is done, each
+// attempt bounded by attempt. The error is the call's own; the answer's error fields
+// are left to the caller.
+func send[Req, Resp any](ctx context.Context, q *quorumConns, attempt time.Duration, method controllerMethod[Req, Resp], req Req) (Resp, error) {
+	var resp Resp
+	err := q.call(ctx, attempt, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = method(cl, ctx, req)
+		return err
+	})
+	if err != nil {
+		var zero Resp
+		return zero, err
+	}
+	return resp, nil
+}
+
+// answer is a controller response with a call-wide error.
+type answer interface{ GetError() *pb.Error }
+
+// rpc calls method with req as send does, each attempt bounded by the request timeout,
+// and returns the answer, or the call's error, or else the answer's own error.
+func rpc[Req any, Resp answer](ctx context.Context, c *BrokerClient, method controllerMethod[Req, Resp], req Req) (Resp, error) {
+	resp, err := send(ctx, c.q, c.cfg.RequestTimeout, method, req)
+	if err == nil {
+		err = fromPBError(resp.GetError())
+	}
+	if err != nil {
+		var zero Resp
+		return zero, err
+	}
+	return resp, nil
+}
+
+// perItem maps a controller's answer of one result per item asked about, in order, with
+// conv; an answer with another number of results is an error for the whole call (what
+// names the items in it).
+func perItem[R, T any](what string, n int, results []R, conv func(R) T) ([]T, error) {
+	if len(results) != n {
+		return nil, fmt.Errorf("controller answered %d results for %d %s", len(results), n, what)
+	}
+	out := make([]T, n)
+	for i, r := range results {
+		out[i] = conv(r)
+	}
+	return out, nil
+}
+
+func errorList(n int, errs []*pb.Error, err error) []error {
+	out := make([]error, n)
+	if err == nil && len(errs) != n {
+		err = fmt.Errorf("controller answered %d results for %d requests", len(errs), n)
+	}
+	for i := range out {
+		if err != nil {
+			out[i] = err
+		} else {
+			out[i] = fromPBError(errs[i])
+		}
+	}
+	return out
+}

@@ -8,8 +8,9 @@ import (
 
 	"github.com/shalelog/shale/metadata"
 
-	pb "github.com/shalelog/shale/controller/proto"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	pb "github.com/shalelog/shale/controller/proto"
 )
 
 // The broker's side of quorum management (metadata.QuorumAdmin), and how it keeps
@@ -167,11 +168,5 @@ func retriedOutcome(err error, failedBefore bool, done *kerr.Error) error {
 	if failedBefore && errors.Is(err, done) {
 		return nil
 	}
-	return err
-}
-
-// UnregisterBroker removes a broker's registration.
-func (c *BrokerClient) UnregisterBroker(ctx context.Context, id int32, force bool) error {
-	_, err := rpc(ctx, c, pb.ControllerClient.UnregisterBroker, &pb.UnregisterBrokerRequest{BrokerId: id, Force: force})
 	return err
 }

@@ -11,4 +11,14 @@
 // brokers follow those deltas (WatchMetadata) into a local cache.
 //
 // One TCP port per controller carries both Raft and gRPC: see mux.go.
+//
+// Where code lives: each record family F (brokers, topics, offsets, coordinators, txn,
+// share, acls, quotas, scram, schemas, clientmetrics, reassign, unregister, quorum,
+// watch) keeps its FSM apply (the apply* methods and the state they touch) in fsm_F.go,
+// its gRPC handlers (methods of service) in service_F.go, and its BrokerClient methods
+// in broker_F.go; a family's FSM tests go in fsm_F_test.go. What the families share
+// stays outside them: the FSM core and dispatch (fsm.go, change.go), the service type
+// and its error mapping (service.go), BrokerClient itself (broker_client.go), and how a
+// call reaches the active controller, follows leader changes and maps the answer
+// (broker_conn.go: send, rpc, perItem, errorList).
 package controller

@@ -1,14 +1,10 @@
 package controller
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/security/acl"
 
 	pb "github.com/shalelog/shale/controller/proto"
@@ -138,77 +134,6 @@ func (f *fsm) applyDeleteAcls(c *change, r *pb.DeleteAclsRecord) applyResult {
 	return applyResult{value: res}
 }
 
-func (v *service) CreateAcls(ctx context.Context, req *pb.CreateAclsRequest) (*pb.CreateAclsResponse, error) {
-	if _, err := v.s.awaitSession(ctx); err != nil {
-		return nil, v.rpcError(err)
-	}
-	full := &pb.Record{Record: &pb.Record_CreateAcls{CreateAcls: &pb.CreateAclsRecord{Acls: req.Acls}}}
-	// Creating only bindings that exist already (or are invalid) is answered without
-	// growing the log.
-	res := v.s.fsm.dryRun(full)
-	if res.err == nil && !aclCreateWouldChange(v.s.fsm.image().ACLs, req.Acls, res.value) {
-		return createAclsResponse(res), nil
-	}
-	res, _, err := v.s.propose(ctx, full)
-	if err != nil {
-		return nil, v.rpcError(err)
-	}
-	if n := len(req.Acls); n > 0 && res.err == nil {
-		v.s.log.Info("ACLs created", "bindings", n)
-	}
-	return createAclsResponse(res), nil
-}
-
-func aclCreateWouldChange(now *acl.Set, bs []*pb.AclBinding, value any) bool {
-	results, _ := value.(aclResults)
-	for i, b := range bs {
-		if i < len(results) && results[i] == nil && !now.Contains(aclFromPB(b)) {
-			return true
-		}
-	}
-	return false
-}
-
-func createAclsResponse(res applyResult) *pb.CreateAclsResponse {
-	if res.err != nil {
-		return &pb.CreateAclsResponse{Error: toPBError(res.err)}
-	}
-	results, _ := res.value.(aclResults)
-	resp := &pb.CreateAclsResponse{Results: make([]*pb.Error, len(results))}
-	for i, err := range results {
-		resp.Results[i] = toPBError(err)
-	}
-	return resp
-}
-
-func (v *service) DeleteAcls(ctx context.Context, req *pb.DeleteAclsRequest) (*pb.DeleteAclsResponse, error) {
-	if _, err := v.s.awaitSession(ctx); err != nil {
-		return nil, v.rpcError(err)
-	}
-	full := &pb.Record{Record: &pb.Record_DeleteAcls{DeleteAcls: &pb.DeleteAclsRecord{Filters: req.Filters}}}
-	res := v.s.fsm.dryRun(full)
-	if del, ok := res.value.(aclDeletions); res.err != nil || !ok || del.any() {
-		var err error
-		if res, _, err = v.s.propose(ctx, full); err != nil {
-			return nil, v.rpcError(err)
-		}
-	}
-	if res.err != nil {
-		return &pb.DeleteAclsResponse{Error: toPBError(res.err)}, nil
-	}
-	del, _ := res.value.(aclDeletions)
-	resp := &pb.DeleteAclsResponse{Results: make([]*pb.DeleteAclsFilterResult, len(del.errs))}
-	n := 0
-	for i := range del.errs {
-		resp.Results[i] = &pb.DeleteAclsFilterResult{Error: toPBError(del.errs[i]), Deleted: aclsToPB(del.deleted[i])}
-		n += len(del.deleted[i])
-	}
-	if n > 0 {
-		v.s.log.Info("ACLs deleted", "bindings", n)
-	}
-	return resp, nil
-}
-
 func (d aclDeletions) any() bool {
 	for _, bs := range d.deleted {
 		if len(bs) > 0 {
@@ -217,43 +142,3 @@ func (d aclDeletions) any() bool {
 	}
 	return false
 }
-
-// CreateACLs stores ACL bindings through the controller; see metadata.ACLStore.
-func (c *BrokerClient) CreateACLs(ctx context.Context, bindings []acl.Binding) ([]error, error) {
-	req := &pb.CreateAclsRequest{Acls: aclsToPB(bindings)}
-	resp, err := rpc(ctx, c, pb.ControllerClient.CreateAcls, req)
-	if err != nil {
-		return nil, err
-	}
-	if len(resp.Results) != len(bindings) {
-		return nil, fmt.Errorf("controller answered %d of %d ACL creations", len(resp.Results), len(bindings))
-	}
-	out := make([]error, len(bindings))
-	for i, e := range resp.Results {
-		out[i] = fromPBError(e)
-	}
-	return out, nil
-}
-
-// DeleteACLs removes the bindings the filters match through the controller; see
-// metadata.ACLStore.
-func (c *BrokerClient) DeleteACLs(ctx context.Context, filters []acl.Filter) ([]metadata.ACLDeletion, error) {
-	req := &pb.DeleteAclsRequest{Filters: make([]*pb.AclFilter, len(filters))}
-	for i, f := range filters {
-		req.Filters[i] = aclFilterToPB(f)
-	}
-	resp, err := rpc(ctx, c, pb.ControllerClient.DeleteAcls, req)
-	if err != nil {
-		return nil, err
-	}
-	if len(resp.Results) != len(filters) {
-		return nil, errors.New("controller answered a different number of ACL filters")
-	}
-	out := make([]metadata.ACLDeletion, len(filters))
-	for i, r := range resp.Results {
-		out[i] = metadata.ACLDeletion{Err: fromPBError(r.Error), Deleted: aclsFromPB(r.Deleted)}
-	}
-	return out, nil
-}
-
-var _ metadata.ACLStore = (*BrokerClient)(nil)

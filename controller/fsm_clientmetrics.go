@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"maps"
 	"slices"
 
@@ -48,39 +47,4 @@ func (c *change) clientMetricsDelta() []*pb.ClientMetricsState {
 		out = append(out, c.clientMetrics[name])
 	}
 	return out
-}
-
-func (v *service) AlterClientMetrics(ctx context.Context, req *pb.AlterClientMetricsRequest) (*pb.AlterClientMetricsResponse, error) {
-	if _, err := v.s.awaitSession(ctx); err != nil {
-		return nil, v.rpcError(err)
-	}
-	v.s.adminMu.Lock()
-	defer v.s.adminMu.Unlock()
-	ops := make([]metadata.ConfigOp, len(req.Ops))
-	for i, op := range req.Ops {
-		ops[i] = metadata.ConfigOp{Name: op.Name, Value: op.Value, Op: metadata.ConfigOpType(op.Op)}
-	}
-	cfg, err := metadata.ApplyClientMetricsOps(req.Name, v.s.fsm.image().ClientMetrics[req.Name], ops, req.Incremental)
-	if err != nil {
-		return &pb.AlterClientMetricsResponse{Error: toPBError(err)}, nil
-	}
-	if req.ValidateOnly {
-		return &pb.AlterClientMetricsResponse{}, nil
-	}
-	rec := &pb.ClientMetricsRecord{Subscriptions: []*pb.ClientMetricsState{{Name: req.Name, Configs: cfg}}}
-	if _, _, err := v.s.propose(ctx, &pb.Record{Record: &pb.Record_ClientMetrics{ClientMetrics: rec}}); err != nil {
-		return nil, v.rpcError(err)
-	}
-	return &pb.AlterClientMetricsResponse{}, nil
-}
-
-// AlterClientMetrics changes a client metrics subscription through the controller
-// (metadata.ClientMetricsStore).
-func (c *BrokerClient) AlterClientMetrics(ctx context.Context, name string, ops []metadata.ConfigOp, incremental, validateOnly bool) error {
-	req := &pb.AlterClientMetricsRequest{Name: name, Incremental: incremental, ValidateOnly: validateOnly}
-	for _, op := range ops {
-		req.Ops = append(req.Ops, &pb.ConfigOp{Name: op.Name, Value: op.Value, Op: int32(op.Op)})
-	}
-	_, err := rpc(ctx, c, pb.ControllerClient.AlterClientMetrics, req)
-	return err
 }

@@ -48,9 +48,12 @@ func (f *fsm) applyOffsetOps(c *change, r *pb.OffsetOpsRecord) applyResult {
 			errs[i] = kafkaErrorf(kerr.InvalidGroupID, "group id is empty")
 			continue
 		}
-		if err := checkFence(c.base, op); err != nil {
-			errs[i] = err
-			continue
+		// Offsets written before coordinators were fenced carry no fence.
+		if op.Fenced {
+			if err := checkCoordinator(c.base, "group", op.Group, op.CoordinatorId, op.CoordinatorEpoch); err != nil {
+				errs[i] = err
+				continue
+			}
 		}
 		if op.Delete {
 			op := op

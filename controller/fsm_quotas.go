@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"maps"
 	"math"
 	"slices"
@@ -149,54 +148,4 @@ func applyQuotaOps(old map[string]float64, ops []*pb.ClientQuotaOp) (map[string]
 		out[op.Key] = op.Value
 	}
 	return out, nil
-}
-
-func (v *service) AlterClientQuotas(ctx context.Context, req *pb.AlterClientQuotasRequest) (*pb.AlterClientQuotasResponse, error) {
-	if _, err := v.s.awaitSession(ctx); err != nil {
-		return nil, v.rpcError(err)
-	}
-	v.s.adminMu.Lock()
-	defer v.s.adminMu.Unlock()
-	resp := &pb.AlterClientQuotasResponse{Errors: make([]*pb.Error, len(req.Entries))}
-	cur := v.s.fsm.image().ClientQuotas
-	rec := &pb.ClientQuotasRecord{}
-	for i, ent := range req.Entries {
-		e := quotaEntityFromPB(ent.Entity)
-		if err := validateQuotaEntity(e); err != nil {
-			resp.Errors[i] = toPBError(err)
-			continue
-		}
-		values, err := applyQuotaOps(cur[e], ent.Ops)
-		if err != nil {
-			resp.Errors[i] = toPBError(err)
-			continue
-		}
-		// Later entries for the same entity see the earlier ones.
-		cur = cur.With(e, values)
-		rec.Quotas = append(rec.Quotas, quotaStateToPB(e, values))
-	}
-	if req.ValidateOnly || len(rec.Quotas) == 0 {
-		return resp, nil
-	}
-	if _, _, err := v.s.propose(ctx, &pb.Record{Record: &pb.Record_ClientQuotas{ClientQuotas: rec}}); err != nil {
-		return nil, v.rpcError(err)
-	}
-	return resp, nil
-}
-
-// AlterClientQuotas changes client quotas through the controller (metadata.QuotaStore).
-func (c *BrokerClient) AlterClientQuotas(ctx context.Context, alts []metadata.QuotaAlteration, validateOnly bool) ([]error, error) {
-	req := &pb.AlterClientQuotasRequest{ValidateOnly: validateOnly}
-	for _, a := range alts {
-		ent := &pb.ClientQuotaAlteration{Entity: quotaEntityToPB(a.Entity)}
-		for _, op := range a.Ops {
-			ent.Ops = append(ent.Ops, &pb.ClientQuotaOp{Key: op.Key, Value: op.Value, Remove: op.Remove})
-		}
-		req.Entries = append(req.Entries, ent)
-	}
-	resp, err := send(ctx, c.q, c.cfg.RequestTimeout, pb.ControllerClient.AlterClientQuotas, req)
-	if err != nil {
-		return nil, err
-	}
-	return errorList(len(alts), resp.Errors, nil), nil
 }

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"maps"
 	"slices"
@@ -366,51 +365,6 @@ func registryOpToPB(op metadata.RegistryOp) (*pb.SchemaRegistryRecord, error) {
 		return &pb.SchemaRegistryRecord{Op: &pb.SchemaRegistryRecord_DeleteConfig{DeleteConfig: cfg(op.DeleteConfig)}}, nil
 	}
 	return nil, errors.New("empty schema registry operation")
-}
-
-func (v *service) AlterSchemaRegistry(ctx context.Context, req *pb.AlterSchemaRegistryRequest) (*pb.AlterSchemaRegistryResponse, error) {
-	if _, err := v.s.awaitSession(ctx); err != nil {
-		return nil, v.rpcError(err)
-	}
-	if req.Record == nil {
-		return &pb.AlterSchemaRegistryResponse{RegistryErrorCode: metadata.RegistryInternalError, Message: "no record"}, nil
-	}
-	res, _, err := v.s.propose(ctx, &pb.Record{Record: &pb.Record_SchemaRegistry{SchemaRegistry: req.Record}})
-	if err != nil {
-		return nil, v.rpcError(err)
-	}
-	resp := &pb.AlterSchemaRegistryResponse{}
-	if res.err != nil {
-		var re *metadata.RegistryError
-		if errors.As(res.err, &re) {
-			resp.RegistryErrorCode, resp.Message = int32(re.Code), re.Message
-		} else {
-			resp.RegistryErrorCode, resp.Message = metadata.RegistryStoreError, res.err.Error()
-		}
-		return resp, nil
-	}
-	if r, ok := res.value.(metadata.RegistryResult); ok {
-		resp.SchemaId, resp.Version, resp.Versions = r.ID, r.Version, r.Versions
-	}
-	return resp, nil
-}
-
-var _ metadata.SchemaRegistryStore = (*BrokerClient)(nil)
-
-// AlterSchemaRegistry commits one registry write through the active controller.
-func (c *BrokerClient) AlterSchemaRegistry(ctx context.Context, op metadata.RegistryOp) (metadata.RegistryResult, error) {
-	rec, err := registryOpToPB(op)
-	if err != nil {
-		return metadata.RegistryResult{}, err
-	}
-	resp, err := send(ctx, c.q, c.cfg.RequestTimeout, pb.ControllerClient.AlterSchemaRegistry, &pb.AlterSchemaRegistryRequest{Record: rec})
-	if err != nil {
-		return metadata.RegistryResult{}, err
-	}
-	if resp.RegistryErrorCode != 0 {
-		return metadata.RegistryResult{}, &metadata.RegistryError{Code: int(resp.RegistryErrorCode), Message: resp.Message}
-	}
-	return metadata.RegistryResult{ID: resp.SchemaId, Version: resp.Version, Versions: resp.Versions}, nil
 }
 
 func registryNextID(r *metadata.SchemaRegistry) int32 {

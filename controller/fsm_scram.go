@@ -1,12 +1,8 @@
 package controller
 
 import (
-	"cmp"
-	"context"
 	"maps"
 	"slices"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/shalelog/shale/metadata"
 
@@ -89,95 +85,6 @@ func restoreScram(m map[string]map[string]*pb.ScramCredential, c *pb.ScramCreden
 		m[c.User] = map[string]*pb.ScramCredential{}
 	}
 	m[c.User][c.Mechanism] = c
-}
-
-func (v *service) AlterScramCredentials(ctx context.Context, req *pb.AlterScramCredentialsRequest) (*pb.AlterScramCredentialsResponse, error) {
-	if _, err := v.s.awaitSession(ctx); err != nil {
-		return nil, v.rpcError(err)
-	}
-	resp := &pb.AlterScramCredentialsResponse{
-		DeletionErrors: make([]*pb.Error, len(req.Deletions)),
-		UpsertErrors:   make([]*pb.Error, len(req.Upserts)),
-	}
-	// A deletion of a credential that does not exist fails alone, as in Kafka; it is
-	// checked against the committed state before proposing.
-	rec := &pb.ScramCredentialsRecord{Upserts: req.Upserts}
-	existing := map[metadata.ScramCredentialKey]bool{}
-	for _, c := range v.s.fsm.scramCredentials(nil) {
-		existing[metadata.ScramCredentialKey{User: c.User, Mechanism: c.Mechanism}] = true
-	}
-	for i, d := range req.Deletions {
-		if !existing[metadata.ScramCredentialKey{User: d.User, Mechanism: d.Mechanism}] {
-			resp.DeletionErrors[i] = toPBError(kafkaErrorf(kerr.ResourceNotFound, "user %q has no %s credential", d.User, d.Mechanism))
-			continue
-		}
-		rec.Deletions = append(rec.Deletions, d)
-	}
-	if len(rec.Deletions) == 0 && len(rec.Upserts) == 0 {
-		return resp, nil
-	}
-	res, _, err := v.s.propose(ctx, &pb.Record{Record: &pb.Record_ScramCredentials{ScramCredentials: rec}})
-	if err != nil {
-		return nil, v.rpcError(err)
-	}
-	if res.err != nil {
-		resp.Error = toPBError(res.err)
-	}
-	return resp, nil
-}
-
-func (v *service) DescribeScramCredentials(ctx context.Context, req *pb.DescribeScramCredentialsRequest) (*pb.DescribeScramCredentialsResponse, error) {
-	if _, err := v.s.awaitSession(ctx); err != nil {
-		return nil, v.rpcError(err)
-	}
-	if err := v.s.verifyLeader(ctx); err != nil {
-		return nil, v.rpcError(err)
-	}
-	return &pb.DescribeScramCredentialsResponse{Credentials: v.s.fsm.scramCredentials(req.Users)}, nil
-}
-
-var _ metadata.ScramStore = (*BrokerClient)(nil)
-
-// AlterScramCredentials commits credential changes through the quorum.
-func (c *BrokerClient) AlterScramCredentials(ctx context.Context, upserts []metadata.ScramCredential, deletions []metadata.ScramCredentialKey) ([]error, []error, error) {
-	req := &pb.AlterScramCredentialsRequest{}
-	for _, u := range upserts {
-		req.Upserts = append(req.Upserts, scramToPB(u))
-	}
-	for _, d := range deletions {
-		req.Deletions = append(req.Deletions, &pb.ScramCredentialKey{User: d.User, Mechanism: d.Mechanism})
-	}
-	resp, err := rpc(ctx, c, pb.ControllerClient.AlterScramCredentials, req)
-	if err != nil {
-		return nil, nil, err
-	}
-	errsOf := func(pbs []*pb.Error, n int) []error {
-		out := make([]error, n)
-		for i := range out {
-			if i < len(pbs) {
-				out[i] = fromPBError(pbs[i])
-			}
-		}
-		return out
-	}
-	return errsOf(resp.UpsertErrors, len(upserts)), errsOf(resp.DeletionErrors, len(deletions)), nil
-}
-
-// ScramCredentials reads credentials from the active controller.
-func (c *BrokerClient) ScramCredentials(ctx context.Context, users []string) ([]metadata.ScramCredential, error) {
-	resp, err := rpc(ctx, c, pb.ControllerClient.DescribeScramCredentials, &pb.DescribeScramCredentialsRequest{Users: users})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]metadata.ScramCredential, 0, len(resp.Credentials))
-	for _, pc := range resp.Credentials {
-		out = append(out, metadata.ScramCredential{User: pc.User, Mechanism: pc.Mechanism, Salt: pc.Salt,
-			StoredKey: pc.StoredKey, ServerKey: pc.ServerKey, Iterations: pc.Iterations})
-	}
-	slices.SortFunc(out, func(a, b metadata.ScramCredential) int {
-		return cmp.Or(cmp.Compare(a.User, b.User), cmp.Compare(a.Mechanism, b.Mechanism))
-	})
-	return out, nil
 }
 
 func scramToPB(u metadata.ScramCredential) *pb.ScramCredential {

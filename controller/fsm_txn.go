@@ -20,27 +20,13 @@ import (
 // transaction until the record that completes the commit, which makes them the groups'
 // committed offsets in the same apply: a transaction's offsets are never half visible.
 
-// checkTxnFence refuses a write from a broker that is not the coordinator of id at the
-// coordinator epoch it names.
-func checkTxnFence(im *metadata.Image, id string, broker, epoch int32) error {
-	p, cur, ok := im.CoordinatorOf(id)
-	switch {
-	case !ok:
-		return kafkaErrorf(kerr.CoordinatorNotAvailable, "transactional id %q: no coordinators yet", id)
-	case cur.Broker != broker || cur.Epoch != epoch:
-		return kafkaErrorf(kerr.NotCoordinator, "transactional id %q (partition %d): broker %d at coordinator epoch %d is not its coordinator (broker %d at epoch %d is)",
-			id, p, broker, epoch, cur.Broker, cur.Epoch)
-	}
-	return nil
-}
-
 func (f *fsm) applyTxnState(c *change, r *pb.TxnStateRecord) applyResult {
 	st := r.GetState()
 	if st.GetTransactionalId() == "" {
 		return applyResult{err: kafkaErrorf(kerr.InvalidRequest, "transaction state without a transactional id")}
 	}
 	id := st.TransactionalId
-	if err := checkTxnFence(c.base, id, r.CoordinatorId, r.CoordinatorEpoch); err != nil {
+	if err := checkCoordinator(c.base, "transactional id", id, r.CoordinatorId, r.CoordinatorEpoch); err != nil {
 		return applyResult{err: err}
 	}
 	if r.Remove {
@@ -102,7 +88,7 @@ func (f *fsm) applyTxnOffsetCommit(c *change, r *pb.TxnOffsetCommitRecord) apply
 	if r.Group == "" {
 		return applyResult{err: kafkaErrorf(kerr.InvalidGroupID, "group id is empty")}
 	}
-	if err := checkFence(c.base, &pb.OffsetOp{Group: r.Group, Fenced: true, CoordinatorId: r.CoordinatorId, CoordinatorEpoch: r.CoordinatorEpoch}); err != nil {
+	if err := checkCoordinator(c.base, "group", r.Group, r.CoordinatorId, r.CoordinatorEpoch); err != nil {
 		return applyResult{err: err}
 	}
 	t := f.txns[r.TransactionalId]

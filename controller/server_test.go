@@ -194,6 +194,12 @@ func TestFollowerRedirects(t *testing.T) {
 	q := newTestQuorum(t, 3, nil)
 	lead := q.leader()
 	follower := (lead + 1) % 3
+	// A follower learns the leader's address from its first AppendEntries; until then it
+	// rightly answers without a hint, so wait for that before asking.
+	testutil.Eventually(t, 10*time.Second, "the follower knows the leader", func() bool {
+		_, addr := q.servers[follower].Leader()
+		return addr != ""
+	})
 	cc, err := grpc.NewClient(q.voters[follower].Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

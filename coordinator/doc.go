@@ -1,7 +1,7 @@
 // Package coordinator holds Kafka's coordinators, one package each: group (classic
-// consumer groups, and share groups, KIP-932, which share its membership state) and txn
-// (transactions, with the producer-id allocator in txn/producerid). It has no code of
-// its own.
+// consumer groups), share (share groups, KIP-932, in the same namespace of group ids)
+// and txn (transactions, with the producer-id allocator in txn/producerid), and the
+// re-armable timer they share (timer). It has no code of its own.
 //
 // It earns its place at the top level because a coordinator is neither the data plane
 // nor the controller: it owns some keys (group ids, transactional ids) in memory on the

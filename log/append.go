@@ -1,9 +1,12 @@
 package log
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // AppendInfo says where an appended batch went.
@@ -152,6 +155,7 @@ func (l *Log) appendLocked(batch []byte, h Header, base int64, epoch int32, setE
 		return AppendInfo{}, err
 	}
 	l.end.Store(last + 1)
+	l.maybeWriteback(s, cfg.WritebackBytes)
 	info := AppendInfo{
 		BaseOffset:   base,
 		LastOffset:   last,
@@ -160,6 +164,30 @@ func (l *Log) appendLocked(batch []byte, h Header, base int64, epoch int32, setE
 		Size:         len(batch),
 	}
 	return info, l.maybeFlush(cfg, now)
+}
+
+// maybeWriteback starts the kernel's writeback of what the active segment holds beyond
+// what it was last started for, once that is at least step bytes (writeback.bytes): one
+// system call per step, none on the appends between. The range ends at the last whole
+// page, since a page still being filled would only be dirtied again. Where the system
+// call is unsupported (ENOSYS, EINVAL: another OS, a file system without it), the log
+// says so once and stops trying; other errors are left to the next fsync to report.
+// The caller holds mu.
+func (l *Log) maybeWriteback(s *segment, step int64) {
+	if step <= 0 || l.writebackOff {
+		return
+	}
+	size := s.size.Load()
+	if size-s.writtenBack < step {
+		return
+	}
+	end := pageFloor(size)
+	err := s.logFile.Writeback(s.writtenBack, end-s.writtenBack)
+	s.writtenBack = end
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
+		l.writebackOff = true
+		l.logger().Info("writeback.bytes has no effect here: sync_file_range is not supported", "dir", l.dir, "err", err)
+	}
 }
 
 // rollNeeded reports whether a batch of n bytes ending at offset last must go into a
@@ -226,23 +254,30 @@ func (l *Log) roll(base, batchSize int64, cfg *Config, now int64) (*segment, err
 		// Nothing to keep. With the same base, createSegment already replaced its files.
 		next = append(next, s)
 		l.publish(next)
-		old.retire()
 		if old.base != base {
-			if err := old.removeFiles(); err != nil {
-				l.logger().Warn("removing empty segment", "dir", l.dir, "err", err)
-			}
+			l.dropSegment(old)
+		} else {
+			l.dropReplaced(old)
 		}
-		old.release()
 		return s, nil
 	}
-	// Seal before publishing: once the old segment is not the last, the flusher owns it.
+	// Seal before publishing: once the old segment is not the last, the background owns
+	// it: it trims and syncs it, and only then moves the recovery point past it.
 	if err := old.seal(now); err != nil {
-		// The flusher retries the trim before syncing; until then recovery scans it.
 		l.logger().Warn("sealing rolled segment", "dir", l.dir, "base_offset", old.base, "err", err)
+	}
+	if base > l.end.Load() {
+		// Recovery reads zeros after the old segment's batches as an untrimmed roll tail
+		// only when the next segment starts where those batches end. A roll across an
+		// offset gap (a replica of a compacted leader) breaks that, so a crash before the
+		// background trim would drop every later segment: trim now, in this rare case.
+		if err := old.trim(); err != nil {
+			l.logger().Warn("trimming segment rolled across an offset gap", "dir", l.dir, "base_offset", old.base, "err", err)
+		}
 	}
 	next = append(next, old, s)
 	l.publish(next)
-	l.kickFlusher()
+	l.scheduleFlush()
 	return s, nil
 }
 
@@ -262,7 +297,6 @@ func (l *Log) activate() error {
 	}
 	segs := l.segments()
 	l.publish(append(append([]*segment(nil), segs[:len(segs)-1]...), a))
-	s.retire()
-	s.release()
+	l.dropReplaced(s)
 	return nil
 }

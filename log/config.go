@@ -39,6 +39,15 @@ type Config struct {
 	// FlushMs (flush.ms, default math.MaxInt64): fsync on append when the last fsync is
 	// at least this many milliseconds old.
 	FlushMs int64
+	// WritebackBytes (Shale's writeback.bytes, log.writeback.bytes for the broker;
+	// default DefaultWritebackBytes, negative = off): each time the active segment has
+	// grown by this much since the last time, the appender starts the kernel's writeback
+	// of what it wrote since (sync_file_range SYNC_FILE_RANGE_WRITE, which does not wait
+	// for it), as RocksDB's bytes_per_sync does. Dirty pages then stay near this many
+	// per partition instead of piling up until the kernel throttles the writer
+	// (balance_dirty_pages), and a later fsync has little left to write. Durability does
+	// not change: nothing waits for the writes.
+	WritebackBytes int64
 	// Maps bounds the sealed segments mapped at once, shared by every log of a broker
 	// (log.mapped.segments.max); nil means a package-wide cache of
 	// DefaultMaxMappedSegments. Set it before Open: SetConfig keeps the one a log has.
@@ -50,6 +59,9 @@ type Config struct {
 	// Faults, when set, injects disk failures into the log (tests and simulations only;
 	// see Faults). Read by Open; SetConfig keeps the log's own.
 	Faults *Faults
+	// Background runs the log's deferred work (see Background); nil gives the log a
+	// goroutine of its own, stopped by Close. Read by Open; SetConfig keeps the log's own.
+	Background Background
 }
 
 // Defaults of Config, as in Kafka.
@@ -63,6 +75,12 @@ const (
 	DefaultSegmentIndexBytes  = 10 << 20
 	DefaultFlushMessages      = math.MaxInt64
 	DefaultFlushMs            = math.MaxInt64
+	// DefaultWritebackBytes is Shale's: 4 MiB keeps a partition's dirty pages to a few MiB
+	// (a thousand busy partitions to a few GiB, under the kernel's usual dirty limits)
+	// with one system call per 4 MiB appended, and matches the 4 MiB fallocate step of
+	// the active segment (reserveChunk). RocksDB's bytes_per_sync is usually set to 1 MiB;
+	// larger steps give the disk larger writes.
+	DefaultWritebackBytes = 4 << 20
 
 	// minSegmentBytes is Kafka's lower bound for segment.bytes.
 	minSegmentBytes = 14
@@ -82,6 +100,7 @@ func DefaultConfig() Config {
 		SegmentIndexBytes:  DefaultSegmentIndexBytes,
 		FlushMessages:      DefaultFlushMessages,
 		FlushMs:            DefaultFlushMs,
+		WritebackBytes:     DefaultWritebackBytes,
 	}
 }
 
@@ -114,6 +133,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.FlushMs == 0 {
 		c.FlushMs = d.FlushMs
+	}
+	if c.WritebackBytes == 0 {
+		c.WritebackBytes = d.WritebackBytes
 	}
 	if c.Maps == nil {
 		c.Maps = defaultMaps

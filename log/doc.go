@@ -14,7 +14,9 @@
 // after a clean Close, the clean-shutdown marker (with each segment's size and largest
 // timestamp, so that a clean open opens no segment file). NNNNNNNNNNNNNNNNNNNN.txnindex
 // holds the aborted transactions whose abort marker its segment received (Kafka's
-// transaction index; its callers say what was aborted). Other files are left alone.
+// transaction index; its callers say what was aborted). A deleted segment's files are
+// renamed NAME.deleted before their unlink in the background; Open removes those. Other
+// files are left alone.
 //
 // The active segment's .log is preallocated (sparse) to segment.bytes and mapped; appends
 // copy into the mapping. Writing into a hole of a sparse mapping on a full disk raises
@@ -44,6 +46,14 @@
 // the end offset is published atomically after the bytes, the segment list is replaced
 // copy-on-write, and a View pins the segments it points into by reference count, so
 // retention, truncation and Close never unmap memory a View still uses.
+//
+// Nothing that waits on the disk runs under the append lock but what the caller asked
+// for (flush.messages, the durable checkpoints of DeleteRecords and truncation): the
+// trim and fsync of a rolled segment, the recovery point, and the close and unlink of
+// deleted segments run on the log's Background (a goroutine per log by default, stopped
+// by Close; the simulation's scheduler in tests/sim). Behind the write head the appender
+// starts writeback every writeback.bytes (sync_file_range), so that dirty pages stay
+// bounded.
 //
 // # Compaction
 //

@@ -135,14 +135,16 @@ func (f *Faults) synced(fl file, id uint64) {
 	if id == 0 {
 		return
 	}
+	// Read under the lock: of two fsyncs of one file on different goroutines (an
+	// append's under flush.messages and the background's after it trimmed the file), the
+	// one recorded last must not be the older content.
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	fi, err := fl.Stat()
 	if err != nil {
 		return
 	}
-	b := readAllAt(fl, fi.Size())
-	f.mu.Lock()
-	f.dur.content[id] = b
-	f.mu.Unlock()
+	f.dur.content[id] = readAllAt(fl, fi.Size())
 }
 
 // syncedDir records a directory's fsync: its current names of tracked files are durable.

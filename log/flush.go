@@ -4,50 +4,40 @@ import "fmt"
 
 // Flushing. By default the OS writes dirty pages back when it likes, as in Kafka;
 // durability comes from replication. flush.messages and flush.ms make appends fsync.
-// Independently, a rolled segment is synced in the background and the recovery point
-// advanced past it, so that recovery after a crash only scans what came after.
-
-// flushLoop is the background flusher: it syncs sealed segments when kicked.
-func (l *Log) flushLoop() {
-	defer close(l.done)
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-l.kick:
-			if err := l.flushSealed(); err != nil {
-				l.logger().Warn("background flush failed", "dir", l.dir, "err", err)
-			}
-		}
-	}
-}
-
-func (l *Log) kickFlusher() {
-	select {
-	case l.kick <- struct{}{}:
-	default:
-	}
-}
-
-func (l *Log) stopFlusher() {
-	close(l.stop)
-	<-l.done
-}
+// Independently, a rolled segment is trimmed and synced in the background (Background)
+// and the recovery point advanced past it, so that recovery after a crash only scans
+// what came after. Until then the recovery point stays below it and recovery scans it.
 
 // flushSealed syncs the sealed segments not yet synced, oldest first, and advances
-// the recovery point to the first segment still unsynced.
+// the recovery point to the first segment still unsynced. A segment retired meanwhile
+// (deleted, or reopened by a truncation) ends the pass over that list: the point may
+// only pass what the current list holds, so the pass starts again from it.
 func (l *Log) flushSealed() error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
+	for range 3 {
+		again, err := l.flushSealedOnce()
+		if err != nil || !again {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Log) flushSealedOnce() (again bool, err error) {
 	segs := l.segments()
 	if len(segs) == 0 {
-		return nil
+		return false, nil
 	}
 	target := l.recoveryPoint
-	var err error
 	for i, s := range segs[:len(segs)-1] {
 		if !s.synced.Load() {
-			if err = l.syncSegment(s); err != nil {
+			var gone bool
+			if gone, err = l.syncSegment(s); err != nil {
+				break
+			}
+			if gone {
+				again = true
 				break
 			}
 		}
@@ -59,34 +49,43 @@ func (l *Log) flushSealed() error {
 			err = cerr
 		}
 	}
-	return err
+	return again && err == nil, err
 }
 
-// syncSegment trims and syncs a sealed segment, data and indexes. A segment deleted
-// meanwhile needs nothing. The caller holds flushMu.
-func (l *Log) syncSegment(s *segment) error {
+// syncSegment trims and syncs a sealed segment, data and indexes. A segment deleted or
+// replaced meanwhile needs nothing, and is reported gone. The caller holds flushMu.
+func (l *Log) syncSegment(s *segment) (gone bool, err error) {
 	if !s.acquire() {
-		return nil
+		return true, nil
 	}
 	defer s.release()
 	if err := s.use(int64(l.config().IndexIntervalBytes)); err != nil {
 		if err == errSegmentGone {
-			return nil
+			return true, nil
 		}
-		return err
+		return false, err
 	}
 	defer s.unuse()
-	if err := s.trim(); err != nil {
-		return err
+	// Under s.mu, so that a truncation that reopens the segment's files for appending
+	// (after retiring it) never sees them cut back to the old length behind it.
+	s.mu.Lock()
+	if s.dead {
+		s.mu.Unlock()
+		return true, nil
+	}
+	err = s.trim()
+	s.mu.Unlock()
+	if err != nil {
+		return false, err
 	}
 	if err := s.sync(); err != nil {
-		return err
+		return false, err
 	}
 	s.synced.Store(true)
 	// From here on the cache may unmap it (a rolled segment stays mapped otherwise); it
 	// is loaded again read-only on its next use.
 	s.maps.add(s)
-	return nil
+	return false, nil
 }
 
 // Flush syncs everything appended so far and writes the recovery point, so that a
@@ -103,7 +102,7 @@ func (l *Log) Flush() error {
 	for i, s := range segs {
 		if i < len(segs)-1 {
 			if !s.synced.Load() {
-				if err := l.syncSegment(s); err != nil {
+				if _, err := l.syncSegment(s); err != nil {
 					return fmt.Errorf("flush log %s: %w", l.dir, err)
 				}
 			}

@@ -39,6 +39,10 @@ type file interface {
 	Allocate(off, n int64) error
 	// Sync makes the file's data durable (fdatasync).
 	Sync() error
+	// Writeback starts writing the dirty pages of [off, off+n) to disk and returns
+	// without waiting (sync_file_range SYNC_FILE_RANGE_WRITE): it bounds dirty data, it
+	// makes nothing durable. Where unsupported it fails with ENOSYS or EINVAL.
+	Writeback(off, n int64) error
 	// Map maps the first length bytes of the file, shared, readable and optionally
 	// writable. The mapping outlives Close and is released with unmap.
 	Map(length int, writable bool) ([]byte, error)
@@ -111,6 +115,10 @@ func (o *osFile) Sync() error {
 			return err
 		}
 	}
+}
+
+func (o *osFile) Writeback(off, n int64) error {
+	return syncFileRangeWrite(int(o.f.Fd()), off, n)
 }
 
 func (o *osFile) Allocate(off, n int64) error {
@@ -202,6 +210,9 @@ func writeVectorAt(f file, a, b []byte, off int64) error {
 	_, err := f.WriteAt(b, off)
 	return err
 }
+
+// pageFloor rounds off down to a page boundary.
+func pageFloor(off int64) int64 { return off &^ int64(os.Getpagesize()-1) }
 
 // unmap releases a mapping made by file.Map.
 func unmap(b []byte) error {

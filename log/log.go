@@ -50,10 +50,11 @@ type Log struct {
 	cleaner cleanerState // compaction (cleaner.go)
 	txns    txnIndexes   // aborted transactions (txn_index.go)
 
-	// The background flusher syncs rolled segments and advances the recovery point.
-	kick chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	// bg runs the deferred work: syncing rolled segments, advancing the recovery point,
+	// closing and unlinking deleted segments (background.go).
+	bg bgState
+	// writebackOff: sync_file_range is not supported here; set once, under mu.
+	writebackOff bool
 }
 
 // Open opens the log in dir, creating the directory if it is missing. After an unclean
@@ -77,9 +78,6 @@ func openLog(dir string, cfg Config, fsys fileSystem) (*Log, error) {
 	l := &Log{
 		dir:  dir,
 		fsys: fsys,
-		kick: make(chan struct{}, 1),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
 	}
 	l.cfg.Store(&cfg)
 	lock, err := fsys.Lock(filepath.Join(dir, lockFile))
@@ -93,8 +91,12 @@ func openLog(dir string, cfg Config, fsys fileSystem) (*Log, error) {
 	}
 	now := cfg.Now().UnixMilli()
 	l.flushedEnd, l.lastFlush = l.end.Load(), now
-	go l.flushLoop()
-	l.kickFlusher() // segments recovered unclean are synced before the recovery point moves
+	l.bg.exec = cfg.Background
+	if l.bg.exec == nil {
+		l.bg.own = newFlusher()
+		l.bg.exec = l.bg.own
+	}
+	l.scheduleFlush() // segments recovered unclean are synced before the recovery point moves
 	return l, nil
 }
 
@@ -154,8 +156,9 @@ func (l *Log) SetConfig(cfg Config) {
 	if cfg.Now == nil {
 		cfg.Now = old.Now
 	}
-	cfg.Maps = old.Maps     // segments stay counted where they were mapped
-	cfg.Faults = old.Faults // the file system was chosen at Open
+	cfg.Maps = old.Maps             // segments stay counted where they were mapped
+	cfg.Faults = old.Faults         // the file system was chosen at Open
+	cfg.Background = old.Background // so was the executor (bg)
 	if err := cfg.Validate(); err != nil {
 		old.Logger.Warn("ignoring invalid log config", "dir", l.dir, "err", err)
 		return
@@ -186,7 +189,11 @@ func (l *Log) Abandon() {
 	if l.closed.Swap(true) {
 		return
 	}
-	l.stopFlusher()
+	// Deletions not done yet stay undone, as a killed process leaves them: their files
+	// keep their .deleted names, which the next Open removes.
+	for _, s := range l.stopBackground() {
+		s.release()
+	}
 	segs := l.segments()
 	l.publish(nil)
 	for _, s := range segs {
@@ -201,7 +208,9 @@ func (l *Log) close(clean bool) error {
 	if l.closed.Swap(true) {
 		return nil
 	}
-	l.stopFlusher()
+	for _, s := range l.stopBackground() {
+		l.deleteNow(s)
+	}
 	var err error
 	if !clean {
 		// A clean close replaces the marker atomically instead.
@@ -268,7 +277,9 @@ func (l *Log) shutdown(clean bool) error {
 func (l *Log) Delete() error {
 	l.mu.Lock()
 	if !l.closed.Swap(true) {
-		l.stopFlusher()
+		for _, s := range l.stopBackground() {
+			s.release() // its files go with the directory
+		}
 		segs := l.segments()
 		l.publish(nil)
 		for _, s := range segs {

@@ -178,6 +178,7 @@ func TestRollBySizeAndReadAcrossSegments(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(nil)
 	cfg.SegmentBytes = 4096
+	cfg.Background = Inline{} // sealed segments are trimmed in the background: at once here
 	l := mustOpen(t, dir, cfg)
 	b := sizedBatch(t, 1000, 1)
 	for i := 0; i < 20; i++ {

@@ -13,6 +13,9 @@ const (
 	logSuffix       = ".log"
 	indexSuffix     = ".index"
 	timeIndexSuffix = ".timeindex"
+	// deletedSuffix marks the files of a segment deleted from the log whose unlink has
+	// not run yet (segment.markDeleted); Open removes them.
+	deletedSuffix = ".deleted"
 
 	recoveryPointFile = "recovery-point-offset-checkpoint"
 	logStartFile      = "log-start-offset-checkpoint"

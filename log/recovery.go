@@ -270,7 +270,7 @@ func (l *Log) markDirty() error {
 
 // listSegments returns the base offsets of the segment files in the directory, after
 // removing what an interrupted operation can leave behind: index files without a
-// segment and temporary checkpoint files.
+// segment, temporary checkpoint files and the .deleted files of deleted segments.
 func (l *Log) listSegments() ([]int64, error) {
 	entries, err := l.fsys.ReadDir(l.dir)
 	if err != nil {
@@ -281,6 +281,16 @@ func (l *Log) listSegments() ([]int64, error) {
 	for _, e := range entries {
 		name := e.Name()
 		if e.IsDir() {
+			continue
+		}
+		if stem, ok := strings.CutSuffix(name, deletedSuffix); ok {
+			// A segment file deleted from the log whose unlink a crash cut short: the
+			// log's start had moved past it (or a truncation below it), so it is not data.
+			if _, _, seg := parseSegmentFileName(stem); seg {
+				if err := l.fsys.Remove(filepath.Join(l.dir, name)); err != nil && !isNotExist(err) {
+					return nil, storageError("remove deleted segment file", err)
+				}
+			}
 			continue
 		}
 		if strings.HasSuffix(name, ".tmp") {

@@ -80,7 +80,7 @@ func (l *Log) Truncate(offset int64) error {
 		kept = append(append([]*segment(nil), segs[:i]...), a)
 		l.publish(kept)
 		l.end.Store(newEnd)
-		s.release() // the Log's reference to the old object
+		l.dropReplaced(s) // the Log's reference to the old object, whose files a took over
 	} else {
 		// Readers must stop seeing the cut batches before the bytes are zeroed.
 		l.end.Store(newEnd)
@@ -149,13 +149,11 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.publish([]*segment{s})
 	l.end.Store(offset)
 	for _, d := range old {
-		d.retire()
-		if d.base != offset { // else createSegment already replaced its files
-			if err := d.removeFiles(); err != nil {
-				l.logger().Warn("deleting segment files", "dir", l.dir, "base_offset", d.base, "err", err)
-			}
+		if d.base != offset {
+			l.dropSegment(d)
+		} else {
+			l.dropReplaced(d) // createSegment already replaced its files
 		}
-		d.release()
 	}
 	l.removeTxnsBelow(math.MaxInt64)
 	l.flushedEnd = offset
@@ -189,14 +187,23 @@ func (l *Log) setStartLocked(offset int64) error {
 	return nil
 }
 
-// dropSegment deletes a segment that is no longer in the published list. Its mapping
-// lives on until the last View releases it.
+// dropSegment deletes a segment that is no longer in the published list: its files are
+// renamed to .deleted now, and closed and unlinked in the background. Its mapping lives
+// on until the last View releases it. The caller holds mu.
 func (l *Log) dropSegment(s *segment) {
 	s.retire()
-	if err := s.removeFiles(); err != nil {
-		l.logger().Warn("deleting segment files", "dir", l.dir, "base_offset", s.base, "err", err)
+	if err := s.markDeleted(); err != nil {
+		l.logger().Warn("renaming deleted segment files", "dir", l.dir, "base_offset", s.base, "err", err)
 	}
-	s.release()
+	l.scheduleDelete(s)
+}
+
+// dropReplaced lets go of a segment no longer in the list whose files a new segment of
+// the same base replaced: only its close (and unmap) is left, in the background.
+func (l *Log) dropReplaced(s *segment) {
+	s.retire()
+	s.deletion = deleteReplaced
+	l.scheduleDelete(s)
 }
 
 // DeleteRecordsBefore advances the log start offset to offset (Kafka's DeleteRecords),

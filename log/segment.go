@@ -81,6 +81,12 @@ type segment struct {
 	rollTs   int64 // MaxTimestamp of the first batch, -1 if none
 	created  int64 // unix ms the segment became active
 	params   segmentParams
+	// writtenBack: writeback was started for data[:writtenBack] (Log.maybeWriteback).
+	writtenBack int64
+
+	// deletion says how its files are deleted once it is taken out of the log: set by
+	// the appender before the segment is handed to the background.
+	deletion int
 }
 
 func (s *segment) logPath() string       { return segmentPath(s.dir, s.base, logSuffix) }
@@ -152,6 +158,7 @@ func (s *segment) makeWritable(p segmentParams) {
 	// No mapping to pre-fault: appends pwrite (writeBatch), which needs no resident pages.
 	s.res = &reservation{f: s.logFile, limit: s.capacity, chunk: reserveChunk, background: true}
 	s.res.startAt(s.size.Load())
+	s.writtenBack = pageFloor(s.size.Load())
 }
 
 // openActiveSegment reopens the segment at base, whose log file holds size valid bytes,
@@ -614,31 +621,31 @@ func (s *segment) writeBatch(batch []byte, pos, base int64, epoch int32, setEpoc
 // indexesFull reports whether the next index entry would not fit.
 func (s *segment) indexesFull() bool { return s.offsets.full() || s.times.full() }
 
-// seal ends the segment's active life: its largest timestamp goes into the time index
-// and the files are trimmed to their contents. The mapping stays for readers.
+// seal ends the segment's active life: its largest timestamp goes into the time index.
+// The mapping stays for readers. Trimming the files to their contents waits for the
+// background (trim): cutting a preallocated file frees its reserved blocks, which waits
+// on the file system's journal, and stopping the reservation waits for a fallocate in
+// flight; neither belongs on the appender's path. Until the trim, recovery takes the
+// zeros after the last batch for the preallocated tail they are.
 func (s *segment) seal(now int64) error {
 	if !s.writable {
 		return nil
 	}
 	s.writable = false
-	s.res.stop()
 	adviseNormal(s.data)
 	s.modTime.Store(now)
-	var errs []error
-	if err := s.times.sealAdd(s.idx.maxTs, s.idx.maxTsOffset); err != nil {
-		errs = append(errs, err)
-	}
-	if err := s.trim(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return s.times.sealAdd(s.idx.maxTs, s.idx.maxTsOffset)
 }
 
-// trim cuts a sealed segment's files to their contents. It is idempotent, so that the
-// flusher can retry a trim that failed when the segment was sealed.
+// trim cuts a sealed segment's files to their contents, after stopping the background
+// reservation of its log file. It is idempotent, so that the flusher can retry a trim
+// that failed.
 func (s *segment) trim() error {
 	if s.writable {
 		return nil
+	}
+	if s.res != nil {
+		s.res.stop()
 	}
 	var errs []error
 	if s.logFile != nil && int64(len(s.data)) > s.size.Load() {
@@ -690,6 +697,7 @@ func (s *segment) truncateTo(pos, next, now int64) error {
 		return nil
 	}
 	s.size.Store(pos)
+	s.writtenBack = min(s.writtenBack, pageFloor(pos))
 	s.offsets.truncateTo(next)
 	s.times.truncateTo(next)
 	if err := guardFault(func() error { clear(s.data[pos:old]); return nil }); err != nil {
@@ -713,6 +721,52 @@ func (s *segment) removeFiles() error {
 	var errs []error
 	for _, p := range []string{s.logPath(), s.indexPath(), s.timeIndexPath()} {
 		if err := s.fsys.Remove(p); err != nil && !isNotExist(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// How the files of a segment taken out of the log are to be deleted (segment.deletion).
+const (
+	deleteRenamed  = iota // renamed to NAME.deleted (markDeleted): unlink those
+	deleteAsNamed         // the rename failed: unlink the files under their own names
+	deleteReplaced        // a new segment of the same base took the names: nothing to unlink
+)
+
+// markDeleted renames the segment's files to NAME.deleted, as Kafka does, before they
+// are closed and unlinked in the background: once the log's list no longer holds the
+// segment, a crash must not bring it back as live data (Open removes .deleted files),
+// and a rename is a directory update that costs no I/O of the file's data. The caller
+// has retired the segment, so that it is never loaded again from its old names.
+func (s *segment) markDeleted() error {
+	var errs []error
+	for _, p := range []string{s.logPath(), s.indexPath(), s.timeIndexPath()} {
+		if err := s.fsys.Rename(p, p+deletedSuffix); err != nil && !isNotExist(err) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		s.deletion = deleteAsNamed
+		return err
+	}
+	s.deletion = deleteRenamed
+	return nil
+}
+
+// removeDeletedFiles unlinks the files of a segment taken out of the log, under the
+// names markDeleted left them.
+func (s *segment) removeDeletedFiles() error {
+	suffix := deletedSuffix
+	switch s.deletion {
+	case deleteReplaced:
+		return nil
+	case deleteAsNamed:
+		suffix = ""
+	}
+	var errs []error
+	for _, p := range []string{s.logPath(), s.indexPath(), s.timeIndexPath()} {
+		if err := s.fsys.Remove(p + suffix); err != nil && !isNotExist(err) {
 			errs = append(errs, err)
 		}
 	}

@@ -146,58 +146,28 @@ func (s *ClientMetricsSubscription) Matches(attrs map[string]string) bool {
 	return true
 }
 
+type clientMetricsKeys struct{}
+
+// list: the metrics and match lists are empty while unset.
+func (clientMetricsKeys) list(name string) (string, bool) {
+	return "", name == ClientMetricsMetrics || name == ClientMetricsMatch
+}
+
 // ApplyClientMetricsOps computes a subscription's new configs from Alter or
 // IncrementalAlterConfigs ops and validates them. DELETE of a key not set is a no-op,
 // as in Kafka; APPEND and SUBTRACT apply to the list keys (metrics, match).
 func ApplyClientMetricsOps(name string, current map[string]string, ops []ConfigOp, incremental bool) (map[string]string, error) {
-	seen := map[string]bool{}
+	if err := checkConfigOps(ops, incremental); err != nil {
+		return nil, err
+	}
 	for _, op := range ops {
-		if seen[op.Name] {
-			return nil, fmt.Errorf("%w: config %q is named more than once", kerr.InvalidRequest, op.Name)
-		}
-		seen[op.Name] = true
 		if !slices.Contains(ClientMetricsKeys, op.Name) {
 			return nil, fmt.Errorf("%w: unknown client metrics configuration: %s", kerr.InvalidRequest, op.Name)
 		}
-		if op.Value == nil && (op.Op != ConfigDelete || !incremental) {
-			return nil, fmt.Errorf("%w: null value for config %q", kerr.InvalidRequest, op.Name)
-		}
 	}
-	out := map[string]string{}
-	if incremental {
-		out = maps.Clone(current)
-		if out == nil {
-			out = map[string]string{}
-		}
-	}
-	for _, op := range ops {
-		if !incremental {
-			out[op.Name] = *op.Value
-			continue
-		}
-		switch op.Op {
-		case ConfigSet:
-			out[op.Name] = *op.Value
-		case ConfigDelete:
-			delete(out, op.Name)
-		case ConfigAppend, ConfigSubtract:
-			if op.Name == ClientMetricsInterval {
-				return nil, fmt.Errorf("%w: config %q is not a list: APPEND and SUBTRACT do not apply", kerr.InvalidConfig, op.Name)
-			}
-			list := splitList(out[op.Name])
-			for _, item := range splitList(*op.Value) {
-				i := slices.Index(list, item)
-				switch {
-				case op.Op == ConfigAppend && i < 0:
-					list = append(list, item)
-				case op.Op == ConfigSubtract && i >= 0:
-					list = slices.Delete(list, i, i+1)
-				}
-			}
-			out[op.Name] = strings.Join(list, ",")
-		default:
-			return nil, fmt.Errorf("%w: unknown config operation %d for %q", kerr.InvalidRequest, op.Op, op.Name)
-		}
+	out, err := applyConfigOps(current, ops, incremental, clientMetricsKeys{})
+	if err != nil {
+		return nil, err
 	}
 	if _, err := ParseClientMetrics(name, out); err != nil {
 		return nil, err

@@ -152,16 +152,6 @@ type OffsetsLogSlice struct {
 	LogEnd   int64
 }
 
-// MaxOffsetMetadataBytes is the controller's bound on a committed offset's metadata
-// string, a sanity bound on what it stores in the quorum and not the limit clients see.
-// That limit is offset.metadata.max.bytes (Kafka's default 4096), which only the group
-// coordinator applies, answering OFFSET_METADATA_TOO_LARGE for each partition over it.
-// offset.metadata.max.bytes may not be set above this bound, so the controller never
-// refuses a commit that the coordinator accepted. Kafka has no separate bound, but a
-// commit there is one record of __consumer_offsets, which message.max.bytes (about 1 MiB
-// by default) caps, so 1 MiB is where Kafka stops too.
-const MaxOffsetMetadataBytes = 1 << 20
-
 // CommittedOffset is one committed consumer-group offset.
 type CommittedOffset struct {
 	Topic       string

@@ -65,6 +65,9 @@ type ManagerConfig struct {
 	// DiskFaults, when set, injects disk faults into every replica's log (tests and
 	// the simulation's power cuts; see log.Faults). Nil in production.
 	DiskFaults *shalelog.Faults
+	// LogBackground runs every replica log's deferred work (log.Config.Background); nil
+	// gives each log its own goroutine.
+	LogBackground shalelog.Background
 }
 
 // DefaultRecoveryThreads is Shale's default for num.recovery.threads.per.data.dir. Kafka's
@@ -256,6 +259,7 @@ func (m *Manager) openReplica(tp TopicPartition, topicID [16]byte, hw int64, cfg
 	dir := filepath.Join(m.cfg.Dir, tp.String())
 	cfg.Log.Maps = m.maps
 	cfg.Log.Faults = m.cfg.DiskFaults
+	cfg.Log.Background = m.cfg.LogBackground
 	p, err := open(tp.Topic, topicID, tp.Index, m.cfg.NodeID, dir, hw, cfg, m.lg)
 	if errors.Is(err, ErrTopicIDMismatch) {
 		m.lg.Warn("replica directory belongs to an older topic of the same name; setting it aside", "partition", tp, "err", err)

@@ -139,3 +139,12 @@ func produceError(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
 	}
 	return resp
 }
+
+// produceAPI: v0-v2 carry legacy message sets, up-converted on append, and librdkafka
+// before 2.10 compresses only when v0 is in range. With transaction.version 2 and the
+// transaction and group coordinators, v12 (v10 and v11 only add optional tagged fields
+// to the response, KIP-951), whose transactional batches join their transaction without
+// AddPartitionsToTxn (KIP-890's second part); v9 otherwise. Topic ids (v13) are not
+// served.
+var produceAPI = api{key: kmsg.Produce, min: 0, max: 9, maxV2: 12, needsV2: needTxn | needGroups,
+	handle: (*Server).handleProduce, errors: errorsOf(produceError)}

@@ -269,7 +269,7 @@ func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version in
 			stop = true
 			continue
 		}
-		maxBytes := min(int(it.maxBytes), remaining)
+		maxBytes := min(it.part.MaxBytes, remaining)
 		if maxBytes <= 0 && total > 0 {
 			maxBytes = 0
 		}
@@ -285,11 +285,10 @@ func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version in
 			}
 			continue
 		}
-		res := s.deps.Replicas.Fetch(who, replication.FetchPartition{
-			Topic: name, TopicID: fetchTopicID(version, it.key.topicID), Index: it.key.partition, CurrentLeaderEpoch: it.currentLeaderEpoch, FetchOffset: it.fetchOffset,
-			LastFetchedEpoch: it.lastFetchedEpoch, LogStartOffset: it.logStartOffset, PartitionEpoch: it.partitionEpoch, MaxBytes: max(maxBytes, 0), MinOne: total == 0,
-			ReadCommitted: req.IsolationLevel == 1 && version >= 4,
-		})
+		f := it.part
+		f.Topic, f.TopicID, f.MaxBytes, f.MinOne = name, fetchTopicID(version, it.key.topicID), max(maxBytes, 0), total == 0
+		f.ReadCommitted = req.IsolationLevel == 1 && version >= 4
+		res := s.deps.Replicas.Fetch(who, f)
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
 		for _, a := range res.AbortedTxns {
 			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
@@ -360,4 +359,16 @@ func topicNameByID(im *metadata.Image, id [16]byte) (name string, unknown bool) 
 		}
 	}
 	return "", true
+}
+
+// fetchAPI: from v4, as the log holds only message format v2 and v0-v3 clients would
+// need it down-converted; librdkafka needs v4 in range. v16+ (KIP-951's leader hints and
+// later) are not served.
+var fetchAPI = api{key: kmsg.Fetch, min: 4, max: 15, handle: (*Server).handleFetch, errors: errorsOf(fetchError)}
+
+// fetchError answers with the top-level code (v7+) and no partitions, as Kafka does.
+func fetchError(req *kmsg.FetchRequest, code int16) *kmsg.FetchResponse {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	resp.ErrorCode = code
+	return resp
 }

@@ -178,3 +178,17 @@ func metadataTopic(im *metadata.Image, t *metadata.Topic, req *kmsg.MetadataRequ
 	}
 	return mt
 }
+
+// metadataAPI: v0 for kafka-python, which pipelines it with ApiVersions v0. v13 (a
+// top-level error code, KIP-1102) is not served.
+var metadataAPI = api{key: kmsg.Metadata, min: 0, max: 12, handle: (*Server).handleMetadata, errors: errorsOf(metadataError)}
+
+func metadataError(req *kmsg.MetadataRequest, code int16) *kmsg.MetadataResponse {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewMetadataResponseTopic()
+		rt.Topic, rt.TopicID, rt.ErrorCode = t.Topic, t.TopicID, code
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

@@ -78,3 +78,7 @@ func offsetCommitError(req *kmsg.OffsetCommitRequest, code int16) *kmsg.OffsetCo
 	}
 	return resp
 }
+
+// offsetCommitAPI: from v2, the first that librdkafka needs and the first without v1's
+// per-partition commit timestamps; capped below KIP-848 (v9) and topic ids (v10).
+var offsetCommitAPI = api{key: kmsg.OffsetCommit, min: 2, max: 8, handle: (*Server).handleOffsetCommit, needs: needGroups, errors: errorsOf(offsetCommitError)}

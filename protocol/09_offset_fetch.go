@@ -202,3 +202,7 @@ func offsetFetchError(req *kmsg.OffsetFetchRequest, code int16) *kmsg.OffsetFetc
 	}
 	return resp
 }
+
+// offsetFetchAPI: from v1 (v0 read ZooKeeper's offsets); v8 is the batched form; capped
+// below KIP-848 (v9) and topic ids (v10).
+var offsetFetchAPI = api{key: kmsg.OffsetFetch, min: 1, max: 8, handle: (*Server).handleOffsetFetch, needs: needGroups, errors: errorsOf(offsetFetchError)}

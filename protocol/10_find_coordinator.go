@@ -77,3 +77,18 @@ func nullableString(s string) *string {
 	}
 	return &s
 }
+
+// findCoordinatorAPI: v0 for librdkafka, v4 the batched form (KIP-699). v5+ (later
+// transaction and share-coordinator additions) are not served.
+var findCoordinatorAPI = api{key: kmsg.FindCoordinator, min: 0, max: 4, handle: (*Server).handleFindCoordinator, needs: needGroups, errors: errorsOf(findCoordinatorError)}
+
+func findCoordinatorError(req *kmsg.FindCoordinatorRequest, code int16) *kmsg.FindCoordinatorResponse {
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	resp.ErrorCode, resp.NodeID, resp.Port = code, -1, -1
+	for _, key := range req.CoordinatorKeys {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key, c.NodeID, c.Port, c.ErrorCode = key, -1, -1, code
+		resp.Coordinators = append(resp.Coordinators, c)
+	}
+	return resp
+}

@@ -78,3 +78,12 @@ func clientHost(addr net.Addr) string {
 	}
 	return "/" + host
 }
+
+// joinGroupAPI: every version kmsg knows; v0 for librdkafka.
+var joinGroupAPI = api{key: kmsg.JoinGroup, min: 0, max: 9, handle: (*Server).handleJoinGroup, needs: needGroups, errors: errorsOf(joinGroupError)}
+
+func joinGroupError(req *kmsg.JoinGroupRequest, code int16) *kmsg.JoinGroupResponse {
+	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	resp.ErrorCode, resp.Generation, resp.MemberID = code, -1, req.MemberID
+	return resp
+}

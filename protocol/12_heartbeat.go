@@ -24,3 +24,12 @@ func (s *Server) handleHeartbeat(_ context.Context, r *Request) Result {
 	resp.ErrorCode = errorCode(err)
 	return Result{Resp: resp}
 }
+
+// heartbeatAPI: every version kmsg knows; v0 for librdkafka.
+var heartbeatAPI = api{key: kmsg.Heartbeat, min: 0, max: 4, handle: (*Server).handleHeartbeat, needs: needGroups, errors: errorsOf(heartbeatError)}
+
+func heartbeatError(req *kmsg.HeartbeatRequest, code int16) *kmsg.HeartbeatResponse {
+	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	resp.ErrorCode = code
+	return resp
+}

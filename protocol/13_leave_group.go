@@ -42,3 +42,12 @@ func (s *Server) handleLeaveGroup(_ context.Context, r *Request) Result {
 	}
 	return Result{Resp: resp}
 }
+
+// leaveGroupAPI: every version kmsg knows; v0 for librdkafka.
+var leaveGroupAPI = api{key: kmsg.LeaveGroup, min: 0, max: 5, handle: (*Server).handleLeaveGroup, needs: needGroups, errors: errorsOf(leaveGroupError)}
+
+func leaveGroupError(req *kmsg.LeaveGroupRequest, code int16) *kmsg.LeaveGroupResponse {
+	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	resp.ErrorCode = code
+	return resp
+}

@@ -52,3 +52,12 @@ func (s *Server) handleSyncGroup(ctx context.Context, r *Request) Result {
 	}
 	return Result{Wait: func(ctx context.Context) Result { return build(call.Wait(ctx)) }}
 }
+
+// syncGroupAPI: every version kmsg knows; v0 for librdkafka.
+var syncGroupAPI = api{key: kmsg.SyncGroup, min: 0, max: 5, handle: (*Server).handleSyncGroup, needs: needGroups, errors: errorsOf(syncGroupError)}
+
+func syncGroupError(req *kmsg.SyncGroupRequest, code int16) *kmsg.SyncGroupResponse {
+	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+	resp.ErrorCode, resp.MemberAssignment = code, []byte{}
+	return resp
+}

@@ -62,3 +62,16 @@ func nonNilBytes(b []byte) []byte {
 	}
 	return b
 }
+
+// describeGroupsAPI: v0-v5; v6 is not served yet.
+var describeGroupsAPI = api{key: kmsg.DescribeGroups, min: 0, max: 5, handle: (*Server).handleDescribeGroups, needs: needGroups, errors: errorsOf(describeGroupsError)}
+
+func describeGroupsError(req *kmsg.DescribeGroupsRequest, code int16) *kmsg.DescribeGroupsResponse {
+	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	for _, g := range req.Groups {
+		rg := kmsg.NewDescribeGroupsResponseGroup()
+		rg.Group, rg.ErrorCode, rg.State = g, code, "Dead"
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp
+}

@@ -57,10 +57,13 @@ func (s *Server) features(resp *kmsg.ApiVersionsResponse) {
 		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
 	}
 	// Kafka's epoch is the metadata offset the features were read at; clients keep the
-	// features of the highest epoch they saw. -1 would mean "none finalized".
+	// features of the highest epoch they saw. -1 would mean "none finalized". A server
+	// without a replica manager (the golden tests' broker setups) has no metadata: 0.
 	resp.FinalizedFeaturesEpoch = 0
-	if im := s.image(); im != nil {
-		resp.FinalizedFeaturesEpoch = int64(im.Offset)
+	if s.deps.Replicas != nil {
+		if im := s.image(); im != nil {
+			resp.FinalizedFeaturesEpoch = int64(im.Offset)
+		}
 	}
 	if lvl := s.cfg.TransactionVersion; lvl > 0 {
 		// Kafka lists a finalized feature only above level 0.
@@ -89,58 +92,9 @@ func validClientSoftware(name, version string) bool {
 	return true
 }
 
-func (s *Server) registerBuiltins() {
-	// Produce v0-v2 carry legacy message sets, up-converted on append; librdkafka < 2.10
-	// compresses only when v0 is in range.
-	s.Register(kmsg.Produce, 0, s.produceMaxVersion(), s.handleProduce)
-	s.Register(kmsg.Fetch, 4, 15, s.handleFetch)
-	s.Register(kmsg.ListOffsets, 1, 7, s.handleListOffsets)
-	s.Register(kmsg.Metadata, 0, 12, s.handleMetadata)
-	s.Register(kmsg.ApiVersions, 0, 4, s.handleApiVersions)
-	s.Register(kmsg.CreateTopics, 0, 5, s.handleCreateTopics)
-	s.Register(kmsg.DeleteTopics, 0, 4, s.handleDeleteTopics)
-	s.Register(kmsg.DeleteRecords, 0, 2, s.handleDeleteRecords)
-	s.Register(kmsg.InitProducerID, 0, 4, s.handleInitProducerID)
-	s.Register(kmsg.OffsetForLeaderEpoch, 0, 4, s.handleOffsetForLeaderEpoch)
-	s.Register(kmsg.WriteTxnMarkers, 0, 1, s.handleWriteTxnMarkers)
-	s.Register(kmsg.DescribeProducers, 0, 0, s.handleDescribeProducers)
-	s.Register(kmsg.DescribeConfigs, 0, 4, s.handleDescribeConfigs)
-	s.Register(kmsg.AlterConfigs, 0, 1, s.handleAlterConfigs)
-	s.Register(kmsg.CreatePartitions, 0, 3, s.handleCreatePartitions)
-	s.Register(kmsg.IncrementalAlterConfigs, 0, 1, s.handleIncrementalAlterConfigs)
-	s.Register(kmsg.DescribeCluster, 0, 1, s.handleDescribeCluster)
-	s.Register(kmsg.ElectLeaders, 0, 2, s.handleElectLeaders)
-	s.Register(kmsg.DescribeLogDirs, 0, 4, s.handleDescribeLogDirs)
-	s.Register(kmsg.AlterPartitionAssignments, 0, 1, s.handleAlterPartitionReassignments)
-	s.Register(kmsg.ListPartitionReassignments, 0, 0, s.handleListPartitionReassignments)
-	s.registerACLs() // 29_acls.go
-	s.Register(kmsg.DescribeClientQuotas, 0, 1, s.handleDescribeClientQuotas)
-	s.Register(kmsg.AlterClientQuotas, 0, 1, s.handleAlterClientQuotas)
-	s.registerAuth()
-	s.registerQuorum() // 55_describe_quorum.go
-	if s.deps.Groups != nil {
-		// Capped below KIP-848 (OffsetCommit/OffsetFetch v9, ConsumerGroupHeartbeat) and
-		// topic ids (v10); FindCoordinator v4 and OffsetFetch v8 are the batched forms.
-		s.Register(kmsg.OffsetCommit, 2, 8, s.handleOffsetCommit)
-		s.Register(kmsg.OffsetFetch, 1, 8, s.handleOffsetFetch)
-		s.Register(kmsg.FindCoordinator, 0, 4, s.handleFindCoordinator)
-		s.Register(kmsg.JoinGroup, 0, 9, s.handleJoinGroup)
-		s.Register(kmsg.Heartbeat, 0, 4, s.handleHeartbeat)
-		s.Register(kmsg.LeaveGroup, 0, 5, s.handleLeaveGroup)
-		s.Register(kmsg.SyncGroup, 0, 5, s.handleSyncGroup)
-		s.Register(kmsg.DescribeGroups, 0, 5, s.handleDescribeGroups)
-		s.Register(kmsg.ListGroups, 0, 5, s.handleListGroups)
-		s.Register(kmsg.DeleteGroups, 0, 2, s.handleDeleteGroups)
-		s.Register(kmsg.OffsetDelete, 0, 0, s.handleOffsetDelete)
-		s.registerShareGroups() // 76_share_group_heartbeat.go
-	}
-	if s.deps.Shares != nil {
-		// KIP-932; v1 adds MaxRecords and BatchSize (KIP-1206), v2 lock renewal (KIP-1222).
-		s.Register(kmsg.ShareFetch, 0, 2, s.handleShareFetch)
-		s.Register(kmsg.ShareAcknowledge, 0, 2, s.handleShareAcknowledge)
-	}
-	s.registerTelemetry() // 71_get_telemetry_subscriptions.go
-	if s.deps.Txn != nil && s.deps.Groups != nil {
-		s.registerTxn() // txn.go
-	}
-}
+// apiVersionsAPI: v0 for kafka-python and kafkajs' fallbacks; v4 has v3's format and is
+// the version Kafka lists supported features with minimum 0 in (transaction.version). A
+// client asking at v5+ (franz-go) gets the v0-format UNSUPPORTED_VERSION answer with
+// ApiVersions' own range and retries at v4 (KIP-511). dispatch answers ApiVersions
+// itself, before any version check, so it has no error builder.
+var apiVersionsAPI = api{key: kmsg.ApiVersions, min: 0, max: 4, handle: (*Server).handleApiVersions}

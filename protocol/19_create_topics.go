@@ -113,3 +113,16 @@ func hasTopics(im *metadata.Image, names []string) bool {
 	}
 	return true
 }
+
+// createTopicsAPI: v0-v5 (v5 describes the new topics' configs); v6+ are not served.
+var createTopicsAPI = api{key: kmsg.CreateTopics, min: 0, max: 5, handle: (*Server).handleCreateTopics, errors: errorsOf(createTopicsError)}
+
+func createTopicsError(req *kmsg.CreateTopicsRequest, code int16) *kmsg.CreateTopicsResponse {
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic, rt.ErrorCode = t.Topic, code
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

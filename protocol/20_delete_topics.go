@@ -79,3 +79,17 @@ func deleteTopicNames(req *kmsg.DeleteTopicsRequest) []string {
 	}
 	return names
 }
+
+// deleteTopicsAPI: v0-v4; v6 deletes topics by id, which Shale does not serve yet.
+var deleteTopicsAPI = api{key: kmsg.DeleteTopics, min: 0, max: 4, handle: (*Server).handleDeleteTopics, errors: errorsOf(deleteTopicsError)}
+
+func deleteTopicsError(req *kmsg.DeleteTopicsRequest, code int16) *kmsg.DeleteTopicsResponse {
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	for _, name := range deleteTopicNames(req) {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		n := name
+		rt.Topic, rt.ErrorCode = &n, code
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

@@ -16,11 +16,10 @@ func (s *Server) handleDeleteRecords(_ context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	mayDelete := s.topicCheck(r, opDelete)
-	type started struct {
-		rp    *kmsg.DeleteRecordsResponseTopicPartition
-		purge *replication.Purge
-	}
-	var waiting []started
+	var (
+		waiting []*kmsg.DeleteRecordsResponseTopicPartition
+		purges  []*replication.Purge
+	)
 	for _, t := range req.Topics {
 		rt := kmsg.NewDeleteRecordsResponseTopic()
 		rt.Topic = t.Topic
@@ -39,7 +38,7 @@ func (s *Server) handleDeleteRecords(_ context.Context, r *Request) Result {
 			} else if g, err := s.deps.Replicas.StartDeleteRecords(t.Topic, dp.Partition, dp.Offset); err != nil {
 				rp.ErrorCode = errorCode(err)
 			} else {
-				waiting = append(waiting, started{rp, g})
+				waiting, purges = append(waiting, rp), append(purges, g)
 			}
 		}
 	}
@@ -48,16 +47,33 @@ func (s *Server) handleDeleteRecords(_ context.Context, r *Request) Result {
 	}
 	timeout := time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond
 	return Result{Wait: func(ctx context.Context) Result {
-		// One deadline for all: waiting for each in turn takes as long as the slowest.
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		for _, w := range waiting {
-			if low, err := w.purge.Await(ctx); err != nil {
-				w.rp.ErrorCode = errorCode(err)
+		for i, res := range s.deps.Replicas.AwaitPurges(ctx, purges) {
+			if res.Err != nil {
+				waiting[i].ErrorCode = errorCode(res.Err)
 			} else {
-				w.rp.LowWatermark = low
+				waiting[i].LowWatermark = res.LowWatermark
 			}
 		}
 		return Result{Resp: resp}
 	}}
+}
+
+// deleteRecordsAPI: every version kmsg knows.
+var deleteRecordsAPI = api{key: kmsg.DeleteRecords, min: 0, max: 2, handle: (*Server).handleDeleteRecords, errors: errorsOf(deleteRecordsError)}
+
+func deleteRecordsError(req *kmsg.DeleteRecordsRequest, code int16) *kmsg.DeleteRecordsResponse {
+	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewDeleteRecordsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, code, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
 }

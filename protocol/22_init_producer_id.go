@@ -59,3 +59,13 @@ func (s *Server) initTransactionalProducer(ctx context.Context, r *Request, req 
 	resp.ProducerID, resp.ProducerEpoch = pid, epoch
 	return Result{Resp: resp}
 }
+
+// initProducerIDAPI: v0 for librdkafka; capped below KIP-890's second part (v5+,
+// TRANSACTION_ABORTABLE), as are the transaction APIs (txn.go).
+var initProducerIDAPI = api{key: kmsg.InitProducerID, min: 0, max: 4, handle: (*Server).handleInitProducerID, errors: errorsOf(initProducerIDError)}
+
+func initProducerIDError(req *kmsg.InitProducerIDRequest, code int16) *kmsg.InitProducerIDResponse {
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = code, -1, -1
+	return resp
+}

@@ -40,3 +40,22 @@ func (s *Server) handleOffsetForLeaderEpoch(_ context.Context, r *Request) Resul
 	}
 	return Result{Resp: resp}
 }
+
+// offsetForLeaderEpochAPI: every version kmsg knows; v2+ turns on clients' KIP-320
+// truncation checks.
+var offsetForLeaderEpochAPI = api{key: kmsg.OffsetForLeaderEpoch, min: 0, max: 4, handle: (*Server).handleOffsetForLeaderEpoch, errors: errorsOf(offsetForLeaderEpochError)}
+
+func offsetForLeaderEpochError(req *kmsg.OffsetForLeaderEpochRequest, code int16) *kmsg.OffsetForLeaderEpochResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, code, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

@@ -165,3 +165,9 @@ func partitionsResponse(topics []kmsg.AddPartitionsToTxnRequestTopic, errs map[s
 	}
 	return out
 }
+
+// addPartitionsToTxnAPI: v0-v3 from clients and v4, the brokers' VerifyOnly form; v5
+// with transaction.version 2, a partition leader's or group coordinator's implicit add
+// (KIP-890's second part). The transaction APIs need the group coordinator too, for
+// TxnOffsetCommit.
+var addPartitionsToTxnAPI = api{key: kmsg.AddPartitionsToTxn, min: 0, max: 4, maxV2: 5, handle: (*Server).handleAddPartitionsToTxn, needs: needTxn | needGroups}

@@ -23,3 +23,6 @@ func (s *Server) handleAddOffsetsToTxn(ctx context.Context, r *Request) Result {
 	}
 	return Result{Resp: resp}
 }
+
+// addOffsetsToTxnAPI: v0-v3; v4 belongs to KIP-890's second part, not served.
+var addOffsetsToTxnAPI = api{key: kmsg.AddOffsetsToTxn, min: 0, max: 3, handle: (*Server).handleAddOffsetsToTxn, needs: needTxn | needGroups}

@@ -27,3 +27,7 @@ func (s *Server) handleEndTxn(ctx context.Context, r *Request) Result {
 	}
 	return Result{Resp: resp}
 }
+
+// endTxnAPI: v0-v3; with transaction.version 2, v5 (KIP-890's second part: the epoch
+// bump per transaction), with v4 between, which only adds TRANSACTION_ABORTABLE.
+var endTxnAPI = api{key: kmsg.EndTxn, min: 0, max: 3, maxV2: 5, handle: (*Server).handleEndTxn, needs: needTxn | needGroups}

@@ -72,3 +72,7 @@ func (s *Server) handleWriteTxnMarkers(_ context.Context, r *Request) Result {
 		return Result{Resp: resp}
 	}}
 }
+
+// writeTxnMarkersAPI: v0-v1, what Shale's transaction coordinators send; v2 is not
+// served.
+var writeTxnMarkersAPI = api{key: kmsg.WriteTxnMarkers, min: 0, max: 1, handle: (*Server).handleWriteTxnMarkers}

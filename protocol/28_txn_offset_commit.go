@@ -84,3 +84,9 @@ func (s *Server) handleTxnOffsetCommit(ctx context.Context, r *Request) Result {
 		return txnErrorCode(errs[j], r.Version < 3)
 	})
 }
+
+// txnOffsetCommitAPI: v0-v3; with transaction.version 2 and a verifier to add through,
+// v5 (v4 only adds TRANSACTION_ABORTABLE; v5 adds the group to the transaction,
+// KIP-890's second part).
+var txnOffsetCommitAPI = api{key: kmsg.TxnOffsetCommit, min: 0, max: 3, maxV2: 5, needsV2: needTxnVerifier,
+	handle: (*Server).handleTxnOffsetCommit, needs: needTxn | needGroups}

@@ -19,12 +19,6 @@ import (
 // aclWriteTimeout bounds a CreateAcls or DeleteAcls, which carry no timeout of their own.
 const aclWriteTimeout = 30 * time.Second
 
-func (s *Server) registerACLs() {
-	s.Register(kmsg.DescribeACLs, 0, 3, s.handleDescribeACLs)
-	s.Register(kmsg.CreateACLs, 0, 3, s.handleCreateACLs)
-	s.Register(kmsg.DeleteACLs, 0, 3, s.handleDeleteACLs)
-}
-
 // aclAdminError is what an ACL request gets before any binding is looked at: Kafka's
 // SECURITY_DISABLED without an authorizer, CLUSTER_AUTHORIZATION_FAILED without op on
 // the cluster.
@@ -228,3 +222,11 @@ func addrString(r *Request) string {
 	}
 	return r.Remote.String()
 }
+
+// The ACL APIs: every version kmsg knows. Without an authorizer they answer
+// SECURITY_DISABLED rather than not being advertised, as Kafka does.
+var (
+	describeACLsAPI = api{key: kmsg.DescribeACLs, min: 0, max: 3, handle: (*Server).handleDescribeACLs}
+	createACLsAPI   = api{key: kmsg.CreateACLs, min: 0, max: 3, handle: (*Server).handleCreateACLs}
+	deleteACLsAPI   = api{key: kmsg.DeleteACLs, min: 0, max: 3, handle: (*Server).handleDeleteACLs}
+)

@@ -144,3 +144,16 @@ func (s *Server) describeBrokerConfigs(res kmsg.DescribeConfigsRequestResource, 
 	}
 	return out, nil
 }
+
+// describeConfigsAPI: every version kmsg knows.
+var describeConfigsAPI = api{key: kmsg.DescribeConfigs, min: 0, max: 4, handle: (*Server).handleDescribeConfigs, errors: errorsOf(describeConfigsError)}
+
+func describeConfigsError(req *kmsg.DescribeConfigsRequest, code int16) *kmsg.DescribeConfigsResponse {
+	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	for _, r := range req.Resources {
+		rr := kmsg.NewDescribeConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp
+}

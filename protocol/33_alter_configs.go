@@ -35,21 +35,22 @@ func (s *Server) handleAlterConfigs(ctx context.Context, r *Request) Result {
 func (s *Server) alterConfigs(ctx context.Context, resourceType kmsg.ConfigResourceType, name string, ops []metadata.ConfigOp, incremental, validateOnly bool) error {
 	switch resourceType {
 	case resourceTopic:
-		for _, op := range ops {
-			if op.Value == nil && op.Op != metadata.ConfigDelete {
-				return fmt.Errorf("%w: null value for config %s", kerr.InvalidRequest, op.Name)
-			}
-		}
 		var id [16]byte
+		var current map[string]string
 		if t := s.image().Topic(name); t != nil {
-			id = t.ID
+			id, current = t.ID, t.Configs
+		}
+		// Applied here too, so that malformed ops are refused without a controller
+		// round trip; the controller applies them again and validates the result.
+		if _, err := metadata.ApplyConfigOps(current, ops, incremental); err != nil {
+			return err
 		}
 		if err := s.deps.Meta.AlterTopicConfigs(ctx, name, ops, incremental, validateOnly); err != nil || validateOnly {
 			return err
 		}
 		s.awaitVisible(ctx, func(im *metadata.Image) bool {
 			t := im.Topic(name)
-			return topicReplaced(t, id) || configsShow(t.Configs, ops, incremental)
+			return topicReplaced(t, id) || configsShow(t.Configs, ops, incremental, metadata.ApplyConfigOps)
 		})
 		return nil
 	case resourceBroker, resourceBrokerLogger:
@@ -60,4 +61,17 @@ func (s *Server) alterConfigs(ctx context.Context, resourceType kmsg.ConfigResou
 		return fmt.Errorf("%w: Shale has no per-group configs; share groups take group.share.* and share.auto.offset.reset from the broker configs", kerr.InvalidConfig)
 	}
 	return fmt.Errorf("%w: resource type %d is not supported", kerr.InvalidRequest, resourceType)
+}
+
+// alterConfigsAPI: v0-v1; v2, the flexible form, is not served.
+var alterConfigsAPI = api{key: kmsg.AlterConfigs, min: 0, max: 1, handle: (*Server).handleAlterConfigs, errors: errorsOf(alterConfigsError)}
+
+func alterConfigsError(req *kmsg.AlterConfigsRequest, code int16) *kmsg.AlterConfigsResponse {
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	for _, r := range req.Resources {
+		rr := kmsg.NewAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp
 }

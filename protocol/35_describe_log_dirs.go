@@ -67,3 +67,6 @@ func (s *Server) handleDescribeLogDirs(_ context.Context, r *Request) Result {
 	resp.Dirs = append(resp.Dirs, dir)
 	return Result{Resp: resp}
 }
+
+// describeLogDirsAPI: v0-v4 (v4 the volume's total and usable bytes); v5 is not served.
+var describeLogDirsAPI = api{key: kmsg.DescribeLogDirs, min: 0, max: 4, handle: (*Server).handleDescribeLogDirs}

@@ -56,3 +56,16 @@ func (s *Server) handleCreatePartitions(ctx context.Context, r *Request) Result 
 	}
 	return Result{Resp: resp}
 }
+
+// createPartitionsAPI: every version kmsg knows.
+var createPartitionsAPI = api{key: kmsg.CreatePartitions, min: 0, max: 3, handle: (*Server).handleCreatePartitions, errors: errorsOf(createPartitionsError)}
+
+func createPartitionsError(req *kmsg.CreatePartitionsRequest, code int16) *kmsg.CreatePartitionsResponse {
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic, rt.ErrorCode = t.Topic, code
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

@@ -89,3 +89,24 @@ func (s *Server) handleElectLeaders(ctx context.Context, r *Request) Result {
 	}
 	return Result{Resp: resp}
 }
+
+// electLeadersAPI: every version kmsg knows.
+var electLeadersAPI = api{key: kmsg.ElectLeaders, min: 0, max: 2, handle: (*Server).handleElectLeaders, errors: errorsOf(electLeadersError)}
+
+// electLeadersError is Kafka's: the top-level code (v1+) and the code on every
+// partition named.
+func electLeadersError(req *kmsg.ElectLeadersRequest, code int16) *kmsg.ElectLeadersResponse {
+	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+	resp.ErrorCode = code
+	for _, t := range req.Topics {
+		rt := kmsg.NewElectLeadersResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewElectLeadersResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

@@ -27,3 +27,16 @@ func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, r *Request) 
 	}
 	return Result{Resp: resp}
 }
+
+// incrementalAlterConfigsAPI: every version kmsg knows.
+var incrementalAlterConfigsAPI = api{key: kmsg.IncrementalAlterConfigs, min: 0, max: 1, handle: (*Server).handleIncrementalAlterConfigs, errors: errorsOf(incrementalAlterConfigsError)}
+
+func incrementalAlterConfigsError(req *kmsg.IncrementalAlterConfigsRequest, code int16) *kmsg.IncrementalAlterConfigsResponse {
+	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	for _, r := range req.Resources {
+		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp
+}

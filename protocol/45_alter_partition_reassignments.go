@@ -89,3 +89,22 @@ func (s *Server) handleAlterPartitionReassignments(ctx context.Context, r *Reque
 	})
 	return answer(errs)
 }
+
+// alterPartitionReassignmentsAPI: every version kmsg knows.
+var alterPartitionReassignmentsAPI = api{key: kmsg.AlterPartitionAssignments, min: 0, max: 1, handle: (*Server).handleAlterPartitionReassignments, errors: errorsOf(alterPartitionReassignmentsError)}
+
+func alterPartitionReassignmentsError(req *kmsg.AlterPartitionAssignmentsRequest, code int16) *kmsg.AlterPartitionAssignmentsResponse {
+	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+	resp.ErrorCode = code
+	for _, t := range req.Topics {
+		rt := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

@@ -66,3 +66,12 @@ func nonNil(s []int32) []int32 {
 	}
 	return slices.Clone(s)
 }
+
+// listPartitionReassignmentsAPI: every version kmsg knows.
+var listPartitionReassignmentsAPI = api{key: kmsg.ListPartitionReassignments, min: 0, max: 0, handle: (*Server).handleListPartitionReassignments, errors: errorsOf(listPartitionReassignmentsError)}
+
+func listPartitionReassignmentsError(req *kmsg.ListPartitionReassignmentsRequest, code int16) *kmsg.ListPartitionReassignmentsResponse {
+	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	resp.ErrorCode = code
+	return resp
+}

@@ -43,3 +43,12 @@ func (s *Server) handleOffsetDelete(ctx context.Context, r *Request) Result {
 	}
 	return Result{Resp: resp}
 }
+
+// offsetDeleteAPI: every version kmsg knows.
+var offsetDeleteAPI = api{key: kmsg.OffsetDelete, min: 0, max: 0, handle: (*Server).handleOffsetDelete, needs: needGroups, errors: errorsOf(offsetDeleteError)}
+
+func offsetDeleteError(req *kmsg.OffsetDeleteRequest, code int16) *kmsg.OffsetDeleteResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	resp.ErrorCode = code
+	return resp
+}

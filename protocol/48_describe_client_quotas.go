@@ -154,3 +154,6 @@ func quotaFilter(components []kmsg.DescribeClientQuotasRequestComponent, strict 
 		return !noMatch && ok(user, e.User) && ok(client, e.ClientID)
 	}, nil
 }
+
+// describeClientQuotasAPI: every version kmsg knows.
+var describeClientQuotasAPI = api{key: kmsg.DescribeClientQuotas, min: 0, max: 1, handle: (*Server).handleDescribeClientQuotas}

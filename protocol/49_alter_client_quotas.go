@@ -112,3 +112,6 @@ func quotaEntity(parts []kmsg.AlterClientQuotasRequestEntryEntity) (metadata.Quo
 	}
 	return e, nil
 }
+
+// alterClientQuotasAPI: every version kmsg knows.
+var alterClientQuotasAPI = api{key: kmsg.AlterClientQuotas, min: 0, max: 1, handle: (*Server).handleAlterClientQuotas}

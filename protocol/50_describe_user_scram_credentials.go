@@ -104,3 +104,7 @@ func (s *Server) handleDescribeUserScramCredentials(ctx context.Context, r *Requ
 	}
 	return Result{Resp: resp}
 }
+
+// describeUserScramCredentialsAPI: every version kmsg knows, where the metadata store
+// keeps SCRAM credentials.
+var describeUserScramCredentialsAPI = api{key: kmsg.DescribeUserSCRAMCredentials, min: 0, max: 0, handle: (*Server).handleDescribeUserScramCredentials, needs: needScram}

@@ -123,3 +123,7 @@ func (s *Server) handleAlterUserScramCredentials(ctx context.Context, r *Request
 	}
 	return Result{Resp: resp}
 }
+
+// alterUserScramCredentialsAPI: every version kmsg knows, where the metadata store keeps
+// SCRAM credentials.
+var alterUserScramCredentialsAPI = api{key: kmsg.AlterUserSCRAMCredentials, min: 0, max: 0, handle: (*Server).handleAlterUserScramCredentials, needs: needScram}

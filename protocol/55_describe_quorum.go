@@ -16,18 +16,6 @@ import (
 // names it, and Shale's controller quorum stands in for it.
 const clusterMetadataTopic = "__cluster_metadata"
 
-// registerQuorum serves the controller-quorum APIs when the metadata store can forward
-// them to the quorum: DescribeQuorum, AddRaftVoter, RemoveRaftVoter and UnregisterBroker.
-func (s *Server) registerQuorum() {
-	if _, ok := s.deps.Meta.(metadata.QuorumAdmin); !ok {
-		return
-	}
-	s.Register(kmsg.DescribeQuorum, 0, 2, s.handleDescribeQuorum)
-	s.Register(kmsg.UnregisterBroker, 0, 0, s.handleUnregisterBroker)
-	s.Register(kmsg.AddRaftVoter, 0, 1, s.handleAddRaftVoter)
-	s.Register(kmsg.RemoveRaftVoter, 0, 0, s.handleRemoveRaftVoter)
-}
-
 // quorumTimeout bounds a quorum call whose request carries no timeout.
 const quorumTimeout = 30 * time.Second
 
@@ -109,3 +97,8 @@ func (s *Server) handleDescribeQuorum(ctx context.Context, r *Request) Result {
 	resp.Topics = append(resp.Topics, rt)
 	return Result{Resp: resp}
 }
+
+// describeQuorumAPI: every version kmsg knows (v2 the voters' listeners), where the
+// metadata store can forward to the controller quorum, as for UnregisterBroker,
+// AddRaftVoter and RemoveRaftVoter.
+var describeQuorumAPI = api{key: kmsg.DescribeQuorum, min: 0, max: 2, handle: (*Server).handleDescribeQuorum, needs: needQuorumAdmin}

@@ -34,3 +34,12 @@ func (s *Server) handleDescribeCluster(_ context.Context, r *Request) Result {
 	}
 	return Result{Resp: resp}
 }
+
+// describeClusterAPI: v0-v1; v2 is not served.
+var describeClusterAPI = api{key: kmsg.DescribeCluster, min: 0, max: 1, handle: (*Server).handleDescribeCluster, errors: errorsOf(describeClusterError)}
+
+func describeClusterError(req *kmsg.DescribeClusterRequest, code int16) *kmsg.DescribeClusterResponse {
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	resp.ErrorCode = code
+	return resp
+}

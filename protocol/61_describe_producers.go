@@ -42,3 +42,6 @@ func (s *Server) handleDescribeProducers(_ context.Context, r *Request) Result {
 	}
 	return Result{Resp: resp}
 }
+
+// describeProducersAPI: every version kmsg knows.
+var describeProducersAPI = api{key: kmsg.DescribeProducers, min: 0, max: 0, handle: (*Server).handleDescribeProducers}

@@ -36,3 +36,7 @@ func (s *Server) handleUnregisterBroker(ctx context.Context, r *Request) Result 
 	}
 	return Result{Resp: resp}
 }
+
+// unregisterBrokerAPI: every version kmsg knows, where the metadata store can forward to
+// the controller quorum.
+var unregisterBrokerAPI = api{key: kmsg.UnregisterBroker, min: 0, max: 0, handle: (*Server).handleUnregisterBroker, needs: needQuorumAdmin}

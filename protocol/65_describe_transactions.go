@@ -46,3 +46,6 @@ func (s *Server) handleDescribeTransactions(_ context.Context, r *Request) Resul
 	}
 	return Result{Resp: resp}
 }
+
+// describeTransactionsAPI: every version kmsg knows.
+var describeTransactionsAPI = api{key: kmsg.DescribeTransactions, min: 0, max: 0, handle: (*Server).handleDescribeTransactions, needs: needTxn | needGroups}

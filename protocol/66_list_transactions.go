@@ -52,3 +52,6 @@ func knownTxnState(name string) bool {
 		metadata.TxnPrepareAbort, metadata.TxnCompleteCommit, metadata.TxnCompleteAbort, metadata.TxnDead,
 		metadata.TxnPrepareEpochFence}, func(s metadata.TxnStatus) bool { return s.String() == name })
 }
+
+// listTransactionsAPI: v0-v1 (v1 filters by duration); v2 is not served.
+var listTransactionsAPI = api{key: kmsg.ListTransactions, min: 0, max: 1, handle: (*Server).handleListTransactions, needs: needTxn | needGroups}

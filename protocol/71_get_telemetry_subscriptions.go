@@ -6,26 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/protocol/telemetry"
 )
-
-// registerTelemetry advertises KIP-714's APIs: GetTelemetrySubscriptions and
-// PushTelemetry when the broker has client telemetry, and ListClientMetricsResources
-// (ListConfigResources v0) when its metadata store keeps subscriptions. Without a store
-// that keeps them every client would be told to push nothing, which is what a broker
-// without the APIs achieves too.
-func (s *Server) registerTelemetry() {
-	if _, ok := s.deps.Meta.(metadata.ClientMetricsStore); !ok {
-		return
-	}
-	// v1 (KIP-1142, Kafka 4.1) lists every config resource type; v0 only subscriptions.
-	s.Register(kmsg.ListConfigResources, 0, 0, s.handleListClientMetricsResources)
-	if s.cfg.Telemetry != nil {
-		s.Register(kmsg.GetTelemetrySubscriptions, 0, 0, s.handleGetTelemetrySubscriptions)
-		s.Register(kmsg.PushTelemetry, 0, 0, s.handlePushTelemetry)
-	}
-}
 
 // telemetryClient is what KIP-714's match selectors see of the client behind r.
 func telemetryClient(r *Request) telemetry.Client {
@@ -65,3 +47,9 @@ func (s *Server) handleGetTelemetrySubscriptions(_ context.Context, r *Request) 
 	}
 	return Result{Resp: resp}
 }
+
+// getTelemetrySubscriptionsAPI: KIP-714, every version kmsg knows, when the broker has
+// client telemetry and a metadata store that keeps subscriptions: with a store that
+// keeps none every client would be told to push nothing, which is what a broker without
+// the API achieves too.
+var getTelemetrySubscriptionsAPI = api{key: kmsg.GetTelemetrySubscriptions, min: 0, max: 0, handle: (*Server).handleGetTelemetrySubscriptions, needs: needClientMetrics | needTelemetry}

@@ -19,3 +19,6 @@ func (s *Server) handlePushTelemetry(_ context.Context, r *Request) Result {
 	}
 	return Result{Resp: resp}
 }
+
+// pushTelemetryAPI: KIP-714, every version kmsg knows; needs as GetTelemetrySubscriptions.
+var pushTelemetryAPI = api{key: kmsg.PushTelemetry, min: 0, max: 0, handle: (*Server).handlePushTelemetry, needs: needClientMetrics | needTelemetry}

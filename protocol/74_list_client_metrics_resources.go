@@ -27,3 +27,8 @@ func (s *Server) handleListClientMetricsResources(_ context.Context, r *Request)
 	}
 	return Result{Resp: resp}
 }
+
+// listClientMetricsResourcesAPI is ListConfigResources v0, where the metadata store
+// keeps subscriptions; v1 (KIP-1142, Kafka 4.1) lists every config resource type and is
+// not served.
+var listClientMetricsResourcesAPI = api{key: kmsg.ListConfigResources, min: 0, max: 0, handle: (*Server).handleListClientMetricsResources, needs: needClientMetrics}

@@ -5,20 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 )
-
-// registerShareGroups registers the share-group (KIP-932) coordinator APIs. ShareFetch
-// and ShareAcknowledge, the share-partition leader's side, are registered apart.
-func (s *Server) registerShareGroups() {
-	// v0 and v1 of each are the same on the wire (Kafka 4.1 bumped them when share
-	// groups left early access).
-	s.Register(kmsg.ShareGroupHeartbeat, 0, 1, s.handleShareGroupHeartbeat)
-	s.Register(kmsg.ShareGroupDescribe, 0, 1, s.handleShareGroupDescribe)
-	s.Register(kmsg.DescribeShareGroupOffsets, 0, 1, s.handleDescribeShareGroupOffsets)
-	s.Register(kmsg.AlterShareGroupOffsets, 0, 0, s.handleAlterShareGroupOffsets)
-	s.Register(kmsg.DeleteShareGroupOffsets, 0, 0, s.handleDeleteShareGroupOffsets)
-}
 
 // handleShareGroupHeartbeat: READ on the group, as for every group membership API, and
 // DESCRIBE on each subscribed topic, so that a member cannot learn of a topic's
@@ -36,7 +24,7 @@ func (s *Server) handleShareGroupHeartbeat(ctx context.Context, r *Request) Resu
 			return Result{Resp: resp}
 		}
 	}
-	out := s.deps.Groups.ShareHeartbeat(ctx, group.ShareHeartbeatRequest{
+	out := s.deps.ShareGroups.Heartbeat(ctx, sharegroup.HeartbeatRequest{
 		Group:       req.GroupID,
 		MemberID:    req.MemberID,
 		MemberEpoch: req.MemberEpoch,
@@ -64,3 +52,8 @@ func (s *Server) handleShareGroupHeartbeat(ctx context.Context, r *Request) Resu
 	}
 	return Result{Resp: resp}
 }
+
+// shareGroupHeartbeatAPI: KIP-932. v0 and v1 of the share-group APIs are the same on the
+// wire (Kafka 4.1 bumped them when share groups left early access). The share-group
+// coordinator lives in the group coordinator.
+var shareGroupHeartbeatAPI = api{key: kmsg.ShareGroupHeartbeat, min: 0, max: 1, handle: (*Server).handleShareGroupHeartbeat, needs: needGroups}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 )
 
 // handleShareGroupDescribe: DESCRIBE on the group, then DESCRIBE on every topic in its
@@ -21,7 +21,7 @@ func (s *Server) handleShareGroupDescribe(ctx context.Context, r *Request) Resul
 			asked = append(asked, g)
 		}
 	}
-	described := s.deps.Groups.DescribeShareGroups(ctx, asked)
+	described := s.deps.ShareGroups.DescribeGroups(ctx, asked)
 	for i, g := range req.GroupIDs {
 		rg := kmsg.NewShareGroupDescribeResponseGroup()
 		rg.GroupID, rg.AuthorizedOperations = g, authorizedOpsUnset
@@ -67,7 +67,7 @@ func (s *Server) handleShareGroupDescribe(ctx context.Context, r *Request) Resul
 	return Result{Resp: resp}
 }
 
-func (s *Server) describesAllTopics(r *Request, d group.ShareGroupDescription) bool {
+func (s *Server) describesAllTopics(r *Request, d sharegroup.Description) bool {
 	for _, m := range d.Members {
 		for _, tp := range m.Assignment {
 			if !s.allowed(r, opDescribe, resTopic, tp.Topic) {
@@ -77,3 +77,6 @@ func (s *Server) describesAllTopics(r *Request, d group.ShareGroupDescription) b
 	}
 	return true
 }
+
+// shareGroupDescribeAPI: v0 and v1 are the same on the wire (shareGroupHeartbeatAPI).
+var shareGroupDescribeAPI = api{key: kmsg.ShareGroupDescribe, min: 0, max: 1, handle: (*Server).handleShareGroupDescribe, needs: needGroups}

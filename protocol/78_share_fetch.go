@@ -271,3 +271,7 @@ func (s *Server) addShareAcks(resp *kmsg.ShareFetchResponse, acks []*ackPart) {
 		resp.Topics[ti].Partitions = append(resp.Topics[ti].Partitions, p)
 	}
 }
+
+// shareFetchAPI: KIP-932; v1 adds MaxRecords and BatchSize (KIP-1206), v2 lock renewal
+// (KIP-1222). Served by the share-partition leader.
+var shareFetchAPI = api{key: kmsg.ShareFetch, min: 0, max: 2, handle: (*Server).handleShareFetch, needs: needShares}

@@ -80,3 +80,6 @@ func (s *Server) handleShareAcknowledge(ctx context.Context, r *Request) Result 
 	}
 	return Result{Resp: resp}
 }
+
+// shareAcknowledgeAPI: as ShareFetch's versions; v2 renews locks (KIP-1222).
+var shareAcknowledgeAPI = api{key: kmsg.ShareAcknowledge, min: 0, max: 2, handle: (*Server).handleShareAcknowledge, needs: needShares}

@@ -60,3 +60,7 @@ func (s *Server) checkClusterID(id *string) (int16, string) {
 	}
 	return 0, ""
 }
+
+// addRaftVoterAPI: every version kmsg knows, where the metadata store can forward to the
+// controller quorum.
+var addRaftVoterAPI = api{key: kmsg.AddRaftVoter, min: 0, max: 1, handle: (*Server).handleAddRaftVoter, needs: needQuorumAdmin}

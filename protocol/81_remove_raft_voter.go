@@ -28,3 +28,7 @@ func (s *Server) handleRemoveRaftVoter(ctx context.Context, r *Request) Result {
 	}
 	return Result{Resp: resp}
 }
+
+// removeRaftVoterAPI: every version kmsg knows, where the metadata store can forward to
+// the controller quorum.
+var removeRaftVoterAPI = api{key: kmsg.RemoveRaftVoter, min: 0, max: 0, handle: (*Server).handleRemoveRaftVoter, needs: needQuorumAdmin}

@@ -7,8 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/coordinator/group"
-	"github.com/shalelog/shale/partition"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 )
 
 // handleDescribeShareGroupOffsets reports each share partition's start offset: DESCRIBE
@@ -34,7 +33,7 @@ func (s *Server) handleDescribeShareGroupOffsets(ctx context.Context, r *Request
 				want[t.Topic] = append(want[t.Topic], t.Partitions...)
 			}
 		}
-		states, err := s.deps.Groups.ShareGroupOffsets(ctx, g.GroupID, want)
+		states, err := s.deps.ShareGroups.GroupOffsets(ctx, g.GroupID, want)
 		if err != nil {
 			rg.ErrorCode, rg.ErrorMessage = errorCode(err), errorMessage(err)
 			resp.Groups = append(resp.Groups, rg)
@@ -69,12 +68,12 @@ func (s *Server) handleDescribeShareGroupOffsets(ctx context.Context, r *Request
 				case it == nil || p < 0 || int(p) >= len(it.Partitions):
 					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				default:
-					i := slices.IndexFunc(states, func(st group.SharePartitionState) bool { return st.Topic == t.Topic && st.Partition == p })
+					i := slices.IndexFunc(states, func(st sharegroup.PartitionState) bool { return st.Topic == t.Topic && st.Partition == p })
 					if i >= 0 {
 						st := states[i]
 						rp.StartOffset, rp.LeaderEpoch = st.StartOffset, st.LeaderEpoch
 						rp.Lag = s.shareLag(st)
-						rp.UnknownTags.Set(group.ShareCountsTag, group.AppendShareCounts(nil, st))
+						rp.UnknownTags.Set(sharegroup.CountsTag, sharegroup.AppendCounts(nil, st))
 					}
 				}
 				rt.Partitions = append(rt.Partitions, rp)
@@ -89,13 +88,16 @@ func (s *Server) handleDescribeShareGroupOffsets(ctx context.Context, r *Request
 // shareLag is how many records of the partition the group has yet to complete: those
 // from the start offset to the high watermark, less those already acknowledged or
 // archived; -1 unless this broker leads the partition (it alone knows the high watermark).
-func (s *Server) shareLag(st group.SharePartitionState) int64 {
+func (s *Server) shareLag(st sharegroup.PartitionState) int64 {
 	if st.StartOffset < 0 {
 		return -1
 	}
-	p := s.deps.Replicas.Partitions().Get(st.Topic, st.Partition)
-	if p == nil || p.Role() != partition.RoleLeader {
+	hw, ok := s.deps.Replicas.LeaderHighWatermark(st.Topic, st.Partition)
+	if !ok {
 		return -1
 	}
-	return max(0, p.HighWatermark()-st.StartOffset-st.Acknowledged-st.Archived)
+	return max(0, hw-st.StartOffset-st.Acknowledged-st.Archived)
 }
+
+// describeShareGroupOffsetsAPI: every version kmsg knows.
+var describeShareGroupOffsetsAPI = api{key: kmsg.DescribeShareGroupOffsets, min: 0, max: 1, handle: (*Server).handleDescribeShareGroupOffsets, needs: needGroups}

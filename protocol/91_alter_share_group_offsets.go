@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 )
 
 // handleAlterShareGroupOffsets sets share-partition start offsets of a share group
@@ -20,7 +20,7 @@ func (s *Server) handleAlterShareGroupOffsets(ctx context.Context, r *Request) R
 		return Result{Resp: resp}
 	}
 	im := s.image()
-	var offsets []group.SharePartitionOffset
+	var offsets []sharegroup.PartitionOffset
 	var slots []*kmsg.AlterShareGroupOffsetsResponseTopicPartition // the partitions being set
 	for _, t := range req.Topics {
 		rt := kmsg.NewAlterShareGroupOffsetsResponseTopic()
@@ -41,7 +41,7 @@ func (s *Server) handleAlterShareGroupOffsets(ctx context.Context, r *Request) R
 			case p.StartOffset < 0:
 				rp.ErrorCode = kerr.InvalidRequest.Code
 			default:
-				offsets = append(offsets, group.SharePartitionOffset{Topic: t.Topic, Partition: p.Partition, StartOffset: p.StartOffset})
+				offsets = append(offsets, sharegroup.PartitionOffset{Topic: t.Topic, Partition: p.Partition, StartOffset: p.StartOffset})
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
@@ -57,7 +57,7 @@ func (s *Server) handleAlterShareGroupOffsets(ctx context.Context, r *Request) R
 	if len(offsets) == 0 {
 		return Result{Resp: resp}
 	}
-	if err := s.deps.Groups.AlterShareGroupOffsets(ctx, req.GroupID, offsets); err != nil {
+	if err := s.deps.ShareGroups.AlterGroupOffsets(ctx, req.GroupID, offsets); err != nil {
 		// Kafka puts group-level failures (not empty, not a share group, not the
 		// coordinator) on the response and on each partition it would have set.
 		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
@@ -67,3 +67,6 @@ func (s *Server) handleAlterShareGroupOffsets(ctx context.Context, r *Request) R
 	}
 	return Result{Resp: resp}
 }
+
+// alterShareGroupOffsetsAPI: every version kmsg knows.
+var alterShareGroupOffsetsAPI = api{key: kmsg.AlterShareGroupOffsets, min: 0, max: 0, handle: (*Server).handleAlterShareGroupOffsets, needs: needGroups}

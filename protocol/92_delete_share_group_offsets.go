@@ -40,7 +40,7 @@ func (s *Server) handleDeleteShareGroupOffsets(ctx context.Context, r *Request) 
 	if len(slots) == 0 {
 		return Result{Resp: resp}
 	}
-	if err := s.deps.Groups.DeleteShareGroupOffsets(ctx, req.GroupID, partitions); err != nil {
+	if err := s.deps.ShareGroups.DeleteGroupOffsets(ctx, req.GroupID, partitions); err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
 		for _, i := range slots {
 			resp.Topics[i].ErrorCode, resp.Topics[i].ErrorMessage = resp.ErrorCode, resp.ErrorMessage
@@ -48,3 +48,6 @@ func (s *Server) handleDeleteShareGroupOffsets(ctx context.Context, r *Request) 
 	}
 	return Result{Resp: resp}
 }
+
+// deleteShareGroupOffsetsAPI: every version kmsg knows.
+var deleteShareGroupOffsetsAPI = api{key: kmsg.DeleteShareGroupOffsets, min: 0, max: 0, handle: (*Server).handleDeleteShareGroupOffsets, needs: needGroups}

@@ -3,12 +3,9 @@ package protocol
 import (
 	"context"
 	"maps"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/shalelog/shale/metadata"
-	"github.com/shalelog/shale/metadata/topicconfig"
 )
 
 // An admin write returns once the controller has committed it; this broker applies the
@@ -34,50 +31,13 @@ func topicReplaced(t *metadata.Topic, id [16]byte) bool {
 	return t == nil || (id != [16]byte{} && t.ID != id)
 }
 
-// configsShow reports whether a topic's configs reflect ops: the whole set for
-// AlterConfigs, each operation's effect for IncrementalAlterConfigs.
-func configsShow(configs map[string]string, ops []metadata.ConfigOp, incremental bool) bool {
-	if !incremental {
-		want, err := metadata.ApplyConfigOps(nil, ops, false)
-		return err != nil || maps.Equal(configs, want)
-	}
-	for _, op := range ops {
-		cur, set := configs[op.Name]
-		switch op.Op {
-		case metadata.ConfigSet:
-			if op.Value != nil && (!set || cur != *op.Value) {
-				return false
-			}
-		case metadata.ConfigDelete:
-			if set {
-				return false
-			}
-		case metadata.ConfigAppend, metadata.ConfigSubtract:
-			if op.Value == nil {
-				continue
-			}
-			if !set {
-				if def, ok := topicconfig.Lookup(op.Name); ok {
-					cur = def.Default
-				}
-			}
-			list := splitConfigList(cur)
-			for _, item := range splitConfigList(*op.Value) {
-				if slices.Contains(list, item) != (op.Op == metadata.ConfigAppend) {
-					return false
-				}
-			}
-		}
-	}
-	return true
-}
-
-func splitConfigList(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
+// configsShow reports whether configs reflect ops, as apply (the resource type's
+// metadata.ApplyConfigOps or ApplyClientMetricsOps) applies them: applying them again
+// changes nothing. Every incremental operation is idempotent and AlterConfigs' set is
+// the whole result, so this holds once the write is in, whatever a concurrent write did
+// to other configs. Ops that apply refuses show nothing to wait for.
+func configsShow(configs map[string]string, ops []metadata.ConfigOp, incremental bool,
+	apply func(map[string]string, []metadata.ConfigOp, bool) (map[string]string, error)) bool {
+	want, err := apply(configs, ops, incremental)
+	return err != nil || maps.Equal(configs, want)
 }

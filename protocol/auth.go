@@ -142,9 +142,9 @@ func connFrom(ctx context.Context) *conn {
 	return c
 }
 
-// registerAuth registers the SASL APIs and, when the metadata store keeps them, the
-// SCRAM credential APIs.
-func (s *Server) registerAuth() {
+// initAuth derives the inter-broker user's SCRAM credentials and keeps the metadata
+// store's SCRAM credentials, when it keeps them, for the SASL exchanges.
+func (s *Server) initAuth() {
 	if a := &s.cfg.Auth; a.InterBrokerUser != "" {
 		a.interBrokerScram = map[string]metadata.ScramCredential{}
 		for _, mech := range []string{security.MechanismScramSHA256, security.MechanismScramSHA512} {
@@ -154,14 +154,8 @@ func (s *Server) registerAuth() {
 			}
 		}
 	}
-	// SaslHandshake v0 makes the tokens that follow bare frames without a Kafka header
-	// (kafka-python 2.0); librdkafka needs v0 in range to use SASL at all.
-	s.Register(kmsg.SASLHandshake, 0, 1, s.handleSaslHandshake)
-	s.Register(kmsg.SASLAuthenticate, 0, 2, s.handleSaslAuthenticate)
 	if st, ok := s.deps.Meta.(metadata.ScramStore); ok {
 		s.scram = st
-		s.Register(kmsg.DescribeUserSCRAMCredentials, 0, 0, s.handleDescribeUserScramCredentials)
-		s.Register(kmsg.AlterUserSCRAMCredentials, 0, 0, s.handleAlterUserScramCredentials)
 	}
 }
 
@@ -431,3 +425,11 @@ func remoteString(a net.Addr) string {
 	}
 	return a.String()
 }
+
+// SaslHandshake (17) and SaslAuthenticate (36), whose handlers are above. SaslHandshake
+// v0 makes the tokens that follow bare frames without a Kafka header (kafka-python 2.0);
+// librdkafka needs v0 in range to use SASL at all. Both: every version kmsg knows.
+var (
+	saslHandshakeAPI    = api{key: kmsg.SASLHandshake, min: 0, max: 1, handle: (*Server).handleSaslHandshake}
+	saslAuthenticateAPI = api{key: kmsg.SASLAuthenticate, min: 0, max: 2, handle: (*Server).handleSaslAuthenticate}
+)

@@ -3,7 +3,6 @@ package protocol
 import (
 	"context"
 	"fmt"
-	"maps"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -68,16 +67,17 @@ func (s *Server) alterClientMetrics(ctx context.Context, name string, ops []meta
 		return fmt.Errorf("%w: this broker's metadata store keeps no client metrics subscriptions", kerr.InvalidRequest)
 	}
 	// Validated here too, so a bad request is refused without a controller round trip.
-	want, err := metadata.ApplyClientMetricsOps(name, s.image().ClientMetrics[name], ops, incremental)
-	if err != nil {
+	apply := func(current map[string]string, ops []metadata.ConfigOp, incremental bool) (map[string]string, error) {
+		return metadata.ApplyClientMetricsOps(name, current, ops, incremental)
+	}
+	if _, err := apply(s.image().ClientMetrics[name], ops, incremental); err != nil {
 		return err
 	}
 	if err := store.AlterClientMetrics(ctx, name, ops, incremental, validateOnly); err != nil || validateOnly {
 		return err
 	}
 	s.awaitVisible(ctx, func(im *metadata.Image) bool {
-		got := im.ClientMetrics[name]
-		return maps.Equal(got, want) || len(got) == 0 && len(want) == 0
+		return configsShow(im.ClientMetrics[name], ops, incremental, apply)
 	})
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	shalelog "github.com/shalelog/shale/log"
 	"github.com/shalelog/shale/log/records"
 	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/replication"
 )
 
 // __consumer_offsets, as Kafka's tools expect it: listed in Metadata as an internal
@@ -91,12 +92,10 @@ func (s *Server) offsetsPartition(im *metadata.Image, p, currentEpoch int32) err
 		return kerr.UnknownTopicOrPartition
 	}
 	co := im.Coordinators[p]
-	switch {
-	case currentEpoch >= 0 && currentEpoch < co.Epoch:
-		return kerr.FencedLeaderEpoch
-	case currentEpoch > co.Epoch:
-		return kerr.UnknownLeaderEpoch
-	case co.Broker != s.cfg.NodeID:
+	if err := replication.CheckLeaderEpoch(currentEpoch, co.Epoch); err != nil {
+		return err
+	}
+	if co.Broker != s.cfg.NodeID {
 		return kerr.NotLeaderForPartition
 	}
 	return nil
@@ -106,21 +105,21 @@ func (s *Server) offsetsPartition(im *metadata.Image, p, currentEpoch int32) err
 // the records from the fetch offset on and returns their size, or, with nothing to
 // read, a channel closed once the controller has something new (or after a poll).
 func (s *Server) fetchOffsetsTopic(im *metadata.Image, it fetchItem, maxBytes int, rp *kmsg.FetchResponseTopicPartition) (int, <-chan struct{}, error) {
-	if err := s.offsetsPartition(im, it.key.partition, it.currentLeaderEpoch); err != nil {
+	if err := s.offsetsPartition(im, it.key.partition, it.part.CurrentLeaderEpoch); err != nil {
 		return 0, nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), offsetsLogTimeout)
 	defer cancel()
-	slice, err := s.deps.Meta.ReadOffsetsLog(ctx, it.key.partition, it.fetchOffset, int32(min(maxBytes, math.MaxInt32)), 0)
+	slice, err := s.deps.Meta.ReadOffsetsLog(ctx, it.key.partition, it.part.FetchOffset, int32(min(maxBytes, math.MaxInt32)), 0)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: reading committed offsets from the controller: %v", kerr.NotLeaderForPartition, err)
 	}
 	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = slice.LogEnd, slice.LogEnd, slice.LogStart
-	if it.fetchOffset < slice.LogStart || it.fetchOffset > slice.LogEnd {
+	if it.part.FetchOffset < slice.LogStart || it.part.FetchOffset > slice.LogEnd {
 		return 0, nil, kerr.OffsetOutOfRange
 	}
 	if len(slice.Records) == 0 {
-		return 0, s.pollOffsetsLog(it.key.partition, it.fetchOffset), nil
+		return 0, s.pollOffsetsLog(it.key.partition, it.part.FetchOffset), nil
 	}
 	batch, err := offsetsBatch(slice.Records)
 	if err != nil {
@@ -196,7 +195,7 @@ func (s *Server) listOffsetsTopic(lp kmsg.ListOffsetsRequestTopicPartition, rp *
 	ctx, cancel := context.WithTimeout(context.Background(), offsetsLogTimeout)
 	defer cancel()
 	maxBytes := int32(0)
-	if lp.Timestamp >= 0 || lp.Timestamp == listMaxTimestamp {
+	if lp.Timestamp >= 0 || lp.Timestamp == replication.ListMaxTimestamp {
 		maxBytes = math.MaxInt32
 	}
 	slice, err := s.deps.Meta.ReadOffsetsLog(ctx, lp.Partition, 0, maxBytes, 0)
@@ -206,18 +205,18 @@ func (s *Server) listOffsetsTopic(lp kmsg.ListOffsetsRequestTopicPartition, rp *
 	}
 	rp.LeaderEpoch = im.Coordinators[lp.Partition].Epoch
 	switch {
-	case lp.Timestamp == listLatest:
+	case lp.Timestamp == replication.ListLatest:
 		rp.Offset = slice.LogEnd
-	case lp.Timestamp == listEarliest:
+	case lp.Timestamp == replication.ListEarliest:
 		rp.Offset = slice.LogStart
-	case lp.Timestamp == listMaxTimestamp || lp.Timestamp >= 0:
+	case lp.Timestamp == replication.ListMaxTimestamp || lp.Timestamp >= 0:
 		// Offset -1 when no commit matches, as for a log without such a record.
 		for _, r := range slice.Records {
 			if r.Tombstone {
 				continue
 			}
 			ts := r.Offset.CommitTime.UnixMilli()
-			if lp.Timestamp == listMaxTimestamp && ts > rp.Timestamp || lp.Timestamp >= 0 && ts >= lp.Timestamp && rp.Timestamp < 0 {
+			if lp.Timestamp == replication.ListMaxTimestamp && ts > rp.Timestamp || lp.Timestamp >= 0 && ts >= lp.Timestamp && rp.Timestamp < 0 {
 				rp.Offset, rp.Timestamp = r.LogOffset, ts
 			}
 		}

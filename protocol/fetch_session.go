@@ -50,19 +50,12 @@ type fetchKey struct {
 	partition int32
 }
 
-// fetchItem is one partition to read, with what the fetcher last asked for it.
+// fetchItem is one partition to read, with what the fetcher last asked for it: part is
+// the request's partition as the replica manager reads it
+// (replication.FetchRequestPartition), its MaxBytes the partition's own limit.
 type fetchItem struct {
-	key                fetchKey
-	fetchOffset        int64
-	currentLeaderEpoch int32
-	lastFetchedEpoch   int32
-	maxBytes           int32
-	// logStartOffset is a follower's own log start (v5+, -1 otherwise): the leader's
-	// DeleteRecords waits for it.
-	logStartOffset int64
-	// partitionEpoch is the partition epoch a Shale follower's replica has applied
-	// (replication.FetchPartitionEpoch; -1 otherwise).
-	partitionEpoch int32
+	key  fetchKey
+	part replication.FetchPartition
 }
 
 // cachedPartition is a session's memory of one partition: the request parameters and
@@ -307,9 +300,7 @@ func requestItems(req *kmsg.FetchRequest, usesIDs bool) []fetchItem {
 			} else {
 				k.topic = t.Topic
 			}
-			out = append(out, fetchItem{key: k, fetchOffset: p.FetchOffset, currentLeaderEpoch: p.CurrentLeaderEpoch,
-				lastFetchedEpoch: p.LastFetchedEpoch, maxBytes: p.PartitionMaxBytes, logStartOffset: p.LogStartOffset,
-				partitionEpoch: replication.FetchPartitionEpoch(&p)})
+			out = append(out, fetchItem{key: k, part: replication.FetchRequestPartition(&p)})
 		}
 	}
 	return out

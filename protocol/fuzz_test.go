@@ -1,45 +1,35 @@
-package protocol
+package protocol_test
 
 import (
 	"context"
 	"encoding/binary"
-	"io"
-	"log/slog"
-	"net"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/controller/controllertest"
 	"github.com/shalelog/shale/coordinator/group"
-	"github.com/shalelog/shale/coordinator/txn/producerid"
 	"github.com/shalelog/shale/metadata"
-	"github.com/shalelog/shale/replication"
+	"github.com/shalelog/shale/protocol"
+	"github.com/shalelog/shale/server/broker"
+	"github.com/shalelog/shale/server/broker/brokertest"
 )
 
-// fuzzServer is a server with one topic whose replica leads, for driving decode and
-// dispatch directly.
-func fuzzServer(f *testing.F) *Server {
-	dir := f.TempDir()
-	store := controllertest.Start(f).Store()
-	lg := slog.New(slog.NewTextHandler(io.Discard, nil))
-	res := store.CreateTopics(context.Background(), []metadata.TopicSpec{{Name: "t", NumPartitions: 2, ReplicationFactor: 1,
+// fuzzServer is a broker's protocol server, built as the node builds it (with a group
+// coordinator), with one topic whose replicas lead, for driving decode and dispatch
+// directly.
+func fuzzServer(f *testing.F) *protocol.Server {
+	b := brokertest.Start(f, brokertest.WithOptions(func(o *broker.Options) {
+		o.Protocol = protocol.Config{AutoCreateTopics: false, DeleteTopicEnable: true, MaxRequestBytes: 1 << 20}
+		o.Groups = &group.Config{}
+	}))
+	res := b.Store.CreateTopics(context.Background(), []metadata.TopicSpec{{Name: "t", NumPartitions: 2, ReplicationFactor: 1,
 		Configs: map[string]string{"segment.bytes": "1048576"}}}, false)
 	if res[0].Err != nil {
 		f.Fatal(res[0].Err)
 	}
-	controllertest.WaitFor(f, store, "topic t", func(im *metadata.Image) bool { return im.Topic("t") != nil })
-	replicas, err := replication.NewManager(replication.Config{NodeID: 1, LogDir: dir, Logger: lg}, store)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { replicas.Close() })
-	groups := group.New(group.Config{NodeID: 1, Logger: lg}, store)
-	f.Cleanup(func() { groups.Close() })
-	return NewServer(Config{NodeID: 1, AutoCreateTopics: false, DeleteTopicEnable: true, Logger: lg, MaxRequestBytes: 1 << 20},
-		Deps{Meta: store, Replicas: replicas, ProducerIDs: producerid.New(store), Groups: groups})
+	b.WaitApplied("topic t", func(im *metadata.Image) bool { return im.Topic("t") != nil })
+	return b.Protocol()
 }
 
 // seedRequest frames a request body (header + payload) the way a client sends it.
@@ -81,27 +71,6 @@ func FuzzRequest(f *testing.F) {
 	f.Add(seedRequest(fetch))
 
 	f.Fuzz(func(t *testing.T, body []byte) {
-		c := &conn{s: s, nc: fakeConn{}, lg: s.lg, stopRead: make(chan struct{})}
-		req, err := c.decode(body)
-		if err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		defer cancel()
-		res := c.dispatch(ctx, req)
-		for res.Wait != nil {
-			res = res.Wait(ctx)
-		}
-		if res.Resp != nil {
-			res.Resp.AppendTo(nil)
-		}
-		if res.Release != nil {
-			res.Release()
-		}
+		protocol.DispatchRaw(s, body)
 	})
 }
-
-// fakeConn is only asked for its address.
-type fakeConn struct{ net.Conn }
-
-func (fakeConn) RemoteAddr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1} }

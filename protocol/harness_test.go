@@ -4,8 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -14,18 +12,21 @@ import (
 
 	"github.com/shalelog/shale/controller/controllertest"
 	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 	"github.com/shalelog/shale/coordinator/txn"
-	"github.com/shalelog/shale/coordinator/txn/producerid"
 	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
 	"github.com/shalelog/shale/replication/share"
+	"github.com/shalelog/shale/server/broker"
+	"github.com/shalelog/shale/server/broker/brokertest"
 )
 
 // testBroker is one in-process broker on a loopback port: broker 1 of a real controller
-// quorum of one voter (controllertest), its replica manager and its Kafka listener.
+// quorum of one voter (controllertest), built as the node builds it (brokertest).
 type testBroker struct {
 	t      testing.TB
+	b      *brokertest.Broker
 	addr   string
 	dir    string // the broker's log dir; the controller's data dir is node.Dir
 	node   *controllertest.Node
@@ -33,16 +34,17 @@ type testBroker struct {
 	broker *replication.Manager
 	srv    *protocol.Server
 	groups *group.Coordinator // nil unless started as a group broker
-	txn    *txn.Coordinator   // nil unless started as a transaction broker
-	txnCl  *txn.BrokerClients
-	shares *share.Manager // nil unless started as a share broker
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the listener and the replica manager have stopped
+	// shareGroups is the share-group coordinator, started with groups.
+	shareGroups *sharegroup.Coordinator
+	sgcfg       *sharegroup.Config
+	txn         *txn.Coordinator // nil unless started as a transaction broker
+	shares      *share.Manager   // nil unless started as a share broker
 
-	cfg  protocol.Config
-	gcfg *group.Config
-	tcfg *txn.Config
-	scfg *share.Config
+	cfg     protocol.Config
+	gcfg    *group.Config
+	tcfg    *txn.Config
+	scfg    *share.Config
+	stopped bool
 }
 
 type brokerOpt func(*protocol.Config)
@@ -74,8 +76,8 @@ func startBrokerIn(t testing.TB, dir string, opts ...brokerOpt) *testBroker {
 	return launch(t, dir, nil, brokerConfig(opts...), nil)
 }
 
-// launch starts the broker side on log dir dir. With node nil it starts a new quorum;
-// otherwise it restarts node on its data dir, as a restarted process does.
+// launch starts a broker on log dir dir with a new quorum; node must be nil (a broker
+// and its quorum restart with testBroker.restart).
 func launch(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config) *testBroker {
 	t.Helper()
 	return launchTxn(t, dir, node, cfg, gcfg, nil)
@@ -85,108 +87,70 @@ func launch(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Co
 // TxnOffsetCommit needs); it writes its markers over the broker's own listener.
 func launchTxn(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, tcfg *txn.Config) *testBroker {
 	t.Helper()
-	return launchAll(t, dir, node, cfg, gcfg, tcfg, nil)
+	return launchAll(t, dir, node, cfg, gcfg, nil, tcfg, nil)
 }
 
 // launchShares is launch with a share-partition manager when scfg is set.
 func launchShares(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, scfg *share.Config) *testBroker {
 	t.Helper()
-	return launchAll(t, dir, node, cfg, gcfg, nil, scfg)
+	return launchAll(t, dir, node, cfg, gcfg, nil, nil, scfg)
 }
 
-// launchAll is launch with whichever of the group coordinator, the transaction
-// coordinator and the share-partition manager have a config.
-func launchAll(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, tcfg *txn.Config, scfg *share.Config) *testBroker {
+// launchShareGroups is launchShares with the share-group coordinator configured by
+// sgcfg (by default it has Kafka's defaults).
+func launchShareGroups(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, sgcfg *sharegroup.Config, scfg *share.Config) *testBroker {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	advertised := controllertest.WithAdvertised("127.0.0.1", port)
-	if node == nil {
-		node = controllertest.Start(t, advertised, controllertest.WithDefaultPartitions(cfg.DefaultPartitions))
-	} else {
-		node = node.Restart(advertised)
-	}
-	store := node.Store()
-	b, err := replication.NewManager(replication.Config{NodeID: 1, LogDir: dir, Logger: quietLogger()}, store)
-	if err != nil {
-		ln.Close()
-		t.Fatal(err)
-	}
-	deps := protocol.Deps{Meta: store, Replicas: b, ProducerIDs: producerid.New(store)}
-	tb := &testBroker{t: t, addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, node: node, store: store, broker: b,
-		done: make(chan struct{}), cfg: cfg, gcfg: gcfg, tcfg: tcfg, scfg: scfg}
-	if scfg != nil {
-		tb.shares = share.NewManager(*scfg, node.Broker, b)
-		deps.Shares = tb.shares
-	}
-	if gcfg != nil {
-		gc := *gcfg
-		if tb.shares != nil {
-			// The coordinator reads share-group state as the node wires it.
-			gc.ShareStates, gc.ShareMemberRemoved = share.NewStates(tb.shares, node.Broker), tb.shares.MemberRemoved
-		}
-		tb.groups = group.New(gc, store)
-		deps.Groups = tb.groups
-	}
-	if tcfg != nil {
-		tb.txnCl = txn.NewBrokerClients(1)
-		tb.txn = txn.New(*tcfg, node.Broker, deps.ProducerIDs, tb.txnCl)
-		deps.Txn = tb.txn
-		deps.TxnVerifier = &txn.Verifier{Coordinator: tb.txn, Remote: tb.txnCl}
-		b.SetTxnVerifier(deps.TxnVerifier)
-	}
-	tb.srv = protocol.NewServer(cfg, deps)
-	var ctx context.Context
-	ctx, tb.cancel = context.WithCancel(context.Background())
-	ran := make(chan struct{})
-	go func() { defer close(ran); b.Run(ctx) }()
-	go func() {
-		defer close(tb.done)
-		tb.srv.Serve(ctx, ln)
-		<-ran
-	}()
-	t.Cleanup(tb.stop)
-	return tb
+	return launchAll(t, dir, node, cfg, gcfg, sgcfg, nil, scfg)
 }
 
-// stop shuts the broker down in a process's order: the coordinator answers waiting
-// joins, the listener drains, the replica manager stops following metadata and closes
-// the replicas, and then the broker's controller session ends and the controller stops.
+// launchAll is launch with whichever of the group coordinators (the share-group one
+// with the classic one, configured by sgcfg when set), the transaction coordinator and
+// the share-partition manager have a config.
+func launchAll(t testing.TB, dir string, node *controllertest.Node, cfg protocol.Config, gcfg *group.Config, sgcfg *sharegroup.Config, tcfg *txn.Config, scfg *share.Config) *testBroker {
+	t.Helper()
+	if node != nil {
+		t.Fatal("launchAll starts a new quorum: restart a broker on its own with testBroker.restart")
+	}
+	tune := brokertest.WithOptions(func(o *broker.Options) {
+		o.Protocol, o.Groups, o.ShareGroups, o.Txn, o.Shares = cfg, gcfg, sgcfg, tcfg, scfg
+	})
+	b := brokertest.Start(t, brokertest.WithLogDir(dir), tune,
+		brokertest.WithController(controllertest.WithDefaultPartitions(cfg.DefaultPartitions)))
+	return wrap(t, b, cfg, gcfg, sgcfg, tcfg, scfg)
+}
+
+func wrap(t testing.TB, b *brokertest.Broker, cfg protocol.Config, gcfg *group.Config, sgcfg *sharegroup.Config, tcfg *txn.Config, scfg *share.Config) *testBroker {
+	return &testBroker{t: t, b: b, addr: b.Addr, dir: b.Dir, node: b.Node, store: b.Store, broker: b.Replicas(),
+		srv: b.Protocol(), groups: b.Groups(), shareGroups: b.ShareGroups(), txn: b.Txn(), shares: b.Shares(),
+		cfg: cfg, gcfg: gcfg, sgcfg: sgcfg, tcfg: tcfg, scfg: scfg}
+}
+
+// stop shuts the broker down in a process's order (broker.Broker.Close) and then the
+// broker's controller session ends and the controller stops.
 func (tb *testBroker) stop() {
-	if tb.cancel == nil {
+	if tb.stopped {
 		return
 	}
-	if tb.groups != nil {
-		tb.groups.Close()
-	}
-	if tb.txn != nil {
-		tb.txn.Close()
-		tb.txnCl.Close()
-	}
-	tb.srv.Close(2 * time.Second)
-	if tb.shares != nil {
-		tb.shares.Close()
-	}
-	tb.cancel()
-	<-tb.done
-	if err := tb.broker.Close(); err != nil {
+	tb.stopped = true
+	if err := tb.b.Close(); err != nil {
 		tb.t.Errorf("close broker: %v", err)
 	}
 	if err := tb.node.Close(); err != nil {
 		tb.t.Errorf("close controller: %v", err)
 	}
-	tb.cancel = nil
 }
 
 // restart stops the broker and its controller and starts both again on the same
-// directories (the Kafka listener on a new port); tb must not be used afterwards.
+// directories (the Kafka listener on a new port), with tb's configs as they are now;
+// tb must not be used afterwards.
 func (tb *testBroker) restart() *testBroker {
 	tb.t.Helper()
 	tb.stop()
-	return launchAll(tb.t, tb.dir, tb.node, tb.cfg, tb.gcfg, tb.tcfg, tb.scfg)
+	cfg, gcfg, sgcfg, tcfg, scfg := tb.cfg, tb.gcfg, tb.sgcfg, tb.tcfg, tb.scfg
+	b := tb.b.Restart(brokertest.WithOptions(func(o *broker.Options) {
+		o.Protocol, o.Groups, o.ShareGroups, o.Txn, o.Shares = cfg, gcfg, sgcfg, tcfg, scfg
+	}))
+	return wrap(tb.t, b, cfg, gcfg, sgcfg, tcfg, scfg)
 }
 
 // waitApplied waits until the replica manager has applied an image for which cond holds:
@@ -194,23 +158,12 @@ func (tb *testBroker) restart() *testBroker {
 // learns of it a moment later, as in Kafka.
 func (tb *testBroker) waitApplied(what string, cond func(*metadata.Image) bool) *metadata.Image {
 	tb.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if !tb.broker.WaitApplied(ctx, cond) {
-		tb.t.Fatalf("timed out waiting for %s", what)
-	}
-	return tb.broker.Image()
+	return tb.b.WaitApplied(what, cond)
 }
 
 func (tb *testBroker) client(opts ...kgo.Opt) *kgo.Client {
 	tb.t.Helper()
-	opts = append([]kgo.Opt{kgo.SeedBrokers(tb.addr), kgo.RetryTimeout(5 * time.Second)}, opts...)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		tb.t.Fatal(err)
-	}
-	tb.t.Cleanup(cl.Close)
-	return cl
+	return tb.b.Client(opts...)
 }
 
 func (tb *testBroker) admin() *kadm.Client { return kadm.NewClient(tb.client()) }

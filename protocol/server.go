@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 	"github.com/shalelog/shale/coordinator/txn"
 	"github.com/shalelog/shale/coordinator/txn/producerid"
 	"github.com/shalelog/shale/metadata"
@@ -124,6 +125,9 @@ type Deps struct {
 	// Groups, when set, is the consumer-group coordinator; without it the group APIs are
 	// not advertised.
 	Groups *group.Coordinator
+	// ShareGroups, when set with Groups, is the share-group coordinator (KIP-932);
+	// without it the share-group APIs are not advertised.
+	ShareGroups *sharegroup.Coordinator
 	// Txn, when set, is the transaction coordinator; without it the transaction APIs
 	// are not advertised and transactional producers are refused.
 	Txn *txn.Coordinator
@@ -220,7 +224,8 @@ func NewServer(cfg Config, deps Deps) *Server {
 	if cfg.MaxConnections > 0 && cfg.MaxConnections < math.MaxInt32 {
 		s.connSlots = make(chan struct{}, cfg.MaxConnections)
 	}
-	s.registerBuiltins()
+	s.initAuth()
+	s.registerAPIs()
 	return s
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 	"github.com/shalelog/shale/replication/share"
 )
 
@@ -36,10 +37,10 @@ func BenchmarkShareConsume(b *testing.B) {
 }
 
 func benchConsume(b *testing.B, partitions int32, members int, opts func(group string) []kgo.Opt) {
-	gcfg := group.Config{NodeID: 1, MinSessionTimeout: 100 * time.Millisecond, Logger: quietLogger(),
-		ShareSessionTimeout: 10 * time.Second, ShareHeartbeatInterval: time.Second}
+	gcfg := group.Config{NodeID: 1, MinSessionTimeout: 100 * time.Millisecond, Logger: quietLogger()}
+	sgcfg := &sharegroup.Config{NodeID: 1, Logger: quietLogger(), SessionTimeout: 10 * time.Second, HeartbeatInterval: time.Second}
 	scfg := &share.Config{AutoOffsetReset: "earliest", Logger: quietLogger()}
-	tb := launchShares(b, b.TempDir(), nil, brokerConfig(), &gcfg, scfg)
+	tb := launchShareGroups(b, b.TempDir(), nil, brokerConfig(), &gcfg, sgcfg, scfg)
 	tb.createTopic("bench", partitions, nil)
 	prod := tb.client(kgo.DefaultProduceTopic("bench"), kgo.ProducerLinger(5*time.Millisecond))
 	value := make([]byte, 100)

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 	"github.com/shalelog/shale/replication/share"
 )
 
@@ -17,10 +18,10 @@ import (
 // exactly once, released records come back (to any member), and no record is held by
 // two members at once.
 func TestShareConsumersDrainOnePartition(t *testing.T) {
-	gcfg := group.Config{NodeID: 1, MinSessionTimeout: 100 * time.Millisecond, Logger: quietLogger(),
-		ShareSessionTimeout: 10 * time.Second, ShareHeartbeatInterval: time.Second}
+	gcfg := group.Config{NodeID: 1, MinSessionTimeout: 100 * time.Millisecond, Logger: quietLogger()}
+	sgcfg := &sharegroup.Config{NodeID: 1, Logger: quietLogger(), SessionTimeout: 10 * time.Second, HeartbeatInterval: time.Second}
 	scfg := &share.Config{Limits: share.Limits{LockDuration: time.Minute, DeliveryLimit: 5}, AutoOffsetReset: "earliest", Logger: quietLogger()}
-	tb := launchShares(t, t.TempDir(), nil, brokerConfig(), &gcfg, scfg)
+	tb := launchShareGroups(t, t.TempDir(), nil, brokerConfig(), &gcfg, sgcfg, scfg)
 	tb.createTopic("queue", 1, nil)
 	const n = 300
 	prod := tb.client()

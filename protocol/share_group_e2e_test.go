@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 	"github.com/shalelog/shale/replication/share"
 )
 
@@ -23,9 +24,10 @@ import (
 // (membership, assignment) and the share-partition leader (ShareFetch, acknowledgement).
 func startQueueBroker(t *testing.T) *testBroker {
 	t.Helper()
-	gcfg := &group.Config{NodeID: 1, Logger: quietLogger(), ShareSessionTimeout: 10 * time.Second, ShareHeartbeatInterval: time.Second}
+	gcfg := &group.Config{NodeID: 1, Logger: quietLogger()}
+	sgcfg := &sharegroup.Config{NodeID: 1, Logger: quietLogger(), SessionTimeout: 10 * time.Second, HeartbeatInterval: time.Second}
 	scfg := &share.Config{AutoOffsetReset: "earliest", Logger: quietLogger()}
-	return launchShares(t, t.TempDir(), nil, brokerConfig(), gcfg, scfg)
+	return launchShareGroups(t, t.TempDir(), nil, brokerConfig(), gcfg, sgcfg, scfg)
 }
 
 // TestShareGroupAdminWithFranzGo runs a pool of franz-go share consumers on one
@@ -192,7 +194,7 @@ func TestShareGroupAdminWithFranzGo(t *testing.T) {
 
 // shareOffset reads partition 0 of topic through DescribeShareGroupOffsets, with the
 // counts Shale adds in a tagged field.
-func shareOffset(t *testing.T, tb *testBroker, groupID, topic string) (kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition, *group.SharePartitionState) {
+func shareOffset(t *testing.T, tb *testBroker, groupID, topic string) (kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition, *sharegroup.PartitionState) {
 	t.Helper()
 	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
 	req.Version = 1
@@ -209,10 +211,10 @@ func shareOffset(t *testing.T, tb *testBroker, groupID, topic string) (kmsg.Desc
 		t.Fatalf("describe share offsets: %+v", resp)
 	}
 	p := g.Topics[0].Partitions[0]
-	var counts *group.SharePartitionState
+	var counts *sharegroup.PartitionState
 	p.UnknownTags.Each(func(tag uint32, b []byte) {
-		var st group.SharePartitionState
-		if tag == group.ShareCountsTag && group.ParseShareCounts(b, &st) {
+		var st sharegroup.PartitionState
+		if tag == sharegroup.CountsTag && sharegroup.ParseCounts(b, &st) {
 			counts = &st
 		}
 	})

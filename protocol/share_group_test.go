@@ -12,15 +12,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 )
 
 // startShareBroker starts a group broker whose share-group sessions last sessionTimeout
 // and whose members heartbeat every second (franz-go's floor).
 func startShareGroupBroker(t testing.TB, sessionTimeout time.Duration) *groupBroker {
 	t.Helper()
-	gcfg := group.Config{NodeID: 1, MinSessionTimeout: 100 * time.Millisecond, Logger: quietLogger(),
-		ShareSessionTimeout: sessionTimeout, ShareHeartbeatInterval: time.Second}
-	tb := launch(t, t.TempDir(), nil, brokerConfig(), &gcfg)
+	gcfg := group.Config{NodeID: 1, MinSessionTimeout: 100 * time.Millisecond, Logger: quietLogger()}
+	sgcfg := &sharegroup.Config{NodeID: 1, Logger: quietLogger(), SessionTimeout: sessionTimeout, HeartbeatInterval: time.Second}
+	tb := launchShareGroups(t, t.TempDir(), nil, brokerConfig(), &gcfg, sgcfg, nil)
 	return &groupBroker{testBroker: tb, groups: tb.groups}
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication/share"
 	"github.com/shalelog/shale/security/acl"
@@ -361,7 +361,7 @@ func TestShareStateAdminResetAndDelete(t *testing.T) {
 	}
 	states := share.NewStates(h.tb.shares, h.tb.node.Broker)
 	ctx := ctxTimeout(t, 10*time.Second)
-	if err := states.AlterShareStartOffsets(ctx, h.group, []group.SharePartitionOffset{{Topic: "reset", Partition: 0, StartOffset: 4}}); err != nil {
+	if err := states.AlterShareStartOffsets(ctx, h.group, []sharegroup.PartitionOffset{{Topic: "reset", Partition: 0, StartOffset: 4}}); err != nil {
 		t.Fatal(err)
 	}
 	h.epoch["m2"] = 0

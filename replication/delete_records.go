@@ -24,7 +24,7 @@ type Purge struct {
 }
 
 // StartDeleteRecords advances the leader's log start offset to offset (-1: the high
-// watermark). Poll, or DeleteRecords, tells when the followers have followed.
+// watermark). Poll, or AwaitPurges, tells when the followers have followed.
 func (m *Manager) StartDeleteRecords(topic string, index int32, offset int64) (*Purge, error) {
 	p, err := m.Leader(topic, index, -1)
 	if err != nil {
@@ -52,15 +52,34 @@ func (g *Purge) Poll() (low int64, done bool, err error) {
 }
 
 // purgeRecheck bounds how long a purge waits without a wake-up from its partition: a
-// follower that is fenced, and so no longer counted, changes no partition state.
+// follower that is fenced, and so no longer counted, changes no partition state, and
+// neither does the controller unfencing this broker.
 const purgeRecheck = 200 * time.Millisecond
+
+// PurgeResult is one purge's answer: the low watermark once the purge is done, or why
+// it is not.
+type PurgeResult struct {
+	LowWatermark int64
+	Err          error
+}
+
+// AwaitPurges waits for every purge of one DeleteRecords, under one deadline, ctx's:
+// waiting for each in turn takes as long as the slowest, and one that completed while
+// another was awaited is answered done even after ctx ends. Each result is Await's.
+func (m *Manager) AwaitPurges(ctx context.Context, purges []*Purge) []PurgeResult {
+	out := make([]PurgeResult, len(purges))
+	for i, g := range purges {
+		out[i].LowWatermark, out[i].Err = g.Await(ctx)
+	}
+	return out
+}
 
 // Await waits for Poll until the purge is done or ctx ends, when it fails with
 // REQUEST_TIMED_OUT (the purge may still complete: the leader's log start has moved).
-// It returns the low watermark.
+// It returns the low watermark. It wakes at each change of the partition's state, and
+// at least every purgeRecheck of the manager's clock.
 func (g *Purge) Await(ctx context.Context) (int64, error) {
-	recheck := time.NewTicker(purgeRecheck)
-	defer recheck.Stop()
+	recheck := g.m.after(purgeRecheck)
 	for {
 		w := g.p.Waiter()
 		low, done, err := g.Poll()
@@ -69,7 +88,8 @@ func (g *Purge) Await(ctx context.Context) (int64, error) {
 		}
 		select {
 		case <-w:
-		case <-recheck.C:
+		case <-recheck:
+			recheck = g.m.after(purgeRecheck)
 		case <-ctx.Done():
 			return -1, fmt.Errorf("%w: the low watermark is %d, short of %d: %w", kerr.RequestTimedOut, low, g.Target, ctx.Err())
 		}

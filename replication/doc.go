@@ -4,7 +4,9 @@
 // It follows the committed metadata (applied strictly in offset order, each partition's
 // state in epoch order, never backwards), makes replicas leaders or followers, appends
 // produced batches with acks and min.insync.replicas, answers consumer and follower
-// fetches with the one fencing check (role and leader epoch), runs the follower fetchers
+// fetches and ListOffsets with the one fencing check (role and leader epoch,
+// CheckLeaderEpoch) and the one read bound (read_bound.go), waits for DeleteRecords to
+// reach the followers, runs the follower fetchers
 // that copy leaders' logs (truncating by leader epoch first), and, on the leader side,
 // tracks each follower's position to advance the high watermark and proposes ISR shrinks
 // and expansions through AlterPartition.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	shalelog "github.com/shalelog/shale/log"
 	"github.com/shalelog/shale/partition"
@@ -50,6 +51,17 @@ type FetchPartition struct {
 	ReadCommitted bool
 }
 
+// FetchRequestPartition is what one partition of a Fetch request asks of the replica
+// manager, from the request alone: the Kafka handler and the simulation's wire both
+// translate through it. The caller adds what the rest of the request and the reader
+// decide: Topic and TopicID (by name or id, with the version), the bytes left in the
+// response, MinOne and ReadCommitted.
+func FetchRequestPartition(p *kmsg.FetchRequestTopicPartition) FetchPartition {
+	return FetchPartition{Index: p.Partition, CurrentLeaderEpoch: p.CurrentLeaderEpoch, FetchOffset: p.FetchOffset,
+		LastFetchedEpoch: p.LastFetchedEpoch, LogStartOffset: p.LogStartOffset, PartitionEpoch: FetchPartitionEpoch(p),
+		MaxBytes: int(p.PartitionMaxBytes)}
+}
+
 // FetchResult is one partition's answer. View, when not nil, must be released.
 type FetchResult struct {
 	View           *shalelog.View
@@ -82,21 +94,6 @@ type Progress struct {
 	bound readBound
 	lso   int64 // boundLSO: where the read stopped
 }
-
-// readBound is what limited the read the Progress follows.
-type readBound int8
-
-const (
-	// boundHW: a consumer's read up to the high watermark (read_committed too while
-	// no transaction holds its last stable offset below the high watermark).
-	boundHW readBound = iota
-	// boundLogEnd: a follower's read up to the log end.
-	boundLogEnd
-	// boundLSO: a read_committed read stopped below the high watermark by an open
-	// transaction. When the last stable offset moves it can reveal bytes that passed the
-	// high watermark long ago, which no counter tracks.
-	boundLSO
-)
 
 // Valid reports whether the Progress can bound anything.
 func (pr *Progress) Valid() bool { return pr.p != nil }
@@ -202,11 +199,12 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
 		return res
 	}
 	var view *shalelog.View
-	if f.ReadCommitted && !who.IsFollower() {
+	iso := isolationFor(who.IsFollower(), f.ReadCommitted)
+	if iso == isolationCommitted {
 		view, res.LastStableOffset, res.AbortedTxns, err = p.ReadCommitted(f.FetchOffset, max(f.MaxBytes, 0), f.MinOne)
 	} else {
 		res.LastStableOffset = p.LastStableOffset()
-		view, err = p.Read(f.FetchOffset, max(f.MaxBytes, 0), who.IsFollower(), f.MinOne)
+		view, err = p.Read(f.FetchOffset, max(f.MaxBytes, 0), iso == isolationLogEnd, f.MinOne)
 	}
 	if err != nil {
 		if errors.Is(err, shalelog.ErrOffsetOutOfRange) {
@@ -216,12 +214,9 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
 		return res
 	}
 	res.View = view
-	res.Progress = Progress{p: p, mark: mark, bound: boundHW}
-	switch {
-	case who.IsFollower():
-		res.Progress.bound = boundLogEnd
-	case f.ReadCommitted && res.LastStableOffset < mark.HighWatermark():
-		res.Progress.bound, res.Progress.lso = boundLSO, res.LastStableOffset
+	res.Progress = Progress{p: p, mark: mark, bound: iso.progressBound(res.LastStableOffset, mark.HighWatermark())}
+	if res.Progress.bound == boundLSO {
+		res.Progress.lso = res.LastStableOffset
 	}
 	if throttled {
 		m.leaderQuota.record(view.Size, m.now())
@@ -237,6 +232,17 @@ func (m *Manager) EndOffsetForEpoch(topic string, index, currentLeaderEpoch, epo
 	}
 	e, off := p.EndOffsetForEpoch(epoch)
 	return e, off, nil
+}
+
+// LeaderHighWatermark is the high watermark of a replica this broker leads, and false
+// for a partition it does not: only the leader knows where the partition's committed
+// records end. (Its role, not the fencing check: the number is reported, not served.)
+func (m *Manager) LeaderHighWatermark(topic string, index int32) (int64, bool) {
+	p := m.parts.Get(topic, index)
+	if p == nil || p.Role() != partition.RoleLeader {
+		return -1, false
+	}
+	return p.HighWatermark(), true
 }
 
 // Replica returns this broker's replica of a partition whatever its role, or nil.

@@ -84,6 +84,10 @@ type Config struct {
 	// DiskFaults, when set, injects disk faults into every replica's log: fsync
 	// errors, and the simulation's power cuts (log.Faults). Nil in production.
 	DiskFaults *shalelog.Faults
+	// LogBackground runs every replica log's deferred work (syncing rolled segments,
+	// deleting old ones; log.Background); nil gives each log its own goroutine. The
+	// simulation runs it on its scheduler.
+	LogBackground shalelog.Background
 	// Dial reaches a leader for the replica fetchers; nil is a Kafka client over TCP
 	// with FetcherOpts.
 	Dial func(leader metadata.Broker) (BrokerConn, error)
@@ -154,12 +158,30 @@ type Clock interface {
 	Now() time.Time
 }
 
+// AfterClock is a Clock that also wakes a waiter once a duration of its time has passed
+// (time.After). A Config.Clock that implements it times the manager's waits (a
+// DeleteRecords's rechecks); with one that does not, they wait on the wall clock.
+type AfterClock interface {
+	Clock
+	After(d time.Duration) <-chan time.Time
+}
+
 type wallClock struct{}
 
 func (wallClock) Now() time.Time { return time.Now() }
 
+func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
 // now is the manager's time (Config.Clock).
 func (m *Manager) now() time.Time { return m.cfg.Clock.Now() }
+
+// after is a channel that receives once d of the manager's time has passed.
+func (m *Manager) after(d time.Duration) <-chan time.Time {
+	if c, ok := m.cfg.Clock.(AfterClock); ok {
+		return c.After(d)
+	}
+	return time.After(d)
+}
 
 // Manager owns this broker's replicas.
 type Manager struct {
@@ -206,7 +228,7 @@ func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 		RecoveryThreads: cfg.RecoveryThreads, MaxMappedSegments: cfg.MaxMappedSegments,
 		CleanerDisabled: cfg.CleanerDisabled, CleanerThreads: cfg.CleanerThreads, CleanerDedupeBufferSize: cfg.CleanerDedupeBufferSize,
 		CleanerIOMaxBytesPerSecond: cfg.CleanerIOMaxBytesPerSecond, CleanerBackoff: cfg.CleanerBackoff,
-		Driven: cfg.Driven, DiskFaults: cfg.DiskFaults,
+		Driven: cfg.Driven, DiskFaults: cfg.DiskFaults, LogBackground: cfg.LogBackground,
 	})
 	if err != nil {
 		return nil, err
@@ -354,7 +376,7 @@ func (m *Manager) Leader(topic string, index, currentLeaderEpoch int32) (*partit
 	if m.store.Fenced() {
 		return nil, ErrBrokerFenced
 	}
-	if err := checkLeaderEpoch(currentLeaderEpoch, p.LeaderEpoch()); err != nil {
+	if err := CheckLeaderEpoch(currentLeaderEpoch, p.LeaderEpoch()); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -402,7 +424,13 @@ func (m *Manager) ReplicaGone(topic string, index int32, err error) error {
 	return fmt.Errorf("%w: %w", kerr.NotLeaderForPartition, err)
 }
 
-func checkLeaderEpoch(requested, current int32) error {
+// CheckLeaderEpoch is KIP-320's check of the leader epoch a request names (its
+// current_leader_epoch) against the epoch of the replica, or coordinator, that serves
+// it: -1 (any) and the same epoch pass; an older one is FENCED_LEADER_EPOCH (the
+// client's metadata is stale, it refreshes) and a newer one UNKNOWN_LEADER_EPOCH (this
+// broker's is, the client retries). Every handler that takes a current leader epoch
+// decides through it.
+func CheckLeaderEpoch(requested, current int32) error {
 	switch {
 	case requested < 0:
 		return nil
@@ -641,6 +669,10 @@ func logConfig(r topicconfig.Resolved) shalelog.Config {
 	cfg.SegmentIndexBytes = r.Int32(topicconfig.SegmentIndexBytes)
 	cfg.FlushMessages = r.Int64(topicconfig.FlushMessages)
 	cfg.FlushMs = nonZero(r.Int64(topicconfig.FlushMs))
+	cfg.WritebackBytes = r.Int64(topicconfig.WritebackBytes)
+	if cfg.WritebackBytes == 0 {
+		cfg.WritebackBytes = -1 // off; the log's zero is its default
+	}
 	return cfg
 }
 

@@ -201,7 +201,7 @@ func (m *Manager) replicaForRead(who Reader, f FetchPartition) (p *partition.Par
 	if p == nil || p.Role() != partition.RoleFollower || m.store.Fenced() {
 		return nil, false, err
 	}
-	if err := checkLeaderEpoch(f.CurrentLeaderEpoch, p.LeaderEpoch()); err != nil {
+	if err := CheckLeaderEpoch(f.CurrentLeaderEpoch, p.LeaderEpoch()); err != nil {
 		return nil, false, err
 	}
 	return p, false, nil

@@ -14,26 +14,24 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/shalelog/shale/controller/controllertest"
-	"github.com/shalelog/shale/coordinator/txn/producerid"
 	"github.com/shalelog/shale/internal/testutil"
 	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/replication"
+	"github.com/shalelog/shale/server/broker"
+	"github.com/shalelog/shale/server/broker/brokertest"
 )
 
-// replica is one in-process broker: a replica manager and its Kafka listener.
+// replica is one in-process broker (brokertest): a replica manager and its Kafka
+// listener.
 type replica struct {
-	t      *testing.T
-	id     int32
-	dir    string
-	addr   string
-	store  metadata.Store
-	m      *replication.Manager
-	srv    *protocol.Server
-	cancel context.CancelFunc
-	done   chan struct{}
-	// tune, when set, adjusts the replica manager's config.
-	tune func(*replication.Config)
+	t     *testing.T
+	id    int32
+	dir   string
+	addr  string
+	store metadata.Store
+	b     *brokertest.Broker
+	m     *replication.Manager
 }
 
 const lagTime = 1500 * time.Millisecond
@@ -54,44 +52,31 @@ func listen(t *testing.T, addr string) net.Listener {
 	return nil
 }
 
-// start runs the broker's replica manager and listener (again, after stop) on its dir.
+// options are the test brokers' settings, tune adjusting the replica manager's.
+func options(tune func(*replication.Config)) brokertest.Option {
+	return brokertest.WithOptions(func(o *broker.Options) {
+		o.Replication = replication.Config{ReplicaLagTimeMax: lagTime, ReplicaFetchBackoff: 50 * time.Millisecond, Logger: quiet()}
+		if tune != nil {
+			tune(&o.Replication)
+		}
+		o.Protocol = protocol.Config{Logger: quiet()}
+		o.ShutdownGrace = time.Second
+	})
+}
+
+// start runs the broker again, after stop, on its dir, serving on ln.
 func (r *replica) start(ln net.Listener) {
 	r.t.Helper()
-	cfg := replication.Config{NodeID: r.id, LogDir: r.dir, ReplicaLagTimeMax: lagTime,
-		ReplicaFetchBackoff: 50 * time.Millisecond, Logger: quiet()}
-	if r.tune != nil {
-		r.tune(&cfg)
-	}
-	m, err := replication.NewManager(cfg, r.store)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.m = m
-	r.srv = protocol.NewServer(protocol.Config{NodeID: r.id, Logger: quiet()}, protocol.Deps{Meta: r.store, Replicas: m, ProducerIDs: producerid.New(r.store)})
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel, r.done = cancel, make(chan struct{})
-	go func() {
-		defer close(r.done)
-		done := make(chan struct{})
-		go func() { defer close(done); m.Run(ctx) }()
-		r.srv.Serve(ctx, ln)
-		<-done
-	}()
+	r.b = r.b.Reopen(brokertest.WithListener(ln))
+	r.m = r.b.Replicas()
 }
 
 // stop closes the listener and the replica manager; the broker stays registered and
 // heartbeating, as a broker whose replication stalls would.
 func (r *replica) stop() {
-	if r.cancel == nil {
-		return
-	}
-	r.srv.Close(time.Second)
-	r.cancel()
-	<-r.done
-	if err := r.m.Close(); err != nil {
+	if err := r.b.Close(); err != nil {
 		r.t.Errorf("close broker %d: %v", r.id, err)
 	}
-	r.cancel = nil
 }
 
 func startCluster(t *testing.T) (*controllertest.Node, []*replica) {
@@ -102,27 +87,23 @@ func startCluster(t *testing.T) (*controllertest.Node, []*replica) {
 // startClusterTuned starts three brokers, tune adjusting each one's config.
 func startClusterTuned(t *testing.T, tune func(id int32, cfg *replication.Config)) (*controllertest.Node, []*replica) {
 	t.Helper()
-	var lns []net.Listener
-	for range 3 {
-		lns = append(lns, listen(t, "127.0.0.1:0"))
+	tuneOf := func(id int32) func(*replication.Config) {
+		if tune == nil {
+			return nil
+		}
+		return func(cfg *replication.Config) { tune(id, cfg) }
 	}
-	port := func(i int) int { return lns[i].Addr().(*net.TCPAddr).Port }
-	node := controllertest.Start(t, controllertest.WithAdvertised("127.0.0.1", port(0)))
+	first := brokertest.Start(t, options(tuneOf(1)))
 	var rs []*replica
 	for i := range 3 {
 		id := int32(i + 1)
-		r := &replica{t: t, id: id, dir: t.TempDir(), addr: lns[i].Addr().String(), store: node.Store()}
-		if tune != nil {
-			r.tune = func(cfg *replication.Config) { tune(id, cfg) }
-		}
+		b := first
 		if id > 1 {
-			r.store = node.AddBroker(id, "127.0.0.1", port(i))
+			b = first.AddBroker(id, options(tuneOf(id)))
 		}
-		r.start(lns[i])
-		t.Cleanup(r.stop)
-		rs = append(rs, r)
+		rs = append(rs, &replica{t: t, id: id, dir: b.Dir, addr: b.Addr, store: b.Store, b: b, m: b.Replicas()})
 	}
-	return node, rs
+	return first.Node, rs
 }
 
 func isrOf(rs []*replica, topic string) []int32 {

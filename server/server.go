@@ -1,7 +1,9 @@
 // Package server assembles a Shale node from its configuration: the controller (a voter
 // of the Raft quorum) and the broker's client of it, the replica manager, the Kafka
 // protocol listener and the HTTP listener for metrics and health, and shuts them down
-// in order.
+// in order. The broker side (replicas, coordinators, protocol server) is built by
+// server/broker, which the tests build too; the node translates its configuration into
+// broker.Options and owns what only a process has (listeners, controlled shutdown).
 //
 // It is a top-level directory because node assembly is the one place that knows every
 // layer: it imports the controller, the data plane, the coordinators and the protocol
@@ -23,7 +25,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,14 +35,14 @@ import (
 
 	"github.com/shalelog/shale/controller"
 	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 	"github.com/shalelog/shale/coordinator/txn"
-	"github.com/shalelog/shale/coordinator/txn/producerid"
 	"github.com/shalelog/shale/metadata"
-	"github.com/shalelog/shale/partition"
 	"github.com/shalelog/shale/protocol"
 	"github.com/shalelog/shale/protocol/telemetry"
 	"github.com/shalelog/shale/replication"
 	"github.com/shalelog/shale/replication/share"
+	"github.com/shalelog/shale/server/broker"
 	"github.com/shalelog/shale/server/config"
 	"github.com/shalelog/shale/server/console"
 	"github.com/shalelog/shale/server/datadir"
@@ -103,16 +104,11 @@ type node struct {
 	// registered is store once the broker has registered: /readyz reads it from HTTP
 	// goroutines that start before the broker does.
 	registered atomic.Pointer[controller.BrokerClient]
-	replicas   *replication.Manager
-	// probed is replicas for /readyz, whose handler runs before startBroker sets replicas.
+	// broker is the broker side: replicas, coordinators and the Kafka listeners.
+	broker *broker.Broker
+	// probed is the broker's replica manager for /readyz, whose handler runs before
+	// startBroker sets broker.
 	probed atomic.Pointer[replication.Manager]
-	groups *group.Coordinator
-	// txn is the transaction coordinator; txnClients its connections to other brokers.
-	txn        *txn.Coordinator
-	txnClients *txn.BrokerClients
-	// shares holds the share partitions this broker leads (KIP-932).
-	shares *share.Manager
-	kafka  *protocol.Server
 	http   *http.Server
 	// console is the web console on the HTTP listener (nil when off).
 	console *console.Console
@@ -123,10 +119,8 @@ type node struct {
 	stopProxy context.CancelFunc
 	proxyDone chan struct{}
 
-	cancel       context.CancelFunc
-	stopReplicas context.CancelFunc
-	serving      chan struct{}
-	closed       bool
+	cancel context.CancelFunc
+	closed bool
 }
 
 // listeners are a node's bound sockets, until start hands each to what serves it.
@@ -341,9 +335,96 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 	if err != nil {
 		return fmt.Errorf("replica.selector.class: %w", err)
 	}
-	n.replicas, err = replication.NewManager(replication.Config{
-		NodeID:                 cfg.NodeID,
-		FetcherOpts:            n.sec.fetcherOpts(),
+
+	brokerConfigs := map[string]string{}
+	for _, s := range cfg.Settings() {
+		brokerConfigs[s.Key] = s.Value
+	}
+	lns := []broker.Listener{{Listener: ln, Config: n.sec.listener(cfg.InterBrokerListenerName)}}
+	for name, l := range others {
+		lns = append(lns, broker.Listener{Listener: l, Config: n.sec.listener(name)})
+	}
+	// A client given the controller's address is served too, as if it had come in on a
+	// PLAINTEXT listener (only when there is one, so that the controller port is no way
+	// around authentication): the Metadata answer moves it to that listener.
+	if n.controller != nil {
+		if cln := n.controller.KafkaListener(); cln != nil {
+			lns = append(lns, broker.Listener{Listener: cln, Config: n.sec.listener(plaintextListener(cfg))})
+		}
+	}
+	b, err := broker.New(store, broker.Options{
+		NodeID:      cfg.NodeID,
+		Replication: replicationConfig(cfg, selector),
+		Protocol: protocol.Config{
+			TransactionVersion:           cfg.TransactionVersion,
+			MaxRequestBytes:              cfg.SocketRequestMaxBytes,
+			QueuedMaxRequests:            int(cfg.QueuedMaxRequests),
+			QueuedMaxRequestBytes:        cfg.QueuedMaxRequestBytes,
+			ConnectionsMaxIdle:           time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
+			DisableSendfile:              !cfg.FetchSendfileEnable,
+			MaxConnections:               int(cfg.MaxConnections),
+			MaxConnectionsPerIP:          int(cfg.MaxConnectionsPerIP),
+			MaxConnectionsPerIPOverrides: ipOverrides,
+			QuotaWindowNum:               int(cfg.QuotaWindowNum),
+			QuotaWindowSize:              time.Duration(cfg.QuotaWindowSizeSeconds) * time.Second,
+			AutoCreateTopics:             cfg.AutoCreateTopicsEnable,
+			DeleteTopicEnable:            cfg.DeleteTopicEnable,
+			FetchSessionSlots:            fetchSessionSlots(cfg.MaxIncrementalFetchSessionCacheSlots),
+			DefaultPartitions:            cfg.NumPartitions,
+			DefaultReplicationFactor:     cfg.DefaultReplicationFactor,
+			TopicDefaults:                cfg.TopicDefaults(),
+			BrokerConfigs:                brokerConfigs,
+			Authorizer:                   cfg.Authorizer(),
+			Auth:                         n.sec.auth(),
+			Telemetry: telemetry.New(telemetry.Config{MaxBytes: cfg.TelemetryMaxBytes, MaxSeries: telemetryMaxSeries(cfg.TelemetryMaxSeries),
+				Logger: n.lg}, n.reg),
+		},
+		Groups: &group.Config{
+			InitialRebalanceDelay:  cfg.GroupInitialRebalanceDelay(),
+			MinSessionTimeout:      time.Duration(cfg.GroupMinSessionTimeoutMs) * time.Millisecond,
+			MaxSessionTimeout:      time.Duration(cfg.GroupMaxSessionTimeoutMs) * time.Millisecond,
+			OffsetsRetention:       cfg.OffsetsRetention(),
+			OffsetMetadataMaxBytes: int(cfg.OffsetMetadataMaxBytes),
+		},
+		ShareGroups: &sharegroup.Config{
+			SessionTimeout:    time.Duration(cfg.GroupShareSessionTimeoutMs) * time.Millisecond,
+			HeartbeatInterval: time.Duration(cfg.GroupShareHeartbeatIntervalMs) * time.Millisecond,
+			MaxGroupSize:      int(cfg.GroupShareMaxSize),
+		},
+		Txn: &txn.Config{
+			MaxTimeout:            time.Duration(cfg.TransactionMaxTimeoutMs) * time.Millisecond,
+			IDExpiration:          time.Duration(cfg.TransactionalIDExpirationMs) * time.Millisecond,
+			AbortTimedOutInterval: time.Duration(cfg.TransactionAbortTimedOutTransactionCleanupIntervalMs) * time.Millisecond,
+			RemoveExpiredInterval: time.Duration(cfg.TransactionRemoveExpiredTransactionCleanupIntervalMs) * time.Millisecond,
+		},
+		Shares: &share.Config{
+			Limits: share.Limits{
+				LockDuration:   time.Duration(cfg.GroupShareRecordLockDurationMs) * time.Millisecond,
+				DeliveryLimit:  int(cfg.GroupShareDeliveryCountLimit),
+				MaxRecordLocks: int(cfg.GroupSharePartitionMaxRecordLocks),
+			},
+			AutoOffsetReset: cfg.ShareAutoOffsetReset,
+		},
+		InterBroker:   n.sec.fetcherOpts(),
+		Listeners:     lns,
+		Registry:      n.reg,
+		Logger:        n.lg,
+		ShutdownGrace: shutdownGrace,
+	})
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	n.broker = b
+	n.probed.Store(b.Replicas())
+	b.Serve(ctx)
+	n.lg.Info("serving Kafka clients", "listener", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(port)), "node_id", cfg.NodeID, "log_dir", cfg.LogDir)
+	return nil
+}
+
+// replicationConfig is the replica manager's part of cfg. The node id, logger, registry
+// and inter-broker client options are set by broker.New from its Options.
+func replicationConfig(cfg *config.Config, selector replication.ReplicaSelector) replication.Config {
+	return replication.Config{
 		LogDir:                 cfg.LogDir,
 		TopicDefaults:          cfg.TopicDefaults(),
 		RetentionCheckInterval: cfg.LogRetentionCheckInterval(),
@@ -355,8 +436,6 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 		ReplicaFetchBackoff:    time.Duration(cfg.ReplicaFetchBackoffMs) * time.Millisecond,
 		ReplicaFetchMaxBytes:   cfg.ReplicaFetchMaxBytes,
 		HWCheckpointInterval:   time.Duration(cfg.ReplicaHighWatermarkCheckpointIntervalMs) * time.Millisecond,
-		Logger:                 n.lg,
-		Registry:               n.reg,
 		// Schema ID validation's record name strategies name records as the registry
 		// parses schemas; the registry's state itself comes from this broker's image.
 		RecordNamer: schemaregistry.NewRecordNames(),
@@ -374,91 +453,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 
 		LeaderReplicationThrottledRate:   cfg.LeaderReplicationThrottledRate,
 		FollowerReplicationThrottledRate: cfg.FollowerReplicationThrottledRate,
-	}, store)
-	if err != nil {
-		return err
 	}
-	// The replica manager follows metadata until close, not until the signal: a
-	// controlled shutdown still needs the leadership changes it triggers applied.
-	rctx, rcancel := context.WithCancel(context.Background())
-	n.stopReplicas = rcancel
-	go n.replicas.Run(rctx)
-	n.probed.Store(n.replicas)
-
-	pids := producerid.New(store)
-	brokerConfigs := map[string]string{}
-	for _, s := range cfg.Settings() {
-		brokerConfigs[s.Key] = s.Value
-	}
-	n.kafka = protocol.NewServer(protocol.Config{
-		NodeID:                       cfg.NodeID,
-		TransactionVersion:           cfg.TransactionVersion,
-		MaxRequestBytes:              cfg.SocketRequestMaxBytes,
-		QueuedMaxRequests:            int(cfg.QueuedMaxRequests),
-		QueuedMaxRequestBytes:        cfg.QueuedMaxRequestBytes,
-		ConnectionsMaxIdle:           time.Duration(cfg.ConnectionsMaxIdleMs) * time.Millisecond,
-		DisableSendfile:              !cfg.FetchSendfileEnable,
-		MaxConnections:               int(cfg.MaxConnections),
-		MaxConnectionsPerIP:          int(cfg.MaxConnectionsPerIP),
-		MaxConnectionsPerIPOverrides: ipOverrides,
-		QuotaWindowNum:               int(cfg.QuotaWindowNum),
-		QuotaWindowSize:              time.Duration(cfg.QuotaWindowSizeSeconds) * time.Second,
-		AutoCreateTopics:             cfg.AutoCreateTopicsEnable,
-		DeleteTopicEnable:            cfg.DeleteTopicEnable,
-		FetchSessionSlots:            fetchSessionSlots(cfg.MaxIncrementalFetchSessionCacheSlots),
-		DefaultPartitions:            cfg.NumPartitions,
-		DefaultReplicationFactor:     cfg.DefaultReplicationFactor,
-		TopicDefaults:                cfg.TopicDefaults(),
-		BrokerConfigs:                brokerConfigs,
-		Authorizer:                   cfg.Authorizer(),
-		Auth:                         n.sec.auth(),
-		Logger:                       n.lg,
-		Metrics:                      protocol.NewMetrics(n.reg),
-		Telemetry: telemetry.New(telemetry.Config{MaxBytes: cfg.TelemetryMaxBytes, MaxSeries: telemetryMaxSeries(cfg.TelemetryMaxSeries),
-			Logger: n.lg}, n.reg),
-	}, protocol.Deps{
-		Meta:        store,
-		Replicas:    n.replicas,
-		ProducerIDs: pids,
-		Shares:      n.startShares(store),
-		Groups:      n.startGroups(store),
-		Txn:         n.startTxn(store, pids),
-		// A call, so that it runs after startTxn's (Go orders calls left to right).
-		TxnVerifier: n.txnVerifier(),
-	})
-	type served struct {
-		ln net.Listener
-		lc protocol.Listener
-	}
-	lns := []served{{ln, n.sec.listener(cfg.InterBrokerListenerName)}}
-	for name, l := range others {
-		lns = append(lns, served{l, n.sec.listener(name)})
-	}
-	// A client given the controller's address is served too, as if it had come in on a
-	// PLAINTEXT listener (only when there is one, so that the controller port is no way
-	// around authentication): the Metadata answer moves it to that listener.
-	if n.controller != nil {
-		if cln := n.controller.KafkaListener(); cln != nil {
-			lns = append(lns, served{cln, n.sec.listener(plaintextListener(cfg))})
-		}
-	}
-	n.serving = make(chan struct{})
-	var serving sync.WaitGroup
-	for _, l := range lns {
-		serving.Add(1)
-		go func() {
-			defer serving.Done()
-			if err := n.kafka.ServeListener(ctx, l.ln, l.lc); err != nil {
-				n.lg.Error("Kafka listener stopped", "listener", l.lc.Name, "err", err)
-			}
-		}()
-	}
-	go func() {
-		serving.Wait()
-		close(n.serving)
-	}()
-	n.lg.Info("serving Kafka clients", "listener", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(port)), "node_id", cfg.NodeID, "log_dir", cfg.LogDir)
-	return nil
 }
 
 // plaintextListener names the broker listener the controller port's Kafka clients are
@@ -474,79 +469,6 @@ func plaintextListener(cfg *config.Config) string {
 		}
 	}
 	return ""
-}
-
-// startTxn starts the transaction coordinator and installs its KIP-890 verifier in the
-// replica manager.
-func (n *node) startTxn(store *controller.BrokerClient, pids *producerid.Allocator) *txn.Coordinator {
-	cfg := n.cfg
-	n.txnClients = txn.NewBrokerClients(cfg.NodeID, n.sec.fetcherOpts()...)
-	n.txn = txn.New(txn.Config{
-		NodeID:                cfg.NodeID,
-		MaxTimeout:            time.Duration(cfg.TransactionMaxTimeoutMs) * time.Millisecond,
-		IDExpiration:          time.Duration(cfg.TransactionalIDExpirationMs) * time.Millisecond,
-		AbortTimedOutInterval: time.Duration(cfg.TransactionAbortTimedOutTransactionCleanupIntervalMs) * time.Millisecond,
-		RemoveExpiredInterval: time.Duration(cfg.TransactionRemoveExpiredTransactionCleanupIntervalMs) * time.Millisecond,
-		Logger:                n.lg,
-	}, store, pids, n.txnClients)
-	// Partition leaders check a producer's first transactional write with it (KIP-890).
-	n.replicas.SetTxnVerifier(n.txnVerifier())
-	return n.txn
-}
-
-// txnVerifier is the KIP-890 verifier of the transaction coordinator startTxn started:
-// partition leaders check and add through it, and group coordinators add groups.
-func (n *node) txnVerifier() *txn.Verifier {
-	return &txn.Verifier{Coordinator: n.txn, Remote: n.txnClients}
-}
-
-// startShares starts the share-partition manager, which commits share-group state
-// through the controller quorum.
-func (n *node) startShares(store *controller.BrokerClient) *share.Manager {
-	cfg := n.cfg
-	n.shares = share.NewManager(share.Config{
-		Limits: share.Limits{
-			LockDuration:   time.Duration(cfg.GroupShareRecordLockDurationMs) * time.Millisecond,
-			DeliveryLimit:  int(cfg.GroupShareDeliveryCountLimit),
-			MaxRecordLocks: int(cfg.GroupSharePartitionMaxRecordLocks),
-		},
-		AutoOffsetReset: cfg.ShareAutoOffsetReset,
-		Logger:          n.lg.With("component", "share"),
-	}, store, n.replicas)
-	return n.shares
-}
-
-// startGroups starts the consumer-group coordinator and its lag metrics.
-func (n *node) startGroups(store metadata.Store) *group.Coordinator {
-	cfg := n.cfg
-	var states group.ShareStates
-	if bc, ok := store.(*controller.BrokerClient); ok {
-		states = share.NewStates(n.shares, bc)
-	}
-	n.groups = group.New(group.Config{
-		NodeID:                 cfg.NodeID,
-		InitialRebalanceDelay:  cfg.GroupInitialRebalanceDelay(),
-		MinSessionTimeout:      time.Duration(cfg.GroupMinSessionTimeoutMs) * time.Millisecond,
-		MaxSessionTimeout:      time.Duration(cfg.GroupMaxSessionTimeoutMs) * time.Millisecond,
-		OffsetsRetention:       cfg.OffsetsRetention(),
-		OffsetMetadataMaxBytes: int(cfg.OffsetMetadataMaxBytes),
-		ShareSessionTimeout:    time.Duration(cfg.GroupShareSessionTimeoutMs) * time.Millisecond,
-		ShareHeartbeatInterval: time.Duration(cfg.GroupShareHeartbeatIntervalMs) * time.Millisecond,
-		ShareMaxGroupSize:      int(cfg.GroupShareMaxSize),
-		ShareStates:            states,
-		ShareMemberRemoved:     n.shares.MemberRemoved,
-		Logger:                 n.lg,
-	}, store)
-	parts := n.replicas.Partitions()
-	n.reg.MustRegister(n.groups.LagCollector(func(topic string, index int32) (int64, bool) {
-		// Only leaders: every (group, partition) series then comes from one broker.
-		p := parts.Get(topic, index)
-		if p == nil || p.Role() != partition.RoleLeader {
-			return 0, false
-		}
-		return p.HighWatermark(), true
-	}))
-	return n.groups
 }
 
 func (n *node) startHTTP(ctx context.Context, ln net.Listener) error {
@@ -690,7 +612,7 @@ func (n *node) startRESTProxy(ctx context.Context, ln net.Listener) error {
 
 func (n *node) controlledShutdown() {
 	bc, ok := n.store.(*controller.BrokerClient)
-	if !ok || n.replicas == nil {
+	if !ok || n.broker == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), controlledShutdownTimeout)
@@ -701,7 +623,7 @@ func (n *node) controlledShutdown() {
 		return
 	}
 	want := bc.Current().Offset
-	n.replicas.WaitApplied(ctx, func(im *metadata.Image) bool { return im.Offset >= want })
+	n.broker.Replicas().WaitApplied(ctx, func(im *metadata.Image) bool { return im.Offset >= want })
 	n.lg.Info("controlled shutdown: leadership moved away", "took", time.Since(start).Round(time.Millisecond))
 }
 
@@ -726,35 +648,16 @@ func (n *node) close() error {
 		n.console.Close()
 	}
 	n.controlledShutdown()
-	if n.groups != nil {
-		// First, so that JoinGroup and SyncGroup calls waiting for a rebalance are
-		// answered (NOT_COORDINATOR: clients move to the next coordinator) instead of
-		// holding their connections past the shutdown grace.
-		errs = append(errs, n.groups.Close())
-	}
-	if n.txn != nil {
-		// Transactions left half-way are completed by the next coordinator.
-		errs = append(errs, n.txn.Close())
-		n.txnClients.Close()
-	}
-	if n.kafka != nil {
-		n.kafka.Close(shutdownGrace)
-		<-n.serving
-	}
-	if n.shares != nil {
-		errs = append(errs, n.shares.Close())
+	if n.broker != nil {
+		// broker.Broker.Close owns the broker's order: coordinators, then the Kafka
+		// listeners (in-flight requests finish within the grace), then the replicas.
+		errs = append(errs, n.broker.Close())
 	}
 	if n.cancel != nil {
 		n.cancel()
 	}
 	if n.registryDone != nil {
 		<-n.registryDone
-	}
-	if n.stopReplicas != nil {
-		n.stopReplicas()
-	}
-	if n.replicas != nil {
-		errs = append(errs, n.replicas.Close())
 	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())

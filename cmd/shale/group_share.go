@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/client"
-	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
 )
 
 // describeShareGroups prints the groups among names that are share groups (KIP-932):
@@ -78,7 +78,7 @@ func printSharePartitions(ctx context.Context, cl *client.Client, g string, d ka
 	}
 	type row struct {
 		start, lag string
-		counts     *group.SharePartitionState
+		counts     *sharegroup.PartitionState
 	}
 	rows := map[string]map[int32]row{}
 	for _, rg := range resp.Groups {
@@ -95,8 +95,8 @@ func printSharePartitions(ctx context.Context, cl *client.Client, g string, d ka
 					r.lag = strconv.FormatInt(rp.Lag, 10)
 				}
 				rp.UnknownTags.Each(func(tag uint32, b []byte) {
-					var st group.SharePartitionState
-					if tag == group.ShareCountsTag && group.ParseShareCounts(b, &st) {
+					var st sharegroup.PartitionState
+					if tag == sharegroup.CountsTag && sharegroup.ParseCounts(b, &st) {
 						r.counts = &st
 					}
 				})

@@ -80,23 +80,14 @@ func (c *Coordinator) describe(ctx context.Context, id string) Description {
 type Listing struct {
 	Group        string
 	ProtocolType string
-	// Type is Kafka's group type: "classic", or "share" for share groups, whose state
-	// is ShareState rather than State.
-	Type       string
-	State      State
-	ShareState ShareState
+	// Type is Kafka's group type: "classic" (share groups are listed by
+	// coordinator/share).
+	Type  string
+	State State
 }
 
 // ClassicGroupType is the group type of classic groups in ListGroups.
 const ClassicGroupType = "classic"
-
-// StateName is the group's state as ListGroups names it.
-func (l Listing) StateName() string {
-	if l.Type == ShareGroupProtocolType {
-		return l.ShareState.String()
-	}
-	return l.State.String()
-}
 
 // ListGroups lists the groups this broker coordinates (members or committed offsets),
 // those in one of states when states is non-empty.
@@ -105,16 +96,9 @@ func (c *Coordinator) ListGroups(ctx context.Context, states []string) ([]Listin
 	if err != nil {
 		return nil, storeError(err)
 	}
-	var shareStored []string
-	if c.cfg.ShareStates != nil {
-		if shareStored, err = c.cfg.ShareStates.ListShareStateGroups(ctx); err != nil {
-			return nil, storeError(err)
-		}
+	want := func(s State) bool {
+		return len(states) == 0 || slices.ContainsFunc(states, func(x string) bool { return strings.EqualFold(x, s.String()) })
 	}
-	wantName := func(name string) bool {
-		return len(states) == 0 || slices.ContainsFunc(states, func(x string) bool { return strings.EqualFold(x, name) })
-	}
-	want := func(s State) bool { return wantName(s.String()) }
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -133,7 +117,6 @@ func (c *Coordinator) ListGroups(ctx context.Context, states []string) ([]Listin
 			}
 		}
 	}
-	out = append(out, c.shareListings(wantName, shareStored)...)
 	slices.SortFunc(out, func(a, b Listing) int { return strings.Compare(a.Group, b.Group) })
 	return out, nil
 }
@@ -149,9 +132,6 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, ids []string) []error {
 }
 
 func (c *Coordinator) deleteGroup(ctx context.Context, id string) error {
-	if handled, err := c.deleteShareGroup(ctx, id); handled {
-		return err
-	}
 	g, err := c.groupForDeletion(ctx, id)
 	if err != nil {
 		return err
@@ -168,11 +148,11 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) error {
 	// Dead from here on: joins and commits get COORDINATOR_NOT_AVAILABLE and retry,
 	// and find a fresh group once the deletion is done.
 	for _, t := range g.pending {
-		t.stop()
+		t.Stop()
 	}
 	clear(g.pending)
-	g.joinTimer.stop()
-	g.syncTimer.stop()
+	g.joinTimer.Stop()
+	g.syncTimer.Stop()
 	g.transition(Dead, c.cfg.Now())
 	c.mu.Unlock()
 

@@ -4,11 +4,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/shalelog/shale/coordinator/timer"
 	"github.com/shalelog/shale/metadata"
 )
-
-// DefaultOffsetMetadataMaxBytes is Kafka's default offset.metadata.max.bytes.
-const DefaultOffsetMetadataMaxBytes = 4096
 
 // Config configures a Coordinator. Zero values take Kafka's defaults, except
 // InitialRebalanceDelay, where zero means no delay (DefaultConfig has Kafka's 3s).
@@ -35,36 +33,21 @@ type Config struct {
 	OffsetsRetention time.Duration
 	// OffsetsRetentionCheckInterval is offsets.retention.check.interval.ms (default 10m).
 	OffsetsRetentionCheckInterval time.Duration
-	// OffsetMetadataMaxBytes is offset.metadata.max.bytes (default 4096): a longer commit
-	// metadata string gets OFFSET_METADATA_TOO_LARGE. The coordinator is the only place
-	// that applies it (OffsetCommit and TxnOffsetCommit alike); a value above
-	// metadata.MaxOffsetMetadataBytes, the controller's own bound, is lowered to it.
+	// OffsetMetadataMaxBytes is offset.metadata.max.bytes (default
+	// metadata.DefaultOffsetMetadataMaxBytes): a longer commit metadata string, measured
+	// by metadata.OffsetMetadataFits, gets OFFSET_METADATA_TOO_LARGE. The coordinator is
+	// the only place that applies it (OffsetCommit and TxnOffsetCommit alike); a value
+	// above metadata.MaxOffsetMetadataBytes, the controller's own bound, is lowered to it.
 	OffsetMetadataMaxBytes int
 	// StoreTimeout bounds each metadata store call made without a caller's context
 	// (retention sweeps, metric scrapes). Default 10s.
 	StoreTimeout time.Duration
 
-	// ShareSessionTimeout is group.share.session.timeout.ms (default 45s): a share-group
-	// member not heard from for this long leaves the group.
-	ShareSessionTimeout time.Duration
-	// ShareHeartbeatInterval is group.share.heartbeat.interval.ms (default 5s), what
-	// ShareGroupHeartbeat responses tell members.
-	ShareHeartbeatInterval time.Duration
-	// ShareMaxGroupSize is group.share.max.size (default 200).
-	ShareMaxGroupSize int
-	// ShareStates, when set, is the share-partition state the share-partition leaders
-	// persist through the controller: share-group describe, offsets and deletion read
-	// and write it. Without it share groups have no persisted state to show.
-	ShareStates ShareStates
-	// ShareMemberRemoved, when set, is called (under the coordinator's lock, so it must
-	// not block) when a share-group member leaves or its session expires, so that
-	// records it holds on this broker can be released before their locks time out.
-	ShareMemberRemoved func(group, memberID string)
-
 	Logger *slog.Logger
-	// Now is the clock for commit timestamps and retention; nil is time.Now. Timers
-	// always use real time.
+	// Now is the clock for commit timestamps and retention; nil is time.Now.
 	Now func() time.Time
+	// Clock runs the session, rebalance and join timers; nil is the wall clock.
+	Clock timer.Clock
 }
 
 // DefaultConfig is Kafka's defaults for node id.
@@ -92,20 +75,11 @@ func (c Config) withDefaults() Config {
 		c.OffsetsRetentionCheckInterval = 10 * time.Minute
 	}
 	if c.OffsetMetadataMaxBytes <= 0 {
-		c.OffsetMetadataMaxBytes = DefaultOffsetMetadataMaxBytes
+		c.OffsetMetadataMaxBytes = metadata.DefaultOffsetMetadataMaxBytes
 	}
 	c.OffsetMetadataMaxBytes = min(c.OffsetMetadataMaxBytes, metadata.MaxOffsetMetadataBytes)
 	if c.StoreTimeout <= 0 {
 		c.StoreTimeout = 10 * time.Second
-	}
-	if c.ShareSessionTimeout <= 0 {
-		c.ShareSessionTimeout = 45 * time.Second
-	}
-	if c.ShareHeartbeatInterval <= 0 {
-		c.ShareHeartbeatInterval = 5 * time.Second
-	}
-	if c.ShareMaxGroupSize <= 0 {
-		c.ShareMaxGroupSize = 200
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -11,8 +11,19 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/shalelog/shale/coordinator/timer"
 	"github.com/shalelog/shale/metadata"
 )
+
+// ShareGroups is what the classic coordinator asks of the share-group coordinator
+// (coordinator/share): group ids are one namespace, so a classic group may not take an
+// id a share group has.
+type ShareGroups interface {
+	// IsGroup reports whether id is a share group on this broker. The classic
+	// coordinator calls it holding its lock; it must not wait for anything that may
+	// wait for that lock.
+	IsGroup(id string) bool
+}
 
 // Coordinator coordinates the classic groups that hash to this broker.
 type Coordinator struct {
@@ -20,11 +31,11 @@ type Coordinator struct {
 	store metadata.Store
 	lg    *slog.Logger
 
-	mu       sync.Mutex
-	groups   map[string]*group
-	shares   map[string]*shareGroup
-	closed   bool
-	timerSeq uint64
+	mu     sync.Mutex
+	groups map[string]*group
+	shares ShareGroups // nil without share groups
+	closed bool
+	timers *timer.Set
 
 	rebalances atomic.Uint64 // generations formed, for metrics
 
@@ -43,9 +54,9 @@ func New(cfg Config, store metadata.Store) *Coordinator {
 		store:  store,
 		lg:     cfg.Logger.With("component", "group-coordinator"),
 		groups: map[string]*group{},
-		shares: map[string]*shareGroup{},
 		cancel: cancel,
 	}
+	c.timers = timer.NewSet(cfg.Clock, &c.mu)
 	c.wg.Add(2)
 	go c.followImages(ctx)
 	go c.retentionLoop(ctx)
@@ -65,12 +76,11 @@ func (c *Coordinator) Close() error {
 	for _, g := range c.groups {
 		c.unload(g, kerr.NotCoordinator)
 	}
-	for _, sg := range c.shares {
-		c.unloadShare(sg)
-	}
+	c.timers.Close()
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	c.timers.Wait()
 	return nil
 }
 
@@ -78,40 +88,20 @@ func (c *Coordinator) Close() error {
 // transactional id: both hash the same way) in the current image. It fails with
 // COORDINATOR_NOT_AVAILABLE when no broker is live.
 func (c *Coordinator) CoordinatorFor(key string) (metadata.Broker, error) {
-	b, _, err := coordinatorIn(c.store.Current(), key)
-	return b, err
-}
-
-// coordinatorIn returns the coordinator of key's __consumer_offsets partition and its
-// coordinator epoch. The controller chooses it (rendezvous hashing over the eligible
-// brokers, so a broker's death moves only its own partitions) and commits the choice,
-// so that brokers never decide it from caches that may differ.
-func coordinatorIn(im *metadata.Image, key string) (metadata.Broker, metadata.Coordinator, error) {
-	_, co, ok := im.CoordinatorOf(key)
-	if !ok || co.Broker < 0 {
-		return metadata.Broker{}, co, kerr.CoordinatorNotAvailable
-	}
-	b, ok := im.Brokers[co.Broker]
-	if !ok || b.Fenced {
-		return metadata.Broker{}, co, kerr.CoordinatorNotAvailable
-	}
-	return b, co, nil
+	return c.store.Current().CoordinatorBroker(key)
 }
 
 // standing returns the coordinator epoch under which this broker may act for group, or
-// why it may not.
+// why it may not. The controller chooses the coordinator (rendezvous hashing over the
+// eligible brokers, so a broker's death moves only its own partitions) and commits the
+// choice, so that brokers never decide it from caches that may differ; whether this
+// broker holds it is metadata.Image.MayCoordinate's decision.
 func (c *Coordinator) standing(group string) (int32, error) {
 	if c.closed {
 		return 0, kerr.NotCoordinator
 	}
-	b, co, err := coordinatorIn(c.store.Current(), group)
-	if err != nil {
-		return 0, err
-	}
-	if b.ID != c.cfg.NodeID || !c.store.LeaseValid() {
-		return 0, kerr.NotCoordinator
-	}
-	return co.Epoch, nil
+	st, err := metadata.StandingNow(c.store, c.cfg.NodeID, group)
+	return st.Epoch, err
 }
 
 // owns reports why this broker may not act for group, nil when it may. A group loaded
@@ -128,12 +118,32 @@ func (c *Coordinator) owns(group string) error {
 			"loaded_epoch", g.coordEpoch, "epoch", epoch)
 		c.unload(g, kerr.NotCoordinator)
 	}
-	if sg := c.shares[group]; sg != nil && sg.coordEpoch != epoch {
-		c.lg.Info("share group loaded under an earlier coordinator epoch; unloading it", "group", group,
-			"loaded_epoch", sg.coordEpoch, "epoch", epoch)
-		c.unloadShare(sg)
-	}
 	return nil
+}
+
+// SetShareGroups wires the share-group coordinator in, before the coordinator serves
+// requests.
+func (c *Coordinator) SetShareGroups(s ShareGroups) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.shares = s
+}
+
+// isShareGroup reports whether id is a share group; callers hold c.mu and have checked
+// owns. Classic group APIs use it to keep the two kinds of group apart.
+func (c *Coordinator) isShareGroup(id string) bool {
+	return c.shares != nil && c.shares.IsGroup(id)
+}
+
+// HasGroup reports whether id is a live classic group here, for the share-group
+// coordinator (a group loaded under an earlier coordinator epoch is unloaded first, as
+// for any use of it).
+func (c *Coordinator) HasGroup(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_ = c.owns(id) // unloads a stale group; not owning id leaves the map as it is
+	g := c.groups[id]
+	return g != nil && g.state != Dead
 }
 
 // newGroup creates an empty group in memory under the current coordinator epoch; callers
@@ -172,15 +182,9 @@ func (c *Coordinator) followImages(ctx context.Context) {
 	for im := range c.store.Watch(ctx) {
 		c.mu.Lock()
 		for _, g := range c.groups {
-			if b, co, err := coordinatorIn(im, g.id); err != nil || b.ID != c.cfg.NodeID || co.Epoch != g.coordEpoch {
+			if st, err := im.MayCoordinate(c.cfg.NodeID, c.store.BrokerEpoch(), g.id); err != nil || st.Epoch != g.coordEpoch {
 				c.lg.Info("group moved to another coordinator", "group", g.id)
 				c.unload(g, kerr.NotCoordinator)
-			}
-		}
-		for _, sg := range c.shares {
-			if b, co, err := coordinatorIn(im, sg.id); err != nil || b.ID != c.cfg.NodeID || co.Epoch != sg.coordEpoch {
-				c.lg.Info("share group moved to another coordinator", "group", sg.id)
-				c.unloadShare(sg)
 			}
 		}
 		c.mu.Unlock()
@@ -199,13 +203,13 @@ func (c *Coordinator) unload(g *group, err error) {
 			m.sync.complete(SyncResult{Err: err})
 			m.sync = nil
 		}
-		m.expiry.stop()
+		m.expiry.Stop()
 	}
 	for _, t := range g.pending {
-		t.stop()
+		t.Stop()
 	}
-	g.joinTimer.stop()
-	g.syncTimer.stop()
+	g.joinTimer.Stop()
+	g.syncTimer.Stop()
 	g.transition(Dead, c.cfg.Now())
 	if c.groups[g.id] == g {
 		delete(c.groups, g.id)
@@ -221,24 +225,5 @@ func newMemberID(prefix string) string {
 	return fmt.Sprintf("%s-%x-%x-%x-%x-%x", prefix, b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// storeError maps a metadata store failure to the code Kafka's coordinator would send
-// for a failed offsets-topic write: retriable COORDINATOR_NOT_AVAILABLE for timeouts and
-// an unavailable quorum, NOT_COORDINATOR when this broker lost its standing.
-func storeError(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		switch ke {
-		case kerr.NotController, kerr.RequestTimedOut, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.UnknownTopicOrPartition:
-			return fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
-		case kerr.NotLeaderForPartition, kerr.StaleBrokerEpoch:
-			return fmt.Errorf("%w: %v", kerr.NotCoordinator, err)
-		case kerr.MessageTooLarge, kerr.RecordListTooLarge:
-			return fmt.Errorf("%w: %v", kerr.InvalidCommitOffsetSize, err)
-		}
-		return err
-	}
-	return fmt.Errorf("%w: metadata store: %v", kerr.CoordinatorNotAvailable, err)
-}
+// storeError maps a metadata store failure to the code Kafka's coordinator would send.
+func storeError(err error) error { return metadata.CoordinatorStoreError(err) }

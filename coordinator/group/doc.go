@@ -14,6 +14,6 @@
 // the rebalance timeout) -> CompletingRebalance (the leader computes the assignment and
 // sends it in SyncGroup) -> Stable, and Dead for a group being deleted or moved away.
 // All group state is guarded by one mutex per Coordinator; timers (session, rebalance,
-// sync, new-member timeouts) re-take it and check a sequence number so that a timer
-// that fires late, after being replaced, does nothing.
+// sync, new-member timeouts, from coordinator/timer) re-take it and check a sequence
+// number so that a timer that fires late, after being replaced, does nothing.
 package group

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/shalelog/shale/coordinator/timer"
 )
 
 // JoinRequest is one JoinGroup.
@@ -181,9 +183,9 @@ func (c *Coordinator) joinNewMember(g *group, req JoinRequest, call *JoinCall) {
 	if req.RequireKnownMemberID {
 		// The member learns its id first, so that a JoinGroup lost to a timeout
 		// cannot leave a member behind that nobody will ever heartbeat for.
-		slot := &timerSlot{}
+		slot := &timer.Slot{}
 		g.pending[id] = slot
-		c.arm(slot, req.SessionTimeout, func() { c.expirePending(g, id) })
+		c.timers.Arm(slot, req.SessionTimeout, func() { c.expirePending(g, id) })
 		call.complete(JoinResult{Err: kerr.MemberIDRequired, MemberID: id, Generation: -1})
 		return
 	}
@@ -198,7 +200,7 @@ func (c *Coordinator) joinKnownMember(g *group, req JoinRequest, call *JoinCall)
 			fail(kerr.UnknownMemberID)
 			return
 		}
-		slot.stop()
+		slot.Stop()
 		delete(g.pending, req.MemberID)
 		c.addMemberAndRebalance(g, req.MemberID, req, call)
 		return
@@ -258,7 +260,7 @@ func (c *Coordinator) addMemberAndRebalance(g *group, id string, req JoinRequest
 	m.join = call
 	call.g, call.m = g, m
 	// A new member cannot heartbeat before it learns its generation; bound its wait.
-	c.arm(&m.expiry, c.cfg.NewMemberJoinTimeout, func() { c.expireMember(g, m) })
+	c.timers.Arm(&m.expiry, c.cfg.NewMemberJoinTimeout, func() { c.expireMember(g, m) })
 	c.maybePrepareRebalance(g)
 }
 
@@ -345,7 +347,7 @@ func (c *Coordinator) prepareRebalance(g *group) {
 	if g.state == CompletingRebalance {
 		c.resetAssignments(g, kerr.RebalanceInProgress)
 	}
-	g.syncTimer.stop()
+	g.syncTimer.Stop()
 	clear(g.pendingSync)
 	wasEmpty := g.state == Empty
 	g.transition(PreparingRebalance, c.cfg.Now())
@@ -356,7 +358,7 @@ func (c *Coordinator) prepareRebalance(g *group) {
 		return
 	}
 	g.initialJoin = false
-	c.arm(&g.joinTimer, rt, func() { c.completeJoin(g) })
+	c.timers.Arm(&g.joinTimer, rt, func() { c.completeJoin(g) })
 	c.tryCompleteJoin(g)
 }
 
@@ -364,7 +366,7 @@ func (c *Coordinator) prepareRebalance(g *group) {
 // waits delay, and again (up to the rebalance timeout) while new members keep coming.
 func (c *Coordinator) armInitialJoin(g *group, delay, remaining time.Duration) {
 	g.initialJoin = true
-	c.arm(&g.joinTimer, delay, func() {
+	c.timers.Arm(&g.joinTimer, delay, func() {
 		if g.newMemberAdded && remaining > 0 {
 			g.newMemberAdded = false
 			next := min(c.cfg.InitialRebalanceDelay, remaining)
@@ -387,7 +389,7 @@ func (c *Coordinator) completeJoin(g *group) {
 	if g.state != PreparingRebalance || c.groups[g.id] != g {
 		return
 	}
-	g.joinTimer.stop()
+	g.joinTimer.Stop()
 	g.initialJoin = false
 	g.newMemberAdded = false
 	// Dynamic members that did not rejoin are gone; static ones keep their place until
@@ -400,7 +402,7 @@ func (c *Coordinator) completeJoin(g *group) {
 	if !g.electJoinedLeader() && len(g.members) > 0 {
 		// Only static members that have not rejoined are left: wait for them (or for
 		// their sessions to expire).
-		c.arm(&g.joinTimer, g.rebalanceTimeout(), func() { c.completeJoin(g) })
+		c.timers.Arm(&g.joinTimer, g.rebalanceTimeout(), func() { c.completeJoin(g) })
 		return
 	}
 	g.generation++
@@ -431,7 +433,7 @@ func (c *Coordinator) completeJoin(g *group) {
 		g.pendingSync[m.id] = struct{}{}
 	}
 	gen := g.generation
-	c.arm(&g.syncTimer, g.rebalanceTimeout(), func() { c.expirePendingSync(g, gen) })
+	c.timers.Arm(&g.syncTimer, g.rebalanceTimeout(), func() { c.expirePendingSync(g, gen) })
 }
 
 // expirePendingSync drops the members of generation gen that never sent SyncGroup

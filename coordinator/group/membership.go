@@ -50,7 +50,7 @@ func (c *Coordinator) Heartbeat(req HeartbeatRequest) error {
 
 // heartbeat restarts the member's session timer.
 func (c *Coordinator) heartbeat(g *group, m *member) {
-	c.arm(&m.expiry, m.sessionTimeout, func() { c.expireMember(g, m) })
+	c.timers.Arm(&m.expiry, m.sessionTimeout, func() { c.expireMember(g, m) })
 }
 
 func (c *Coordinator) expireMember(g *group, m *member) {
@@ -123,7 +123,7 @@ func (c *Coordinator) Leave(groupID string, members []LeavingMember) ([]error, e
 			c.lg.Info("static member removed from group", "group", g.id, "instance", lm.InstanceID, "reason", lm.Reason)
 			c.removeMemberAndUpdate(g, g.members[id])
 		case g.pending[lm.MemberID] != nil:
-			g.pending[lm.MemberID].stop()
+			g.pending[lm.MemberID].Stop()
 			delete(g.pending, lm.MemberID)
 			c.tryCompleteJoin(g)
 		default:

@@ -18,7 +18,6 @@ type lagCollector struct {
 	hw HighWatermarkFunc
 
 	lag, committed, members, rebalances *prometheus.Desc
-	shareMembers, shareEpoch            *prometheus.Desc
 	// The same figures under kafka_exporter's names and labels (consumergroup, topic,
 	// partition), for the dashboards built on it.
 	keOffset, keLag, keOffsetSum, keLagSum, keMembers *prometheus.Desc
@@ -30,21 +29,20 @@ type lagCollector struct {
 // Given a hw that answers for the partitions this broker leads, each series appears on
 // exactly one broker of the cluster, so a Prometheus scraping every broker sees the
 // whole lag. It also reports the member count of the groups this broker coordinates and
-// the rebalances it completed, and the members and group epoch of the share groups it
-// coordinates. Each consumer-group figure is reported twice, as shale_consumer_group_*
-// and under kafka_exporter's kafka_consumergroup_* names and labels.
+// the rebalances it completed (share groups have their own collector, in
+// coordinator/share). Each consumer-group figure is reported twice, as
+// shale_consumer_group_* and under kafka_exporter's kafka_consumergroup_* names and
+// labels.
 func (c *Coordinator) LagCollector(hw HighWatermarkFunc) prometheus.Collector {
 	labels := []string{"group", "topic", "partition"}
 	keLabels := []string{"consumergroup", "topic", "partition"}
 	return &lagCollector{
-		c:            c,
-		hw:           hw,
-		lag:          prometheus.NewDesc("shale_consumer_group_lag", "Records between a group's committed offset and the partition's high watermark.", labels, nil),
-		committed:    prometheus.NewDesc("shale_consumer_group_committed_offset", "A group's committed offset of a partition.", labels, nil),
-		members:      prometheus.NewDesc("shale_consumer_group_members", "Members of a group this broker coordinates.", []string{"group", "state"}, nil),
-		rebalances:   prometheus.NewDesc("shale_consumer_group_rebalances_total", "Group generations formed by this coordinator.", nil, nil),
-		shareMembers: prometheus.NewDesc("shale_share_group_members", "Members of a share group this broker coordinates.", []string{"group", "state"}, nil),
-		shareEpoch:   prometheus.NewDesc("shale_share_group_epoch", "Group epoch of a share group this broker coordinates: it counts the assignment's changes.", []string{"group"}, nil),
+		c:          c,
+		hw:         hw,
+		lag:        prometheus.NewDesc("shale_consumer_group_lag", "Records between a group's committed offset and the partition's high watermark.", labels, nil),
+		committed:  prometheus.NewDesc("shale_consumer_group_committed_offset", "A group's committed offset of a partition.", labels, nil),
+		members:    prometheus.NewDesc("shale_consumer_group_members", "Members of a group this broker coordinates.", []string{"group", "state"}, nil),
+		rebalances: prometheus.NewDesc("shale_consumer_group_rebalances_total", "Group generations formed by this coordinator.", nil, nil),
 
 		keOffset:    prometheus.NewDesc("kafka_consumergroup_current_offset", "A group's committed offset of a partition, from the partition's leader.", keLabels, nil),
 		keLag:       prometheus.NewDesc("kafka_consumergroup_lag", "High watermark minus a group's committed offset (-1 when none is committed), from the partition's leader.", keLabels, nil),
@@ -55,7 +53,7 @@ func (c *Coordinator) LagCollector(hw HighWatermarkFunc) prometheus.Collector {
 }
 
 func (l *lagCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{l.lag, l.committed, l.members, l.rebalances, l.shareMembers, l.shareEpoch, l.keOffset, l.keLag, l.keOffsetSum, l.keLagSum, l.keMembers} {
+	for _, d := range []*prometheus.Desc{l.lag, l.committed, l.members, l.rebalances, l.keOffset, l.keLag, l.keOffsetSum, l.keLagSum, l.keMembers} {
 		ch <- d
 	}
 }
@@ -68,12 +66,6 @@ func (l *lagCollector) Collect(ch chan<- prometheus.Metric) {
 		if g.state != Dead {
 			ch <- prometheus.MustNewConstMetric(l.members, prometheus.GaugeValue, float64(len(g.members)), g.id, g.state.String())
 			ch <- prometheus.MustNewConstMetric(l.keMembers, prometheus.GaugeValue, float64(len(g.members)), g.id)
-		}
-	}
-	for _, sg := range c.shares {
-		if sg.state != ShareDead {
-			ch <- prometheus.MustNewConstMetric(l.shareMembers, prometheus.GaugeValue, float64(len(sg.members)), sg.id, sg.state.String())
-			ch <- prometheus.MustNewConstMetric(l.shareEpoch, prometheus.GaugeValue, float64(sg.epoch), sg.id)
 		}
 	}
 	c.mu.Unlock()

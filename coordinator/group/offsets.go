@@ -71,7 +71,7 @@ func (c *Coordinator) storeCommit(ctx context.Context, g *group, req CommitReque
 		switch {
 		case im.Partition(o.Topic, o.Partition) == nil:
 			errs[i] = kerr.UnknownTopicOrPartition
-		case len(o.Metadata) > c.cfg.OffsetMetadataMaxBytes:
+		case !metadata.OffsetMetadataFits(o.Metadata, c.cfg.OffsetMetadataMaxBytes):
 			errs[i] = kerr.OffsetMetadataTooLarge
 		default:
 			o.CommitTime = now

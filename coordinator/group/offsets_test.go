@@ -211,4 +211,44 @@ func TestOffsetMetadataLimitIsTheCoordinators(t *testing.T) {
 	if got := stored(d, "default"); len(got) != 2 || got[0] != 4096 || got[2] != 10 {
 		t.Fatalf("stored metadata sizes %v", got)
 	}
+
+	// Kafka counts String.length(), UTF-16 code units: 4096 'é' (8192 bytes) fit, as do
+	// 2048 '😀' (surrogate pairs, also 8192 bytes); one more unit does not.
+	in := offsets("t", 0, 1)
+	in = append(in, offsets("t", 1, 1)...)
+	in = append(in, offsets("t", 2, 1)...)
+	in[0].Metadata = strings.Repeat("é", 4096)
+	in[1].Metadata = strings.Repeat("😀", 2048)
+	in[2].Metadata = strings.Repeat("😀", 2048) + "a"
+	errs, err := d.CommitOffsets(ctx, CommitRequest{Group: "utf16", Generation: -1, Offsets: in})
+	if err != nil || errs[0] != nil || errs[1] != nil || errs[2] != kerr.OffsetMetadataTooLarge {
+		t.Fatalf("default limit, non-ASCII metadata of 4096, 4096 and 4097 UTF-16 units: %v %v", errs, err)
+	}
+	if got := stored(d, "utf16"); len(got) != 2 || got[0] != 8192 || got[1] != 8192 {
+		t.Fatalf("stored metadata sizes %v", got)
+	}
+}
+
+// TxnOffsetCommit measures metadata as OffsetCommit does (UTF-16 code units, Kafka's
+// String.length()), and hands only the offsets within the limit to the transaction.
+func TestTxnOffsetMetadataLimit(t *testing.T) {
+	c := newTestCoordinator(t, testConfig(), newTestStore(t)) // Kafka's default, 4096
+	in := offsets("t", 0, 1)
+	in = append(in, offsets("t", 1, 1)...)
+	in = append(in, offsets("t", 2, 1)...)
+	in[0].Metadata = strings.Repeat("日", 4096) // 12288 bytes, 4096 units
+	in[1].Metadata = strings.Repeat("😀", 2048) + "a"
+	in[2].Metadata = strings.Repeat("m", 4097)
+	var written []metadata.CommittedOffset
+	write := func(_ context.Context, _ metadata.GroupFence, offs []metadata.CommittedOffset) error {
+		written = append(written, offs...)
+		return nil
+	}
+	errs, err := c.CommitTxnOffsets(t.Context(), CommitRequest{Group: "txn", Generation: -1, Offsets: in}, write)
+	if err != nil || errs[0] != nil || errs[1] != kerr.OffsetMetadataTooLarge || errs[2] != kerr.OffsetMetadataTooLarge {
+		t.Fatalf("metadata of 4096, 4097 and 4097 UTF-16 units: %v %v", errs, err)
+	}
+	if len(written) != 1 || written[0].Partition != 0 {
+		t.Fatalf("written %+v, want partition 0 alone", written)
+	}
 }

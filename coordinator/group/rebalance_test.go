@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shalelog/shale/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/shalelog/shale/internal/testutil"
 )
 
 func TestFirstMemberFormsGeneration(t *testing.T) {

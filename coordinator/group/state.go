@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/coordinator/timer"
 )
 
 // State is a classic group's state, named as Kafka names it in DescribeGroups.
@@ -63,9 +65,9 @@ type group struct {
 	protocol     string // the protocol selected for the current generation
 	leader       string
 	members      map[string]*member
-	static       map[string]string     // group.instance.id -> member id
-	pending      map[string]*timerSlot // member ids handed out with MEMBER_ID_REQUIRED
-	pendingSync  map[string]struct{}   // members of this generation yet to SyncGroup
+	static       map[string]string      // group.instance.id -> member id
+	pending      map[string]*timer.Slot // member ids handed out with MEMBER_ID_REQUIRED
+	pendingSync  map[string]struct{}    // members of this generation yet to SyncGroup
 	// subscribed is the union of the topics consumer members subscribe to, nil when
 	// unknown (not a consumer group, or metadata that does not parse).
 	subscribed map[string]struct{}
@@ -73,8 +75,8 @@ type group struct {
 	// newMemberAdded extends the initial rebalance delay while members keep arriving.
 	newMemberAdded bool
 	initialJoin    bool // the running join timer is the initial delay
-	joinTimer      timerSlot
-	syncTimer      timerSlot
+	joinTimer      timer.Slot
+	syncTimer      timer.Slot
 
 	// commits hold offsetsLock shared while their store write is in flight; deleting the
 	// group's offsets (DeleteGroups, OffsetDelete, retention) holds it exclusively, so a
@@ -103,7 +105,7 @@ type member struct {
 	isNew bool
 	// expiry fires when the member has not been heard from for its session timeout
 	// (or, while new and joining, NewMemberJoinTimeout).
-	expiry timerSlot
+	expiry timer.Slot
 }
 
 func newGroupState(id string, now time.Time) *group {
@@ -113,7 +115,7 @@ func newGroupState(id string, now time.Time) *group {
 		stateSince:  now,
 		members:     map[string]*member{},
 		static:      map[string]string{},
-		pending:     map[string]*timerSlot{},
+		pending:     map[string]*timer.Slot{},
 		pendingSync: map[string]struct{}{},
 	}
 }
@@ -157,7 +159,7 @@ func (g *group) add(m *member) {
 
 // remove drops a member and its timers; answering its calls is the caller's business.
 func (g *group) remove(m *member) {
-	m.expiry.stop()
+	m.expiry.Stop()
 	delete(g.members, m.id)
 	if m.instanceID != "" && g.static[m.instanceID] == m.id {
 		delete(g.static, m.instanceID)

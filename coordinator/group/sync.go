@@ -140,7 +140,7 @@ func (c *Coordinator) sync(req SyncRequest, call *SyncCall) error {
 func (c *Coordinator) syncReceived(g *group, m *member) {
 	delete(g.pendingSync, m.id)
 	if len(g.pendingSync) == 0 {
-		g.syncTimer.stop()
+		g.syncTimer.Stop()
 	}
 }
 

@@ -47,7 +47,7 @@ func (c *Coordinator) CommitTxnOffsets(ctx context.Context, req CommitRequest, w
 		switch {
 		case im.Partition(o.Topic, o.Partition) == nil:
 			errs[i] = kerr.UnknownTopicOrPartition
-		case len(o.Metadata) > c.cfg.OffsetMetadataMaxBytes:
+		case !metadata.OffsetMetadataFits(o.Metadata, c.cfg.OffsetMetadataMaxBytes):
 			errs[i] = kerr.OffsetMetadataTooLarge
 		default:
 			o.CommitTime = now

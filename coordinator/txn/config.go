@@ -3,6 +3,8 @@ package txn
 import (
 	"log/slog"
 	"time"
+
+	"github.com/shalelog/shale/coordinator/timer"
 )
 
 // Config configures a Coordinator. Zero values take Kafka's defaults.
@@ -34,6 +36,8 @@ type Config struct {
 	Logger       *slog.Logger
 	// Now is the clock for transaction timestamps; nil is time.Now.
 	Now func() time.Time
+	// Clock times the periodic sweeps; nil is the wall clock.
+	Clock timer.Clock
 }
 
 func (c Config) withDefaults() Config {

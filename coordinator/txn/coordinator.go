@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shalelog/shale/coordinator/timer"
 	"github.com/shalelog/shale/metadata"
 )
 
@@ -20,6 +21,7 @@ type Store interface {
 	Current() *metadata.Image
 	Watch(ctx context.Context) <-chan *metadata.Image
 	LeaseValid() bool
+	BrokerEpoch() int64
 	metadata.TxnStore
 }
 
@@ -46,6 +48,11 @@ type Coordinator struct {
 	closed bool
 	// parts are the offsets partitions this broker coordinates (or is loading).
 	parts map[int32]*partition
+	// sweeps times the periodic aborts of timed-out transactions and removals of
+	// expired transactional ids.
+	sweeps      *timer.Set
+	abortTimer  timer.Slot
+	expireTimer timer.Slot
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -94,6 +101,7 @@ func New(cfg Config, store Store, pids ProducerIDs, markers MarkerWriter) *Coord
 		parts: map[int32]*partition{},
 		ctx:   ctx, cancel: cancel,
 	}
+	c.sweeps = timer.NewSet(cfg.Clock, &c.mu)
 	c.wg.Add(2)
 	go c.followImages(ctx)
 	go c.timers(ctx)
@@ -112,9 +120,11 @@ func (c *Coordinator) Close() error {
 	for _, ps := range c.parts {
 		c.unloadLocked(ps)
 	}
+	c.sweeps.Close()
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	c.sweeps.Wait()
 	return nil
 }
 
@@ -132,12 +142,7 @@ func (c *Coordinator) followImages(ctx context.Context) {
 }
 
 func (c *Coordinator) syncLocked(im *metadata.Image) {
-	mine := map[int32]int32{}
-	for p, co := range im.Coordinators {
-		if co.Broker == c.cfg.NodeID {
-			mine[int32(p)] = co.Epoch
-		}
-	}
+	mine := im.CoordinatedPartitions(c.cfg.NodeID, c.store.BrokerEpoch())
 	for p, ps := range c.parts {
 		if e, ok := mine[p]; !ok || e != ps.epoch {
 			c.unloadLocked(ps)
@@ -243,18 +248,14 @@ func (c *Coordinator) partitionFor(id string) (*partition, error) {
 	if c.closed {
 		return nil, kerr.NotCoordinator
 	}
-	im := c.store.Current()
-	p, co, ok := im.CoordinatorOf(id)
-	if !ok || co.Broker < 0 {
-		return nil, kerr.CoordinatorNotAvailable
+	st, err := metadata.StandingNow(c.store, c.cfg.NodeID, id)
+	if err != nil {
+		return nil, err
 	}
-	if b, ok := im.Brokers[co.Broker]; co.Broker != c.cfg.NodeID || !ok || b.Fenced || !c.store.LeaseValid() {
-		return nil, kerr.NotCoordinator
-	}
-	ps := c.parts[p]
-	if ps == nil || ps.epoch != co.Epoch {
+	ps := c.parts[st.Partition]
+	if ps == nil || ps.epoch != st.Epoch {
 		// The image reached the request before followImages: start the load here.
-		c.syncLocked(im)
+		c.syncLocked(c.store.Current())
 		return nil, kerr.CoordinatorLoadInProgress
 	}
 	if !ps.loaded {

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -14,119 +14,195 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shalelog/shale/controller"
+	"github.com/shalelog/shale/controller/controllertest"
 	"github.com/shalelog/shale/metadata"
 )
 
-// fakeStore is the controller as the coordinator sees it: transaction states fenced by
-// the coordinator epoch of the image, as the FSM fences them.
-type fakeStore struct {
-	mu       sync.Mutex
-	img      *metadata.Image
-	watchers []chan *metadata.Image
-	states   map[string]metadata.TxnState
-	writes   []metadata.TxnState
-	// failWrites, when set, fails every write with it.
-	failWrites error
-	// refuseEpoch, when not 0, is a coordinator epoch the controller has moved past
-	// although the broker's image has not yet.
-	refuseEpoch int32
-	loads       int
+// cluster is the real controller (controllertest) with broker 1 registered, and broker 2
+// when a test needs it, and topic t: partition 0 led by broker 1, partition 1 by broker
+// 2 (by broker 1 without broker 2).
+type cluster struct {
+	t       *testing.T
+	node    *controllertest.Node
+	brokers []int32
 }
 
-func newFakeStore(im *metadata.Image) *fakeStore {
-	return &fakeStore{img: im, states: map[string]metadata.TxnState{}}
+func newCluster(t *testing.T, withBroker2 bool) *cluster {
+	t.Helper()
+	node := controllertest.Start(t)
+	cl := &cluster{t: t, node: node, brokers: []int32{1}}
+	second := int32(1)
+	if withBroker2 {
+		node.AddBroker(2, "127.0.0.1", 9093)
+		cl.brokers, second = []int32{1, 2}, 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res := node.Store().CreateTopics(ctx, []metadata.TopicSpec{{Name: "t", NumPartitions: -1, ReplicationFactor: -1,
+		Assignments: [][]int32{{1}, {second}}}}, false)
+	if res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	controllertest.WaitFor(t, node.Store(), "topic t and the coordinators placed", func(im *metadata.Image) bool {
+		tp := im.Topic("t")
+		return tp != nil && len(tp.Partitions) == 2 && tp.Partitions[0].Leader == 1 && tp.Partitions[1].Leader == second &&
+			slices.ContainsFunc(im.Coordinators, func(co metadata.Coordinator) bool { return co.Broker == second })
+	})
+	return cl
 }
 
-func (s *fakeStore) Current() *metadata.Image {
+// id returns a transactional id named after name whose coordinator is broker: name
+// itself when it is, otherwise name-1, name-2, ...
+func (cl *cluster) id(name string, broker int32) string {
+	cl.t.Helper()
+	id, _ := cl.find(name, broker, false)
+	return id
+}
+
+// movable returns an id coordinated by broker 1, as id does, and a broker that takes it
+// over when it registers (and gives it back to broker 1 when it leaves: coordinators are
+// placed by rendezvous hashing).
+func (cl *cluster) movable(name string) (string, int32) {
+	cl.t.Helper()
+	return cl.find(name, 1, true)
+}
+
+func (cl *cluster) find(name string, broker int32, movable bool) (string, int32) {
+	cl.t.Helper()
+	im := cl.node.Store().Current()
+	for i := range 10000 {
+		id := name
+		if i > 0 {
+			id = name + "-" + strconv.Itoa(i)
+		}
+		if _, co, ok := im.CoordinatorOf(id); !ok || co.Broker != broker {
+			continue
+		}
+		if !movable {
+			return id, 0
+		}
+		p := metadata.OffsetsPartition(id, len(im.Coordinators))
+		for next := int32(3); next < 100; next++ {
+			if controller.PickCoordinator(p, append(slices.Clone(cl.brokers), next)) == next {
+				return id, next
+			}
+		}
+	}
+	cl.t.Fatalf("no id coordinated by broker %d", broker)
+	return "", 0
+}
+
+// epoch is id's coordinator epoch in the controller's latest image broker 1 has.
+func (cl *cluster) epoch(id string) int32 {
+	_, co, _ := cl.node.Store().Current().CoordinatorOf(id)
+	return co.Epoch
+}
+
+// state is id's transaction state as the controller has it, ok false when it has none.
+func (cl *cluster) state(id string) (metadata.TxnState, bool) {
+	cl.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p := metadata.OffsetsPartition(id, len(cl.node.Store().Current().Coordinators))
+	sts, err := cl.node.Broker.LoadTxnStates(ctx, []int32{p})
+	if err != nil {
+		cl.t.Fatalf("load transaction states: %v", err)
+	}
+	for _, st := range sts {
+		if st.TransactionalID == id {
+			return st, true
+		}
+	}
+	return metadata.TxnState{}, false
+}
+
+// store is broker 1's store, recording the transaction states the controller accepted,
+// and able to stop its metadata cache, as a broker cut off from the metadata stream.
+type store struct {
+	*controller.BrokerClient
+	mu     sync.Mutex
+	writes []metadata.TxnState
+	frozen *metadata.Image // the image the cache is stuck at, nil when following
+	thawed chan struct{}   // closed when the cache follows again
+}
+
+func newStore(cl *cluster) *store { return &store{BrokerClient: cl.node.Broker} }
+
+func (s *store) WriteTxnState(ctx context.Context, fence metadata.GroupFence, st metadata.TxnState, remove bool) error {
+	err := s.BrokerClient.WriteTxnState(ctx, fence, st, remove)
+	if err == nil && !remove {
+		s.mu.Lock()
+		s.writes = append(s.writes, st)
+		s.mu.Unlock()
+	}
+	return err
+}
+
+func (s *store) accepted() []metadata.TxnState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.img
+	return slices.Clone(s.writes)
 }
 
-func (s *fakeStore) Watch(ctx context.Context) <-chan *metadata.Image {
-	ch := make(chan *metadata.Image, 1)
+func (s *store) Current() *metadata.Image {
 	s.mu.Lock()
-	ch <- s.img
-	s.watchers = append(s.watchers, ch)
+	frozen := s.frozen
 	s.mu.Unlock()
+	if frozen != nil {
+		return frozen
+	}
+	return s.BrokerClient.Current()
+}
+
+// freeze stops the cache at the current image.
+func (s *store) freeze() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.frozen, s.thawed = s.BrokerClient.Current(), make(chan struct{})
+}
+
+// thaw makes the cache follow the controller again, from its latest image.
+func (s *store) thaw() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.frozen = nil
+	close(s.thawed)
+}
+
+// Watch passes the images on, holding them back while the cache is frozen.
+func (s *store) Watch(ctx context.Context) <-chan *metadata.Image {
+	in := s.BrokerClient.Watch(ctx)
 	out := make(chan *metadata.Image)
 	go func() {
 		defer close(out)
+		var latest *metadata.Image
 		for {
+			s.mu.Lock()
+			frozen, thawed := s.frozen != nil, s.thawed
+			s.mu.Unlock()
+			var send chan *metadata.Image
+			if latest != nil && !frozen {
+				send = out
+			}
+			if !frozen {
+				thawed = nil
+			}
 			select {
-			case <-ctx.Done():
-				return
-			case im := <-ch:
-				select {
-				case out <- im:
-				case <-ctx.Done():
+			case send <- latest:
+				latest = nil
+			case im, ok := <-in:
+				if !ok {
 					return
 				}
+				latest = im
+			case <-thawed:
+			case <-ctx.Done():
+				return
 			}
 		}
 	}()
 	return out
-}
-
-func (s *fakeStore) setImage(im *metadata.Image) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.img = im
-	for _, w := range s.watchers {
-		select {
-		case <-w:
-		default:
-		}
-		w <- im
-	}
-}
-
-func (s *fakeStore) LeaseValid() bool { return true }
-
-func (s *fakeStore) WriteTxnState(_ context.Context, fence metadata.GroupFence, st metadata.TxnState, remove bool) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failWrites != nil {
-		return s.failWrites
-	}
-	_, co, _ := s.img.CoordinatorOf(st.TransactionalID)
-	if co.Broker != fence.Broker || co.Epoch != fence.Epoch || fence.Epoch == s.refuseEpoch {
-		return kerr.NotCoordinator
-	}
-	if remove {
-		delete(s.states, st.TransactionalID)
-		return nil
-	}
-	s.states[st.TransactionalID] = st
-	s.writes = append(s.writes, st)
-	return nil
-}
-
-func (s *fakeStore) TxnOffsetCommit(context.Context, metadata.GroupFence, string, int64, int16, string, []metadata.CommittedOffset) error {
-	return errors.New("not used")
-}
-
-func (s *fakeStore) PendingTxnOffsets(context.Context, string) (map[string][]int32, error) {
-	return nil, errors.New("not used")
-}
-
-func (s *fakeStore) LoadTxnStates(_ context.Context, partitions []int32) ([]metadata.TxnState, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.loads++
-	var out []metadata.TxnState
-	for _, id := range slices.Sorted(maps.Keys(s.states)) {
-		if slices.Contains(partitions, metadata.OffsetsPartition(id, len(s.img.Coordinators))) {
-			out = append(out, s.states[id])
-		}
-	}
-	return out, nil
-}
-
-func (s *fakeStore) state(id string) metadata.TxnState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.states[id]
 }
 
 // fakePIDs counts up from 1000.
@@ -209,20 +285,6 @@ func (m *fakeMarkers) markers() []sentMarker {
 	return slices.Clone(m.sent)
 }
 
-// testImage has one coordinator partition (so every id is coordinated by broker 1 at
-// epoch coordEpoch) and topic t with partition 0 led by broker 1 and 1 by broker 2.
-func testImage(coordBroker, coordEpoch int32) *metadata.Image {
-	return &metadata.Image{
-		Offset:       1,
-		Brokers:      map[int32]metadata.Broker{1: {ID: 1, Host: "b1", Port: 1}, 2: {ID: 2, Host: "b2", Port: 2}},
-		Coordinators: []metadata.Coordinator{{Broker: coordBroker, Epoch: coordEpoch}},
-		Topics: map[string]*metadata.Topic{"t": {Name: "t", Partitions: []metadata.Partition{
-			{Topic: "t", Index: 0, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}},
-			{Topic: "t", Index: 1, Leader: 2, Replicas: []int32{2}, ISR: []int32{2}},
-		}}},
-	}
-}
-
 type clock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -242,15 +304,28 @@ func (c *clock) advance(d time.Duration) {
 
 type harness struct {
 	t       *testing.T
-	store   *fakeStore
+	cl      *cluster
+	store   *store
 	markers *fakeMarkers
 	clock   *clock
 	c       *Coordinator
 }
 
-func newHarness(t *testing.T, store *fakeStore) *harness {
+// newHarness starts broker 1's transaction coordinator on a new cluster of broker 1.
+func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{t: t, store: store, markers: &fakeMarkers{}, clock: &clock{t: time.UnixMilli(1_000_000)}}
+	return newHarnessOn(t, newCluster(t, false))
+}
+
+// newHarness2 is newHarness on a cluster of brokers 1 and 2.
+func newHarness2(t *testing.T) *harness {
+	t.Helper()
+	return newHarnessOn(t, newCluster(t, true))
+}
+
+func newHarnessOn(t *testing.T, cl *cluster) *harness {
+	t.Helper()
+	h := &harness{t: t, cl: cl, store: newStore(cl), markers: &fakeMarkers{}, clock: &clock{t: time.UnixMilli(1_000_000)}}
 	h.c = New(Config{NodeID: 1, MarkerRetryBackoff: time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: h.clock.now,
 		// The tests call AbortTimedOut and RemoveExpired themselves.
@@ -258,7 +333,7 @@ func newHarness(t *testing.T, store *fakeStore) *harness {
 		// Requests during a completion are answered CONCURRENT_TRANSACTIONS at once,
 		// unless a test waits for them.
 		CompletionWait: time.Nanosecond,
-	}, store, &fakePIDs{}, h.markers)
+	}, h.store, &fakePIDs{}, h.markers)
 	t.Cleanup(func() { h.c.Close() })
 	return h
 }
@@ -292,4 +367,7 @@ func (h *harness) init(id string, expectedPID int64, expectedEpoch int16) (int64
 	return pid, epoch, err
 }
 
-func (h *harness) status(id string) metadata.TxnStatus { return h.store.state(id).Status }
+func (h *harness) status(id string) metadata.TxnStatus {
+	st, _ := h.cl.state(id)
+	return st.Status
+}

@@ -4,24 +4,38 @@ import (
 	"context"
 	"time"
 
+	"github.com/shalelog/shale/coordinator/timer"
 	"github.com/shalelog/shale/metadata"
 )
 
 // timers aborts timed-out transactions every AbortTimedOutInterval and forgets expired
-// transactional ids every RemoveExpiredInterval.
+// transactional ids every RemoveExpiredInterval. Each sweep runs here rather than in
+// its timer's callback, which holds c.mu, and its timer is re-armed before it runs, as
+// a ticker would fire.
 func (c *Coordinator) timers(ctx context.Context) {
 	defer c.wg.Done()
-	abort := time.NewTicker(c.cfg.AbortTimedOutInterval)
-	defer abort.Stop()
-	expire := time.NewTicker(c.cfg.RemoveExpiredInterval)
-	defer expire.Stop()
+	abort, expire := make(chan struct{}, 1), make(chan struct{}, 1)
+	arm := func(s *timer.Slot, d time.Duration, ch chan struct{}) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.sweeps.Arm(s, d, func() {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		})
+	}
+	arm(&c.abortTimer, c.cfg.AbortTimedOutInterval, abort)
+	arm(&c.expireTimer, c.cfg.RemoveExpiredInterval, expire)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-abort.C:
+		case <-abort:
+			arm(&c.abortTimer, c.cfg.AbortTimedOutInterval, abort)
 			c.AbortTimedOut()
-		case <-expire.C:
+		case <-expire:
+			arm(&c.expireTimer, c.cfg.RemoveExpiredInterval, expire)
 			c.RemoveExpired()
 		}
 	}

@@ -60,17 +60,19 @@ func produceError(err error) error {
 func (v *Verifier) verify(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, topic string, partition int32, add bool) error {
 	c := v.Coordinator
 	im := c.store.Current()
-	_, co, ok := im.CoordinatorOf(transactionalID)
-	if !ok || co.Broker < 0 {
-		return kerr.CoordinatorNotAvailable
+	// This broker answers for the ids it may coordinate, and asks the coordinator
+	// otherwise; verifyOne and AddPartitions decide again under the coordinator's lock.
+	local, err := v.local(im, transactionalID)
+	if err != nil {
+		return err
 	}
-	if co.Broker == c.cfg.NodeID {
+	if local {
 		if add {
 			return c.AddPartitions(ctx, transactionalID, producerID, producerEpoch, map[string][]int32{topic: {partition}})
 		}
 		return c.verifyOne(transactionalID, producerID, producerEpoch, topic, partition)
 	}
-	return v.remote(ctx, im, co.Broker, transactionalID, producerID, producerEpoch, topic, partition, add)
+	return v.remote(ctx, im, transactionalID, producerID, producerEpoch, topic, partition, add)
 }
 
 // AddGroup adds group to the producer's transaction, starting one if none is ongoing:
@@ -82,23 +84,39 @@ func (v *Verifier) verify(ctx context.Context, transactionalID string, producerI
 func (v *Verifier) AddGroup(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, group string) error {
 	c := v.Coordinator
 	im := c.store.Current()
-	_, co, ok := im.CoordinatorOf(transactionalID)
-	if !ok || co.Broker < 0 {
-		return kerr.CoordinatorNotAvailable
+	local, err := v.local(im, transactionalID)
+	if err != nil {
+		return err
 	}
-	if co.Broker == c.cfg.NodeID {
+	if local {
 		return c.AddOffsets(ctx, transactionalID, producerID, producerEpoch, group)
 	}
 	p := metadata.OffsetsPartition(group, len(im.Coordinators))
-	return v.remote(ctx, im, co.Broker, transactionalID, producerID, producerEpoch, metadata.OffsetsTopic, p, true)
+	return v.remote(ctx, im, transactionalID, producerID, producerEpoch, metadata.OffsetsTopic, p, true)
 }
 
-// remote asks the transaction coordinator on broker to to verify (or, with add, to
-// add) topic-partition in the producer's transaction.
-func (v *Verifier) remote(ctx context.Context, im *metadata.Image, to int32, transactionalID string, producerID int64, producerEpoch int16, topic string, partition int32, add bool) error {
-	b, ok := im.Brokers[to]
-	if !ok || b.Fenced {
-		return kerr.CoordinatorNotAvailable
+// local reports whether this broker may coordinate transactionalID in im, and so
+// answers for it itself; an error other than NOT_COORDINATOR is the answer.
+func (v *Verifier) local(im *metadata.Image, transactionalID string) (bool, error) {
+	c := v.Coordinator
+	_, err := im.MayCoordinate(c.cfg.NodeID, c.store.BrokerEpoch(), transactionalID)
+	if errors.Is(err, kerr.NotCoordinator) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// remote asks transactionalID's coordinator broker to verify (or, with add, to add)
+// topic-partition in the producer's transaction.
+func (v *Verifier) remote(ctx context.Context, im *metadata.Image, transactionalID string, producerID int64, producerEpoch int16, topic string, partition int32, add bool) error {
+	b, err := im.CoordinatorBroker(transactionalID)
+	if err != nil {
+		return err
+	}
+	if b.ID == v.Coordinator.cfg.NodeID {
+		// Named the coordinator but fenced, or under a former registration: asking
+		// itself over the network would only answer NOT_COORDINATOR again.
+		return kerr.NotCoordinator
 	}
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	// v5 for an add (transactions v2), as Kafka's AddPartitionsToTxnManager sends it.

@@ -54,11 +54,9 @@ var rules = []rule{
 		direct: true,
 	},
 	{
-		// Transitively protocol reaches controller/proto through replication/share (a
-		// known exception below); the controller itself and the server stay out.
 		name: "protocol does not depend on the controller or the server",
 		from: []string{"protocol/..."},
-		deny: []string{"controller", "controller/controllertest", "server/..."},
+		deny: []string{"controller/...", "server/..."},
 	},
 	{
 		name:   "nothing but server and cmd imports server",
@@ -78,6 +76,23 @@ var rules = []rule{
 		direct: true,
 	},
 	{
+		// The broker assembly takes the quorum as a broker.Store: the node picks the
+		// controller's client, brokertest controllertest's.
+		name:   "the broker assembly knows neither the controller nor the node",
+		from:   []string{"server/broker/..."},
+		except: []string{"server/broker/brokertest"},
+		deny:   []string{"controller", "controller/controllertest", "server", "server/config"},
+	},
+	{
+		// Direct imports only: controllertest, which brokertest runs, is built on the
+		// controller; the rest of brokertest's dependencies are the assembly's, checked
+		// above, and controllertest's, which "nothing but server" keeps off the node.
+		name:   "brokertest runs the controller only through controllertest",
+		from:   []string{"server/broker/brokertest"},
+		deny:   []string{"controller", "server", "server/config"},
+		direct: true,
+	},
+	{
 		name:   "protocol does not import partition",
 		from:   []string{"protocol/..."},
 		deny:   []string{"partition/..."},
@@ -93,18 +108,7 @@ type exception struct {
 	why      string
 }
 
-var exceptions = []exception{
-	{
-		pkg: "protocol", imp: "partition",
-		files: []string{"02_list_offsets.go", "90_describe_share_group_offsets.go"},
-		why:   "issue 24 stage 3: protocol stops importing partition (the read bound for ListOffsets moves into the replica manager)",
-	},
-	{
-		pkg: "replication/share", imp: "controller/proto",
-		files: []string{"manager.go", "partition.go", "states.go"},
-		why:   "issue 24 stage 3: the share-partition state becomes a metadata type, not the controller's protobuf",
-	},
-}
+var exceptions = []exception{}
 
 // match reports whether the module-relative path p matches pattern.
 func match(pattern, p string) bool {
@@ -281,7 +285,10 @@ func TestRulesCatchViolations(t *testing.T) {
 		{ruleNamed(t, "nothing but server"), pkg{ImportPath: module + "/protocol", Deps: []string{module + "/server/config"}}, []string{"server/config"}},
 		{ruleNamed(t, "nothing but server"), pkg{ImportPath: module + "/server/restproxy", Deps: []string{module + "/server/schemaregistry"}}, nil},
 		{ruleNamed(t, "protocol does not import the controller"), pkg{ImportPath: module + "/protocol", Imports: []string{module + "/controller"}, Deps: []string{module + "/controller"}}, []string{"controller"}},
-		{ruleNamed(t, "protocol does not depend"), pkg{ImportPath: module + "/protocol", Deps: []string{module + "/controller/proto"}}, nil},
+		{ruleNamed(t, "the broker assembly"), pkg{ImportPath: module + "/server/broker", Deps: []string{module + "/controller", module + "/controller/proto", module + "/server/config"}}, []string{"controller", "server/config"}},
+		{ruleNamed(t, "the broker assembly"), pkg{ImportPath: module + "/server/broker/brokertest", Deps: []string{module + "/controller"}}, nil},
+		{ruleNamed(t, "brokertest"), pkg{ImportPath: module + "/server/broker/brokertest", Imports: []string{module + "/controller/controllertest", module + "/controller"}}, []string{"controller"}},
+		{ruleNamed(t, "protocol does not depend"), pkg{ImportPath: module + "/protocol", Deps: []string{module + "/controller/proto"}}, []string{"controller/proto"}},
 	} {
 		if got := c.r.violations(c.p); !slices.Equal(got, c.want) {
 			t.Errorf("%s on %s: %v, want %v", c.r.name, c.p.ImportPath, got, c.want)

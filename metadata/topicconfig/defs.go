@@ -131,6 +131,10 @@ const (
 	// follower.replication.throttled.rate throttle, besides those a reassignment adds.
 	LeaderReplicationThrottledReplicas   = "leader.replication.throttled.replicas"
 	FollowerReplicationThrottledReplicas = "follower.replication.throttled.replicas"
+	// WritebackBytes is Shale's own (issue 25): every this many bytes appended to a
+	// partition's active segment, the broker starts the kernel's writeback of them
+	// (sync_file_range), so that dirty pages stay bounded; 0 leaves it to the kernel.
+	WritebackBytes = "writeback.bytes"
 	// ShareDeadLetterTopic is Shale's own (beyond KIP-932): the topic that share groups
 	// write this topic's rejected records, and those that reached the delivery limit, to.
 	ShareDeadLetterTopic = "share.dead.letter.topic"
@@ -252,6 +256,8 @@ var defs = sortedByName([]*Def{
 		Doc: "Time after which the active segment is rolled.", check: atLeast(1)},
 	{Name: ShareDeadLetterTopic, Type: TypeString, Default: "",
 		Doc: "Topic that share groups write this topic's rejected records, and those delivered group.share.delivery.count.limit times, to (Shale's, beyond KIP-932); empty: they are only archived."},
+	{Name: WritebackBytes, BrokerName: "log.writeback.bytes", Type: TypeLong, Default: "4194304",
+		Doc: "Shale: start the disk write of each this many bytes appended to a partition (sync_file_range), so that dirty pages stay bounded and producers do not hit the kernel's writeback throttle; nothing waits for it, durability does not change; 0 leaves writeback to the kernel.", check: atLeast(0)},
 	{Name: UncleanLeaderElectionEnable, BrokerName: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false",
 		Doc: "Whether a replica outside the ISR may become leader, losing data."},
 })

@@ -31,6 +31,9 @@ func TestValidate(t *testing.T) {
 		{"compression.type", "brotli", false},
 		{"message.timestamp.type", "LogAppendTime", true},
 		{"unclean.leader.election.enable", "yes", false},
+		{"writeback.bytes", "0", true},
+		{"writeback.bytes", "1048576", true},
+		{"writeback.bytes", "-1", false},
 		{"no.such.config", "1", false},
 	} {
 		err := ValidateOne(tc.name, tc.value)

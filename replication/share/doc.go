@@ -2,7 +2,7 @@
 // Kafka"): Kafka's SharePartition and SharePartitionManager. It sits with the replica
 // manager (package replication) because it is built on the leader's Fetch and Append;
 // the share-group coordinator, which assigns members to partitions, is in
-// coordinator/group.
+// coordinator/share.
 //
 // Many members of a share group read one partition at once. For each (group, topic
 // partition) this broker leads, a Partition keeps the share-partition start offset

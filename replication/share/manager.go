@@ -13,7 +13,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	pb "github.com/shalelog/shale/controller/proto"
 	shalelog "github.com/shalelog/shale/log"
 	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/partition"
@@ -23,9 +22,9 @@ import (
 // Store is where share-partition state is committed: the controller quorum
 // (controller.BrokerClient).
 type Store interface {
-	WriteShareState(ctx context.Context, states []*pb.SharePartitionState) ([]error, error)
+	WriteShareState(ctx context.Context, states []*metadata.SharePartitionState) ([]error, error)
 	// ReadShareState with includeDeleted returns deleted states (tombstones) too.
-	ReadShareState(ctx context.Context, group string, partitions map[string][]int32, includeDeleted bool) ([]*pb.SharePartitionState, error)
+	ReadShareState(ctx context.Context, group string, partitions map[string][]int32, includeDeleted bool) ([]*metadata.SharePartitionState, error)
 }
 
 // Replicas is the replica manager's side the share partitions use (replication.Manager).
@@ -241,7 +240,7 @@ func (m *Manager) load(ctx context.Context, e *entry, p *partition.Partition) {
 		}
 		return
 	}
-	start := p.HighWatermark()
+	start := replication.ReadLimit(p, false, false) // latest, as a consumer's ListOffsets
 	if m.cfg.AutoOffsetReset == "earliest" {
 		start = p.LogStartOffset()
 	}
@@ -288,7 +287,7 @@ func (m *Manager) Acquire(ctx context.Context, key Key, member string, maxRecord
 		return Fetched{}, e.err
 	}
 	waits := []<-chan struct{}{p.Waiter(), e.avail}
-	hw := p.HighWatermark()
+	hw := replication.ReadLimit(p, false, false) // a share consumer reads at read_uncommitted
 	if lso := p.LogStartOffset(); e.sp.StartOffset() < lso {
 		// Retention deleted records the group never finished: they are gone.
 		e.sp.SkipTo(lso)
@@ -511,7 +510,7 @@ func (m *Manager) flusher() {
 type dirty struct {
 	e       *entry
 	version uint64
-	state   *pb.SharePartitionState
+	state   *metadata.SharePartitionState
 }
 
 // flush expires locks, writes dead letters, then commits the changed share partitions
@@ -559,7 +558,7 @@ func (m *Manager) flush(ctx context.Context, all bool) {
 	if len(batch) == 0 {
 		return
 	}
-	states := make([]*pb.SharePartitionState, len(batch))
+	states := make([]*metadata.SharePartitionState, len(batch))
 	for i, d := range batch {
 		states[i] = d.state
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	pb "github.com/shalelog/shale/controller/proto"
+	"github.com/shalelog/shale/metadata"
 )
 
 // State is a record's delivery state; the values are Kafka's RecordState ids, which the
@@ -131,7 +131,7 @@ func NewPartition(limits Limits, spso int64) *Partition {
 
 // LoadPartition rebuilds a share partition from its persisted state: what was in flight
 // comes back available with its delivery count, since locks die with the leader.
-func LoadPartition(limits Limits, st *pb.SharePartitionState) *Partition {
+func LoadPartition(limits Limits, st *metadata.SharePartitionState) *Partition {
 	p := NewPartition(limits, st.StartOffset)
 	p.stateEpoch = st.StateEpoch
 	for _, b := range st.Batches {
@@ -447,10 +447,9 @@ func (p *Partition) advance() {
 // Persisted is the state to commit: acquired records, and archived ones whose dead
 // letter is not written yet, are stored as available so that a new leader redelivers
 // them with their delivery counts.
-func (p *Partition) Persisted(group, topic string, partition, leaderEpoch int32) *pb.SharePartitionState {
-	st := &pb.SharePartitionState{Group: group, Topic: topic, Partition: partition, StartOffset: p.spso,
+func (p *Partition) Persisted(group, topic string, partition, leaderEpoch int32) *metadata.SharePartitionState {
+	st := &metadata.SharePartitionState{Group: group, Topic: topic, Partition: partition, StartOffset: p.spso,
 		StateEpoch: p.stateEpoch, LeaderEpoch: leaderEpoch}
-	var cur *pb.ShareStateBatch
 	for i := range p.recs {
 		r := &p.recs[i]
 		s := r.state
@@ -458,12 +457,11 @@ func (p *Partition) Persisted(group, topic string, partition, leaderEpoch int32)
 			s = Available
 		}
 		off := p.spso + int64(i)
-		if cur != nil && cur.DeliveryState == int32(s) && cur.DeliveryCount == int32(r.count) {
-			cur.LastOffset = off
+		if n := len(st.Batches); n > 0 && st.Batches[n-1].DeliveryState == int32(s) && st.Batches[n-1].DeliveryCount == int32(r.count) {
+			st.Batches[n-1].LastOffset = off
 			continue
 		}
-		cur = &pb.ShareStateBatch{FirstOffset: off, LastOffset: off, DeliveryState: int32(s), DeliveryCount: int32(r.count)}
-		st.Batches = append(st.Batches, cur)
+		st.Batches = append(st.Batches, metadata.ShareStateBatch{FirstOffset: off, LastOffset: off, DeliveryState: int32(s), DeliveryCount: int32(r.count)})
 	}
 	return st
 }

@@ -6,21 +6,21 @@ import (
 	"fmt"
 	"slices"
 
-	pb "github.com/shalelog/shale/controller/proto"
-	"github.com/shalelog/shale/coordinator/group"
+	sharegroup "github.com/shalelog/shale/coordinator/share"
+	"github.com/shalelog/shale/metadata"
 )
 
 // AdminStore is the Store with the admin operations of the share group coordinator
 // (controller.BrokerClient).
 type AdminStore interface {
 	Store
-	InitializeShareState(ctx context.Context, states []*pb.SharePartitionState) ([]error, error)
+	InitializeShareState(ctx context.Context, states []*metadata.SharePartitionState) ([]error, error)
 	DeleteShareState(ctx context.Context, group string, partitions map[string][]int32) error
 	ListShareStateGroups(ctx context.Context) ([]string, error)
 }
 
 // States is the share group coordinator's view of share-partition state
-// (group.ShareStates): what the controller holds, with the live counts of the share
+// (coordinator/share.States): what the controller holds, with the live counts of the share
 // partitions this broker leads (elsewhere, acquired records show as available: locks
 // are not persisted).
 type States struct {
@@ -28,13 +28,13 @@ type States struct {
 	store AdminStore
 }
 
-var _ group.ShareStates = (*States)(nil)
+var _ sharegroup.States = (*States)(nil)
 
 // NewStates returns the coordinator's view over store; m may be nil.
 func NewStates(m *Manager, store AdminStore) *States { return &States{m: m, store: store} }
 
 // ReadShareGroupState summarizes every share partition of group that has state.
-func (s *States) ReadShareGroupState(ctx context.Context, g string) ([]group.SharePartitionState, error) {
+func (s *States) ReadShareGroupState(ctx context.Context, g string) ([]sharegroup.PartitionState, error) {
 	sts, err := s.store.ReadShareState(ctx, g, nil, false)
 	if err != nil {
 		return nil, err
@@ -43,9 +43,9 @@ func (s *States) ReadShareGroupState(ctx context.Context, g string) ([]group.Sha
 	if s.m != nil {
 		live = s.m.Describe(g)
 	}
-	out := make([]group.SharePartitionState, 0, len(sts))
+	out := make([]sharegroup.PartitionState, 0, len(sts))
 	for _, st := range sts {
-		ps := group.SharePartitionState{Topic: st.Topic, Partition: st.Partition, StartOffset: st.StartOffset,
+		ps := sharegroup.PartitionState{Topic: st.Topic, Partition: st.Partition, StartOffset: st.StartOffset,
 			StateEpoch: st.StateEpoch, LeaderEpoch: st.LeaderEpoch}
 		if l, ok := live[Key{g, st.Topic, st.Partition}]; ok {
 			ps.StartOffset = l.StartOffset
@@ -72,10 +72,10 @@ func (s *States) ReadShareGroupState(ctx context.Context, g string) ([]group.Sha
 // AlterShareStartOffsets resets share partitions to new start offsets; the partition
 // leaders see it when a member next opens a share session, or when their next write is
 // fenced by the new state epoch.
-func (s *States) AlterShareStartOffsets(ctx context.Context, g string, offsets []group.SharePartitionOffset) error {
-	states := make([]*pb.SharePartitionState, len(offsets))
+func (s *States) AlterShareStartOffsets(ctx context.Context, g string, offsets []sharegroup.PartitionOffset) error {
+	states := make([]*metadata.SharePartitionState, len(offsets))
 	for i, o := range offsets {
-		states[i] = &pb.SharePartitionState{Group: g, Topic: o.Topic, Partition: o.Partition, StartOffset: o.StartOffset}
+		states[i] = &metadata.SharePartitionState{Group: g, Topic: o.Topic, Partition: o.Partition, StartOffset: o.StartOffset}
 	}
 	errs, err := s.store.InitializeShareState(ctx, states)
 	s.refresh(g, offsets)
@@ -109,7 +109,7 @@ func (s *States) DeleteShareGroupState(ctx context.Context, g string, partitions
 // refresh drops this broker's cached copies of the partitions an admin just reset, so
 // that describing the group (and the next member) sees the new state rather than the
 // cache's; the group has no members, so the cache holds no locks.
-func (s *States) refresh(g string, offsets []group.SharePartitionOffset) {
+func (s *States) refresh(g string, offsets []sharegroup.PartitionOffset) {
 	if s.m == nil {
 		return
 	}

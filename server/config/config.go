@@ -157,6 +157,10 @@ type Config struct {
 	// LogFlushIntervalMs is log.flush.interval.ms (unset: MaxInt64, never by time); topic
 	// flush.ms.
 	LogFlushIntervalMs int64
+	// LogWritebackBytes is log.writeback.bytes (Shale's, default 4 MiB, 0 off); topic
+	// writeback.bytes: the step at which appends start the kernel's writeback of the
+	// active segment (see log.Config.WritebackBytes).
+	LogWritebackBytes int64
 	// LogIndexIntervalBytes is log.index.interval.bytes (default 4096); topic
 	// index.interval.bytes.
 	LogIndexIntervalBytes int32

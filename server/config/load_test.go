@@ -49,7 +49,7 @@ func TestDefault(t *testing.T) {
 		LogRetentionCheckIntervalMs: 300000, LogFlushIntervalMessages: math.MaxInt64,
 		NumRecoveryThreadsPerDataDir: 8, LogMappedSegmentsMax: 8192,
 		LogCleanerEnable: true, LogCleanerThreads: 1, LogCleanerDedupeBufferSize: 128 << 20, LogCleanerIOMaxBytesPerSecond: math.MaxFloat64, LogCleanerBackoffMs: 15000,
-		LogFlushIntervalMs: math.MaxInt64, LogIndexIntervalBytes: 4096, LogIndexSizeMaxBytes: 10485760,
+		LogFlushIntervalMs: math.MaxInt64, LogWritebackBytes: 4 << 20, LogIndexIntervalBytes: 4096, LogIndexSizeMaxBytes: 10485760,
 		MessageMaxBytes: 1048588, LogMessageTimestampType: "CreateTime", CompressionType: "producer",
 		SocketRequestMaxBytes: 104857600, FetchSendfileEnable: true, QueuedMaxRequests: 500, QueuedMaxRequestBytes: 268435456, ConnectionsMaxIdleMs: 600000,
 		MaxConnections: math.MaxInt32, MaxConnectionsPerIP: math.MaxInt32, QuotaWindowNum: 11, QuotaWindowSizeSeconds: 1,

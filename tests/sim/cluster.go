@@ -247,6 +247,7 @@ func (b *broker) register() {
 		Clock:             b.clock,
 		Driven:            true,
 		DiskFaults:        b.disk,
+		LogBackground:     logBackground{b},
 		Dial:              b.dial,
 		Spawn:             b.spawn,
 	}, b.store)
@@ -371,6 +372,24 @@ func (b *broker) spawn(fn func()) {
 	})
 }
 
+// logBackground runs the logs' deferred work (syncing and trimming rolled segments,
+// moving the recovery point, unlinking deleted segments) as events of the scheduler, a
+// little after the roll or deletion that asked for it: a crash or power cut in between
+// finds a rolled segment not yet synced or a deleted one renamed but not yet unlinked.
+// After a crash the work of the old incarnation's logs is dropped, as the process's would
+// be (an abandoned log also ignores it).
+type logBackground struct{ b *broker }
+
+func (lb logBackground) Go(fn func()) {
+	b := lb.b
+	inc := b.incarnation
+	b.w.s.after(b.w.s.between(0, 20*time.Millisecond), "log background", func() {
+		if b.up && b.incarnation == inc {
+			fn()
+		}
+	})
+}
+
 // dial is the fetchers' connection to a leader: ListOffsets answered synchronously by
 // the leader as it is now, when the link is up.
 func (b *broker) dial(leader metadata.Broker) (replication.BrokerConn, error) {
@@ -397,6 +416,8 @@ func (c *simConn) Request(_ context.Context, req kmsg.Request) (kmsg.Response, e
 	return nil, fmt.Errorf("simulated connection: unsupported request %T", req)
 }
 
+// serveListOffsets answers a replica's ListOffsets as the protocol layer does: through the
+// replica manager, which decides the fencing and the read bound.
 func (b *broker) serveListOffsets(req *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, t := range req.Topics {
@@ -405,15 +426,9 @@ func (b *broker) serveListOffsets(req *kmsg.ListOffsetsRequest) *kmsg.ListOffset
 		for _, lp := range t.Partitions {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = lp.Partition
-			p, err := b.mgr.Leader(t.Topic, lp.Partition, lp.CurrentLeaderEpoch)
-			switch {
-			case err != nil:
-				rp.ErrorCode = kafkaCode(err)
-			case lp.Timestamp == -2:
-				rp.Offset = p.LogStartOffset()
-			default:
-				rp.Offset = p.LogEndOffset()
-			}
+			o, err := b.mgr.ListOffset(replication.ListOffsetsPartition{Topic: t.Topic, Index: lp.Partition,
+				CurrentLeaderEpoch: lp.CurrentLeaderEpoch, Timestamp: lp.Timestamp, Follower: req.ReplicaID >= 0})
+			rp.ErrorCode, rp.Offset, rp.Timestamp, rp.LeaderEpoch = kafkaCode(err), o.Offset, o.Timestamp, o.LeaderEpoch
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -444,9 +459,9 @@ func (b *broker) serveFetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
 			}
-			res := b.mgr.Fetch(who, replication.FetchPartition{Topic: name, TopicID: t.TopicID, Index: fp.Partition, CurrentLeaderEpoch: fp.CurrentLeaderEpoch,
-				FetchOffset: fp.FetchOffset, LastFetchedEpoch: fp.LastFetchedEpoch, LogStartOffset: fp.LogStartOffset,
-				PartitionEpoch: replication.FetchPartitionEpoch(&fp), MaxBytes: int(fp.PartitionMaxBytes), MinOne: true})
+			f := replication.FetchRequestPartition(&fp)
+			f.Topic, f.TopicID, f.MinOne = name, t.TopicID, true
+			res := b.mgr.Fetch(who, f)
 			rp.ErrorCode = kafkaCode(res.Err)
 			rp.HighWatermark, rp.LogStartOffset, rp.LastStableOffset = res.HighWatermark, res.LogStartOffset, res.LastStableOffset
 			rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = res.DivergingEpoch, res.DivergingEndOffset
