@@ -158,6 +158,20 @@ func (c *BrokerClient) RemoveVoter(ctx context.Context, id int32) error {
 	return retriedOutcome(fromPBError(resp.Error), failed, kerr.VoterNotFound)
 }
 
+// UpdateVoter changes the address of voter id. A retried attempt that finds the address
+// already set is a success: the controller answers it as a no-op.
+func (c *BrokerClient) UpdateVoter(ctx context.Context, id int32, addr string) error {
+	var resp *pb.UpdateVoterResponse
+	err := c.q.call(ctx, c.cfg.RequestTimeout, func(ctx context.Context, cl pb.ControllerClient) (err error) {
+		resp, err = cl.UpdateVoter(ctx, &pb.UpdateVoterRequest{VoterId: id, Address: addr})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return fromPBError(resp.Error)
+}
+
 // retriedOutcome is the answer to a quorum change that this client may have retried.
 // An attempt that failed (a lost answer, a timeout, a leader that stepped down while the
 // change was being committed) may still have been applied, so when a later attempt is

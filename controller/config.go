@@ -21,6 +21,16 @@ type Config struct {
 	// Voters is controller.quorum.voters: the controllers of the quorum when it was
 	// formed, or, for a joining controller, controllers of the running quorum.
 	Voters []Voter
+	// BootstrapServers is controller.quorum.bootstrap.servers, host:port of controllers
+	// to ask for the quorum's current voters at start-up; their answer takes precedence
+	// over Voters (bootstrap.go). Empty: Voters alone.
+	BootstrapServers []string
+	// BootstrapTLS is the client TLS for BootstrapServers (their gRPC service); nil:
+	// plaintext.
+	BootstrapTLS *tls.Config
+	// BootstrapTimeout bounds the question to BootstrapServers. Default
+	// DefaultBootstrapTimeout.
+	BootstrapTimeout time.Duration
 	// Address is the host:port peers dial to reach a joining controller (one not in
 	// Voters); default the listener's address.
 	Address string
@@ -166,6 +176,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.VoterCatchUpTimeout <= 0 {
 		out.VoterCatchUpTimeout = defaultVoterCatchUpTimeout
+	}
+	if out.BootstrapTimeout <= 0 {
+		out.BootstrapTimeout = DefaultBootstrapTimeout
 	}
 	if out.OffsetCommitBatch <= 0 {
 		out.OffsetCommitBatch = defaultOffsetCommitBatch

@@ -293,6 +293,43 @@ func (s *Server) removeVoter(ctx context.Context, id int32) error {
 	return nil
 }
 
+// updateVoter gives voter id a new address (KIP-853's UpdateRaftVoter): hashicorp/raft
+// replaces the address of a server already in the configuration when it is added again
+// under the same id and suffrage. The same address again is a success that changes
+// nothing, so that a retry after a lost answer finds the change made. It must run on the
+// active controller; the voter should already listen at addr, or the quorum loses it
+// until it does.
+func (s *Server) updateVoter(ctx context.Context, id int32, addr string) error {
+	if host, port, err := net.SplitHostPort(addr); err != nil || host == "" || port == "" || port == "0" {
+		return kafkaErrorf(kerr.InvalidRequest, "voter address %q is not host:port", addr)
+	}
+	conf, index, err := s.beginQuorumChange()
+	if err != nil {
+		return err
+	}
+	defer s.quorumMu.Unlock()
+	sid := serverID(id)
+	i := slices.IndexFunc(conf.Servers, func(srv raft.Server) bool { return srv.ID == sid })
+	if i < 0 || conf.Servers[i].Suffrage != raft.Voter {
+		// A controller still being added is not a voter yet: Kafka answers the same.
+		return kafkaErrorf(kerr.VoterNotFound, "controller %d is not a voter of the quorum", id)
+	}
+	old := string(conf.Servers[i].Address)
+	if old == addr {
+		return nil
+	}
+	for _, srv := range conf.Servers {
+		if srv.ID != sid && string(srv.Address) == addr {
+			return kafkaErrorf(kerr.InvalidRequest, "address %s belongs to controller %s", addr, srv.ID)
+		}
+	}
+	if err := waitIndexFuture(ctx, s.raft.AddVoter(sid, raft.ServerAddress(addr), index, enqueueTimeout)); err != nil {
+		return fmt.Errorf("update the address of controller %d: %w", id, err)
+	}
+	s.log.Info("controller's address updated in the quorum", "voter", id, "old_address", old, "address", addr)
+	return nil
+}
+
 // indexFuture adapts a raft.Future to waitIndexFuture.
 type indexFuture struct{ raft.Future }
 

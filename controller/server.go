@@ -161,6 +161,11 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.ctx.Err() != nil {
 		return errors.New("controller: closed")
 	}
+	s.useBootstrapServers(ctx)
+	if s.cfg.joining() && s.cfg.selfAddr() == "" {
+		return fmt.Errorf("controller: node.id %d is not among the quorum's voters %s, so it joins the running quorum, "+
+			"but it has no address for its peers to dial", s.cfg.NodeID, FormatVoters(s.cfg.Voters))
+	}
 	ln := s.cfg.Listener
 	if ln == nil {
 		addr := s.cfg.ListenAddr

@@ -31,6 +31,17 @@ func (v *service) RemoveVoter(ctx context.Context, req *pb.RemoveVoterRequest) (
 	return &pb.RemoveVoterResponse{Error: kafkaErr}, nil
 }
 
+func (v *service) UpdateVoter(ctx context.Context, req *pb.UpdateVoterRequest) (*pb.UpdateVoterResponse, error) {
+	if _, err := v.s.awaitSession(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	kafkaErr, err := v.outcome(v.s.updateVoter(ctx, req.VoterId, req.Address))
+	if err != nil {
+		return nil, err
+	}
+	return &pb.UpdateVoterResponse{Error: kafkaErr}, nil
+}
+
 func (v *service) DescribeQuorum(ctx context.Context, _ *pb.DescribeQuorumRequest) (*pb.DescribeQuorumResponse, error) {
 	ls, err := v.s.awaitSession(ctx)
 	if err != nil {

@@ -7,9 +7,9 @@ import (
 
 // QuorumAdmin is what a broker forwards to the controller quorum on behalf of an
 // operator: the quorum's state (DescribeQuorum), changes to its voters (AddRaftVoter,
-// RemoveRaftVoter) and the removal of a broker's registration (UnregisterBroker). It is
-// optional: protocol handlers use it when the Store implements it. Errors follow
-// Store's rules.
+// RemoveRaftVoter, UpdateRaftVoter) and the removal of a broker's registration
+// (UnregisterBroker). It is optional: protocol handlers use it when the Store implements
+// it. Errors follow Store's rules.
 type QuorumAdmin interface {
 	DescribeQuorum(ctx context.Context) (QuorumState, error)
 	// AddVoter adds controller id, reachable at addr (host:port of its CONTROLLER
@@ -17,6 +17,9 @@ type QuorumAdmin interface {
 	AddVoter(ctx context.Context, id int32, addr string) error
 	// RemoveVoter removes controller id from the quorum.
 	RemoveVoter(ctx context.Context, id int32) error
+	// UpdateVoter changes the address (host:port of its CONTROLLER listener) of voter id;
+	// the address it already has is a success that changes nothing.
+	UpdateVoter(ctx context.Context, id int32, addr string) error
 	// UnregisterBroker removes broker id's registration. Without force it is refused
 	// while the broker still holds replicas.
 	UnregisterBroker(ctx context.Context, id int32, force bool) error

@@ -107,6 +107,7 @@ var apis = []*api{
 	&shareAcknowledgeAPI,
 	&addRaftVoterAPI,
 	&removeRaftVoterAPI,
+	&updateRaftVoterAPI,
 	&describeShareGroupOffsetsAPI,
 	&alterShareGroupOffsetsAPI,
 	&deleteShareGroupOffsetsAPI,

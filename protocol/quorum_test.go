@@ -102,3 +102,58 @@ func TestQuorumChangesAndUnregister(t *testing.T) {
 		t.Fatalf("forced unregister: %v", err)
 	}
 }
+
+// TestUpdateRaftVoter: KIP-853's UpdateRaftVoter as a Kafka client sends it, against a
+// one-voter quorum: the voter's own address again is a success that changes nothing;
+// an unknown voter, a request without listeners or with a kraft.version range without
+// 1, and another cluster's id are refused with Kafka's errors.
+func TestUpdateRaftVoter(t *testing.T) {
+	tb := startBroker(t)
+	cl := tb.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	q, err := describeQuorumRequest("__cluster_metadata", 0).RequestWith(ctx, cl)
+	if err != nil || len(q.Nodes) != 1 || len(q.Nodes[0].Listeners) != 1 {
+		t.Fatalf("%+v %v", q, err)
+	}
+	self := q.Nodes[0].Listeners[0]
+	update := func(voter int32, edit func(*kmsg.UpdateRaftVoterRequest)) int16 {
+		t.Helper()
+		req := kmsg.NewPtrUpdateRaftVoterRequest()
+		req.VoterID = voter
+		l := kmsg.NewUpdateRaftVoterRequestListener()
+		l.Name, l.Host, l.Port = "CONTROLLER", self.Host, self.Port
+		req.Listeners = append(req.Listeners, l)
+		req.KRaftVersionFeature.MinSupportedVersion, req.KRaftVersionFeature.MaxSupportedVersion = 0, 1
+		if edit != nil {
+			edit(req)
+		}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ErrorCode
+	}
+	other := "another-cluster"
+	for _, tc := range []struct {
+		what  string
+		voter int32
+		edit  func(*kmsg.UpdateRaftVoterRequest)
+		want  int16
+	}{
+		{"the same address", 1, nil, 0},
+		{"the same address, retried", 1, nil, 0},
+		{"an unknown voter", 5, nil, kerr.VoterNotFound.Code},
+		{"no listener", 1, func(r *kmsg.UpdateRaftVoterRequest) { r.Listeners = nil }, kerr.InvalidRequest.Code},
+		{"kraft.version 0 only", 1, func(r *kmsg.UpdateRaftVoterRequest) { r.KRaftVersionFeature.MaxSupportedVersion = 0 }, kerr.InvalidRequest.Code},
+		{"another cluster", 1, func(r *kmsg.UpdateRaftVoterRequest) { r.ClusterID = &other }, kerr.InconsistentClusterID.Code},
+	} {
+		if got := update(tc.voter, tc.edit); got != tc.want {
+			t.Errorf("%s: error %d, want %d", tc.what, got, tc.want)
+		}
+	}
+	after, err := describeQuorumRequest("__cluster_metadata", 0).RequestWith(ctx, cl)
+	if err != nil || len(after.Nodes) != 1 || len(after.Nodes[0].Listeners) != 1 || after.Nodes[0].Listeners[0].Host != self.Host || after.Nodes[0].Listeners[0].Port != self.Port {
+		t.Fatalf("the voter's listener changed: %+v %v", after, err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shalelog/shale/internal/testutil"
 	shalelog "github.com/shalelog/shale/log"
 	"github.com/shalelog/shale/log/records"
 )
@@ -130,14 +132,16 @@ func TestSendfileSegmentDeletedWhileWriting(t *testing.T) {
 		t.Fatalf("the response was written before the peer read it (err %v)", err)
 	default:
 	}
+	// The log renames deleted segments at once and unlinks them in its background, which
+	// does not wait for readers: wait for the unlink, still before the peer reads.
 	for i, sec := range v.Sections {
-		st, err := sec.File.Stat()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n := st.Sys().(*syscall.Stat_t).Nlink; n != 0 {
-			t.Fatalf("section %d's file %s has %d links after the deletion", i, sec.File.Name(), n)
-		}
+		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("section %d's file %s unlinked", i, sec.File.Name()), func() bool {
+			st, err := sec.File.Stat()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.Sys().(*syscall.Stat_t).Nlink == 0
+		})
 	}
 
 	got := make([]byte, len(want))

@@ -24,6 +24,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -269,6 +270,8 @@ func (n *node) startController(ctx context.Context, ln net.Listener) error {
 	c, err := controller.NewServer(controller.Config{
 		NodeID:                             cfg.NodeID,
 		Voters:                             voters,
+		BootstrapServers:                   cfg.ControllerQuorumBootstrapServers,
+		BootstrapTLS:                       n.sec.controllerClientTLS(),
 		Address:                            joiningAddress(cfg, ln),
 		Listener:                           ln,
 		GRPCTLS:                            n.sec.controllerServerTLS(),
@@ -306,11 +309,15 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 		return fmt.Errorf("broker: %w", err)
 	}
 	host, port := cfg.AdvertisedKafka()
-	var addrs []string
+	// controller.quorum.bootstrap.servers come first, as in Kafka; the broker follows the
+	// voters the quorum reports from then on.
+	addrs := slices.Clone(cfg.ControllerQuorumBootstrapServers)
 	for _, v := range cfg.Voters() {
-		addrs = append(addrs, v.Addr())
+		if !slices.Contains(addrs, v.Addr()) {
+			addrs = append(addrs, v.Addr())
+		}
 	}
-	n.lg.Info("registering with the controller quorum", "voters", addrs)
+	n.lg.Info("registering with the controller quorum", "controllers", addrs)
 	store, err := controller.NewBrokerClient(ctx, controller.BrokerConfig{
 		NodeID:            cfg.NodeID,
 		Host:              host,
@@ -670,10 +677,11 @@ func (n *node) close() error {
 
 // joiningAddress is the address a controller outside controller.quorum.voters is reached
 // at once added: its controller listener, with loopback for a wildcard host (as for a
-// single node's derived voter). "" for a voter.
+// single node's derived voter). "" for a voter, unless controller.quorum.bootstrap.servers
+// may report a quorum without it.
 func joiningAddress(cfg *config.Config, ln net.Listener) string {
 	for _, v := range cfg.Voters() {
-		if v.ID == cfg.NodeID {
+		if v.ID == cfg.NodeID && len(cfg.ControllerQuorumBootstrapServers) == 0 {
 			return ""
 		}
 	}

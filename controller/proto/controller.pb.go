@@ -3572,6 +3572,102 @@ func (x *RemoveVoterResponse) GetError() *Error {
 	return nil
 }
 
+type UpdateVoterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	VoterId       int32                  `protobuf:"varint,1,opt,name=voter_id,json=voterId,proto3" json:"voter_id,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"` // host:port of the voter's CONTROLLER listener from now on
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateVoterRequest) Reset() {
+	*x = UpdateVoterRequest{}
+	mi := &file_controller_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateVoterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateVoterRequest) ProtoMessage() {}
+
+func (x *UpdateVoterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateVoterRequest.ProtoReflect.Descriptor instead.
+func (*UpdateVoterRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *UpdateVoterRequest) GetVoterId() int32 {
+	if x != nil {
+		return x.VoterId
+	}
+	return 0
+}
+
+func (x *UpdateVoterRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+type UpdateVoterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateVoterResponse) Reset() {
+	*x = UpdateVoterResponse{}
+	mi := &file_controller_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateVoterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateVoterResponse) ProtoMessage() {}
+
+func (x *UpdateVoterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateVoterResponse.ProtoReflect.Descriptor instead.
+func (*UpdateVoterResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *UpdateVoterResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type DescribeQuorumRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -3580,7 +3676,7 @@ type DescribeQuorumRequest struct {
 
 func (x *DescribeQuorumRequest) Reset() {
 	*x = DescribeQuorumRequest{}
-	mi := &file_controller_proto_msgTypes[64]
+	mi := &file_controller_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3592,7 +3688,7 @@ func (x *DescribeQuorumRequest) String() string {
 func (*DescribeQuorumRequest) ProtoMessage() {}
 
 func (x *DescribeQuorumRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[64]
+	mi := &file_controller_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3605,7 +3701,7 @@ func (x *DescribeQuorumRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeQuorumRequest.ProtoReflect.Descriptor instead.
 func (*DescribeQuorumRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{64}
+	return file_controller_proto_rawDescGZIP(), []int{66}
 }
 
 // QuorumReplica is one replica of the metadata log: a controller, or a broker following
@@ -3623,7 +3719,7 @@ type QuorumReplica struct {
 
 func (x *QuorumReplica) Reset() {
 	*x = QuorumReplica{}
-	mi := &file_controller_proto_msgTypes[65]
+	mi := &file_controller_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3635,7 +3731,7 @@ func (x *QuorumReplica) String() string {
 func (*QuorumReplica) ProtoMessage() {}
 
 func (x *QuorumReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[65]
+	mi := &file_controller_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3648,7 +3744,7 @@ func (x *QuorumReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumReplica.ProtoReflect.Descriptor instead.
 func (*QuorumReplica) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{65}
+	return file_controller_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *QuorumReplica) GetId() int32 {
@@ -3701,7 +3797,7 @@ type DescribeQuorumResponse struct {
 
 func (x *DescribeQuorumResponse) Reset() {
 	*x = DescribeQuorumResponse{}
-	mi := &file_controller_proto_msgTypes[66]
+	mi := &file_controller_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3713,7 +3809,7 @@ func (x *DescribeQuorumResponse) String() string {
 func (*DescribeQuorumResponse) ProtoMessage() {}
 
 func (x *DescribeQuorumResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[66]
+	mi := &file_controller_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3726,7 +3822,7 @@ func (x *DescribeQuorumResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeQuorumResponse.ProtoReflect.Descriptor instead.
 func (*DescribeQuorumResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{66}
+	return file_controller_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DescribeQuorumResponse) GetError() *Error {
@@ -3781,7 +3877,7 @@ type UnregisterBrokerRequest struct {
 
 func (x *UnregisterBrokerRequest) Reset() {
 	*x = UnregisterBrokerRequest{}
-	mi := &file_controller_proto_msgTypes[67]
+	mi := &file_controller_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3793,7 +3889,7 @@ func (x *UnregisterBrokerRequest) String() string {
 func (*UnregisterBrokerRequest) ProtoMessage() {}
 
 func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[67]
+	mi := &file_controller_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3806,7 +3902,7 @@ func (x *UnregisterBrokerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{67}
+	return file_controller_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *UnregisterBrokerRequest) GetBrokerId() int32 {
@@ -3832,7 +3928,7 @@ type UnregisterBrokerResponse struct {
 
 func (x *UnregisterBrokerResponse) Reset() {
 	*x = UnregisterBrokerResponse{}
-	mi := &file_controller_proto_msgTypes[68]
+	mi := &file_controller_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3844,7 +3940,7 @@ func (x *UnregisterBrokerResponse) String() string {
 func (*UnregisterBrokerResponse) ProtoMessage() {}
 
 func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[68]
+	mi := &file_controller_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3857,7 +3953,7 @@ func (x *UnregisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{68}
+	return file_controller_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *UnregisterBrokerResponse) GetError() *Error {
@@ -3876,7 +3972,7 @@ type AlterPartitionReassignmentsRequest struct {
 
 func (x *AlterPartitionReassignmentsRequest) Reset() {
 	*x = AlterPartitionReassignmentsRequest{}
-	mi := &file_controller_proto_msgTypes[69]
+	mi := &file_controller_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3888,7 +3984,7 @@ func (x *AlterPartitionReassignmentsRequest) String() string {
 func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[69]
+	mi := &file_controller_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3901,7 +3997,7 @@ func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{69}
+	return file_controller_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *AlterPartitionReassignmentsRequest) GetReassignments() []*PartitionReassignment {
@@ -3921,7 +4017,7 @@ type AlterPartitionReassignmentsResponse struct {
 
 func (x *AlterPartitionReassignmentsResponse) Reset() {
 	*x = AlterPartitionReassignmentsResponse{}
-	mi := &file_controller_proto_msgTypes[70]
+	mi := &file_controller_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3933,7 +4029,7 @@ func (x *AlterPartitionReassignmentsResponse) String() string {
 func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[70]
+	mi := &file_controller_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3946,7 +4042,7 @@ func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{70}
+	return file_controller_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *AlterPartitionReassignmentsResponse) GetError() *Error {
@@ -3972,7 +4068,7 @@ type WriteShareStateRequest struct {
 
 func (x *WriteShareStateRequest) Reset() {
 	*x = WriteShareStateRequest{}
-	mi := &file_controller_proto_msgTypes[71]
+	mi := &file_controller_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3984,7 +4080,7 @@ func (x *WriteShareStateRequest) String() string {
 func (*WriteShareStateRequest) ProtoMessage() {}
 
 func (x *WriteShareStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[71]
+	mi := &file_controller_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3997,7 +4093,7 @@ func (x *WriteShareStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteShareStateRequest.ProtoReflect.Descriptor instead.
 func (*WriteShareStateRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{71}
+	return file_controller_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *WriteShareStateRequest) GetStates() []*SharePartitionState {
@@ -4017,7 +4113,7 @@ type WriteShareStateResponse struct {
 
 func (x *WriteShareStateResponse) Reset() {
 	*x = WriteShareStateResponse{}
-	mi := &file_controller_proto_msgTypes[72]
+	mi := &file_controller_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4029,7 +4125,7 @@ func (x *WriteShareStateResponse) String() string {
 func (*WriteShareStateResponse) ProtoMessage() {}
 
 func (x *WriteShareStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[72]
+	mi := &file_controller_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4042,7 +4138,7 @@ func (x *WriteShareStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteShareStateResponse.ProtoReflect.Descriptor instead.
 func (*WriteShareStateResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{72}
+	return file_controller_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *WriteShareStateResponse) GetError() *Error {
@@ -4073,7 +4169,7 @@ type ReadShareStateRequest struct {
 
 func (x *ReadShareStateRequest) Reset() {
 	*x = ReadShareStateRequest{}
-	mi := &file_controller_proto_msgTypes[73]
+	mi := &file_controller_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4085,7 +4181,7 @@ func (x *ReadShareStateRequest) String() string {
 func (*ReadShareStateRequest) ProtoMessage() {}
 
 func (x *ReadShareStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[73]
+	mi := &file_controller_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4098,7 +4194,7 @@ func (x *ReadShareStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadShareStateRequest.ProtoReflect.Descriptor instead.
 func (*ReadShareStateRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{73}
+	return file_controller_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ReadShareStateRequest) GetGroup() string {
@@ -4139,7 +4235,7 @@ type ReadShareStateResponse struct {
 
 func (x *ReadShareStateResponse) Reset() {
 	*x = ReadShareStateResponse{}
-	mi := &file_controller_proto_msgTypes[74]
+	mi := &file_controller_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4151,7 +4247,7 @@ func (x *ReadShareStateResponse) String() string {
 func (*ReadShareStateResponse) ProtoMessage() {}
 
 func (x *ReadShareStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[74]
+	mi := &file_controller_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4164,7 +4260,7 @@ func (x *ReadShareStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadShareStateResponse.ProtoReflect.Descriptor instead.
 func (*ReadShareStateResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{74}
+	return file_controller_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ReadShareStateResponse) GetError() *Error {
@@ -4190,7 +4286,7 @@ type InitializeShareStateRequest struct {
 
 func (x *InitializeShareStateRequest) Reset() {
 	*x = InitializeShareStateRequest{}
-	mi := &file_controller_proto_msgTypes[75]
+	mi := &file_controller_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4202,7 +4298,7 @@ func (x *InitializeShareStateRequest) String() string {
 func (*InitializeShareStateRequest) ProtoMessage() {}
 
 func (x *InitializeShareStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[75]
+	mi := &file_controller_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4215,7 +4311,7 @@ func (x *InitializeShareStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitializeShareStateRequest.ProtoReflect.Descriptor instead.
 func (*InitializeShareStateRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{75}
+	return file_controller_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *InitializeShareStateRequest) GetStates() []*SharePartitionState {
@@ -4235,7 +4331,7 @@ type InitializeShareStateResponse struct {
 
 func (x *InitializeShareStateResponse) Reset() {
 	*x = InitializeShareStateResponse{}
-	mi := &file_controller_proto_msgTypes[76]
+	mi := &file_controller_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4247,7 +4343,7 @@ func (x *InitializeShareStateResponse) String() string {
 func (*InitializeShareStateResponse) ProtoMessage() {}
 
 func (x *InitializeShareStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[76]
+	mi := &file_controller_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4260,7 +4356,7 @@ func (x *InitializeShareStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitializeShareStateResponse.ProtoReflect.Descriptor instead.
 func (*InitializeShareStateResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{76}
+	return file_controller_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *InitializeShareStateResponse) GetError() *Error {
@@ -4288,7 +4384,7 @@ type DeleteShareStateRequest struct {
 
 func (x *DeleteShareStateRequest) Reset() {
 	*x = DeleteShareStateRequest{}
-	mi := &file_controller_proto_msgTypes[77]
+	mi := &file_controller_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4300,7 +4396,7 @@ func (x *DeleteShareStateRequest) String() string {
 func (*DeleteShareStateRequest) ProtoMessage() {}
 
 func (x *DeleteShareStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[77]
+	mi := &file_controller_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4313,7 +4409,7 @@ func (x *DeleteShareStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteShareStateRequest.ProtoReflect.Descriptor instead.
 func (*DeleteShareStateRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{77}
+	return file_controller_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *DeleteShareStateRequest) GetGroup() string {
@@ -4346,7 +4442,7 @@ type DeleteShareStateResponse struct {
 
 func (x *DeleteShareStateResponse) Reset() {
 	*x = DeleteShareStateResponse{}
-	mi := &file_controller_proto_msgTypes[78]
+	mi := &file_controller_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4358,7 +4454,7 @@ func (x *DeleteShareStateResponse) String() string {
 func (*DeleteShareStateResponse) ProtoMessage() {}
 
 func (x *DeleteShareStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[78]
+	mi := &file_controller_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4371,7 +4467,7 @@ func (x *DeleteShareStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteShareStateResponse.ProtoReflect.Descriptor instead.
 func (*DeleteShareStateResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{78}
+	return file_controller_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *DeleteShareStateResponse) GetError() *Error {
@@ -4389,7 +4485,7 @@ type ListShareStateGroupsRequest struct {
 
 func (x *ListShareStateGroupsRequest) Reset() {
 	*x = ListShareStateGroupsRequest{}
-	mi := &file_controller_proto_msgTypes[79]
+	mi := &file_controller_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4401,7 +4497,7 @@ func (x *ListShareStateGroupsRequest) String() string {
 func (*ListShareStateGroupsRequest) ProtoMessage() {}
 
 func (x *ListShareStateGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[79]
+	mi := &file_controller_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4414,7 +4510,7 @@ func (x *ListShareStateGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShareStateGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListShareStateGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{79}
+	return file_controller_proto_rawDescGZIP(), []int{81}
 }
 
 type ListShareStateGroupsResponse struct {
@@ -4427,7 +4523,7 @@ type ListShareStateGroupsResponse struct {
 
 func (x *ListShareStateGroupsResponse) Reset() {
 	*x = ListShareStateGroupsResponse{}
-	mi := &file_controller_proto_msgTypes[80]
+	mi := &file_controller_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4439,7 +4535,7 @@ func (x *ListShareStateGroupsResponse) String() string {
 func (*ListShareStateGroupsResponse) ProtoMessage() {}
 
 func (x *ListShareStateGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[80]
+	mi := &file_controller_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4452,7 +4548,7 @@ func (x *ListShareStateGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListShareStateGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListShareStateGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{80}
+	return file_controller_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListShareStateGroupsResponse) GetError() *Error {
@@ -4478,7 +4574,7 @@ type AlterSchemaRegistryRequest struct {
 
 func (x *AlterSchemaRegistryRequest) Reset() {
 	*x = AlterSchemaRegistryRequest{}
-	mi := &file_controller_proto_msgTypes[81]
+	mi := &file_controller_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4490,7 +4586,7 @@ func (x *AlterSchemaRegistryRequest) String() string {
 func (*AlterSchemaRegistryRequest) ProtoMessage() {}
 
 func (x *AlterSchemaRegistryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[81]
+	mi := &file_controller_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4503,7 +4599,7 @@ func (x *AlterSchemaRegistryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterSchemaRegistryRequest.ProtoReflect.Descriptor instead.
 func (*AlterSchemaRegistryRequest) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{81}
+	return file_controller_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *AlterSchemaRegistryRequest) GetRecord() *SchemaRegistryRecord {
@@ -4528,7 +4624,7 @@ type AlterSchemaRegistryResponse struct {
 
 func (x *AlterSchemaRegistryResponse) Reset() {
 	*x = AlterSchemaRegistryResponse{}
-	mi := &file_controller_proto_msgTypes[82]
+	mi := &file_controller_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4540,7 +4636,7 @@ func (x *AlterSchemaRegistryResponse) String() string {
 func (*AlterSchemaRegistryResponse) ProtoMessage() {}
 
 func (x *AlterSchemaRegistryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_controller_proto_msgTypes[82]
+	mi := &file_controller_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4553,7 +4649,7 @@ func (x *AlterSchemaRegistryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterSchemaRegistryResponse.ProtoReflect.Descriptor instead.
 func (*AlterSchemaRegistryResponse) Descriptor() ([]byte, []int) {
-	return file_controller_proto_rawDescGZIP(), []int{82}
+	return file_controller_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *AlterSchemaRegistryResponse) GetRegistryErrorCode() int32 {
@@ -4827,6 +4923,11 @@ const file_controller_proto_rawDesc = "" +
 	"\x12RemoveVoterRequest\x12\x19\n" +
 	"\bvoter_id\x18\x01 \x01(\x05R\avoterId\"G\n" +
 	"\x13RemoveVoterResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"I\n" +
+	"\x12UpdateVoterRequest\x12\x19\n" +
+	"\bvoter_id\x18\x01 \x01(\x05R\avoterId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"G\n" +
+	"\x13UpdateVoterResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\x17\n" +
 	"\x15DescribeQuorumRequest\"\xae\x01\n" +
 	"\rQuorumReplica\x12\x0e\n" +
@@ -4891,7 +4992,7 @@ const file_controller_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
 	"\tschema_id\x18\x03 \x01(\x05R\bschemaId\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x05R\aversion\x12\x1a\n" +
-	"\bversions\x18\x05 \x03(\x05R\bversions2\xae\x1f\n" +
+	"\bversions\x18\x05 \x03(\x05R\bversions2\x90 \n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -4923,7 +5024,8 @@ const file_controller_proto_rawDesc = "" +
 	"\rLoadTxnStates\x12).shale.controller.v1.LoadTxnStatesRequest\x1a*.shale.controller.v1.LoadTxnStatesResponse\x12r\n" +
 	"\x11PendingTxnOffsets\x12-.shale.controller.v1.PendingTxnOffsetsRequest\x1a..shale.controller.v1.PendingTxnOffsetsResponse\x12W\n" +
 	"\bAddVoter\x12$.shale.controller.v1.AddVoterRequest\x1a%.shale.controller.v1.AddVoterResponse\x12`\n" +
-	"\vRemoveVoter\x12'.shale.controller.v1.RemoveVoterRequest\x1a(.shale.controller.v1.RemoveVoterResponse\x12i\n" +
+	"\vRemoveVoter\x12'.shale.controller.v1.RemoveVoterRequest\x1a(.shale.controller.v1.RemoveVoterResponse\x12`\n" +
+	"\vUpdateVoter\x12'.shale.controller.v1.UpdateVoterRequest\x1a(.shale.controller.v1.UpdateVoterResponse\x12i\n" +
 	"\x0eDescribeQuorum\x12*.shale.controller.v1.DescribeQuorumRequest\x1a+.shale.controller.v1.DescribeQuorumResponse\x12o\n" +
 	"\x10UnregisterBroker\x12,.shale.controller.v1.UnregisterBrokerRequest\x1a-.shale.controller.v1.UnregisterBrokerResponse\x12\x90\x01\n" +
 	"\x1bAlterPartitionReassignments\x127.shale.controller.v1.AlterPartitionReassignmentsRequest\x1a8.shale.controller.v1.AlterPartitionReassignmentsResponse\x12l\n" +
@@ -4945,7 +5047,7 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_controller_proto_goTypes = []any{
 	(*NotLeader)(nil),                           // 0: shale.controller.v1.NotLeader
 	(*RegisterBrokerRequest)(nil),               // 1: shale.controller.v1.RegisterBrokerRequest
@@ -5011,213 +5113,218 @@ var file_controller_proto_goTypes = []any{
 	(*AddVoterResponse)(nil),                    // 61: shale.controller.v1.AddVoterResponse
 	(*RemoveVoterRequest)(nil),                  // 62: shale.controller.v1.RemoveVoterRequest
 	(*RemoveVoterResponse)(nil),                 // 63: shale.controller.v1.RemoveVoterResponse
-	(*DescribeQuorumRequest)(nil),               // 64: shale.controller.v1.DescribeQuorumRequest
-	(*QuorumReplica)(nil),                       // 65: shale.controller.v1.QuorumReplica
-	(*DescribeQuorumResponse)(nil),              // 66: shale.controller.v1.DescribeQuorumResponse
-	(*UnregisterBrokerRequest)(nil),             // 67: shale.controller.v1.UnregisterBrokerRequest
-	(*UnregisterBrokerResponse)(nil),            // 68: shale.controller.v1.UnregisterBrokerResponse
-	(*AlterPartitionReassignmentsRequest)(nil),  // 69: shale.controller.v1.AlterPartitionReassignmentsRequest
-	(*AlterPartitionReassignmentsResponse)(nil), // 70: shale.controller.v1.AlterPartitionReassignmentsResponse
-	(*WriteShareStateRequest)(nil),              // 71: shale.controller.v1.WriteShareStateRequest
-	(*WriteShareStateResponse)(nil),             // 72: shale.controller.v1.WriteShareStateResponse
-	(*ReadShareStateRequest)(nil),               // 73: shale.controller.v1.ReadShareStateRequest
-	(*ReadShareStateResponse)(nil),              // 74: shale.controller.v1.ReadShareStateResponse
-	(*InitializeShareStateRequest)(nil),         // 75: shale.controller.v1.InitializeShareStateRequest
-	(*InitializeShareStateResponse)(nil),        // 76: shale.controller.v1.InitializeShareStateResponse
-	(*DeleteShareStateRequest)(nil),             // 77: shale.controller.v1.DeleteShareStateRequest
-	(*DeleteShareStateResponse)(nil),            // 78: shale.controller.v1.DeleteShareStateResponse
-	(*ListShareStateGroupsRequest)(nil),         // 79: shale.controller.v1.ListShareStateGroupsRequest
-	(*ListShareStateGroupsResponse)(nil),        // 80: shale.controller.v1.ListShareStateGroupsResponse
-	(*AlterSchemaRegistryRequest)(nil),          // 81: shale.controller.v1.AlterSchemaRegistryRequest
-	(*AlterSchemaRegistryResponse)(nil),         // 82: shale.controller.v1.AlterSchemaRegistryResponse
-	nil,                                         // 83: shale.controller.v1.CreatableTopic.ConfigsEntry
-	(*Listener)(nil),                            // 84: shale.controller.v1.Listener
-	(*Error)(nil),                               // 85: shale.controller.v1.Error
-	(*MetadataDelta)(nil),                       // 86: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),                  // 87: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),                         // 88: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),                          // 89: shale.controller.v1.TopicState
-	(*PartitionState)(nil),                      // 90: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),                         // 91: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                     // 92: shale.controller.v1.TopicPartitions
-	(ElectionType)(0),                           // 93: shale.controller.v1.ElectionType
-	(*AclBinding)(nil),                          // 94: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),                           // 95: shale.controller.v1.AclFilter
-	(*ClientQuotaEntity)(nil),                   // 96: shale.controller.v1.ClientQuotaEntity
-	(*ScramCredential)(nil),                     // 97: shale.controller.v1.ScramCredential
-	(*ScramCredentialKey)(nil),                  // 98: shale.controller.v1.ScramCredentialKey
-	(*TxnStateRecord)(nil),                      // 99: shale.controller.v1.TxnStateRecord
-	(*TxnOffsetCommitRecord)(nil),               // 100: shale.controller.v1.TxnOffsetCommitRecord
-	(*TxnState)(nil),                            // 101: shale.controller.v1.TxnState
-	(*PartitionReassignment)(nil),               // 102: shale.controller.v1.PartitionReassignment
-	(*SharePartitionState)(nil),                 // 103: shale.controller.v1.SharePartitionState
-	(*SchemaRegistryRecord)(nil),                // 104: shale.controller.v1.SchemaRegistryRecord
+	(*UpdateVoterRequest)(nil),                  // 64: shale.controller.v1.UpdateVoterRequest
+	(*UpdateVoterResponse)(nil),                 // 65: shale.controller.v1.UpdateVoterResponse
+	(*DescribeQuorumRequest)(nil),               // 66: shale.controller.v1.DescribeQuorumRequest
+	(*QuorumReplica)(nil),                       // 67: shale.controller.v1.QuorumReplica
+	(*DescribeQuorumResponse)(nil),              // 68: shale.controller.v1.DescribeQuorumResponse
+	(*UnregisterBrokerRequest)(nil),             // 69: shale.controller.v1.UnregisterBrokerRequest
+	(*UnregisterBrokerResponse)(nil),            // 70: shale.controller.v1.UnregisterBrokerResponse
+	(*AlterPartitionReassignmentsRequest)(nil),  // 71: shale.controller.v1.AlterPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 72: shale.controller.v1.AlterPartitionReassignmentsResponse
+	(*WriteShareStateRequest)(nil),              // 73: shale.controller.v1.WriteShareStateRequest
+	(*WriteShareStateResponse)(nil),             // 74: shale.controller.v1.WriteShareStateResponse
+	(*ReadShareStateRequest)(nil),               // 75: shale.controller.v1.ReadShareStateRequest
+	(*ReadShareStateResponse)(nil),              // 76: shale.controller.v1.ReadShareStateResponse
+	(*InitializeShareStateRequest)(nil),         // 77: shale.controller.v1.InitializeShareStateRequest
+	(*InitializeShareStateResponse)(nil),        // 78: shale.controller.v1.InitializeShareStateResponse
+	(*DeleteShareStateRequest)(nil),             // 79: shale.controller.v1.DeleteShareStateRequest
+	(*DeleteShareStateResponse)(nil),            // 80: shale.controller.v1.DeleteShareStateResponse
+	(*ListShareStateGroupsRequest)(nil),         // 81: shale.controller.v1.ListShareStateGroupsRequest
+	(*ListShareStateGroupsResponse)(nil),        // 82: shale.controller.v1.ListShareStateGroupsResponse
+	(*AlterSchemaRegistryRequest)(nil),          // 83: shale.controller.v1.AlterSchemaRegistryRequest
+	(*AlterSchemaRegistryResponse)(nil),         // 84: shale.controller.v1.AlterSchemaRegistryResponse
+	nil,                                         // 85: shale.controller.v1.CreatableTopic.ConfigsEntry
+	(*Listener)(nil),                            // 86: shale.controller.v1.Listener
+	(*Error)(nil),                               // 87: shale.controller.v1.Error
+	(*MetadataDelta)(nil),                       // 88: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),                  // 89: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),                         // 90: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),                          // 91: shale.controller.v1.TopicState
+	(*PartitionState)(nil),                      // 92: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),                         // 93: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                     // 94: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),                           // 95: shale.controller.v1.ElectionType
+	(*AclBinding)(nil),                          // 96: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),                           // 97: shale.controller.v1.AclFilter
+	(*ClientQuotaEntity)(nil),                   // 98: shale.controller.v1.ClientQuotaEntity
+	(*ScramCredential)(nil),                     // 99: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),                  // 100: shale.controller.v1.ScramCredentialKey
+	(*TxnStateRecord)(nil),                      // 101: shale.controller.v1.TxnStateRecord
+	(*TxnOffsetCommitRecord)(nil),               // 102: shale.controller.v1.TxnOffsetCommitRecord
+	(*TxnState)(nil),                            // 103: shale.controller.v1.TxnState
+	(*PartitionReassignment)(nil),               // 104: shale.controller.v1.PartitionReassignment
+	(*SharePartitionState)(nil),                 // 105: shale.controller.v1.SharePartitionState
+	(*SchemaRegistryRecord)(nil),                // 106: shale.controller.v1.SchemaRegistryRecord
 }
 var file_controller_proto_depIdxs = []int32{
-	84,  // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	85,  // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	85,  // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	86,  // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	87,  // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	88,  // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	83,  // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	86,  // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	87,  // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	87,  // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	88,  // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	89,  // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	90,  // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	85,  // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
 	7,   // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	85,  // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	89,  // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	87,  // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	91,  // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
 	9,   // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	85,  // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	88,  // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	87,  // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	90,  // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
 	13,  // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	85,  // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	87,  // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
 	16,  // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	85,  // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	87,  // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
 	16,  // 17: shale.controller.v1.AlterClientMetricsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	85,  // 18: shale.controller.v1.AlterClientMetricsResponse.error:type_name -> shale.controller.v1.Error
-	85,  // 19: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	90,  // 20: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	85,  // 21: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	91,  // 22: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	85,  // 23: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	92,  // 24: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	85,  // 25: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	91,  // 26: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	92,  // 27: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	91,  // 28: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
-	85,  // 29: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
+	87,  // 18: shale.controller.v1.AlterClientMetricsResponse.error:type_name -> shale.controller.v1.Error
+	87,  // 19: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	92,  // 20: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	87,  // 21: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 22: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	87,  // 23: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	94,  // 24: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	87,  // 25: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 26: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	94,  // 27: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	93,  // 28: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
+	87,  // 29: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
 	31,  // 30: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
-	85,  // 31: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	85,  // 32: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	93,  // 33: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
-	92,  // 34: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	85,  // 35: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
-	85,  // 36: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	87,  // 31: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	87,  // 32: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	95,  // 33: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	94,  // 34: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	87,  // 35: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	87,  // 36: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
 	37,  // 37: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
-	94,  // 38: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
-	85,  // 39: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
-	85,  // 40: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
-	95,  // 41: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
-	85,  // 42: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
-	94,  // 43: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
-	85,  // 44: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
+	96,  // 38: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
+	87,  // 39: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
+	87,  // 40: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
+	97,  // 41: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
+	87,  // 42: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
+	96,  // 43: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
+	87,  // 44: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
 	42,  // 45: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
-	96,  // 46: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	98,  // 46: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
 	44,  // 47: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
 	45,  // 48: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
-	85,  // 49: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
-	97,  // 50: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
-	98,  // 51: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	85,  // 52: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	85,  // 53: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
-	85,  // 54: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
-	85,  // 55: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	97,  // 56: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
-	99,  // 57: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
-	85,  // 58: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
-	100, // 59: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
-	85,  // 60: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
-	85,  // 61: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
-	101, // 62: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
-	85,  // 63: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	92,  // 64: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
-	85,  // 65: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
-	85,  // 66: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
-	85,  // 67: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
-	65,  // 68: shale.controller.v1.DescribeQuorumResponse.voters:type_name -> shale.controller.v1.QuorumReplica
-	65,  // 69: shale.controller.v1.DescribeQuorumResponse.observers:type_name -> shale.controller.v1.QuorumReplica
-	85,  // 70: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	102, // 71: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	85,  // 72: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
-	37,  // 73: shale.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> shale.controller.v1.PartitionError
-	103, // 74: shale.controller.v1.WriteShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
-	85,  // 75: shale.controller.v1.WriteShareStateResponse.error:type_name -> shale.controller.v1.Error
-	85,  // 76: shale.controller.v1.WriteShareStateResponse.errors:type_name -> shale.controller.v1.Error
-	92,  // 77: shale.controller.v1.ReadShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	85,  // 78: shale.controller.v1.ReadShareStateResponse.error:type_name -> shale.controller.v1.Error
-	103, // 79: shale.controller.v1.ReadShareStateResponse.states:type_name -> shale.controller.v1.SharePartitionState
-	103, // 80: shale.controller.v1.InitializeShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
-	85,  // 81: shale.controller.v1.InitializeShareStateResponse.error:type_name -> shale.controller.v1.Error
-	85,  // 82: shale.controller.v1.InitializeShareStateResponse.errors:type_name -> shale.controller.v1.Error
-	92,  // 83: shale.controller.v1.DeleteShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	85,  // 84: shale.controller.v1.DeleteShareStateResponse.error:type_name -> shale.controller.v1.Error
-	85,  // 85: shale.controller.v1.ListShareStateGroupsResponse.error:type_name -> shale.controller.v1.Error
-	104, // 86: shale.controller.v1.AlterSchemaRegistryRequest.record:type_name -> shale.controller.v1.SchemaRegistryRecord
-	1,   // 87: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,   // 88: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,   // 89: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,   // 90: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11,  // 91: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14,  // 92: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17,  // 93: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	21,  // 94: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	23,  // 95: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	25,  // 96: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	27,  // 97: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	29,  // 98: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	34,  // 99: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	30,  // 100: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
-	36,  // 101: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
-	39,  // 102: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
-	41,  // 103: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
-	46,  // 104: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
-	19,  // 105: shale.controller.v1.Controller.AlterClientMetrics:input_type -> shale.controller.v1.AlterClientMetricsRequest
-	48,  // 106: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
-	50,  // 107: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
-	81,  // 108: shale.controller.v1.Controller.AlterSchemaRegistry:input_type -> shale.controller.v1.AlterSchemaRegistryRequest
-	52,  // 109: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
-	54,  // 110: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
-	56,  // 111: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
-	58,  // 112: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
-	60,  // 113: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
-	62,  // 114: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
-	64,  // 115: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
-	67,  // 116: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
-	69,  // 117: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
-	71,  // 118: shale.controller.v1.Controller.WriteShareState:input_type -> shale.controller.v1.WriteShareStateRequest
-	73,  // 119: shale.controller.v1.Controller.ReadShareState:input_type -> shale.controller.v1.ReadShareStateRequest
-	75,  // 120: shale.controller.v1.Controller.InitializeShareState:input_type -> shale.controller.v1.InitializeShareStateRequest
-	77,  // 121: shale.controller.v1.Controller.DeleteShareState:input_type -> shale.controller.v1.DeleteShareStateRequest
-	79,  // 122: shale.controller.v1.Controller.ListShareStateGroups:input_type -> shale.controller.v1.ListShareStateGroupsRequest
-	2,   // 123: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,   // 124: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,   // 125: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10,  // 126: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12,  // 127: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15,  // 128: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18,  // 129: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	22,  // 130: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	24,  // 131: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	26,  // 132: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	28,  // 133: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	33,  // 134: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	35,  // 135: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	32,  // 136: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
-	38,  // 137: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
-	40,  // 138: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
-	43,  // 139: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
-	47,  // 140: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
-	20,  // 141: shale.controller.v1.Controller.AlterClientMetrics:output_type -> shale.controller.v1.AlterClientMetricsResponse
-	49,  // 142: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
-	51,  // 143: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
-	82,  // 144: shale.controller.v1.Controller.AlterSchemaRegistry:output_type -> shale.controller.v1.AlterSchemaRegistryResponse
-	53,  // 145: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
-	55,  // 146: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
-	57,  // 147: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
-	59,  // 148: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
-	61,  // 149: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
-	63,  // 150: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
-	66,  // 151: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
-	68,  // 152: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
-	70,  // 153: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
-	72,  // 154: shale.controller.v1.Controller.WriteShareState:output_type -> shale.controller.v1.WriteShareStateResponse
-	74,  // 155: shale.controller.v1.Controller.ReadShareState:output_type -> shale.controller.v1.ReadShareStateResponse
-	76,  // 156: shale.controller.v1.Controller.InitializeShareState:output_type -> shale.controller.v1.InitializeShareStateResponse
-	78,  // 157: shale.controller.v1.Controller.DeleteShareState:output_type -> shale.controller.v1.DeleteShareStateResponse
-	80,  // 158: shale.controller.v1.Controller.ListShareStateGroups:output_type -> shale.controller.v1.ListShareStateGroupsResponse
-	123, // [123:159] is the sub-list for method output_type
-	87,  // [87:123] is the sub-list for method input_type
-	87,  // [87:87] is the sub-list for extension type_name
-	87,  // [87:87] is the sub-list for extension extendee
-	0,   // [0:87] is the sub-list for field type_name
+	87,  // 49: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
+	99,  // 50: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
+	100, // 51: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	87,  // 52: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	87,  // 53: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
+	87,  // 54: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
+	87,  // 55: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	99,  // 56: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
+	101, // 57: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
+	87,  // 58: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
+	102, // 59: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
+	87,  // 60: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
+	87,  // 61: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
+	103, // 62: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
+	87,  // 63: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	94,  // 64: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
+	87,  // 65: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
+	87,  // 66: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
+	87,  // 67: shale.controller.v1.UpdateVoterResponse.error:type_name -> shale.controller.v1.Error
+	87,  // 68: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
+	67,  // 69: shale.controller.v1.DescribeQuorumResponse.voters:type_name -> shale.controller.v1.QuorumReplica
+	67,  // 70: shale.controller.v1.DescribeQuorumResponse.observers:type_name -> shale.controller.v1.QuorumReplica
+	87,  // 71: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	104, // 72: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	87,  // 73: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
+	37,  // 74: shale.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> shale.controller.v1.PartitionError
+	105, // 75: shale.controller.v1.WriteShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
+	87,  // 76: shale.controller.v1.WriteShareStateResponse.error:type_name -> shale.controller.v1.Error
+	87,  // 77: shale.controller.v1.WriteShareStateResponse.errors:type_name -> shale.controller.v1.Error
+	94,  // 78: shale.controller.v1.ReadShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	87,  // 79: shale.controller.v1.ReadShareStateResponse.error:type_name -> shale.controller.v1.Error
+	105, // 80: shale.controller.v1.ReadShareStateResponse.states:type_name -> shale.controller.v1.SharePartitionState
+	105, // 81: shale.controller.v1.InitializeShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
+	87,  // 82: shale.controller.v1.InitializeShareStateResponse.error:type_name -> shale.controller.v1.Error
+	87,  // 83: shale.controller.v1.InitializeShareStateResponse.errors:type_name -> shale.controller.v1.Error
+	94,  // 84: shale.controller.v1.DeleteShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	87,  // 85: shale.controller.v1.DeleteShareStateResponse.error:type_name -> shale.controller.v1.Error
+	87,  // 86: shale.controller.v1.ListShareStateGroupsResponse.error:type_name -> shale.controller.v1.Error
+	106, // 87: shale.controller.v1.AlterSchemaRegistryRequest.record:type_name -> shale.controller.v1.SchemaRegistryRecord
+	1,   // 88: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,   // 89: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,   // 90: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,   // 91: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11,  // 92: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14,  // 93: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17,  // 94: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	21,  // 95: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	23,  // 96: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	25,  // 97: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	27,  // 98: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	29,  // 99: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	34,  // 100: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	30,  // 101: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
+	36,  // 102: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	39,  // 103: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
+	41,  // 104: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
+	46,  // 105: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
+	19,  // 106: shale.controller.v1.Controller.AlterClientMetrics:input_type -> shale.controller.v1.AlterClientMetricsRequest
+	48,  // 107: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
+	50,  // 108: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
+	83,  // 109: shale.controller.v1.Controller.AlterSchemaRegistry:input_type -> shale.controller.v1.AlterSchemaRegistryRequest
+	52,  // 110: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
+	54,  // 111: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
+	56,  // 112: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
+	58,  // 113: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
+	60,  // 114: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
+	62,  // 115: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
+	64,  // 116: shale.controller.v1.Controller.UpdateVoter:input_type -> shale.controller.v1.UpdateVoterRequest
+	66,  // 117: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
+	69,  // 118: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
+	71,  // 119: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
+	73,  // 120: shale.controller.v1.Controller.WriteShareState:input_type -> shale.controller.v1.WriteShareStateRequest
+	75,  // 121: shale.controller.v1.Controller.ReadShareState:input_type -> shale.controller.v1.ReadShareStateRequest
+	77,  // 122: shale.controller.v1.Controller.InitializeShareState:input_type -> shale.controller.v1.InitializeShareStateRequest
+	79,  // 123: shale.controller.v1.Controller.DeleteShareState:input_type -> shale.controller.v1.DeleteShareStateRequest
+	81,  // 124: shale.controller.v1.Controller.ListShareStateGroups:input_type -> shale.controller.v1.ListShareStateGroupsRequest
+	2,   // 125: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,   // 126: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,   // 127: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10,  // 128: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12,  // 129: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15,  // 130: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18,  // 131: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	22,  // 132: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	24,  // 133: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	26,  // 134: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	28,  // 135: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	33,  // 136: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	35,  // 137: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	32,  // 138: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
+	38,  // 139: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	40,  // 140: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
+	43,  // 141: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
+	47,  // 142: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
+	20,  // 143: shale.controller.v1.Controller.AlterClientMetrics:output_type -> shale.controller.v1.AlterClientMetricsResponse
+	49,  // 144: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
+	51,  // 145: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
+	84,  // 146: shale.controller.v1.Controller.AlterSchemaRegistry:output_type -> shale.controller.v1.AlterSchemaRegistryResponse
+	53,  // 147: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
+	55,  // 148: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
+	57,  // 149: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
+	59,  // 150: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
+	61,  // 151: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
+	63,  // 152: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
+	65,  // 153: shale.controller.v1.Controller.UpdateVoter:output_type -> shale.controller.v1.UpdateVoterResponse
+	68,  // 154: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
+	70,  // 155: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
+	72,  // 156: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
+	74,  // 157: shale.controller.v1.Controller.WriteShareState:output_type -> shale.controller.v1.WriteShareStateResponse
+	76,  // 158: shale.controller.v1.Controller.ReadShareState:output_type -> shale.controller.v1.ReadShareStateResponse
+	78,  // 159: shale.controller.v1.Controller.InitializeShareState:output_type -> shale.controller.v1.InitializeShareStateResponse
+	80,  // 160: shale.controller.v1.Controller.DeleteShareState:output_type -> shale.controller.v1.DeleteShareStateResponse
+	82,  // 161: shale.controller.v1.Controller.ListShareStateGroups:output_type -> shale.controller.v1.ListShareStateGroupsResponse
+	125, // [125:162] is the sub-list for method output_type
+	88,  // [88:125] is the sub-list for method input_type
+	88,  // [88:88] is the sub-list for extension type_name
+	88,  // [88:88] is the sub-list for extension extendee
+	0,   // [0:88] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -5239,7 +5346,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   84,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

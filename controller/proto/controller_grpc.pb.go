@@ -51,6 +51,7 @@ const (
 	Controller_PendingTxnOffsets_FullMethodName           = "/shale.controller.v1.Controller/PendingTxnOffsets"
 	Controller_AddVoter_FullMethodName                    = "/shale.controller.v1.Controller/AddVoter"
 	Controller_RemoveVoter_FullMethodName                 = "/shale.controller.v1.Controller/RemoveVoter"
+	Controller_UpdateVoter_FullMethodName                 = "/shale.controller.v1.Controller/UpdateVoter"
 	Controller_DescribeQuorum_FullMethodName              = "/shale.controller.v1.Controller/DescribeQuorum"
 	Controller_UnregisterBroker_FullMethodName            = "/shale.controller.v1.Controller/UnregisterBroker"
 	Controller_AlterPartitionReassignments_FullMethodName = "/shale.controller.v1.Controller/AlterPartitionReassignments"
@@ -115,6 +116,9 @@ type ControllerClient interface {
 	AddVoter(ctx context.Context, in *AddVoterRequest, opts ...grpc.CallOption) (*AddVoterResponse, error)
 	// RemoveVoter removes a controller from the Raft quorum (KIP-853's RemoveRaftVoter).
 	RemoveVoter(ctx context.Context, in *RemoveVoterRequest, opts ...grpc.CallOption) (*RemoveVoterResponse, error)
+	// UpdateVoter changes the address of a voter of the Raft quorum (KIP-853's
+	// UpdateRaftVoter); the same address again changes nothing.
+	UpdateVoter(ctx context.Context, in *UpdateVoterRequest, opts ...grpc.CallOption) (*UpdateVoterResponse, error)
 	// DescribeQuorum is Kafka's DescribeQuorum of the metadata log; brokers also learn the
 	// current voters' addresses from it.
 	DescribeQuorum(ctx context.Context, in *DescribeQuorumRequest, opts ...grpc.CallOption) (*DescribeQuorumResponse, error)
@@ -436,6 +440,16 @@ func (c *controllerClient) RemoveVoter(ctx context.Context, in *RemoveVoterReque
 	return out, nil
 }
 
+func (c *controllerClient) UpdateVoter(ctx context.Context, in *UpdateVoterRequest, opts ...grpc.CallOption) (*UpdateVoterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateVoterResponse)
+	err := c.cc.Invoke(ctx, Controller_UpdateVoter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerClient) DescribeQuorum(ctx context.Context, in *DescribeQuorumRequest, opts ...grpc.CallOption) (*DescribeQuorumResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DescribeQuorumResponse)
@@ -570,6 +584,9 @@ type ControllerServer interface {
 	AddVoter(context.Context, *AddVoterRequest) (*AddVoterResponse, error)
 	// RemoveVoter removes a controller from the Raft quorum (KIP-853's RemoveRaftVoter).
 	RemoveVoter(context.Context, *RemoveVoterRequest) (*RemoveVoterResponse, error)
+	// UpdateVoter changes the address of a voter of the Raft quorum (KIP-853's
+	// UpdateRaftVoter); the same address again changes nothing.
+	UpdateVoter(context.Context, *UpdateVoterRequest) (*UpdateVoterResponse, error)
 	// DescribeQuorum is Kafka's DescribeQuorum of the metadata log; brokers also learn the
 	// current voters' addresses from it.
 	DescribeQuorum(context.Context, *DescribeQuorumRequest) (*DescribeQuorumResponse, error)
@@ -685,6 +702,9 @@ func (UnimplementedControllerServer) AddVoter(context.Context, *AddVoterRequest)
 }
 func (UnimplementedControllerServer) RemoveVoter(context.Context, *RemoveVoterRequest) (*RemoveVoterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveVoter not implemented")
+}
+func (UnimplementedControllerServer) UpdateVoter(context.Context, *UpdateVoterRequest) (*UpdateVoterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateVoter not implemented")
 }
 func (UnimplementedControllerServer) DescribeQuorum(context.Context, *DescribeQuorumRequest) (*DescribeQuorumResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeQuorum not implemented")
@@ -1228,6 +1248,24 @@ func _Controller_RemoveVoter_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_UpdateVoter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateVoterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).UpdateVoter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_UpdateVoter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).UpdateVoter(ctx, req.(*UpdateVoterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Controller_DescribeQuorum_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DescribeQuorumRequest)
 	if err := dec(in); err != nil {
@@ -1486,6 +1524,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveVoter",
 			Handler:    _Controller_RemoveVoter_Handler,
+		},
+		{
+			MethodName: "UpdateVoter",
+			Handler:    _Controller_UpdateVoter_Handler,
 		},
 		{
 			MethodName: "DescribeQuorum",

@@ -29,6 +29,11 @@ type Config struct {
 	// a controller node votes alone, as <node.id>@<its controller listener>; a
 	// broker-only node must be told the voters.
 	ControllerQuorumVoters []Voter
+	// ControllerQuorumBootstrapServers is controller.quorum.bootstrap.servers,
+	// "host:port,...". Default "": controller.quorum.voters alone. When set, a starting
+	// controller takes the quorum's current voters from them (falling back to
+	// controller.quorum.voters when none answers) and a broker dials them first.
+	ControllerQuorumBootstrapServers []string
 	// Listeners is listeners (default
 	// "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"), NAME://host:port each.
 	// An empty host or 0.0.0.0 binds every interface; port 0 binds a free port (see

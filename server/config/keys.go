@@ -169,6 +169,8 @@ func buildKeys() []*keyDef {
 			accessor{set: setRoles, get: func(c *Config) string { return strings.Join(c.ProcessRoles, ",") }}),
 		key("controller.quorum.voters", "", "The controller quorum, id@host:port,...; empty: a controller votes alone on its controller listener.",
 			accessor{set: setVoters, get: getVoters}),
+		key("controller.quorum.bootstrap.servers", "", "Controllers to ask for the quorum's current voters, host:port,... (KIP-853). When set they take precedence over controller.quorum.voters: a controller starting asks them for today's voters and uses controller.quorum.voters only when none answers (a quorum formed for the first time); a broker dials them first and follows the voters they report. Empty: controller.quorum.voters alone.",
+			accessor{set: setBootstrapServers, get: func(c *Config) string { return strings.Join(c.ControllerQuorumBootstrapServers, ",") }}),
 		key("listeners", "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093", "Addresses to listen on, NAME://host:port,... (empty host or 0.0.0.0: every interface). A node that is its own quorum and lists no controller listener gets a loopback one on a free port.",
 			accessor{set: setListeners(func(c *Config) *[]Listener { return &c.Listeners }), get: getListeners(func(c *Config) []Listener { return c.Listeners })}),
 		key("advertised.listeners", "", "Addresses given to clients, NAME://host:port,...; empty: the non-controller listeners.",

@@ -117,6 +117,25 @@ func setVoters(c *Config, v string) error {
 	return nil
 }
 
+// setBootstrapServers parses controller.quorum.bootstrap.servers, host:port,...
+func setBootstrapServers(c *Config, v string) error {
+	c.ControllerQuorumBootstrapServers = nil
+	for _, item := range splitList(v) {
+		if strings.Contains(item, "@") {
+			return fmt.Errorf("bootstrap server %q: want host:port, without the id@ of controller.quorum.voters", item)
+		}
+		hp, err := parseHostPort(item)
+		if err != nil {
+			return fmt.Errorf("bootstrap server %q: %w", item, err)
+		}
+		if hp.host == "" || hp.port == 0 || isWildcard(hp.host) {
+			return fmt.Errorf("bootstrap server %q: needs a host and port that other nodes can reach", item)
+		}
+		c.ControllerQuorumBootstrapServers = append(c.ControllerQuorumBootstrapServers, net.JoinHostPort(hp.host, strconv.Itoa(int(hp.port))))
+	}
+	return nil
+}
+
 func getVoters(c *Config) string {
 	items := make([]string, 0, len(c.ControllerQuorumVoters))
 	for _, v := range c.ControllerQuorumVoters {

@@ -135,8 +135,10 @@ func (c *Config) finishVoters(fail func(key, format string, args ...any)) {
 		}
 		c.ControllerQuorumVoters = []Voter{{ID: c.NodeID, Host: host, Port: port}}
 		c.derivedVoters = true
+	case len(c.ControllerQuorumVoters) == 0 && len(c.ControllerQuorumBootstrapServers) == 0:
+		fail("controller.quorum.voters", "a broker-only node must be told the controllers: set controller.quorum.bootstrap.servers to host:port,... or controller.quorum.voters to id@host:port,...")
 	case len(c.ControllerQuorumVoters) == 0:
-		fail("controller.quorum.voters", "a broker-only node must be told the controllers: set controller.quorum.voters to id@host:port,...")
+		// A broker that finds the controllers through controller.quorum.bootstrap.servers.
 	case c.IsController() && !has:
 		// A controller outside the voters joins the running quorum they form, once an
 		// operator adds it (shale controller add); it never bootstraps a quorum of its own.
