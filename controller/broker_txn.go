@@ -17,7 +17,10 @@ func txnStateToPB(st metadata.TxnState) *pb.TxnState {
 		TransactionalId: st.TransactionalID, ProducerId: st.ProducerID, ProducerEpoch: int32(st.ProducerEpoch),
 		LastProducerId: st.LastProducerID, LastProducerEpoch: int32(st.LastProducerEpoch), TimeoutMs: st.TimeoutMs,
 		Status: pb.TxnStatus(st.Status), Partitions: topicPartitionsPB(st.Partitions), Groups: slices.Clone(st.Groups),
-		StartMs: st.StartMs, LastUpdateMs: st.LastUpdateMs,
+		StartMs: st.StartMs, LastUpdateMs: st.LastUpdateMs, TxnVersion: int32(st.TxnVersion),
+	}
+	if st.NextProducerID >= 0 && (st.Status == metadata.TxnPrepareCommit || st.Status == metadata.TxnPrepareAbort) {
+		out.NextProducerId = &st.NextProducerID
 	}
 	for _, g := range slices.Sorted(maps.Keys(st.PendingOffsets)) {
 		gs := &pb.GroupOffsets{Group: g}
@@ -34,7 +37,10 @@ func txnStateFromPB(p *pb.TxnState) metadata.TxnState {
 		TransactionalID: p.TransactionalId, ProducerID: p.ProducerId, ProducerEpoch: int16(p.ProducerEpoch),
 		LastProducerID: p.LastProducerId, LastProducerEpoch: int16(p.LastProducerEpoch), TimeoutMs: p.TimeoutMs,
 		Status: metadata.TxnStatus(p.Status), Partitions: topicFilter(false, p.Partitions), Groups: p.Groups,
-		StartMs: p.StartMs, LastUpdateMs: p.LastUpdateMs,
+		StartMs: p.StartMs, LastUpdateMs: p.LastUpdateMs, TxnVersion: int16(p.TxnVersion), NextProducerID: -1,
+	}
+	if p.NextProducerId != nil {
+		st.NextProducerID = *p.NextProducerId
 	}
 	if len(p.PendingOffsets) > 0 {
 		st.PendingOffsets = map[string][]metadata.CommittedOffset{}

@@ -37,6 +37,16 @@ func (f *fsm) applyTxnState(c *change, r *pb.TxnStateRecord) applyResult {
 	next := proto.Clone(st).(*pb.TxnState)
 	next.PendingOffsets = nil
 	sameProducer := old != nil && old.ProducerId == st.ProducerId && old.ProducerEpoch == st.ProducerEpoch
+	if old != nil && !sameProducer && st.TxnVersion >= 2 {
+		// KIP-890 part 2: ending a transaction bumps the producer's epoch in the same
+		// record (ONGOING to PREPARE_COMMIT at epoch+1), and completing one that
+		// exhausted the epochs moves the producer to the next producer id; the pending
+		// offsets are still this transaction's.
+		sameProducer = (st.Status == pb.TxnStatus_TXN_STATUS_PREPARE_COMMIT && old.Status == pb.TxnStatus_TXN_STATUS_ONGOING &&
+			old.ProducerId == st.ProducerId && st.LastProducerEpoch == old.ProducerEpoch) ||
+			(st.Status == pb.TxnStatus_TXN_STATUS_COMPLETE_COMMIT && old.Status == pb.TxnStatus_TXN_STATUS_PREPARE_COMMIT &&
+				old.NextProducerId != nil && *old.NextProducerId == st.ProducerId)
+	}
 	var commit []*pb.OffsetOp
 	switch st.Status {
 	case pb.TxnStatus_TXN_STATUS_ONGOING, pb.TxnStatus_TXN_STATUS_PREPARE_COMMIT:
@@ -89,7 +99,7 @@ func (f *fsm) applyTxnOffsetCommit(c *change, r *pb.TxnOffsetCommitRecord) apply
 		return applyResult{err: kafkaErrorf(kerr.ProducerFenced, "transactional id %q: producer epoch %d is fenced by %d", r.TransactionalId, r.ProducerEpoch, t.ProducerEpoch)}
 	case r.ProducerEpoch != t.ProducerEpoch:
 		return applyResult{err: kafkaErrorf(kerr.InvalidProducerEpoch, "transactional id %q: producer epoch %d, not %d", r.TransactionalId, r.ProducerEpoch, t.ProducerEpoch)}
-	case t.Status != pb.TxnStatus_TXN_STATUS_ONGOING || !slices.Contains(t.Groups, r.Group):
+	case t.Status != pb.TxnStatus_TXN_STATUS_ONGOING || !(slices.Contains(t.Groups, r.Group) || hasOffsetsPartition(c.base, t, r.Group)):
 		return applyResult{err: kafkaErrorf(kerr.InvalidTxnState, "transactional id %q: group %q is not in an ongoing transaction (AddOffsetsToTxn first)", r.TransactionalId, r.Group)}
 	}
 	for _, e := range r.Offsets {
@@ -101,6 +111,19 @@ func (f *fsm) applyTxnOffsetCommit(c *change, r *pb.TxnOffsetCommitRecord) apply
 	next.PendingOffsets = mergePendingOffsets(next.PendingOffsets, r.Group, r.Offsets)
 	c.after(func() { f.txns[r.TransactionalId] = next })
 	return applyResult{}
+}
+
+// hasOffsetsPartition reports whether t holds group's __consumer_offsets partition:
+// a transactions v2 TxnOffsetCommit (v5+) adds the group that way from the group's
+// coordinator, as Kafka's does, where AddOffsetsToTxn adds it by name.
+func hasOffsetsPartition(im *metadata.Image, t *pb.TxnState, group string) bool {
+	p := metadata.OffsetsPartition(group, len(im.Coordinators))
+	for _, tp := range t.Partitions {
+		if tp.Topic == metadata.OffsetsTopic && slices.Contains(tp.Partitions, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // mergePendingOffsets adds offsets to a group's pending ones, a later offset for the same

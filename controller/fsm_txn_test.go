@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/shalelog/shale/metadata"
+
 	pb "github.com/shalelog/shale/controller/proto"
 )
 
@@ -183,4 +185,83 @@ func TestTxnStateSnapshotRestore(t *testing.T) {
 	if _, ok := h.f.txns["tx2"]; ok {
 		t.Fatal("removed id kept")
 	}
+}
+
+// TestTxnOffsetsSurviveTheV2EpochBump: under transactions v2 (KIP-890 part 2) the
+// PrepareCommit record bumps the producer epoch and, once the epochs are exhausted,
+// CompleteCommit moves the producer to the next producer id; the pending offsets are
+// still the transaction's and are committed. A v1 record that changes the epoch (a
+// fencing abort) drops them as before.
+func TestTxnOffsetsSurviveTheV2EpochBump(t *testing.T) {
+	for _, exhausted := range []bool{false, true} {
+		h, broker, epoch := txnHarness(t)
+		h.txnState(broker, epoch, ongoing(3))
+		if res := h.txnOffsets(broker, epoch, &pb.TxnOffsetCommitRecord{TransactionalId: "tx", ProducerId: 5, ProducerEpoch: 3, Group: "g",
+			Offsets: []*pb.OffsetEntry{{Topic: "t", Partition: 1, Offset: 42}}}); res.err != nil {
+			t.Fatal(res.err)
+		}
+		prepare := withStatus(ongoing(4), pb.TxnStatus_TXN_STATUS_PREPARE_COMMIT)
+		prepare.LastProducerId, prepare.LastProducerEpoch, prepare.TxnVersion = 5, 3, 2
+		if exhausted {
+			next := int64(77)
+			prepare.NextProducerId = &next
+		}
+		if res := h.txnState(broker, epoch, prepare); res.err != nil {
+			t.Fatal(res.err)
+		}
+		if got := h.f.loadTxns(nil, true); len(got) != 1 || len(got[0].PendingOffsets) != 1 || got[0].GetNextProducerId() != prepare.GetNextProducerId() {
+			t.Fatalf("exhausted %v: PrepareCommit at the bumped epoch lost the pending offsets: %+v", exhausted, got)
+		}
+		complete := withStatus(prepare, pb.TxnStatus_TXN_STATUS_COMPLETE_COMMIT)
+		complete.Partitions, complete.Groups, complete.NextProducerId = nil, nil, nil
+		if exhausted {
+			complete.ProducerId, complete.ProducerEpoch = 77, 0
+		}
+		if res := h.txnState(broker, epoch, complete); res.err != nil {
+			t.Fatal(res.err)
+		}
+		if got := h.f.fetchOffsets("g", nil); len(got) != 1 || got[0].Offset != 42 {
+			t.Fatalf("exhausted %v: offsets after the commit: %+v", exhausted, got)
+		}
+	}
+
+	// Transaction version 0: an epoch change between Ongoing and PrepareCommit is not
+	// the same transaction's.
+	h, broker, epoch := txnHarness(t)
+	h.txnState(broker, epoch, ongoing(3))
+	h.txnOffsets(broker, epoch, &pb.TxnOffsetCommitRecord{TransactionalId: "tx", ProducerId: 5, ProducerEpoch: 3, Group: "g",
+		Offsets: []*pb.OffsetEntry{{Topic: "t", Partition: 1, Offset: 42}}})
+	prepare := withStatus(ongoing(4), pb.TxnStatus_TXN_STATUS_PREPARE_COMMIT)
+	prepare.LastProducerId, prepare.LastProducerEpoch = 5, 3
+	h.txnState(broker, epoch, prepare)
+	h.txnState(broker, epoch, withStatus(prepare, pb.TxnStatus_TXN_STATUS_COMPLETE_COMMIT))
+	if got := h.f.fetchOffsets("g", nil); len(got) != 0 {
+		t.Fatalf("v1: offsets of another epoch committed: %+v", got)
+	}
+}
+
+// TestTxnOffsetCommitAcceptsTheGroupsOffsetsPartition: TxnOffsetCommit v5 adds a group on
+// a remote transaction coordinator as its __consumer_offsets partition (as Kafka does);
+// the FSM accepts the commit for a transaction holding that partition, not another one.
+func TestTxnOffsetCommitAcceptsTheGroupsOffsetsPartition(t *testing.T) {
+	h, broker, epoch := txnHarness(t)
+	st := ongoing(0)
+	st.Groups = nil
+	st.Partitions = append(st.Partitions, &pb.TopicPartitions{Topic: metadata.OffsetsTopic, Partitions: []int32{metadata.OffsetsPartition("g", 1)}})
+	if res := h.txnState(broker, epoch, st); res.err != nil {
+		t.Fatal(res.err)
+	}
+	rec := func(group string) *pb.TxnOffsetCommitRecord {
+		return &pb.TxnOffsetCommitRecord{TransactionalId: "tx", ProducerId: 5, Group: group,
+			Offsets: []*pb.OffsetEntry{{Topic: "t", Partition: 0, Offset: 7}}}
+	}
+	if res := h.txnOffsets(broker, epoch, rec("g")); res.err != nil {
+		t.Fatalf("commit for the group whose offsets partition is in the transaction: %v", res.err)
+	}
+	// With one offsets partition every group maps to it: a transaction without it refuses.
+	st.Partitions = st.Partitions[:1]
+	h.txnState(broker, epoch, withStatus(st, pb.TxnStatus_TXN_STATUS_PREPARE_ABORT))
+	h.txnState(broker, epoch, withStatus(st, pb.TxnStatus_TXN_STATUS_COMPLETE_ABORT))
+	h.txnState(broker, epoch, st)
+	wantKafkaErr(t, h.txnOffsets(broker, epoch, rec("g")).err, kerr.InvalidTxnState)
 }

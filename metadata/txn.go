@@ -60,6 +60,15 @@ type TxnState struct {
 	// PendingOffsets are TxnOffsetCommit's offsets by group, committed with the
 	// transaction. Only loads fill them; writes of the state leave them to the controller.
 	PendingOffsets map[string][]CommittedOffset
+	// TxnVersion is the transaction version (KIP-890 part 2) the producer ended its last
+	// transaction with: 2 when EndTxn v5+ bumped the producer epoch (then LastProducerID
+	// and LastProducerEpoch are the id and epoch it ended with, so that its retried EndTxn
+	// is recognised), 0 otherwise.
+	TxnVersion int16
+	// NextProducerID is set (>= 0) in PrepareCommit or PrepareAbort when ending a version
+	// 2 transaction exhausted the producer's epochs: the Complete* state moves the
+	// producer to this id at epoch 0. -1 otherwise.
+	NextProducerID int64
 }
 
 // TxnStore is what a transaction coordinator needs from the metadata quorum besides the

@@ -129,15 +129,16 @@ func (p *Partition) MarkerDone(r MarkerResult) (bool, error) {
 func (p *Partition) BeginTxnVerification(producerID int64, epoch int16) (token uint64, needed bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.producers.txns.beginVerification(producerID, epoch)
+	return p.producers.txns.beginVerification(producerID, epoch, p.producers.producers[producerID])
 }
 
 // CompleteTxnVerification records that the coordinator confirmed the verification
-// started with token. A marker appended since cancels it: the write is then refused.
-func (p *Partition) CompleteTxnVerification(producerID int64, token uint64) {
+// started with token, and reports whether it could: a marker appended since cancels
+// it, and the write is refused unless verified again.
+func (p *Partition) CompleteTxnVerification(producerID int64, token uint64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.producers.txns.completeVerification(producerID, token)
+	return p.producers.txns.completeVerification(producerID, token)
 }
 
 func parseMarker(batch []byte) (records.Marker, error) { return records.ParseMarker(batch) }

@@ -272,3 +272,48 @@ func TestConcurrentVerificationsShareTheGuard(t *testing.T) {
 		}
 	}
 }
+
+// TestNextEpochWriteNeedsItsOwnVerification: transactions v2 (KIP-890 part 2) bump the
+// producer epoch at every end, so the next transaction's first write may arrive while
+// the previous one is still open here (its marker, at the new epoch, not yet written).
+// It must not join the open transaction: it is verified, and a verification the marker
+// overtakes is cancelled, so that the partition asks again after the marker.
+func TestNextEpochWriteNeedsItsOwnVerification(t *testing.T) {
+	p := openTest(t, t.TempDir(), 1, -1)
+	if _, err := p.ApplyState(leaderState(1, 1, 1, 2), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	appendTxn(t, p, 5, 0, 0, 1)
+	// The open transaction admits more of its own epoch without asking.
+	if _, needed := p.BeginTxnVerification(5, 0); needed {
+		t.Fatal("a write of the open transaction's epoch needs verification")
+	}
+	token, needed := p.BeginTxnVerification(5, 1)
+	if !needed {
+		t.Fatal("a write of the next epoch joins the open transaction without verification")
+	}
+	b, h := txnBatch(t, 5, 1, 0, 1)
+	if _, err := p.AppendAsLeader(b, h, 1); !errors.Is(err, kerr.InvalidTxnState) {
+		t.Fatalf("unverified write of the next epoch: %v, want INVALID_TXN_STATE", err)
+	}
+	// The previous transaction's marker, at the bumped epoch, lands during the check.
+	marker(t, p, 5, 1, true, 0)
+	if p.CompleteTxnVerification(5, token) {
+		t.Fatal("a verification the marker overtook completed")
+	}
+	if _, err := p.AppendAsLeader(b, h, 1); !errors.Is(err, kerr.InvalidTxnState) {
+		t.Fatalf("write after a cancelled verification: %v, want INVALID_TXN_STATE", err)
+	}
+	token, needed = p.BeginTxnVerification(5, 1)
+	if !needed || !p.CompleteTxnVerification(5, token) {
+		t.Fatal("verification after the marker")
+	}
+	res, err := p.AppendAsLeader(b, h, 1)
+	if err != nil {
+		t.Fatalf("verified write of the next transaction: %v", err)
+	}
+	// It opened a transaction of its own, after the marker.
+	if lso := p.LastStableOffset(); lso > res.BaseOffset {
+		t.Fatalf("last stable offset %d is past the new transaction's first offset %d", lso, res.BaseOffset)
+	}
+}

@@ -77,7 +77,7 @@ func (t *txnState) any() bool { return len(t.Ongoing) > 0 || len(t.Ended) > 0 }
 // checkData applies the transactional rules to a client's data batch: a producer with
 // an open transaction writes only transactional batches, and a producer's first
 // transactional write to the partition must have been verified with the coordinator.
-func (t *txnState) checkData(h shalelog.Header, _ *producerEntry) error {
+func (t *txnState) checkData(h shalelog.Header, e *producerEntry) error {
 	open := t.open(h.ProducerID)
 	if !h.IsTransactional() {
 		if open {
@@ -85,7 +85,7 @@ func (t *txnState) checkData(h shalelog.Header, _ *producerEntry) error {
 		}
 		return nil
 	}
-	if open {
+	if open && openAt(e, h.ProducerEpoch) {
 		return nil
 	}
 	if v := t.verified[h.ProducerID]; v != nil && v.done && v.epoch == h.ProducerEpoch {
@@ -152,8 +152,8 @@ func (t *txnState) firstUnstable(hw int64) int64 {
 // here (its first write was verified). A marker written before the verification
 // completes cancels it, so that a verification answered for a transaction that has
 // since ended admits no write.
-func (t *txnState) beginVerification(producerID int64, epoch int16) (token uint64, needed bool) {
-	if t.open(producerID) {
+func (t *txnState) beginVerification(producerID int64, epoch int16, e *producerEntry) (token uint64, needed bool) {
+	if t.open(producerID) && openAt(e, epoch) {
 		return 0, false
 	}
 	if v := t.verified[producerID]; v != nil && v.epoch == epoch {
@@ -165,10 +165,19 @@ func (t *txnState) beginVerification(producerID int64, epoch int16) (token uint6
 	return v.token, true
 }
 
+// openAt reports whether a producer's open transaction here (e being its entry) is of
+// epoch: a write of a newer epoch belongs to another transaction, which the coordinator
+// must admit. Transactions v2 (KIP-890 part 2) bump the epoch at every end, and the
+// next transaction's first write can reach the partition before the end's marker; an
+// older epoch is refused by the epoch check.
+func openAt(e *producerEntry, epoch int16) bool { return e == nil || e.Epoch == epoch }
+
 // completeVerification marks the verification with token successful, unless a marker
-// or a newer verification replaced it meanwhile.
-func (t *txnState) completeVerification(producerID int64, token uint64) {
+// or a newer verification replaced it meanwhile; it reports whether it did.
+func (t *txnState) completeVerification(producerID int64, token uint64) bool {
 	if v := t.verified[producerID]; v != nil && v.token == token {
 		v.done = true
+		return true
 	}
+	return false
 }

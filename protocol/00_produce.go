@@ -52,7 +52,7 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Result {
 			rp.Partition = p.Partition
 			rt.Partitions = append(rt.Partitions, rp)
 			pp := &replication.ProducePartition{Topic: t.Topic, Index: p.Partition, Records: p.Records, Legacy: r.Version < 3,
-				TransactionalID: txnID, Err: topicErr}
+				TransactionalID: txnID, AddToTxn: r.Version >= 12, Err: topicErr}
 			parts = append(parts, producePart{ProducePartition: pp, rt: i, rp: j})
 			all = append(all, pp)
 		}
@@ -141,6 +141,10 @@ func produceError(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
 }
 
 // produceAPI: v0-v2 carry legacy message sets, up-converted on append, and librdkafka
-// before 2.10 compresses only when v0 is in range. v10+ (KIP-951's leader hints,
-// KIP-890's second part, topic ids) are not served.
-var produceAPI = api{key: kmsg.Produce, min: 0, max: 9, handle: (*Server).handleProduce, errors: errorsOf(produceError)}
+// before 2.10 compresses only when v0 is in range. With transaction.version 2 and the
+// transaction and group coordinators, v12 (v10 and v11 only add optional tagged fields
+// to the response, KIP-951), whose transactional batches join their transaction without
+// AddPartitionsToTxn (KIP-890's second part); v9 otherwise. Topic ids (v13) are not
+// served.
+var produceAPI = api{key: kmsg.Produce, min: 0, max: 9, maxV2: 12, needsV2: needTxn | needGroups,
+	handle: (*Server).handleProduce, errors: errorsOf(produceError)}

@@ -5,10 +5,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/metadata"
 )
 
 // handleAddPartitionsToTxn adds partitions to a producer's transaction (v0-v3, from
-// clients) or, in v4's batches, runs brokers' KIP-890 checks (VerifyOnly).
+// clients) or, in v4+'s batches, runs partition leaders' KIP-890 checks (VerifyOnly)
+// and adds (transactions v2: a Produce v12 joins the transaction at its leader).
 func (s *Server) handleAddPartitionsToTxn(ctx context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.AddPartitionsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
@@ -28,11 +31,7 @@ func (s *Server) handleAddPartitionsToTxn(ctx context.Context, r *Request) Resul
 		if t.VerifyOnly {
 			results = s.verifyTxn(t)
 		} else {
-			topics := make([]kmsg.AddPartitionsToTxnRequestTopic, len(t.Topics))
-			for i, tt := range t.Topics {
-				topics[i] = kmsg.AddPartitionsToTxnRequestTopic{Topic: tt.Topic, Partitions: tt.Partitions}
-			}
-			results = s.addPartitionsToTxn(ctx, r, t.TransactionalID, t.ProducerID, t.ProducerEpoch, topics)
+			results = s.brokerAddToTxn(ctx, t)
 		}
 		for _, res := range results {
 			tt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
@@ -93,7 +92,39 @@ func (s *Server) addPartitionsToTxn(ctx context.Context, r *Request, id string, 
 	return partitionsResponse(topics, errs, txnErrorCode(err, r.Version < 2))
 }
 
-// verifyTxn is one VerifyOnly transaction of a v4 request.
+// brokerAddToTxn is one add of a v4+ request, from the partition leader of a Produce
+// v12 or the group coordinator of a TxnOffsetCommit v5 (the group as its
+// __consumer_offsets partition): CLUSTER_ACTION covers it, the sender having authorized
+// the client.
+func (s *Server) brokerAddToTxn(ctx context.Context, t kmsg.AddPartitionsToTxnRequestTransaction) []kmsg.AddPartitionsToTxnResponseTopic {
+	topics := make([]kmsg.AddPartitionsToTxnRequestTopic, len(t.Topics))
+	errs := map[string]map[int32]int16{}
+	im := s.image()
+	add := map[string][]int32{}
+	unknown := false
+	for i, tt := range t.Topics {
+		topics[i] = kmsg.AddPartitionsToTxnRequestTopic{Topic: tt.Topic, Partitions: tt.Partitions}
+		for _, p := range tt.Partitions {
+			offsets := tt.Topic == metadata.OffsetsTopic && p >= 0 && int(p) < len(im.Coordinators)
+			if !offsets && im.Partition(tt.Topic, p) == nil {
+				if errs[tt.Topic] == nil {
+					errs[tt.Topic] = map[int32]int16{}
+				}
+				errs[tt.Topic][p] = kerr.UnknownTopicOrPartition.Code
+				unknown = true
+				continue
+			}
+			add[tt.Topic] = append(add[tt.Topic], p)
+		}
+	}
+	if unknown {
+		return partitionsResponse(topics, errs, kerr.OperationNotAttempted.Code)
+	}
+	err := s.deps.Txn.AddPartitions(ctx, t.TransactionalID, t.ProducerID, t.ProducerEpoch, add)
+	return partitionsResponse(topics, nil, errorCode(err))
+}
+
+// verifyTxn is one VerifyOnly transaction of a v4+ request.
 func (s *Server) verifyTxn(t kmsg.AddPartitionsToTxnRequestTransaction) []kmsg.AddPartitionsToTxnResponseTopic {
 	topics := make([]kmsg.AddPartitionsToTxnRequestTopic, len(t.Topics))
 	parts := map[string][]int32{}
@@ -135,7 +166,8 @@ func partitionsResponse(topics []kmsg.AddPartitionsToTxnRequestTopic, errs map[s
 	return out
 }
 
-// addPartitionsToTxnAPI: v0-v3 from clients and v4, the brokers' VerifyOnly form;
-// v5 (KIP-890's second part) would let clients skip this request. The transaction APIs
-// need the group coordinator too, for TxnOffsetCommit.
-var addPartitionsToTxnAPI = api{key: kmsg.AddPartitionsToTxn, min: 0, max: 4, handle: (*Server).handleAddPartitionsToTxn, needs: needTxn | needGroups}
+// addPartitionsToTxnAPI: v0-v3 from clients and v4, the brokers' VerifyOnly form; v5
+// with transaction.version 2, a partition leader's or group coordinator's implicit add
+// (KIP-890's second part). The transaction APIs need the group coordinator too, for
+// TxnOffsetCommit.
+var addPartitionsToTxnAPI = api{key: kmsg.AddPartitionsToTxn, min: 0, max: 4, maxV2: 5, handle: (*Server).handleAddPartitionsToTxn, needs: needTxn | needGroups}

@@ -55,6 +55,19 @@ func (s *Server) handleTxnOffsetCommit(ctx context.Context, r *Request) Result {
 			cr.Offsets = append(cr.Offsets, o)
 		}
 	}
+	if r.Version >= 5 {
+		// Transactions v2: the group joins the transaction here, not through the
+		// client's AddOffsetsToTxn.
+		if err := s.deps.TxnVerifier.AddGroup(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group); err != nil {
+			code := txnErrorCode(err, false)
+			return answer(func(topic string, _ int) int16 {
+				if !mayRead(topic) {
+					return errTopicDenied.Code
+				}
+				return code
+			})
+		}
+	}
 	write := func(ctx context.Context, fence metadata.GroupFence, offsets []metadata.CommittedOffset) error {
 		return s.deps.Txn.CommitOffsets(ctx, fence, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, offsets)
 	}
@@ -72,5 +85,8 @@ func (s *Server) handleTxnOffsetCommit(ctx context.Context, r *Request) Result {
 	})
 }
 
-// txnOffsetCommitAPI: v0-v3; v4+ belong to KIP-890's second part, not served.
-var txnOffsetCommitAPI = api{key: kmsg.TxnOffsetCommit, min: 0, max: 3, handle: (*Server).handleTxnOffsetCommit, needs: needTxn | needGroups}
+// txnOffsetCommitAPI: v0-v3; with transaction.version 2 and a verifier to add through,
+// v5 (v4 only adds TRANSACTION_ABORTABLE; v5 adds the group to the transaction,
+// KIP-890's second part).
+var txnOffsetCommitAPI = api{key: kmsg.TxnOffsetCommit, min: 0, max: 3, maxV2: 5, needsV2: needTxnVerifier,
+	handle: (*Server).handleTxnOffsetCommit, needs: needTxn | needGroups}

@@ -19,6 +19,14 @@ type api struct {
 	handle   func(s *Server, ctx context.Context, r *Request) Result
 	// needs are the broker services without which the API is not advertised at all.
 	needs need
+	// maxV2, when set, is the highest version under transactions v2 (KIP-890 part 2):
+	// advertised in place of max when Config.TransactionVersion is 2 or more and the
+	// server has needsV2 besides needs. It is the one place the advertised ranges depend
+	// on configuration: clients learn transactions v2 from the finalized
+	// transaction.version (ApiVersions v3+), and a broker below level 2 keeps them on
+	// the versions of transactions v1.
+	maxV2   int16
+	needsV2 need
 	// errors builds Kafka's getErrorResponse for a request of this API: every topic,
 	// partition, group or resource it names answered with code. Nil for APIs without
 	// one: a request dispatch cannot hand to the handler then closes the connection.
@@ -36,6 +44,7 @@ const (
 	needClientMetrics                  // a metadata store that keeps KIP-714 subscriptions
 	needTelemetry                      // Config.Telemetry, where pushed client metrics go
 	needScram                          // a metadata store that keeps SCRAM credentials
+	needTxnVerifier                    // Deps.TxnVerifier, to add to a transaction on any broker
 )
 
 // apis are every API Shale serves, by key; a server advertises those whose needs it has.
@@ -128,6 +137,9 @@ func (s *Server) has() need {
 	if _, ok := s.deps.Meta.(metadata.ScramStore); ok {
 		n |= needScram
 	}
+	if s.deps.TxnVerifier != nil {
+		n |= needTxnVerifier
+	}
 	return n
 }
 
@@ -138,8 +150,17 @@ func (s *Server) registerAPIs() {
 		if a.needs&^have != 0 {
 			continue
 		}
-		s.Register(a.key, a.min, a.max, func(ctx context.Context, r *Request) Result { return a.handle(s, ctx, r) })
+		s.Register(a.key, a.min, a.maxVersion(s.cfg.TransactionVersion, have), func(ctx context.Context, r *Request) Result { return a.handle(s, ctx, r) })
 	}
+}
+
+// maxVersion is the highest version a advertises at transaction.version level with the
+// services have.
+func (a *api) maxVersion(level int16, have need) int16 {
+	if a.maxV2 != 0 && level >= 2 && a.needsV2&^have == 0 {
+		return a.maxV2
+	}
+	return a.max
 }
 
 // errorResponse is the response that refuses kreq with code, built by its API's own

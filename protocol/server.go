@@ -30,6 +30,12 @@ import (
 // Config configures the Kafka listener.
 type Config struct {
 	NodeID int32
+	// TransactionVersion is the transaction.version feature level finalized in
+	// ApiVersions (0-2). At 2 the broker serves transactions v2 (KIP-890 part 2: Produce
+	// v12, EndTxn v5 and AddPartitionsToTxn v5), which clients such as franz-go and the
+	// Java client use when the finalized level is 2; below 2 those versions are not
+	// advertised and transactions work as before. Zero is level 0.
+	TransactionVersion int16
 	// MaxRequestBytes is socket.request.max.bytes: larger requests close the connection
 	// before any allocation. Default 100 MiB.
 	MaxRequestBytes int32
@@ -125,6 +131,9 @@ type Deps struct {
 	// Txn, when set, is the transaction coordinator; without it the transaction APIs
 	// are not advertised and transactional producers are refused.
 	Txn *txn.Coordinator
+	// TxnVerifier, when set with Txn, lets TxnOffsetCommit v5 (transactions v2) add the
+	// group to the transaction, on whichever broker coordinates it.
+	TxnVerifier *txn.Verifier
 	// Shares, when set, holds the share partitions this broker leads (KIP-932); without
 	// it ShareFetch and ShareAcknowledge are not advertised.
 	Shares *share.Manager

@@ -7,10 +7,13 @@ import (
 )
 
 // The transaction APIs (24_add_partitions_to_txn.go, ...) are advertised at the
-// versions real clients negotiate, capped below KIP-890's second part (AddPartitionsToTxn
-// v5, EndTxn v4+, TxnOffsetCommit v4+, InitProducerId v5+: TRANSACTION_ABORTABLE and
-// implicit partition adds), which clients would otherwise use to skip
-// AddPartitionsToTxn.
+// versions real clients negotiate; AddPartitionsToTxn v4 is the brokers' VerifyOnly form.
+// With transaction.version 2 (api.maxV2) the broker serves KIP-890's second part:
+// Produce v12 (the write joins its transaction at the leader), EndTxn v5 (the epoch bump
+// per transaction, with v4 between, which only adds TRANSACTION_ABORTABLE),
+// AddPartitionsToTxn v5 (a partition leader's or group coordinator's implicit add) and
+// TxnOffsetCommit v5 (the group joins the transaction without AddOffsetsToTxn).
+// InitProducerId stays below v5.
 
 // txnErrorCode is err's code for a transaction API; old versions (before KIP-588) do
 // not know PRODUCER_FENCED and get INVALID_PRODUCER_EPOCH, which they handle alike.

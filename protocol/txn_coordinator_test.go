@@ -279,7 +279,12 @@ func TestTxnOffsetCommitVisibleOnlyAfterCommit(t *testing.T) {
 // every input record reaches the output exactly once, and the group's committed offsets
 // move with the transactions.
 func TestGroupTransactSessionExactlyOnce(t *testing.T) {
-	tb := startTxnBroker(t)
+	groupTransactExactlyOnce(t, startTxnBroker(t))
+}
+
+// groupTransactExactlyOnce consumes, transforms and produces 200 records in
+// transactions with a GroupTransactSession and checks that the output holds each once.
+func groupTransactExactlyOnce(t *testing.T, tb *testBroker, opts ...kgo.Opt) {
 	tb.createTopic("in", 2, nil)
 	tb.createTopic("out", 2, nil)
 	ctx := ctxTimeout(t, 60*time.Second)
@@ -292,13 +297,13 @@ func TestGroupTransactSessionExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sess, err := kgo.NewGroupTransactSession(
+	sess, err := kgo.NewGroupTransactSession(append([]kgo.Opt{
 		kgo.SeedBrokers(tb.addr), kgo.WithLogger(nil),
-		kgo.TransactionalID("eos"), kgo.TransactionTimeout(30*time.Second),
+		kgo.TransactionalID("eos"), kgo.TransactionTimeout(30 * time.Second),
 		kgo.ConsumerGroup("eos-group"), kgo.ConsumeTopics("in"),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(),
 		kgo.DefaultProduceTopic("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	)
+	}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,9 @@ type ProducePartition struct {
 	// TransactionalID is the request's transactional id, "" for none: a transactional
 	// batch is verified with the coordinator under it (TxnVerifier).
 	TransactionalID string
+	// AddToTxn (Produce v12+, KIP-890 part 2) adds the partition to the producer's
+	// transaction where older produces are only verified to be in it (TxnAdder).
+	AddToTxn bool
 
 	// Set by Append.
 	Result partition.AppendResult

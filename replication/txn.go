@@ -23,6 +23,13 @@ type TxnVerifier interface {
 	VerifyAdded(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, topic string, partition int32) error
 }
 
+// TxnAdder is a TxnVerifier that also adds a partition to the producer's transaction,
+// starting one if none is ongoing: transactions v2 (KIP-890 part 2) let Produce v12+
+// join the transaction without the client's AddPartitionsToTxn.
+type TxnAdder interface {
+	AddToTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, topic string, partition int32) error
+}
+
 // txnVerifierBox holds the verifier so that it can be installed after the Manager is
 // built (the coordinator needs the Manager to write its markers).
 type txnVerifierBox struct{ v TxnVerifier }
@@ -122,21 +129,43 @@ func (m *Manager) WriteTxnMarkers(ctx context.Context, markers []*TxnMarker, tim
 
 // verifyTxn runs KIP-890's check for a transactional batch, before the append: the
 // partition asks the coordinator only for a producer's first write of a transaction.
+// A marker appended while the coordinator answered cancels the answer, which may
+// predate it, and the write is refused. A Produce v12 (transactions v2) asks again, so
+// that the answer it acts on postdates the marker: that is the common case of the next
+// transaction's first write racing the previous one's marker (which the coordinator
+// waits for), and a late write of the ended transaction cannot be admitted by asking
+// again, its epoch being fenced. Transactions v1 keep one epoch across transactions, so
+// asking again could admit a late write into the next transaction: they do not.
 func (m *Manager) verifyTxn(ctx context.Context, pp *ProducePartition, h shalelog.Header) error {
-	token, needed := pp.p.BeginTxnVerification(h.ProducerID, h.ProducerEpoch)
-	if !needed {
-		return nil
+	attempts := 1
+	if pp.AddToTxn {
+		attempts = 3
 	}
-	v := m.verifier()
-	if v == nil {
-		return fmt.Errorf("%w: this broker has no transaction coordinator to verify the write with", kerr.InvalidTxnState)
+	for range attempts {
+		token, needed := pp.p.BeginTxnVerification(h.ProducerID, h.ProducerEpoch)
+		if !needed {
+			return nil
+		}
+		v := m.verifier()
+		if v == nil {
+			return fmt.Errorf("%w: this broker has no transaction coordinator to verify the write with", kerr.InvalidTxnState)
+		}
+		if pp.TransactionalID == "" {
+			return fmt.Errorf("%w: a transactional batch in a produce request without a transactional id", kerr.InvalidTxnState)
+		}
+		check := v.VerifyAdded
+		if a, ok := v.(TxnAdder); ok && pp.AddToTxn {
+			check = a.AddToTxn
+		}
+		if err := check(ctx, pp.TransactionalID, h.ProducerID, h.ProducerEpoch, pp.Topic, pp.Index); err != nil {
+			return err
+		}
+		if pp.p.CompleteTxnVerification(h.ProducerID, token) || attempts == 1 {
+			// Transactions v1: the append refuses the write if a marker cancelled it.
+			return nil
+		}
 	}
-	if pp.TransactionalID == "" {
-		return fmt.Errorf("%w: a transactional batch in a produce request without a transactional id", kerr.InvalidTxnState)
-	}
-	if err := v.VerifyAdded(ctx, pp.TransactionalID, h.ProducerID, h.ProducerEpoch, pp.Topic, pp.Index); err != nil {
-		return err
-	}
-	pp.p.CompleteTxnVerification(h.ProducerID, token)
-	return nil
+	// Markers keep coming: a retriable error, as Kafka answers a verification that
+	// could not complete.
+	return fmt.Errorf("%w: transaction markers arrived during %d verifications", kerr.NotEnoughReplicas, attempts)
 }

@@ -363,6 +363,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 		NodeID:      cfg.NodeID,
 		Replication: replicationConfig(cfg, selector),
 		Protocol: protocol.Config{
+			TransactionVersion:           cfg.TransactionVersion,
 			MaxRequestBytes:              cfg.SocketRequestMaxBytes,
 			QueuedMaxRequests:            int(cfg.QueuedMaxRequests),
 			QueuedMaxRequestBytes:        cfg.QueuedMaxRequestBytes,

@@ -2387,6 +2387,13 @@ type TxnState struct {
 	// pending_offsets are TxnOffsetCommit's offsets, not yet the groups' committed ones.
 	// The FSM owns them: TxnStateRecords never set them, snapshots and loads do.
 	PendingOffsets []*GroupOffsets `protobuf:"bytes,12,rep,name=pending_offsets,json=pendingOffsets,proto3" json:"pending_offsets,omitempty"`
+	// txn_version is the transaction version (KIP-890) the producer ended its last
+	// transaction with: 2 when EndTxn v5+ bumped the producer epoch, 0 otherwise.
+	TxnVersion int32 `protobuf:"varint,13,opt,name=txn_version,json=txnVersion,proto3" json:"txn_version,omitempty"`
+	// next_producer_id is set in PREPARE_COMMIT or PREPARE_ABORT when ending a version 2
+	// transaction exhausted the producer's epochs: completing it moves the producer to
+	// this id at epoch 0.
+	NextProducerId *int64 `protobuf:"varint,14,opt,name=next_producer_id,json=nextProducerId,proto3,oneof" json:"next_producer_id,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -2503,6 +2510,20 @@ func (x *TxnState) GetPendingOffsets() []*GroupOffsets {
 		return x.PendingOffsets
 	}
 	return nil
+}
+
+func (x *TxnState) GetTxnVersion() int32 {
+	if x != nil {
+		return x.TxnVersion
+	}
+	return 0
+}
+
+func (x *TxnState) GetNextProducerId() int64 {
+	if x != nil && x.NextProducerId != nil {
+		return *x.NextProducerId
+	}
+	return 0
 }
 
 // TxnStateRecord is one transition of a transactional id, written by its transaction
@@ -3641,7 +3662,7 @@ const file_records_proto_rawDesc = "" +
 	"\x06groups\x18\x01 \x03(\v2%.shale.controller.v1.GroupConfigStateR\x06groups\"\x9f\x01\n" +
 	"\x16ScramCredentialsRecord\x12>\n" +
 	"\aupserts\x18\x01 \x03(\v2$.shale.controller.v1.ScramCredentialR\aupserts\x12E\n" +
-	"\tdeletions\x18\x02 \x03(\v2'.shale.controller.v1.ScramCredentialKeyR\tdeletions\"\x99\x04\n" +
+	"\tdeletions\x18\x02 \x03(\v2'.shale.controller.v1.ScramCredentialKeyR\tdeletions\"\xfe\x04\n" +
 	"\bTxnState\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
@@ -3659,7 +3680,11 @@ const file_records_proto_rawDesc = "" +
 	"\bstart_ms\x18\n" +
 	" \x01(\x03R\astartMs\x12$\n" +
 	"\x0elast_update_ms\x18\v \x01(\x03R\flastUpdateMs\x12J\n" +
-	"\x0fpending_offsets\x18\f \x03(\v2!.shale.controller.v1.GroupOffsetsR\x0ependingOffsets\"\xb1\x01\n" +
+	"\x0fpending_offsets\x18\f \x03(\v2!.shale.controller.v1.GroupOffsetsR\x0ependingOffsets\x12\x1f\n" +
+	"\vtxn_version\x18\r \x01(\x05R\n" +
+	"txnVersion\x12-\n" +
+	"\x10next_producer_id\x18\x0e \x01(\x03H\x00R\x0enextProducerId\x88\x01\x01B\x13\n" +
+	"\x11_next_producer_id\"\xb1\x01\n" +
 	"\x0eTxnStateRecord\x12%\n" +
 	"\x0ecoordinator_id\x18\x01 \x01(\x05R\rcoordinatorId\x12+\n" +
 	"\x11coordinator_epoch\x18\x02 \x01(\x05R\x10coordinatorEpoch\x123\n" +
@@ -3952,6 +3977,7 @@ func file_records_proto_init() {
 		(*SnapshotItem_ClientMetrics)(nil),
 		(*SnapshotItem_GroupConfigs)(nil),
 	}
+	file_records_proto_msgTypes[27].OneofWrappers = []any{}
 	file_records_proto_msgTypes[37].OneofWrappers = []any{
 		(*SchemaRegistryRecord_Register)(nil),
 		(*SchemaRegistryRecord_DeleteSubject)(nil),

@@ -62,6 +62,13 @@ func (c *Coordinator) complete(ps *partition, t *txnMeta, st metadata.TxnState) 
 			next.Status = metadata.TxnCompleteCommit
 		}
 		next.Partitions, next.Groups, next.PendingOffsets = nil, nil, nil
+		if next.TxnVersion >= 2 && next.NextProducerID >= 0 {
+			// The ended transaction exhausted the producer's epochs (KIP-890 part 2):
+			// its markers are written, the producer continues under the next id.
+			// LastProducerID and LastProducerEpoch keep what the producer last held.
+			next.ProducerID, next.ProducerEpoch = next.NextProducerID, 0
+		}
+		next.NextProducerID = -1
 		next.LastUpdateMs = c.now()
 		t.writing = true
 		ctx, cancel := c.storeCtx(ps)

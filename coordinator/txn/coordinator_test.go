@@ -32,7 +32,7 @@ func TestInitProducerIDBumpsEpochAndFences(t *testing.T) {
 	if err := h.c.AddPartitions(bg, a, pid, 0, map[string][]int32{"t": {0}}); !errors.Is(err, kerr.ProducerFenced) {
 		t.Fatalf("zombie AddPartitions: %v, want PRODUCER_FENCED", err)
 	}
-	if err := h.c.EndTxn(bg, a, pid, 0, true); !errors.Is(err, kerr.ProducerFenced) {
+	if err := h.endV1(a, pid, 0, true); !errors.Is(err, kerr.ProducerFenced) {
 		t.Fatalf("zombie EndTxn: %v, want PRODUCER_FENCED", err)
 	}
 	if err := h.c.AddPartitions(bg, a, pid+1, 1, map[string][]int32{"t": {0}}); !errors.Is(err, kerr.InvalidProducerIDMapping) {
@@ -92,7 +92,7 @@ func TestCommitWritesMarkersThenCompletes(t *testing.T) {
 	if st, _ := h.cl.state(a); st.Status != metadata.TxnOngoing || len(st.Partitions["t"]) != 2 || len(st.Groups) != 1 {
 		t.Fatalf("after adds: %+v", st)
 	}
-	if err := h.c.EndTxn(bg, a, pid, epoch, true); err != nil {
+	if err := h.endV1(a, pid, epoch, true); err != nil {
 		t.Fatal(err)
 	}
 	h.eventually("CompleteCommit", func() bool { return h.status(a) == metadata.TxnCompleteCommit })
@@ -131,10 +131,10 @@ func TestCommitWritesMarkersThenCompletes(t *testing.T) {
 		}
 	}
 	// A retried EndTxn is answered as a success; the opposite decision is not.
-	if err := h.c.EndTxn(bg, a, pid, epoch, true); err != nil {
+	if err := h.endV1(a, pid, epoch, true); err != nil {
 		t.Errorf("retried commit: %v", err)
 	}
-	if err := h.c.EndTxn(bg, a, pid, epoch, false); !errors.Is(err, kerr.InvalidTxnState) {
+	if err := h.endV1(a, pid, epoch, false); !errors.Is(err, kerr.InvalidTxnState) {
 		t.Errorf("abort after commit: %v, want INVALID_TXN_STATE", err)
 	}
 	// The next transaction starts.
@@ -153,16 +153,16 @@ func TestConcurrentTransactionsWhileCompleting(t *testing.T) {
 	if err := h.c.AddPartitions(bg, a, pid, epoch, map[string][]int32{"t": {0}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.c.EndTxn(bg, a, pid, epoch, false); err != nil {
+	if err := h.endV1(a, pid, epoch, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.c.AddPartitions(bg, a, pid, epoch, map[string][]int32{"t": {0}}); !errors.Is(err, kerr.ConcurrentTransactions) {
 		t.Fatalf("AddPartitions during PrepareAbort: %v, want CONCURRENT_TRANSACTIONS", err)
 	}
-	if err := h.c.EndTxn(bg, a, pid, epoch, false); !errors.Is(err, kerr.ConcurrentTransactions) {
+	if err := h.endV1(a, pid, epoch, false); !errors.Is(err, kerr.ConcurrentTransactions) {
 		t.Fatalf("retried abort during PrepareAbort: %v, want CONCURRENT_TRANSACTIONS", err)
 	}
-	if err := h.c.EndTxn(bg, a, pid, epoch, true); !errors.Is(err, kerr.InvalidTxnState) {
+	if err := h.endV1(a, pid, epoch, true); !errors.Is(err, kerr.InvalidTxnState) {
 		t.Fatalf("commit during PrepareAbort: %v, want INVALID_TXN_STATE", err)
 	}
 	if _, _, err := h.c.InitProducerID(bg, a, 1000, -1, -1); !errors.Is(err, kerr.ConcurrentTransactions) {
@@ -176,10 +176,10 @@ func TestEndTxnErrors(t *testing.T) {
 	h := newHarness(t)
 	a := h.cl.id("a", 1)
 	pid, epoch, _ := h.init(a, -1, -1)
-	if err := h.c.EndTxn(bg, a, pid, epoch, true); !errors.Is(err, kerr.InvalidTxnState) {
+	if err := h.endV1(a, pid, epoch, true); !errors.Is(err, kerr.InvalidTxnState) {
 		t.Errorf("EndTxn with no transaction: %v, want INVALID_TXN_STATE", err)
 	}
-	if err := h.c.EndTxn(bg, "nobody", pid, epoch, true); !errors.Is(err, kerr.InvalidProducerIDMapping) {
+	if err := h.endV1("nobody", pid, epoch, true); !errors.Is(err, kerr.InvalidProducerIDMapping) {
 		t.Errorf("EndTxn of an unknown id: %v, want INVALID_PRODUCER_ID_MAPPING", err)
 	}
 }
@@ -197,7 +197,7 @@ func TestMarkersRetriedUntilLeaderAcknowledges(t *testing.T) {
 	}
 	pid, epoch, _ := h.init(a, -1, -1)
 	h.c.AddPartitions(bg, a, pid, epoch, map[string][]int32{"t": {0, 1}})
-	if err := h.c.EndTxn(bg, a, pid, epoch, true); err != nil {
+	if err := h.endV1(a, pid, epoch, true); err != nil {
 		t.Fatal(err)
 	}
 	h.eventually("CompleteCommit", func() bool { return h.status(a) == metadata.TxnCompleteCommit })
@@ -221,7 +221,7 @@ func TestInitProducerIDAbortsOngoingTransaction(t *testing.T) {
 	if len(ms) != 1 || ms[0].commit || ms[0].producerEpoch != epoch+1 {
 		t.Fatalf("markers %+v, want one abort at epoch %d", ms, epoch+1)
 	}
-	if err := h.c.EndTxn(bg, a, pid, epoch, true); !errors.Is(err, kerr.ProducerFenced) {
+	if err := h.endV1(a, pid, epoch, true); !errors.Is(err, kerr.ProducerFenced) {
 		t.Fatalf("old producer's commit: %v, want PRODUCER_FENCED", err)
 	}
 }
@@ -391,7 +391,7 @@ func TestRequestWaitsForThePreviousCompletion(t *testing.T) {
 	h.markers.hold = make(chan struct{})
 	h.markers.mu.Unlock()
 	h.c.AddPartitions(bg, a, pid, epoch, map[string][]int32{"t": {0}})
-	if err := h.c.EndTxn(bg, a, pid, epoch, true); err != nil {
+	if err := h.endV1(a, pid, epoch, true); err != nil {
 		t.Fatal(err)
 	}
 	// The next transaction's first request is answered once the commit completed,

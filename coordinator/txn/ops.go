@@ -61,7 +61,7 @@ func (c *Coordinator) initProducerID(ctx context.Context, id string, timeoutMs i
 		}
 		t = &txnMeta{st: metadata.TxnState{TransactionalID: id, ProducerID: newPID, ProducerEpoch: noProducerEpoch,
 			LastProducerID: -1, LastProducerEpoch: noProducerEpoch, TimeoutMs: timeoutMs, Status: metadata.TxnEmpty,
-			LastUpdateMs: c.now()}}
+			LastUpdateMs: c.now(), NextProducerID: -1}}
 		ps.txns[id] = t
 		created = true
 		newPID = -1
@@ -135,6 +135,9 @@ func (c *Coordinator) fenceAndAbortLocked(ctx context.Context, ps *partition, t 
 	if next.ProducerEpoch < math.MaxInt16 {
 		next.ProducerEpoch++
 	}
+	// A fenced producer's EndTxn v5 is not a retry of its own (KIP-890 part 2): only an
+	// EndTxn's epoch bump makes one.
+	next.TxnVersion, next.NextProducerID = 0, -1
 	next.Status = metadata.TxnPrepareAbort
 	next.LastUpdateMs = c.now()
 	t.writing = true
@@ -259,7 +262,148 @@ func (c *Coordinator) add(ctx context.Context, id string, pid int64, epoch int16
 // through the controller and answers, while the markers are written to the
 // partitions' leaders in the background; CompleteCommit or CompleteAbort follows once
 // every leader has written its marker.
-func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch int16, commit bool) error {
+//
+// With v2 (transaction version 2, EndTxn v5+: KIP-890 part 2) the same controller write
+// bumps the producer's epoch: the markers carry the bumped epoch, which fences the
+// transaction's late writes at every partition, and the producer continues with the
+// producer id and epoch EndTxn returns (a new producer id at epoch 0 once the epochs
+// are exhausted). A retry of an EndTxn already applied, recognised by the epoch it was
+// sent with, gets the producer's current id and epoch again. Without v2 the id and
+// epoch are returned unchanged.
+func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch int16, commit, v2 bool) (int64, int16, error) {
+	if !v2 {
+		if err := c.endTxnV1(ctx, id, pid, epoch, commit); err != nil {
+			return -1, -1, err
+		}
+		return pid, epoch, nil
+	}
+	// The producer's previous end may still be writing its markers: its next
+	// transaction's end (an empty abort, say) waits for them as AddPartitions does.
+	c.awaitPrevious(ctx, id)
+	newPID := int64(-1)
+	for {
+		npid, nepoch, err := c.endTxnV2(ctx, id, pid, epoch, commit, newPID)
+		if !errors.Is(err, errNeedProducerID) {
+			return npid, nepoch, err
+		}
+		if newPID, err = c.pids.Next(ctx); err != nil {
+			c.lg.Warn("no producer id for a producer whose epochs are exhausted", "transactional_id", id, "err", err)
+			return -1, -1, kerr.CoordinatorNotAvailable
+		}
+	}
+}
+
+func (c *Coordinator) endTxnV2(ctx context.Context, id string, pid int64, epoch int16, commit bool, newPID int64) (int64, int16, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps, err := c.partitionFor(id)
+	if err != nil {
+		return -1, -1, err
+	}
+	t := ps.txns[id]
+	if t == nil {
+		return -1, -1, kerr.InvalidProducerIDMapping
+	}
+	st := t.st
+	// An EndTxn whose epoch bump is already committed: the producer sent it with the
+	// id and epoch the bump left behind.
+	retry := st.TxnVersion >= 2 && epoch >= 0 && st.LastProducerID == pid && st.LastProducerEpoch == epoch
+	if st.ProducerID != pid && !retry {
+		return -1, -1, kerr.InvalidProducerIDMapping
+	}
+	var valid bool
+	switch st.Status {
+	case metadata.TxnPrepareCommit, metadata.TxnPrepareAbort:
+		// Kafka fences the current epoch here too; but the producer holding it ended
+		// its previous transaction and may end the next (an abort of produces that
+		// failed) before the markers are written: it retries after
+		// CONCURRENT_TRANSACTIONS below.
+		valid = retry || (st.ProducerID == pid && epoch == st.ProducerEpoch)
+	case metadata.TxnCompleteCommit, metadata.TxnCompleteAbort:
+		valid = retry || (st.ProducerID == pid && epoch == st.ProducerEpoch)
+	default:
+		valid = st.ProducerID == pid && epoch == st.ProducerEpoch
+	}
+	switch {
+	case !valid:
+		return -1, -1, kerr.ProducerFenced
+	case t.writing:
+		return -1, -1, kerr.ConcurrentTransactions
+	}
+	switch st.Status {
+	case metadata.TxnOngoing:
+		return c.endBumpLocked(ctx, ps, t, commit, false, newPID)
+	case metadata.TxnCompleteCommit:
+		switch {
+		case commit && retry:
+			return st.ProducerID, st.ProducerEpoch, nil
+		case !commit && !retry:
+			return c.endBumpLocked(ctx, ps, t, false, true, newPID)
+		}
+	case metadata.TxnCompleteAbort:
+		switch {
+		case !commit && retry:
+			return st.ProducerID, st.ProducerEpoch, nil
+		case !commit:
+			return c.endBumpLocked(ctx, ps, t, false, true, newPID)
+		}
+	case metadata.TxnEmpty:
+		if !commit {
+			// Transactions v2 may abort a transaction that added nothing: its
+			// produces may have registered partitions before they failed.
+			return c.endBumpLocked(ctx, ps, t, false, true, newPID)
+		}
+	case metadata.TxnPrepareCommit, metadata.TxnPrepareAbort:
+		if !retry || commit == (st.Status == metadata.TxnPrepareCommit) {
+			return -1, -1, kerr.ConcurrentTransactions
+		}
+	}
+	return -1, -1, kerr.InvalidTxnState
+}
+
+// endBumpLocked commits PrepareCommit or PrepareAbort with the producer's epoch bumped
+// (transactions v2) and starts writing the markers; empty ends a transaction that added
+// nothing (an abort only). It returns the producer id and epoch the producer continues
+// with. Callers hold c.mu.
+func (c *Coordinator) endBumpLocked(ctx context.Context, ps *partition, t *txnMeta, commit, empty bool, newPID int64) (int64, int16, error) {
+	st := t.st
+	next := st
+	next.NextProducerID = -1
+	if epochExhausted(st.ProducerEpoch) {
+		// Kafka never hands out the last epoch: the markers take it, and the producer
+		// continues under a new producer id.
+		if newPID < 0 {
+			return -1, -1, errNeedProducerID
+		}
+		next.NextProducerID = newPID
+	}
+	if next.ProducerEpoch < math.MaxInt16 {
+		next.ProducerEpoch++
+	}
+	next.LastProducerID, next.LastProducerEpoch = st.ProducerID, st.ProducerEpoch
+	next.TxnVersion = 2
+	next.Status = metadata.TxnPrepareAbort
+	if commit {
+		next.Status = metadata.TxnPrepareCommit
+	}
+	now := c.now()
+	if empty {
+		next.Partitions, next.Groups, next.PendingOffsets = nil, nil, nil
+		next.StartMs = now
+	}
+	next.LastUpdateMs = now
+	t.writing = true
+	if err := c.write(ctx, ps, t, next); err != nil {
+		return -1, -1, err
+	}
+	c.startCompletionLocked(ps, t)
+	if next.NextProducerID >= 0 {
+		return next.NextProducerID, 0, nil
+	}
+	return next.ProducerID, next.ProducerEpoch, nil
+}
+
+func (c *Coordinator) endTxnV1(ctx context.Context, id string, pid int64, epoch int16, commit bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps, err := c.partitionFor(id)

@@ -112,7 +112,9 @@ type Broker struct {
 	shareGroup *sharegroup.Coordinator
 	txn        *txn.Coordinator
 	txnClients *txn.BrokerClients
-	kafka      *protocol.Server
+	// txnVerifier is the KIP-890 verifier over txn, nil without it.
+	txnVerifier *txn.Verifier
+	kafka       *protocol.Server
 
 	// stopRun ends the replica manager's metadata loop; ran is closed once it returned.
 	stopRun context.CancelFunc
@@ -236,8 +238,10 @@ func New(store Store, opts Options) (_ *Broker, err error) {
 		b.txnClients = txn.NewBrokerClients(opts.NodeID, opts.InterBroker...)
 		b.txn = txn.New(tcfg, store, b.pids, b.txnClients)
 		// Partition leaders check a producer's first transactional write with it
-		// (KIP-890).
-		b.replicas.SetTxnVerifier(&txn.Verifier{Coordinator: b.txn, Remote: b.txnClients})
+		// (KIP-890), and with transactions v2 add through it, as group coordinators add
+		// groups for TxnOffsetCommit v5.
+		b.txnVerifier = &txn.Verifier{Coordinator: b.txn, Remote: b.txnClients}
+		b.replicas.SetTxnVerifier(b.txnVerifier)
 	}
 
 	pcfg := opts.Protocol
@@ -255,6 +259,7 @@ func New(store Store, opts Options) (_ *Broker, err error) {
 		Groups:      b.groups,
 		ShareGroups: b.shareGroup,
 		Txn:         b.txn,
+		TxnVerifier: b.txnVerifier,
 	})
 	return b, nil
 }

@@ -89,6 +89,9 @@ type Config struct {
 	// TransactionalIDExpirationMs is transactional.id.expiration.ms (default 604800000):
 	// a transactional id with no transaction this long is forgotten.
 	TransactionalIDExpirationMs int64
+	// TransactionVersion is transaction.version (default 2): the feature level of
+	// KIP-890's transactions v2 that ApiVersions finalizes.
+	TransactionVersion int16
 	// TransactionAbortTimedOutTransactionCleanupIntervalMs is
 	// transaction.abort.timed.out.transaction.cleanup.interval.ms (default 10000).
 	TransactionAbortTimedOutTransactionCleanupIntervalMs int64

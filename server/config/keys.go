@@ -220,6 +220,8 @@ func buildKeys() []*keyDef {
 			i64(func(c *Config) *int64 { return &c.TransactionMaxTimeoutMs }, 1)),
 		key("transactional.id.expiration.ms", "604800000", "Forget a transactional id after this long without a transaction.",
 			i64(func(c *Config) *int64 { return &c.TransactionalIDExpirationMs }, 1)),
+		key("transaction.version", "2", "The transaction.version feature level ApiVersions finalizes (0-2; set it alike on every broker). 2, Kafka 4's level for a new cluster, serves transactions v2 (KIP-890 part 2: the producer epoch is bumped at every transaction end); 0 and 1 keep transactions v1.",
+			i16(func(c *Config) *int16 { return &c.TransactionVersion }, 0)),
 		key("transaction.abort.timed.out.transaction.cleanup.interval.ms", "10000", "How often transactions open past their timeout are aborted.",
 			i64(func(c *Config) *int64 { return &c.TransactionAbortTimedOutTransactionCleanupIntervalMs }, 1)),
 		key("transaction.remove.expired.transaction.cleanup.interval.ms", "3600000", "How often expired transactional ids are removed.",

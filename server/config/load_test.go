@@ -42,7 +42,7 @@ func TestDefault(t *testing.T) {
 		AutoCreateTopicsEnable: true, DeleteTopicEnable: true, LogSegmentBytes: 1 << 30,
 		MaxIncrementalFetchSessionCacheSlots: 1000, ProducerIDExpirationMs: 86400000,
 		ProducerIDExpirationCheckIntervalMs: 600000,
-		TransactionMaxTimeoutMs:             900000, TransactionalIDExpirationMs: 604800000,
+		TransactionMaxTimeoutMs:             900000, TransactionalIDExpirationMs: 604800000, TransactionVersion: 2,
 		TransactionAbortTimedOutTransactionCleanupIntervalMs: 10000, TransactionRemoveExpiredTransactionCleanupIntervalMs: 3600000,
 		AutoLeaderRebalanceEnable: true, LeaderImbalanceCheckIntervalSeconds: 300, LeaderImbalancePerBrokerPercentage: 10,
 		LogRollMs: 168 * 3600 * 1000, LogRetentionMs: 168 * 3600 * 1000, LogRetentionBytes: -1,

@@ -55,6 +55,9 @@ func (c *Config) finish() error {
 	c.finishVoters(fail)
 	c.finishConsole()
 
+	if c.TransactionVersion > 2 {
+		fail("transaction.version", "must be 0, 1 or 2, not %d", c.TransactionVersion)
+	}
 	if c.BrokerHeartbeatIntervalMs >= c.BrokerSessionTimeoutMs {
 		fail("broker.heartbeat.interval.ms", "must be less than broker.session.timeout.ms (%d)", c.BrokerSessionTimeoutMs)
 	}
