@@ -12,7 +12,7 @@ import (
 func mount(t *testing.T) (*FS, string) {
 	t.Helper()
 	if err := Available(); err != nil {
-		t.Skipf("FUSE unavailable: %v", err)
+		t.Skipf("skipped: %v", err)
 	}
 	dir := t.TempDir()
 	backing, mnt := filepath.Join(dir, "backing"), filepath.Join(dir, "mnt")
