@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,7 +20,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/shalelog/shale/internal/testutil"
 	"github.com/shalelog/shale/tests/powerloss/lazyfs"
 	"github.com/shalelog/shale/tests/shaleproc"
 )
@@ -157,11 +157,12 @@ func startNodes(t *testing.T) []*node {
 	t.Helper()
 	base := t.TempDir()
 	nodes := make([]*node, 3)
+	ports := freePorts(t, 2*len(nodes))
 	var voters []string
 	for i := range nodes {
 		n := &node{id: i + 1,
-			addr: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)),
-			ctrl: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))}
+			addr: fmt.Sprintf("127.0.0.1:%d", ports[2*i]),
+			ctrl: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
 		nodes[i] = n
 		voters = append(voters, fmt.Sprintf("%d@%s", n.id, n.ctrl))
 	}
@@ -232,6 +233,22 @@ func startNodes(t *testing.T) []*node {
 		}
 	}
 	return nodes
+}
+
+// freePorts is n distinct loopback ports that were free a moment ago: all are held open
+// until the last is found, so that none comes up twice.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
 }
 
 // waitReady waits until the node runs and its own metadata lists it as a live broker.

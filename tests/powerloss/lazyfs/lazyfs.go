@@ -17,6 +17,11 @@
 // A cut unmounts the file system first (the processes that used it must be gone: kill
 // them first), so that the kernel hands over the pages it still holds and keeps none of
 // the dropped data cached; then it rolls back and mounts again.
+//
+// The file system is served by goroutines of the process that mounts it. That process
+// may use the mount through system calls, but must not touch a mapping of a file on it:
+// a page fault waits for those goroutines, which a stop-the-world of the Go runtime may
+// be holding, waiting for the faulting thread.
 package lazyfs
 
 import (

@@ -2,9 +2,12 @@ package lazyfs
 
 import (
 	"bytes"
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // mount mounts a fresh backing directory, skipping where FUSE is unavailable, and
@@ -151,18 +154,36 @@ func TestRenameKeepsTrack(t *testing.T) {
 }
 
 // A shared writable mapping reaches the file system through the kernel's writeback;
-// msync makes it durable, like fsync.
+// msync makes it durable, like fsync. The mapping is written by a child process: a page
+// fault on the mount taken by this process, which serves the mount, can deadlock against
+// the Go runtime stopping the world (the faulting thread cannot stop until the fault is
+// served, and the goroutines that would serve it are stopped).
 func TestMmapWrites(t *testing.T) {
 	f, mnt := mount(t)
 	p := filepath.Join(mnt, "idx")
 	write(t, p, make([]byte, 8192), 0, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestMmapChild$", "-test.count=1")
+	child.Env = append(os.Environ(), "LAZYFS_MMAP_CHILD="+p)
+	if out, err := child.CombinedOutput(); err != nil {
+		t.Fatalf("mmap child: %v\n%s", err, out)
+	}
+	cut(t, f)
+	want := make([]byte, 8192)
+	copy(want, "synced")
+	wantContent(t, p, want)
+}
+
+// TestMmapChild is TestMmapWrites's child process; on its own it does nothing.
+func TestMmapChild(t *testing.T) {
+	p := os.Getenv("LAZYFS_MMAP_CHILD")
+	if p == "" {
+		t.Skip("run by TestMmapWrites")
+	}
 	m := mapFile(t, p, 8192)
 	copy(m[0:], "synced")
 	msync(t, m)
 	copy(m[4096:], "lost")
 	unmapFile(t, m)
-	cut(t, f)
-	want := make([]byte, 8192)
-	copy(want, "synced")
-	wantContent(t, p, want)
 }
