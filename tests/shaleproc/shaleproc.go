@@ -144,8 +144,9 @@ func (p *Proc) Kill9() error {
 	if !p.Running() {
 		return nil
 	}
-	if err := p.Signal(syscall.SIGKILL); err != nil && p.Running() {
-		return err
+	// Already reaped (killed a moment ago, its exit not yet seen by Running): just wait.
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill %s: %w", p.Name, err)
 	}
 	return p.Wait(10 * time.Second)
 }
