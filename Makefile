@@ -56,9 +56,13 @@ test-deps:
 # data-safety faults (topic recreated, DeleteRecords then a leader kill, retention under a
 # lagging follower; alone: SHALE_CHAOS=data).
 CHAOS_FAULTS ?= 11
+# Then the power-cut run (FUSE; see tests/powerloss): POWERCUT_CUTS cuts of all three nodes.
+POWERCUT_CUTS ?= 10
 chaos: test-deps build
 	SHALE_CHAOS=full SHALE_CHAOS_FAULTS=$(CHAOS_FAULTS) SHALE_BIN=$(CURDIR)/$(BIN) \
 		$(GO) test -count=1 -v -timeout 50m -run '^TestChaos' ./tests/chaos/
+	POWERCUT=1 POWERCUT_CUTS=$(POWERCUT_CUTS) SHALE_BIN=$(CURDIR)/$(BIN) \
+		$(GO) test -count=1 -v -timeout 30m ./tests/powerloss/...
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2x ./log/

@@ -125,7 +125,7 @@ func checkNodeID(dir string, id int32) error {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		content := fmt.Sprintf("# Written by the Shale controller; do not edit.\nversion=1\nnode.id=%d\n", id)
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		if err := writeFileDurable(path, []byte(content)); err != nil {
 			return fmt.Errorf("controller: write %s: %w", path, err)
 		}
 		return nil
@@ -142,6 +142,37 @@ func checkNodeID(dir string, id int32) error {
 		}
 	}
 	return fmt.Errorf("controller: %s has no node.id", path)
+}
+
+// writeFileDurable writes path through a synced temporary file renamed into place, and
+// syncs the directory: a power cut right after start-up must leave the whole file or none
+// (an empty meta.properties stops the node for good), not a name without its data.
+func writeFileDurable(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // Start binds the CONTROLLER listener and starts Raft and the gRPC service in the

@@ -1,0 +1,394 @@
+// Package lazyfs is a FUSE file system for power-loss tests, in the spirit of Jepsen's
+// LazyFS: it passes every operation through to a backing directory and remembers, for
+// each file, what was written to it since its last fsync or fdatasync; Cut ("the power
+// goes") undoes all of that, leaving each file exactly as it was synced.
+//
+// Writes go straight to the backing file, and before a write (or a truncate, or a hole
+// punched) overwrites bytes that were synced, their old contents are saved. A cut
+// truncates each file written since its last sync back to its synced size and puts the
+// saved bytes back, newest first. Files are known by their backing inode, so a rename
+// does not lose track of one.
+//
+// What it does not model: directory entries. A file created, renamed or removed stays so
+// after a cut whether or not its directory was fsynced; only file contents roll back (a
+// file created and never synced is left empty). Metadata other than size (mode, times)
+// is not rolled back either.
+//
+// A cut unmounts the file system first (the processes that used it must be gone: kill
+// them first), so that the kernel hands over the pages it still holds and keeps none of
+// the dropped data cached; then it rolls back and mounts again.
+//
+// The file system is served by goroutines of the process that mounts it. That process
+// may use the mount through system calls, but must not touch a mapping of a file on it:
+// a page fault waits for those goroutines, which a stop-the-world of the Go runtime may
+// be holding, waiting for the faulting thread.
+package lazyfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// FS is one mount of a backing directory.
+type FS struct {
+	backing, mnt string
+
+	mu      sync.Mutex
+	server  *fuse.Server
+	pending map[uint64]*fileState // backing inode -> what to undo
+}
+
+// fileState is what a file's contents were at its last sync: its size, and the bytes
+// below that size overwritten since, oldest first.
+type fileState struct {
+	syncedSize int64
+	undo       []span
+}
+
+type span struct {
+	off  int64
+	data []byte
+}
+
+// Mount mounts backing on mnt (both must exist).
+func Mount(backing, mnt string) (*FS, error) {
+	f := &FS{backing: backing, mnt: mnt, pending: map[uint64]*fileState{}}
+	if err := f.mount(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Available says why FUSE tests should not run here, or nil if they may: they run only
+// with POWERCUT=1 (as `make chaos` sets; a FUSE mount that hangs would hang `make test`),
+// and only where /dev/fuse exists.
+func Available() error {
+	if os.Getenv("POWERCUT") != "1" {
+		return errors.New("FUSE tests run only with POWERCUT=1 (make chaos sets it)")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return fmt.Errorf("no /dev/fuse: %w", err)
+	}
+	return nil
+}
+
+func (f *FS) mount() error {
+	root := &gofs.LoopbackRoot{Path: f.backing}
+	var st syscall.Stat_t
+	if err := syscall.Stat(f.backing, &st); err != nil {
+		return fmt.Errorf("lazyfs: stat %s: %w", f.backing, err)
+	}
+	root.Dev = uint64(st.Dev)
+	root.NewNode = func(r *gofs.LoopbackRoot, _ *gofs.Inode, _ string, _ *syscall.Stat_t) gofs.InodeEmbedder {
+		return &node{LoopbackNode: gofs.LoopbackNode{RootData: r}, fs: f}
+	}
+	rootNode := root.NewNode(root, nil, "", &st)
+	root.RootNode = rootNode
+	// Zero timeouts: every lookup and attribute comes from the backing files, so what
+	// the kernel shows never strays from what a cut leaves.
+	zero := time.Duration(0)
+	server, err := gofs.Mount(f.mnt, rootNode, &gofs.Options{
+		EntryTimeout: &zero,
+		AttrTimeout:  &zero,
+		MountOptions: fuse.MountOptions{FsName: "lazyfs", Name: "lazyfs"},
+	})
+	if err != nil {
+		return fmt.Errorf("lazyfs: mount %s on %s: %w", f.backing, f.mnt, err)
+	}
+	f.mu.Lock()
+	f.server = server
+	f.mu.Unlock()
+	return nil
+}
+
+// Unmount unmounts the file system; past a failure to unmount cleanly it detaches the
+// mount lazily, so that a test never hangs on it. It is a no-op when not mounted.
+func (f *FS) Unmount() error {
+	f.mu.Lock()
+	server := f.server
+	f.server = nil
+	f.mu.Unlock()
+	if server == nil {
+		return nil
+	}
+	err := server.Unmount()
+	if err != nil {
+		lazy := exec.Command("fusermount", "-uz", f.mnt)
+		if out, lerr := lazy.CombinedOutput(); lerr != nil {
+			return fmt.Errorf("lazyfs: unmount %s: %w; lazy unmount: %v: %s", f.mnt, err, lerr, out)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		server.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("lazyfs: server of %s still running 30s after unmount", f.mnt)
+	}
+	return err
+}
+
+// Cut is a power cut: it unmounts, rolls every file back to its last sync, and mounts
+// again. Whatever used the mount must be dead already. It returns how many files were
+// rolled back.
+func (f *FS) Cut() (int, error) {
+	if err := f.Unmount(); err != nil {
+		return 0, err
+	}
+	n, err := f.Drop()
+	if err != nil {
+		return n, err
+	}
+	return n, f.mount()
+}
+
+// Drop rolls every file in the backing directory back to its last sync. The file system
+// must not be mounted (Cut does all three steps).
+func (f *FS) Drop() (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.server != nil {
+		return 0, errors.New("lazyfs: drop while mounted")
+	}
+	pending := f.pending
+	f.pending = map[uint64]*fileState{}
+	n := 0
+	err := filepath.WalkDir(f.backing, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		ino := info.Sys().(*syscall.Stat_t).Ino
+		st, ok := pending[ino]
+		if !ok {
+			return nil
+		}
+		delete(pending, ino) // a hard link must not be rolled back twice
+		n++
+		return st.rollBack(path)
+	})
+	return n, err
+}
+
+func (st *fileState) rollBack(path string) error {
+	file, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("lazyfs: roll back %s: %w", path, err)
+	}
+	defer file.Close()
+	if err := file.Truncate(st.syncedSize); err != nil {
+		return fmt.Errorf("lazyfs: roll back %s: %w", path, err)
+	}
+	for i := len(st.undo) - 1; i >= 0; i-- {
+		if _, err := file.WriteAt(st.undo[i].data, st.undo[i].off); err != nil {
+			return fmt.Errorf("lazyfs: roll back %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// Pending is how many files hold unsynced changes.
+func (f *FS) Pending() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.pending)
+}
+
+// beforeChange records what bytes [off, off+n) of the open backing file fd were at its
+// last sync, before they change (n < 0: to the end of the synced size); f.mu is held.
+func (f *FS) beforeChange(fd int, off, n int64) error {
+	var sys unix.Stat_t
+	if err := unix.Fstat(fd, &sys); err != nil {
+		return err
+	}
+	st, ok := f.pending[sys.Ino]
+	if !ok {
+		// Nothing changed since the last sync: the file as it stands is the synced one.
+		st = &fileState{syncedSize: sys.Size}
+		f.pending[sys.Ino] = st
+	}
+	end := off + n
+	if n < 0 || end > st.syncedSize {
+		end = st.syncedSize
+	}
+	if off >= end {
+		return nil // only bytes past the synced size change: truncation undoes them
+	}
+	old := make([]byte, end-off)
+	got, err := unix.Pread(fd, old, off)
+	if err != nil {
+		return err
+	}
+	st.undo = append(st.undo, span{off: off, data: old[:got]})
+	return nil
+}
+
+// node is a loopback node whose files are tracked.
+type node struct {
+	gofs.LoopbackNode
+	fs *FS
+}
+
+var (
+	_ gofs.NodeOpener    = (*node)(nil)
+	_ gofs.NodeCreater   = (*node)(nil)
+	_ gofs.NodeSetattrer = (*node)(nil)
+)
+
+func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	fh, fuseFlags, errno := n.LoopbackNode.Open(ctx, flags)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	return n.wrap(fh), fuseFlags, 0
+}
+
+func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	in, fh, fuseFlags, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	return in, n.wrap(fh), fuseFlags, 0
+}
+
+func (n *node) wrap(fh gofs.FileHandle) gofs.FileHandle {
+	lf := fh.(*gofs.LoopbackFile)
+	fd, _ := lf.PassthroughFd()
+	return &file{lf: lf, fd: fd, fs: n.fs}
+}
+
+// Setattr without a file handle (truncate(2) by path) is tracked here; with one, the
+// file's own Setattr tracks it.
+func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if _, ok := fh.(*file); !ok {
+		if size, ok := in.GetSize(); ok {
+			path := filepath.Join(n.RootData.Path, n.Path(n.Root()))
+			fd, err := unix.Open(path, unix.O_RDWR, 0)
+			if err != nil {
+				return gofs.ToErrno(err)
+			}
+			n.fs.mu.Lock()
+			err = n.fs.beforeChange(fd, int64(size), -1)
+			if err == nil {
+				err = unix.Ftruncate(fd, int64(size))
+			}
+			n.fs.mu.Unlock()
+			unix.Close(fd)
+			if err != nil {
+				return gofs.ToErrno(err)
+			}
+		}
+	}
+	return n.LoopbackNode.Setattr(ctx, fh, in, out)
+}
+
+// file is an open backing file whose changes are recorded. It deliberately implements
+// no Writev, passthrough or copy_file_range, which would reach the backing file around
+// the record.
+type file struct {
+	lf *gofs.LoopbackFile
+	fd int
+	fs *FS
+}
+
+var (
+	_ gofs.FileReader    = (*file)(nil)
+	_ gofs.FileWriter    = (*file)(nil)
+	_ gofs.FileFsyncer   = (*file)(nil)
+	_ gofs.FileFlusher   = (*file)(nil)
+	_ gofs.FileReleaser  = (*file)(nil)
+	_ gofs.FileGetattrer = (*file)(nil)
+	_ gofs.FileSetattrer = (*file)(nil)
+	_ gofs.FileLseeker   = (*file)(nil)
+	_ gofs.FileAllocater = (*file)(nil)
+)
+
+func (h *file) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return h.lf.Read(ctx, buf, off)
+}
+
+func (h *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	h.fs.mu.Lock()
+	defer h.fs.mu.Unlock()
+	if err := h.fs.beforeChange(h.fd, off, int64(len(data))); err != nil {
+		return 0, gofs.ToErrno(err)
+	}
+	n, err := unix.Pwrite(h.fd, data, off)
+	return uint32(n), gofs.ToErrno(err)
+}
+
+func (h *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	// Hold the lock across the sync so that no write slips in between it and the record
+	// being forgotten.
+	h.fs.mu.Lock()
+	defer h.fs.mu.Unlock()
+	var sys unix.Stat_t
+	if err := unix.Fstat(h.fd, &sys); err != nil {
+		return gofs.ToErrno(err)
+	}
+	delete(h.fs.pending, sys.Ino)
+	// The backing directory is the "disk" of the test; syncing it for real would only
+	// slow the test down, and a cut does not go through the kernel.
+	return 0
+}
+
+func (h *file) Flush(ctx context.Context) syscall.Errno   { return h.lf.Flush(ctx) }
+func (h *file) Release(ctx context.Context) syscall.Errno { return h.lf.Release(ctx) }
+
+func (h *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+	return h.lf.Getattr(ctx, out)
+}
+
+func (h *file) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if size, ok := in.GetSize(); ok {
+		h.fs.mu.Lock()
+		err := h.fs.beforeChange(h.fd, int64(size), -1)
+		if err == nil {
+			err = unix.Ftruncate(h.fd, int64(size))
+		}
+		h.fs.mu.Unlock()
+		if err != nil {
+			return gofs.ToErrno(err)
+		}
+	}
+	return h.lf.Setattr(ctx, in, out)
+}
+
+func (h *file) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	return h.lf.Lseek(ctx, off, whence)
+}
+
+func (h *file) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	h.fs.mu.Lock()
+	defer h.fs.mu.Unlock()
+	// Plain allocation only grows the file, which the cut's truncation undoes; a punched
+	// or zeroed range changes bytes.
+	if mode&(unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_COLLAPSE_RANGE|unix.FALLOC_FL_INSERT_RANGE) != 0 {
+		n := int64(size)
+		if mode&(unix.FALLOC_FL_COLLAPSE_RANGE|unix.FALLOC_FL_INSERT_RANGE) != 0 {
+			n = -1 // everything after off moves
+		}
+		if err := h.fs.beforeChange(h.fd, int64(off), n); err != nil {
+			return gofs.ToErrno(err)
+		}
+	}
+	return gofs.ToErrno(unix.Fallocate(h.fd, mode, int64(off), int64(size)))
+}
