@@ -43,6 +43,11 @@ var rules = []rule{
 		allow: []string{"log/..."},
 	},
 	{
+		name: "tiered storage stores and reads; the replica manager decides, so tiered imports no broker layer",
+		from: []string{"tiered/..."},
+		deny: []string{"partition/...", "replication/...", "controller/...", "protocol/...", "coordinator/...", "server/..."},
+	},
+	{
 		name: "the metadata contract imports neither side of it",
 		from: []string{"metadata/..."},
 		deny: []string{"partition/...", "replication/...", "controller/...", "protocol/...", "coordinator/...", "server/..."},
