@@ -98,7 +98,16 @@ func (m *Manager) proposeExpand(p *partition.Partition, id int32) {
 // in the background, for the attempt-th time. The committed change reaches the replica
 // through the metadata.
 func (m *Manager) alterISR(p *partition.Partition, c, send partition.ISRChange, attempt int) {
+	// Follower fetches propose expansions from request goroutines, which may race Close:
+	// the WaitGroup may only grow while the manager is open, else Close's Wait could
+	// return with a proposal still running (or Add race the Wait).
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return // the change stays pending, which is the safe side
+	}
 	m.wg.Add(1)
+	m.mu.Unlock()
 	m.cfg.Spawn(func() {
 		defer m.wg.Done()
 		ctx, cancel := context.WithTimeout(m.ctx, alterPartitionTimeout)
