@@ -85,14 +85,16 @@ type ChunkCache struct {
 	lru      list.List                 // front: most recently used
 	size     int64
 	inflight map[chunkID]*fetchCall
-	// lastRead is the chunk where the last read of each key ended, to tell sequential
+	// lastRead is the chunks the last read of each key spanned, to tell sequential
 	// readers; bounded by maxTracked.
-	lastRead map[string]int64
+	lastRead map[string]chunkSpan
 	// prefetching bounds the prefetches running at once.
 	prefetching int
 
 	hits, misses, hitBytes, fetchedBytes, prefetches, evictions, writeErrors atomic.Int64
 }
+
+type chunkSpan struct{ first, last int64 }
 
 type chunkID struct {
 	key   string
@@ -155,7 +157,7 @@ func NewChunkCache(store objstore.Store, cfg CacheConfig) (*ChunkCache, error) {
 	return &ChunkCache{
 		store: store, dir: cfg.Dir, chunk: int64(cfg.ChunkBytes), limit: cfg.MaxBytes, ahead: max(cfg.Prefetch, 0),
 		logger: cfg.Logger, base: base, cancel: cancel,
-		entries: make(map[chunkID]*list.Element), inflight: make(map[chunkID]*fetchCall), lastRead: make(map[string]int64),
+		entries: make(map[chunkID]*list.Element), inflight: make(map[chunkID]*fetchCall), lastRead: make(map[string]chunkSpan),
 	}, nil
 }
 
@@ -350,8 +352,8 @@ func readFileRange(path string, off, n int64) ([]byte, error) {
 }
 
 // maybePrefetch fetches the chunks after last in the background when the reads of key
-// move forward: this read began in the chunk where the previous one ended, or the one
-// after it.
+// move forward: this read began within the chunks of the previous one, or in the chunk
+// after them.
 func (c *ChunkCache) maybePrefetch(key string, first, last int64) {
 	if c.ahead == 0 {
 		return
@@ -362,8 +364,8 @@ func (c *ChunkCache) maybePrefetch(key string, first, last int64) {
 	if len(c.lastRead) >= maxTracked && !seen {
 		clear(c.lastRead)
 	}
-	c.lastRead[key] = last
-	if !seen || (first != prev && first != prev+1) || c.closed {
+	c.lastRead[key] = chunkSpan{first, last}
+	if !seen || first < prev.first || first > prev.last+1 || c.closed {
 		return
 	}
 	for i := last + 1; i <= last+int64(c.ahead) && c.prefetching < maxPrefetching; i++ {

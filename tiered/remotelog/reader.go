@@ -136,24 +136,34 @@ func (r *Reader) lookupTime(ctx context.Context, seg Segment, m manifest, ts int
 	return seg.BaseOffset + int64(binary.BigEndian.Uint32(e[8:])), nil
 }
 
-// scanWindow is how much log a header scan reads at once: more than an index interval
-// (4 KiB by default), so that finding a batch from its index entry is one read.
-const scanWindow = 64 << 10
+// A header scan reads the log object in windows: the first of scanFirstWindow bytes,
+// more than an index interval (4 KiB by default) so that finding a batch from its
+// index entry is usually one read, then doubling up to scanMaxWindow for long scans.
+const (
+	scanFirstWindow = 16 << 10
+	scanMaxWindow   = 1 << 20
+)
 
 // headerScanner reads batch headers forward through a window of the log object.
 type headerScanner struct {
-	r    *Reader
-	ctx  context.Context
-	key  string
-	size int64
-	pos  int64 // of buf[0]
-	buf  []byte
+	r      *Reader
+	ctx    context.Context
+	key    string
+	size   int64
+	pos    int64 // of buf[0]
+	buf    []byte
+	window int64
+}
+
+func newHeaderScanner(ctx context.Context, r *Reader, seg Segment) *headerScanner {
+	return &headerScanner{r: r, ctx: ctx, key: seg.Key(suffixLog), size: seg.SizeBytes, window: scanFirstWindow}
 }
 
 // at returns the header of the batch at pos.
 func (s *headerScanner) at(pos int64) (batchHeader, error) {
 	if pos < s.pos || pos+shalelog.BatchHeaderSize > s.pos+int64(len(s.buf)) {
-		n := int(min(scanWindow, s.size-pos))
+		n := int(min(s.window, s.size-pos))
+		s.window = min(2*s.window, scanMaxWindow)
 		if n < shalelog.BatchHeaderSize {
 			return batchHeader{}, fmt.Errorf("remotelog: %s: %w: truncated batch header at %d", s.key, shalelog.ErrCorruptMessage, pos)
 		}
@@ -171,6 +181,14 @@ func (s *headerScanner) at(pos int64) (batchHeader, error) {
 		return h, fmt.Errorf("remotelog: %s position %d: %w: batch of %d bytes past the end", s.key, pos, shalelog.ErrCorruptMessage, h.size)
 	}
 	return h, nil
+}
+
+// bytes returns n bytes of the log at pos, from the window when it holds them.
+func (s *headerScanner) bytes(pos int64, n int) ([]byte, error) {
+	if pos >= s.pos && pos+int64(n) <= s.pos+int64(len(s.buf)) {
+		return s.buf[pos-s.pos : pos-s.pos+int64(n)], nil
+	}
+	return s.r.readFull(s.ctx, s.key, pos, n)
 }
 
 // find returns the position of the batch containing offset, or of the first batch
@@ -205,8 +223,7 @@ func (r *Reader) Read(ctx context.Context, seg Segment, offset int64, maxBytes i
 	if err != nil {
 		return nil, err
 	}
-	key := seg.Key(suffixLog)
-	s := &headerScanner{r: r, ctx: ctx, key: key, size: seg.SizeBytes}
+	s := newHeaderScanner(ctx, r, seg)
 	start, first, err := r.find(ctx, seg, m, s, offset)
 	if err != nil || start >= seg.SizeBytes {
 		return nil, err
@@ -223,7 +240,7 @@ func (r *Reader) Read(ctx context.Context, seg Segment, offset int64, maxBytes i
 		}
 		end += h.size
 	}
-	return r.readFull(ctx, key, start, int(end-start))
+	return s.bytes(start, int(end-start))
 }
 
 // OffsetForTimestamp returns the base offset of the first batch of seg whose largest
@@ -241,7 +258,7 @@ func (r *Reader) OffsetForTimestamp(ctx context.Context, seg Segment, ts int64) 
 	if err != nil {
 		return 0, false, err
 	}
-	s := &headerScanner{r: r, ctx: ctx, key: seg.Key(suffixLog), size: seg.SizeBytes}
+	s := newHeaderScanner(ctx, r, seg)
 	pos, _, err := r.find(ctx, seg, m, s, from)
 	if err != nil {
 		return 0, false, err
