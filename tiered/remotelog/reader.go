@@ -1,6 +1,7 @@
 package remotelog
 
 import (
+	"container/list"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -42,6 +43,9 @@ type Reader struct {
 
 	mu        sync.Mutex
 	manifests map[[16]byte]manifest // by upload id
+	indexes   map[indexKey]*list.Element
+	indexLRU  list.List // of *indexEntry, most recently used first
+	indexSize int64
 }
 
 // maxManifests bounds the manifests a Reader keeps (a few hundred bytes each).
@@ -49,7 +53,7 @@ const maxManifests = 4096
 
 // NewReader returns a Reader that reads through src.
 func NewReader(src Source) *Reader {
-	return &Reader{src: src, manifests: make(map[[16]byte]manifest)}
+	return &Reader{src: src, manifests: make(map[[16]byte]manifest), indexes: make(map[indexKey]*list.Element)}
 }
 
 // manifest returns the manifest of seg's upload, read once.
@@ -88,52 +92,89 @@ func (r *Reader) readFull(ctx context.Context, key string, off int64, n int) ([]
 	return b, nil
 }
 
+// indexBytes bounds the uploaded indexes a Reader keeps in memory: a binary search
+// over GETs would cost a round trip per probe. An index is 0.2% of its segment (8
+// bytes per 4 KiB index interval), so 64 MiB holds those of some 30 GiB of segments.
+const indexBytes = 64 << 20
+
+type indexKey struct {
+	upload [16]byte
+	suffix string
+}
+
+type indexEntry struct {
+	key  indexKey
+	data []byte
+}
+
+// index returns the bytes of one of seg's uploaded indexes, kept in memory.
+func (r *Reader) index(ctx context.Context, seg Segment, m manifest, suffix string) ([]byte, error) {
+	k := indexKey{seg.UploadID, suffix}
+	r.mu.Lock()
+	if el, ok := r.indexes[k]; ok {
+		r.indexLRU.MoveToFront(el)
+		r.mu.Unlock()
+		return el.Value.(*indexEntry).data, nil
+	}
+	r.mu.Unlock()
+	n := m.Objects[suffix]
+	if n == 0 {
+		return nil, nil
+	}
+	b, err := r.readFull(ctx, seg.Key(suffix), 0, int(n))
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.indexes[k]; !ok && int64(len(b)) <= indexBytes {
+		r.indexes[k] = r.indexLRU.PushFront(&indexEntry{k, b})
+		r.indexSize += int64(len(b))
+		for r.indexSize > indexBytes {
+			el := r.indexLRU.Back()
+			e := el.Value.(*indexEntry)
+			r.indexLRU.Remove(el)
+			delete(r.indexes, e.key)
+			r.indexSize -= int64(len(e.data))
+		}
+	}
+	return b, nil
+}
+
 // lookupOffset returns the position of the last indexed batch with base offset <=
 // offset, by a binary search over the uploaded offset index (0 when there is none).
 func (r *Reader) lookupOffset(ctx context.Context, seg Segment, m manifest, offset int64) (int64, error) {
 	const size = shalelog.OffsetIndexEntrySize
-	n := int(m.Objects[suffixIndex] / size)
-	var err error
-	i := sort.Search(n, func(i int) bool {
-		if err != nil {
-			return true
-		}
-		var e []byte
-		e, err = r.readFull(ctx, seg.Key(suffixIndex), int64(i*size), size)
-		return err != nil || seg.BaseOffset+int64(binary.BigEndian.Uint32(e)) > offset
-	})
-	if err != nil || i == 0 {
-		return 0, err
-	}
-	e, err := r.readFull(ctx, seg.Key(suffixIndex), int64((i-1)*size), size)
+	idx, err := r.index(ctx, seg, m, suffixIndex)
 	if err != nil {
 		return 0, err
 	}
-	return int64(binary.BigEndian.Uint32(e[4:])), nil
+	n := len(idx) / size
+	i := sort.Search(n, func(i int) bool {
+		return seg.BaseOffset+int64(binary.BigEndian.Uint32(idx[i*size:])) > offset
+	})
+	if i == 0 {
+		return 0, nil
+	}
+	return int64(binary.BigEndian.Uint32(idx[(i-1)*size+4:])), nil
 }
 
 // lookupTime returns the offset of the last time index entry with a timestamp < ts
 // (every batch before it has a smaller timestamp), or the segment's base.
 func (r *Reader) lookupTime(ctx context.Context, seg Segment, m manifest, ts int64) (int64, error) {
 	const size = shalelog.TimeIndexEntrySize
-	n := int(m.Objects[suffixTimeIndex] / size)
-	var err error
-	i := sort.Search(n, func(i int) bool {
-		if err != nil {
-			return true
-		}
-		var e []byte
-		e, err = r.readFull(ctx, seg.Key(suffixTimeIndex), int64(i*size), size)
-		return err != nil || int64(binary.BigEndian.Uint64(e)) >= ts
-	})
-	if err != nil || i == 0 {
-		return seg.BaseOffset, err
-	}
-	e, err := r.readFull(ctx, seg.Key(suffixTimeIndex), int64((i-1)*size), size)
+	idx, err := r.index(ctx, seg, m, suffixTimeIndex)
 	if err != nil {
 		return seg.BaseOffset, err
 	}
-	return seg.BaseOffset + int64(binary.BigEndian.Uint32(e[8:])), nil
+	n := len(idx) / size
+	i := sort.Search(n, func(i int) bool {
+		return int64(binary.BigEndian.Uint64(idx[i*size:])) >= ts
+	})
+	if i == 0 {
+		return seg.BaseOffset, nil
+	}
+	return seg.BaseOffset + int64(binary.BigEndian.Uint32(idx[(i-1)*size+8:])), nil
 }
 
 // A header scan reads the log object in windows: the first of scanFirstWindow bytes,
@@ -142,6 +183,8 @@ func (r *Reader) lookupTime(ctx context.Context, seg Segment, m manifest, ts int
 const (
 	scanFirstWindow = 16 << 10
 	scanMaxWindow   = 1 << 20
+	// maxFetchWindow bounds what Read loads at once for a fetch's batches.
+	maxFetchWindow = 16 << 20
 )
 
 // headerScanner reads batch headers forward through a window of the log object.
@@ -181,6 +224,16 @@ func (s *headerScanner) at(pos int64) (batchHeader, error) {
 		return h, fmt.Errorf("remotelog: %s position %d: %w: batch of %d bytes past the end", s.key, pos, shalelog.ErrCorruptMessage, h.size)
 	}
 	return h, nil
+}
+
+// load makes the window the n bytes at pos.
+func (s *headerScanner) load(pos, n int64) error {
+	b, err := s.r.readFull(s.ctx, s.key, pos, int(n))
+	if err != nil {
+		return err
+	}
+	s.pos, s.buf = pos, b
+	return nil
 }
 
 // bytes returns n bytes of the log at pos, from the window when it holds them.
@@ -228,7 +281,13 @@ func (r *Reader) Read(ctx context.Context, seg Segment, offset int64, maxBytes i
 	if err != nil || start >= seg.SizeBytes {
 		return nil, err
 	}
-	// The batches that fit, by their headers; one read of them all.
+	// The batches that fit, by their headers, and then their bytes: with the window
+	// moved to cover the whole fetch (and the next header), usually one read in all.
+	if want := min(seg.SizeBytes-start, max(int64(maxBytes), first.size)+shalelog.BatchHeaderSize, maxFetchWindow); start+want > s.pos+int64(len(s.buf)) {
+		if err := s.load(start, want); err != nil {
+			return nil, err
+		}
+	}
 	end := start + first.size
 	for end < seg.SizeBytes {
 		h, err := s.at(end)
