@@ -2,6 +2,11 @@ package s3
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"io"
+	"log"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -101,5 +106,38 @@ func TestConfigChecks(t *testing.T) {
 	c, err := readCredentialsFile(creds, "default")
 	if err != nil || c.AccessKeyID != "A" || c.SecretAccessKey != "S" {
 		t.Fatalf("credentials file read as %+v, %v", c, err)
+	}
+}
+
+// https with the server's certificate authority from CAFile; without it the
+// certificate is refused.
+func TestTLSWithCAFile(t *testing.T) {
+	ctx := context.Background()
+	srv := httptest.NewUnstartedServer(gofakes3.New(s3mem.New()).Server())
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(ca, pemBytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	trusted, err := New(Config{Endpoint: srv.URL, Bucket: "tls", PathStyle: true, CAFile: ca, Getenv: testEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trusted.CreateBucket(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := trusted.Put(ctx, "k", strings.NewReader("over tls"), 8); err != nil {
+		t.Fatal(err)
+	}
+	untrusted, err := New(Config{Endpoint: srv.URL, Bucket: "tls", PathStyle: true, Getenv: testEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unknown x509.UnknownAuthorityError
+	if _, err := untrusted.Head(ctx, "k"); !errors.As(err, &unknown) {
+		t.Fatalf("head without the CA: %v, want an unknown authority", err)
 	}
 }
