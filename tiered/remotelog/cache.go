@@ -42,7 +42,8 @@ type CacheConfig struct {
 // grow; Bytes and Chunks are the current contents.
 type CacheStats struct {
 	// Hits and Misses count chunk lookups by reads (prefetches are not counted); a
-	// read that waits for a fetch already under way counts as a hit.
+	// read that waits for a fetch already under way (a prefetch, or another
+	// reader's) counts as a hit.
 	Hits, Misses int64
 	// HitBytes counts bytes read served from disk; FetchedBytes counts bytes GET from
 	// the store, prefetches included.
@@ -161,7 +162,8 @@ func NewChunkCache(store objstore.Store, cfg CacheConfig) (*ChunkCache, error) {
 	}, nil
 }
 
-// Close stops the prefetches and waits for them; reads in progress finish or fail.
+// Close stops the fetches and prefetches and waits for them; reads waiting for them
+// fail with ErrCacheClosed.
 // The chunk files stay until the next NewChunkCache on the directory.
 func (c *ChunkCache) Close() error {
 	c.mu.Lock()
@@ -239,26 +241,32 @@ func (c *ChunkCache) readChunk(ctx context.Context, id chunkID, off, n int64) ([
 			c.mu.Unlock()
 			continue
 		}
-		call, leader := c.inflight[id], false
+		call := c.inflight[id]
 		if call == nil {
-			call, leader = &fetchCall{done: make(chan struct{})}, true
+			// The fetch runs on its own, under the cache's context rather than this
+			// reader's: a reader whose fetch request times out (a consumer's
+			// fetch.max.wait) gives up waiting, but the chunk still arrives for the
+			// retry. The store's own request timeout bounds it.
+			call = &fetchCall{done: make(chan struct{})}
 			c.inflight[id] = call
-		}
-		c.mu.Unlock()
-		if leader {
 			c.misses.Add(1)
-			c.fetch(ctx, id, call)
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				c.fetch(c.base, id, call)
+			}()
 		} else {
 			c.hits.Add(1)
-			select {
-			case <-call.done:
-			case <-ctx.Done():
-				return nil, false, ctx.Err()
-			}
+		}
+		c.mu.Unlock()
+		select {
+		case <-call.done:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
 		}
 		if call.err != nil {
-			if !leader && ctx.Err() == nil && (errors.Is(call.err, context.Canceled) || errors.Is(call.err, context.DeadlineExceeded)) {
-				continue // the fetch was another reader's, which gave up: fetch again
+			if c.base.Err() != nil {
+				return nil, false, ErrCacheClosed
 			}
 			return nil, false, call.err
 		}

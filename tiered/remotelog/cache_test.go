@@ -224,16 +224,17 @@ func TestChunkCacheFetchesAChunkOnce(t *testing.T) {
 	}
 }
 
-// A reader that gives up does not fail the others waiting on the same chunk.
-func TestChunkCacheCancelledLeaderDoesNotFailWaiters(t *testing.T) {
+// A reader that gives up does not fail the others waiting on the same chunk, and the
+// fetch it started completes for the next read.
+func TestChunkCacheReaderGivingUpDoesNotStopTheFetch(t *testing.T) {
 	store := &countingStore{Store: objstore.NewMemory(), gate: make(chan struct{})}
 	objs := putObjects(t, store, 3000)
 	c := newTestCache(t, store, CacheConfig{ChunkBytes: 1000, Prefetch: -1})
-	leaderCtx, cancel := context.WithCancel(context.Background())
-	leaderErr := make(chan error, 1)
+	firstCtx, cancel := context.WithCancel(context.Background())
+	firstErr := make(chan error, 1)
 	go func() {
-		_, err := c.ReadAt(leaderCtx, "obj-0", 0, 10)
-		leaderErr <- err
+		_, err := c.ReadAt(firstCtx, "obj-0", 0, 10)
+		firstErr <- err
 	}()
 	waitFor(t, "the first fetch", func() bool { return store.gets.Load() == 1 })
 	waiterErr := make(chan error, 1)
@@ -246,12 +247,37 @@ func TestChunkCacheCancelledLeaderDoesNotFailWaiters(t *testing.T) {
 	}()
 	waitFor(t, "the second reader to wait", func() bool { return c.Stats().Hits == 1 })
 	cancel()
-	if err := <-leaderErr; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the cancelled reader: %v", err)
+	if err := <-firstErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the reader that gave up: %v", err)
 	}
 	close(store.gate)
 	if err := <-waiterErr; err != nil {
 		t.Fatalf("the waiting reader: %v", err)
+	}
+	if got, err := c.ReadAt(context.Background(), "obj-0", 0, 10); err != nil || !bytes.Equal(got, objs["obj-0"][:10]) {
+		t.Fatalf("reading again: %v", err)
+	}
+	if g := store.gets.Load(); g != 1 {
+		t.Fatalf("%d GETs, want the one", g)
+	}
+}
+
+// Close ends a fetch that hangs, and the reader waiting for it.
+func TestChunkCacheCloseEndsFetches(t *testing.T) {
+	store := &countingStore{Store: objstore.NewMemory(), gate: make(chan struct{})}
+	putObjects(t, store, 3000)
+	c := newTestCache(t, store, CacheConfig{ChunkBytes: 1000, Prefetch: -1})
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := c.ReadAt(context.Background(), "obj-0", 0, 10)
+		readErr <- err
+	}()
+	waitFor(t, "the fetch", func() bool { return store.gets.Load() == 1 })
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-readErr; !errors.Is(err, ErrCacheClosed) {
+		t.Fatalf("the read waiting on a fetch Close ended: %v", err)
 	}
 }
 
