@@ -156,7 +156,12 @@ func (r *Reader) lookupOffset(ctx context.Context, seg Segment, m manifest, offs
 	if i == 0 {
 		return 0, nil
 	}
-	return int64(binary.BigEndian.Uint32(idx[(i-1)*size+4:])), nil
+	pos := int64(binary.BigEndian.Uint32(idx[(i-1)*size+4:]))
+	if pos+shalelog.BatchHeaderSize > seg.SizeBytes {
+		return 0, fmt.Errorf("remotelog: offset index of segment %d: position %d beyond its %d bytes: %w",
+			seg.BaseOffset, pos, seg.SizeBytes, shalelog.ErrCorruptMessage)
+	}
+	return pos, nil
 }
 
 // lookupTime returns the offset of the last time index entry with a timestamp < ts

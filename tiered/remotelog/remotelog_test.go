@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -346,5 +347,41 @@ func TestUploadCutsPreallocatedFiles(t *testing.T) {
 		if !bytes.Equal(x, y) {
 			t.Fatalf("object %s differs", o.Key)
 		}
+	}
+}
+
+// Damaged objects make reads fail or return what is there; they never panic.
+func TestReadOfDamagedObjectsDoesNotPanic(t *testing.T) {
+	ctx := context.Background()
+	_, segs := buildLog(t, 10)
+	s := segs[1]
+	clean := objstore.NewMemory()
+	uploadAll(t, ctx, clean, []testSegment{s})
+	objs, err := clean.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(10, 10))
+	for i := 0; i < 300; i++ {
+		store := objstore.NewMemory()
+		for _, o := range objs {
+			b, err := Direct(clean).ReadAt(ctx, o.Key, 0, int(o.Size))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasSuffix(o.Key, suffixManifest) && len(b) > 0 {
+				for range 1 + rng.IntN(4) {
+					b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
+				}
+			}
+			if err := store.Put(ctx, o.Key, bytes.NewReader(b), int64(len(b))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := NewReader(Direct(store))
+		off := s.seg.BaseOffset + rng.Int64N(s.seg.EndOffset-s.seg.BaseOffset+1)
+		r.Read(ctx, s.seg, off, rng.IntN(20000))
+		r.OffsetForTimestamp(ctx, s.seg, s.batches[rng.IntN(len(s.batches))].maxTs)
+		r.AbortedTxns(ctx, s.seg, off, off+100)
 	}
 }
