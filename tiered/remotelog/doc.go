@@ -26,6 +26,13 @@
 //
 // # Reads
 //
-// A Reader reads through a Source (a ChunkCache, or Direct for no cache). It needs the
-// manifest to know the sizes of the indexes, and keeps the manifests it read in memory.
+// A Reader reads through a Source: a ChunkCache (fixed-size chunks of objects in local
+// files, LRU by bytes, with prefetch for sequential consumers) or Direct for no cache.
+// It reads an upload's manifest to know the sizes of its indexes, and keeps manifests
+// and the offset and time indexes in memory (bounded), so that finding a batch is a
+// binary search in memory and then, usually, one read of the log object covering the
+// whole fetch.
+//
+// Objects are written with one PUT each: a segment is at most 2 GiB (segment.bytes),
+// under S3's 5 GiB limit for a single PUT.
 package remotelog
