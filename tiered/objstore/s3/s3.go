@@ -36,9 +36,10 @@ import (
 
 // Config says where the bucket is and how to reach it.
 type Config struct {
-	// Endpoint is the S3 service URL, such as https://s3.eu-west-1.amazonaws.com or
-	// http://127.0.0.1:7070. Plain http is accepted for loopback hosts only, unless
-	// AllowHTTP is set: object data would cross the network unencrypted.
+	// Endpoint is the S3 service URL, such as https://minio.internal:9000 or
+	// http://127.0.0.1:7070; empty means AWS S3 itself, in Region. Plain http is
+	// accepted for loopback hosts only, unless AllowHTTP is set: object data would
+	// cross the network unencrypted.
 	Endpoint string
 	// Bucket is the bucket's name.
 	Bucket string
@@ -85,18 +86,20 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Bucket == "" {
 		return nil, errors.New("s3: no bucket configured")
 	}
-	u, err := url.Parse(cfg.Endpoint)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("s3: endpoint %q is not a URL", cfg.Endpoint)
-	}
-	switch u.Scheme {
-	case "https":
-	case "http":
-		if !cfg.AllowHTTP && !isLoopback(u.Hostname()) {
-			return nil, fmt.Errorf("s3: endpoint %s is plain http to a host that is not loopback; use https or set AllowHTTP", cfg.Endpoint)
+	if cfg.Endpoint != "" {
+		u, err := url.Parse(cfg.Endpoint)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("s3: endpoint %q is not a URL", cfg.Endpoint)
 		}
-	default:
-		return nil, fmt.Errorf("s3: endpoint %s: scheme must be http or https", cfg.Endpoint)
+		switch u.Scheme {
+		case "https":
+		case "http":
+			if !cfg.AllowHTTP && !isLoopback(u.Hostname()) {
+				return nil, fmt.Errorf("s3: endpoint %s is plain http to a host that is not loopback; use https or set AllowHTTP", cfg.Endpoint)
+			}
+		default:
+			return nil, fmt.Errorf("s3: endpoint %s: scheme must be http or https", cfg.Endpoint)
+		}
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 64
@@ -134,8 +137,12 @@ func New(cfg Config) (*Store, error) {
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
+	var endpoint *string // nil: AWS S3's own endpoint for the region
+	if cfg.Endpoint != "" {
+		endpoint = aws.String(strings.TrimSuffix(cfg.Endpoint, "/"))
+	}
 	client := awss3.New(awss3.Options{
-		BaseEndpoint:               aws.String(strings.TrimSuffix(cfg.Endpoint, "/")),
+		BaseEndpoint:               endpoint,
 		Region:                     region,
 		UsePathStyle:               cfg.PathStyle,
 		Credentials:                creds,

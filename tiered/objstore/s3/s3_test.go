@@ -89,6 +89,8 @@ func TestConfigChecks(t *testing.T) {
 		{"remote http", Config{Endpoint: "http://s3.example.com", Bucket: "b", Getenv: testEnv}, false},
 		{"remote http allowed", Config{Endpoint: "http://s3.example.com", Bucket: "b", AllowHTTP: true, Getenv: testEnv}, true},
 		{"https", Config{Endpoint: "https://s3.example.com", Bucket: "b", Getenv: testEnv}, true},
+		{"AWS S3", Config{Region: "eu-west-1", Bucket: "b", Getenv: testEnv}, true},
+		{"not a URL", Config{Endpoint: "s3.example.com", Bucket: "b", Getenv: testEnv}, false},
 		{"no bucket", Config{Endpoint: "https://s3.example.com", Getenv: testEnv}, false},
 		{"bad scheme", Config{Endpoint: "ftp://s3.example.com", Bucket: "b", Getenv: testEnv}, false},
 		{"no credentials", Config{Endpoint: "https://s3.example.com", Bucket: "b", Getenv: noEnv}, false},
