@@ -10,10 +10,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/shalelog/shale/tiered/objstore"
 )
@@ -414,4 +417,33 @@ func lastOffsetOf(batches []byte) (int64, error) {
 		batches = batches[h.size:]
 	}
 	return last, nil
+}
+
+func TestChunkCacheMetrics(t *testing.T) {
+	store := objstore.NewMemory()
+	putObjects(t, store, 2500)
+	c := newTestCache(t, store, CacheConfig{ChunkBytes: 1000, Prefetch: -1})
+	for range 2 {
+		if _, err := c.ReadAt(context.Background(), "obj-0", 0, 2500); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `
+# HELP shale_remote_log_cache_bytes Bytes of chunks in the on-disk chunk cache.
+# TYPE shale_remote_log_cache_bytes gauge
+shale_remote_log_cache_bytes 2500
+# HELP shale_remote_log_cache_hits_total Chunk lookups of remote log reads served from the on-disk chunk cache (or a fetch already under way).
+# TYPE shale_remote_log_cache_hits_total counter
+shale_remote_log_cache_hits_total 3
+# HELP shale_remote_log_cache_misses_total Chunk lookups of remote log reads that had to fetch the chunk from the object store.
+# TYPE shale_remote_log_cache_misses_total counter
+shale_remote_log_cache_misses_total 3
+`
+	if err := promtestutil.CollectAndCompare(c, strings.NewReader(want),
+		"shale_remote_log_cache_bytes", "shale_remote_log_cache_hits_total", "shale_remote_log_cache_misses_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n := promtestutil.CollectAndCount(c); n != 9 {
+		t.Fatalf("%d metrics, want 9", n)
+	}
 }
