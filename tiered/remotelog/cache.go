@@ -59,6 +59,8 @@ type CacheStats struct {
 	Chunks int
 }
 
+var errNothingToKeep = errors.New("empty chunk")
+
 // ErrCacheClosed is returned by reads of a closed ChunkCache.
 var ErrCacheClosed = errors.New("remotelog: chunk cache closed")
 
@@ -121,6 +123,8 @@ const (
 	maxTracked = 4096
 	// maxPrefetching bounds the background fetches.
 	maxPrefetching = 4
+	// maxParallelChunks bounds the chunks one read fetches at once.
+	maxParallelChunks = 8
 )
 
 // NewChunkCache opens a cache of store's objects in cfg.Dir.
@@ -195,12 +199,22 @@ func (c *ChunkCache) ReadAt(ctx context.Context, key string, off int64, n int) (
 	end := off + int64(n)
 	first := off / c.chunk
 	last := first
+	// The missing chunks of the range are fetched at once, not one after the other.
+	var started uint64 // bit i: this read started the fetch of chunk first+i
+	if n > 0 {
+		for i := int64(1); i < maxParallelChunks && first+i <= (end-1)/c.chunk; i++ {
+			if c.startFetch(chunkID{key, first + i}) {
+				started |= 1 << i
+			}
+		}
+	}
 	for pos := off; pos < end || (n == 0 && pos == off); {
 		idx := pos / c.chunk
 		last = idx
 		within := pos - idx*c.chunk
 		want := min(end-pos, c.chunk-within)
-		b, full, err := c.readChunk(ctx, chunkID{key, idx}, within, want)
+		counted := idx-first < 64 && started&(1<<(idx-first)) != 0
+		b, full, err := c.readChunk(ctx, chunkID{key, idx}, within, want, counted)
 		if err != nil {
 			return nil, err
 		}
@@ -216,7 +230,8 @@ func (c *ChunkCache) ReadAt(ctx context.Context, key string, off int64, n int) (
 
 // readChunk returns up to n bytes at off within chunk id, from disk or the store, and
 // whether the chunk is full (the object may go on after it).
-func (c *ChunkCache) readChunk(ctx context.Context, id chunkID, off, n int64) ([]byte, bool, error) {
+// counted says that the caller started (and counted) the chunk's fetch.
+func (c *ChunkCache) readChunk(ctx context.Context, id chunkID, off, n int64, counted bool) ([]byte, bool, error) {
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -229,8 +244,10 @@ func (c *ChunkCache) readChunk(ctx context.Context, id chunkID, off, n int64) ([
 			c.mu.Unlock()
 			b, err := readFileRange(e.path, off, min(n, max(e.size-off, 0)))
 			if err == nil {
-				c.hits.Add(1)
-				c.hitBytes.Add(int64(len(b)))
+				if !counted {
+					c.hits.Add(1)
+					c.hitBytes.Add(int64(len(b)))
+				}
 				return b, e.size == c.chunk, nil
 			}
 			// Evicted between the lookup and the open (or the disk failed): fetch.
@@ -243,21 +260,12 @@ func (c *ChunkCache) readChunk(ctx context.Context, id chunkID, off, n int64) ([
 		}
 		call := c.inflight[id]
 		if call == nil {
-			// The fetch runs on its own, under the cache's context rather than this
-			// reader's: a reader whose fetch request times out (a consumer's
-			// fetch.max.wait) gives up waiting, but the chunk still arrives for the
-			// retry. The store's own request timeout bounds it.
-			call = &fetchCall{done: make(chan struct{})}
-			c.inflight[id] = call
+			call = c.startFetchLocked(id)
 			c.misses.Add(1)
-			c.wg.Add(1)
-			go func() {
-				defer c.wg.Done()
-				c.fetch(c.base, id, call)
-			}()
-		} else {
+		} else if !counted {
 			c.hits.Add(1)
 		}
+		counted = true
 		c.mu.Unlock()
 		select {
 		case <-call.done:
@@ -276,6 +284,34 @@ func (c *ChunkCache) readChunk(ctx context.Context, id chunkID, off, n int64) ([
 	}
 }
 
+// startFetch starts fetching chunk id, unless it is cached or under way already, and
+// reports whether it did (counting a miss).
+func (c *ChunkCache) startFetch(id chunkID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.inflight[id] != nil || c.entries[id] != nil {
+		return false
+	}
+	c.startFetchLocked(id)
+	c.misses.Add(1)
+	return true
+}
+
+// startFetchLocked starts the fetch of chunk id. The fetch runs on its own, under the
+// cache's context rather than a reader's: a reader whose fetch request times out (a
+// consumer's fetch.max.wait) gives up waiting, but the chunk still arrives for the
+// retry. The store's own request timeout bounds it.
+func (c *ChunkCache) startFetchLocked(id chunkID) *fetchCall {
+	call := &fetchCall{done: make(chan struct{})}
+	c.inflight[id] = call
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.fetch(c.base, id, call)
+	}()
+	return call
+}
+
 // fetch GETs chunk id, keeps it on disk and completes call.
 func (c *ChunkCache) fetch(ctx context.Context, id chunkID, call *fetchCall) {
 	data, err := Direct(c.store).ReadAt(ctx, id.key, id.index*c.chunk, int(c.chunk))
@@ -284,7 +320,10 @@ func (c *ChunkCache) fetch(ctx context.Context, id chunkID, call *fetchCall) {
 	}
 	call.data, call.err = data, err
 	var path string
-	if err == nil {
+	if err == nil && len(data) == 0 {
+		// Past the object's end (a read or a prefetch beyond it): nothing to keep.
+		err = errNothingToKeep
+	} else if err == nil {
 		path, err = c.writeChunk(id, data)
 		if err != nil {
 			c.writeErrors.Add(1)

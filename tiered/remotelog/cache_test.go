@@ -116,7 +116,14 @@ func TestChunkCacheReadsWhatTheStoreHolds(t *testing.T) {
 	if _, err := c.ReadAt(ctx, "absent", 0, 0); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("zero-byte read of a missing object: %v, want not found", err)
 	}
-	// The files on disk are the chunks counted, and no more.
+	// The files on disk are the chunks counted, and no more, once the fetches a read
+	// started past an object's end have ended.
+	waitFor(t, "the fetches to end", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.inflight) == 0
+	})
+	st = c.Stats()
 	files, _ := filepath.Glob(filepath.Join(c.dir, "*"))
 	if len(files) != st.Chunks {
 		t.Fatalf("%d files in the cache directory for %d chunks", len(files), st.Chunks)
@@ -445,5 +452,28 @@ shale_remote_log_cache_misses_total 3
 	}
 	if n := promtestutil.CollectAndCount(c); n != 9 {
 		t.Fatalf("%d metrics, want 9", n)
+	}
+}
+
+// A read of several missing chunks fetches them at once, each counted once.
+func TestChunkCacheFetchesTheChunksOfAReadAtOnce(t *testing.T) {
+	store := &countingStore{Store: objstore.NewMemory(), gate: make(chan struct{})}
+	objs := putObjects(t, store, 10_000)
+	c := newTestCache(t, store, CacheConfig{ChunkBytes: 1000, Prefetch: -1})
+	done := make(chan error, 1)
+	go func() {
+		got, err := c.ReadAt(context.Background(), "obj-0", 500, 3000) // chunks 0 to 3
+		if err == nil && !bytes.Equal(got, objs["obj-0"][500:3500]) {
+			err = errors.New("wrong bytes")
+		}
+		done <- err
+	}()
+	waitFor(t, "four GETs under way together", func() bool { return store.gets.Load() == 4 })
+	close(store.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.Misses != 4 || st.Hits != 0 || st.HitBytes != 0 || st.FetchedBytes != 4000 {
+		t.Fatalf("stats: %+v", st)
 	}
 }

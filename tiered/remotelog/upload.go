@@ -290,7 +290,13 @@ func ReadManifest(ctx context.Context, store objstore.Store, seg Segment) (Segme
 }
 
 func readManifest(ctx context.Context, src Source, seg Segment) (manifest, Segment, error) {
-	b, err := src.ReadAt(ctx, seg.Key(suffixManifest), 0, maxManifestBytes)
+	// Most manifests fit the first read; a long list of epochs takes a second.
+	b, err := src.ReadAt(ctx, seg.Key(suffixManifest), 0, manifestFirstRead)
+	if err == nil && len(b) == manifestFirstRead {
+		var rest []byte
+		rest, err = src.ReadAt(ctx, seg.Key(suffixManifest), manifestFirstRead, maxManifestBytes-manifestFirstRead)
+		b = append(b, rest...)
+	}
 	if err != nil {
 		return manifest{}, Segment{}, fmt.Errorf("remotelog: read manifest of segment %d: %w", seg.BaseOffset, err)
 	}
@@ -307,5 +313,9 @@ func readManifest(ctx context.Context, src Source, seg Segment) (manifest, Segme
 	return m, full, nil
 }
 
-// maxManifestBytes bounds a manifest (its epochs make it grow, a little).
-const maxManifestBytes = 1 << 20
+// maxManifestBytes bounds a manifest (its epochs make it grow, a little);
+// manifestFirstRead is what a reader asks for first.
+const (
+	maxManifestBytes  = 1 << 20
+	manifestFirstRead = 16 << 10
+)
