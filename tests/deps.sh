@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Brings what the test suites need when it is missing: Go modules, and the real Kafka
+# Brings what the test suites need when it is missing: Go modules, versitygw (an S3
+# server, built into ~/.cache/shale), and the real Kafka
 # clients the interop suite drives (Debian's kcat, confluent-kafka-python with its schema
 # registry serializers' modules, and kafka-python with its codec modules; npm's kafkajs
 # with its codec plugins and @kafkajs/confluent-schema-registry). Safe to run
@@ -9,6 +10,10 @@ cd "$(dirname "$0")/.."
 
 go mod download
 (cd tests/k8s && go mod download)
+
+# versitygw, the real S3 server of the tiered-storage tests (tests/s3server), built from
+# the Go module proxy into ~/.cache/shale once.
+bash tests/s3server/build-versitygw.sh
 
 need_apt=()
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
