@@ -15,10 +15,13 @@
 #   2. alone: the e2e-latency preset's producers and tailing consumers on `cold` at RATE
 #      records/s (default 50000) for SECONDS (default 20);
 #   3. beside a catch-up: the same again, with a `bench consume` reading `cold` from its
-#      start (the cold prefill) at full speed over the same window.
-# The tail consumers' send-to-receive p50/p99/p99.9 of 2 and 3 are printed side by side,
+#      start (the cold prefill) at full speed over the same window;
+#   4. the same again, the catch-up now reading what 3 left in the page cache: what 3
+#      costs beyond 4 is the disk, not the reader's CPU.
+# The tail consumers' send-to-receive p50/p99/p99.9 of 2, 3 and 4 are printed side by side,
 # with the catch-up reader's rate and the node's major faults and read bytes.
-# SHALE=path picks the binary (default bin/shale, built by `make build`).
+# SHALE=path picks the binary (default bin/shale, built by `make build`); PERF=1 also
+# records the stacks of the broker's major page faults during 3.
 set -euo pipefail
 
 gb=4
@@ -33,7 +36,7 @@ while getopts "g:r:d:o:D:h" opt; do
 	d) dur=$OPTARG ;;
 	o) out=$OPTARG ;;
 	D) data_root=$OPTARG ;;
-	*) sed -n '2,21p' "$0"; exit 2 ;;
+	*) sed -n '2,24p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -98,6 +101,13 @@ EOF
 fincore -b $(find "$data" -name '*.log' | sort | head -3) >&2 || true
 start_broker "$@"
 
+# sample NAME: CPU and IO pressure every 2 s until killed.
+sample() {
+	while :; do
+		echo "$(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg) cpu[$(head -1 /proc/pressure/cpu | cut -d' ' -f2)] io[$(head -1 /proc/pressure/io | cut -d' ' -f2)] iofull[$(tail -1 /proc/pressure/io | cut -d' ' -f2)]"
+		sleep 2
+	done >"$out/$1.pressure"
+}
 e2e() { # e2e NAME: the tailing consumers at RATE for SECONDS
 	"$SHALE" bench e2e --bootstrap-server "$kafka" --preset e2e-latency --topic cold --group "tail-$1" \
 		--rate "$rate" --duration "${dur}s" --progress=false --json >"$out/$1.json"
@@ -110,16 +120,48 @@ echo "beside a catch-up reader (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 "$SHALE" bench consume --bootstrap-server "$kafka" --topic cold --preload=false --consumers 1 \
 	--duration "${dur}s" --progress=false --json >"$out/catchup.json" 2>"$out/catchup.err" &
 catchup=$!
+sample beside &
+sp=$!
+(sleep $((dur / 4)) && curl -sf "http://$http/debug/pprof/profile?seconds=$((dur / 2))" -o "$out/beside.cpu.pprof") &
+if [ "${PERF:-0}" = 1 ]; then
+	# Where the broker's major faults come from (perf report -i beside.faults.data).
+	perf record -e major-faults -g -p "$broker_pid" -o "$out/beside.faults.data" -- sleep "$dur" >/dev/null 2>&1 &
+fi
 e2e beside
 io2=$(proc_io)
+kill "$sp" 2>/dev/null || true
 kill -INT "$catchup" 2>/dev/null || true
+wait "$catchup" || true
+# The same catch-up again: the log is now in the page cache (it fits in memory), so what
+# differs from the cold run is the disk, not the reader's CPU.
+echo "beside a catch-up reader of cached data (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+fincore -b $(find "$data" -name '*.log' | sort | head -2) >&2 || true
+# Read from the start again whenever it reaches the end, for the whole window.
+(
+	i=0
+	while [ ! -e "$out/warm.stop" ]; do
+		i=$((i + 1))
+		"$SHALE" bench consume --bootstrap-server "$kafka" --topic cold --preload=false --consumers 1 \
+			--duration "${dur}s" --progress=false --json >"$out/catchup-warm.$i.json" 2>>"$out/catchup-warm.err" &
+		echo $! >"$out/warm.pid"
+		wait $! || true
+	done
+) &
+catchup=$!
+sample warm &
+sp=$!
+e2e warm
+io3=$(proc_io)
+kill "$sp" 2>/dev/null || true
+touch "$out/warm.stop"
+kill -INT "$(cat "$out/warm.pid")" 2>/dev/null || true
 wait "$catchup" || true
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
-python3 - "$out" "$rate" "$io0" "$io1" "$io2" <<'EOF'
+python3 - "$out" "$rate" "$io0" "$io1" "$io2" "$io3" <<'EOF'
 import json, sys, os
 out, rate = sys.argv[1], sys.argv[2]
-io = [list(map(int, a.split())) for a in sys.argv[3:6]]
+io = [list(map(int, a.split())) for a in sys.argv[3:7]]
 def role(path, name):
     try:
         rep = json.load(open(os.path.join(out, path)))
@@ -132,13 +174,15 @@ pre = role("prefill.json", "produce")
 print(f"prefill: {pre['bytes']/1e9:.2f} GB at {pre['mb_per_sec']:.0f} MB/s" if pre else "prefill: ?")
 print(f"| tail consumer at {rate} rec/s | p50 ms | p99 ms | p99.9 ms | max ms | broker major faults | broker read MB |")
 print("|---|---:|---:|---:|---:|---:|---:|")
-for name, a, b in (("alone", io[0], io[1]), ("beside a catch-up reader", io[1], io[2])):
-    r = role(("alone" if name == "alone" else "beside") + ".json", "consume")
+for f, name, a, b in (("alone", "alone", io[0], io[1]), ("beside", "beside a catch-up reader of cold data", io[1], io[2]), ("warm", "beside a catch-up reader of cached data", io[2], io[3])):
+    r = role(f + ".json", "consume")
     l = (r or {}).get("latency") or {}
     print(f"| {name} | {l.get('p50_ms', '?')} | {l.get('p99_ms', '?')} | {l.get('p99_9_ms', '?')} | {l.get('max_ms', '?')} | {b[0]-a[0]} | {(b[1]-a[1])/1e6:.0f} |")
-c = role("catchup.json", "consume")
-if c:
-    print(f"catch-up reader: {c['bytes']/1e9:.2f} GB in {c['seconds']:.1f} s, {c['mb_per_sec']:.0f} MB/s")
-else:
-    print("catch-up reader: no report (stopped at the end of the window); see catchup.err")
+import glob
+for f in ["catchup.json"] + sorted(os.path.basename(p) for p in glob.glob(os.path.join(out, "catchup-warm.*.json"))):
+    c = role(f, "consume")
+    if c:
+        print(f"{f}: {c['bytes']/1e9:.2f} GB in {c['seconds']:.1f} s, {c['mb_per_sec']:.0f} MB/s")
+    else:
+        print(f"{f}: no report (stopped at the end of the window)")
 EOF
