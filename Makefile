@@ -68,6 +68,16 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2x ./log/
 	$(BIN) bench compare --duration 5s
 
+# Issue 25's scenarios, data on disk under .tmp/ (bench/RESULTS.md): e2e at half of peak
+# for 120 s after more than the dirty limit, RF=1 and RF=3, writeback on and off, beside
+# the null broker (about 15 minutes); a catch-up reader of a cold log beside tailing
+# consumers (about 3 minutes).
+.PHONY: bench-sustained bench-coldread
+bench-sustained: build
+	bench/sustained.sh
+bench-coldread: build
+	bench/coldread.sh
+
 fuzz:
 	@bash tests/fuzz.sh $(FUZZTIME)
 
