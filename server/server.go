@@ -281,6 +281,8 @@ func (n *node) startController(ctx context.Context, ln net.Listener) error {
 		DefaultPartitions:                  cfg.NumPartitions,
 		DefaultReplicationFactor:           cfg.DefaultReplicationFactor,
 		UncleanLeaderElection:              cfg.UncleanLeaderElectionEnable,
+		RemoteLogStorageSystemEnable:       cfg.RemoteStorage.SystemEnable,
+		TopicDefaults:                      cfg.TopicDefaults(),
 		OffsetsTopicNumPartitions:          cfg.OffsetsTopicNumPartitions,
 		DisableAutoLeaderRebalance:         !cfg.AutoLeaderRebalanceEnable,
 		LeaderImbalanceCheckInterval:       time.Duration(cfg.LeaderImbalanceCheckIntervalSeconds) * time.Second,
