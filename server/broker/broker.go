@@ -42,11 +42,13 @@ import (
 )
 
 // Store is what a broker needs from the controller quorum: the metadata store, the
-// transaction state and the share-partition state (controller.BrokerClient).
+// transaction state, the share-partition state and the remote logs of tiered storage
+// (controller.BrokerClient).
 type Store interface {
 	metadata.Store
 	metadata.TxnStore
 	share.AdminStore
+	metadata.RemoteLogStore
 }
 
 // DefaultShutdownGrace is how long Close lets in-flight requests finish when
