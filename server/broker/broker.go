@@ -162,6 +162,10 @@ func New(store Store, opts Options) (_ *Broker, err error) {
 	if rcfg.FetcherOpts == nil {
 		rcfg.FetcherOpts = opts.InterBroker
 	}
+	if rcfg.RemoteStore != nil && rcfg.RemoteLogs == nil {
+		// Tiered storage's remote logs are recorded through the controller quorum.
+		rcfg.RemoteLogs = store
+	}
 	if b.replicas, err = replication.NewManager(rcfg, store); err != nil {
 		return nil, fmt.Errorf("replica manager: %w", err)
 	}

@@ -1,0 +1,243 @@
+package replication_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/controller"
+	"github.com/shalelog/shale/controller/controllertest"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/partition"
+	"github.com/shalelog/shale/protocol"
+	"github.com/shalelog/shale/replication"
+	"github.com/shalelog/shale/server/broker"
+	"github.com/shalelog/shale/server/broker/brokertest"
+	"github.com/shalelog/shale/tiered/objstore"
+)
+
+// flakyStore fails every other manifest write while failures are left, so that some
+// uploads fail halfway and leave orphans behind.
+type flakyStore struct {
+	objstore.Store
+	mu    sync.Mutex
+	left  int
+	count int
+}
+
+func (f *flakyStore) Put(ctx context.Context, key string, body io.Reader, size int64) error {
+	if strings.HasSuffix(key, ".manifest") {
+		f.mu.Lock()
+		f.count++
+		fail := f.left > 0 && f.count%2 == 1
+		if fail {
+			f.left--
+		}
+		f.mu.Unlock()
+		if fail {
+			return errors.New("injected: store unavailable")
+		}
+	}
+	return f.Store.Put(ctx, key, body, size)
+}
+
+func tieredOptions(store objstore.Store) brokertest.Option {
+	return brokertest.WithOptions(func(o *broker.Options) {
+		o.Replication = replication.Config{ReplicaLagTimeMax: lagTime, ReplicaFetchBackoff: 50 * time.Millisecond, Logger: quiet(),
+			RemoteStore: store, RemoteTaskInterval: 50 * time.Millisecond, RetentionCheckInterval: 50 * time.Millisecond}
+		o.Protocol = protocol.Config{Logger: quiet()}
+		o.ShutdownGrace = time.Second
+	})
+}
+
+// waitFor polls cond until it holds, failing after a generous timeout.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestTieredStorage: a topic with remote.storage.enable, tiny segments and almost no
+// local retention, on a leader and a follower over one object store. Closed segments are
+// uploaded and committed; local segments go only once committed remotely, on both
+// replicas; a consumer reads the whole log from offset 0, byte for byte, mostly from the
+// remote log; ListOffsets earliest is the remote log start and -4 the local one; and the
+// uploads that failed halfway leave no object behind.
+func TestTieredStorage(t *testing.T) {
+	mem := objstore.NewMemory()
+	store := &flakyStore{Store: mem, left: 3}
+	first := brokertest.Start(t, tieredOptions(store),
+		brokertest.WithController(controllertest.WithConfig(func(c *controller.Config) { c.RemoteLogStorageSystemEnable = true })))
+	second := first.AddBroker(2, tieredOptions(store))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	cl := first.Client(kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	const topic = "tiered"
+	res, err := adm.CreateTopic(ctx, 1, 2, map[string]*string{
+		"remote.storage.enable": kadm.StringPtr("true"), "segment.bytes": kadm.StringPtr("2048"),
+		"local.retention.bytes": kadm.StringPtr("1"),
+	}, topic)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.WaitApplied("topic", func(im *metadata.Image) bool {
+		p := im.Partition(topic, 0)
+		return p != nil && len(p.ISR) == 2
+	})
+
+	const n = 300
+	// Timestamps within retention.ms (7 days): retention over the whole log keeps them.
+	base := time.Now().Add(-time.Hour).UnixMilli()
+	var produced []*kgo.Record
+	for i := range n {
+		r := &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("key-%d", i)), Value: bytes.Repeat([]byte{byte(i)}, 100+i%50),
+			Headers: []kgo.RecordHeader{{Key: "i", Value: []byte(fmt.Sprint(i))}}, Timestamp: time.UnixMilli(base + int64(i)*1000)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		produced = append(produced, r)
+	}
+
+	leaderID := first.Store.Current().Partition(topic, 0).Leader
+	brokers := map[int32]*brokertest.Broker{1: first, 2: second}
+	leader, follower := brokers[leaderID], brokers[3-leaderID]
+	replica := func(b *brokertest.Broker) *partition.Partition { return b.Replicas().Replica(topic, 0) }
+
+	// Local segments go only once the remote log holds them, on the leader and on the
+	// follower alike; wait until both keep only the last few.
+	checkLocalCovered := func() {
+		t.Helper()
+		for _, b := range []*brokertest.Broker{leader, follower} {
+			p := replica(b)
+			rl := b.Replicas().Image().RemoteLog(topic, 0)
+			high := int64(-1)
+			if rl != nil {
+				high = rl.HighestOffset
+			}
+			if start := p.LocalLogStartOffset(); start > high+1 {
+				t.Fatalf("broker %d: local log starts at %d, but the remote log ends at %d", b.ID, start, high)
+			}
+		}
+	}
+	waitFor(t, "local segments removed after upload", func() bool {
+		checkLocalCovered()
+		return replica(leader).LocalLogStartOffset() > n/2 && replica(follower).LocalLogStartOffset() > n/2
+	})
+	rl := leader.Replicas().Image().RemoteLog(topic, 0)
+	if rl.StartOffset != 0 || rl.HighestOffset < n/2 || rl.SizeBytes <= 0 {
+		t.Fatalf("remote log %+v", rl)
+	}
+
+	// Consume from 0: every record, byte for byte, in order.
+	for _, iso := range []kgo.IsolationLevel{kgo.ReadUncommitted(), kgo.ReadCommitted()} {
+		cons := first.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(0)}}),
+			kgo.FetchIsolationLevel(iso), kgo.FetchMaxPartitionBytes(4096))
+		var got []*kgo.Record
+		for len(got) < n {
+			fs := cons.PollFetches(ctx)
+			if err := fs.Err0(); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, fs.Records()...)
+		}
+		cons.Close()
+		if len(got) != n {
+			t.Fatalf("consumed %d records, want %d", len(got), n)
+		}
+		for i, r := range got {
+			w := produced[i]
+			if r.Offset != int64(i) || !bytes.Equal(r.Key, w.Key) || !bytes.Equal(r.Value, w.Value) || !r.Timestamp.Equal(w.Timestamp) ||
+				len(r.Headers) != 1 || !bytes.Equal(r.Headers[0].Value, w.Headers[0].Value) {
+				t.Fatalf("record %d: got offset %d key %q (%d bytes), want key %q (%d bytes)", i, r.Offset, r.Key, len(r.Value), w.Key, len(w.Value))
+			}
+		}
+	}
+
+	// ListOffsets: earliest is the remote log's start, -4 the local log's, a timestamp
+	// finds its record in the remote log.
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := starts.Lookup(topic, 0); o.Err != nil || o.Offset != 0 {
+		t.Fatalf("earliest %+v, want 0", o)
+	}
+	after, err := adm.ListOffsetsAfterMilli(ctx, base+10*1000, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := after.Lookup(topic, 0); o.Err != nil || o.Offset != 10 {
+		t.Fatalf("offset for the 11th record's timestamp %+v, want 10", o)
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.Version = 9
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	for _, ts := range []int64{-4, -5} {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp, rp.CurrentLeaderEpoch = ts, -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, leader.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, latestTiered := resp.Topics[0].Partitions[0], resp.Topics[0].Partitions[1]
+	rl = leader.Replicas().Image().RemoteLog(topic, 0)
+	if local.ErrorCode != 0 || local.Offset <= 0 || local.Offset > rl.HighestOffset+1 {
+		t.Fatalf("earliest-local %+v (remote log ends at %d)", local, rl.HighestOffset)
+	}
+	if latestTiered.ErrorCode != 0 || latestTiered.Offset < rl.HighestOffset {
+		t.Fatalf("latest-tiered %+v, remote highest %d", latestTiered, rl.HighestOffset)
+	}
+
+	// Every object in the store belongs to a segment the remote log holds: the failed
+	// uploads' objects were deleted as orphans.
+	waitFor(t, "orphans deleted", func() bool {
+		rl := leader.Replicas().Image().RemoteLog(topic, 0)
+		objs, err := mem.List(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			found := false
+			for _, s := range append(append([]metadata.RemoteSegment{}, rl.Segments...), rl.Deleting...) {
+				if strings.Contains(o.Key, s.UploadID) {
+					found = true
+				}
+			}
+			if !found {
+				return false
+			}
+		}
+		return true
+	})
+	store.mu.Lock()
+	failed := store.left
+	store.mu.Unlock()
+	if failed != 0 {
+		t.Fatalf("only %d of 3 injected upload failures happened", 3-failed)
+	}
+}
