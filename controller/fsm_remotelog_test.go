@@ -132,6 +132,21 @@ func TestRemoteLogRecords(t *testing.T) {
 	if got := uploadIDs(rl.Segments); !reflect.DeepEqual(got, []string{"u2", "u4"}) || len(rl.Deleting) != 0 || rl.HighestOffset != 199 || rl.SizeBytes != 800 {
 		t.Fatalf("after finishing u1: %v %+v", got, rl)
 	}
+	if rl.CoveredEnd() != 200 {
+		t.Fatalf("covered end %d, want 200", rl.CoveredEnd())
+	}
+	// DeleteRecords past the remote log (into the local one) moves the covered end: the
+	// local segments below it may go, and uploads go on from it.
+	wantNoErr(t, h.apply(remoteDeleteStart(rec(), 250, "u2", "u4")).err)
+	if rl = h.f.img.RemoteLog("tiered", 0); rl.CoveredEnd() != 250 || rl.HighestOffset != -1 || rl.StartOffset != -1 {
+		t.Fatalf("after deleting past the remote log: %+v", rl)
+	}
+	wantKafkaErr(t, h.apply(remoteCommit(rec(), "u6", 200, 249, 10)).err, kerr.OffsetOutOfRange)
+	wantNoErr(t, h.apply(remoteCommit(rec(), "u6", 240, 260, 10)).err)
+	if rl = h.f.img.RemoteLog("tiered", 0); rl.StartOffset != 250 || rl.HighestOffset != 260 || rl.CoveredEnd() != 261 {
+		t.Fatalf("after a commit across the log start: %+v", rl)
+	}
+	wantNoErr(t, h.apply(remoteDeleteFinish(rec(), "u2", "u4")).err)
 
 	// A snapshot carries the remote logs; a broker rebuilding from image chunks gets the
 	// same.

@@ -119,6 +119,17 @@ func sign(v int64) int64 {
 	return 0
 }
 
+// CoveredEnd is the offset below which the remote log holds or has deleted every
+// offset: one past HighestOffset, or the log start when retention or DeleteRecords moved
+// it further (0 for an empty remote log). A local segment wholly below it may be deleted,
+// and uploads go on from it.
+func (r *RemoteLog) CoveredEnd() int64 {
+	if r == nil {
+		return 0
+	}
+	return max(r.HighestOffset+1, r.LogStart)
+}
+
 // Find returns the committed segment holding offset, or the first one after it (a read
 // at a gap goes on at the next segment); ok is false when no segment is at or past it or
 // the offset is below StartOffset.

@@ -531,7 +531,7 @@ func (m *Manager) apply(im *metadata.Image, startup bool) {
 				// Local segments go only once the remote log holds them, on every replica.
 				end := int64(0)
 				if rl := im.RemoteLog(t.Name, mp.Index); rl != nil && rl.TopicID == t.ID {
-					end = rl.HighestOffset + 1
+					end = rl.CoveredEnd()
 				}
 				p.SetRemoteEnd(end)
 			}

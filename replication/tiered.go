@@ -211,14 +211,16 @@ func (m *Manager) uploadSegments(ctx context.Context, tp partition.TopicPartitio
 	Info(string, ...any)
 }) {
 	t := m.tier
-	highest := int64(-1)
+	// highest is the last committed offset, which a new segment must not overlap;
+	// segments wholly below the covered end are remote already, or deleted.
+	highest, covered := int64(-1), int64(0)
 	if rl != nil {
-		highest = rl.HighestOffset
+		highest, covered = rl.HighestOffset, rl.CoveredEnd()
 	}
 	bound := min(p.HighWatermark(), p.LastStableOffset())
 	var todo []shalelog.SealedSegment
 	for _, s := range p.SealedSegments() {
-		if s.NextOffset <= highest+1 || s.Size < shalelog.BatchHeaderSize {
+		if s.NextOffset <= covered || s.Size < shalelog.BatchHeaderSize {
 			continue
 		}
 		if s.NextOffset > bound {
@@ -373,7 +375,7 @@ func (m *Manager) retainRemote(ctx context.Context, tp partition.TopicPartition,
 	// The local bytes the remote log does not hold: the rest are counted remotely.
 	localOnly := p.Size()
 	for _, s := range p.SealedSegments() {
-		if s.NextOffset <= rl.HighestOffset+1 {
+		if s.NextOffset <= rl.CoveredEnd() {
 			localOnly -= s.Size
 		}
 	}

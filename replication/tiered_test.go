@@ -131,12 +131,8 @@ func TestTieredStorage(t *testing.T) {
 		for _, b := range []*brokertest.Broker{leader, follower} {
 			p := replica(b)
 			rl := b.Replicas().Image().RemoteLog(topic, 0)
-			high := int64(-1)
-			if rl != nil {
-				high = rl.HighestOffset
-			}
-			if start := p.LocalLogStartOffset(); start > high+1 {
-				t.Fatalf("broker %d: local log starts at %d, but the remote log ends at %d", b.ID, start, high)
+			if start, end := p.LocalLogStartOffset(), rl.CoveredEnd(); start > end {
+				t.Fatalf("broker %d: local log starts at %d, but the remote log ends at %d", b.ID, start, end)
 			}
 		}
 	}
@@ -234,6 +230,49 @@ func TestTieredStorage(t *testing.T) {
 		}
 		return true
 	})
+	// DeleteRecords below the local log start moves the remote log's start, and the
+	// segments wholly below it are deleted, two-phase, objects and all.
+	const purgeTo = 50
+	drs, err := adm.DeleteRecords(ctx, kadm.Offsets{topic: {0: {Topic: topic, Partition: 0, At: purgeTo}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dr, _ := drs.Lookup(topic, 0); dr.Err != nil || dr.LowWatermark != purgeTo {
+		t.Fatalf("DeleteRecords %+v, want low watermark %d", dr, purgeTo)
+	}
+	if starts, err = adm.ListStartOffsets(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := starts.Lookup(topic, 0); o.Err != nil || o.Offset != purgeTo {
+		t.Fatalf("earliest after DeleteRecords %+v, want %d", o, purgeTo)
+	}
+	waitFor(t, "remote segments below the new start deleted", func() bool {
+		rl := leader.Replicas().Image().RemoteLog(topic, 0)
+		if len(rl.Deleting) > 0 || len(rl.Segments) == 0 || rl.Segments[0].BaseOffset > purgeTo || rl.Segments[0].EndOffset < purgeTo {
+			return false
+		}
+		objs, err := mem.List(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			found := false
+			for _, s := range rl.Segments {
+				found = found || strings.Contains(o.Key, s.UploadID)
+			}
+			if !found {
+				return false
+			}
+		}
+		return true
+	})
+	cons := first.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(purgeTo)}}))
+	fs := cons.PollFetches(ctx)
+	cons.Close()
+	if err := fs.Err0(); err != nil || len(fs.Records()) == 0 || fs.Records()[0].Offset != purgeTo || !bytes.Equal(fs.Records()[0].Value, produced[purgeTo].Value) {
+		t.Fatalf("read at the new start: err %v, %d records", err, len(fs.Records()))
+	}
+
 	store.mu.Lock()
 	failed := store.left
 	store.mu.Unlock()
