@@ -280,3 +280,98 @@ func TestTieredStorage(t *testing.T) {
 		t.Fatalf("only %d of 3 injected upload failures happened", 3-failed)
 	}
 }
+
+// TestTieredStorageLeaderChange: leadership moves in the middle of uploading; the new
+// leader goes on from the remote log's end, so that the remote log is one run of
+// segments without overlap or gap, uploaded by both, and a consumer reads everything.
+func TestTieredStorageLeaderChange(t *testing.T) {
+	store := objstore.NewMemory()
+	first := brokertest.Start(t, tieredOptions(store),
+		brokertest.WithController(controllertest.WithConfig(func(c *controller.Config) { c.RemoteLogStorageSystemEnable = true })))
+	second := first.AddBroker(2, tieredOptions(store))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := first.Client(kgo.ProducerLinger(0))
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	const topic = "moving"
+	res, err := adm.CreateTopic(ctx, 1, 2, map[string]*string{
+		"remote.storage.enable": kadm.StringPtr("true"), "segment.bytes": kadm.StringPtr("2048"),
+		"local.retention.bytes": kadm.StringPtr("1"),
+	}, topic)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.WaitApplied("topic", func(im *metadata.Image) bool {
+		p := im.Partition(topic, 0)
+		return p != nil && len(p.ISR) == 2
+	})
+	var produced [][]byte
+	produce := func(count int) {
+		for range count {
+			v := []byte(fmt.Sprintf("value-%d-%s", len(produced), strings.Repeat("x", 100)))
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: v}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			produced = append(produced, v)
+		}
+	}
+	remote := func() *metadata.RemoteLog { return first.Replicas().Image().RemoteLog(topic, 0) }
+	produce(150)
+	waitFor(t, "first uploads", func() bool { return remote().HighestOffset >= 50 })
+
+	old := first.Store.Current().Partition(topic, 0)
+	next := old.Replicas[0] + old.Replicas[1] - old.Leader
+	errs, err := first.Store.AlterPartitionReassignments(ctx, []metadata.Reassignment{{Topic: topic, Partition: 0, Replicas: []int32{next, old.Leader}}})
+	if err == nil {
+		err = errs[0]
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.WaitApplied("reassigned", func(im *metadata.Image) bool {
+		p := im.Partition(topic, 0)
+		return p.Replicas[0] == next && !p.Reassigning() && len(p.ISR) == 2
+	})
+	if _, err := first.Store.ElectLeaders(ctx, true, map[string][]int32{topic: {0}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []*brokertest.Broker{first, second} {
+		b.WaitApplied("new leader", func(im *metadata.Image) bool { return im.Partition(topic, 0).Leader == next })
+	}
+	produce(150)
+	waitFor(t, "uploads by the new leader", func() bool {
+		rl := remote()
+		return rl.HighestOffset >= 250 && rl.Segments[len(rl.Segments)-1].Broker == next
+	})
+
+	rl := remote()
+	uploaders := map[int32]bool{}
+	for i, s := range rl.Segments {
+		uploaders[s.Broker] = true
+		if i > 0 && s.BaseOffset != rl.Segments[i-1].EndOffset+1 {
+			t.Fatalf("remote segments %d-%d and %d-%d overlap or leave a gap", rl.Segments[i-1].BaseOffset, rl.Segments[i-1].EndOffset, s.BaseOffset, s.EndOffset)
+		}
+	}
+	if !uploaders[old.Leader] || !uploaders[next] || rl.Segments[0].BaseOffset != 0 {
+		t.Fatalf("segments from %v starting at %d, want both brokers from 0", uploaders, rl.Segments[0].BaseOffset)
+	}
+	cons := first.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(0)}}))
+	defer cons.Close()
+	var got []*kgo.Record
+	for len(got) < len(produced) {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fs.Records()...)
+	}
+	for i, r := range got {
+		if r.Offset != int64(i) || !bytes.Equal(r.Value, produced[i]) {
+			t.Fatalf("record %d: offset %d value %q", i, r.Offset, r.Value)
+		}
+	}
+}
