@@ -321,7 +321,7 @@ func TestTieredStorageLeaderChange(t *testing.T) {
 	}
 	remote := func() *metadata.RemoteLog { return first.Replicas().Image().RemoteLog(topic, 0) }
 	produce(150)
-	waitFor(t, "first uploads", func() bool { return remote().HighestOffset >= 50 })
+	waitFor(t, "first uploads", func() bool { return remote().CoveredEnd() > 50 })
 
 	old := first.Store.Current().Partition(topic, 0)
 	next := old.Replicas[0] + old.Replicas[1] - old.Leader
@@ -345,8 +345,19 @@ func TestTieredStorageLeaderChange(t *testing.T) {
 	produce(150)
 	waitFor(t, "uploads by the new leader", func() bool {
 		rl := remote()
-		return rl.HighestOffset >= 250 && rl.Segments[len(rl.Segments)-1].Broker == next
+		return rl.CoveredEnd() > 250 && rl.Segments[len(rl.Segments)-1].Broker == next
 	})
+
+	// OffsetForLeaderEpoch of the old epoch, which the new leader's local log no longer
+	// holds, is answered from the remote log: where the new epoch began.
+	newLeader := map[int32]*brokertest.Broker{1: first, 2: second}[next]
+	waitFor(t, "the old epoch gone from the new leader's local log", func() bool {
+		es := newLeader.Replicas().Replica(topic, 0).EpochEntries()
+		return len(es) > 0 && es[0].Epoch > old.LeaderEpoch
+	})
+	if e, end, err := newLeader.Replicas().EndOffsetForEpoch(topic, 0, -1, old.LeaderEpoch); err != nil || e != old.LeaderEpoch || end != 150 {
+		t.Fatalf("OffsetForLeaderEpoch(%d) = %d, %d, %v; want %d, 150", old.LeaderEpoch, e, end, err, old.LeaderEpoch)
+	}
 
 	rl := remote()
 	uploaders := map[int32]bool{}
