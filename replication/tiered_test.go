@@ -386,3 +386,120 @@ func TestTieredStorageLeaderChange(t *testing.T) {
 		}
 	}
 }
+
+// downStore is an object store that, while down, holds every call until its context
+// ends, as an unreachable server does.
+type downStore struct {
+	objstore.Store
+	mu      sync.Mutex
+	down    bool
+	blocked int
+}
+
+func (d *downStore) wait(ctx context.Context) error {
+	d.mu.Lock()
+	down := d.down
+	if down {
+		d.blocked++
+	}
+	d.mu.Unlock()
+	if !down {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (d *downStore) setDown(v bool) {
+	d.mu.Lock()
+	d.down = v
+	d.mu.Unlock()
+}
+
+func (d *downStore) blockedCalls() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.blocked
+}
+
+func (d *downStore) Put(ctx context.Context, key string, body io.Reader, size int64) error {
+	if err := d.wait(ctx); err != nil {
+		return err
+	}
+	return d.Store.Put(ctx, key, body, size)
+}
+
+func (d *downStore) List(ctx context.Context, prefix string) ([]objstore.Object, error) {
+	if err := d.wait(ctx); err != nil {
+		return nil, err
+	}
+	return d.Store.List(ctx, prefix)
+}
+
+// TestTieredStorageStoreDown: with the object store unreachable, produce and fetch go
+// on and every local segment is kept; once it is back, the uploads catch up and the
+// local log shrinks, and the whole log still reads from 0.
+func TestTieredStorageStoreDown(t *testing.T) {
+	store := &downStore{Store: objstore.NewMemory(), down: true}
+	b := brokertest.Start(t, brokertest.WithOptions(func(o *broker.Options) {
+		o.Replication = replication.Config{Logger: quiet(), RemoteStore: store, RemoteTaskInterval: 50 * time.Millisecond,
+			RemoteRequestTimeout: 200 * time.Millisecond, RetentionCheckInterval: 50 * time.Millisecond}
+		o.Protocol = protocol.Config{Logger: quiet()}
+		o.ShutdownGrace = time.Second
+	}), brokertest.WithController(controllertest.WithConfig(func(c *controller.Config) { c.RemoteLogStorageSystemEnable = true })))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := b.Client(kgo.ProducerLinger(0))
+	defer cl.Close()
+	const topic = "down"
+	res, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{
+		"remote.storage.enable": kadm.StringPtr("true"), "segment.bytes": kadm.StringPtr("2048"),
+		"local.retention.bytes": kadm.StringPtr("1"),
+	}, topic)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	var produced [][]byte
+	for i := range n {
+		v := []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat("y", 100)))
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		produced = append(produced, v)
+	}
+	p := b.Replicas().Replica(topic, 0)
+	waitFor(t, "uploads attempted against the unreachable store", func() bool { return store.blockedCalls() >= 3 })
+	if len(p.SealedSegments()) < 5 || p.LocalLogStartOffset() != 0 {
+		t.Fatalf("with the store down: %d closed segments, local log start %d; want them all kept", len(p.SealedSegments()), p.LocalLogStartOffset())
+	}
+	consumeAll := func() {
+		t.Helper()
+		cons := b.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(0)}}))
+		defer cons.Close()
+		var got []*kgo.Record
+		for len(got) < n {
+			fs := cons.PollFetches(ctx)
+			if err := fs.Err0(); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, fs.Records()...)
+		}
+		for i, r := range got[:n] {
+			if r.Offset != int64(i) || !bytes.Equal(r.Value, produced[i]) {
+				t.Fatalf("record %d: offset %d value %q", i, r.Offset, r.Value)
+			}
+		}
+	}
+	consumeAll()
+
+	store.setDown(false)
+	waitFor(t, "uploads caught up and local segments removed", func() bool {
+		rl := b.Replicas().Image().RemoteLog(topic, 0)
+		return rl.CoveredEnd() > n/2 && p.LocalLogStartOffset() > n/2
+	})
+	consumeAll()
+}

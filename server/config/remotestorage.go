@@ -16,8 +16,9 @@ type RemoteStorage struct {
 	// TaskIntervalMs is remote.log.manager.task.interval.ms (default 30000): how often a
 	// leader looks for segments to upload and for remote segments retention deletes.
 	TaskIntervalMs int64
-	// Endpoint is remote.storage.s3.endpoint (default "": AWS S3 in Region): the URL of
-	// an S3-compatible server, http:// or https://.
+	// Endpoint is remote.storage.s3.endpoint (default "": AWS S3 in Region,
+	// https://s3.<region>.amazonaws.com): the URL of an S3-compatible server, http:// or
+	// https://.
 	Endpoint string
 	// Bucket is remote.storage.s3.bucket: the bucket segments go to; required with
 	// SystemEnable on a broker.
@@ -27,10 +28,10 @@ type RemoteStorage struct {
 	// Prefix is remote.storage.s3.prefix (default ""): prepended to every object key, so
 	// that clusters can share a bucket.
 	Prefix string
-	// CredentialsFile is remote.storage.s3.credentials.file (default "": the environment,
-	// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, then the AWS SDK's default chain): a
-	// file in the AWS shared-credentials format whose [default] profile is used; it is
-	// read again when it changes, so that rotated keys take effect without a restart.
+	// CredentialsFile is remote.storage.s3.credentials.file (default "": the environment's
+	// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN): a file in the AWS
+	// shared-credentials format whose [default] profile is used; it is read again from
+	// time to time, so that rotated keys take effect without a restart.
 	CredentialsFile string
 	// PathStyle is remote.storage.s3.path.style (default false): address buckets as
 	// endpoint/bucket/key rather than bucket.endpoint/key, as MinIO, versitygw and most
@@ -61,7 +62,7 @@ func remoteStorageKeys() []*keyDef {
 			str(func(r *RemoteStorage) *string { return &r.Region })),
 		key("remote.storage.s3.prefix", "", "Shale: prefix of every object key tiered storage writes, so that clusters can share a bucket.",
 			str(func(r *RemoteStorage) *string { return &r.Prefix })),
-		key("remote.storage.s3.credentials.file", "", "Shale: AWS shared-credentials file whose [default] profile signs requests, reread when it changes; empty: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the environment, then the AWS default chain.",
+		key("remote.storage.s3.credentials.file", "", "Shale: AWS shared-credentials file whose [default] profile signs requests, reread from time to time so that rotated keys take effect; empty: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN from the environment.",
 			str(func(r *RemoteStorage) *string { return &r.CredentialsFile })),
 		key("remote.storage.s3.path.style", "false", "Shale: address buckets by path (endpoint/bucket/key), as MinIO and most self-hosted S3 servers need, rather than by virtual host.",
 			boolField(func(c *Config) *bool { return &c.RemoteStorage.PathStyle })),
@@ -73,6 +74,15 @@ func remoteStorageKeys() []*keyDef {
 }
 
 // finishRemoteStorage checks the object store's settings where a broker will use them.
+// S3Endpoint is the endpoint the S3 store dials: remote.storage.s3.endpoint, or AWS S3's
+// regional endpoint when it is empty.
+func (r *RemoteStorage) S3Endpoint() string {
+	if r.Endpoint != "" {
+		return r.Endpoint
+	}
+	return "https://s3." + r.Region + ".amazonaws.com"
+}
+
 func (c *Config) finishRemoteStorage(fail func(key, format string, args ...any)) {
 	r := c.RemoteStorage
 	if !r.SystemEnable || !c.IsBroker() {
