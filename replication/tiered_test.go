@@ -503,3 +503,73 @@ func TestTieredStorageStoreDown(t *testing.T) {
 	})
 	consumeAll()
 }
+
+// TestTieredStorageNewReplicaCopiesLocalPart: a replica added to a tiered partition whose
+// history is mostly remote copies only the leader's local log (KIP-1023's aim), joins the
+// ISR, and the partition still reads whole from 0.
+func TestTieredStorageNewReplicaCopiesLocalPart(t *testing.T) {
+	store := objstore.NewMemory()
+	first := brokertest.Start(t, tieredOptions(store),
+		brokertest.WithController(controllertest.WithConfig(func(c *controller.Config) { c.RemoteLogStorageSystemEnable = true })))
+	second := first.AddBroker(2, tieredOptions(store))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := first.Client(kgo.ProducerLinger(0))
+	defer cl.Close()
+	const topic = "grow"
+	res, err := kadm.NewClient(cl).CreateTopic(ctx, 1, -1, map[string]*string{
+		"remote.storage.enable": kadm.StringPtr("true"), "segment.bytes": kadm.StringPtr("2048"),
+		"local.retention.bytes": kadm.StringPtr("1"),
+	}, topic)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	im := first.WaitApplied("topic", func(im *metadata.Image) bool { return im.Partition(topic, 0) != nil })
+	leaderID := im.Partition(topic, 0).Leader
+	brokers := map[int32]*brokertest.Broker{1: first, 2: second}
+	leader, other := brokers[leaderID], brokers[3-leaderID]
+	const n = 200
+	var produced [][]byte
+	for i := range n {
+		v := []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat("z", 100)))
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		produced = append(produced, v)
+	}
+	lp := leader.Replicas().Replica(topic, 0)
+	waitFor(t, "the leader's local log mostly remote", func() bool { return lp.LocalLogStartOffset() > n/2 })
+
+	errs, err := first.Store.AlterPartitionReassignments(ctx, []metadata.Reassignment{{Topic: topic, Partition: 0, Replicas: []int32{leaderID, other.ID}}})
+	if err == nil {
+		err = errs[0]
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.WaitApplied("the new replica in sync", func(im *metadata.Image) bool {
+		p := im.Partition(topic, 0)
+		return len(p.ISR) == 2 && !p.Reassigning()
+	})
+	if start := other.Replicas().Replica(topic, 0).LocalLogStartOffset(); start == 0 {
+		t.Fatalf("the new replica copied the whole log (local log start %d)", start)
+	}
+	cons := first.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(0)}}))
+	defer cons.Close()
+	var got []*kgo.Record
+	for len(got) < n {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fs.Records()...)
+	}
+	for i, r := range got[:n] {
+		if r.Offset != int64(i) || !bytes.Equal(r.Value, produced[i]) {
+			t.Fatalf("record %d: offset %d value %q", i, r.Offset, r.Value)
+		}
+	}
+}
