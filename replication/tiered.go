@@ -47,6 +47,10 @@ type tiering struct {
 	// below the high watermark not yet in the remote log, as of the last pass.
 	lagBytes, lagSegments map[partition.TopicPartition]int64
 
+	// gone are partitions of deleted tiered topics whose uploads are still to be
+	// deleted (Kafka deletes a deleted topic's remote log too).
+	gone []goneRemote
+
 	uploadedBytes, uploadedSegments, readBytes prometheus.Counter
 	errs                                       *prometheus.CounterVec
 }
@@ -145,9 +149,68 @@ func (m *Manager) tierLoop() {
 	}
 }
 
+// goneRemote is a partition of a deleted topic, by topic id.
+type goneRemote struct {
+	topicID   [16]byte
+	partition int32
+}
+
+// topicGone notes that a replica's topic was deleted: if it was tiered, its uploads are
+// deleted by the uploader's next passes. Every replica of the partition does it (deleting
+// is idempotent), so that one broker down does not leave them behind; those of a broker
+// that restarts before it is done are left in the store.
+func (m *Manager) topicGone(p *partition.Partition) {
+	if m.tier == nil || !p.Settings().Tiered {
+		return
+	}
+	m.tier.mu.Lock()
+	m.tier.gone = append(m.tier.gone, goneRemote{p.TopicID(), p.Index()})
+	m.tier.mu.Unlock()
+}
+
+// deleteGone deletes the uploads of deleted topics' partitions, keeping those that fail
+// for the next pass.
+func (m *Manager) deleteGone(ctx context.Context) {
+	t := m.tier
+	t.mu.Lock()
+	gone := t.gone
+	t.gone = nil
+	t.mu.Unlock()
+	var left []goneRemote
+	for _, g := range gone {
+		if err := m.deleteUploads(ctx, g); err != nil {
+			t.errs.WithLabelValues("delete").Inc()
+			m.lg.Warn("deleting a deleted topic's remote log failed; retried at the next pass", "topic_id", hex.EncodeToString(g.topicID[:]), "partition", g.partition, "err", err)
+			left = append(left, g)
+		}
+	}
+	t.mu.Lock()
+	t.gone = append(t.gone, left...)
+	t.mu.Unlock()
+}
+
+func (m *Manager) deleteUploads(ctx context.Context, g goneRemote) error {
+	cctx, cancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
+	ups, err := remotelog.ListUploads(cctx, m.tier.store, g.topicID, g.partition)
+	cancel()
+	if err != nil {
+		return err
+	}
+	for _, u := range ups {
+		cctx, cancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
+		err := remotelog.Delete(cctx, m.tier.store, u.Segment)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // tierPass runs one round of the uploader over every tiered partition led here.
 func (m *Manager) tierPass(ctx context.Context) {
 	t := m.tier
+	m.deleteGone(ctx)
 	im := m.Image()
 	led := map[partition.TopicPartition]bool{}
 	for _, p := range m.parts.All() {

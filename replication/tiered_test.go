@@ -444,7 +444,7 @@ func TestTieredStorageStoreDown(t *testing.T) {
 	b := brokertest.Start(t, brokertest.WithOptions(func(o *broker.Options) {
 		o.Replication = replication.Config{Logger: quiet(), RemoteStore: store, RemoteTaskInterval: 50 * time.Millisecond,
 			RemoteRequestTimeout: 200 * time.Millisecond, RetentionCheckInterval: 50 * time.Millisecond}
-		o.Protocol = protocol.Config{Logger: quiet()}
+		o.Protocol = protocol.Config{Logger: quiet(), DeleteTopicEnable: true}
 		o.ShutdownGrace = time.Second
 	}), brokertest.WithController(controllertest.WithConfig(func(c *controller.Config) { c.RemoteLogStorageSystemEnable = true })))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -502,6 +502,18 @@ func TestTieredStorageStoreDown(t *testing.T) {
 		return rl.CoveredEnd() > n/2 && p.LocalLogStartOffset() > n/2
 	})
 	consumeAll()
+
+	// Deleting the topic deletes its remote log too.
+	if _, err := kadm.NewClient(cl).DeleteTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deleted topic's objects gone", func() bool {
+		objs, err := store.List(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(objs) == 0
+	})
 }
 
 // TestTieredStorageNewReplicaCopiesLocalPart: a replica added to a tiered partition whose
