@@ -481,14 +481,14 @@ func TestTieredStorageStoreDown(t *testing.T) {
 		cons := b.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(0)}}))
 		defer cons.Close()
 		var got []*kgo.Record
-		for len(got) < n {
+		for len(got) < len(produced) {
 			fs := cons.PollFetches(ctx)
 			if err := fs.Err0(); err != nil {
 				t.Fatal(err)
 			}
 			got = append(got, fs.Records()...)
 		}
-		for i, r := range got[:n] {
+		for i, r := range got[:len(produced)] {
 			if r.Offset != int64(i) || !bytes.Equal(r.Value, produced[i]) {
 				t.Fatalf("record %d: offset %d value %q", i, r.Offset, r.Value)
 			}
@@ -501,6 +501,32 @@ func TestTieredStorageStoreDown(t *testing.T) {
 		rl := b.Replicas().Image().RemoteLog(topic, 0)
 		return rl.CoveredEnd() > n/2 && p.LocalLogStartOffset() > n/2
 	})
+	consumeAll()
+
+	// After a restart of the broker and its quorum, the remote log is still there and
+	// the uploads go on from its end.
+	cl.Close()
+	b = b.Restart()
+	cl = b.Client(kgo.ProducerLinger(0))
+	defer cl.Close()
+	for i := n; i < 2*n; i++ {
+		v := []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat("y", 100)))
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		produced = append(produced, v)
+	}
+	p = b.Replicas().Replica(topic, 0)
+	waitFor(t, "uploads after the restart", func() bool {
+		rl := b.Replicas().Image().RemoteLog(topic, 0)
+		return rl.CoveredEnd() > n+n/2 && p.LocalLogStartOffset() > n+n/2
+	})
+	rl := b.Replicas().Image().RemoteLog(topic, 0)
+	for i, s := range rl.Segments {
+		if i > 0 && s.BaseOffset != rl.Segments[i-1].EndOffset+1 {
+			t.Fatalf("remote segments %d-%d and %d-%d overlap or leave a gap", rl.Segments[i-1].BaseOffset, rl.Segments[i-1].EndOffset, s.BaseOffset, s.EndOffset)
+		}
+	}
 	consumeAll()
 
 	// Deleting the topic deletes its remote log too.
