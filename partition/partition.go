@@ -111,8 +111,8 @@ type Partition struct {
 	pendingFrom    int64
 
 	cleanerInfo cleanerInfo
-	// remoteEnd is one past the remote log's highest offset, for a Tiered partition: no
-	// local segment at or above it is deleted by retention (tiered.go).
+	// remoteEnd is where the remote log's coverage ends, for a Tiered partition: no
+	// local segment reaching it is deleted by retention (tiered.go).
 	remoteEnd atomic.Int64
 
 	// beforeHWLoad, when set (by tests only), runs in ReplicationDone just before it

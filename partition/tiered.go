@@ -10,8 +10,9 @@ import (
 // commits them through the controller; every replica, leader or follower, then deletes
 // a local segment only once the remote log holds it, by local.retention.*.
 
-// SetRemoteEnd tells the replica where the committed remote log ends (one past its
-// highest offset; 0 when it has no segment), from the metadata image.
+// SetRemoteEnd tells the replica, from the metadata image, the offset below which the
+// remote log holds (or has deleted) everything: metadata.RemoteLog.CoveredEnd, 0 when
+// it has nothing.
 func (p *Partition) SetRemoteEnd(end int64) { p.remoteEnd.Store(end) }
 
 // retentionBoundTiered is the offset below which retention may delete local segments

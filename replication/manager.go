@@ -114,7 +114,7 @@ type Config struct {
 
 	// Tiered storage (tiered.go). RemoteStore is the object store the remote logs live
 	// in; nil turns tiered storage off on this broker (remote.log.storage.system.enable
-	// false), and RemoteLogs, the quorum's record of them, must then be set too.
+	// false). With it, RemoteLogs, the quorum's record of the remote logs, is required.
 	RemoteStore objstore.Store
 	RemoteLogs  metadata.RemoteLogStore
 	// RemoteSource, when set, is what remote reads go through (a chunk cache); nil reads
@@ -247,6 +247,9 @@ type Manager struct {
 // the listener serves existing partitions from its first request. Run follows changes.
 func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 	cfg.defaults()
+	if cfg.RemoteStore != nil && cfg.RemoteLogs == nil {
+		return nil, errors.New("replication: a remote store needs the remote log store (Config.RemoteLogs)")
+	}
 	parts, err := partition.NewManager(partition.ManagerConfig{
 		Dir: cfg.LogDir, NodeID: cfg.NodeID, RetentionCheckInterval: cfg.RetentionCheckInterval,
 		HWCheckpointInterval: cfg.HWCheckpointInterval, Logger: cfg.Logger,
@@ -266,9 +269,6 @@ func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.m = newMetrics(m)
 	if cfg.RemoteStore != nil {
-		if cfg.RemoteLogs == nil {
-			return nil, errors.Join(errors.New("replication: a remote store needs the remote log store"), parts.Close())
-		}
 		m.tier = newTiering(m)
 	}
 	if cfg.Registry != nil {
