@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -269,10 +270,7 @@ func (m *Manager) tierPartition(ctx context.Context, im *metadata.Image, tp part
 // lies wholly below the high watermark and the last stable offset (so that no record a
 // consumer cannot see yet, and no open transaction's, goes remote), and commits each
 // through the controller before the next.
-func (m *Manager) uploadSegments(ctx context.Context, tp partition.TopicPartition, topicID [16]byte, p *partition.Partition, rl *metadata.RemoteLog, st *tierPartition, lg interface {
-	Warn(string, ...any)
-	Info(string, ...any)
-}) {
+func (m *Manager) uploadSegments(ctx context.Context, tp partition.TopicPartition, topicID [16]byte, p *partition.Partition, rl *metadata.RemoteLog, st *tierPartition, lg *slog.Logger) {
 	t := m.tier
 	// highest is the last committed offset, which a new segment must not overlap;
 	// segments wholly below the covered end are remote already, or deleted.
@@ -429,7 +427,7 @@ func storeSegment(s metadata.RemoteSegment) (remotelog.Segment, bool) {
 // than retention.ms, or while the log without them still holds retention.bytes, and so
 // do those wholly below the log start DeleteRecords moved. Their deletion is started
 // through the controller, then finished.
-func (m *Manager) retainRemote(ctx context.Context, tp partition.TopicPartition, topic *metadata.Topic, p *partition.Partition, rl *metadata.RemoteLog, epoch int32, lg interface{ Warn(string, ...any) }) {
+func (m *Manager) retainRemote(ctx context.Context, tp partition.TopicPartition, topic *metadata.Topic, p *partition.Partition, rl *metadata.RemoteLog, epoch int32, lg *slog.Logger) {
 	if rl == nil || len(rl.Segments) == 0 {
 		return
 	}
@@ -474,7 +472,7 @@ func (m *Manager) retainRemote(ctx context.Context, tp partition.TopicPartition,
 
 // finishRemoteDeletes deletes the objects of segments whose deletion started, then drops
 // their records.
-func (m *Manager) finishRemoteDeletes(ctx context.Context, tp partition.TopicPartition, topicID [16]byte, epoch int32, segs []metadata.RemoteSegment, lg interface{ Warn(string, ...any) }) {
+func (m *Manager) finishRemoteDeletes(ctx context.Context, tp partition.TopicPartition, topicID [16]byte, epoch int32, segs []metadata.RemoteSegment, lg *slog.Logger) {
 	var done []string
 	for _, s := range segs {
 		seg, ok := storeSegment(s)
@@ -506,7 +504,7 @@ func (m *Manager) finishRemoteDeletes(ctx context.Context, tp partition.TopicPar
 // image, too, does not hold it, so that one committed after the image was taken is
 // never taken for an orphan; a deposed leader's late commit is fenced, since this broker
 // leads at a newer epoch.
-func (m *Manager) cleanOrphans(ctx context.Context, im *metadata.Image, tp partition.TopicPartition, topicID [16]byte, rl *metadata.RemoteLog, st *tierPartition, lg interface{ Warn(string, ...any) }) {
+func (m *Manager) cleanOrphans(ctx context.Context, im *metadata.Image, tp partition.TopicPartition, topicID [16]byte, rl *metadata.RemoteLog, st *tierPartition, lg *slog.Logger) {
 	cctx, cancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
 	ups, err := remotelog.ListUploads(cctx, m.tier.store, topicID, tp.Index)
 	cancel()
