@@ -41,6 +41,8 @@ type change struct {
 	clientMetrics map[string]*pb.ClientMetricsState
 	// groupConfigs are the groups' configs set, complete (fsm_groupconfigs.go).
 	groupConfigs map[string]*pb.GroupConfigState
+	// remoteLogs are the partitions' remote logs set, complete (fsm_remotelog.go).
+	remoteLogs map[metadata.RemoteLogKey]*pb.RemoteLogState
 	// sideEffects change the FSM's state outside the image (offsets, producer ids...).
 	sideEffects []func()
 }
@@ -200,6 +202,11 @@ func (c *change) deleteTopic(name string) {
 	c.deleted[name] = true
 	delete(c.parts, name)
 	delete(c.configs, name)
+	for k := range c.remoteLogs {
+		if k.Topic == name {
+			delete(c.remoteLogs, k)
+		}
+	}
 }
 
 func (c *change) setConfigs(name string, cfg map[string]string) {
@@ -271,9 +278,10 @@ func (c *change) delta() *pb.MetadataDelta {
 	d.SchemaRegistry = c.registry
 	d.ClientMetrics = c.clientMetricsDelta()
 	d.GroupConfigs = c.groupConfigsDelta()
+	d.RemoteLogs = c.remoteLogsDelta()
 	if d.ClusterId == nil && d.SchemaRegistry == nil && d.ControllerId == nil && c.acls.empty() && len(d.Brokers) == 0 && len(d.UnregisteredBrokers) == 0 &&
 		len(d.Topics) == 0 && len(d.DeletedTopics) == 0 &&
-		len(d.Coordinators) == 0 && len(d.ClientQuotas) == 0 && len(d.ClientMetrics) == 0 && len(d.GroupConfigs) == 0 {
+		len(d.Coordinators) == 0 && len(d.ClientQuotas) == 0 && len(d.ClientMetrics) == 0 && len(d.GroupConfigs) == 0 && len(d.RemoteLogs) == 0 {
 		return nil
 	}
 	return d

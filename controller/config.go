@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/shalelog/shale/metadata/topicconfig"
 )
 
 // Config configures one controller of the quorum.
@@ -63,6 +65,13 @@ type Config struct {
 	// UncleanLeaderElection is unclean.leader.election.enable, the default for topics
 	// that do not set it. Default false.
 	UncleanLeaderElection bool
+	// RemoteLogStorageSystemEnable is remote.log.storage.system.enable: whether topics may
+	// set remote.storage.enable (tiered storage, KIP-405). As in KRaft, the controller
+	// validates topic configs against its own setting; set it alike on every node.
+	RemoteLogStorageSystemEnable bool
+	// TopicDefaults are the broker-level topic defaults (log.retention.ms, ...) the
+	// cross-config checks of tiered storage resolve against (topicconfig.ValidateRemote).
+	TopicDefaults topicconfig.BrokerDefaults
 	// DisableAutoLeaderRebalance is auto.leader.rebalance.enable=false: no periodic
 	// preferred-leader elections.
 	DisableAutoLeaderRebalance bool

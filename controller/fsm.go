@@ -184,6 +184,8 @@ func (f *fsm) dispatch(c *change, rec *pb.Record) applyResult {
 		return f.applyGroupConfigsRecord(c, r.GroupConfigs)
 	case *pb.Record_SchemaRegistry:
 		return f.applySchemaRegistry(c, r.SchemaRegistry)
+	case *pb.Record_RemoteLog:
+		return f.applyRemoteLog(c, r.RemoteLog)
 	default:
 		// A record from a newer version: every controller of this version skips it alike.
 		f.log.Error("unknown metadata record skipped", "offset", c.offset)

@@ -143,6 +143,12 @@ func applyDelta(im *metadata.Image, d *pb.MetadataDelta) (*metadata.Image, error
 	if len(d.GroupConfigs) > 0 {
 		out.GroupConfigs = applyGroupConfigs(im.GroupConfigs, d.GroupConfigs)
 	}
+	if len(d.DeletedTopics) > 0 {
+		out.RemoteLogs = dropTopicRemoteLogs(im.RemoteLogs, d.DeletedTopics)
+	}
+	if len(d.RemoteLogs) > 0 {
+		out.RemoteLogs = applyRemoteLogs(out.RemoteLogs, d.RemoteLogs)
+	}
 	if len(d.Topics) == 0 && len(d.DeletedTopics) == 0 {
 		return &out, nil
 	}
@@ -213,6 +219,7 @@ func imageChunks(im *metadata.Image, brokers []*pb.BrokerState, maxPartitions in
 		first.SchemaRegistry = registryToPB(im.SchemaRegistry)
 	}
 	chunks := []*pb.MetadataImageChunk{first}
+	remote := remoteLogsByTopic(im.RemoteLogs)
 	cur, n := first, 0
 	for _, name := range slices.Sorted(maps.Keys(im.Topics)) {
 		t := im.Topics[name]
@@ -222,6 +229,7 @@ func imageChunks(im *metadata.Image, brokers []*pb.BrokerState, maxPartitions in
 			n = 0
 		}
 		cur.Topics = append(cur.Topics, topicToPB(t))
+		cur.RemoteLogs = append(cur.RemoteLogs, remote[name]...)
 		n += len(t.Partitions)
 	}
 	cur.Last = true
@@ -268,6 +276,9 @@ func (a *imageAssembler) add(c *pb.MetadataImageChunk) (*metadata.Image, error) 
 			return nil, err
 		}
 		a.im.Topics[t.Name] = t
+	}
+	if len(c.RemoteLogs) > 0 {
+		a.im.RemoteLogs = applyRemoteLogs(a.im.RemoteLogs, c.RemoteLogs)
 	}
 	if !c.Last {
 		return nil, nil

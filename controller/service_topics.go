@@ -98,6 +98,9 @@ func (v *service) newTopic(t *pb.CreatableTopic, count int) (*pb.NewTopic, error
 	if err := topicconfig.Validate(t.Configs); err != nil {
 		return nil, err
 	}
+	if err := topicconfig.ValidateRemote(nil, t.Configs, v.s.cfg.TopicDefaults, v.s.cfg.RemoteLogStorageSystemEnable); err != nil {
+		return nil, err
+	}
 	return nt, nil
 }
 
@@ -211,6 +214,9 @@ func (v *service) AlterTopicConfigs(ctx context.Context, req *pb.AlterTopicConfi
 		return fail(err)
 	}
 	if err := topicconfig.Validate(cfg); err != nil {
+		return fail(err)
+	}
+	if err := topicconfig.ValidateRemote(t.Configs, cfg, v.s.cfg.TopicDefaults, v.s.cfg.RemoteLogStorageSystemEnable); err != nil {
 		return fail(err)
 	}
 	if req.ValidateOnly {

@@ -29,6 +29,7 @@ type fsmSnapshot struct {
 	scram   []*pb.ScramCredential
 	txns    []*pb.TxnState
 	share   []*pb.SharePartitionState
+	remote  []*pb.RemoteLogState
 }
 
 // Snapshot captures the state for Raft; Persist then writes it while Apply carries on.
@@ -57,8 +58,9 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		scram:   f.scramSnapshotLocked(),
 		txns:    f.txnSnapshotLocked(),
 		share:   f.shareSnapshotLocked(),
+		remote:  remoteLogsToPB(f.img.RemoteLogs),
 	}
-	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.img.ClientMetrics) + len(s.img.GroupConfigs) + len(s.scram) + len(s.txns) + len(s.share))
+	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.img.ClientMetrics) + len(s.img.GroupConfigs) + len(s.scram) + len(s.txns) + len(s.share) + len(s.remote))
 	if s.img.SchemaRegistry != nil {
 		s.header.ItemCount++
 	}
@@ -147,6 +149,11 @@ func (s *fsmSnapshot) write(sink io.Writer) error {
 			return err
 		}
 	}
+	for _, r := range s.remote {
+		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_RemoteLog{RemoteLog: r}}); err != nil {
+			return err
+		}
+	}
 	return w.Flush()
 }
 
@@ -212,6 +219,7 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 	}
 	st.img.Coordinators = cs
 	var acls []acl.Binding
+	var remote []*pb.RemoteLogState
 	for i := uint64(0); i < h.ItemCount; i++ {
 		var it pb.SnapshotItem
 		if err := opts.UnmarshalFrom(r, &it); err != nil {
@@ -251,12 +259,17 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 			st.txns[x.TxnState.TransactionalId] = x.TxnState
 		case *pb.SnapshotItem_SharePartition:
 			st.share[shareKeyOf(x.SharePartition)] = x.SharePartition
+		case *pb.SnapshotItem_RemoteLog:
+			remote = append(remote, x.RemoteLog)
 		default:
 			return nil, fmt.Errorf("item %d: unknown kind", i)
 		}
 	}
 	if len(acls) > 0 {
 		st.img.ACLs = acl.NewSet(acls)
+	}
+	if len(remote) > 0 {
+		st.img.RemoteLogs = applyRemoteLogs(nil, remote)
 	}
 	st.offsetsLogEnd = max(st.offsetsLogEnd, h.OffsetsLogEnd)
 	if _, err := r.ReadByte(); err != io.EOF {

@@ -72,6 +72,8 @@ type Image struct {
 	ClientMetrics ClientMetrics
 	// GroupConfigs are the groups' configs (groupconfigs.go). Immutable.
 	GroupConfigs GroupConfigs
+	// RemoteLogs are the partitions' remote logs (tiered storage, remotelog.go). Immutable.
+	RemoteLogs RemoteLogs
 }
 
 // Topic returns the named topic, or nil.

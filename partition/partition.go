@@ -111,6 +111,9 @@ type Partition struct {
 	pendingFrom    int64
 
 	cleanerInfo cleanerInfo
+	// remoteEnd is where the remote log's coverage ends, for a Tiered partition: no
+	// local segment reaching it is deleted by retention (tiered.go).
+	remoteEnd atomic.Int64
 
 	// beforeHWLoad, when set (by tests only), runs in ReplicationDone just before it
 	// loads the high watermark: it stands in for the role changes, truncation and
@@ -129,6 +132,10 @@ type Settings struct {
 	// SchemaIDs is Confluent Server's broker-side schema ID validation
 	// (confluent.{key,value}.schema.validation and their subject name strategies).
 	SchemaIDs records.SchemaIDPolicy
+	// Tiered is remote.storage.enable (tiered storage): Log's retention is then
+	// local.retention.*, and a segment is deleted locally only once the remote log holds
+	// it (SetRemoteEnd).
+	Tiered bool
 }
 
 // open opens (or creates) the replica's log at dir and rebuilds its in-memory state. hw
@@ -676,7 +683,7 @@ func (p *Partition) EnforceRetention() error {
 	// deleting it would send that follower to the new log start, past records that it
 	// never got and that acks=all producers are waiting on. Nor does anything at or after
 	// the first unstable offset go: an open transaction's records stay with its marker.
-	n, err := p.log.EnforceRetentionBelow(min(p.firstUnstableOffset(), p.hw.Load()))
+	n, err := p.log.EnforceRetentionBelow(min(p.firstUnstableOffset(), p.hw.Load(), p.retentionBoundTiered()))
 	if err != nil {
 		return err
 	}

@@ -62,6 +62,8 @@ func listOffsetsError(req *kmsg.ListOffsetsRequest, code int16) *kmsg.ListOffset
 }
 
 // listOffsetsAPI: from v1 (v0's list of offsets per partition is not served; librdkafka
-// needs at most v1 as minimum) to v7, KIP-734's max timestamp. v8+ (KIP-1005's
-// local-log timestamps and later) are not served.
-var listOffsetsAPI = api{key: kmsg.ListOffsets, min: 1, max: 7, handle: (*Server).handleListOffsets, errors: errorsOf(listOffsetsError)}
+// needs at most v1 as minimum) to v9: v7 is KIP-734's max timestamp, v8 and v9 KIP-1005's
+// earliest-local (-4) and latest-tiered (-5) timestamps of tiered storage (replication
+// answers them for every topic: the local log start, and -1 without a remote log). v10+
+// (KIP-1075's timeout) are not served.
+var listOffsetsAPI = api{key: kmsg.ListOffsets, min: 1, max: 9, handle: (*Server).handleListOffsets, errors: errorsOf(listOffsetsError)}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/partition"
 )
 
@@ -21,6 +22,9 @@ type Purge struct {
 	index int32
 	// Target is the log start offset the purge waits for.
 	Target int64
+	// remoteOnly: the purge moved only the remote log's start (tiered storage), which
+	// the controller committed; the replicas' local logs already start after it.
+	remoteOnly bool
 }
 
 // StartDeleteRecords advances the leader's log start offset to offset (-1: the high
@@ -30,11 +34,51 @@ func (m *Manager) StartDeleteRecords(topic string, index int32, offset int64) (*
 	if err != nil {
 		return nil, err
 	}
+	if rl := m.remoteLog(p); rl != nil {
+		if offset == -1 {
+			offset = p.HighWatermark()
+		}
+		if offset >= 0 && offset <= p.HighWatermark() && offset > logStart(p, rl) {
+			if err := m.deleteRemoteBefore(p, rl, offset); err != nil {
+				return nil, err
+			}
+			if offset < p.LogStartOffset() {
+				// Only the remote log moved: the local replicas already start later.
+				return &Purge{m: m, p: p, topic: topic, index: index, Target: offset, remoteOnly: true}, nil
+			}
+		}
+	}
 	start, err := p.DeleteRecordsBefore(offset)
 	if err != nil {
 		return nil, m.ReplicaGone(topic, index, err)
 	}
 	return &Purge{m: m, p: p, topic: topic, index: index, Target: start}, nil
+}
+
+// deleteRemoteBefore moves the remote log's start to offset through the controller,
+// starting the deletion of the segments wholly below it (the uploader finishes them),
+// and waits until the applied image shows it, so that no read below offset is served
+// from the remote log after the answer.
+func (m *Manager) deleteRemoteBefore(p *partition.Partition, rl *metadata.RemoteLog, offset int64) error {
+	var ids []string
+	for _, s := range rl.Segments {
+		if s.EndOffset >= offset {
+			break
+		}
+		ids = append(ids, s.UploadID)
+	}
+	ctx, cancel := m.withTimeout(m.ctx, m.cfg.RemoteRequestTimeout)
+	defer cancel()
+	if err := m.tier.logs.StartRemoteDelete(ctx, p.Topic(), p.TopicID(), p.Index(), p.LeaderEpoch(), ids, offset); err != nil {
+		return err
+	}
+	if !m.WaitApplied(ctx, func(im *metadata.Image) bool {
+		r := im.RemoteLog(p.Topic(), p.Index())
+		return r == nil || r.LogStart >= offset
+	}) {
+		return fmt.Errorf("%w: the remote log start did not show in time", kerr.RequestTimedOut)
+	}
+	return nil
 }
 
 // Poll reports the low watermark and whether it has reached the target. An error (this
@@ -44,6 +88,9 @@ func (m *Manager) StartDeleteRecords(topic string, index int32, offset int64) (*
 // A fenced broker's leadership may have moved, and its view of which replicas are alive
 // is stale: the purge is not done while the controller says it is fenced.
 func (g *Purge) Poll() (low int64, done bool, err error) {
+	if g.remoteOnly {
+		return g.Target, true, nil
+	}
 	low, err = g.p.LowWatermark(g.m.brokerAlive)
 	if err != nil {
 		return -1, true, g.m.ReplicaGone(g.topic, g.index, err)

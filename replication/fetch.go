@@ -191,6 +191,22 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
 	// After the waiter, before the read: see partition.Mark.
 	mark := p.Mark()
 	res.HighWatermark, res.LogStartOffset = p.HighWatermark(), p.LogStartOffset()
+	if rl := m.remoteLog(p); rl != nil && !who.IsFollower() {
+		// Consumers see the whole log, remote and local; a follower copies only the
+		// local part, and restarts at the leader's local log start (KIP-1023).
+		res.LogStartOffset = logStart(p, rl)
+		if f.FetchOffset < p.LogStartOffset() && f.FetchOffset >= rl.StartOffset {
+			res.LastStableOffset = p.LastStableOffset()
+			view, aborted, err := m.remoteRead(rl, f.FetchOffset, max(f.MaxBytes, 0), f.MinOne,
+				isolationFor(false, f.ReadCommitted) == isolationCommitted)
+			if err != nil {
+				res.Err = err
+				return res
+			}
+			res.View, res.AbortedTxns = view, aborted
+			return res
+		}
+	}
 	throttled := who.IsFollower() && m.leaderThrottled(f.Topic, f.Index, who.ReplicaID)
 	if throttled && m.leaderQuota.exceeded(m.now()) {
 		// Kafka's leader throttle: nothing for an out-of-sync throttled follower while
@@ -231,6 +247,16 @@ func (m *Manager) EndOffsetForEpoch(topic string, index, currentLeaderEpoch, epo
 		return -1, -1, err
 	}
 	e, off := p.EndOffsetForEpoch(epoch)
+	if rl := m.remoteLog(p); rl != nil && e < 0 {
+		// Older than every epoch the local log still holds: the remote log's epochs
+		// answer, where they begin (and end where the local log's first epoch begins).
+		if re, end, ok := rl.EpochEnd(epoch); ok {
+			if entries := p.EpochEntries(); len(entries) > 0 && entries[0].Epoch > re {
+				end = min(end, entries[0].StartOffset)
+			}
+			return re, end, nil
+		}
+	}
 	return e, off, nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	shalelog "github.com/shalelog/shale/log"
 	"github.com/shalelog/shale/log/records"
+	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/partition"
 )
 
@@ -15,6 +16,12 @@ const (
 	ListLatest       = -1
 	ListEarliest     = -2
 	ListMaxTimestamp = -3 // KIP-734, ListOffsets v7+
+	// ListEarliestLocal is the first offset of the local log (KIP-1005, ListOffsets
+	// v9+): with tiered storage it is above the earliest offset, the remote log's start.
+	ListEarliestLocal = -4
+	// ListLatestTiered is the highest offset the remote log holds, -1 without one
+	// (KIP-1005, ListOffsets v9+).
+	ListLatestTiered = -5
 )
 
 // ListOffsetsPartition is one partition of a ListOffsets.
@@ -48,11 +55,57 @@ func (m *Manager) ListOffset(lp ListOffsetsPartition) (ListedOffset, error) {
 	if err != nil {
 		return none, err
 	}
-	out, err := listOffset(p, lp.Timestamp, isolationFor(lp.Follower, lp.ReadCommitted))
+	iso := isolationFor(lp.Follower, lp.ReadCommitted)
+	if rl := m.remoteLog(p); rl != nil && !lp.Follower {
+		if out, ok, err := m.listRemoteOffset(p, rl, lp.Timestamp, iso); err != nil || ok {
+			return out, err
+		}
+	}
+	switch lp.Timestamp {
+	case ListEarliestLocal:
+		lp.Timestamp = ListEarliest
+	case ListLatestTiered:
+		if rl := m.remoteLog(p); rl != nil && len(rl.Segments) > 0 {
+			last := rl.Segments[len(rl.Segments)-1]
+			out := ListedOffset{Offset: rl.HighestOffset, Timestamp: -1, LeaderEpoch: -1}
+			if n := len(last.Epochs); n > 0 {
+				out.LeaderEpoch = last.Epochs[n-1].Epoch
+			}
+			return out, nil
+		}
+		return none, nil
+	}
+	out, err := listOffset(p, lp.Timestamp, iso)
 	if err != nil {
 		return none, m.ReplicaGone(lp.Topic, lp.Index, err)
 	}
 	return out, nil
+}
+
+// listRemoteOffset answers the ListOffsets the remote log has a say in: earliest (its
+// start, when below the local log's) and a timestamp its segments reach. ok false leaves
+// the answer to the local log.
+func (m *Manager) listRemoteOffset(p *partition.Partition, rl *metadata.RemoteLog, ts int64, iso isolation) (ListedOffset, bool, error) {
+	none := ListedOffset{Offset: -1, Timestamp: -1, LeaderEpoch: -1}
+	switch {
+	case ts == ListEarliest:
+		start := logStart(p, rl)
+		if start >= p.LogStartOffset() {
+			return none, false, nil
+		}
+		out := ListedOffset{Offset: start, Timestamp: -1, LeaderEpoch: -1}
+		if s, ok := rl.Find(start); ok {
+			for _, e := range s.Epochs {
+				if e.StartOffset <= start {
+					out.LeaderEpoch = e.Epoch
+				}
+			}
+		}
+		return out, true, nil
+	case ts >= 0:
+		return m.remoteOffsetForTimestamp(rl, ts, min(iso.limit(p), p.LogStartOffset()))
+	}
+	return none, false, nil
 }
 
 func listOffset(p *partition.Partition, ts int64, iso isolation) (ListedOffset, error) {
@@ -93,26 +146,40 @@ func refineToRecord(p *partition.Partition, base, limit int64, match func(int64)
 			return out, nil
 		}
 		batch := view.Chunks[0]
-		h, recs, err := records.Records(batch)
-		if err != nil {
+		found, ok, err := matchRecord(batch, 0, limit, match)
+		if err != nil || ok {
 			view.Release()
+			return found, err
+		}
+		h, err := shalelog.ParseHeader(batch)
+		view.Release()
+		if err != nil {
 			return out, err
 		}
-		for _, rec := range recs {
-			recTS := h.FirstTimestamp + rec.TimestampDelta
-			if h.LogAppendTime() {
-				recTS = h.MaxTimestamp
-			}
-			if o := h.BaseOffset + int64(rec.OffsetDelta); o < limit && match(recTS) {
-				out.Offset, out.Timestamp, out.LeaderEpoch = o, recTS, h.PartitionLeaderEpoch
-				view.Release()
-				return out, nil
-			}
-		}
 		off = h.LastOffset() + 1
-		view.Release()
 	}
 	return out, nil
+}
+
+// matchRecord finds the first record of one batch at or past start and below limit
+// whose timestamp satisfies match.
+func matchRecord(batch []byte, start, limit int64, match func(int64) bool) (ListedOffset, bool, error) {
+	out := ListedOffset{Offset: -1, Timestamp: -1, LeaderEpoch: -1}
+	h, recs, err := records.Records(batch)
+	if err != nil {
+		return out, false, err
+	}
+	for _, rec := range recs {
+		recTS := h.FirstTimestamp + rec.TimestampDelta
+		if h.LogAppendTime() {
+			recTS = h.MaxTimestamp
+		}
+		if o := h.BaseOffset + int64(rec.OffsetDelta); o >= start && o < limit && match(recTS) {
+			out.Offset, out.Timestamp, out.LeaderEpoch = o, recTS, h.PartitionLeaderEpoch
+			return out, true, nil
+		}
+	}
+	return out, false, nil
 }
 
 func findMaxTimestamp(p *partition.Partition, limit int64) (ListedOffset, error) {

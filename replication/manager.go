@@ -21,6 +21,8 @@ import (
 	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/metadata/topicconfig"
 	"github.com/shalelog/shale/partition"
+	"github.com/shalelog/shale/tiered/objstore"
+	"github.com/shalelog/shale/tiered/remotelog"
 )
 
 // Config configures a Manager. Zero values take Kafka's defaults.
@@ -109,6 +111,21 @@ type Config struct {
 	// ReplicaSelector is replica.selector.class (read_replica.go): nil, Kafka's default,
 	// never points consumers at followers (followers still serve those that come).
 	ReplicaSelector ReplicaSelector
+
+	// Tiered storage (tiered.go). RemoteStore is the object store the remote logs live
+	// in; nil turns tiered storage off on this broker (remote.log.storage.system.enable
+	// false). With it, RemoteLogs, the quorum's record of the remote logs, is required.
+	RemoteStore objstore.Store
+	RemoteLogs  metadata.RemoteLogStore
+	// RemoteSource, when set, is what remote reads go through (a chunk cache); nil reads
+	// RemoteStore directly.
+	RemoteSource remotelog.Source
+	// RemoteTaskInterval is remote.log.manager.task.interval.ms: how often a leader
+	// uploads, applies retention to and cleans its remote logs (default 30 s).
+	RemoteTaskInterval time.Duration
+	// RemoteRequestTimeout bounds each call to the object store and each remote log
+	// commit (default 30 s).
+	RemoteRequestTimeout time.Duration
 }
 
 func (c *Config) defaults() {
@@ -150,6 +167,12 @@ func (c *Config) defaults() {
 	}
 	if c.Spawn == nil {
 		c.Spawn = func(fn func()) { go fn() }
+	}
+	if c.RemoteTaskInterval <= 0 {
+		c.RemoteTaskInterval = DefaultRemoteTaskInterval
+	}
+	if c.RemoteRequestTimeout <= 0 {
+		c.RemoteRequestTimeout = DefaultRemoteRequestTimeout
 	}
 }
 
@@ -212,6 +235,8 @@ type Manager struct {
 	txnVerifier atomic.Pointer[txnVerifierBox]
 	// leaderQuota and followerQuota budget the throttled replicas' traffic.
 	leaderQuota, followerQuota *quota
+	// tier is tiered storage's uploader and reader; nil when it is off (tiered.go).
+	tier *tiering
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -222,6 +247,9 @@ type Manager struct {
 // the listener serves existing partitions from its first request. Run follows changes.
 func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 	cfg.defaults()
+	if cfg.RemoteStore != nil && cfg.RemoteLogs == nil {
+		return nil, errors.New("replication: a remote store needs the remote log store (Config.RemoteLogs)")
+	}
 	parts, err := partition.NewManager(partition.ManagerConfig{
 		Dir: cfg.LogDir, NodeID: cfg.NodeID, RetentionCheckInterval: cfg.RetentionCheckInterval,
 		HWCheckpointInterval: cfg.HWCheckpointInterval, Logger: cfg.Logger,
@@ -240,8 +268,14 @@ func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.m = newMetrics(m)
+	if cfg.RemoteStore != nil {
+		m.tier = newTiering(m)
+	}
 	if cfg.Registry != nil {
 		cfg.Registry.MustRegister(m.m, newExporterMetrics(m))
+		if m.tier != nil {
+			cfg.Registry.MustRegister(m.tier)
+		}
 	}
 	m.fetchers = newFetcherPool(m)
 	m.apply(store.Current(), true)
@@ -257,6 +291,13 @@ func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 		defer m.wg.Done()
 		m.producerExpiryLoop()
 	}()
+	if m.tier != nil {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.tierLoop()
+		}()
+	}
 	return m, nil
 }
 
@@ -486,6 +527,14 @@ func (m *Manager) apply(im *metadata.Image, startup bool) {
 			} else if changedConfigs {
 				p.ApplySettings(settings)
 			}
+			if settings.Tiered {
+				// Local segments go only once the remote log holds them, on every replica.
+				end := int64(0)
+				if rl := im.RemoteLog(t.Name, mp.Index); rl != nil && rl.TopicID == t.ID {
+					end = rl.CoveredEnd()
+				}
+				p.SetRemoteEnd(end)
+			}
 			role := partition.RoleFollower
 			switch {
 			case fenced:
@@ -523,6 +572,9 @@ func (m *Manager) apply(im *metadata.Image, startup bool) {
 		tp := partition.TopicPartition{Topic: p.Topic(), Index: p.Index()}
 		if !want[tp] {
 			m.lg.Info("removing replica", "partition", tp)
+			if t := im.Topic(tp.Topic); t == nil || t.ID != p.TopicID() {
+				m.topicGone(p) // tiered.go
+			}
 			if err := m.parts.Remove(tp.Topic, tp.Index); err != nil {
 				m.lg.Error("cannot remove replica", "partition", tp, "err", err)
 			}
@@ -564,6 +616,7 @@ func (m *Manager) removeRecreated(im *metadata.Image) {
 		tp, oldID := partition.TopicPartition{Topic: p.Topic(), Index: p.Index()}, p.TopicID()
 		m.lg.Warn("topic recreated under the same name; setting the old topic's replica aside", "partition", tp,
 			"old_topic_id", hex.EncodeToString(oldID[:]), "topic_id", hex.EncodeToString(t.ID[:]))
+		m.topicGone(p) // tiered.go
 		if err := m.parts.Remove(tp.Topic, tp.Index); err != nil {
 			// The replica is closed and forgotten all the same; opening the new topic's
 			// finds the old directory by its partition.metadata and sets it aside then.
@@ -646,6 +699,13 @@ func SettingsFor(configs map[string]string, defaults topicconfig.BrokerDefaults)
 		// log's size, only compacted.
 		s.Log.RetentionMs, s.Log.RetentionBytes = -1, -1
 	}
+	if r.RemoteStorage() && !compact {
+		// The local log keeps local.retention.*; retention.* bounds local plus remote
+		// and is applied by the uploader (tiered.go).
+		s.Tiered = true
+		s.Log.RetentionMs = oneIfZero(r.LocalRetentionMs())
+		s.Log.RetentionBytes = oneIfZero(r.LocalRetentionBytes())
+	}
 	return s
 }
 
@@ -674,6 +734,13 @@ func logConfig(r topicconfig.Resolved) shalelog.Config {
 		cfg.WritebackBytes = -1 // off; the log's zero is its default
 	}
 	return cfg
+}
+
+func oneIfZero(v int64) int64 {
+	if v == 0 {
+		return 1
+	}
+	return v
 }
 
 // isStorageError reports a failed or full log directory.

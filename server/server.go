@@ -281,6 +281,8 @@ func (n *node) startController(ctx context.Context, ln net.Listener) error {
 		DefaultPartitions:                  cfg.NumPartitions,
 		DefaultReplicationFactor:           cfg.DefaultReplicationFactor,
 		UncleanLeaderElection:              cfg.UncleanLeaderElectionEnable,
+		RemoteLogStorageSystemEnable:       cfg.RemoteStorage.SystemEnable,
+		TopicDefaults:                      cfg.TopicDefaults(),
 		OffsetsTopicNumPartitions:          cfg.OffsetsTopicNumPartitions,
 		DisableAutoLeaderRebalance:         !cfg.AutoLeaderRebalanceEnable,
 		LeaderImbalanceCheckInterval:       time.Duration(cfg.LeaderImbalanceCheckIntervalSeconds) * time.Second,
@@ -460,6 +462,11 @@ func replicationConfig(cfg *config.Config, selector replication.ReplicaSelector)
 
 		LeaderReplicationThrottledRate:   cfg.LeaderReplicationThrottledRate,
 		FollowerReplicationThrottledRate: cfg.FollowerReplicationThrottledRate,
+
+		// Tiered storage's timing; RemoteStore (the S3 store of remote.storage.s3.*) is
+		// set where the store is built, when remote.log.storage.system.enable is on.
+		RemoteTaskInterval:   time.Duration(cfg.RemoteStorage.TaskIntervalMs) * time.Millisecond,
+		RemoteRequestTimeout: time.Duration(cfg.RemoteStorage.RequestTimeoutMs) * time.Millisecond,
 	}
 }
 

@@ -61,6 +61,7 @@ const (
 	Controller_InitializeShareState_FullMethodName        = "/shale.controller.v1.Controller/InitializeShareState"
 	Controller_DeleteShareState_FullMethodName            = "/shale.controller.v1.Controller/DeleteShareState"
 	Controller_ListShareStateGroups_FullMethodName        = "/shale.controller.v1.Controller/ListShareStateGroups"
+	Controller_UpdateRemoteLog_FullMethodName             = "/shale.controller.v1.Controller/UpdateRemoteLog"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -144,6 +145,9 @@ type ControllerClient interface {
 	DeleteShareState(ctx context.Context, in *DeleteShareStateRequest, opts ...grpc.CallOption) (*DeleteShareStateResponse, error)
 	// ListShareStateGroups lists the groups that have share-partition state.
 	ListShareStateGroups(ctx context.Context, in *ListShareStateGroupsRequest, opts ...grpc.CallOption) (*ListShareStateGroupsResponse, error)
+	// UpdateRemoteLog commits, or starts or finishes deleting, segments of a partition's
+	// remote log (tiered storage), from the partition's leader.
+	UpdateRemoteLog(ctx context.Context, in *UpdateRemoteLogRequest, opts ...grpc.CallOption) (*UpdateRemoteLogResponse, error)
 }
 
 type controllerClient struct {
@@ -543,6 +547,16 @@ func (c *controllerClient) ListShareStateGroups(ctx context.Context, in *ListSha
 	return out, nil
 }
 
+func (c *controllerClient) UpdateRemoteLog(ctx context.Context, in *UpdateRemoteLogRequest, opts ...grpc.CallOption) (*UpdateRemoteLogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateRemoteLogResponse)
+	err := c.cc.Invoke(ctx, Controller_UpdateRemoteLog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -624,6 +638,9 @@ type ControllerServer interface {
 	DeleteShareState(context.Context, *DeleteShareStateRequest) (*DeleteShareStateResponse, error)
 	// ListShareStateGroups lists the groups that have share-partition state.
 	ListShareStateGroups(context.Context, *ListShareStateGroupsRequest) (*ListShareStateGroupsResponse, error)
+	// UpdateRemoteLog commits, or starts or finishes deleting, segments of a partition's
+	// remote log (tiered storage), from the partition's leader.
+	UpdateRemoteLog(context.Context, *UpdateRemoteLogRequest) (*UpdateRemoteLogResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -747,6 +764,9 @@ func (UnimplementedControllerServer) DeleteShareState(context.Context, *DeleteSh
 }
 func (UnimplementedControllerServer) ListShareStateGroups(context.Context, *ListShareStateGroupsRequest) (*ListShareStateGroupsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListShareStateGroups not implemented")
+}
+func (UnimplementedControllerServer) UpdateRemoteLog(context.Context, *UpdateRemoteLogRequest) (*UpdateRemoteLogResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateRemoteLog not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -1446,6 +1466,24 @@ func _Controller_ListShareStateGroups_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_UpdateRemoteLog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateRemoteLogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).UpdateRemoteLog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_UpdateRemoteLog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).UpdateRemoteLog(ctx, req.(*UpdateRemoteLogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1600,6 +1638,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListShareStateGroups",
 			Handler:    _Controller_ListShareStateGroups_Handler,
+		},
+		{
+			MethodName: "UpdateRemoteLog",
+			Handler:    _Controller_UpdateRemoteLog_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

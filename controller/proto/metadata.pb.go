@@ -443,7 +443,9 @@ type MetadataDelta struct {
 	// configs is removed.
 	ClientMetrics []*ClientMetricsState `protobuf:"bytes,190,rep,name=client_metrics,json=clientMetrics,proto3" json:"client_metrics,omitempty"`
 	// Groups whose configs changed, complete; one with no configs is removed.
-	GroupConfigs  []*GroupConfigState `protobuf:"bytes,200,rep,name=group_configs,json=groupConfigs,proto3" json:"group_configs,omitempty"`
+	GroupConfigs []*GroupConfigState `protobuf:"bytes,200,rep,name=group_configs,json=groupConfigs,proto3" json:"group_configs,omitempty"`
+	// Partitions whose remote log changed, complete (fsm_remotelog.go).
+	RemoteLogs    []*RemoteLogState `protobuf:"bytes,260,rep,name=remote_logs,json=remoteLogs,proto3" json:"remote_logs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -579,6 +581,13 @@ func (x *MetadataDelta) GetClientMetrics() []*ClientMetricsState {
 func (x *MetadataDelta) GetGroupConfigs() []*GroupConfigState {
 	if x != nil {
 		return x.GroupConfigs
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetRemoteLogs() []*RemoteLogState {
+	if x != nil {
+		return x.RemoteLogs
 	}
 	return nil
 }
@@ -757,6 +766,7 @@ type MetadataImageChunk struct {
 	ClientQuotas   []*ClientQuotaState   `protobuf:"bytes,80,rep,name=client_quotas,json=clientQuotas,proto3" json:"client_quotas,omitempty"`     // in the first chunk
 	ClientMetrics  []*ClientMetricsState `protobuf:"bytes,190,rep,name=client_metrics,json=clientMetrics,proto3" json:"client_metrics,omitempty"` // in the first chunk
 	GroupConfigs   []*GroupConfigState   `protobuf:"bytes,200,rep,name=group_configs,json=groupConfigs,proto3" json:"group_configs,omitempty"`    // in the first chunk
+	RemoteLogs     []*RemoteLogState     `protobuf:"bytes,260,rep,name=remote_logs,json=remoteLogs,proto3" json:"remote_logs,omitempty"`          // in the chunk of their topic
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -878,6 +888,13 @@ func (x *MetadataImageChunk) GetClientMetrics() []*ClientMetricsState {
 func (x *MetadataImageChunk) GetGroupConfigs() []*GroupConfigState {
 	if x != nil {
 		return x.GroupConfigs
+	}
+	return nil
+}
+
+func (x *MetadataImageChunk) GetRemoteLogs() []*RemoteLogState {
+	if x != nil {
+		return x.RemoteLogs
 	}
 	return nil
 }
@@ -2023,6 +2040,246 @@ func (x *SchemaRegistryDelta) GetNextId() int32 {
 	return 0
 }
 
+// RemoteLogSegment is one segment of a partition's remote log (tiered storage, KIP-405;
+// Kafka's RemoteLogSegmentMetadata): fsm_remotelog.go.
+type RemoteLogSegment struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	UploadId       string                 `protobuf:"bytes,1,opt,name=upload_id,json=uploadId,proto3" json:"upload_id,omitempty"`
+	BaseOffset     int64                  `protobuf:"varint,2,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
+	EndOffset      int64                  `protobuf:"varint,3,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"` // inclusive
+	MaxTimestampMs int64                  `protobuf:"varint,4,opt,name=max_timestamp_ms,json=maxTimestampMs,proto3" json:"max_timestamp_ms,omitempty"`
+	SizeBytes      int64                  `protobuf:"varint,5,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	Broker         int32                  `protobuf:"varint,6,opt,name=broker,proto3" json:"broker,omitempty"`                              // the uploading leader
+	LeaderEpoch    int32                  `protobuf:"varint,7,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"` // its leader epoch
+	Epochs         []*RemoteEpochStart    `protobuf:"bytes,8,rep,name=epochs,proto3" json:"epochs,omitempty"`
+	DeleteStarted  bool                   `protobuf:"varint,9,opt,name=delete_started,json=deleteStarted,proto3" json:"delete_started,omitempty"` // no longer served; its objects are being deleted
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RemoteLogSegment) Reset() {
+	*x = RemoteLogSegment{}
+	mi := &file_metadata_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteLogSegment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteLogSegment) ProtoMessage() {}
+
+func (x *RemoteLogSegment) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteLogSegment.ProtoReflect.Descriptor instead.
+func (*RemoteLogSegment) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RemoteLogSegment) GetUploadId() string {
+	if x != nil {
+		return x.UploadId
+	}
+	return ""
+}
+
+func (x *RemoteLogSegment) GetBaseOffset() int64 {
+	if x != nil {
+		return x.BaseOffset
+	}
+	return 0
+}
+
+func (x *RemoteLogSegment) GetEndOffset() int64 {
+	if x != nil {
+		return x.EndOffset
+	}
+	return 0
+}
+
+func (x *RemoteLogSegment) GetMaxTimestampMs() int64 {
+	if x != nil {
+		return x.MaxTimestampMs
+	}
+	return 0
+}
+
+func (x *RemoteLogSegment) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *RemoteLogSegment) GetBroker() int32 {
+	if x != nil {
+		return x.Broker
+	}
+	return 0
+}
+
+func (x *RemoteLogSegment) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *RemoteLogSegment) GetEpochs() []*RemoteEpochStart {
+	if x != nil {
+		return x.Epochs
+	}
+	return nil
+}
+
+func (x *RemoteLogSegment) GetDeleteStarted() bool {
+	if x != nil {
+		return x.DeleteStarted
+	}
+	return false
+}
+
+type RemoteEpochStart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         int32                  `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	StartOffset   int64                  `protobuf:"varint,2,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteEpochStart) Reset() {
+	*x = RemoteEpochStart{}
+	mi := &file_metadata_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteEpochStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteEpochStart) ProtoMessage() {}
+
+func (x *RemoteEpochStart) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteEpochStart.ProtoReflect.Descriptor instead.
+func (*RemoteEpochStart) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *RemoteEpochStart) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *RemoteEpochStart) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
+// RemoteLogState is one partition's whole remote log. In a delta, a state with no
+// segments and no log start removes the partition's remote log.
+type RemoteLogState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	TopicId       []byte                 `protobuf:"bytes,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition     int32                  `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	Segments      []*RemoteLogSegment    `protobuf:"bytes,4,rep,name=segments,proto3" json:"segments,omitempty"` // by base offset
+	LogStart      int64                  `protobuf:"varint,5,opt,name=log_start,json=logStart,proto3" json:"log_start,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteLogState) Reset() {
+	*x = RemoteLogState{}
+	mi := &file_metadata_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteLogState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteLogState) ProtoMessage() {}
+
+func (x *RemoteLogState) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteLogState.ProtoReflect.Descriptor instead.
+func (*RemoteLogState) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *RemoteLogState) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *RemoteLogState) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
+}
+
+func (x *RemoteLogState) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *RemoteLogState) GetSegments() []*RemoteLogSegment {
+	if x != nil {
+		return x.Segments
+	}
+	return nil
+}
+
+func (x *RemoteLogState) GetLogStart() int64 {
+	if x != nil {
+		return x.LogStart
+	}
+	return 0
+}
+
 var File_metadata_proto protoreflect.FileDescriptor
 
 const file_metadata_proto_rawDesc = "" +
@@ -2063,7 +2320,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x98\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\a\n" +
 	"\rMetadataDelta\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1f\n" +
 	"\vprev_offset\x18\x02 \x01(\x04R\n" +
@@ -2081,7 +2338,9 @@ const file_metadata_proto_rawDesc = "" +
 	"\x14unregistered_brokers\x18\x82\x01 \x03(\x05R\x13unregisteredBrokers\x12R\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaR\x0eschemaRegistry\x12O\n" +
 	"\x0eclient_metrics\x18\xbe\x01 \x03(\v2'.shale.controller.v1.ClientMetricsStateR\rclientMetrics\x12K\n" +
-	"\rgroup_configs\x18\xc8\x01 \x03(\v2%.shale.controller.v1.GroupConfigStateR\fgroupConfigsB\r\n" +
+	"\rgroup_configs\x18\xc8\x01 \x03(\v2%.shale.controller.v1.GroupConfigStateR\fgroupConfigs\x12E\n" +
+	"\vremote_logs\x18\x84\x02 \x03(\v2#.shale.controller.v1.RemoteLogStateR\n" +
+	"remoteLogsB\r\n" +
 	"\v_cluster_idB\x10\n" +
 	"\x0e_controller_id\"\x81\x01\n" +
 	"\x10CoordinatorState\x12\x1c\n" +
@@ -2101,7 +2360,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcd\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x06\n" +
 	"\x12MetadataImageChunk\x12R\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaR\x0eschemaRegistry\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1d\n" +
@@ -2116,7 +2375,9 @@ const file_metadata_proto_rawDesc = "" +
 	"\x04acls\x18< \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\x12J\n" +
 	"\rclient_quotas\x18P \x03(\v2%.shale.controller.v1.ClientQuotaStateR\fclientQuotas\x12O\n" +
 	"\x0eclient_metrics\x18\xbe\x01 \x03(\v2'.shale.controller.v1.ClientMetricsStateR\rclientMetrics\x12K\n" +
-	"\rgroup_configs\x18\xc8\x01 \x03(\v2%.shale.controller.v1.GroupConfigStateR\fgroupConfigs\"?\n" +
+	"\rgroup_configs\x18\xc8\x01 \x03(\v2%.shale.controller.v1.GroupConfigStateR\fgroupConfigs\x12E\n" +
+	"\vremote_logs\x18\x84\x02 \x03(\v2#.shale.controller.v1.RemoteLogStateR\n" +
+	"remoteLogs\"?\n" +
 	"\x0fQuotaEntityPart\x12\x18\n" +
 	"\adefault\x18\x01 \x01(\bR\adefault\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"\x90\x01\n" +
@@ -2223,7 +2484,29 @@ const file_metadata_proto_rawDesc = "" +
 	"\bversions\x18\x02 \x03(\v2+.shale.controller.v1.RegistrySubjectVersionR\bversions\x12E\n" +
 	"\aremoved\x18\x03 \x03(\v2+.shale.controller.v1.RegistrySubjectVersionR\aremoved\x12=\n" +
 	"\aconfigs\x18\x04 \x03(\v2#.shale.controller.v1.RegistryConfigR\aconfigs\x12\x17\n" +
-	"\anext_id\x18\x05 \x01(\x05R\x06nextIdB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\anext_id\x18\x05 \x01(\x05R\x06nextId\"\xd9\x02\n" +
+	"\x10RemoteLogSegment\x12\x1b\n" +
+	"\tupload_id\x18\x01 \x01(\tR\buploadId\x12\x1f\n" +
+	"\vbase_offset\x18\x02 \x01(\x03R\n" +
+	"baseOffset\x12\x1d\n" +
+	"\n" +
+	"end_offset\x18\x03 \x01(\x03R\tendOffset\x12(\n" +
+	"\x10max_timestamp_ms\x18\x04 \x01(\x03R\x0emaxTimestampMs\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x05 \x01(\x03R\tsizeBytes\x12\x16\n" +
+	"\x06broker\x18\x06 \x01(\x05R\x06broker\x12!\n" +
+	"\fleader_epoch\x18\a \x01(\x05R\vleaderEpoch\x12=\n" +
+	"\x06epochs\x18\b \x03(\v2%.shale.controller.v1.RemoteEpochStartR\x06epochs\x12%\n" +
+	"\x0edelete_started\x18\t \x01(\bR\rdeleteStarted\"K\n" +
+	"\x10RemoteEpochStart\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x05R\x05epoch\x12!\n" +
+	"\fstart_offset\x18\x02 \x01(\x03R\vstartOffset\"\xbf\x01\n" +
+	"\x0eRemoteLogState\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
+	"\btopic_id\x18\x02 \x01(\fR\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12A\n" +
+	"\bsegments\x18\x04 \x03(\v2%.shale.controller.v1.RemoteLogSegmentR\bsegments\x12\x1b\n" +
+	"\tlog_start\x18\x05 \x01(\x03R\blogStartB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_metadata_proto_rawDescOnce sync.Once
@@ -2237,7 +2520,7 @@ func file_metadata_proto_rawDescGZIP() []byte {
 	return file_metadata_proto_rawDescData
 }
 
-var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_metadata_proto_goTypes = []any{
 	(*Error)(nil),                   // 0: shale.controller.v1.Error
 	(*Listener)(nil),                // 1: shale.controller.v1.Listener
@@ -2265,15 +2548,18 @@ var file_metadata_proto_goTypes = []any{
 	(*RegistrySubjectVersion)(nil),  // 23: shale.controller.v1.RegistrySubjectVersion
 	(*RegistryConfig)(nil),          // 24: shale.controller.v1.RegistryConfig
 	(*SchemaRegistryDelta)(nil),     // 25: shale.controller.v1.SchemaRegistryDelta
-	nil,                             // 26: shale.controller.v1.TopicState.ConfigsEntry
-	nil,                             // 27: shale.controller.v1.TopicDelta.ConfigsEntry
-	nil,                             // 28: shale.controller.v1.ClientQuotaState.ValuesEntry
-	nil,                             // 29: shale.controller.v1.ClientMetricsState.ConfigsEntry
-	nil,                             // 30: shale.controller.v1.GroupConfigState.ConfigsEntry
+	(*RemoteLogSegment)(nil),        // 26: shale.controller.v1.RemoteLogSegment
+	(*RemoteEpochStart)(nil),        // 27: shale.controller.v1.RemoteEpochStart
+	(*RemoteLogState)(nil),          // 28: shale.controller.v1.RemoteLogState
+	nil,                             // 29: shale.controller.v1.TopicState.ConfigsEntry
+	nil,                             // 30: shale.controller.v1.TopicDelta.ConfigsEntry
+	nil,                             // 31: shale.controller.v1.ClientQuotaState.ValuesEntry
+	nil,                             // 32: shale.controller.v1.ClientMetricsState.ConfigsEntry
+	nil,                             // 33: shale.controller.v1.GroupConfigState.ConfigsEntry
 }
 var file_metadata_proto_depIdxs = []int32{
 	1,  // 0: shale.controller.v1.BrokerState.listeners:type_name -> shale.controller.v1.Listener
-	26, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
+	29, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
 	3,  // 2: shale.controller.v1.TopicState.partitions:type_name -> shale.controller.v1.PartitionState
 	2,  // 3: shale.controller.v1.MetadataDelta.brokers:type_name -> shale.controller.v1.BrokerState
 	7,  // 4: shale.controller.v1.MetadataDelta.topics:type_name -> shale.controller.v1.TopicDelta
@@ -2284,32 +2570,36 @@ var file_metadata_proto_depIdxs = []int32{
 	25, // 9: shale.controller.v1.MetadataDelta.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
 	12, // 10: shale.controller.v1.MetadataDelta.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
 	13, // 11: shale.controller.v1.MetadataDelta.group_configs:type_name -> shale.controller.v1.GroupConfigState
-	27, // 12: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
-	3,  // 13: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
-	25, // 14: shale.controller.v1.MetadataImageChunk.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
-	2,  // 15: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
-	4,  // 16: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
-	6,  // 17: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	17, // 18: shale.controller.v1.MetadataImageChunk.acls:type_name -> shale.controller.v1.AclBinding
-	11, // 19: shale.controller.v1.MetadataImageChunk.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
-	12, // 20: shale.controller.v1.MetadataImageChunk.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
-	13, // 21: shale.controller.v1.MetadataImageChunk.group_configs:type_name -> shale.controller.v1.GroupConfigState
-	9,  // 22: shale.controller.v1.ClientQuotaEntity.user:type_name -> shale.controller.v1.QuotaEntityPart
-	9,  // 23: shale.controller.v1.ClientQuotaEntity.client_id:type_name -> shale.controller.v1.QuotaEntityPart
-	10, // 24: shale.controller.v1.ClientQuotaState.entity:type_name -> shale.controller.v1.ClientQuotaEntity
-	28, // 25: shale.controller.v1.ClientQuotaState.values:type_name -> shale.controller.v1.ClientQuotaState.ValuesEntry
-	29, // 26: shale.controller.v1.ClientMetricsState.configs:type_name -> shale.controller.v1.ClientMetricsState.ConfigsEntry
-	30, // 27: shale.controller.v1.GroupConfigState.configs:type_name -> shale.controller.v1.GroupConfigState.ConfigsEntry
-	22, // 28: shale.controller.v1.RegistrySchema.references:type_name -> shale.controller.v1.RegistrySchemaReference
-	21, // 29: shale.controller.v1.SchemaRegistryDelta.schemas:type_name -> shale.controller.v1.RegistrySchema
-	23, // 30: shale.controller.v1.SchemaRegistryDelta.versions:type_name -> shale.controller.v1.RegistrySubjectVersion
-	23, // 31: shale.controller.v1.SchemaRegistryDelta.removed:type_name -> shale.controller.v1.RegistrySubjectVersion
-	24, // 32: shale.controller.v1.SchemaRegistryDelta.configs:type_name -> shale.controller.v1.RegistryConfig
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	28, // 12: shale.controller.v1.MetadataDelta.remote_logs:type_name -> shale.controller.v1.RemoteLogState
+	30, // 13: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
+	3,  // 14: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
+	25, // 15: shale.controller.v1.MetadataImageChunk.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
+	2,  // 16: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
+	4,  // 17: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
+	6,  // 18: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	17, // 19: shale.controller.v1.MetadataImageChunk.acls:type_name -> shale.controller.v1.AclBinding
+	11, // 20: shale.controller.v1.MetadataImageChunk.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
+	12, // 21: shale.controller.v1.MetadataImageChunk.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
+	13, // 22: shale.controller.v1.MetadataImageChunk.group_configs:type_name -> shale.controller.v1.GroupConfigState
+	28, // 23: shale.controller.v1.MetadataImageChunk.remote_logs:type_name -> shale.controller.v1.RemoteLogState
+	9,  // 24: shale.controller.v1.ClientQuotaEntity.user:type_name -> shale.controller.v1.QuotaEntityPart
+	9,  // 25: shale.controller.v1.ClientQuotaEntity.client_id:type_name -> shale.controller.v1.QuotaEntityPart
+	10, // 26: shale.controller.v1.ClientQuotaState.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	31, // 27: shale.controller.v1.ClientQuotaState.values:type_name -> shale.controller.v1.ClientQuotaState.ValuesEntry
+	32, // 28: shale.controller.v1.ClientMetricsState.configs:type_name -> shale.controller.v1.ClientMetricsState.ConfigsEntry
+	33, // 29: shale.controller.v1.GroupConfigState.configs:type_name -> shale.controller.v1.GroupConfigState.ConfigsEntry
+	22, // 30: shale.controller.v1.RegistrySchema.references:type_name -> shale.controller.v1.RegistrySchemaReference
+	21, // 31: shale.controller.v1.SchemaRegistryDelta.schemas:type_name -> shale.controller.v1.RegistrySchema
+	23, // 32: shale.controller.v1.SchemaRegistryDelta.versions:type_name -> shale.controller.v1.RegistrySubjectVersion
+	23, // 33: shale.controller.v1.SchemaRegistryDelta.removed:type_name -> shale.controller.v1.RegistrySubjectVersion
+	24, // 34: shale.controller.v1.SchemaRegistryDelta.configs:type_name -> shale.controller.v1.RegistryConfig
+	27, // 35: shale.controller.v1.RemoteLogSegment.epochs:type_name -> shale.controller.v1.RemoteEpochStart
+	26, // 36: shale.controller.v1.RemoteLogState.segments:type_name -> shale.controller.v1.RemoteLogSegment
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_metadata_proto_init() }
@@ -2325,7 +2615,7 @@ func file_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_proto_rawDesc), len(file_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -179,6 +179,7 @@ type Record struct {
 	//	*Record_SchemaRegistry
 	//	*Record_ClientMetrics
 	//	*Record_GroupConfigs
+	//	*Record_RemoteLog
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -446,6 +447,15 @@ func (x *Record) GetGroupConfigs() *GroupConfigsRecord {
 	return nil
 }
 
+func (x *Record) GetRemoteLog() *RemoteLogRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_RemoteLog); ok {
+			return x.RemoteLog
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -550,6 +560,10 @@ type Record_GroupConfigs struct {
 	GroupConfigs *GroupConfigsRecord `protobuf:"bytes,200,opt,name=group_configs,json=groupConfigs,proto3,oneof"`
 }
 
+type Record_RemoteLog struct {
+	RemoteLog *RemoteLogRecord `protobuf:"bytes,260,opt,name=remote_log,json=remoteLog,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -599,6 +613,8 @@ func (*Record_SchemaRegistry) isRecord_Record() {}
 func (*Record_ClientMetrics) isRecord_Record() {}
 
 func (*Record_GroupConfigs) isRecord_Record() {}
+
+func (*Record_RemoteLog) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -1872,6 +1888,7 @@ type SnapshotItem struct {
 	//	*SnapshotItem_SchemaRegistry
 	//	*SnapshotItem_ClientMetrics
 	//	*SnapshotItem_GroupConfigs
+	//	*SnapshotItem_RemoteLog
 	Item          isSnapshotItem_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2013,6 +2030,15 @@ func (x *SnapshotItem) GetGroupConfigs() *GroupConfigState {
 	return nil
 }
 
+func (x *SnapshotItem) GetRemoteLog() *RemoteLogState {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_RemoteLog); ok {
+			return x.RemoteLog
+		}
+	}
+	return nil
+}
+
 type isSnapshotItem_Item interface {
 	isSnapshotItem_Item()
 }
@@ -2061,6 +2087,10 @@ type SnapshotItem_GroupConfigs struct {
 	GroupConfigs *GroupConfigState `protobuf:"bytes,200,opt,name=group_configs,json=groupConfigs,proto3,oneof"`
 }
 
+type SnapshotItem_RemoteLog struct {
+	RemoteLog *RemoteLogState `protobuf:"bytes,260,opt,name=remote_log,json=remoteLog,proto3,oneof"`
+}
+
 func (*SnapshotItem_Broker) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Topic) isSnapshotItem_Item() {}
@@ -2082,6 +2112,8 @@ func (*SnapshotItem_SchemaRegistry) isSnapshotItem_Item() {}
 func (*SnapshotItem_ClientMetrics) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_GroupConfigs) isSnapshotItem_Item() {}
+
+func (*SnapshotItem_RemoteLog) isSnapshotItem_Item() {}
 
 // CreateAclsRecord stores ACL bindings the leader validated; bindings already stored are
 // kept once.
@@ -3499,11 +3531,250 @@ func (x *DeleteVersionOp) GetPermanent() bool {
 	return false
 }
 
+// RemoteLogRecord changes one partition's remote log (tiered storage: fsm_remotelog.go).
+// Every op is fenced by the partition's leader and leader epoch.
+type RemoteLogRecord struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Topic       string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	TopicId     []byte                 `protobuf:"bytes,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition   int32                  `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	Broker      int32                  `protobuf:"varint,4,opt,name=broker,proto3" json:"broker,omitempty"`
+	LeaderEpoch int32                  `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*RemoteLogRecord_Commit
+	//	*RemoteLogRecord_DeleteStart
+	//	*RemoteLogRecord_DeleteFinish
+	Op            isRemoteLogRecord_Op `protobuf_oneof:"op"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteLogRecord) Reset() {
+	*x = RemoteLogRecord{}
+	mi := &file_records_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteLogRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteLogRecord) ProtoMessage() {}
+
+func (x *RemoteLogRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteLogRecord.ProtoReflect.Descriptor instead.
+func (*RemoteLogRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *RemoteLogRecord) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *RemoteLogRecord) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
+}
+
+func (x *RemoteLogRecord) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *RemoteLogRecord) GetBroker() int32 {
+	if x != nil {
+		return x.Broker
+	}
+	return 0
+}
+
+func (x *RemoteLogRecord) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *RemoteLogRecord) GetOp() isRemoteLogRecord_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *RemoteLogRecord) GetCommit() *RemoteLogSegment {
+	if x != nil {
+		if x, ok := x.Op.(*RemoteLogRecord_Commit); ok {
+			return x.Commit
+		}
+	}
+	return nil
+}
+
+func (x *RemoteLogRecord) GetDeleteStart() *RemoteDeleteStart {
+	if x != nil {
+		if x, ok := x.Op.(*RemoteLogRecord_DeleteStart); ok {
+			return x.DeleteStart
+		}
+	}
+	return nil
+}
+
+func (x *RemoteLogRecord) GetDeleteFinish() *RemoteDeleteFinish {
+	if x != nil {
+		if x, ok := x.Op.(*RemoteLogRecord_DeleteFinish); ok {
+			return x.DeleteFinish
+		}
+	}
+	return nil
+}
+
+type isRemoteLogRecord_Op interface {
+	isRemoteLogRecord_Op()
+}
+
+type RemoteLogRecord_Commit struct {
+	// An uploaded segment to add (idempotent on its upload id).
+	Commit *RemoteLogSegment `protobuf:"bytes,10,opt,name=commit,proto3,oneof"`
+}
+
+type RemoteLogRecord_DeleteStart struct {
+	// Take the earliest committed segments out of service and move the log start.
+	DeleteStart *RemoteDeleteStart `protobuf:"bytes,11,opt,name=delete_start,json=deleteStart,proto3,oneof"`
+}
+
+type RemoteLogRecord_DeleteFinish struct {
+	// Drop the records of segments whose objects are gone.
+	DeleteFinish *RemoteDeleteFinish `protobuf:"bytes,12,opt,name=delete_finish,json=deleteFinish,proto3,oneof"`
+}
+
+func (*RemoteLogRecord_Commit) isRemoteLogRecord_Op() {}
+
+func (*RemoteLogRecord_DeleteStart) isRemoteLogRecord_Op() {}
+
+func (*RemoteLogRecord_DeleteFinish) isRemoteLogRecord_Op() {}
+
+type RemoteDeleteStart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UploadIds     []string               `protobuf:"bytes,1,rep,name=upload_ids,json=uploadIds,proto3" json:"upload_ids,omitempty"`
+	LogStart      int64                  `protobuf:"varint,2,opt,name=log_start,json=logStart,proto3" json:"log_start,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteDeleteStart) Reset() {
+	*x = RemoteDeleteStart{}
+	mi := &file_records_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteDeleteStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteDeleteStart) ProtoMessage() {}
+
+func (x *RemoteDeleteStart) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteDeleteStart.ProtoReflect.Descriptor instead.
+func (*RemoteDeleteStart) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *RemoteDeleteStart) GetUploadIds() []string {
+	if x != nil {
+		return x.UploadIds
+	}
+	return nil
+}
+
+func (x *RemoteDeleteStart) GetLogStart() int64 {
+	if x != nil {
+		return x.LogStart
+	}
+	return 0
+}
+
+type RemoteDeleteFinish struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UploadIds     []string               `protobuf:"bytes,1,rep,name=upload_ids,json=uploadIds,proto3" json:"upload_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteDeleteFinish) Reset() {
+	*x = RemoteDeleteFinish{}
+	mi := &file_records_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteDeleteFinish) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteDeleteFinish) ProtoMessage() {}
+
+func (x *RemoteDeleteFinish) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteDeleteFinish.ProtoReflect.Descriptor instead.
+func (*RemoteDeleteFinish) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *RemoteDeleteFinish) GetUploadIds() []string {
+	if x != nil {
+		return x.UploadIds
+	}
+	return nil
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xf0\x10\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xb8\x11\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -3533,7 +3804,9 @@ const file_records_proto_rawDesc = "" +
 	"\x0fshare_state_ops\x18\x96\x01 \x01(\v2(.shale.controller.v1.ShareStateOpsRecordH\x00R\rshareStateOps\x12U\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2).shale.controller.v1.SchemaRegistryRecordH\x00R\x0eschemaRegistry\x12R\n" +
 	"\x0eclient_metrics\x18\xbe\x01 \x01(\v2(.shale.controller.v1.ClientMetricsRecordH\x00R\rclientMetrics\x12O\n" +
-	"\rgroup_configs\x18\xc8\x01 \x01(\v2'.shale.controller.v1.GroupConfigsRecordH\x00R\fgroupConfigsB\b\n" +
+	"\rgroup_configs\x18\xc8\x01 \x01(\v2'.shale.controller.v1.GroupConfigsRecordH\x00R\fgroupConfigs\x12F\n" +
+	"\n" +
+	"remote_log\x18\x84\x02 \x01(\v2$.shale.controller.v1.RemoteLogRecordH\x00R\tremoteLogB\b\n" +
 	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -3636,7 +3909,7 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\x03R\roffsetsLogEnd\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xa6\x06\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xed\x06\n" +
 	"\fSnapshotItem\x12:\n" +
 	"\x06broker\x18\x01 \x01(\v2 .shale.controller.v1.BrokerStateH\x00R\x06broker\x127\n" +
 	"\x05topic\x18\x02 \x01(\v2\x1f.shale.controller.v1.TopicStateH\x00R\x05topic\x129\n" +
@@ -3648,7 +3921,9 @@ const file_records_proto_rawDesc = "" +
 	"\x0fshare_partition\x18\x96\x01 \x01(\v2(.shale.controller.v1.SharePartitionStateH\x00R\x0esharePartition\x12T\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaH\x00R\x0eschemaRegistry\x12Q\n" +
 	"\x0eclient_metrics\x18\xbe\x01 \x01(\v2'.shale.controller.v1.ClientMetricsStateH\x00R\rclientMetrics\x12M\n" +
-	"\rgroup_configs\x18\xc8\x01 \x01(\v2%.shale.controller.v1.GroupConfigStateH\x00R\fgroupConfigsB\x06\n" +
+	"\rgroup_configs\x18\xc8\x01 \x01(\v2%.shale.controller.v1.GroupConfigStateH\x00R\fgroupConfigs\x12E\n" +
+	"\n" +
+	"remote_log\x18\x84\x02 \x01(\v2#.shale.controller.v1.RemoteLogStateH\x00R\tremoteLogB\x06\n" +
 	"\x04item\"G\n" +
 	"\x10CreateAclsRecord\x123\n" +
 	"\x04acls\x18\x01 \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\"L\n" +
@@ -3754,7 +4029,25 @@ const file_records_proto_rawDesc = "" +
 	"\x0fDeleteVersionOp\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x05R\aversion\x12\x1c\n" +
-	"\tpermanent\x18\x03 \x01(\bR\tpermanent*~\n" +
+	"\tpermanent\x18\x03 \x01(\bR\tpermanent\"\xff\x02\n" +
+	"\x0fRemoteLogRecord\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
+	"\btopic_id\x18\x02 \x01(\fR\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06broker\x18\x04 \x01(\x05R\x06broker\x12!\n" +
+	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12?\n" +
+	"\x06commit\x18\n" +
+	" \x01(\v2%.shale.controller.v1.RemoteLogSegmentH\x00R\x06commit\x12K\n" +
+	"\fdelete_start\x18\v \x01(\v2&.shale.controller.v1.RemoteDeleteStartH\x00R\vdeleteStart\x12N\n" +
+	"\rdelete_finish\x18\f \x01(\v2'.shale.controller.v1.RemoteDeleteFinishH\x00R\fdeleteFinishB\x04\n" +
+	"\x02op\"O\n" +
+	"\x11RemoteDeleteStart\x12\x1d\n" +
+	"\n" +
+	"upload_ids\x18\x01 \x03(\tR\tuploadIds\x12\x1b\n" +
+	"\tlog_start\x18\x02 \x01(\x03R\blogStart\"3\n" +
+	"\x12RemoteDeleteFinish\x12\x1d\n" +
+	"\n" +
+	"upload_ids\x18\x01 \x03(\tR\tuploadIds*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
@@ -3783,7 +4076,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                         // 0: shale.controller.v1.ElectionType
 	(TxnStatus)(0),                            // 1: shale.controller.v1.TxnStatus
@@ -3828,25 +4121,30 @@ var file_records_proto_goTypes = []any{
 	(*RegisterSchemaOp)(nil),                  // 40: shale.controller.v1.RegisterSchemaOp
 	(*DeleteSubjectOp)(nil),                   // 41: shale.controller.v1.DeleteSubjectOp
 	(*DeleteVersionOp)(nil),                   // 42: shale.controller.v1.DeleteVersionOp
-	nil,                                       // 43: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                                       // 44: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                          // 45: shale.controller.v1.Listener
-	(*ReplicaList)(nil),                       // 46: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),                       // 47: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                   // 48: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),                  // 49: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),                       // 50: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                        // 51: shale.controller.v1.TopicState
-	(*AclBinding)(nil),                        // 52: shale.controller.v1.AclBinding
-	(*ClientQuotaState)(nil),                  // 53: shale.controller.v1.ClientQuotaState
-	(*ScramCredential)(nil),                   // 54: shale.controller.v1.ScramCredential
-	(*SchemaRegistryDelta)(nil),               // 55: shale.controller.v1.SchemaRegistryDelta
-	(*ClientMetricsState)(nil),                // 56: shale.controller.v1.ClientMetricsState
-	(*GroupConfigState)(nil),                  // 57: shale.controller.v1.GroupConfigState
-	(*AclFilter)(nil),                         // 58: shale.controller.v1.AclFilter
-	(*ScramCredentialKey)(nil),                // 59: shale.controller.v1.ScramCredentialKey
-	(*RegistryConfig)(nil),                    // 60: shale.controller.v1.RegistryConfig
-	(*RegistrySchema)(nil),                    // 61: shale.controller.v1.RegistrySchema
+	(*RemoteLogRecord)(nil),                   // 43: shale.controller.v1.RemoteLogRecord
+	(*RemoteDeleteStart)(nil),                 // 44: shale.controller.v1.RemoteDeleteStart
+	(*RemoteDeleteFinish)(nil),                // 45: shale.controller.v1.RemoteDeleteFinish
+	nil,                                       // 46: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                                       // 47: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                          // 48: shale.controller.v1.Listener
+	(*ReplicaList)(nil),                       // 49: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),                       // 50: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                   // 51: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),                  // 52: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),                       // 53: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                        // 54: shale.controller.v1.TopicState
+	(*AclBinding)(nil),                        // 55: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),                  // 56: shale.controller.v1.ClientQuotaState
+	(*ScramCredential)(nil),                   // 57: shale.controller.v1.ScramCredential
+	(*SchemaRegistryDelta)(nil),               // 58: shale.controller.v1.SchemaRegistryDelta
+	(*ClientMetricsState)(nil),                // 59: shale.controller.v1.ClientMetricsState
+	(*GroupConfigState)(nil),                  // 60: shale.controller.v1.GroupConfigState
+	(*RemoteLogState)(nil),                    // 61: shale.controller.v1.RemoteLogState
+	(*AclFilter)(nil),                         // 62: shale.controller.v1.AclFilter
+	(*ScramCredentialKey)(nil),                // 63: shale.controller.v1.ScramCredentialKey
+	(*RegistryConfig)(nil),                    // 64: shale.controller.v1.RegistryConfig
+	(*RegistrySchema)(nil),                    // 65: shale.controller.v1.RegistrySchema
+	(*RemoteLogSegment)(nil),                  // 66: shale.controller.v1.RemoteLogSegment
 }
 var file_records_proto_depIdxs = []int32{
 	3,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -3874,61 +4172,66 @@ var file_records_proto_depIdxs = []int32{
 	39, // 22: shale.controller.v1.Record.schema_registry:type_name -> shale.controller.v1.SchemaRegistryRecord
 	26, // 23: shale.controller.v1.Record.client_metrics:type_name -> shale.controller.v1.ClientMetricsRecord
 	27, // 24: shale.controller.v1.Record.group_configs:type_name -> shale.controller.v1.GroupConfigsRecord
-	45, // 25: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	46, // 26: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	43, // 27: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	7,  // 28: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	9,  // 29: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	46, // 30: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	11, // 31: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	44, // 32: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	47, // 33: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	48, // 34: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	16, // 35: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 36: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	48, // 37: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	49, // 38: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	47, // 39: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	50, // 40: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	51, // 41: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	21, // 42: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	52, // 43: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	53, // 44: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
-	54, // 45: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
-	29, // 46: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
-	36, // 47: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
-	55, // 48: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
-	56, // 49: shale.controller.v1.SnapshotItem.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
-	57, // 50: shale.controller.v1.SnapshotItem.group_configs:type_name -> shale.controller.v1.GroupConfigState
-	52, // 51: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	58, // 52: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	53, // 53: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
-	56, // 54: shale.controller.v1.ClientMetricsRecord.subscriptions:type_name -> shale.controller.v1.ClientMetricsState
-	57, // 55: shale.controller.v1.GroupConfigsRecord.groups:type_name -> shale.controller.v1.GroupConfigState
-	54, // 56: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
-	59, // 57: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	1,  // 58: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
-	48, // 59: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
-	21, // 60: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
-	29, // 61: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
-	47, // 62: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
-	33, // 63: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	35, // 64: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
-	36, // 65: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
-	36, // 66: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
-	48, // 67: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
-	37, // 68: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
-	40, // 69: shale.controller.v1.SchemaRegistryRecord.register:type_name -> shale.controller.v1.RegisterSchemaOp
-	41, // 70: shale.controller.v1.SchemaRegistryRecord.delete_subject:type_name -> shale.controller.v1.DeleteSubjectOp
-	42, // 71: shale.controller.v1.SchemaRegistryRecord.delete_version:type_name -> shale.controller.v1.DeleteVersionOp
-	60, // 72: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
-	60, // 73: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
-	61, // 74: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
-	75, // [75:75] is the sub-list for method output_type
-	75, // [75:75] is the sub-list for method input_type
-	75, // [75:75] is the sub-list for extension type_name
-	75, // [75:75] is the sub-list for extension extendee
-	0,  // [0:75] is the sub-list for field type_name
+	43, // 25: shale.controller.v1.Record.remote_log:type_name -> shale.controller.v1.RemoteLogRecord
+	48, // 26: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	49, // 27: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	46, // 28: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	7,  // 29: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	9,  // 30: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	49, // 31: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	11, // 32: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	47, // 33: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	50, // 34: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	51, // 35: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	16, // 36: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 37: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	51, // 38: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	52, // 39: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	50, // 40: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	53, // 41: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	54, // 42: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	21, // 43: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	55, // 44: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	56, // 45: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	57, // 46: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	29, // 47: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
+	36, // 48: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
+	58, // 49: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
+	59, // 50: shale.controller.v1.SnapshotItem.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
+	60, // 51: shale.controller.v1.SnapshotItem.group_configs:type_name -> shale.controller.v1.GroupConfigState
+	61, // 52: shale.controller.v1.SnapshotItem.remote_log:type_name -> shale.controller.v1.RemoteLogState
+	55, // 53: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	62, // 54: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	56, // 55: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	59, // 56: shale.controller.v1.ClientMetricsRecord.subscriptions:type_name -> shale.controller.v1.ClientMetricsState
+	60, // 57: shale.controller.v1.GroupConfigsRecord.groups:type_name -> shale.controller.v1.GroupConfigState
+	57, // 58: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	63, // 59: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	1,  // 60: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
+	51, // 61: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
+	21, // 62: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
+	29, // 63: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
+	50, // 64: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
+	33, // 65: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	35, // 66: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
+	36, // 67: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
+	36, // 68: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
+	51, // 69: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
+	37, // 70: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
+	40, // 71: shale.controller.v1.SchemaRegistryRecord.register:type_name -> shale.controller.v1.RegisterSchemaOp
+	41, // 72: shale.controller.v1.SchemaRegistryRecord.delete_subject:type_name -> shale.controller.v1.DeleteSubjectOp
+	42, // 73: shale.controller.v1.SchemaRegistryRecord.delete_version:type_name -> shale.controller.v1.DeleteVersionOp
+	64, // 74: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
+	64, // 75: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
+	65, // 76: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
+	66, // 77: shale.controller.v1.RemoteLogRecord.commit:type_name -> shale.controller.v1.RemoteLogSegment
+	44, // 78: shale.controller.v1.RemoteLogRecord.delete_start:type_name -> shale.controller.v1.RemoteDeleteStart
+	45, // 79: shale.controller.v1.RemoteLogRecord.delete_finish:type_name -> shale.controller.v1.RemoteDeleteFinish
+	80, // [80:80] is the sub-list for method output_type
+	80, // [80:80] is the sub-list for method input_type
+	80, // [80:80] is the sub-list for extension type_name
+	80, // [80:80] is the sub-list for extension extendee
+	0,  // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -3963,6 +4266,7 @@ func file_records_proto_init() {
 		(*Record_SchemaRegistry)(nil),
 		(*Record_ClientMetrics)(nil),
 		(*Record_GroupConfigs)(nil),
+		(*Record_RemoteLog)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
@@ -3976,6 +4280,7 @@ func file_records_proto_init() {
 		(*SnapshotItem_SchemaRegistry)(nil),
 		(*SnapshotItem_ClientMetrics)(nil),
 		(*SnapshotItem_GroupConfigs)(nil),
+		(*SnapshotItem_RemoteLog)(nil),
 	}
 	file_records_proto_msgTypes[27].OneofWrappers = []any{}
 	file_records_proto_msgTypes[37].OneofWrappers = []any{
@@ -3985,13 +4290,18 @@ func file_records_proto_init() {
 		(*SchemaRegistryRecord_SetConfig)(nil),
 		(*SchemaRegistryRecord_DeleteConfig)(nil),
 	}
+	file_records_proto_msgTypes[41].OneofWrappers = []any{
+		(*RemoteLogRecord_Commit)(nil),
+		(*RemoteLogRecord_DeleteStart)(nil),
+		(*RemoteLogRecord_DeleteFinish)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   43,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -127,6 +127,11 @@ const (
 	MaxCompactionLagMs          = "max.compaction.lag.ms"
 	MinCleanableDirtyRatio      = "min.cleanable.dirty.ratio"
 	MinCompactionLagMs          = "min.compaction.lag.ms"
+	// Tiered storage (KIP-405): whether the topic's closed segments go to the remote
+	// log, and how much of the log stays local (-2: as much as retention.* keeps).
+	RemoteStorageEnable = "remote.storage.enable"
+	LocalRetentionMs    = "local.retention.ms"
+	LocalRetentionBytes = "local.retention.bytes"
 	// The replicas whose replication leader.replication.throttled.rate and
 	// follower.replication.throttled.rate throttle, besides those a reassignment adds.
 	LeaderReplicationThrottledReplicas   = "leader.replication.throttled.replicas"
@@ -242,6 +247,12 @@ var defs = sortedByName([]*Def{
 		Doc: "Fewest in-sync replicas that must hold an acks=all write.", check: atLeast(1)},
 	{Name: "preallocate", BrokerName: "log.preallocate", Type: TypeBoolean, Default: "false",
 		Doc: "Accepted for compatibility; Shale always reserves the active segment's space ahead of writes."},
+	{Name: LocalRetentionBytes, BrokerName: "log.local.retention.bytes", Type: TypeLong, Default: "-2",
+		Doc: "With remote.storage.enable, bytes of log each partition keeps locally before deleting segments already in the remote log; -2 as retention.bytes.", check: atLeast(-2)},
+	{Name: LocalRetentionMs, BrokerName: "log.local.retention.ms", Type: TypeLong, Default: "-2",
+		Doc: "With remote.storage.enable, how long segments already in the remote log are kept locally; -2 as retention.ms.", check: atLeast(-2)},
+	{Name: RemoteStorageEnable, Type: TypeBoolean, Default: "false",
+		Doc: "Upload the topic's closed segments to the remote log (tiered storage, KIP-405); needs remote.log.storage.system.enable on the cluster; a compacted topic cannot enable it, and once enabled it cannot be turned off."},
 	{Name: RetentionBytes, BrokerName: "log.retention.bytes", Type: TypeLong, Default: "-1",
 		Doc: "Bytes of log each partition keeps before deleting old segments; -1 no limit."},
 	{Name: RetentionMs, BrokerName: "log.retention.ms", Type: TypeLong, Default: "604800000",

@@ -75,3 +75,61 @@ func TestTableSortedAndDefaultsValid(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateRemote(t *testing.T) {
+	on := map[string]string{RemoteStorageEnable: "true"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{RemoteStorageEnable: "true"}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name           string
+		previous, cfg  map[string]string
+		defaults       BrokerDefaults
+		system, wantOK bool
+	}{
+		{"off stays off, system off", nil, map[string]string{}, nil, false, true},
+		{"on, system off", nil, on, nil, false, false},
+		{"on, system on", nil, on, nil, true, true},
+		{"compacted", nil, with(CleanupPolicy, "compact"), nil, true, false},
+		{"compact,delete", nil, with(CleanupPolicy, "compact,delete"), nil, true, false},
+		{"compacted by broker default", nil, on, BrokerDefaults{CleanupPolicy: "compact"}, true, false},
+		{"local ms below total", nil, with(LocalRetentionMs, "1000", RetentionMs, "2000"), nil, true, true},
+		{"local ms equal total", nil, with(LocalRetentionMs, "2000", RetentionMs, "2000"), nil, true, true},
+		{"local ms above total", nil, with(LocalRetentionMs, "3000", RetentionMs, "2000"), nil, true, false},
+		{"local ms above broker default total", nil, with(LocalRetentionMs, "3000"), BrokerDefaults{RetentionMs: "2000"}, true, false},
+		{"local ms -1 with bounded total", nil, with(LocalRetentionMs, "-1", RetentionMs, "2000"), nil, true, false},
+		{"local ms -1 with unbounded total", nil, with(LocalRetentionMs, "-1", RetentionMs, "-1"), nil, true, true},
+		{"local ms -2", nil, with(LocalRetentionMs, "-2", RetentionMs, "2000"), nil, true, true},
+		{"local bytes above total", nil, with(LocalRetentionBytes, "300", RetentionBytes, "200"), nil, true, false},
+		{"local bytes with unbounded total", nil, with(LocalRetentionBytes, "300"), nil, true, true},
+		{"local above total without remote storage", nil, map[string]string{LocalRetentionBytes: "300", RetentionBytes: "200"}, nil, false, true},
+		{"turned off", on, map[string]string{}, nil, true, false},
+		{"turned off explicitly", on, map[string]string{RemoteStorageEnable: "false"}, nil, true, false},
+	} {
+		err := ValidateRemote(tc.previous, tc.cfg, tc.defaults, tc.system)
+		if (err == nil) != tc.wantOK {
+			t.Errorf("%s: err %v, want ok=%v", tc.name, err, tc.wantOK)
+		}
+		if err != nil && !errors.Is(err, kerr.InvalidConfig) {
+			t.Errorf("%s: %v does not wrap INVALID_CONFIG", tc.name, err)
+		}
+	}
+}
+
+func TestLocalRetentionResolves(t *testing.T) {
+	r := Resolve(map[string]string{RetentionMs: "5000"}, BrokerDefaults{RetentionBytes: "900"})
+	if got := r.LocalRetentionMs(); got != 5000 {
+		t.Errorf("local.retention.ms -2 resolves to %d, want retention.ms 5000", got)
+	}
+	if got := r.LocalRetentionBytes(); got != 900 {
+		t.Errorf("local.retention.bytes -2 resolves to %d, want retention.bytes 900", got)
+	}
+	r = Resolve(map[string]string{LocalRetentionMs: "10", LocalRetentionBytes: "20"}, nil)
+	if r.LocalRetentionMs() != 10 || r.LocalRetentionBytes() != 20 {
+		t.Errorf("explicit local retention = %d/%d", r.LocalRetentionMs(), r.LocalRetentionBytes())
+	}
+}

@@ -42,11 +42,13 @@ import (
 )
 
 // Store is what a broker needs from the controller quorum: the metadata store, the
-// transaction state and the share-partition state (controller.BrokerClient).
+// transaction state, the share-partition state and the remote logs of tiered storage
+// (controller.BrokerClient).
 type Store interface {
 	metadata.Store
 	metadata.TxnStore
 	share.AdminStore
+	metadata.RemoteLogStore
 }
 
 // DefaultShutdownGrace is how long Close lets in-flight requests finish when
@@ -159,6 +161,10 @@ func New(store Store, opts Options) (_ *Broker, err error) {
 	}
 	if rcfg.FetcherOpts == nil {
 		rcfg.FetcherOpts = opts.InterBroker
+	}
+	if rcfg.RemoteStore != nil && rcfg.RemoteLogs == nil {
+		// Tiered storage's remote logs are recorded through the controller quorum.
+		rcfg.RemoteLogs = store
 	}
 	if b.replicas, err = replication.NewManager(rcfg, store); err != nil {
 		return nil, fmt.Errorf("replica manager: %w", err)

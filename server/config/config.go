@@ -314,6 +314,8 @@ type Config struct {
 	RESTProxySecurity HTTPSecurity
 	// LogLevel is log.level (Shale's own; default info): debug, info, warn or error.
 	LogLevel slog.Level
+	// RemoteStorage is tiered storage's settings (remotestorage.go).
+	RemoteStorage RemoteStorage
 
 	// Security (security.go). SSLKeystoreType and SSLTruststoreType are
 	// ssl.keystore.type and ssl.truststore.type (default PEM, the only format Shale reads).

@@ -418,6 +418,7 @@ func buildKeys() []*keyDef {
 	}
 
 	keys = append(keys, securityKeys()...)
+	keys = append(keys, remoteStorageKeys()...)
 	keys = append(keys, httpSecurityKeys("schema.registry", "schema registry", "SchemaRegistry",
 		func(c *Config) *HTTPSecurity { return &c.SchemaRegistrySecurity })...)
 	keys = append(keys, httpSecurityKeys("rest.proxy", "HTTP proxy", "RestProxy",

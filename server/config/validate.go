@@ -54,6 +54,7 @@ func (c *Config) finish() error {
 	c.finishAdvertised(fail)
 	c.finishVoters(fail)
 	c.finishConsole()
+	c.finishRemoteStorage(fail)
 
 	if c.TransactionVersion > 2 {
 		fail("transaction.version", "must be 0, 1 or 2, not %d", c.TransactionVersion)

@@ -1,0 +1,38 @@
+package controller
+
+import (
+	"context"
+	"slices"
+
+	"github.com/shalelog/shale/metadata"
+
+	pb "github.com/shalelog/shale/controller/proto"
+)
+
+var _ metadata.RemoteLogStore = (*BrokerClient)(nil)
+
+// CommitRemoteSegment records an uploaded segment of a partition this broker leads at
+// leaderEpoch (metadata.RemoteLogStore).
+func (c *BrokerClient) CommitRemoteSegment(ctx context.Context, topic string, leaderEpoch int32, seg metadata.RemoteSegment) error {
+	return c.updateRemoteLog(ctx, &pb.RemoteLogRecord{Topic: topic, TopicId: slices.Clone(seg.TopicID[:]), Partition: seg.Partition,
+		LeaderEpoch: leaderEpoch, Op: &pb.RemoteLogRecord_Commit{Commit: remoteSegmentToPB(&seg)}})
+}
+
+// StartRemoteDelete takes the earliest remote segments out of service and moves the
+// remote log start (metadata.RemoteLogStore).
+func (c *BrokerClient) StartRemoteDelete(ctx context.Context, topic string, topicID [16]byte, partition, leaderEpoch int32, uploadIDs []string, logStart int64) error {
+	return c.updateRemoteLog(ctx, &pb.RemoteLogRecord{Topic: topic, TopicId: slices.Clone(topicID[:]), Partition: partition,
+		LeaderEpoch: leaderEpoch, Op: &pb.RemoteLogRecord_DeleteStart{DeleteStart: &pb.RemoteDeleteStart{UploadIds: uploadIDs, LogStart: logStart}}})
+}
+
+// FinishRemoteDelete drops the records of deleted remote segments (metadata.RemoteLogStore).
+func (c *BrokerClient) FinishRemoteDelete(ctx context.Context, topic string, topicID [16]byte, partition, leaderEpoch int32, uploadIDs []string) error {
+	return c.updateRemoteLog(ctx, &pb.RemoteLogRecord{Topic: topic, TopicId: slices.Clone(topicID[:]), Partition: partition,
+		LeaderEpoch: leaderEpoch, Op: &pb.RemoteLogRecord_DeleteFinish{DeleteFinish: &pb.RemoteDeleteFinish{UploadIds: uploadIDs}}})
+}
+
+func (c *BrokerClient) updateRemoteLog(ctx context.Context, rec *pb.RemoteLogRecord) error {
+	rec.Broker = c.cfg.NodeID
+	_, err := rpc(ctx, c, pb.ControllerClient.UpdateRemoteLog, &pb.UpdateRemoteLogRequest{Record: rec})
+	return err
+}

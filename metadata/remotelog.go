@@ -1,0 +1,229 @@
+package metadata
+
+import (
+	"context"
+	"slices"
+	"sort"
+)
+
+// Tiered storage (KIP-405). Kafka keeps remote log segment metadata in the
+// __remote_log_metadata topic behind a RemoteLogMetadataManager; Shale commits it through
+// the controller, so that which segments make up a partition's remote log is decided once,
+// by the quorum, and every broker sees it in the image.
+//
+// The partition's leader uploads a closed segment under a fresh upload id, then commits
+// it (CommitRemoteSegment). Deleting is two-phase, as Kafka's DELETE_SEGMENT_STARTED and
+// DELETE_SEGMENT_FINISHED: StartRemoteDelete takes the earliest committed segments out of
+// service (they are no longer read, counted or offered), the leader deletes their
+// objects, then FinishRemoteDelete drops their record. Objects under an upload id that is
+// not in the image (a failed or abandoned upload) are orphans the leader deletes later.
+
+// RemoteSegmentState is where a remote segment is in its life.
+type RemoteSegmentState int8
+
+const (
+	// RemoteSegmentCommitted: the objects are in the store, the segment is served.
+	RemoteSegmentCommitted RemoteSegmentState = iota
+	// RemoteSegmentDeleteStarted: no longer served; its objects are being deleted.
+	RemoteSegmentDeleteStarted
+)
+
+// RemoteEpochStart is one leader epoch entry of a segment: the epoch's first offset in the
+// segment (or, for the first entry, the segment's base offset).
+type RemoteEpochStart struct {
+	Epoch       int32
+	StartOffset int64
+}
+
+// RemoteSegment is one segment of a partition's remote log, as Kafka's
+// RemoteLogSegmentMetadata.
+type RemoteSegment struct {
+	TopicID   [16]byte
+	Partition int32
+	// UploadID is unique per upload attempt and names the segment's objects in the store:
+	// a resent commit of the same upload is recognised by it.
+	UploadID   string
+	BaseOffset int64
+	// EndOffset is the segment's last offset, inclusive.
+	EndOffset int64
+	// MaxTimestampMs is the largest batch max timestamp in the segment.
+	MaxTimestampMs int64
+	// SizeBytes is the size of the segment's log data.
+	SizeBytes int64
+	// Broker and LeaderEpoch name the leader that uploaded it.
+	Broker      int32
+	LeaderEpoch int32
+	// Epochs are the leader epochs of the segment's batches and where each starts, in
+	// order; the first starts at BaseOffset.
+	Epochs []RemoteEpochStart
+	State  RemoteSegmentState
+}
+
+// Contains reports whether offset lies in the segment.
+func (s *RemoteSegment) Contains(offset int64) bool {
+	return offset >= s.BaseOffset && offset <= s.EndOffset
+}
+
+// RemoteLog is one partition's remote log in an image. Immutable.
+type RemoteLog struct {
+	Topic     string
+	TopicID   [16]byte
+	Partition int32
+	// Segments are the committed segments, by base offset, never overlapping.
+	Segments []RemoteSegment
+	// Deleting are the segments whose deletion has started, by base offset.
+	Deleting []RemoteSegment
+	// LogStart is the least offset DeleteRecords or retention has left to the remote log
+	// (0 when never moved): offsets below it are not served even if a segment holds them.
+	LogStart int64
+	// StartOffset is the first offset the remote log serves, -1 when it has no segment.
+	StartOffset int64
+	// HighestOffset is the last offset of the last committed segment, -1 when none: the
+	// next upload starts above it.
+	HighestOffset int64
+	// SizeBytes is the committed segments' size.
+	SizeBytes int64
+}
+
+// NewRemoteLog builds a partition's remote log and its summary fields. segments are
+// sorted into their places; the caller must not modify them afterwards.
+func NewRemoteLog(topic string, topicID [16]byte, partition int32, logStart int64, segments []RemoteSegment) *RemoteLog {
+	r := &RemoteLog{Topic: topic, TopicID: topicID, Partition: partition, LogStart: logStart, StartOffset: -1, HighestOffset: -1}
+	for _, s := range segments {
+		if s.State == RemoteSegmentCommitted {
+			r.Segments = append(r.Segments, s)
+		} else {
+			r.Deleting = append(r.Deleting, s)
+		}
+	}
+	byBase := func(a, b RemoteSegment) int { return int(sign(a.BaseOffset - b.BaseOffset)) }
+	slices.SortFunc(r.Segments, byBase)
+	slices.SortFunc(r.Deleting, byBase)
+	if n := len(r.Segments); n > 0 {
+		r.StartOffset = max(r.Segments[0].BaseOffset, logStart)
+		r.HighestOffset = r.Segments[n-1].EndOffset
+		for _, s := range r.Segments {
+			r.SizeBytes += s.SizeBytes
+		}
+	}
+	return r
+}
+
+func sign(v int64) int64 {
+	switch {
+	case v < 0:
+		return -1
+	case v > 0:
+		return 1
+	}
+	return 0
+}
+
+// CoveredEnd is the offset below which the remote log holds or has deleted every
+// offset: one past HighestOffset, or the log start when retention or DeleteRecords moved
+// it further (0 for an empty remote log). A local segment wholly below it may be deleted,
+// and uploads go on from it.
+func (r *RemoteLog) CoveredEnd() int64 {
+	if r == nil {
+		return 0
+	}
+	return max(r.HighestOffset+1, r.LogStart)
+}
+
+// Find returns the committed segment holding offset, or the first one after it (a read
+// at a gap goes on at the next segment); ok is false when no segment is at or past it or
+// the offset is below StartOffset.
+func (r *RemoteLog) Find(offset int64) (RemoteSegment, bool) {
+	if r == nil || len(r.Segments) == 0 || offset < r.StartOffset {
+		return RemoteSegment{}, false
+	}
+	i := sort.Search(len(r.Segments), func(i int) bool { return r.Segments[i].EndOffset >= offset })
+	if i == len(r.Segments) {
+		return RemoteSegment{}, false
+	}
+	return r.Segments[i], true
+}
+
+// Upload returns the segment (committed or being deleted) uploaded under id.
+func (r *RemoteLog) Upload(id string) (RemoteSegment, bool) {
+	if r == nil {
+		return RemoteSegment{}, false
+	}
+	for _, ss := range [][]RemoteSegment{r.Segments, r.Deleting} {
+		for _, s := range ss {
+			if s.UploadID == id {
+				return s, true
+			}
+		}
+	}
+	return RemoteSegment{}, false
+}
+
+// EpochEnd is Kafka's end offset for a leader epoch over the remote log (for
+// OffsetForLeaderEpoch where the local log no longer holds the epoch): the start of the
+// first epoch above epoch, or HighestOffset+1 when epoch is the remote log's last. It
+// returns the largest epoch at most epoch that the remote log holds, and ok false when
+// the remote log holds none at or below it.
+func (r *RemoteLog) EpochEnd(epoch int32) (foundEpoch int32, endOffset int64, ok bool) {
+	if r == nil {
+		return -1, -1, false
+	}
+	foundEpoch = -1
+	for _, s := range r.Segments {
+		for _, e := range s.Epochs {
+			switch {
+			case e.Epoch <= epoch:
+				foundEpoch, ok = e.Epoch, true
+			case ok:
+				return foundEpoch, e.StartOffset, true
+			default:
+				return -1, -1, false
+			}
+		}
+	}
+	if !ok {
+		return -1, -1, false
+	}
+	return foundEpoch, r.HighestOffset + 1, true
+}
+
+// RemoteLogKey names a partition's remote log in the image.
+type RemoteLogKey struct {
+	Topic     string
+	Partition int32
+}
+
+// RemoteLogs are every partition's remote log, by topic name and partition. Immutable
+// once in an image; a topic recreated under the same name starts with none.
+type RemoteLogs map[RemoteLogKey]*RemoteLog
+
+// RemoteLog returns a partition's remote log, nil when it has none.
+func (im *Image) RemoteLog(topic string, partition int32) *RemoteLog {
+	if im == nil {
+		return nil
+	}
+	return im.RemoteLogs[RemoteLogKey{topic, partition}]
+}
+
+// RemoteLogStore is what a partition leader needs from the quorum for tiered storage.
+// Every call is fenced: the caller must be the partition's leader at leaderEpoch
+// (FENCED_LEADER_EPOCH otherwise, NOT_LEADER_OR_FOLLOWER when another broker leads at that
+// epoch), and the topic must still be the one topicID names (UNKNOWN_TOPIC_ID).
+type RemoteLogStore interface {
+	// CommitRemoteSegment records an uploaded segment as part of the remote log. A resend
+	// of an already committed upload (same upload id and range) succeeds again; a segment
+	// that overlaps another committed or deleting one, or lies wholly below the remote
+	// log start, is refused (INVALID_REQUEST, resp. OFFSET_OUT_OF_RANGE) so that no offset
+	// is ever counted twice: its objects are then orphans to delete.
+	CommitRemoteSegment(ctx context.Context, topic string, leaderEpoch int32, seg RemoteSegment) error
+	// StartRemoteDelete takes the earliest committed segments, up to and including the
+	// one uploaded under the last of uploadIDs, out of service (uploadIDs must name a
+	// prefix of the committed segments, in order), and moves the remote log start to at
+	// least logStart (DeleteRecords may move it into a segment; the caller deletes the
+	// segments wholly below it). uploadIDs may be empty to move the start alone. Ids
+	// already deleting are accepted again.
+	StartRemoteDelete(ctx context.Context, topic string, topicID [16]byte, partition, leaderEpoch int32, uploadIDs []string, logStart int64) error
+	// FinishRemoteDelete drops the records of segments whose deletion started, once their
+	// objects are gone. Ids no longer known are accepted (a resend).
+	FinishRemoteDelete(ctx context.Context, topic string, topicID [16]byte, partition, leaderEpoch int32, uploadIDs []string) error
+}

@@ -1,0 +1,718 @@
+package replication
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/metadata/topicconfig"
+	"github.com/shalelog/shale/partition"
+	"github.com/shalelog/shale/tiered/objstore"
+	"github.com/shalelog/shale/tiered/remotelog"
+)
+
+// Tiered storage (KIP-405), the replica manager's part: which closed segments are
+// uploaded and when (the leader's uploader, off every request goroutine), when a local
+// segment may go (partition.SetRemoteEnd, from the image, on every replica), which
+// remote segments retention and DeleteRecords delete (two-phase, through the
+// controller), and reads below the local log start (Fetch, ListOffsets,
+// OffsetForLeaderEpoch). tiered/remotelog stores and reads; the controller records which
+// upload counts (metadata.RemoteLogStore).
+
+// Defaults of the tiered storage settings in Config.
+const (
+	DefaultRemoteTaskInterval   = 30 * time.Second
+	DefaultRemoteRequestTimeout = 30 * time.Second
+)
+
+// tiering is the uploader's state: it is touched by the uploader goroutine only, but
+// for the counters and the lag gauges, which the scrape reads under mu.
+type tiering struct {
+	store  objstore.Store
+	logs   metadata.RemoteLogStore
+	reader *remotelog.Reader
+
+	mu    sync.Mutex
+	parts map[partition.TopicPartition]*tierPartition
+	// lagBytes and lagSegments are, per partition led here, the closed segments wholly
+	// below the high watermark not yet in the remote log, as of the last pass.
+	lagBytes, lagSegments map[partition.TopicPartition]int64
+
+	// gone are partitions of deleted tiered topics whose uploads are still to be
+	// deleted (Kafka deletes a deleted topic's remote log too).
+	gone []goneRemote
+
+	uploadedBytes, uploadedSegments, readBytes prometheus.Counter
+	errs                                       *prometheus.CounterVec
+}
+
+// tierPartition is what the uploader remembers of one partition it leads.
+type tierPartition struct {
+	// epoch is the leader epoch the uploader last worked at: a new one (a restart, a
+	// leadership change) looks for orphans, as does a failed upload or commit.
+	epoch    int32
+	scan     bool
+	suspects map[string]uint64 // orphan upload id -> image offset when first seen
+	// straddle is the base offset of a local segment that begins inside the remote log,
+	// reported once.
+	straddle int64
+}
+
+func newTiering(m *Manager) *tiering {
+	return &tiering{
+		store: m.cfg.RemoteStore, logs: m.cfg.RemoteLogs, reader: remotelog.NewReader(m.remoteSource()),
+		parts: map[partition.TopicPartition]*tierPartition{}, lagBytes: map[partition.TopicPartition]int64{},
+		lagSegments:   map[partition.TopicPartition]int64{},
+		uploadedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "shale_remote_log_upload_bytes_total", Help: "Bytes of segments this broker uploaded to the remote log and committed."}),
+		uploadedSegments: prometheus.NewCounter(prometheus.CounterOpts{Name: "shale_remote_log_upload_segments_total",
+			Help: "Segments this broker uploaded to the remote log and committed."}),
+		readBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "shale_remote_log_read_bytes_total", Help: "Bytes of records this broker served from the remote log."}),
+		errs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shale_remote_log_errors_total",
+			Help: "Failed remote log operations, by operation (upload, commit, delete, read, list)."}, []string{"op"}),
+	}
+}
+
+func (m *Manager) remoteSource() remotelog.Source {
+	if m.cfg.RemoteSource != nil {
+		return m.cfg.RemoteSource
+	}
+	return remotelog.Direct(m.cfg.RemoteStore)
+}
+
+var (
+	tierLagBytes = prometheus.NewDesc("shale_remote_log_upload_lag_bytes",
+		"Bytes of closed segments below the high watermark that the remote log does not hold yet, over the tiered partitions this broker leads.", nil, nil)
+	tierLagSegments = prometheus.NewDesc("shale_remote_log_upload_lag_segments",
+		"Closed segments below the high watermark that the remote log does not hold yet, over the tiered partitions this broker leads.", nil, nil)
+)
+
+func (t *tiering) Describe(ch chan<- *prometheus.Desc) {
+	ch <- tierLagBytes
+	ch <- tierLagSegments
+	t.uploadedBytes.Describe(ch)
+	t.uploadedSegments.Describe(ch)
+	t.readBytes.Describe(ch)
+	t.errs.Describe(ch)
+}
+
+func (t *tiering) Collect(ch chan<- prometheus.Metric) {
+	t.mu.Lock()
+	var b, s int64
+	for tp := range t.lagBytes {
+		b += t.lagBytes[tp]
+		s += t.lagSegments[tp]
+	}
+	t.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(tierLagBytes, prometheus.GaugeValue, float64(b))
+	ch <- prometheus.MustNewConstMetric(tierLagSegments, prometheus.GaugeValue, float64(s))
+	t.uploadedBytes.Collect(ch)
+	t.uploadedSegments.Collect(ch)
+	t.readBytes.Collect(ch)
+	t.errs.Collect(ch)
+}
+
+// withTimeout bounds one call to the store or the controller by the manager's clock.
+func (m *Manager) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	timer := m.after(d)
+	go func() {
+		select {
+		case <-timer:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// tierLoop uploads, retains and cleans the remote logs of the partitions this broker
+// leads, every RemoteTaskInterval, until the manager closes. One pass at a time, one
+// call at a time, each bounded by RemoteRequestTimeout: an unreachable store delays the
+// uploads (and so the local deletions), never a produce or a fetch.
+func (m *Manager) tierLoop() {
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-m.after(m.cfg.RemoteTaskInterval):
+		}
+		m.tierPass(m.ctx)
+	}
+}
+
+// goneRemote is a partition of a deleted topic, by topic id.
+type goneRemote struct {
+	topicID   [16]byte
+	partition int32
+}
+
+// topicGone notes that a replica's topic was deleted: if it was tiered, its uploads are
+// deleted by the uploader's next passes. Every replica of the partition does it (deleting
+// is idempotent), so that one broker down does not leave them behind; those of a broker
+// that restarts before it is done are left in the store.
+func (m *Manager) topicGone(p *partition.Partition) {
+	if m.tier == nil || !p.Settings().Tiered {
+		return
+	}
+	m.tier.mu.Lock()
+	m.tier.gone = append(m.tier.gone, goneRemote{p.TopicID(), p.Index()})
+	m.tier.mu.Unlock()
+}
+
+// deleteGone deletes the uploads of deleted topics' partitions, keeping those that fail
+// for the next pass.
+func (m *Manager) deleteGone(ctx context.Context) {
+	t := m.tier
+	t.mu.Lock()
+	gone := t.gone
+	t.gone = nil
+	t.mu.Unlock()
+	var left []goneRemote
+	for _, g := range gone {
+		if err := m.deleteUploads(ctx, g); err != nil {
+			t.errs.WithLabelValues("delete").Inc()
+			m.lg.Warn("deleting a deleted topic's remote log failed; retried at the next pass", "topic_id", hex.EncodeToString(g.topicID[:]), "partition", g.partition, "err", err)
+			left = append(left, g)
+		}
+	}
+	t.mu.Lock()
+	t.gone = append(t.gone, left...)
+	t.mu.Unlock()
+}
+
+func (m *Manager) deleteUploads(ctx context.Context, g goneRemote) error {
+	cctx, cancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
+	ups, err := remotelog.ListUploads(cctx, m.tier.store, g.topicID, g.partition)
+	cancel()
+	if err != nil {
+		return err
+	}
+	for _, u := range ups {
+		cctx, cancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
+		err := remotelog.Delete(cctx, m.tier.store, u.Segment)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tierPass runs one round of the uploader over every tiered partition led here.
+func (m *Manager) tierPass(ctx context.Context) {
+	t := m.tier
+	m.deleteGone(ctx)
+	im := m.Image()
+	led := map[partition.TopicPartition]bool{}
+	for _, p := range m.parts.All() {
+		if ctx.Err() != nil {
+			return
+		}
+		if p.Role() != partition.RoleLeader || !p.Settings().Tiered {
+			continue
+		}
+		tp := partition.TopicPartition{Topic: p.Topic(), Index: p.Index()}
+		led[tp] = true
+		m.tierPartition(ctx, im, tp, p)
+	}
+	t.mu.Lock()
+	for tp := range t.parts {
+		if !led[tp] {
+			delete(t.parts, tp)
+			delete(t.lagBytes, tp)
+			delete(t.lagSegments, tp)
+		}
+	}
+	t.mu.Unlock()
+}
+
+func (m *Manager) tierPartition(ctx context.Context, im *metadata.Image, tp partition.TopicPartition, p *partition.Partition) {
+	t := m.tier
+	topic := im.Topic(tp.Topic)
+	if topic == nil || topic.ID != p.TopicID() {
+		return
+	}
+	epoch := p.LeaderEpoch()
+	t.mu.Lock()
+	st := t.parts[tp]
+	if st == nil || st.epoch != epoch {
+		st = &tierPartition{epoch: epoch, scan: true, suspects: map[string]uint64{}, straddle: -1}
+		t.parts[tp] = st
+	}
+	t.mu.Unlock()
+	rl := im.RemoteLog(tp.Topic, tp.Index)
+	lg := m.lg.With("partition", tp)
+
+	// Deletions started, by this leader or an earlier one, are finished first: their
+	// segments are no longer served, only their objects are left.
+	if rl != nil && len(rl.Deleting) > 0 {
+		m.finishRemoteDeletes(ctx, tp, topic.ID, epoch, rl.Deleting, lg)
+	}
+
+	m.uploadSegments(ctx, tp, topic.ID, p, rl, st, lg)
+	m.retainRemote(ctx, tp, topic, p, rl, epoch, lg)
+	if st.scan {
+		m.cleanOrphans(ctx, im, tp, topic.ID, rl, st, lg)
+	}
+}
+
+// uploadSegments uploads, oldest first, each closed segment above the remote log that
+// lies wholly below the high watermark and the last stable offset (so that no record a
+// consumer cannot see yet, and no open transaction's, goes remote), and commits each
+// through the controller before the next.
+func (m *Manager) uploadSegments(ctx context.Context, tp partition.TopicPartition, topicID [16]byte, p *partition.Partition, rl *metadata.RemoteLog, st *tierPartition, lg *slog.Logger) {
+	t := m.tier
+	// highest is the last committed offset, which a new segment must not overlap;
+	// segments wholly below the covered end are remote already, or deleted.
+	highest, covered := int64(-1), int64(0)
+	if rl != nil {
+		highest, covered = rl.HighestOffset, rl.CoveredEnd()
+	}
+	bound := min(p.HighWatermark(), p.LastStableOffset())
+	var todo []shalelog.SealedSegment
+	for _, s := range p.SealedSegments() {
+		if s.NextOffset <= covered || s.Size < shalelog.BatchHeaderSize {
+			continue
+		}
+		if s.NextOffset > bound {
+			break
+		}
+		todo = append(todo, s)
+	}
+	defer func() {
+		var b int64
+		for _, s := range todo {
+			b += s.Size
+		}
+		t.mu.Lock()
+		t.lagBytes[tp], t.lagSegments[tp] = b, int64(len(todo))
+		t.mu.Unlock()
+	}()
+	entries := p.EpochEntries()
+	for len(todo) > 0 {
+		s := todo[0]
+		if s.BaseOffset <= highest {
+			// A segment this replica rolled elsewhere than the uploader of the remote
+			// log's last segment did: it would count offsets twice.
+			if st.straddle != s.BaseOffset {
+				st.straddle = s.BaseOffset
+				lg.Warn("a local segment begins inside the remote log; it is not uploaded", "base_offset", s.BaseOffset, "remote_highest_offset", highest)
+			}
+			return
+		}
+		end, err := lastOffsetIn(p, s)
+		if err != nil {
+			t.errs.WithLabelValues("upload").Inc()
+			lg.Warn("cannot read a segment to upload", "base_offset", s.BaseOffset, "err", err)
+			return
+		}
+		seg := remotelog.Segment{TopicID: topicID, Partition: tp.Index, UploadID: remotelog.NewUploadID(),
+			BaseOffset: s.BaseOffset, EndOffset: end, MaxTimestamp: s.MaxTimestamp, SizeBytes: s.Size,
+			Epochs: epochsIn(entries, s.BaseOffset, end)}
+		cctx, cancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
+		err = remotelog.Upload(cctx, t.store, seg, remotelog.Files{Log: s.Log, OffsetIndex: s.OffsetIndex, TimeIndex: s.TimeIndex, TxnIndex: s.TxnIndex})
+		cancel()
+		if err != nil {
+			// Whatever the store kept is an orphan for the next scan.
+			t.errs.WithLabelValues("upload").Inc()
+			st.scan = true
+			lg.Warn("uploading a segment failed; it is retried at the next pass", "base_offset", s.BaseOffset, "err", err)
+			return
+		}
+		cctx, cancel = m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
+		err = t.logs.CommitRemoteSegment(cctx, tp.Topic, st.epoch, metaSegment(seg))
+		cancel()
+		if err != nil {
+			t.errs.WithLabelValues("commit").Inc()
+			st.scan = true
+			var ke *kerr.Error
+			if errors.As(err, &ke) {
+				// Refused for good (a newer leader, an overlap): the objects are ours
+				// alone to delete.
+				dctx, dcancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
+				if derr := remotelog.Delete(dctx, t.store, seg); derr != nil {
+					t.errs.WithLabelValues("delete").Inc()
+				}
+				dcancel()
+			}
+			lg.Warn("committing an uploaded segment failed", "base_offset", s.BaseOffset, "err", err)
+			return
+		}
+		t.uploadedBytes.Add(float64(s.Size))
+		t.uploadedSegments.Inc()
+		highest = end
+		todo = todo[1:]
+	}
+}
+
+// lastOffsetIn is the last offset of a closed segment's last batch.
+func lastOffsetIn(p *partition.Partition, s shalelog.SealedSegment) (int64, error) {
+	last := int64(-1)
+	err := p.ScanHeaders(s.BaseOffset, func(h shalelog.Header) bool {
+		if h.BaseOffset >= s.NextOffset {
+			return false
+		}
+		last = h.LastOffset()
+		return true
+	})
+	if err == nil && last < s.BaseOffset {
+		err = fmt.Errorf("segment %d has no batch", s.BaseOffset)
+	}
+	return last, err
+}
+
+// epochsIn are the leader epoch entries of [base, end]: the epoch in force at base, then
+// every one that starts inside.
+func epochsIn(entries []partition.EpochStart, base, end int64) []remotelog.EpochEntry {
+	var out []remotelog.EpochEntry
+	for i, e := range entries {
+		next := int64(math.MaxInt64)
+		if i+1 < len(entries) {
+			next = entries[i+1].StartOffset
+		}
+		if next <= base || e.StartOffset > end {
+			continue
+		}
+		out = append(out, remotelog.EpochEntry{Epoch: e.Epoch, StartOffset: max(e.StartOffset, base)})
+	}
+	return out
+}
+
+func uploadIDString(id [16]byte) string { return hex.EncodeToString(id[:]) }
+
+func parseUploadID(s string) ([16]byte, bool) {
+	var id [16]byte
+	if len(s) != 32 {
+		return id, false
+	}
+	_, err := hex.Decode(id[:], []byte(s))
+	return id, err == nil
+}
+
+func metaSegment(seg remotelog.Segment) metadata.RemoteSegment {
+	out := metadata.RemoteSegment{TopicID: seg.TopicID, Partition: seg.Partition, UploadID: uploadIDString(seg.UploadID),
+		BaseOffset: seg.BaseOffset, EndOffset: seg.EndOffset, MaxTimestampMs: seg.MaxTimestamp, SizeBytes: seg.SizeBytes}
+	for _, e := range seg.Epochs {
+		out.Epochs = append(out.Epochs, metadata.RemoteEpochStart{Epoch: e.Epoch, StartOffset: e.StartOffset})
+	}
+	return out
+}
+
+// storeSegment is the remote log's description of a committed segment, for its reads.
+func storeSegment(s metadata.RemoteSegment) (remotelog.Segment, bool) {
+	id, ok := parseUploadID(s.UploadID)
+	if !ok {
+		return remotelog.Segment{}, false
+	}
+	out := remotelog.Segment{TopicID: s.TopicID, Partition: s.Partition, UploadID: id, BaseOffset: s.BaseOffset,
+		EndOffset: s.EndOffset, MaxTimestamp: s.MaxTimestampMs, SizeBytes: s.SizeBytes}
+	for _, e := range s.Epochs {
+		out.Epochs = append(out.Epochs, remotelog.EpochEntry{Epoch: e.Epoch, StartOffset: e.StartOffset})
+	}
+	return out, true
+}
+
+// retainRemote applies retention.ms and retention.bytes to the whole log, remote plus
+// local, as Kafka's RLMExpirationTask: the oldest remote segments go while they are older
+// than retention.ms, or while the log without them still holds retention.bytes, and so
+// do those wholly below the log start DeleteRecords moved. Their deletion is started
+// through the controller, then finished.
+func (m *Manager) retainRemote(ctx context.Context, tp partition.TopicPartition, topic *metadata.Topic, p *partition.Partition, rl *metadata.RemoteLog, epoch int32, lg *slog.Logger) {
+	if rl == nil || len(rl.Segments) == 0 {
+		return
+	}
+	r := topicconfig.Resolve(topic.Configs, m.cfg.TopicDefaults)
+	retMs, retBytes := r.Int64(topicconfig.RetentionMs), r.Int64(topicconfig.RetentionBytes)
+	// The local bytes the remote log does not hold: the rest are counted remotely.
+	localOnly := p.Size()
+	for _, s := range p.SealedSegments() {
+		if s.NextOffset <= rl.CoveredEnd() {
+			localOnly -= s.Size
+		}
+	}
+	total := rl.SizeBytes + max(localOnly, 0)
+	now := m.now().UnixMilli()
+	var del []metadata.RemoteSegment
+	for _, s := range rl.Segments {
+		byTime := retMs >= 0 && now-s.MaxTimestampMs > retMs
+		byBytes := retBytes >= 0 && total-s.SizeBytes >= retBytes
+		if !byTime && !byBytes && s.EndOffset >= rl.LogStart {
+			break
+		}
+		del = append(del, s)
+		total -= s.SizeBytes
+	}
+	if len(del) == 0 {
+		return
+	}
+	ids := make([]string, len(del))
+	for i, s := range del {
+		ids[i] = s.UploadID
+	}
+	cctx, cancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
+	err := m.tier.logs.StartRemoteDelete(cctx, tp.Topic, topic.ID, tp.Index, epoch, ids, 0)
+	cancel()
+	if err != nil {
+		m.tier.errs.WithLabelValues("delete").Inc()
+		lg.Warn("starting the deletion of remote segments failed", "segments", len(ids), "err", err)
+		return
+	}
+	m.finishRemoteDeletes(ctx, tp, topic.ID, epoch, del, lg)
+}
+
+// finishRemoteDeletes deletes the objects of segments whose deletion started, then drops
+// their records.
+func (m *Manager) finishRemoteDeletes(ctx context.Context, tp partition.TopicPartition, topicID [16]byte, epoch int32, segs []metadata.RemoteSegment, lg *slog.Logger) {
+	var done []string
+	for _, s := range segs {
+		seg, ok := storeSegment(s)
+		if ok {
+			cctx, cancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
+			err := remotelog.Delete(cctx, m.tier.store, seg)
+			cancel()
+			if err != nil {
+				m.tier.errs.WithLabelValues("delete").Inc()
+				lg.Warn("deleting a remote segment's objects failed; retried at the next pass", "base_offset", s.BaseOffset, "err", err)
+				break
+			}
+		}
+		done = append(done, s.UploadID)
+	}
+	if len(done) == 0 {
+		return
+	}
+	cctx, cancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
+	defer cancel()
+	if err := m.tier.logs.FinishRemoteDelete(cctx, tp.Topic, topicID, tp.Index, epoch, done); err != nil {
+		m.tier.errs.WithLabelValues("delete").Inc()
+		lg.Warn("finishing the deletion of remote segments failed", "segments", len(done), "err", err)
+	}
+}
+
+// cleanOrphans deletes the uploads of a partition that the remote log does not hold:
+// failed uploads, and commits refused or lost. An upload is deleted only when a later
+// image, too, does not hold it, so that one committed after the image was taken is
+// never taken for an orphan; a deposed leader's late commit is fenced, since this broker
+// leads at a newer epoch.
+func (m *Manager) cleanOrphans(ctx context.Context, im *metadata.Image, tp partition.TopicPartition, topicID [16]byte, rl *metadata.RemoteLog, st *tierPartition, lg *slog.Logger) {
+	cctx, cancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
+	ups, err := remotelog.ListUploads(cctx, m.tier.store, topicID, tp.Index)
+	cancel()
+	if err != nil {
+		m.tier.errs.WithLabelValues("list").Inc()
+		lg.Warn("listing a partition's uploads failed", "err", err)
+		return
+	}
+	seen := map[string]bool{}
+	for _, u := range ups {
+		id := uploadIDString(u.Segment.UploadID)
+		if _, ok := rl.Upload(id); ok {
+			continue
+		}
+		seen[id] = true
+		first, suspected := st.suspects[id]
+		if !suspected {
+			st.suspects[id] = im.Offset
+			continue
+		}
+		if im.Offset <= first {
+			continue
+		}
+		dctx, dcancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
+		err := remotelog.Delete(dctx, m.tier.store, u.Segment)
+		dcancel()
+		if err != nil {
+			m.tier.errs.WithLabelValues("delete").Inc()
+			continue
+		}
+		delete(st.suspects, id)
+		delete(seen, id)
+	}
+	for id := range st.suspects {
+		if !seen[id] {
+			delete(st.suspects, id)
+		}
+	}
+	st.scan = len(st.suspects) > 0
+}
+
+// remoteLog is the partition's remote log in the applied image when its topic is tiered
+// and the remote log is on here, else nil.
+func (m *Manager) remoteLog(p *partition.Partition) *metadata.RemoteLog {
+	if m.tier == nil {
+		return nil
+	}
+	rl := m.Image().RemoteLog(p.Topic(), p.Index())
+	if rl == nil || rl.TopicID != p.TopicID() {
+		return nil
+	}
+	return rl
+}
+
+// logStart is the partition's log start: the remote log's when it begins below the
+// local log.
+func logStart(p *partition.Partition, rl *metadata.RemoteLog) int64 {
+	local := p.LogStartOffset()
+	if rl != nil && rl.StartOffset >= 0 && rl.StartOffset < local {
+		return rl.StartOffset
+	}
+	return local
+}
+
+// remoteRead answers a consumer's read below the local log start from the remote log:
+// whole batches of the segment holding offset, within maxBytes (at least one with
+// minOne), and, for read_committed, the aborted transactions they span.
+func (m *Manager) remoteRead(rl *metadata.RemoteLog, offset int64, maxBytes int, minOne, readCommitted bool) (*shalelog.View, []partition.AbortedTxn, error) {
+	s, ok := rl.Find(offset)
+	if !ok || s.BaseOffset > offset {
+		return nil, nil, fmt.Errorf("%w: offset %d is not in the remote log", kerr.OffsetOutOfRange, offset)
+	}
+	seg, ok := storeSegment(s)
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: remote segment %s has a malformed upload id", kerr.KafkaStorageError, s.UploadID)
+	}
+	if !minOne && maxBytes <= 0 {
+		return &shalelog.View{FirstOffset: offset, NextOffset: offset}, nil, nil
+	}
+	ctx, cancel := m.withTimeout(m.ctx, m.cfg.RemoteRequestTimeout)
+	defer cancel()
+	b, err := m.tier.reader.Read(ctx, seg, offset, max(maxBytes, 1))
+	if err != nil {
+		m.tier.errs.WithLabelValues("read").Inc()
+		return nil, nil, fmt.Errorf("%w: reading the remote log: %w", kerr.KafkaStorageError, err)
+	}
+	if len(b) == 0 {
+		return &shalelog.View{FirstOffset: offset, NextOffset: offset}, nil, nil
+	}
+	if !minOne && len(b) > maxBytes {
+		return &shalelog.View{FirstOffset: offset, NextOffset: offset}, nil, nil
+	}
+	first, last, err := batchSpan(b)
+	if err != nil {
+		m.tier.errs.WithLabelValues("read").Inc()
+		return nil, nil, fmt.Errorf("%w: remote segment %d: %w", kerr.KafkaStorageError, s.BaseOffset, err)
+	}
+	m.tier.readBytes.Add(float64(len(b)))
+	v := &shalelog.View{Chunks: [][]byte{b}, Sections: []shalelog.Section{{}}, Size: len(b), FirstOffset: first, NextOffset: last + 1}
+	if !readCommitted {
+		return v, nil, nil
+	}
+	aborted, err := m.remoteAborted(ctx, rl, s, first, last+1)
+	if err != nil {
+		m.tier.errs.WithLabelValues("read").Inc()
+		return nil, nil, fmt.Errorf("%w: remote transaction index: %w", kerr.KafkaStorageError, err)
+	}
+	return v, aborted, nil
+}
+
+// remoteAborted lists the aborted transactions a read of [from, to) spans, from the
+// transaction indexes of the remote segments from s on.
+func (m *Manager) remoteAborted(ctx context.Context, rl *metadata.RemoteLog, s metadata.RemoteSegment, from, to int64) ([]partition.AbortedTxn, error) {
+	var out []partition.AbortedTxn
+	for _, rs := range rl.Segments {
+		if rs.EndOffset < s.BaseOffset {
+			continue
+		}
+		seg, ok := storeSegment(rs)
+		if !ok {
+			continue
+		}
+		txns, done, err := m.tier.reader.AbortedTxns(ctx, seg, from, to)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range txns {
+			out = append(out, partition.AbortedTxn{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
+		}
+		if done {
+			break
+		}
+	}
+	return out, nil
+}
+
+// batchSpan returns the first and last offsets of whole batches in b.
+func batchSpan(b []byte) (first, last int64, err error) {
+	first = -1
+	for len(b) > 0 {
+		h, err := shalelog.ParseHeader(b)
+		if err != nil {
+			return 0, 0, err
+		}
+		if first < 0 {
+			first = h.BaseOffset
+		}
+		last = h.LastOffset()
+		n := int(h.Length) + 12
+		if n > len(b) {
+			return 0, 0, fmt.Errorf("%w: batch past the end of the read", shalelog.ErrCorruptMessage)
+		}
+		b = b[n:]
+	}
+	return first, last, nil
+}
+
+// remoteOffsetForTimestamp finds the first record at or after ts in the remote log,
+// below limit (ok false when the remote log has none).
+func (m *Manager) remoteOffsetForTimestamp(rl *metadata.RemoteLog, ts, limit int64) (ListedOffset, bool, error) {
+	none := ListedOffset{Offset: -1, Timestamp: -1, LeaderEpoch: -1}
+	ctx, cancel := m.withTimeout(m.ctx, m.cfg.RemoteRequestTimeout)
+	defer cancel()
+	for _, s := range rl.Segments {
+		if s.MaxTimestampMs < ts || s.EndOffset < rl.StartOffset {
+			continue
+		}
+		seg, ok := storeSegment(s)
+		if !ok {
+			continue
+		}
+		base, found, err := m.tier.reader.OffsetForTimestamp(ctx, seg, ts)
+		if err != nil {
+			m.tier.errs.WithLabelValues("read").Inc()
+			return none, false, fmt.Errorf("%w: reading the remote log: %w", kerr.KafkaStorageError, err)
+		}
+		if !found {
+			continue
+		}
+		b, err := m.tier.reader.Read(ctx, seg, max(base, rl.StartOffset), 1)
+		if err != nil {
+			m.tier.errs.WithLabelValues("read").Inc()
+			return none, false, fmt.Errorf("%w: reading the remote log: %w", kerr.KafkaStorageError, err)
+		}
+		if out, ok, err := recordAtOrAfter(b, rl.StartOffset, limit, ts); err != nil || ok {
+			return out, ok, err
+		}
+	}
+	return none, false, nil
+}
+
+// recordAtOrAfter finds, in whole batches b, the first record at or past start and below
+// limit whose timestamp is at least ts.
+func recordAtOrAfter(b []byte, start, limit, ts int64) (ListedOffset, bool, error) {
+	for len(b) > 0 {
+		h, err := shalelog.ParseHeader(b)
+		if err != nil {
+			return ListedOffset{}, false, err
+		}
+		n := int(h.Length) + 12
+		if n > len(b) {
+			return ListedOffset{}, false, shalelog.ErrCorruptMessage
+		}
+		out, ok, err := matchRecord(b[:n], start, limit, func(recTS int64) bool { return recTS >= ts })
+		if err != nil || ok {
+			return out, ok, err
+		}
+		b = b[n:]
+	}
+	return ListedOffset{}, false, nil
+}
