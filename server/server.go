@@ -50,6 +50,7 @@ import (
 	"github.com/shalelog/shale/server/exporter"
 	"github.com/shalelog/shale/server/restproxy"
 	"github.com/shalelog/shale/server/schemaregistry"
+	"github.com/shalelog/shale/tiered/remotelog"
 )
 
 // shutdownGrace is how long in-flight requests may take to finish on SIGTERM.
@@ -107,6 +108,8 @@ type node struct {
 	registered atomic.Pointer[controller.BrokerClient]
 	// broker is the broker side: replicas, coordinators and the Kafka listeners.
 	broker *broker.Broker
+	// remoteCache is tiered storage's read cache, closed after the broker.
+	remoteCache *remotelog.ChunkCache
 	// probed is the broker's replica manager for /readyz, whose handler runs before
 	// startBroker sets broker.
 	probed atomic.Pointer[replication.Manager]
@@ -361,9 +364,18 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 			lns = append(lns, broker.Listener{Listener: cln, Config: n.sec.listener(plaintextListener(cfg))})
 		}
 	}
+	rcfg := replicationConfig(cfg, selector)
+	remoteStore, remoteCache, err := n.remoteStorage(cfg)
+	if err != nil {
+		return fmt.Errorf("tiered storage: %w", err)
+	}
+	if remoteStore != nil {
+		rcfg.RemoteStore, rcfg.RemoteSource = remoteStore, remoteCache
+		n.remoteCache = remoteCache
+	}
 	b, err := broker.New(store, broker.Options{
 		NodeID:      cfg.NodeID,
-		Replication: replicationConfig(cfg, selector),
+		Replication: rcfg,
 		Protocol: protocol.Config{
 			TransactionVersion:           cfg.TransactionVersion,
 			MaxRequestBytes:              cfg.SocketRequestMaxBytes,
@@ -666,6 +678,9 @@ func (n *node) close() error {
 		// broker.Broker.Close owns the broker's order: coordinators, then the Kafka
 		// listeners (in-flight requests finish within the grace), then the replicas.
 		errs = append(errs, n.broker.Close())
+	}
+	if n.remoteCache != nil {
+		errs = append(errs, n.remoteCache.Close())
 	}
 	if n.cancel != nil {
 		n.cancel()

@@ -40,6 +40,21 @@ type RemoteStorage struct {
 	// TLSCAFile is remote.storage.s3.tls.ca.file (default "": the system's CAs): PEM CA
 	// certificates an https endpoint's certificate must chain to.
 	TLSCAFile string
+	// AllowHTTP is remote.storage.s3.allow.http (default false): plain http:// to an
+	// endpoint that is not a loopback address; segment data would cross the network
+	// unencrypted, so it must be asked for.
+	AllowHTTP bool
+	// CacheDir is remote.storage.cache.dir (default "": remote-log-cache under log.dir,
+	// which the log directory's replica scan ignores): where chunks read from the store
+	// are cached on disk. It is emptied at start.
+	CacheDir string
+	// CacheSizeBytes is remote.storage.cache.size.bytes (default 1 GiB): the most the
+	// read cache keeps on disk.
+	CacheSizeBytes int64
+	// CacheChunkBytes is remote.storage.cache.chunk.bytes (default 1 MiB): the unit of
+	// every read from the store and of the cache's eviction; the next chunk of a
+	// sequential reader is prefetched.
+	CacheChunkBytes int64
 	// RequestTimeoutMs is remote.storage.s3.request.timeout.ms (default 30000): the most
 	// one request to the store may take before it is abandoned and retried later.
 	RequestTimeoutMs int64
@@ -68,6 +83,14 @@ func remoteStorageKeys() []*keyDef {
 			boolField(func(c *Config) *bool { return &c.RemoteStorage.PathStyle })),
 		key("remote.storage.s3.tls.ca.file", "", "Shale: PEM CA certificates an https endpoint's certificate must chain to; empty: the system's CAs.",
 			str(func(r *RemoteStorage) *string { return &r.TLSCAFile })),
+		key("remote.storage.s3.allow.http", "false", "Shale: allow a plain http:// remote.storage.s3.endpoint that is not a loopback address (segment data then crosses the network unencrypted).",
+			boolField(func(c *Config) *bool { return &c.RemoteStorage.AllowHTTP })),
+		key("remote.storage.cache.dir", "", "Shale: directory of the on-disk cache of chunks read from the remote log, emptied at start; empty: remote-log-cache under log.dir.",
+			str(func(r *RemoteStorage) *string { return &r.CacheDir })),
+		key("remote.storage.cache.size.bytes", "1073741824", "Shale: the most the remote log's read cache keeps on disk.",
+			i64(func(c *Config) *int64 { return &c.RemoteStorage.CacheSizeBytes }, 1)),
+		key("remote.storage.cache.chunk.bytes", "1048576", "Shale: the size of one read from the object store and the unit of the read cache; a sequential reader's next chunk is prefetched.",
+			i64(func(c *Config) *int64 { return &c.RemoteStorage.CacheChunkBytes }, 4096)),
 		key("remote.storage.s3.request.timeout.ms", "30000", "Shale: the longest one request to the object store may take before it is abandoned (and retried later); a slow store never holds up produce or fetch.",
 			i64(func(c *Config) *int64 { return &c.RemoteStorage.RequestTimeoutMs }, 1)),
 	}
