@@ -166,14 +166,18 @@ func (l *Log) noteTruncated(end int64) {
 	}
 }
 
-// stopGroupCommit ends the group commit when the log closes, and waits for a pass in
-// progress on the log's own goroutine. The caller must not hold mu: the pass takes it.
+// stopGroupCommit ends the group commit when the log closes. It does not wait for a pass
+// in progress: that pass may be in the listener, waiting for a lock that the closer of
+// the log holds (a partition closes its log under its own lock). Such a pass finds the
+// log closed and publishes nothing, and the goroutine ends after it.
 func (l *Log) stopGroupCommit() {
 	l.gc.mu.Lock()
+	defer l.gc.mu.Unlock()
+	if l.gc.stopped {
+		return
+	}
 	l.gc.stopped = true
-	own := l.gc.own
-	l.gc.mu.Unlock()
-	if own != nil {
-		own.close()
+	if l.gc.own != nil {
+		close(l.gc.own.stop)
 	}
 }
