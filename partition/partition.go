@@ -489,7 +489,7 @@ func (p *Partition) appendLocked(batch []byte, h shalelog.Header) (AppendResult,
 }
 
 // failLocked takes the replica offline after its log took a batch and failed to make it
-// durable (an fsync under flush.messages or flush.ms failed), and returns the error to
+// durable (its group commit failed: see onSynced), and returns the error to
 // answer with. The caller has already recorded the batch as appended (producer state,
 // pending bytes), as the log holds it.
 //
