@@ -107,10 +107,11 @@ func openLog(dir string, cfg Config, fsys fileSystem) (*Log, error) {
 	}
 	l.scheduleFlush() // segments recovered unclean are synced before the recovery point moves
 	// What recovery found beyond the recovery point may sit in the page cache only (a
-	// killed process): it is durable once a group commit has synced it.
+	// killed process): it is durable once a group commit has synced it. Nothing asks for
+	// that here: a log whose acknowledgements wait for it asks (the partition, the flush
+	// policy), and the others need no goroutine for it.
 	l.flushed.Store(min(l.recoveredFrom, l.end.Load()))
 	l.gc.exec = cfg.Background
-	l.RequestSync()
 	return l, nil
 }
 
