@@ -329,10 +329,16 @@ func (f *fetcher) build() (*kmsg.FetchRequest, map[partition.TopicPartition]*fet
 			continue
 		}
 		leo := st.p.LogEndOffset()
-		if st.p.DurableAcks() && st.p.FlushedOffset() < leo && st.p.SyncErr() == nil {
+		if st.p.DurableAcks() && st.p.FlushedOffset() < leo {
 			// Its fetch offset must mean "fsynced below this" (see awaitFlushed): it
 			// sits out until its group commit has run. A Driven manager's caller asks
-			// again at its next round; the fetcher's own loop waits in awaitFlushed.
+			// again at its next round; the fetcher's own loop waits in awaitFlushed. One
+			// whose group commit failed never reports what it could not sync (it is
+			// offline, and could append nothing anyway).
+			if st.p.SyncErr() != nil {
+				nextReady = min(nextReady, f.m.cfg.ReplicaFetchBackoff)
+				continue
+			}
 			st.p.RequestSync()
 			nextReady = min(nextReady, flushRecheck)
 			continue
