@@ -63,16 +63,16 @@ var presetGroups = map[string][]string{
 	"all":     presetOrder,
 	// The replicated section: a 3-broker cluster (target shale-cluster).
 	"cluster": {"cluster-rf1-acks1", "cluster-rf3-acksall", "cluster-e2e-rf3"},
-	// Durable acknowledgements (acks.all.fsync, issue 25) against Kafka's, at RF=3, with
-	// 1, 4 and 16 producers: the group commit should keep the ratio near 1 as producers
-	// are added. A 3-node Shale cluster.
-	"fsync": {"fsync-rf3-1p-off", "fsync-rf3-1p-on", "fsync-rf3-4p-off", "fsync-rf3-4p-on", "fsync-rf3-16p-off", "fsync-rf3-16p-on"},
 	"kreps":   {"kreps-produce", "kreps-consume"},
 	"omb":     {"omb-1k", "e2e-latency"},
 	"matrix": {
 		"produce-1p-100b-acks1", "produce-1p-100b-acksall", "produce-1p-1k-acks1", "produce-1p-1k-acksall",
 		"produce-8p-100b-acks1", "produce-8p-100b-acksall", "produce-8p-1k-acks1", "produce-8p-1k-acksall",
 	},
+	// Durable acknowledgements (acks.all.fsync, issue 25) against Kafka's, at RF=3, with
+	// 1, 4 and 16 producers: the group commit should keep the ratio near 1 as producers
+	// are added. A 3-node Shale cluster.
+	"fsync": {"fsync-rf3-1p-off", "fsync-rf3-1p-on", "fsync-rf3-4p-off", "fsync-rf3-4p-on", "fsync-rf3-16p-off", "fsync-rf3-16p-on"},
 }
 
 // Presets returns every preset by name. Each call builds fresh values, so
