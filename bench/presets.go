@@ -45,6 +45,12 @@ var presetOrder = []string{
 	"cluster-rf1-acks1",
 	"cluster-rf3-acksall",
 	"cluster-e2e-rf3",
+	"fsync-rf3-1p-off",
+	"fsync-rf3-1p-on",
+	"fsync-rf3-4p-off",
+	"fsync-rf3-4p-on",
+	"fsync-rf3-16p-off",
+	"fsync-rf3-16p-on",
 }
 
 // singleNodeOrder is the presets for one broker, what compare runs unless
@@ -63,6 +69,10 @@ var presetGroups = map[string][]string{
 		"produce-1p-100b-acks1", "produce-1p-100b-acksall", "produce-1p-1k-acks1", "produce-1p-1k-acksall",
 		"produce-8p-100b-acks1", "produce-8p-100b-acksall", "produce-8p-1k-acks1", "produce-8p-1k-acksall",
 	},
+	// Durable acknowledgements (acks.all.fsync, issue 25) against Kafka's, at RF=3, with
+	// 1, 4 and 16 producers: the group commit should keep the ratio near 1 as producers
+	// are added. A 3-node Shale cluster.
+	"fsync": {"fsync-rf3-1p-off", "fsync-rf3-1p-on", "fsync-rf3-4p-off", "fsync-rf3-4p-on", "fsync-rf3-16p-off", "fsync-rf3-16p-on"},
 }
 
 // Presets returns every preset by name. Each call builds fresh values, so
@@ -205,6 +215,30 @@ func Presets() map[string]Preset {
 	add("cluster-e2e-rf3", "3 brokers: the RF=3 acks=all shape at half of its produce peak, 4 consumers (1 group); send-to-receive latency",
 		"Shale replication latency goal", rf3lat)
 	replicated("cluster-e2e-rf3", "cluster-rf3-acksall", "")
+
+	// acks.all.fsync=true against false in the RF=3 acks=all shape above, with 1, 4 and
+	// 16 producers; each "on" preset runs right after its "off" one and is divided by it.
+	for _, n := range []int{1, 4, 16} {
+		for _, on := range []bool{false, true} {
+			w := rf3
+			w.Producers = n
+			w.TopicConfigs = map[string]string{"min.insync.replicas": "2"}
+			state := "off"
+			if on {
+				state = "on"
+				w.TopicConfigs["acks.all.fsync"] = "true"
+			}
+			name := fmt.Sprintf("fsync-rf3-%dp-%s", n, state)
+			w.Topic = "bench-" + name
+			add(name, fmt.Sprintf("3 brokers: the RF=3 acks=all shape with %d producer%s, acks.all.fsync=%v", n, plural(n), on),
+				"Shale durable acks goal (issue 25)", w)
+			versus := ""
+			if on {
+				versus = fmt.Sprintf("fsync-rf3-%dp-off", n)
+			}
+			replicated(name, "", versus)
+		}
+	}
 	return ps
 }
 

@@ -23,11 +23,9 @@ type AppendInfo struct {
 // epoch, and copies it into the active segment. The caller's batch is not modified and
 // may be reused afterwards.
 //
-// A failed write (ErrStorage) leaves nothing visible. A failed flush under flush.messages
-// or flush.ms returns the AppendInfo together with an ErrStorage error: the batch is in
-// the log (the end offset moved past it, readers may see it) but not known to be
-// durable, and the caller must account for it as appended. The same holds for
-// AppendValidated and AppendReplica.
+// A failed write (ErrStorage) leaves nothing visible. flush.messages and flush.ms do not
+// fsync here: they request a group commit (RequestSync), whose outcome FlushedOffset and
+// SyncErr report. The same holds for AppendValidated and AppendReplica.
 func (l *Log) Append(batch []byte, leaderEpoch int32) (AppendInfo, error) {
 	cfg := l.config()
 	h, err := validateBatch(batch)
@@ -38,11 +36,13 @@ func (l *Log) Append(batch []byte, leaderEpoch int32) (AppendInfo, error) {
 		return AppendInfo{}, fmt.Errorf("%w: %d bytes, max.message.bytes is %d", ErrMessageTooLarge, len(batch), cfg.MaxMessageBytes)
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed.Load() {
+		l.mu.Unlock()
 		return AppendInfo{}, l.errClosed()
 	}
-	return l.appendLocked(batch, h, l.end.Load(), leaderEpoch, true, cfg)
+	info, err := l.appendLocked(batch, h, l.end.Load(), leaderEpoch, true, cfg)
+	l.afterAppendUnlock()
+	return info, err
 }
 
 // AppendValidated is Append for a batch the caller has just checked with ValidateHeader
@@ -66,11 +66,13 @@ func (l *Log) AppendValidated(batch []byte, leaderEpoch int32) (AppendInfo, erro
 		return AppendInfo{}, fmt.Errorf("%w: %d bytes, max.message.bytes is %d", ErrMessageTooLarge, len(batch), cfg.MaxMessageBytes)
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed.Load() {
+		l.mu.Unlock()
 		return AppendInfo{}, l.errClosed()
 	}
-	return l.appendLocked(batch, h, l.end.Load(), leaderEpoch, true, cfg)
+	info, err := l.appendLocked(batch, h, l.end.Load(), leaderEpoch, true, cfg)
+	l.afterAppendUnlock()
+	return info, err
 }
 
 // AppendReplica appends a batch whose offsets a leader assigned (the follower path). Its
@@ -84,14 +86,28 @@ func (l *Log) AppendReplica(batch []byte) (AppendInfo, error) {
 		return AppendInfo{}, err
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed.Load() {
+		l.mu.Unlock()
 		return AppendInfo{}, l.errClosed()
 	}
 	if end := l.end.Load(); h.BaseOffset < end {
+		l.mu.Unlock()
 		return AppendInfo{}, fmt.Errorf("%w: batch base offset %d is below the log end offset %d", ErrUnexpectedOffset, h.BaseOffset, end)
 	}
-	return l.appendLocked(batch, h, h.BaseOffset, 0, false, cfg)
+	info, err := l.appendLocked(batch, h, h.BaseOffset, 0, false, cfg)
+	l.afterAppendUnlock()
+	return info, err
+}
+
+// afterAppendUnlock releases the append lock and then requests the group commit that a
+// flush policy found due (an Inline executor runs it at once, and it takes the lock).
+func (l *Log) afterAppendUnlock() {
+	due := l.syncDue
+	l.syncDue = false
+	l.mu.Unlock()
+	if due {
+		l.RequestSync()
+	}
 }
 
 // validateReplicaBatch checks that b is exactly one batch as a leader's log may hold it:
@@ -163,7 +179,8 @@ func (l *Log) appendLocked(batch []byte, h Header, base int64, epoch int32, setE
 		RecordCount:  h.RecordCount,
 		Size:         len(batch),
 	}
-	return info, l.maybeFlush(cfg, now)
+	l.maybeFlush(cfg, now)
+	return info, nil
 }
 
 // maybeWriteback starts the kernel's writeback of what the active segment holds beyond

@@ -167,8 +167,8 @@ func (f *dirCrashFile) Sync() error {
 	return f.file.Sync()
 }
 
-// TestFlushMessagesSyncsNewSegmentsDirectory: under flush.messages=1 every append that
-// returned without error is durable. A roll creates a new segment file, and fdatasync
+// TestFlushMessagesSyncsNewSegmentsDirectory: under flush.messages=1 every append below
+// the flushed offset is durable. A roll creates a new segment file, and fdatasync
 // of that file does not make its directory entry durable, so the flush after a roll must
 // sync the log directory too: a crash that loses the unsynced directory entries must
 // lose no appended record.
@@ -183,13 +183,14 @@ func TestFlushMessagesSyncsNewSegmentsDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Keep the background flusher out until the crash: its recovery-point checkpoint
-	// syncs the directory too, which would hide the bug some of the time. The flush
-	// policy runs under the append lock and never takes flushMu.
+	// syncs the directory too, which would hide the bug some of the time. The group
+	// commit never takes flushMu.
 	l.flushMu.Lock()
 	before := fsys.syncsOfDir()
 	for i := 0; i < 10; i++ {
 		mustAppend(t, l, sizedBatch(t, 1000, int64(i)), 0)
 	}
+	waitFlushed(t, l) // acknowledged: the group commit covered every append
 	if l.NumSegments() < 3 {
 		t.Fatalf("%d segments: the test needs rolls", l.NumSegments())
 	}

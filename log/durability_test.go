@@ -75,7 +75,7 @@ func TestPowerLossModel(t *testing.T) {
 
 // TestLogRecoversFromPowerLoss appends, crashes and cuts the power at random points,
 // then reopens: the log must hold a prefix of what was appended, consistent indexes, and
-// with flush.messages=1 every append that returned.
+// with flush.messages=1 every append that its group commit covered (FlushedOffset).
 func TestLogRecoversFromPowerLoss(t *testing.T) {
 	for _, flushEvery := range []bool{false, true} {
 		lost := 0
@@ -113,6 +113,10 @@ func TestLogRecoversFromPowerLoss(t *testing.T) {
 					if err := l.Flush(); err != nil {
 						t.Fatal(err)
 					}
+				}
+				if flushEvery {
+					// Acknowledged under flush.messages=1: below the flushed offset.
+					waitFlushed(t, l)
 				}
 				appended = readAll(t, l, l.StartOffset())
 				l.crashForTest()

@@ -3,7 +3,8 @@ package log
 import "fmt"
 
 // Flushing. By default the OS writes dirty pages back when it likes, as in Kafka;
-// durability comes from replication. flush.messages and flush.ms make appends fsync.
+// durability comes from replication. flush.messages and flush.ms request a group commit
+// (groupcommit.go) that fsyncs off the appender's goroutine.
 // Independently, a rolled segment is trimmed and synced in the background (Background)
 // and the recovery point advanced past it, so that recovery after a crash only scans
 // what came after. Until then the recovery point stays below it and recovery scans it.
@@ -137,38 +138,20 @@ func (l *Log) RecoveryPoint() int64 {
 }
 
 // maybeFlush applies flush.messages and flush.ms after an append, under the append
-// lock. It syncs only data: the recovery point moves with full syncs only. After a
-// roll it syncs the directory too: fdatasync makes a new segment's bytes durable but
-// not its name, and a crash would lose the file with every append flushed into it.
-func (l *Log) maybeFlush(cfg *Config, now *lazyClock) error {
+// lock: when one is due it marks a group commit for the caller to request once the lock
+// is released (afterAppendUnlock), so that no fsync runs on the appender's goroutine and
+// one fsync covers every append since the last (groupcommit.go). The group commit syncs
+// the directory after a roll too: fdatasync makes a new segment's bytes durable but not
+// its name.
+func (l *Log) maybeFlush(cfg *Config, now *lazyClock) {
 	end := l.end.Load()
 	due := end-l.flushedEnd >= cfg.FlushMessages
 	if !due && cfg.FlushMs != DefaultFlushMs {
 		due = now.ms()-l.lastFlush >= cfg.FlushMs
 	}
 	if !due {
-		return nil
+		return
 	}
-	for _, s := range l.segments() {
-		if s.synced.Load() || !s.acquire() {
-			continue
-		}
-		err := s.use(int64(cfg.IndexIntervalBytes))
-		if err == nil {
-			err = s.syncData()
-			s.unuse()
-		}
-		s.release()
-		if err != nil && err != errSegmentGone {
-			return fmt.Errorf("flush log %s: %w", l.dir, err)
-		}
-	}
-	if l.newFiles {
-		if err := l.fsys.SyncDir(l.dir); err != nil {
-			return fmt.Errorf("flush log %s: %w", l.dir, storageError("sync log directory", err))
-		}
-		l.newFiles = false
-	}
+	l.syncDue = true
 	l.flushedEnd, l.lastFlush = end, now.ms()
-	return nil
 }

@@ -226,6 +226,8 @@ type faultFS struct {
 	syncErr  error // returned by every Sync when set
 	syncs    atomic.Int64
 	allocErr error // returned by Allocate when the budget is exhausted
+	// beforeSync, when set, runs at the start of every Sync (on the syncing goroutine).
+	beforeSync func()
 }
 
 func newFaultFS() *faultFS { return &faultFS{budget: -1, allocErr: syscall.ENOSPC} }
@@ -286,6 +288,9 @@ func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func (f *faultFile) Sync() error {
+	if f.fs.beforeSync != nil {
+		f.fs.beforeSync()
+	}
 	f.fs.syncs.Add(1)
 	f.fs.mu.Lock()
 	err := f.fs.syncErr
@@ -391,5 +396,36 @@ func checkTimeIndex(t testing.TB, s *segment, size, maxTs int64, sealed bool) {
 	}
 	if sealed && maxTs >= 0 && prev != maxTs {
 		t.Fatalf("sealed segment %d: last time entry %d, largest timestamp %d", s.base, prev, maxTs)
+	}
+}
+
+// waitFlushed waits for the group commit to cover everything appended so far.
+func waitFlushed(t testing.TB, l *Log) {
+	t.Helper()
+	want := l.EndOffset()
+	deadline := time.Now().Add(30 * time.Second)
+	for l.FlushedOffset() < want {
+		if err := l.SyncErr(); err != nil {
+			t.Fatalf("waiting for the flushed offset to reach %d: %v", want, err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the flushed offset is %d after 30s, want %d", l.FlushedOffset(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitSyncErr waits for a group commit to fail, and returns its error.
+func waitSyncErr(t testing.TB, l *Log) error {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := l.SyncErr(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no group commit failed within 30s (flushed offset %d, end %d)", l.FlushedOffset(), l.EndOffset())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -55,6 +55,15 @@ type Log struct {
 	bg bgState
 	// writebackOff: sync_file_range is not supported here; set once, under mu.
 	writebackOff bool
+
+	// Group commit (groupcommit.go): flushed is the offset below which everything is
+	// durable; truncGen (under mu) counts truncations, so that a pass that read its
+	// target before one publishes nothing; syncDue (under mu) is a flush policy's request
+	// for a pass, made once the append lock is released.
+	gc       groupCommit
+	flushed  atomic.Int64
+	truncGen uint64
+	syncDue  bool
 }
 
 // Open opens the log in dir, creating the directory if it is missing. After an unclean
@@ -97,6 +106,12 @@ func openLog(dir string, cfg Config, fsys fileSystem) (*Log, error) {
 		l.bg.exec = l.bg.own
 	}
 	l.scheduleFlush() // segments recovered unclean are synced before the recovery point moves
+	// What recovery found beyond the recovery point may sit in the page cache only (a
+	// killed process): it is durable once a group commit has synced it. Nothing asks for
+	// that here: a log whose acknowledgements wait for it asks (the partition, the flush
+	// policy), and the others need no goroutine for it.
+	l.flushed.Store(min(l.recoveredFrom, l.end.Load()))
+	l.gc.exec = cfg.Background
 	return l, nil
 }
 
@@ -170,13 +185,21 @@ func (l *Log) SetConfig(cfg Config) {
 // Close shuts the log down cleanly: it syncs everything, trims the active segment's
 // files to their contents, writes the recovery point and the clean-shutdown marker.
 // Views obtained before stay valid until released. Closing twice is a no-op.
-func (l *Log) Close() error { return l.close(true) }
+func (l *Log) Close() error {
+	err := l.close(true)
+	l.stopGroupCommit()
+	return err
+}
 
 // CloseUnclean closes the log as Close does but leaves no clean-shutdown marker (and
 // removes one left from before), so that the next Open recovers from the recovery point
 // and RecoveredFrom says so: for a caller whose own state beside the log could not be
 // saved.
-func (l *Log) CloseUnclean() error { return l.close(false) }
+func (l *Log) CloseUnclean() error {
+	err := l.close(false)
+	l.stopGroupCommit()
+	return err
+}
 
 // Abandon lets go of the log as a killed process does: nothing is sealed, trimmed,
 // synced or marked, and the directory lock is released. What was written stays as the
@@ -184,6 +207,7 @@ func (l *Log) CloseUnclean() error { return l.close(false) }
 // what was never fsynced. Views obtained before stay valid until released. For
 // simulations and tests; a running broker closes its logs.
 func (l *Log) Abandon() {
+	defer l.stopGroupCommit() // after mu is released: a pass in progress takes it
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Swap(true) {
@@ -289,6 +313,7 @@ func (l *Log) Delete() error {
 		l.lock.Close()
 	}
 	l.mu.Unlock()
+	l.stopGroupCommit()
 	if err := l.fsys.RemoveAll(l.dir); err != nil {
 		return storageError("delete log directory", err)
 	}

@@ -741,6 +741,8 @@ func TestFlushPolicies(t *testing.T) {
 			clock := newFakeClock(0)
 			cfg := testConfig(clock)
 			cfg.FlushMessages, cfg.FlushMs = tc.messages, tc.ms
+			// Each due flush runs its group commit at once: one fsync per due flush.
+			cfg.Background = Inline{}
 			l, err := openLog(t.TempDir(), cfg, fsys)
 			if err != nil {
 				t.Fatal(err)
@@ -770,8 +772,14 @@ func TestFlushErrorIsStorageError(t *testing.T) {
 	}
 	defer l.Close()
 	fsys.syncErr = errEIO
-	if _, err := l.Append(makeBatch(t, batchSpec{}), 0); !isErr(err, ErrStorage) || !isErr(err, errEIO) {
-		t.Fatalf("append with failing fsync: %v", err)
+	if _, err := l.Append(makeBatch(t, batchSpec{}), 0); err != nil {
+		t.Fatalf("append with failing fsync: %v; the fsync is the group commit's", err)
+	}
+	if err := waitSyncErr(t, l); !isErr(err, ErrStorage) || !isErr(err, errEIO) {
+		t.Fatalf("group commit with failing fsync: %v", err)
+	}
+	if l.FlushedOffset() != 0 {
+		t.Fatalf("flushed offset %d after a failed fsync, want 0", l.FlushedOffset())
 	}
 	if err := l.Flush(); !isErr(err, ErrStorage) {
 		t.Fatalf("Flush with failing fsync: %v", err)

@@ -104,6 +104,7 @@ func (l *Log) Truncate(offset int64) error {
 		return err
 	}
 	l.flushedEnd = min(l.flushedEnd, newEnd)
+	l.noteTruncated(newEnd)
 	if l.start.Load() > newEnd {
 		return l.setStartLocked(newEnd)
 	}
@@ -157,6 +158,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	}
 	l.removeTxnsBelow(math.MaxInt64)
 	l.flushedEnd = offset
+	l.noteTruncated(offset)
 	// The old segments are gone, so everything below offset is trivially durable.
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shalelog/shale/internal/testutil"
 	shalelog "github.com/shalelog/shale/log"
 )
 
@@ -39,8 +40,9 @@ func soleLeader(epoch int32) State {
 	return State{Role: RoleLeader, Leader: 1, LeaderEpoch: epoch, PartitionEpoch: epoch, Replicas: []int32{1}, ISR: []int32{1}}
 }
 
-// TestFailedFlushRetryIsNotAppendedTwice: under flush.messages=1 an append whose fsync
-// fails is answered KAFKA_STORAGE_ERROR, yet the batch is in the log. The producer then
+// TestFailedFlushRetryIsNotAppendedTwice: under flush.messages=1 a batch whose group
+// commit fails is answered KAFKA_STORAGE_ERROR (its acks=all wait), yet the batch is in
+// the log. The producer then
 // resends the same batch (same producer id, epoch and sequence). That retry must not
 // become a second copy: the replica goes offline, as Kafka takes the log directory
 // offline, and after a restart the producer state rebuilt from the log knows the batch.
@@ -60,14 +62,23 @@ func TestFailedFlushRetryIsNotAppendedTwice(t *testing.T) {
 	}
 
 	sent, h := idempotentBatch(t, 4, 4) // what the producer holds and resends
+	testutil.Eventually(t, 10*time.Second, "the first batch's group commit", func() bool { return p.HighWatermark() == 4 })
 	faults.FailSyncs(syscall.EIO)
-	_, err = p.AppendAsLeader(bytes.Clone(sent), h, -1)
-	if !errors.Is(err, shalelog.ErrStorage) || !errors.Is(err, syscall.EIO) {
-		t.Fatalf("append with a failing fsync: %v, want a storage error", err)
+	res, err := p.AppendAsLeader(bytes.Clone(sent), h, -1)
+	if err != nil {
+		t.Fatalf("append with a failing fsync: %v; the fsync is the group commit's, after the append", err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the failed group commit takes the replica offline", p.Offline)
+	done, err := p.ReplicationDone(res.LastOffset, res.LeaderEpoch)
+	if done || !errors.Is(err, shalelog.ErrStorage) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("acks=all wait of the batch whose fsync failed: %v, %v; want a storage error", done, err)
+	}
+	if p.HighWatermark() != 4 {
+		t.Fatalf("high watermark %d after a failed fsync, want 4", p.HighWatermark())
 	}
 	faults.FailSyncs(nil) // fsync works again, or says it does
 
-	res, err := p.AppendAsLeader(bytes.Clone(sent), h, -1)
+	res, err = p.AppendAsLeader(bytes.Clone(sent), h, -1)
 	if n := copiesOf(t, p, 4); n != 1 {
 		t.Fatalf("the log holds %d copies of the batch after its retry (answer %+v, %v)", n, res, err)
 	}
@@ -123,8 +134,12 @@ func TestFailedFlushOnFollowerRecordsTheBatch(t *testing.T) {
 	}
 	sent, h := idempotentBatch(t, 0, 4) // the leader assigned offset 0
 	faults.FailSyncs(syscall.EIO)
-	if _, err := p.AppendAsFollower(bytes.Clone(sent), 1); !errors.Is(err, shalelog.ErrStorage) {
-		t.Fatalf("follower append with a failing fsync: %v", err)
+	if _, err := p.AppendAsFollower(bytes.Clone(sent), 1); err != nil {
+		t.Fatalf("follower append with a failing fsync: %v; the fsync is the group commit's, after the append", err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the failed group commit takes the replica offline", p.Offline)
+	if err := p.SyncErr(); !errors.Is(err, shalelog.ErrStorage) || p.FlushedOffset() != 0 {
+		t.Fatalf("follower after a failed fsync: %v, flushed offset %d; want a storage error and 0", err, p.FlushedOffset())
 	}
 	faults.FailSyncs(nil)
 	if p.LogEndOffset() != 4 {

@@ -71,6 +71,10 @@ func (p *Partition) AppendAsFollower(records []byte, leaderEpoch int32) (int, er
 		}
 	}
 	if n > 0 {
+		if p.durable.Load() {
+			// The fetcher sends its next fetch offset once this is synced.
+			p.log.RequestSync()
+		}
 		defer p.wake()
 	}
 	return n, nil
@@ -178,4 +182,56 @@ func (p *Partition) FollowLogStart(leaderStart int64) error {
 	defer p.mu.Unlock()
 	_, err := p.deleteBeforeLocked(min(leaderStart, p.hw.Load()))
 	return err
+}
+
+// DurableAcks reports whether this replica's acknowledgements wait for fsyncs
+// (acks.all.fsync, or flush.messages=1): as a follower it then fetches from its flushed
+// offset, and waits for its group commit before it fetches again (see FlushWaiter).
+func (p *Partition) DurableAcks() bool { return p.durable.Load() }
+
+// FlushedOffset is the offset below which this replica's log is on disk.
+func (p *Partition) FlushedOffset() int64 { return p.log.FlushedOffset() }
+
+// SyncErr is the failure of this replica's group commit, nil while none failed. The
+// replica is offline after one (see failLocked).
+func (p *Partition) SyncErr() error { return p.log.SyncErr() }
+
+// RequestSync asks the log's group commit to sync everything appended so far; it does
+// not wait (see FlushWaiter).
+func (p *Partition) RequestSync() { p.log.RequestSync() }
+
+// FlushWaiter returns a channel closed once the flushed offset moves or the group commit
+// fails after this call; check FlushedOffset after taking it.
+func (p *Partition) FlushWaiter() <-chan struct{} {
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	if p.flushCh == nil {
+		p.flushCh = make(chan struct{})
+	}
+	return p.flushCh
+}
+
+// onSynced hears the log's group commit: a moved flushed offset may move the high
+// watermark (answering acks=all produces and parked fetches) and lets a waiting follower
+// fetch again; a failed fsync takes the replica offline, so that every acks=all wait on
+// it is answered KAFKA_STORAGE_ERROR. It runs on the group commit's goroutine, never
+// with the log's locks held.
+func (p *Partition) onSynced() {
+	p.mu.Lock()
+	var moved bool
+	if err := p.log.SyncErr(); err != nil {
+		p.failLocked(err)
+	} else {
+		moved = p.maybeAdvanceHWLocked()
+	}
+	p.mu.Unlock()
+	if moved {
+		p.wake()
+	}
+	p.flushMu.Lock()
+	if p.flushCh != nil {
+		close(p.flushCh)
+		p.flushCh = nil
+	}
+	p.flushMu.Unlock()
 }

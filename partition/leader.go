@@ -79,11 +79,24 @@ func (p *Partition) maximalISRLocked() []int32 {
 
 // maybeAdvanceHWLocked moves the high watermark to the least log end offset over the
 // maximal ISR. It never moves backwards.
+//
+// Under durable acks (acks.all.fsync, flush.messages=1) the leader's own term is its
+// flushed offset, not its log end, and it asks its group commit for the rest; a
+// follower's term is its fetch offset as ever, which such a follower sends only once it
+// has fsynced everything below it (replication's fetcher). So the high watermark is the
+// least flushed offset over the ISR: an acknowledged record, and any record a consumer
+// reads, is on the disk of every ISR member.
 func (p *Partition) maybeAdvanceHWLocked() bool {
 	if p.Role() != RoleLeader {
 		return false
 	}
 	hw := p.log.EndOffset()
+	if p.durable.Load() {
+		if flushed := p.log.FlushedOffset(); flushed < hw {
+			hw = flushed
+			p.log.RequestSync()
+		}
+	}
 	for _, id := range p.maximalISRLocked() {
 		if id == p.nodeID {
 			continue

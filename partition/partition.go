@@ -115,6 +115,13 @@ type Partition struct {
 	// local segment reaching it is deleted by retention (tiered.go).
 	remoteEnd atomic.Int64
 
+	// durable mirrors cfg.durableAcks() for readers without mu (the follower's fetcher).
+	durable atomic.Bool
+	// flushMu guards flushCh, closed (then dropped) when the log's flushed offset moves
+	// or its group commit fails: a follower waits on it before it fetches again.
+	flushMu sync.Mutex
+	flushCh chan struct{}
+
 	// beforeHWLoad, when set (by tests only), runs in ReplicationDone just before it
 	// loads the high watermark: it stands in for the role changes, truncation and
 	// follower high-watermark updates that may land there.
@@ -136,7 +143,15 @@ type Settings struct {
 	// local.retention.*, and a segment is deleted locally only once the remote log holds
 	// it (SetRemoteEnd).
 	Tiered bool
+	// AcksAllFsync is Shale's acks.all.fsync: the high watermark, and so every acks=all
+	// answer and every consumer read, stays below what each ISR member has fsynced.
+	AcksAllFsync bool
 }
+
+// durableAcks reports whether the high watermark waits for fsyncs: under acks.all.fsync,
+// and under flush.messages=1, whose promise (every acknowledged record is on disk) the
+// group commit keeps without an fsync in each append.
+func (s Settings) durableAcks() bool { return s.AcksAllFsync || s.Log.FlushMessages == 1 }
 
 // open opens (or creates) the replica's log at dir and rebuilds its in-memory state. hw
 // is the checkpointed high watermark, -1 when none was checkpointed.
@@ -173,6 +188,7 @@ func open(topic string, topicID [16]byte, index, nodeID int32, dir string, hw in
 	}
 	p.leaderEpoch.Store(-1)
 	p.partitionEpoch.Store(-1)
+	p.durable.Store(cfg.durableAcks())
 	p.state.LeaderEpoch, p.state.PartitionEpoch, p.state.Leader = -1, -1, -1
 	if err := p.rebuild(); err != nil {
 		l.Close()
@@ -181,6 +197,7 @@ func open(topic string, topicID [16]byte, index, nodeID int32, dir string, hw in
 	// Only what was known replicated before the restart is visible; the leader raises it
 	// again as its followers report their positions.
 	p.hw.Store(min(max(hw, 0), l.EndOffset()))
+	l.SetSyncListener(p.onSynced)
 	return p, nil
 }
 
@@ -317,8 +334,14 @@ func (p *Partition) Settings() Settings {
 func (p *Partition) ApplySettings(cfg Settings) {
 	p.mu.Lock()
 	p.cfg = cfg
-	p.mu.Unlock()
+	p.durable.Store(cfg.durableAcks())
 	p.log.SetConfig(cfg.Log)
+	// Turned off, the bound is lifted now; turned on, it applies from the next advance.
+	moved := p.maybeAdvanceHWLocked()
+	p.mu.Unlock()
+	if moved {
+		p.wake()
+	}
 }
 
 // Transition says what ApplyState did.
@@ -473,7 +496,7 @@ func (p *Partition) appendLocked(batch []byte, h shalelog.Header) (AppendResult,
 }
 
 // failLocked takes the replica offline after its log took a batch and failed to make it
-// durable (an fsync under flush.messages or flush.ms failed), and returns the error to
+// durable (its group commit failed: see onSynced), and returns the error to
 // answer with. The caller has already recorded the batch as appended (producer state,
 // pending bytes), as the log holds it.
 //

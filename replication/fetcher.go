@@ -228,6 +228,7 @@ func (f *fetcher) wait(ctx context.Context, d time.Duration) {
 func (f *fetcher) run(ctx context.Context) {
 	backoff := f.m.cfg.ReplicaFetchBackoff
 	for ctx.Err() == nil {
+		f.awaitFlushed(ctx)
 		req, states, nextReady := f.build()
 		if req == nil {
 			f.wait(ctx, nextReady)
@@ -251,6 +252,48 @@ func (f *fetcher) run(ctx context.Context) {
 			continue
 		}
 		f.handle(ctx, resp, states)
+	}
+}
+
+// flushRecheck bounds how long a fetcher's loop leaves a partition that waits for its
+// group commit out of its fetches when no wake-up comes (one does, normally).
+const flushRecheck = 10 * time.Millisecond
+
+// awaitFlushed is how a follower under durable acks (acks.all.fsync, flush.messages=1)
+// reports its flushed offset: it fsyncs what it appended before it asks for more, so
+// that the fetch offset it sends, which the leader takes as its log end, means
+// "everything below is on my disk", and the leader's high watermark, the least fetch
+// offset over the ISR, is the least flushed offset. On the wire nothing changes: the
+// fetch is an ordinary Fetch v15. The fsync is the group commit's, one per partition for
+// every batch of the response, on the log's goroutine; this loop only waits for it. It
+// stops waiting when ctx ends or the partition set changes.
+func (f *fetcher) awaitFlushed(ctx context.Context) {
+	f.mu.Lock()
+	var ps []*partition.Partition
+	for _, st := range f.parts {
+		if st.p.DurableAcks() && st.p.FlushedOffset() < st.p.LogEndOffset() {
+			ps = append(ps, st.p)
+		}
+	}
+	f.mu.Unlock()
+	for _, p := range ps {
+		p.RequestSync()
+	}
+	for _, p := range ps {
+		for {
+			ch := p.FlushWaiter()
+			if p.FlushedOffset() >= p.LogEndOffset() || p.SyncErr() != nil || p.Role() != partition.RoleFollower {
+				break
+			}
+			p.RequestSync()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return
+			case <-f.changed:
+				return
+			}
+		}
 	}
 }
 
@@ -285,6 +328,21 @@ func (f *fetcher) build() (*kmsg.FetchRequest, map[partition.TopicPartition]*fet
 			nextReady = min(nextReady, throttleWait)
 			continue
 		}
+		leo := st.p.LogEndOffset()
+		if st.p.DurableAcks() && st.p.FlushedOffset() < leo {
+			// Its fetch offset must mean "fsynced below this" (see awaitFlushed): it
+			// sits out until its group commit has run. A Driven manager's caller asks
+			// again at its next round; the fetcher's own loop waits in awaitFlushed. One
+			// whose group commit failed never reports what it could not sync (it is
+			// offline, and could append nothing anyway).
+			if st.p.SyncErr() != nil {
+				nextReady = min(nextReady, f.m.cfg.ReplicaFetchBackoff)
+				continue
+			}
+			st.p.RequestSync()
+			nextReady = min(nextReady, flushRecheck)
+			continue
+		}
 		i, ok := topics[tp.Topic]
 		if !ok {
 			t := kmsg.NewFetchRequestTopic()
@@ -296,7 +354,7 @@ func (f *fetcher) build() (*kmsg.FetchRequest, map[partition.TopicPartition]*fet
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition = tp.Index
 		rp.CurrentLeaderEpoch = st.leaderEpoch
-		rp.FetchOffset = st.p.LogEndOffset()
+		rp.FetchOffset = leo
 		rp.LastFetchedEpoch = st.p.LatestEpoch()
 		rp.LogStartOffset = st.p.LogStartOffset()
 		rp.PartitionMaxBytes = f.m.cfg.ReplicaFetchMaxBytes

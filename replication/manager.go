@@ -669,6 +669,7 @@ func SettingsFor(configs map[string]string, defaults topicconfig.BrokerDefaults)
 		LogAppendTime:      r.String(topicconfig.MessageTimestampType) == "LogAppendTime",
 		Codec:              -1,
 		MaxTimestampDiffMs: r.Int64(topicconfig.MessageTimestampDiffMaxMs),
+		AcksAllFsync:       r.Bool(topicconfig.AcksAllFsync),
 		SchemaIDs: records.SchemaIDPolicy{
 			Key:           r.Bool(topicconfig.KeySchemaValidation),
 			Value:         r.Bool(topicconfig.ValueSchemaValidation),

@@ -140,6 +140,9 @@ const (
 	// partition's active segment, the broker starts the kernel's writeback of them
 	// (sync_file_range), so that dirty pages stay bounded; 0 leaves it to the kernel.
 	WritebackBytes = "writeback.bytes"
+	// AcksAllFsync is Shale's own (issue 25): an acks=all produce is answered, and a
+	// consumer reads a record, only once every ISR member has fsynced it.
+	AcksAllFsync = "acks.all.fsync"
 	// ShareDeadLetterTopic is Shale's own (beyond KIP-932): the topic that share groups
 	// write this topic's rejected records, and those that reached the delivery limit, to.
 	ShareDeadLetterTopic = "share.dead.letter.topic"
@@ -269,6 +272,8 @@ var defs = sortedByName([]*Def{
 		Doc: "Topic that share groups write this topic's rejected records, and those delivered group.share.delivery.count.limit times, to (Shale's, beyond KIP-932); empty: they are only archived."},
 	{Name: WritebackBytes, BrokerName: "log.writeback.bytes", Type: TypeLong, Default: "4194304",
 		Doc: "Shale: start the disk write of each this many bytes appended to a partition (sync_file_range), so that dirty pages stay bounded and producers do not hit the kernel's writeback throttle; nothing waits for it, durability does not change; 0 leaves writeback to the kernel.", check: atLeast(0)},
+	{Name: AcksAllFsync, BrokerName: "acks.all.fsync", Type: TypeBoolean, Default: "false",
+		Doc: "Shale: answer an acks=all produce only once every in-sync replica has fsynced the record (one group-commit fsync per replica covers every batch appended since the last), and show consumers only such records, so that a simultaneous power loss of every replica loses no acknowledged record; false is Kafka's behaviour (acknowledged once in every in-sync replica's memory)."},
 	{Name: UncleanLeaderElectionEnable, BrokerName: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false",
 		Doc: "Whether a replica outside the ISR may become leader, losing data."},
 })

@@ -166,6 +166,10 @@ type Config struct {
 	// writeback.bytes: the step at which appends start the kernel's writeback of the
 	// active segment (see log.Config.WritebackBytes).
 	LogWritebackBytes int64
+	// AcksAllFsync is acks.all.fsync (Shale's, default false, Kafka's behaviour); topic
+	// acks.all.fsync: acks=all answers, and consumers' reads, wait until every ISR member
+	// has fsynced the record (see partition.Settings.AcksAllFsync).
+	AcksAllFsync bool
 	// LogIndexIntervalBytes is log.index.interval.bytes (default 4096); topic
 	// index.interval.bytes.
 	LogIndexIntervalBytes int32

@@ -284,6 +284,8 @@ func buildKeys() []*keyDef {
 		// step. RocksDB's bytes_per_sync is the same idea, usually at 1 MiB.
 		key("log.writeback.bytes", "4194304", "Shale: every this many bytes appended to a partition, start writing them to disk (sync_file_range, not waited for), so that dirty pages stay bounded and producers do not stall in the kernel's writeback throttle; 0 leaves writeback to the kernel. Topic writeback.bytes.",
 			i64(func(c *Config) *int64 { return &c.LogWritebackBytes }, 0)),
+		key("acks.all.fsync", "false", "Shale: answer an acks=all produce only once every in-sync replica has fsynced the record (group commit: one fsync per replica covers every batch since the last), and let consumers read only such records; false is Kafka's behaviour. Topic acks.all.fsync.",
+			boolField(func(c *Config) *bool { return &c.AcksAllFsync })),
 		key("log.index.interval.bytes", "4096", "Bytes between offset index entries.",
 			i32(func(c *Config) *int32 { return &c.LogIndexIntervalBytes }, noMin)),
 		key("log.index.size.max.bytes", "10485760", "Size of a segment's offset index.",

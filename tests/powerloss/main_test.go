@@ -5,10 +5,12 @@
 // was not synced; then the nodes start again and every partition is read back from its
 // start.
 //
-// Two topics share the cluster: one with flush.messages=1 (an fsync per append, on every
-// replica), where no acknowledged record may be lost and the test fails if one is; and one
-// with Kafka's defaults (the OS writes back when it likes), where the test reports how
-// many acknowledged records were lost and does not fail on it. Either way every node must
+// Two topics share the cluster: one with acks.all.fsync=true (acknowledged once every ISR
+// member has fsynced the record, by group commit), where no acknowledged record may be
+// lost and the test fails if one is; and one with Kafka's defaults (the OS writes back
+// when it likes), where the test reports how many acknowledged records were lost and does
+// not fail on it. POWERCUT_FLUSH_MESSAGES=1 adds a third, strict like the first, with
+// flush.messages=1, to compare. Either way every node must
 // start and serve after each cut: recovery must make sense of whatever the cut left.
 //
 // It runs only with POWERCUT=1 (a FUSE mount that hangs must not hang `make test`), and

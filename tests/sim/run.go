@@ -32,9 +32,11 @@ type faults struct {
 	recreate         bool // topic deleted and recreated under the same name
 	failovers        bool
 	reassign         bool // partitions moved between replica sets (KIP-455)
-	// powerLoss: topics fsync every append (flush.messages=1), and half the crashes,
-	// and one blackout of every broker, lose whatever was not fsynced.
-	powerLoss bool
+	// powerLoss: acknowledgements wait for fsyncs (flush.messages=1, or acks.all.fsync
+	// when acksAllFsync), and half the crashes, and one blackout of every broker, lose
+	// whatever was not fsynced: no acknowledged record may be lost.
+	powerLoss    bool
+	acksAllFsync bool
 }
 
 func drawFaults(s *scheduler) faults {
@@ -64,6 +66,9 @@ func drawFaults(s *scheduler) faults {
 	}
 	f.reassign = pick(0.3)
 	f.powerLoss = pick(0.3)
+	if f.powerLoss {
+		f.acksAllFsync = pick(0.5)
+	}
 	return f
 }
 
@@ -84,7 +89,8 @@ func (f faults) String() string {
 	add(f.recreate, "recreate-topic")
 	add(f.failovers, "controller-failover")
 	add(f.reassign, "reassign")
-	add(f.powerLoss, "power-loss")
+	add(f.powerLoss && !f.acksAllFsync, "power-loss(flush.messages=1)")
+	add(f.powerLoss && f.acksAllFsync, "power-loss(acks.all.fsync)")
 	return fmt.Sprintf("drop=%.3f delay=%.3f dup=%.3f metadata-lag=%.2f %s", f.drop, f.delay, f.dup, f.metadataLag, strings.Join(on, " "))
 }
 
@@ -371,7 +377,11 @@ func (w *World) createTopic() {
 		g.configs["retention.bytes"] = "3072"
 	}
 	if w.f.powerLoss {
-		g.configs["flush.messages"] = "1"
+		if w.f.acksAllFsync {
+			g.configs["acks.all.fsync"] = "true"
+		} else {
+			g.configs["flush.messages"] = "1"
+		}
 		// Index entries every few batches: an fsync per append covers the data, not
 		// the active segment's indexes, which a power cut then takes back to what the
 		// last full sync left and recovery must rebuild.
@@ -602,7 +612,8 @@ func (w *World) crashAndRestart(b *broker) {
 }
 
 // blackout cuts the power of every broker at once; each comes back a while later. Only
-// what was fsynced survives, which with flush.messages=1 is every acknowledged record.
+// what was fsynced survives, which with flush.messages=1 or acks.all.fsync is every
+// acknowledged record: the high watermark is the least flushed offset over the ISR.
 func (w *World) blackout() {
 	w.s.trace.add("blackout")
 	for _, b := range w.brokers {
