@@ -41,6 +41,8 @@ type change struct {
 	clientMetrics map[string]*pb.ClientMetricsState
 	// groupConfigs are the groups' configs set, complete (fsm_groupconfigs.go).
 	groupConfigs map[string]*pb.GroupConfigState
+	// lc are the cluster links and mirror topics changed (fsm_links.go).
+	lc linkChange
 	// sideEffects change the FSM's state outside the image (offsets, producer ids...).
 	sideEffects []func()
 }
@@ -271,9 +273,10 @@ func (c *change) delta() *pb.MetadataDelta {
 	d.SchemaRegistry = c.registry
 	d.ClientMetrics = c.clientMetricsDelta()
 	d.GroupConfigs = c.groupConfigsDelta()
+	c.linksDelta(d)
 	if d.ClusterId == nil && d.SchemaRegistry == nil && d.ControllerId == nil && c.acls.empty() && len(d.Brokers) == 0 && len(d.UnregisteredBrokers) == 0 &&
 		len(d.Topics) == 0 && len(d.DeletedTopics) == 0 &&
-		len(d.Coordinators) == 0 && len(d.ClientQuotas) == 0 && len(d.ClientMetrics) == 0 && len(d.GroupConfigs) == 0 {
+		len(d.Coordinators) == 0 && len(d.ClientQuotas) == 0 && len(d.ClientMetrics) == 0 && len(d.GroupConfigs) == 0 && !linksChanged(d) {
 		return nil
 	}
 	return d

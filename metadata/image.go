@@ -72,6 +72,9 @@ type Image struct {
 	ClientMetrics ClientMetrics
 	// GroupConfigs are the groups' configs (groupconfigs.go). Immutable.
 	GroupConfigs GroupConfigs
+	// Links are the cluster links and Mirrors the mirror topics (links.go). Immutable.
+	Links   ClusterLinks
+	Mirrors MirrorTopics
 }
 
 // Topic returns the named topic, or nil.

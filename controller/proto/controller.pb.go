@@ -4812,6 +4812,543 @@ func (x *AlterSchemaRegistryResponse) GetVersions() []int32 {
 	return nil
 }
 
+type CreateClusterLinkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Configs       map[string]string      `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ValidateOnly  bool                   `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateClusterLinkRequest) Reset() {
+	*x = CreateClusterLinkRequest{}
+	mi := &file_controller_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateClusterLinkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateClusterLinkRequest) ProtoMessage() {}
+
+func (x *CreateClusterLinkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateClusterLinkRequest.ProtoReflect.Descriptor instead.
+func (*CreateClusterLinkRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *CreateClusterLinkRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateClusterLinkRequest) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+func (x *CreateClusterLinkRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+type CreateClusterLinkResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateClusterLinkResponse) Reset() {
+	*x = CreateClusterLinkResponse{}
+	mi := &file_controller_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateClusterLinkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateClusterLinkResponse) ProtoMessage() {}
+
+func (x *CreateClusterLinkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateClusterLinkResponse.ProtoReflect.Descriptor instead.
+func (*CreateClusterLinkResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *CreateClusterLinkResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type DeleteClusterLinkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Force         bool                   `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"` // delete even while mirror topics use it (they are stopped)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteClusterLinkRequest) Reset() {
+	*x = DeleteClusterLinkRequest{}
+	mi := &file_controller_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteClusterLinkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteClusterLinkRequest) ProtoMessage() {}
+
+func (x *DeleteClusterLinkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteClusterLinkRequest.ProtoReflect.Descriptor instead.
+func (*DeleteClusterLinkRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *DeleteClusterLinkRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteClusterLinkRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type DeleteClusterLinkResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteClusterLinkResponse) Reset() {
+	*x = DeleteClusterLinkResponse{}
+	mi := &file_controller_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteClusterLinkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteClusterLinkResponse) ProtoMessage() {}
+
+func (x *DeleteClusterLinkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteClusterLinkResponse.ProtoReflect.Descriptor instead.
+func (*DeleteClusterLinkResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *DeleteClusterLinkResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type CreateMirrorTopicRequest struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Topic             string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Link              string                 `protobuf:"bytes,2,opt,name=link,proto3" json:"link,omitempty"`
+	SourceTopic       string                 `protobuf:"bytes,3,opt,name=source_topic,json=sourceTopic,proto3" json:"source_topic,omitempty"`
+	NumPartitions     int32                  `protobuf:"varint,4,opt,name=num_partitions,json=numPartitions,proto3" json:"num_partitions,omitempty"`
+	ReplicationFactor int32                  `protobuf:"varint,5,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"` // -1: default.replication.factor
+	Configs           map[string]string      `protobuf:"bytes,6,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Id                []byte                 `protobuf:"bytes,7,opt,name=id,proto3" json:"id,omitempty"` // the new topic's id, fixed by the caller so retries are idempotent
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *CreateMirrorTopicRequest) Reset() {
+	*x = CreateMirrorTopicRequest{}
+	mi := &file_controller_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateMirrorTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateMirrorTopicRequest) ProtoMessage() {}
+
+func (x *CreateMirrorTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateMirrorTopicRequest.ProtoReflect.Descriptor instead.
+func (*CreateMirrorTopicRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *CreateMirrorTopicRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *CreateMirrorTopicRequest) GetLink() string {
+	if x != nil {
+		return x.Link
+	}
+	return ""
+}
+
+func (x *CreateMirrorTopicRequest) GetSourceTopic() string {
+	if x != nil {
+		return x.SourceTopic
+	}
+	return ""
+}
+
+func (x *CreateMirrorTopicRequest) GetNumPartitions() int32 {
+	if x != nil {
+		return x.NumPartitions
+	}
+	return 0
+}
+
+func (x *CreateMirrorTopicRequest) GetReplicationFactor() int32 {
+	if x != nil {
+		return x.ReplicationFactor
+	}
+	return 0
+}
+
+func (x *CreateMirrorTopicRequest) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+func (x *CreateMirrorTopicRequest) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+type CreateMirrorTopicResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateMirrorTopicResponse) Reset() {
+	*x = CreateMirrorTopicResponse{}
+	mi := &file_controller_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateMirrorTopicResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateMirrorTopicResponse) ProtoMessage() {}
+
+func (x *CreateMirrorTopicResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateMirrorTopicResponse.ProtoReflect.Descriptor instead.
+func (*CreateMirrorTopicResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *CreateMirrorTopicResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// AlterMirrorTopicsRequest moves mirror topics to a new state (promote, failover).
+type AlterMirrorTopicsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topics        []string               `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	State         int32                  `protobuf:"varint,2,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterMirrorTopicsRequest) Reset() {
+	*x = AlterMirrorTopicsRequest{}
+	mi := &file_controller_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterMirrorTopicsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterMirrorTopicsRequest) ProtoMessage() {}
+
+func (x *AlterMirrorTopicsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterMirrorTopicsRequest.ProtoReflect.Descriptor instead.
+func (*AlterMirrorTopicsRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *AlterMirrorTopicsRequest) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *AlterMirrorTopicsRequest) GetState() int32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+type AlterMirrorTopicsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Errors        []*Error               `protobuf:"bytes,1,rep,name=errors,proto3" json:"errors,omitempty"` // one per topic, null when it succeeded
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterMirrorTopicsResponse) Reset() {
+	*x = AlterMirrorTopicsResponse{}
+	mi := &file_controller_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterMirrorTopicsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterMirrorTopicsResponse) ProtoMessage() {}
+
+func (x *AlterMirrorTopicsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterMirrorTopicsResponse.ProtoReflect.Descriptor instead.
+func (*AlterMirrorTopicsResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *AlterMirrorTopicsResponse) GetErrors() []*Error {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+type RaiseMirrorEpochRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Epoch         int32                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaiseMirrorEpochRequest) Reset() {
+	*x = RaiseMirrorEpochRequest{}
+	mi := &file_controller_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaiseMirrorEpochRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaiseMirrorEpochRequest) ProtoMessage() {}
+
+func (x *RaiseMirrorEpochRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaiseMirrorEpochRequest.ProtoReflect.Descriptor instead.
+func (*RaiseMirrorEpochRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *RaiseMirrorEpochRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *RaiseMirrorEpochRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *RaiseMirrorEpochRequest) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type RaiseMirrorEpochResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaiseMirrorEpochResponse) Reset() {
+	*x = RaiseMirrorEpochResponse{}
+	mi := &file_controller_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaiseMirrorEpochResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaiseMirrorEpochResponse) ProtoMessage() {}
+
+func (x *RaiseMirrorEpochResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaiseMirrorEpochResponse.ProtoReflect.Descriptor instead.
+func (*RaiseMirrorEpochResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *RaiseMirrorEpochResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 var File_controller_proto protoreflect.FileDescriptor
 
 const file_controller_proto_rawDesc = "" +
@@ -5125,7 +5662,45 @@ const file_controller_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
 	"\tschema_id\x18\x03 \x01(\x05R\bschemaId\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x05R\aversion\x12\x1a\n" +
-	"\bversions\x18\x05 \x03(\x05R\bversions2\x84!\n" +
+	"\bversions\x18\x05 \x03(\x05R\bversions\"\xe5\x01\n" +
+	"\x18CreateClusterLinkRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12T\n" +
+	"\aconfigs\x18\x02 \x03(\v2:.shale.controller.v1.CreateClusterLinkRequest.ConfigsEntryR\aconfigs\x12#\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"M\n" +
+	"\x19CreateClusterLinkResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"D\n" +
+	"\x18DeleteClusterLinkRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"M\n" +
+	"\x19DeleteClusterLinkResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\xdf\x02\n" +
+	"\x18CreateMirrorTopicRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
+	"\x04link\x18\x02 \x01(\tR\x04link\x12!\n" +
+	"\fsource_topic\x18\x03 \x01(\tR\vsourceTopic\x12%\n" +
+	"\x0enum_partitions\x18\x04 \x01(\x05R\rnumPartitions\x12-\n" +
+	"\x12replication_factor\x18\x05 \x01(\x05R\x11replicationFactor\x12T\n" +
+	"\aconfigs\x18\x06 \x03(\v2:.shale.controller.v1.CreateMirrorTopicRequest.ConfigsEntryR\aconfigs\x12\x0e\n" +
+	"\x02id\x18\a \x01(\fR\x02id\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"M\n" +
+	"\x19CreateMirrorTopicResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"H\n" +
+	"\x18AlterMirrorTopicsRequest\x12\x16\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\x05R\x05state\"O\n" +
+	"\x19AlterMirrorTopicsResponse\x122\n" +
+	"\x06errors\x18\x01 \x03(\v2\x1a.shale.controller.v1.ErrorR\x06errors\"c\n" +
+	"\x17RaiseMirrorEpochRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x05R\x05epoch\"L\n" +
+	"\x18RaiseMirrorEpochResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error2\xc5%\n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -5149,7 +5724,12 @@ const file_controller_proto_rawDesc = "" +
 	"DeleteAcls\x12&.shale.controller.v1.DeleteAclsRequest\x1a'.shale.controller.v1.DeleteAclsResponse\x12r\n" +
 	"\x11AlterClientQuotas\x12-.shale.controller.v1.AlterClientQuotasRequest\x1a..shale.controller.v1.AlterClientQuotasResponse\x12u\n" +
 	"\x12AlterClientMetrics\x12..shale.controller.v1.AlterClientMetricsRequest\x1a/.shale.controller.v1.AlterClientMetricsResponse\x12r\n" +
-	"\x11AlterGroupConfigs\x12-.shale.controller.v1.AlterGroupConfigsRequest\x1a..shale.controller.v1.AlterGroupConfigsResponse\x12~\n" +
+	"\x11AlterGroupConfigs\x12-.shale.controller.v1.AlterGroupConfigsRequest\x1a..shale.controller.v1.AlterGroupConfigsResponse\x12r\n" +
+	"\x11CreateClusterLink\x12-.shale.controller.v1.CreateClusterLinkRequest\x1a..shale.controller.v1.CreateClusterLinkResponse\x12r\n" +
+	"\x11DeleteClusterLink\x12-.shale.controller.v1.DeleteClusterLinkRequest\x1a..shale.controller.v1.DeleteClusterLinkResponse\x12r\n" +
+	"\x11CreateMirrorTopic\x12-.shale.controller.v1.CreateMirrorTopicRequest\x1a..shale.controller.v1.CreateMirrorTopicResponse\x12r\n" +
+	"\x11AlterMirrorTopics\x12-.shale.controller.v1.AlterMirrorTopicsRequest\x1a..shale.controller.v1.AlterMirrorTopicsResponse\x12o\n" +
+	"\x10RaiseMirrorEpoch\x12,.shale.controller.v1.RaiseMirrorEpochRequest\x1a-.shale.controller.v1.RaiseMirrorEpochResponse\x12~\n" +
 	"\x15AlterScramCredentials\x121.shale.controller.v1.AlterScramCredentialsRequest\x1a2.shale.controller.v1.AlterScramCredentialsResponse\x12\x87\x01\n" +
 	"\x18DescribeScramCredentials\x124.shale.controller.v1.DescribeScramCredentialsRequest\x1a5.shale.controller.v1.DescribeScramCredentialsResponse\x12x\n" +
 	"\x13AlterSchemaRegistry\x12/.shale.controller.v1.AlterSchemaRegistryRequest\x1a0.shale.controller.v1.AlterSchemaRegistryResponse\x12f\n" +
@@ -5181,7 +5761,7 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 100)
 var file_controller_proto_goTypes = []any{
 	(*NotLeader)(nil),                           // 0: shale.controller.v1.NotLeader
 	(*RegisterBrokerRequest)(nil),               // 1: shale.controller.v1.RegisterBrokerRequest
@@ -5270,201 +5850,230 @@ var file_controller_proto_goTypes = []any{
 	(*ListShareStateGroupsResponse)(nil),        // 84: shale.controller.v1.ListShareStateGroupsResponse
 	(*AlterSchemaRegistryRequest)(nil),          // 85: shale.controller.v1.AlterSchemaRegistryRequest
 	(*AlterSchemaRegistryResponse)(nil),         // 86: shale.controller.v1.AlterSchemaRegistryResponse
-	nil,                                         // 87: shale.controller.v1.CreatableTopic.ConfigsEntry
-	(*Listener)(nil),                            // 88: shale.controller.v1.Listener
-	(*Error)(nil),                               // 89: shale.controller.v1.Error
-	(*MetadataDelta)(nil),                       // 90: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),                  // 91: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),                         // 92: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),                          // 93: shale.controller.v1.TopicState
-	(*PartitionState)(nil),                      // 94: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),                         // 95: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                     // 96: shale.controller.v1.TopicPartitions
-	(ElectionType)(0),                           // 97: shale.controller.v1.ElectionType
-	(*AclBinding)(nil),                          // 98: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),                           // 99: shale.controller.v1.AclFilter
-	(*ClientQuotaEntity)(nil),                   // 100: shale.controller.v1.ClientQuotaEntity
-	(*ScramCredential)(nil),                     // 101: shale.controller.v1.ScramCredential
-	(*ScramCredentialKey)(nil),                  // 102: shale.controller.v1.ScramCredentialKey
-	(*TxnStateRecord)(nil),                      // 103: shale.controller.v1.TxnStateRecord
-	(*TxnOffsetCommitRecord)(nil),               // 104: shale.controller.v1.TxnOffsetCommitRecord
-	(*TxnState)(nil),                            // 105: shale.controller.v1.TxnState
-	(*PartitionReassignment)(nil),               // 106: shale.controller.v1.PartitionReassignment
-	(*SharePartitionState)(nil),                 // 107: shale.controller.v1.SharePartitionState
-	(*SchemaRegistryRecord)(nil),                // 108: shale.controller.v1.SchemaRegistryRecord
+	(*CreateClusterLinkRequest)(nil),            // 87: shale.controller.v1.CreateClusterLinkRequest
+	(*CreateClusterLinkResponse)(nil),           // 88: shale.controller.v1.CreateClusterLinkResponse
+	(*DeleteClusterLinkRequest)(nil),            // 89: shale.controller.v1.DeleteClusterLinkRequest
+	(*DeleteClusterLinkResponse)(nil),           // 90: shale.controller.v1.DeleteClusterLinkResponse
+	(*CreateMirrorTopicRequest)(nil),            // 91: shale.controller.v1.CreateMirrorTopicRequest
+	(*CreateMirrorTopicResponse)(nil),           // 92: shale.controller.v1.CreateMirrorTopicResponse
+	(*AlterMirrorTopicsRequest)(nil),            // 93: shale.controller.v1.AlterMirrorTopicsRequest
+	(*AlterMirrorTopicsResponse)(nil),           // 94: shale.controller.v1.AlterMirrorTopicsResponse
+	(*RaiseMirrorEpochRequest)(nil),             // 95: shale.controller.v1.RaiseMirrorEpochRequest
+	(*RaiseMirrorEpochResponse)(nil),            // 96: shale.controller.v1.RaiseMirrorEpochResponse
+	nil,                                         // 97: shale.controller.v1.CreatableTopic.ConfigsEntry
+	nil,                                         // 98: shale.controller.v1.CreateClusterLinkRequest.ConfigsEntry
+	nil,                                         // 99: shale.controller.v1.CreateMirrorTopicRequest.ConfigsEntry
+	(*Listener)(nil),                            // 100: shale.controller.v1.Listener
+	(*Error)(nil),                               // 101: shale.controller.v1.Error
+	(*MetadataDelta)(nil),                       // 102: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),                  // 103: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),                         // 104: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),                          // 105: shale.controller.v1.TopicState
+	(*PartitionState)(nil),                      // 106: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),                         // 107: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                     // 108: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),                           // 109: shale.controller.v1.ElectionType
+	(*AclBinding)(nil),                          // 110: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),                           // 111: shale.controller.v1.AclFilter
+	(*ClientQuotaEntity)(nil),                   // 112: shale.controller.v1.ClientQuotaEntity
+	(*ScramCredential)(nil),                     // 113: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),                  // 114: shale.controller.v1.ScramCredentialKey
+	(*TxnStateRecord)(nil),                      // 115: shale.controller.v1.TxnStateRecord
+	(*TxnOffsetCommitRecord)(nil),               // 116: shale.controller.v1.TxnOffsetCommitRecord
+	(*TxnState)(nil),                            // 117: shale.controller.v1.TxnState
+	(*PartitionReassignment)(nil),               // 118: shale.controller.v1.PartitionReassignment
+	(*SharePartitionState)(nil),                 // 119: shale.controller.v1.SharePartitionState
+	(*SchemaRegistryRecord)(nil),                // 120: shale.controller.v1.SchemaRegistryRecord
 }
 var file_controller_proto_depIdxs = []int32{
-	88,  // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	89,  // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	90,  // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	91,  // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	92,  // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	87,  // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	100, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	101, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	101, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	102, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	103, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	104, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	97,  // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
 	7,   // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	89,  // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	93,  // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	101, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	105, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
 	9,   // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	89,  // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	92,  // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	101, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	104, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
 	13,  // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	89,  // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	101, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
 	16,  // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	89,  // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	101, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
 	16,  // 17: shale.controller.v1.AlterClientMetricsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	89,  // 18: shale.controller.v1.AlterClientMetricsResponse.error:type_name -> shale.controller.v1.Error
+	101, // 18: shale.controller.v1.AlterClientMetricsResponse.error:type_name -> shale.controller.v1.Error
 	16,  // 19: shale.controller.v1.AlterGroupConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	89,  // 20: shale.controller.v1.AlterGroupConfigsResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 21: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	94,  // 22: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	89,  // 23: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	95,  // 24: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	89,  // 25: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	96,  // 26: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	89,  // 27: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	95,  // 28: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	96,  // 29: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	95,  // 30: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
-	89,  // 31: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
+	101, // 20: shale.controller.v1.AlterGroupConfigsResponse.error:type_name -> shale.controller.v1.Error
+	101, // 21: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	106, // 22: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	101, // 23: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	107, // 24: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	101, // 25: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	108, // 26: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	101, // 27: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	107, // 28: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	108, // 29: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	107, // 30: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
+	101, // 31: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
 	33,  // 32: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
-	89,  // 33: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 34: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	97,  // 35: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
-	96,  // 36: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	89,  // 37: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
-	89,  // 38: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	101, // 33: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	101, // 34: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	109, // 35: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	108, // 36: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	101, // 37: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	101, // 38: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
 	39,  // 39: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
-	98,  // 40: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
-	89,  // 41: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 42: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
-	99,  // 43: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
-	89,  // 44: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
-	98,  // 45: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
-	89,  // 46: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
+	110, // 40: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
+	101, // 41: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
+	101, // 42: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
+	111, // 43: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
+	101, // 44: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
+	110, // 45: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
+	101, // 46: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
 	44,  // 47: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
-	100, // 48: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	112, // 48: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
 	46,  // 49: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
 	47,  // 50: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
-	89,  // 51: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
-	101, // 52: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
-	102, // 53: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	89,  // 54: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 55: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
-	89,  // 56: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
-	89,  // 57: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	101, // 58: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
-	103, // 59: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
-	89,  // 60: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
-	104, // 61: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
-	89,  // 62: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 63: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
-	105, // 64: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
-	89,  // 65: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	96,  // 66: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
-	89,  // 67: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 68: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 69: shale.controller.v1.UpdateVoterResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 70: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
+	101, // 51: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
+	113, // 52: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
+	114, // 53: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	101, // 54: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	101, // 55: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
+	101, // 56: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
+	101, // 57: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	113, // 58: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
+	115, // 59: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
+	101, // 60: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
+	116, // 61: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
+	101, // 62: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
+	101, // 63: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
+	117, // 64: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
+	101, // 65: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	108, // 66: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
+	101, // 67: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
+	101, // 68: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
+	101, // 69: shale.controller.v1.UpdateVoterResponse.error:type_name -> shale.controller.v1.Error
+	101, // 70: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
 	69,  // 71: shale.controller.v1.DescribeQuorumResponse.voters:type_name -> shale.controller.v1.QuorumReplica
 	69,  // 72: shale.controller.v1.DescribeQuorumResponse.observers:type_name -> shale.controller.v1.QuorumReplica
-	89,  // 73: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	106, // 74: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	89,  // 75: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
+	101, // 73: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	118, // 74: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	101, // 75: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
 	39,  // 76: shale.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> shale.controller.v1.PartitionError
-	107, // 77: shale.controller.v1.WriteShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
-	89,  // 78: shale.controller.v1.WriteShareStateResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 79: shale.controller.v1.WriteShareStateResponse.errors:type_name -> shale.controller.v1.Error
-	96,  // 80: shale.controller.v1.ReadShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	89,  // 81: shale.controller.v1.ReadShareStateResponse.error:type_name -> shale.controller.v1.Error
-	107, // 82: shale.controller.v1.ReadShareStateResponse.states:type_name -> shale.controller.v1.SharePartitionState
-	107, // 83: shale.controller.v1.InitializeShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
-	89,  // 84: shale.controller.v1.InitializeShareStateResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 85: shale.controller.v1.InitializeShareStateResponse.errors:type_name -> shale.controller.v1.Error
-	96,  // 86: shale.controller.v1.DeleteShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	89,  // 87: shale.controller.v1.DeleteShareStateResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 88: shale.controller.v1.ListShareStateGroupsResponse.error:type_name -> shale.controller.v1.Error
-	108, // 89: shale.controller.v1.AlterSchemaRegistryRequest.record:type_name -> shale.controller.v1.SchemaRegistryRecord
-	1,   // 90: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,   // 91: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,   // 92: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,   // 93: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11,  // 94: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14,  // 95: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17,  // 96: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	23,  // 97: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	25,  // 98: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	27,  // 99: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	29,  // 100: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	31,  // 101: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	36,  // 102: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	32,  // 103: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
-	38,  // 104: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
-	41,  // 105: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
-	43,  // 106: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
-	48,  // 107: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
-	19,  // 108: shale.controller.v1.Controller.AlterClientMetrics:input_type -> shale.controller.v1.AlterClientMetricsRequest
-	21,  // 109: shale.controller.v1.Controller.AlterGroupConfigs:input_type -> shale.controller.v1.AlterGroupConfigsRequest
-	50,  // 110: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
-	52,  // 111: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
-	85,  // 112: shale.controller.v1.Controller.AlterSchemaRegistry:input_type -> shale.controller.v1.AlterSchemaRegistryRequest
-	54,  // 113: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
-	56,  // 114: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
-	58,  // 115: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
-	60,  // 116: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
-	62,  // 117: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
-	64,  // 118: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
-	66,  // 119: shale.controller.v1.Controller.UpdateVoter:input_type -> shale.controller.v1.UpdateVoterRequest
-	68,  // 120: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
-	71,  // 121: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
-	73,  // 122: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
-	75,  // 123: shale.controller.v1.Controller.WriteShareState:input_type -> shale.controller.v1.WriteShareStateRequest
-	77,  // 124: shale.controller.v1.Controller.ReadShareState:input_type -> shale.controller.v1.ReadShareStateRequest
-	79,  // 125: shale.controller.v1.Controller.InitializeShareState:input_type -> shale.controller.v1.InitializeShareStateRequest
-	81,  // 126: shale.controller.v1.Controller.DeleteShareState:input_type -> shale.controller.v1.DeleteShareStateRequest
-	83,  // 127: shale.controller.v1.Controller.ListShareStateGroups:input_type -> shale.controller.v1.ListShareStateGroupsRequest
-	2,   // 128: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,   // 129: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,   // 130: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10,  // 131: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12,  // 132: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15,  // 133: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18,  // 134: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	24,  // 135: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	26,  // 136: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	28,  // 137: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	30,  // 138: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	35,  // 139: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	37,  // 140: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	34,  // 141: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
-	40,  // 142: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
-	42,  // 143: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
-	45,  // 144: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
-	49,  // 145: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
-	20,  // 146: shale.controller.v1.Controller.AlterClientMetrics:output_type -> shale.controller.v1.AlterClientMetricsResponse
-	22,  // 147: shale.controller.v1.Controller.AlterGroupConfigs:output_type -> shale.controller.v1.AlterGroupConfigsResponse
-	51,  // 148: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
-	53,  // 149: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
-	86,  // 150: shale.controller.v1.Controller.AlterSchemaRegistry:output_type -> shale.controller.v1.AlterSchemaRegistryResponse
-	55,  // 151: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
-	57,  // 152: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
-	59,  // 153: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
-	61,  // 154: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
-	63,  // 155: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
-	65,  // 156: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
-	67,  // 157: shale.controller.v1.Controller.UpdateVoter:output_type -> shale.controller.v1.UpdateVoterResponse
-	70,  // 158: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
-	72,  // 159: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
-	74,  // 160: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
-	76,  // 161: shale.controller.v1.Controller.WriteShareState:output_type -> shale.controller.v1.WriteShareStateResponse
-	78,  // 162: shale.controller.v1.Controller.ReadShareState:output_type -> shale.controller.v1.ReadShareStateResponse
-	80,  // 163: shale.controller.v1.Controller.InitializeShareState:output_type -> shale.controller.v1.InitializeShareStateResponse
-	82,  // 164: shale.controller.v1.Controller.DeleteShareState:output_type -> shale.controller.v1.DeleteShareStateResponse
-	84,  // 165: shale.controller.v1.Controller.ListShareStateGroups:output_type -> shale.controller.v1.ListShareStateGroupsResponse
-	128, // [128:166] is the sub-list for method output_type
-	90,  // [90:128] is the sub-list for method input_type
-	90,  // [90:90] is the sub-list for extension type_name
-	90,  // [90:90] is the sub-list for extension extendee
-	0,   // [0:90] is the sub-list for field type_name
+	119, // 77: shale.controller.v1.WriteShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
+	101, // 78: shale.controller.v1.WriteShareStateResponse.error:type_name -> shale.controller.v1.Error
+	101, // 79: shale.controller.v1.WriteShareStateResponse.errors:type_name -> shale.controller.v1.Error
+	108, // 80: shale.controller.v1.ReadShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	101, // 81: shale.controller.v1.ReadShareStateResponse.error:type_name -> shale.controller.v1.Error
+	119, // 82: shale.controller.v1.ReadShareStateResponse.states:type_name -> shale.controller.v1.SharePartitionState
+	119, // 83: shale.controller.v1.InitializeShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
+	101, // 84: shale.controller.v1.InitializeShareStateResponse.error:type_name -> shale.controller.v1.Error
+	101, // 85: shale.controller.v1.InitializeShareStateResponse.errors:type_name -> shale.controller.v1.Error
+	108, // 86: shale.controller.v1.DeleteShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	101, // 87: shale.controller.v1.DeleteShareStateResponse.error:type_name -> shale.controller.v1.Error
+	101, // 88: shale.controller.v1.ListShareStateGroupsResponse.error:type_name -> shale.controller.v1.Error
+	120, // 89: shale.controller.v1.AlterSchemaRegistryRequest.record:type_name -> shale.controller.v1.SchemaRegistryRecord
+	98,  // 90: shale.controller.v1.CreateClusterLinkRequest.configs:type_name -> shale.controller.v1.CreateClusterLinkRequest.ConfigsEntry
+	101, // 91: shale.controller.v1.CreateClusterLinkResponse.error:type_name -> shale.controller.v1.Error
+	101, // 92: shale.controller.v1.DeleteClusterLinkResponse.error:type_name -> shale.controller.v1.Error
+	99,  // 93: shale.controller.v1.CreateMirrorTopicRequest.configs:type_name -> shale.controller.v1.CreateMirrorTopicRequest.ConfigsEntry
+	101, // 94: shale.controller.v1.CreateMirrorTopicResponse.error:type_name -> shale.controller.v1.Error
+	101, // 95: shale.controller.v1.AlterMirrorTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	101, // 96: shale.controller.v1.RaiseMirrorEpochResponse.error:type_name -> shale.controller.v1.Error
+	1,   // 97: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,   // 98: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,   // 99: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,   // 100: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11,  // 101: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14,  // 102: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17,  // 103: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	23,  // 104: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	25,  // 105: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	27,  // 106: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	29,  // 107: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	31,  // 108: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	36,  // 109: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	32,  // 110: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
+	38,  // 111: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	41,  // 112: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
+	43,  // 113: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
+	48,  // 114: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
+	19,  // 115: shale.controller.v1.Controller.AlterClientMetrics:input_type -> shale.controller.v1.AlterClientMetricsRequest
+	21,  // 116: shale.controller.v1.Controller.AlterGroupConfigs:input_type -> shale.controller.v1.AlterGroupConfigsRequest
+	87,  // 117: shale.controller.v1.Controller.CreateClusterLink:input_type -> shale.controller.v1.CreateClusterLinkRequest
+	89,  // 118: shale.controller.v1.Controller.DeleteClusterLink:input_type -> shale.controller.v1.DeleteClusterLinkRequest
+	91,  // 119: shale.controller.v1.Controller.CreateMirrorTopic:input_type -> shale.controller.v1.CreateMirrorTopicRequest
+	93,  // 120: shale.controller.v1.Controller.AlterMirrorTopics:input_type -> shale.controller.v1.AlterMirrorTopicsRequest
+	95,  // 121: shale.controller.v1.Controller.RaiseMirrorEpoch:input_type -> shale.controller.v1.RaiseMirrorEpochRequest
+	50,  // 122: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
+	52,  // 123: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
+	85,  // 124: shale.controller.v1.Controller.AlterSchemaRegistry:input_type -> shale.controller.v1.AlterSchemaRegistryRequest
+	54,  // 125: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
+	56,  // 126: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
+	58,  // 127: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
+	60,  // 128: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
+	62,  // 129: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
+	64,  // 130: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
+	66,  // 131: shale.controller.v1.Controller.UpdateVoter:input_type -> shale.controller.v1.UpdateVoterRequest
+	68,  // 132: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
+	71,  // 133: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
+	73,  // 134: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
+	75,  // 135: shale.controller.v1.Controller.WriteShareState:input_type -> shale.controller.v1.WriteShareStateRequest
+	77,  // 136: shale.controller.v1.Controller.ReadShareState:input_type -> shale.controller.v1.ReadShareStateRequest
+	79,  // 137: shale.controller.v1.Controller.InitializeShareState:input_type -> shale.controller.v1.InitializeShareStateRequest
+	81,  // 138: shale.controller.v1.Controller.DeleteShareState:input_type -> shale.controller.v1.DeleteShareStateRequest
+	83,  // 139: shale.controller.v1.Controller.ListShareStateGroups:input_type -> shale.controller.v1.ListShareStateGroupsRequest
+	2,   // 140: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,   // 141: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,   // 142: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10,  // 143: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12,  // 144: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15,  // 145: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18,  // 146: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	24,  // 147: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	26,  // 148: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	28,  // 149: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	30,  // 150: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	35,  // 151: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	37,  // 152: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	34,  // 153: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
+	40,  // 154: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	42,  // 155: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
+	45,  // 156: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
+	49,  // 157: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
+	20,  // 158: shale.controller.v1.Controller.AlterClientMetrics:output_type -> shale.controller.v1.AlterClientMetricsResponse
+	22,  // 159: shale.controller.v1.Controller.AlterGroupConfigs:output_type -> shale.controller.v1.AlterGroupConfigsResponse
+	88,  // 160: shale.controller.v1.Controller.CreateClusterLink:output_type -> shale.controller.v1.CreateClusterLinkResponse
+	90,  // 161: shale.controller.v1.Controller.DeleteClusterLink:output_type -> shale.controller.v1.DeleteClusterLinkResponse
+	92,  // 162: shale.controller.v1.Controller.CreateMirrorTopic:output_type -> shale.controller.v1.CreateMirrorTopicResponse
+	94,  // 163: shale.controller.v1.Controller.AlterMirrorTopics:output_type -> shale.controller.v1.AlterMirrorTopicsResponse
+	96,  // 164: shale.controller.v1.Controller.RaiseMirrorEpoch:output_type -> shale.controller.v1.RaiseMirrorEpochResponse
+	51,  // 165: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
+	53,  // 166: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
+	86,  // 167: shale.controller.v1.Controller.AlterSchemaRegistry:output_type -> shale.controller.v1.AlterSchemaRegistryResponse
+	55,  // 168: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
+	57,  // 169: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
+	59,  // 170: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
+	61,  // 171: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
+	63,  // 172: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
+	65,  // 173: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
+	67,  // 174: shale.controller.v1.Controller.UpdateVoter:output_type -> shale.controller.v1.UpdateVoterResponse
+	70,  // 175: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
+	72,  // 176: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
+	74,  // 177: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
+	76,  // 178: shale.controller.v1.Controller.WriteShareState:output_type -> shale.controller.v1.WriteShareStateResponse
+	78,  // 179: shale.controller.v1.Controller.ReadShareState:output_type -> shale.controller.v1.ReadShareStateResponse
+	80,  // 180: shale.controller.v1.Controller.InitializeShareState:output_type -> shale.controller.v1.InitializeShareStateResponse
+	82,  // 181: shale.controller.v1.Controller.DeleteShareState:output_type -> shale.controller.v1.DeleteShareStateResponse
+	84,  // 182: shale.controller.v1.Controller.ListShareStateGroups:output_type -> shale.controller.v1.ListShareStateGroupsResponse
+	140, // [140:183] is the sub-list for method output_type
+	97,  // [97:140] is the sub-list for method input_type
+	97,  // [97:97] is the sub-list for extension type_name
+	97,  // [97:97] is the sub-list for extension extendee
+	0,   // [0:97] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -5486,7 +6095,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   88,
+			NumMessages:   100,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -443,9 +443,14 @@ type MetadataDelta struct {
 	// configs is removed.
 	ClientMetrics []*ClientMetricsState `protobuf:"bytes,190,rep,name=client_metrics,json=clientMetrics,proto3" json:"client_metrics,omitempty"`
 	// Groups whose configs changed, complete; one with no configs is removed.
-	GroupConfigs  []*GroupConfigState `protobuf:"bytes,200,rep,name=group_configs,json=groupConfigs,proto3" json:"group_configs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	GroupConfigs []*GroupConfigState `protobuf:"bytes,200,rep,name=group_configs,json=groupConfigs,proto3" json:"group_configs,omitempty"`
+	// Cluster links and mirror topics changed, complete; deletions apply first.
+	ClusterLinks        []*ClusterLinkState `protobuf:"bytes,240,rep,name=cluster_links,json=clusterLinks,proto3" json:"cluster_links,omitempty"`
+	DeletedClusterLinks []string            `protobuf:"bytes,241,rep,name=deleted_cluster_links,json=deletedClusterLinks,proto3" json:"deleted_cluster_links,omitempty"`
+	MirrorTopics        []*MirrorTopicState `protobuf:"bytes,242,rep,name=mirror_topics,json=mirrorTopics,proto3" json:"mirror_topics,omitempty"`
+	DeletedMirrorTopics []string            `protobuf:"bytes,243,rep,name=deleted_mirror_topics,json=deletedMirrorTopics,proto3" json:"deleted_mirror_topics,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *MetadataDelta) Reset() {
@@ -579,6 +584,34 @@ func (x *MetadataDelta) GetClientMetrics() []*ClientMetricsState {
 func (x *MetadataDelta) GetGroupConfigs() []*GroupConfigState {
 	if x != nil {
 		return x.GroupConfigs
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetClusterLinks() []*ClusterLinkState {
+	if x != nil {
+		return x.ClusterLinks
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetDeletedClusterLinks() []string {
+	if x != nil {
+		return x.DeletedClusterLinks
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetMirrorTopics() []*MirrorTopicState {
+	if x != nil {
+		return x.MirrorTopics
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetDeletedMirrorTopics() []string {
+	if x != nil {
+		return x.DeletedMirrorTopics
 	}
 	return nil
 }
@@ -757,6 +790,8 @@ type MetadataImageChunk struct {
 	ClientQuotas   []*ClientQuotaState   `protobuf:"bytes,80,rep,name=client_quotas,json=clientQuotas,proto3" json:"client_quotas,omitempty"`     // in the first chunk
 	ClientMetrics  []*ClientMetricsState `protobuf:"bytes,190,rep,name=client_metrics,json=clientMetrics,proto3" json:"client_metrics,omitempty"` // in the first chunk
 	GroupConfigs   []*GroupConfigState   `protobuf:"bytes,200,rep,name=group_configs,json=groupConfigs,proto3" json:"group_configs,omitempty"`    // in the first chunk
+	ClusterLinks   []*ClusterLinkState   `protobuf:"bytes,240,rep,name=cluster_links,json=clusterLinks,proto3" json:"cluster_links,omitempty"`    // in the first chunk
+	MirrorTopics   []*MirrorTopicState   `protobuf:"bytes,242,rep,name=mirror_topics,json=mirrorTopics,proto3" json:"mirror_topics,omitempty"`    // in the first chunk
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -878,6 +913,20 @@ func (x *MetadataImageChunk) GetClientMetrics() []*ClientMetricsState {
 func (x *MetadataImageChunk) GetGroupConfigs() []*GroupConfigState {
 	if x != nil {
 		return x.GroupConfigs
+	}
+	return nil
+}
+
+func (x *MetadataImageChunk) GetClusterLinks() []*ClusterLinkState {
+	if x != nil {
+		return x.ClusterLinks
+	}
+	return nil
+}
+
+func (x *MetadataImageChunk) GetMirrorTopics() []*MirrorTopicState {
+	if x != nil {
+		return x.MirrorTopics
 	}
 	return nil
 }
@@ -2023,6 +2072,164 @@ func (x *SchemaRegistryDelta) GetNextId() int32 {
 	return 0
 }
 
+// ClusterLinkState is one cluster link: a source cluster named as a client would name it
+// (bootstrap.servers, security.protocol, sasl.*, ssl.*) and the link's own settings.
+type ClusterLinkState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Id            []byte                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Configs       map[string]string      `protobuf:"bytes,3,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	CreatedMs     int64                  `protobuf:"varint,4,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterLinkState) Reset() {
+	*x = ClusterLinkState{}
+	mi := &file_metadata_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterLinkState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterLinkState) ProtoMessage() {}
+
+func (x *ClusterLinkState) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterLinkState.ProtoReflect.Descriptor instead.
+func (*ClusterLinkState) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ClusterLinkState) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ClusterLinkState) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *ClusterLinkState) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+func (x *ClusterLinkState) GetCreatedMs() int64 {
+	if x != nil {
+		return x.CreatedMs
+	}
+	return 0
+}
+
+// MirrorTopicState is one mirror topic: a destination topic that copies source_topic
+// through link, until it is promoted (state MIRROR_STATE_STOPPED).
+type MirrorTopicState struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Link           string                 `protobuf:"bytes,2,opt,name=link,proto3" json:"link,omitempty"`
+	SourceTopic    string                 `protobuf:"bytes,3,opt,name=source_topic,json=sourceTopic,proto3" json:"source_topic,omitempty"`
+	State          int32                  `protobuf:"varint,4,opt,name=state,proto3" json:"state,omitempty"` // metadata.MirrorState
+	StateChangedMs int64                  `protobuf:"varint,5,opt,name=state_changed_ms,json=stateChangedMs,proto3" json:"state_changed_ms,omitempty"`
+	// Per partition, the highest source leader epoch any destination replica may hold
+	// in its log (a leader raises it before appending a batch of a newer epoch).
+	SourceEpochs  []int32 `protobuf:"varint,6,rep,packed,name=source_epochs,json=sourceEpochs,proto3" json:"source_epochs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MirrorTopicState) Reset() {
+	*x = MirrorTopicState{}
+	mi := &file_metadata_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MirrorTopicState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MirrorTopicState) ProtoMessage() {}
+
+func (x *MirrorTopicState) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MirrorTopicState.ProtoReflect.Descriptor instead.
+func (*MirrorTopicState) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *MirrorTopicState) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *MirrorTopicState) GetLink() string {
+	if x != nil {
+		return x.Link
+	}
+	return ""
+}
+
+func (x *MirrorTopicState) GetSourceTopic() string {
+	if x != nil {
+		return x.SourceTopic
+	}
+	return ""
+}
+
+func (x *MirrorTopicState) GetState() int32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+func (x *MirrorTopicState) GetStateChangedMs() int64 {
+	if x != nil {
+		return x.StateChangedMs
+	}
+	return 0
+}
+
+func (x *MirrorTopicState) GetSourceEpochs() []int32 {
+	if x != nil {
+		return x.SourceEpochs
+	}
+	return nil
+}
+
 var File_metadata_proto protoreflect.FileDescriptor
 
 const file_metadata_proto_rawDesc = "" +
@@ -2063,7 +2270,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x98\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\t\n" +
 	"\rMetadataDelta\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1f\n" +
 	"\vprev_offset\x18\x02 \x01(\x04R\n" +
@@ -2081,7 +2288,11 @@ const file_metadata_proto_rawDesc = "" +
 	"\x14unregistered_brokers\x18\x82\x01 \x03(\x05R\x13unregisteredBrokers\x12R\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaR\x0eschemaRegistry\x12O\n" +
 	"\x0eclient_metrics\x18\xbe\x01 \x03(\v2'.shale.controller.v1.ClientMetricsStateR\rclientMetrics\x12K\n" +
-	"\rgroup_configs\x18\xc8\x01 \x03(\v2%.shale.controller.v1.GroupConfigStateR\fgroupConfigsB\r\n" +
+	"\rgroup_configs\x18\xc8\x01 \x03(\v2%.shale.controller.v1.GroupConfigStateR\fgroupConfigs\x12K\n" +
+	"\rcluster_links\x18\xf0\x01 \x03(\v2%.shale.controller.v1.ClusterLinkStateR\fclusterLinks\x123\n" +
+	"\x15deleted_cluster_links\x18\xf1\x01 \x03(\tR\x13deletedClusterLinks\x12K\n" +
+	"\rmirror_topics\x18\xf2\x01 \x03(\v2%.shale.controller.v1.MirrorTopicStateR\fmirrorTopics\x123\n" +
+	"\x15deleted_mirror_topics\x18\xf3\x01 \x03(\tR\x13deletedMirrorTopicsB\r\n" +
 	"\v_cluster_idB\x10\n" +
 	"\x0e_controller_id\"\x81\x01\n" +
 	"\x10CoordinatorState\x12\x1c\n" +
@@ -2101,7 +2312,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcd\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe7\x06\n" +
 	"\x12MetadataImageChunk\x12R\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaR\x0eschemaRegistry\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1d\n" +
@@ -2116,7 +2327,9 @@ const file_metadata_proto_rawDesc = "" +
 	"\x04acls\x18< \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\x12J\n" +
 	"\rclient_quotas\x18P \x03(\v2%.shale.controller.v1.ClientQuotaStateR\fclientQuotas\x12O\n" +
 	"\x0eclient_metrics\x18\xbe\x01 \x03(\v2'.shale.controller.v1.ClientMetricsStateR\rclientMetrics\x12K\n" +
-	"\rgroup_configs\x18\xc8\x01 \x03(\v2%.shale.controller.v1.GroupConfigStateR\fgroupConfigs\"?\n" +
+	"\rgroup_configs\x18\xc8\x01 \x03(\v2%.shale.controller.v1.GroupConfigStateR\fgroupConfigs\x12K\n" +
+	"\rcluster_links\x18\xf0\x01 \x03(\v2%.shale.controller.v1.ClusterLinkStateR\fclusterLinks\x12K\n" +
+	"\rmirror_topics\x18\xf2\x01 \x03(\v2%.shale.controller.v1.MirrorTopicStateR\fmirrorTopics\"?\n" +
 	"\x0fQuotaEntityPart\x12\x18\n" +
 	"\adefault\x18\x01 \x01(\bR\adefault\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"\x90\x01\n" +
@@ -2223,7 +2436,23 @@ const file_metadata_proto_rawDesc = "" +
 	"\bversions\x18\x02 \x03(\v2+.shale.controller.v1.RegistrySubjectVersionR\bversions\x12E\n" +
 	"\aremoved\x18\x03 \x03(\v2+.shale.controller.v1.RegistrySubjectVersionR\aremoved\x12=\n" +
 	"\aconfigs\x18\x04 \x03(\v2#.shale.controller.v1.RegistryConfigR\aconfigs\x12\x17\n" +
-	"\anext_id\x18\x05 \x01(\x05R\x06nextIdB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\anext_id\x18\x05 \x01(\x05R\x06nextId\"\xdf\x01\n" +
+	"\x10ClusterLinkState\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\fR\x02id\x12L\n" +
+	"\aconfigs\x18\x03 \x03(\v22.shale.controller.v1.ClusterLinkState.ConfigsEntryR\aconfigs\x12\x1d\n" +
+	"\n" +
+	"created_ms\x18\x04 \x01(\x03R\tcreatedMs\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc4\x01\n" +
+	"\x10MirrorTopicState\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
+	"\x04link\x18\x02 \x01(\tR\x04link\x12!\n" +
+	"\fsource_topic\x18\x03 \x01(\tR\vsourceTopic\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\x05R\x05state\x12(\n" +
+	"\x10state_changed_ms\x18\x05 \x01(\x03R\x0estateChangedMs\x12#\n" +
+	"\rsource_epochs\x18\x06 \x03(\x05R\fsourceEpochsB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_metadata_proto_rawDescOnce sync.Once
@@ -2237,7 +2466,7 @@ func file_metadata_proto_rawDescGZIP() []byte {
 	return file_metadata_proto_rawDescData
 }
 
-var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_metadata_proto_goTypes = []any{
 	(*Error)(nil),                   // 0: shale.controller.v1.Error
 	(*Listener)(nil),                // 1: shale.controller.v1.Listener
@@ -2265,15 +2494,18 @@ var file_metadata_proto_goTypes = []any{
 	(*RegistrySubjectVersion)(nil),  // 23: shale.controller.v1.RegistrySubjectVersion
 	(*RegistryConfig)(nil),          // 24: shale.controller.v1.RegistryConfig
 	(*SchemaRegistryDelta)(nil),     // 25: shale.controller.v1.SchemaRegistryDelta
-	nil,                             // 26: shale.controller.v1.TopicState.ConfigsEntry
-	nil,                             // 27: shale.controller.v1.TopicDelta.ConfigsEntry
-	nil,                             // 28: shale.controller.v1.ClientQuotaState.ValuesEntry
-	nil,                             // 29: shale.controller.v1.ClientMetricsState.ConfigsEntry
-	nil,                             // 30: shale.controller.v1.GroupConfigState.ConfigsEntry
+	(*ClusterLinkState)(nil),        // 26: shale.controller.v1.ClusterLinkState
+	(*MirrorTopicState)(nil),        // 27: shale.controller.v1.MirrorTopicState
+	nil,                             // 28: shale.controller.v1.TopicState.ConfigsEntry
+	nil,                             // 29: shale.controller.v1.TopicDelta.ConfigsEntry
+	nil,                             // 30: shale.controller.v1.ClientQuotaState.ValuesEntry
+	nil,                             // 31: shale.controller.v1.ClientMetricsState.ConfigsEntry
+	nil,                             // 32: shale.controller.v1.GroupConfigState.ConfigsEntry
+	nil,                             // 33: shale.controller.v1.ClusterLinkState.ConfigsEntry
 }
 var file_metadata_proto_depIdxs = []int32{
 	1,  // 0: shale.controller.v1.BrokerState.listeners:type_name -> shale.controller.v1.Listener
-	26, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
+	28, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
 	3,  // 2: shale.controller.v1.TopicState.partitions:type_name -> shale.controller.v1.PartitionState
 	2,  // 3: shale.controller.v1.MetadataDelta.brokers:type_name -> shale.controller.v1.BrokerState
 	7,  // 4: shale.controller.v1.MetadataDelta.topics:type_name -> shale.controller.v1.TopicDelta
@@ -2284,32 +2516,37 @@ var file_metadata_proto_depIdxs = []int32{
 	25, // 9: shale.controller.v1.MetadataDelta.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
 	12, // 10: shale.controller.v1.MetadataDelta.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
 	13, // 11: shale.controller.v1.MetadataDelta.group_configs:type_name -> shale.controller.v1.GroupConfigState
-	27, // 12: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
-	3,  // 13: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
-	25, // 14: shale.controller.v1.MetadataImageChunk.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
-	2,  // 15: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
-	4,  // 16: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
-	6,  // 17: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	17, // 18: shale.controller.v1.MetadataImageChunk.acls:type_name -> shale.controller.v1.AclBinding
-	11, // 19: shale.controller.v1.MetadataImageChunk.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
-	12, // 20: shale.controller.v1.MetadataImageChunk.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
-	13, // 21: shale.controller.v1.MetadataImageChunk.group_configs:type_name -> shale.controller.v1.GroupConfigState
-	9,  // 22: shale.controller.v1.ClientQuotaEntity.user:type_name -> shale.controller.v1.QuotaEntityPart
-	9,  // 23: shale.controller.v1.ClientQuotaEntity.client_id:type_name -> shale.controller.v1.QuotaEntityPart
-	10, // 24: shale.controller.v1.ClientQuotaState.entity:type_name -> shale.controller.v1.ClientQuotaEntity
-	28, // 25: shale.controller.v1.ClientQuotaState.values:type_name -> shale.controller.v1.ClientQuotaState.ValuesEntry
-	29, // 26: shale.controller.v1.ClientMetricsState.configs:type_name -> shale.controller.v1.ClientMetricsState.ConfigsEntry
-	30, // 27: shale.controller.v1.GroupConfigState.configs:type_name -> shale.controller.v1.GroupConfigState.ConfigsEntry
-	22, // 28: shale.controller.v1.RegistrySchema.references:type_name -> shale.controller.v1.RegistrySchemaReference
-	21, // 29: shale.controller.v1.SchemaRegistryDelta.schemas:type_name -> shale.controller.v1.RegistrySchema
-	23, // 30: shale.controller.v1.SchemaRegistryDelta.versions:type_name -> shale.controller.v1.RegistrySubjectVersion
-	23, // 31: shale.controller.v1.SchemaRegistryDelta.removed:type_name -> shale.controller.v1.RegistrySubjectVersion
-	24, // 32: shale.controller.v1.SchemaRegistryDelta.configs:type_name -> shale.controller.v1.RegistryConfig
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	26, // 12: shale.controller.v1.MetadataDelta.cluster_links:type_name -> shale.controller.v1.ClusterLinkState
+	27, // 13: shale.controller.v1.MetadataDelta.mirror_topics:type_name -> shale.controller.v1.MirrorTopicState
+	29, // 14: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
+	3,  // 15: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
+	25, // 16: shale.controller.v1.MetadataImageChunk.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
+	2,  // 17: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
+	4,  // 18: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
+	6,  // 19: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	17, // 20: shale.controller.v1.MetadataImageChunk.acls:type_name -> shale.controller.v1.AclBinding
+	11, // 21: shale.controller.v1.MetadataImageChunk.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
+	12, // 22: shale.controller.v1.MetadataImageChunk.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
+	13, // 23: shale.controller.v1.MetadataImageChunk.group_configs:type_name -> shale.controller.v1.GroupConfigState
+	26, // 24: shale.controller.v1.MetadataImageChunk.cluster_links:type_name -> shale.controller.v1.ClusterLinkState
+	27, // 25: shale.controller.v1.MetadataImageChunk.mirror_topics:type_name -> shale.controller.v1.MirrorTopicState
+	9,  // 26: shale.controller.v1.ClientQuotaEntity.user:type_name -> shale.controller.v1.QuotaEntityPart
+	9,  // 27: shale.controller.v1.ClientQuotaEntity.client_id:type_name -> shale.controller.v1.QuotaEntityPart
+	10, // 28: shale.controller.v1.ClientQuotaState.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	30, // 29: shale.controller.v1.ClientQuotaState.values:type_name -> shale.controller.v1.ClientQuotaState.ValuesEntry
+	31, // 30: shale.controller.v1.ClientMetricsState.configs:type_name -> shale.controller.v1.ClientMetricsState.ConfigsEntry
+	32, // 31: shale.controller.v1.GroupConfigState.configs:type_name -> shale.controller.v1.GroupConfigState.ConfigsEntry
+	22, // 32: shale.controller.v1.RegistrySchema.references:type_name -> shale.controller.v1.RegistrySchemaReference
+	21, // 33: shale.controller.v1.SchemaRegistryDelta.schemas:type_name -> shale.controller.v1.RegistrySchema
+	23, // 34: shale.controller.v1.SchemaRegistryDelta.versions:type_name -> shale.controller.v1.RegistrySubjectVersion
+	23, // 35: shale.controller.v1.SchemaRegistryDelta.removed:type_name -> shale.controller.v1.RegistrySubjectVersion
+	24, // 36: shale.controller.v1.SchemaRegistryDelta.configs:type_name -> shale.controller.v1.RegistryConfig
+	33, // 37: shale.controller.v1.ClusterLinkState.configs:type_name -> shale.controller.v1.ClusterLinkState.ConfigsEntry
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_metadata_proto_init() }
@@ -2325,7 +2562,7 @@ func file_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_proto_rawDesc), len(file_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

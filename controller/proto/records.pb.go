@@ -179,6 +179,7 @@ type Record struct {
 	//	*Record_SchemaRegistry
 	//	*Record_ClientMetrics
 	//	*Record_GroupConfigs
+	//	*Record_ClusterLinks
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -446,6 +447,15 @@ func (x *Record) GetGroupConfigs() *GroupConfigsRecord {
 	return nil
 }
 
+func (x *Record) GetClusterLinks() *ClusterLinksRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_ClusterLinks); ok {
+			return x.ClusterLinks
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -550,6 +560,10 @@ type Record_GroupConfigs struct {
 	GroupConfigs *GroupConfigsRecord `protobuf:"bytes,200,opt,name=group_configs,json=groupConfigs,proto3,oneof"`
 }
 
+type Record_ClusterLinks struct {
+	ClusterLinks *ClusterLinksRecord `protobuf:"bytes,240,opt,name=cluster_links,json=clusterLinks,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -599,6 +613,8 @@ func (*Record_SchemaRegistry) isRecord_Record() {}
 func (*Record_ClientMetrics) isRecord_Record() {}
 
 func (*Record_GroupConfigs) isRecord_Record() {}
+
+func (*Record_ClusterLinks) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -1872,6 +1888,8 @@ type SnapshotItem struct {
 	//	*SnapshotItem_SchemaRegistry
 	//	*SnapshotItem_ClientMetrics
 	//	*SnapshotItem_GroupConfigs
+	//	*SnapshotItem_ClusterLink
+	//	*SnapshotItem_MirrorTopic
 	Item          isSnapshotItem_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2013,6 +2031,24 @@ func (x *SnapshotItem) GetGroupConfigs() *GroupConfigState {
 	return nil
 }
 
+func (x *SnapshotItem) GetClusterLink() *ClusterLinkState {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_ClusterLink); ok {
+			return x.ClusterLink
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotItem) GetMirrorTopic() *MirrorTopicState {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_MirrorTopic); ok {
+			return x.MirrorTopic
+		}
+	}
+	return nil
+}
+
 type isSnapshotItem_Item interface {
 	isSnapshotItem_Item()
 }
@@ -2061,6 +2097,14 @@ type SnapshotItem_GroupConfigs struct {
 	GroupConfigs *GroupConfigState `protobuf:"bytes,200,opt,name=group_configs,json=groupConfigs,proto3,oneof"`
 }
 
+type SnapshotItem_ClusterLink struct {
+	ClusterLink *ClusterLinkState `protobuf:"bytes,240,opt,name=cluster_link,json=clusterLink,proto3,oneof"`
+}
+
+type SnapshotItem_MirrorTopic struct {
+	MirrorTopic *MirrorTopicState `protobuf:"bytes,242,opt,name=mirror_topic,json=mirrorTopic,proto3,oneof"`
+}
+
 func (*SnapshotItem_Broker) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Topic) isSnapshotItem_Item() {}
@@ -2082,6 +2126,10 @@ func (*SnapshotItem_SchemaRegistry) isSnapshotItem_Item() {}
 func (*SnapshotItem_ClientMetrics) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_GroupConfigs) isSnapshotItem_Item() {}
+
+func (*SnapshotItem_ClusterLink) isSnapshotItem_Item() {}
+
+func (*SnapshotItem_MirrorTopic) isSnapshotItem_Item() {}
 
 // CreateAclsRecord stores ACL bindings the leader validated; bindings already stored are
 // kept once.
@@ -3499,11 +3547,161 @@ func (x *DeleteVersionOp) GetPermanent() bool {
 	return false
 }
 
+// ClusterLinksRecord changes cluster links and mirror topics (fsm_links.go): links and
+// mirrors are upserted whole, deletions apply first, and mirror_topics creates each
+// mirror's destination topic in the same record, so that a topic never exists as a
+// mirror without its state, nor the state without the topic.
+type ClusterLinksRecord struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Links        []*ClusterLinkState    `protobuf:"bytes,1,rep,name=links,proto3" json:"links,omitempty"`
+	DeletedLinks []string               `protobuf:"bytes,2,rep,name=deleted_links,json=deletedLinks,proto3" json:"deleted_links,omitempty"`
+	Mirrors      []*MirrorTopicState    `protobuf:"bytes,3,rep,name=mirrors,proto3" json:"mirrors,omitempty"`
+	MirrorTopics []*NewTopic            `protobuf:"bytes,4,rep,name=mirror_topics,json=mirrorTopics,proto3" json:"mirror_topics,omitempty"`
+	// Per mirror: the source epoch floor rises to at least this (see MirrorTopicState).
+	Epochs []*MirrorEpoch `protobuf:"bytes,5,rep,name=epochs,proto3" json:"epochs,omitempty"`
+	// When the leader proposed the record: the time of the state changes it makes.
+	TimeMs        int64 `protobuf:"varint,6,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterLinksRecord) Reset() {
+	*x = ClusterLinksRecord{}
+	mi := &file_records_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterLinksRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterLinksRecord) ProtoMessage() {}
+
+func (x *ClusterLinksRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterLinksRecord.ProtoReflect.Descriptor instead.
+func (*ClusterLinksRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ClusterLinksRecord) GetLinks() []*ClusterLinkState {
+	if x != nil {
+		return x.Links
+	}
+	return nil
+}
+
+func (x *ClusterLinksRecord) GetDeletedLinks() []string {
+	if x != nil {
+		return x.DeletedLinks
+	}
+	return nil
+}
+
+func (x *ClusterLinksRecord) GetMirrors() []*MirrorTopicState {
+	if x != nil {
+		return x.Mirrors
+	}
+	return nil
+}
+
+func (x *ClusterLinksRecord) GetMirrorTopics() []*NewTopic {
+	if x != nil {
+		return x.MirrorTopics
+	}
+	return nil
+}
+
+func (x *ClusterLinksRecord) GetEpochs() []*MirrorEpoch {
+	if x != nil {
+		return x.Epochs
+	}
+	return nil
+}
+
+func (x *ClusterLinksRecord) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+type MirrorEpoch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Epoch         int32                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MirrorEpoch) Reset() {
+	*x = MirrorEpoch{}
+	mi := &file_records_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MirrorEpoch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MirrorEpoch) ProtoMessage() {}
+
+func (x *MirrorEpoch) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MirrorEpoch.ProtoReflect.Descriptor instead.
+func (*MirrorEpoch) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *MirrorEpoch) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *MirrorEpoch) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *MirrorEpoch) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xf0\x10\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xc1\x11\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -3533,7 +3731,8 @@ const file_records_proto_rawDesc = "" +
 	"\x0fshare_state_ops\x18\x96\x01 \x01(\v2(.shale.controller.v1.ShareStateOpsRecordH\x00R\rshareStateOps\x12U\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2).shale.controller.v1.SchemaRegistryRecordH\x00R\x0eschemaRegistry\x12R\n" +
 	"\x0eclient_metrics\x18\xbe\x01 \x01(\v2(.shale.controller.v1.ClientMetricsRecordH\x00R\rclientMetrics\x12O\n" +
-	"\rgroup_configs\x18\xc8\x01 \x01(\v2'.shale.controller.v1.GroupConfigsRecordH\x00R\fgroupConfigsB\b\n" +
+	"\rgroup_configs\x18\xc8\x01 \x01(\v2'.shale.controller.v1.GroupConfigsRecordH\x00R\fgroupConfigs\x12O\n" +
+	"\rcluster_links\x18\xf0\x01 \x01(\v2'.shale.controller.v1.ClusterLinksRecordH\x00R\fclusterLinksB\b\n" +
 	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -3636,7 +3835,7 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\x03R\roffsetsLogEnd\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xa6\x06\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xc0\a\n" +
 	"\fSnapshotItem\x12:\n" +
 	"\x06broker\x18\x01 \x01(\v2 .shale.controller.v1.BrokerStateH\x00R\x06broker\x127\n" +
 	"\x05topic\x18\x02 \x01(\v2\x1f.shale.controller.v1.TopicStateH\x00R\x05topic\x129\n" +
@@ -3648,7 +3847,9 @@ const file_records_proto_rawDesc = "" +
 	"\x0fshare_partition\x18\x96\x01 \x01(\v2(.shale.controller.v1.SharePartitionStateH\x00R\x0esharePartition\x12T\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaH\x00R\x0eschemaRegistry\x12Q\n" +
 	"\x0eclient_metrics\x18\xbe\x01 \x01(\v2'.shale.controller.v1.ClientMetricsStateH\x00R\rclientMetrics\x12M\n" +
-	"\rgroup_configs\x18\xc8\x01 \x01(\v2%.shale.controller.v1.GroupConfigStateH\x00R\fgroupConfigsB\x06\n" +
+	"\rgroup_configs\x18\xc8\x01 \x01(\v2%.shale.controller.v1.GroupConfigStateH\x00R\fgroupConfigs\x12K\n" +
+	"\fcluster_link\x18\xf0\x01 \x01(\v2%.shale.controller.v1.ClusterLinkStateH\x00R\vclusterLink\x12K\n" +
+	"\fmirror_topic\x18\xf2\x01 \x01(\v2%.shale.controller.v1.MirrorTopicStateH\x00R\vmirrorTopicB\x06\n" +
 	"\x04item\"G\n" +
 	"\x10CreateAclsRecord\x123\n" +
 	"\x04acls\x18\x01 \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\"L\n" +
@@ -3754,7 +3955,18 @@ const file_records_proto_rawDesc = "" +
 	"\x0fDeleteVersionOp\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x05R\aversion\x12\x1c\n" +
-	"\tpermanent\x18\x03 \x01(\bR\tpermanent*~\n" +
+	"\tpermanent\x18\x03 \x01(\bR\tpermanent\"\xce\x02\n" +
+	"\x12ClusterLinksRecord\x12;\n" +
+	"\x05links\x18\x01 \x03(\v2%.shale.controller.v1.ClusterLinkStateR\x05links\x12#\n" +
+	"\rdeleted_links\x18\x02 \x03(\tR\fdeletedLinks\x12?\n" +
+	"\amirrors\x18\x03 \x03(\v2%.shale.controller.v1.MirrorTopicStateR\amirrors\x12B\n" +
+	"\rmirror_topics\x18\x04 \x03(\v2\x1d.shale.controller.v1.NewTopicR\fmirrorTopics\x128\n" +
+	"\x06epochs\x18\x05 \x03(\v2 .shale.controller.v1.MirrorEpochR\x06epochs\x12\x17\n" +
+	"\atime_ms\x18\x06 \x01(\x03R\x06timeMs\"W\n" +
+	"\vMirrorEpoch\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x05R\x05epoch*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
@@ -3783,7 +3995,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                         // 0: shale.controller.v1.ElectionType
 	(TxnStatus)(0),                            // 1: shale.controller.v1.TxnStatus
@@ -3828,25 +4040,29 @@ var file_records_proto_goTypes = []any{
 	(*RegisterSchemaOp)(nil),                  // 40: shale.controller.v1.RegisterSchemaOp
 	(*DeleteSubjectOp)(nil),                   // 41: shale.controller.v1.DeleteSubjectOp
 	(*DeleteVersionOp)(nil),                   // 42: shale.controller.v1.DeleteVersionOp
-	nil,                                       // 43: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                                       // 44: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                          // 45: shale.controller.v1.Listener
-	(*ReplicaList)(nil),                       // 46: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),                       // 47: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                   // 48: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),                  // 49: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),                       // 50: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                        // 51: shale.controller.v1.TopicState
-	(*AclBinding)(nil),                        // 52: shale.controller.v1.AclBinding
-	(*ClientQuotaState)(nil),                  // 53: shale.controller.v1.ClientQuotaState
-	(*ScramCredential)(nil),                   // 54: shale.controller.v1.ScramCredential
-	(*SchemaRegistryDelta)(nil),               // 55: shale.controller.v1.SchemaRegistryDelta
-	(*ClientMetricsState)(nil),                // 56: shale.controller.v1.ClientMetricsState
-	(*GroupConfigState)(nil),                  // 57: shale.controller.v1.GroupConfigState
-	(*AclFilter)(nil),                         // 58: shale.controller.v1.AclFilter
-	(*ScramCredentialKey)(nil),                // 59: shale.controller.v1.ScramCredentialKey
-	(*RegistryConfig)(nil),                    // 60: shale.controller.v1.RegistryConfig
-	(*RegistrySchema)(nil),                    // 61: shale.controller.v1.RegistrySchema
+	(*ClusterLinksRecord)(nil),                // 43: shale.controller.v1.ClusterLinksRecord
+	(*MirrorEpoch)(nil),                       // 44: shale.controller.v1.MirrorEpoch
+	nil,                                       // 45: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                                       // 46: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                          // 47: shale.controller.v1.Listener
+	(*ReplicaList)(nil),                       // 48: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),                       // 49: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                   // 50: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),                  // 51: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),                       // 52: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                        // 53: shale.controller.v1.TopicState
+	(*AclBinding)(nil),                        // 54: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),                  // 55: shale.controller.v1.ClientQuotaState
+	(*ScramCredential)(nil),                   // 56: shale.controller.v1.ScramCredential
+	(*SchemaRegistryDelta)(nil),               // 57: shale.controller.v1.SchemaRegistryDelta
+	(*ClientMetricsState)(nil),                // 58: shale.controller.v1.ClientMetricsState
+	(*GroupConfigState)(nil),                  // 59: shale.controller.v1.GroupConfigState
+	(*ClusterLinkState)(nil),                  // 60: shale.controller.v1.ClusterLinkState
+	(*MirrorTopicState)(nil),                  // 61: shale.controller.v1.MirrorTopicState
+	(*AclFilter)(nil),                         // 62: shale.controller.v1.AclFilter
+	(*ScramCredentialKey)(nil),                // 63: shale.controller.v1.ScramCredentialKey
+	(*RegistryConfig)(nil),                    // 64: shale.controller.v1.RegistryConfig
+	(*RegistrySchema)(nil),                    // 65: shale.controller.v1.RegistrySchema
 }
 var file_records_proto_depIdxs = []int32{
 	3,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -3874,61 +4090,68 @@ var file_records_proto_depIdxs = []int32{
 	39, // 22: shale.controller.v1.Record.schema_registry:type_name -> shale.controller.v1.SchemaRegistryRecord
 	26, // 23: shale.controller.v1.Record.client_metrics:type_name -> shale.controller.v1.ClientMetricsRecord
 	27, // 24: shale.controller.v1.Record.group_configs:type_name -> shale.controller.v1.GroupConfigsRecord
-	45, // 25: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	46, // 26: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	43, // 27: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	7,  // 28: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	9,  // 29: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	46, // 30: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	11, // 31: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	44, // 32: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	47, // 33: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	48, // 34: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	16, // 35: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 36: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	48, // 37: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	49, // 38: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	47, // 39: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	50, // 40: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	51, // 41: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	21, // 42: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	52, // 43: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	53, // 44: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
-	54, // 45: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
-	29, // 46: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
-	36, // 47: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
-	55, // 48: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
-	56, // 49: shale.controller.v1.SnapshotItem.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
-	57, // 50: shale.controller.v1.SnapshotItem.group_configs:type_name -> shale.controller.v1.GroupConfigState
-	52, // 51: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	58, // 52: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	53, // 53: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
-	56, // 54: shale.controller.v1.ClientMetricsRecord.subscriptions:type_name -> shale.controller.v1.ClientMetricsState
-	57, // 55: shale.controller.v1.GroupConfigsRecord.groups:type_name -> shale.controller.v1.GroupConfigState
-	54, // 56: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
-	59, // 57: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	1,  // 58: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
-	48, // 59: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
-	21, // 60: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
-	29, // 61: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
-	47, // 62: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
-	33, // 63: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	35, // 64: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
-	36, // 65: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
-	36, // 66: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
-	48, // 67: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
-	37, // 68: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
-	40, // 69: shale.controller.v1.SchemaRegistryRecord.register:type_name -> shale.controller.v1.RegisterSchemaOp
-	41, // 70: shale.controller.v1.SchemaRegistryRecord.delete_subject:type_name -> shale.controller.v1.DeleteSubjectOp
-	42, // 71: shale.controller.v1.SchemaRegistryRecord.delete_version:type_name -> shale.controller.v1.DeleteVersionOp
-	60, // 72: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
-	60, // 73: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
-	61, // 74: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
-	75, // [75:75] is the sub-list for method output_type
-	75, // [75:75] is the sub-list for method input_type
-	75, // [75:75] is the sub-list for extension type_name
-	75, // [75:75] is the sub-list for extension extendee
-	0,  // [0:75] is the sub-list for field type_name
+	43, // 25: shale.controller.v1.Record.cluster_links:type_name -> shale.controller.v1.ClusterLinksRecord
+	47, // 26: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	48, // 27: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	45, // 28: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	7,  // 29: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	9,  // 30: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	48, // 31: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	11, // 32: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	46, // 33: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	49, // 34: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	50, // 35: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	16, // 36: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 37: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	50, // 38: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	51, // 39: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	49, // 40: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	52, // 41: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	53, // 42: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	21, // 43: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	54, // 44: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	55, // 45: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	56, // 46: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	29, // 47: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
+	36, // 48: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
+	57, // 49: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
+	58, // 50: shale.controller.v1.SnapshotItem.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
+	59, // 51: shale.controller.v1.SnapshotItem.group_configs:type_name -> shale.controller.v1.GroupConfigState
+	60, // 52: shale.controller.v1.SnapshotItem.cluster_link:type_name -> shale.controller.v1.ClusterLinkState
+	61, // 53: shale.controller.v1.SnapshotItem.mirror_topic:type_name -> shale.controller.v1.MirrorTopicState
+	54, // 54: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	62, // 55: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	55, // 56: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	58, // 57: shale.controller.v1.ClientMetricsRecord.subscriptions:type_name -> shale.controller.v1.ClientMetricsState
+	59, // 58: shale.controller.v1.GroupConfigsRecord.groups:type_name -> shale.controller.v1.GroupConfigState
+	56, // 59: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	63, // 60: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	1,  // 61: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
+	50, // 62: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
+	21, // 63: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
+	29, // 64: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
+	49, // 65: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
+	33, // 66: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	35, // 67: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
+	36, // 68: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
+	36, // 69: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
+	50, // 70: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
+	37, // 71: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
+	40, // 72: shale.controller.v1.SchemaRegistryRecord.register:type_name -> shale.controller.v1.RegisterSchemaOp
+	41, // 73: shale.controller.v1.SchemaRegistryRecord.delete_subject:type_name -> shale.controller.v1.DeleteSubjectOp
+	42, // 74: shale.controller.v1.SchemaRegistryRecord.delete_version:type_name -> shale.controller.v1.DeleteVersionOp
+	64, // 75: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
+	64, // 76: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
+	65, // 77: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
+	60, // 78: shale.controller.v1.ClusterLinksRecord.links:type_name -> shale.controller.v1.ClusterLinkState
+	61, // 79: shale.controller.v1.ClusterLinksRecord.mirrors:type_name -> shale.controller.v1.MirrorTopicState
+	7,  // 80: shale.controller.v1.ClusterLinksRecord.mirror_topics:type_name -> shale.controller.v1.NewTopic
+	44, // 81: shale.controller.v1.ClusterLinksRecord.epochs:type_name -> shale.controller.v1.MirrorEpoch
+	82, // [82:82] is the sub-list for method output_type
+	82, // [82:82] is the sub-list for method input_type
+	82, // [82:82] is the sub-list for extension type_name
+	82, // [82:82] is the sub-list for extension extendee
+	0,  // [0:82] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -3963,6 +4186,7 @@ func file_records_proto_init() {
 		(*Record_SchemaRegistry)(nil),
 		(*Record_ClientMetrics)(nil),
 		(*Record_GroupConfigs)(nil),
+		(*Record_ClusterLinks)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
@@ -3976,6 +4200,8 @@ func file_records_proto_init() {
 		(*SnapshotItem_SchemaRegistry)(nil),
 		(*SnapshotItem_ClientMetrics)(nil),
 		(*SnapshotItem_GroupConfigs)(nil),
+		(*SnapshotItem_ClusterLink)(nil),
+		(*SnapshotItem_MirrorTopic)(nil),
 	}
 	file_records_proto_msgTypes[27].OneofWrappers = []any{}
 	file_records_proto_msgTypes[37].OneofWrappers = []any{
@@ -3991,7 +4217,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   43,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
