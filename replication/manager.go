@@ -91,6 +91,9 @@ type Config struct {
 	// Dial reaches a leader for the replica fetchers; nil is a Kafka client over TCP
 	// with FetcherOpts.
 	Dial func(leader metadata.Broker) (BrokerConn, error)
+	// DialLink reaches a cluster link's source cluster for the mirror copiers
+	// (mirror.go); nil is a Kafka client with the link's configs.
+	DialLink func(link *metadata.ClusterLink) (LinkConn, error)
 	// Spawn runs a background call (an ISR proposal); nil runs each on its own
 	// goroutine.
 	Spawn func(func())
@@ -205,6 +208,8 @@ type Manager struct {
 	appliedCh chan struct{}
 
 	fetchers *fetcherPool
+	// mirrors copy the mirror partitions this broker leads from their sources (mirror.go).
+	mirrors *mirrorPool
 	// isrRetries are the ISR changes whose outcome is unknown, to send again (isr.go).
 	isrRetries isrRetries
 	autoCreate autoCreator
@@ -244,6 +249,7 @@ func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 		cfg.Registry.MustRegister(m.m, newExporterMetrics(m))
 	}
 	m.fetchers = newFetcherPool(m)
+	m.mirrors = newMirrorPool(m)
 	m.apply(store.Current(), true)
 	if cfg.Driven {
 		return m, nil
@@ -330,6 +336,7 @@ func (m *Manager) Crash() {
 	m.mu.Unlock()
 	m.cancel()
 	m.fetchers.close()
+	m.mirrors.close()
 	if !m.cfg.Driven {
 		// (A Driven manager's background calls wait in its caller's queue, which
 		// drops them.)
@@ -347,6 +354,7 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	m.cancel()
 	m.fetchers.close()
+	m.mirrors.close()
 	m.wg.Wait()
 	return m.parts.Close()
 }
@@ -464,6 +472,7 @@ func (m *Manager) apply(im *metadata.Image, startup bool) {
 	now := m.now()
 	want := map[partition.TopicPartition]bool{}
 	follow := map[partition.TopicPartition]followTarget{}
+	copying := map[partition.TopicPartition]mirrorTarget{}
 	m.removeRecreated(im)
 	openErrs := m.openMissing(im, id)
 	for _, t := range im.Topics {
@@ -495,14 +504,18 @@ func (m *Manager) apply(im *metadata.Image, startup bool) {
 			case mp.Leader < 0:
 				role = partition.RoleNone
 			}
+			mirror := im.Mirror(t.Name)
 			st := partition.State{Role: role, Leader: mp.Leader, LeaderEpoch: mp.LeaderEpoch, PartitionEpoch: mp.PartitionEpoch,
-				Replicas: mp.Replicas, ISR: mp.ISR}
+				Replicas: mp.Replicas, ISR: mp.ISR, Mirror: mirror.Active()}
 			tr, err := p.ApplyState(st, now)
 			if err != nil {
 				m.lg.Error("cannot take the partition's new state", "partition", tp, "err", err)
 			}
 			if tr == partition.NewEpoch {
 				m.lg.Info("partition state", "partition", tp, "role", role, "leader", mp.Leader, "leader_epoch", mp.LeaderEpoch, "isr", mp.ISR)
+			}
+			if mirror.Active() && p.Role() == partition.RoleLeader && p.LeaderEpoch() == mp.LeaderEpoch {
+				copying[tp] = mirrorTarget{p: p, leaderEpoch: mp.LeaderEpoch, mirror: mirror, topicID: t.ID}
 			}
 			if p.Role() == partition.RoleFollower && p.LeaderEpoch() == mp.LeaderEpoch {
 				if b, ok := im.Brokers[mp.Leader]; ok {
@@ -519,6 +532,7 @@ func (m *Manager) apply(im *metadata.Image, startup bool) {
 		}
 	}
 	m.fetchers.update(follow)
+	m.mirrors.update(im, copying)
 	for _, p := range m.parts.All() {
 		tp := partition.TopicPartition{Topic: p.Topic(), Index: p.Index()}
 		if !want[tp] {
