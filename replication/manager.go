@@ -94,6 +94,10 @@ type Config struct {
 	// DialLink reaches a cluster link's source cluster for the mirror copiers
 	// (mirror.go); nil is a Kafka client with the link's configs.
 	DialLink func(link *metadata.ClusterLink) (LinkConn, error)
+	// DialSelf reaches this broker's own cluster for the consumer offset sync
+	// (mirror_offsets.go); nil is a Kafka client of this broker's advertised listener
+	// with FetcherOpts.
+	DialSelf func() (LinkConn, error)
 	// Spawn runs a background call (an ISR proposal); nil runs each on its own
 	// goroutine.
 	Spawn func(func())
@@ -246,7 +250,7 @@ func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.m = newMetrics(m)
 	if cfg.Registry != nil {
-		cfg.Registry.MustRegister(m.m, newExporterMetrics(m))
+		cfg.Registry.MustRegister(m.m, newExporterMetrics(m), newMirrorMetrics(m))
 	}
 	m.fetchers = newFetcherPool(m)
 	m.mirrors = newMirrorPool(m)

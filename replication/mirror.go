@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -131,11 +133,14 @@ type mirrorPool struct {
 	mu      sync.Mutex
 	links   map[string]*linkRuntime
 	copiers map[partition.TopicPartition]*copier
+	// syncers sync the links' consumer offsets, by link name (mirror_offsets.go).
+	syncers map[string]*offsetSyncer
 	closed  bool
 }
 
 func newMirrorPool(m *Manager) *mirrorPool {
-	return &mirrorPool{m: m, links: map[string]*linkRuntime{}, copiers: map[partition.TopicPartition]*copier{}}
+	return &mirrorPool{m: m, links: map[string]*linkRuntime{}, copiers: map[partition.TopicPartition]*copier{},
+		syncers: map[string]*offsetSyncer{}}
 }
 
 func sameLink(a, b *metadata.ClusterLink) bool {
@@ -209,6 +214,7 @@ func (mp *mirrorPool) update(im *metadata.Image, targets map[partition.TopicPart
 		}
 		mp.copiers[tp] = startCopier(mp.m, lr, tp, t)
 	}
+	mp.updateSyncers(im)
 	for name, lr := range mp.links {
 		used := false
 		for _, c := range mp.copiers {
@@ -221,11 +227,46 @@ func (mp *mirrorPool) update(im *metadata.Image, targets map[partition.TopicPart
 	}
 }
 
+// updateSyncers runs an offset syncer for every link whose offsets this broker syncs.
+func (mp *mirrorPool) updateSyncers(im *metadata.Image) {
+	for name, s := range mp.syncers {
+		if l := im.Links[name]; l == nil || !sameLink(l, s.link) || !mp.m.syncsOffsets(im, l) {
+			s.stop()
+			delete(mp.syncers, name)
+		}
+	}
+	for name, l := range im.Links {
+		if mp.syncers[name] != nil || !mp.m.syncsOffsets(im, l) {
+			continue
+		}
+		dial := mp.m.cfg.DialLink
+		if dial == nil {
+			dial = dialLink
+		}
+		src, err := dial(l)
+		if err != nil {
+			mp.m.lg.Error("cannot reach a cluster link's source for the offset sync", "link", name, "err", err)
+			continue
+		}
+		dst, err := mp.m.dialSelf()
+		if err != nil {
+			src.Close()
+			mp.m.lg.Error("cannot reach this cluster for the offset sync", "link", name, "err", err)
+			continue
+		}
+		mp.syncers[name] = startOffsetSyncer(mp.m, l, src, dst)
+	}
+}
+
 // close stops every copier and closes the links' connections.
 func (mp *mirrorPool) close() {
 	mp.mu.Lock()
 	defer mp.mu.Unlock()
 	mp.closed = true
+	for name, s := range mp.syncers {
+		s.stop()
+		delete(mp.syncers, name)
+	}
 	for tp, c := range mp.copiers {
 		c.stop()
 		delete(mp.copiers, tp)
@@ -624,4 +665,74 @@ func (c *copier) listOffset(ctx context.Context, src *sourcePartition, ts int64)
 		return 0, fmt.Errorf("%w: source ListOffsets: %w", errSourceMoved, err)
 	}
 	return rp.Offset, nil
+}
+
+// mirrorMetrics reports the mirror partitions led here and the links' traffic at scrape
+// time.
+type mirrorMetrics struct {
+	m                          *Manager
+	lag, lagSeconds, copied    *prometheus.Desc
+	syncAge, sourceEnd, fetchd *prometheus.Desc
+}
+
+func newMirrorMetrics(m *Manager) *mirrorMetrics {
+	labels := []string{"link", "topic", "partition"}
+	return &mirrorMetrics{m: m,
+		lag: prometheus.NewDesc("shale_mirror_partition_lag_records",
+			"Records a mirror partition led here lacks of its source (the source's high watermark at the last fetch minus this log's end).", labels, nil),
+		lagSeconds: prometheus.NewDesc("shale_mirror_partition_lag_seconds",
+			"Seconds since a mirror partition led here last held everything its source had committed (0 while caught up).", labels, nil),
+		sourceEnd: prometheus.NewDesc("shale_mirror_partition_source_end_offset",
+			"The source partition's high watermark at a mirror's last fetch.", labels, nil),
+		fetchd: prometheus.NewDesc("shale_mirror_partition_seconds_since_fetch",
+			"Seconds since a mirror partition led here last heard from its source.", labels, nil),
+		copied: prometheus.NewDesc("shale_mirror_bytes_copied_total",
+			"Bytes this broker appended to mirror partitions from a link's source since the link was last (re)connected here.", []string{"link"}, nil),
+		syncAge: prometheus.NewDesc("shale_mirror_offset_sync_age_seconds",
+			"Seconds since this broker last completed a consumer offset sync of a link (only on the broker that syncs it; -1 before the first).", []string{"link"}, nil),
+	}
+}
+
+func (mm *mirrorMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{mm.lag, mm.lagSeconds, mm.sourceEnd, mm.fetchd, mm.copied, mm.syncAge} {
+		ch <- d
+	}
+}
+
+func (mm *mirrorMetrics) Collect(ch chan<- prometheus.Metric) {
+	now := mm.m.now()
+	for _, l := range mm.m.MirrorLags() {
+		lv := []string{l.Link, l.Topic, strconv.Itoa(int(l.Partition))}
+		if l.SourceEnd >= 0 {
+			ch <- prometheus.MustNewConstMetric(mm.lag, prometheus.GaugeValue, float64(l.Records), lv...)
+			ch <- prometheus.MustNewConstMetric(mm.sourceEnd, prometheus.GaugeValue, float64(l.SourceEnd), lv...)
+		}
+		if !l.CaughtUp.IsZero() {
+			behind := 0.0
+			if l.Records > 0 {
+				behind = now.Sub(l.CaughtUp).Seconds()
+			}
+			ch <- prometheus.MustNewConstMetric(mm.lagSeconds, prometheus.GaugeValue, behind, lv...)
+		}
+		if !l.LastFetch.IsZero() {
+			ch <- prometheus.MustNewConstMetric(mm.fetchd, prometheus.GaugeValue, now.Sub(l.LastFetch).Seconds(), lv...)
+		}
+	}
+	mp := mm.m.mirrors
+	mp.mu.Lock()
+	defer mp.mu.Unlock()
+	for name, lr := range mp.links {
+		lr.copiedMu.Lock()
+		n := lr.copied
+		lr.copiedMu.Unlock()
+		ch <- prometheus.MustNewConstMetric(mm.copied, prometheus.CounterValue, float64(n), name)
+	}
+	for name, s := range mp.syncers {
+		age := s.age()
+		v := -1.0
+		if age >= 0 {
+			v = age.Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(mm.syncAge, prometheus.GaugeValue, v, name)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -299,5 +300,94 @@ func TestMirrorCopiesAtTheSameOffsets(t *testing.T) {
 	produceSome(t, ctx, pcl, "t", 2, "after-promotion")
 	if got, _ := rawLog(t, ctx, dst, "t", 0); !bytes.Equal(got, after) {
 		t.Fatal("a promoted mirror still copies its source")
+	}
+}
+
+// TestMirrorSyncsConsumerOffsets: the committed offsets of the source's groups that the
+// link's filter selects reach the destination unchanged; a group with members on the
+// destination keeps its own.
+func TestMirrorSyncsConsumerOffsets(t *testing.T) {
+	src := startFullCluster(t)
+	dst := startFullCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	if res := src[0].store.CreateTopics(ctx, []metadata.TopicSpec{{Name: "t", NumPartitions: 2, ReplicationFactor: 3}}, false); res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	pcl := src[0].b.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.WithLogger(nil))
+	produceSome(t, ctx, pcl, "t", 20, "r")
+	ls := linkStore(t, dst)
+	if err := ls.CreateClusterLink(ctx, "src", map[string]string{"bootstrap.servers": addrsOf(src),
+		"consumer.offset.sync.enable": "true", "consumer.offset.sync.ms": "100", "consumer.offset.group.filters": "g*,!gx"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.CreateMirrorTopic(ctx, metadata.MirrorSpec{Topic: "t", Link: "src", SourceTopic: "t", Partitions: 2, ReplicationFactor: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range int32(2) {
+		waitSameLog(t, ctx, src, dst, "t", i)
+	}
+
+	// g2 is active on the destination, with a commit of its own.
+	dadm := kadm.NewClient(dst[0].b.Client(kgo.WithLogger(nil)))
+	member := dst[0].b.Client(kgo.ConsumerGroup("g2"), kgo.ConsumeTopics("t"), kgo.DisableAutoCommit(), kgo.WithLogger(nil))
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		gs, err := dadm.DescribeGroups(ctx, "g2")
+		if err == nil && gs["g2"].State == "Stable" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("g2 did not become stable on the destination: %v %+v", err, gs)
+		}
+		member.PollRecords(ctx, 1) // joins and keeps the session alive
+	}
+	var commitErr error
+	member.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{"t": {0: {Epoch: -1, Offset: 1}}},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err == nil {
+				err = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+			}
+			commitErr = err
+		})
+	if commitErr != nil {
+		t.Fatalf("g2's own commit: %v", commitErr)
+	}
+
+	sadm := kadm.NewClient(src[0].b.Client(kgo.WithLogger(nil)))
+	commit := func(group string, off int64) {
+		t.Helper()
+		os := kadm.Offsets{}
+		os.Add(kadm.Offset{Topic: "t", Partition: 0, At: off, LeaderEpoch: -1})
+		os.Add(kadm.Offset{Topic: "t", Partition: 1, At: off + 1, LeaderEpoch: -1})
+		if res, err := sadm.CommitOffsets(ctx, group, os); err != nil || res.Error() != nil {
+			t.Fatalf("commit %s on the source: %v %v", group, err, res.Error())
+		}
+	}
+	commit("g2", 7)
+	commit("gx", 3)
+	commit("g1", 5)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got, err := dadm.FetchOffsets(ctx, "g1")
+		if err == nil {
+			a, _ := got.Lookup("t", 0)
+			b, _ := got.Lookup("t", 1)
+			if a.At == 5 && b.At == 6 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("g1's offsets on the destination: %v %+v", err, got)
+		}
+	}
+	// The pass that copied g1 saw g2's commit first: it left the active group alone.
+	got, err := dadm.FetchOffsets(ctx, "g2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := got.Lookup("t", 0); o.At != 1 {
+		t.Fatalf("active group g2 overwritten on the destination: %+v", got)
+	}
+	if got, err := dadm.FetchOffsets(ctx, "gx"); err != nil || len(got) != 0 {
+		t.Fatalf("excluded group gx synced: %v %+v", err, got)
 	}
 }
