@@ -3,11 +3,13 @@ package partition
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
 )
 
 // A mirror partition (issue 29) is the leader of a destination partition of an active
@@ -141,4 +143,58 @@ func (p *Partition) RestartMirrorAt(offset int64, leaderEpoch int32) error {
 	p.bumpGen()
 	p.lg.Info("mirror restarted its log at the source's log start", "offset", offset)
 	return p.saveEpochsLocked()
+}
+
+// epochAtLocked is the leader epoch in force at offset by the epoch cache, -1 when the
+// cache knows none.
+func (p *Partition) epochAtLocked(offset int64) int32 {
+	e := int32(-1)
+	for _, en := range p.epochs.entries {
+		if en.StartOffset > offset {
+			break
+		}
+		e = en.Epoch
+	}
+	return e
+}
+
+// AbortSourceTransactions ends, with an abort marker, every transaction still open on a
+// promoted mirror's leader that began in a source epoch (at most floor, the mirror's
+// source epoch floor): no coordinator of this cluster knows it, so none would ever end
+// it, and it would hold the last stable offset back for good. Transactions begun after
+// the promotion are in destination epochs, above the floor, and are left alone; so the
+// call is safe on every leadership of a promoted mirror. It returns the aborts written.
+func (p *Partition) AbortSourceTransactions(floor int32) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.Role() != RoleLeader || p.state.Mirror || floor < 0 {
+		return 0, nil
+	}
+	if err := p.offlineErr(); err != nil {
+		return 0, err
+	}
+	pids := make([]int64, 0, len(p.producers.txns.Ongoing))
+	for pid, first := range p.producers.txns.Ongoing {
+		if p.epochAtLocked(first) <= floor {
+			pids = append(pids, pid)
+		}
+	}
+	slices.Sort(pids)
+	n := 0
+	for _, pid := range pids {
+		epoch, coord := int16(0), int32(0)
+		if e := p.producers.producers[pid]; e != nil {
+			epoch, coord = e.Epoch, e.CoordinatorEpoch
+		}
+		if _, err := p.appendMarkerLocked(pid, epoch, records.Marker{Commit: false, CoordinatorEpoch: coord}); err != nil {
+			return n, fmt.Errorf("aborting producer %d's transaction from the source: %w", pid, err)
+		}
+		n++
+	}
+	if n > 0 {
+		p.maybeAdvanceHWLocked()
+		defer p.wake()
+		p.lg.Info("aborted transactions the mirror's source left open", "count", n)
+	}
+	return n, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
 )
 
 func mirrorLeader(epoch, pepoch int32) State {
@@ -95,5 +96,50 @@ func TestMirrorRestartsAtTheSourceLogStart(t *testing.T) {
 	}
 	if _, err := p.AppendMirrored(batch(t, 100, 2, 3), 0, 3); err != nil || p.LogEndOffset() != 102 {
 		t.Fatalf("append at the new start: %v, end %d", err, p.LogEndOffset())
+	}
+}
+
+// TestPromotedMirrorAbortsTheSourcesOpenTransactions: a transaction the source left
+// open (its marker never copied) holds the last stable offset until the promoted
+// leader aborts it; one begun after the promotion is left alone.
+func TestPromotedMirrorAbortsTheSourcesOpenTransactions(t *testing.T) {
+	p := openTest(t, t.TempDir(), 1, -1)
+	now := time.Now()
+	if _, err := p.ApplyState(mirrorLeader(0, 0), now); err != nil {
+		t.Fatal(err)
+	}
+	recs := []records.Record{{OffsetDelta: 0, Value: []byte("t")}, {OffsetDelta: 1, Value: []byte("u")}}
+	b, err := records.Build(shalelog.Header{Magic: 2, BaseOffset: 0, PartitionLeaderEpoch: 4, ProducerID: 77, ProducerEpoch: 3, BaseSequence: 0,
+		Attributes: shalelog.AttrTransactional}, shalelog.CodecNone, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.AppendMirrored(b, 0, 4); err != nil {
+		t.Fatal(err)
+	}
+	p.FollowerFetched(2, 2, -1, -1, now)
+	p.FollowerFetched(3, 2, -1, -1, now)
+	if lso := p.LastStableOffset(); lso != 0 {
+		t.Fatalf("last stable offset %d with the source's transaction open, want 0", lso)
+	}
+	// Still a mirror: nothing is aborted.
+	if n, err := p.AbortSourceTransactions(4); n != 0 || err != nil {
+		t.Fatalf("abort on an active mirror: %d %v", n, err)
+	}
+	if _, err := p.ApplyState(leaderState(5, 1, 1, 2, 3), now); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := p.AbortSourceTransactions(4); n != 1 || err != nil {
+		t.Fatalf("abort after promotion: %d %v", n, err)
+	}
+	p.FollowerFetched(2, 3, -1, -1, now)
+	p.FollowerFetched(3, 3, -1, -1, now)
+	if lso := p.LastStableOffset(); lso != 3 {
+		t.Fatalf("last stable offset %d after the abort, want 3", lso)
+	}
+	// A transaction of the promoted topic's own is not the source's.
+	appendTxn(t, p, 88, 0, 0, 1)
+	if n, err := p.AbortSourceTransactions(4); n != 0 || err != nil {
+		t.Fatalf("abort of a destination transaction: %d %v", n, err)
 	}
 }

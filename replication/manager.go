@@ -518,6 +518,12 @@ func (m *Manager) apply(im *metadata.Image, startup bool) {
 			if tr == partition.NewEpoch {
 				m.lg.Info("partition state", "partition", tp, "role", role, "leader", mp.Leader, "leader_epoch", mp.LeaderEpoch, "isr", mp.ISR)
 			}
+			if tr == partition.NewEpoch && role == partition.RoleLeader && mirror != nil && !mirror.Active() {
+				// A promoted mirror: end what the source left open (mirror.go).
+				if n, err := p.AbortSourceTransactions(floorOf(mirror, mp.Index)); err != nil {
+					m.lg.Error("cannot abort the transactions a mirror's source left open", "partition", tp, "aborted", n, "err", err)
+				}
+			}
 			if mirror.Active() && p.Role() == partition.RoleLeader && p.LeaderEpoch() == mp.LeaderEpoch {
 				copying[tp] = mirrorTarget{p: p, leaderEpoch: mp.LeaderEpoch, mirror: mirror, topicID: t.ID}
 			}
