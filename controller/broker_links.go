@@ -28,7 +28,7 @@ func (c *BrokerClient) DeleteClusterLink(ctx context.Context, name string, force
 // CreateMirrorTopic creates a mirror topic (metadata.LinkStore).
 func (c *BrokerClient) CreateMirrorTopic(ctx context.Context, s metadata.MirrorSpec) error {
 	req := &pb.CreateMirrorTopicRequest{Topic: s.Topic, Link: s.Link, SourceTopic: s.SourceTopic, NumPartitions: s.Partitions,
-		ReplicationFactor: int32(s.ReplicationFactor), Configs: maps.Clone(s.Configs)}
+		ReplicationFactor: int32(s.ReplicationFactor), Configs: maps.Clone(s.Configs), Existing: s.Existing}
 	if s.ID != ([16]byte{}) {
 		req.Id = slices.Clone(s.ID[:])
 	}

@@ -202,6 +202,27 @@ func (c *change) stopMirror(m *pb.MirrorTopicState, ms int64) {
 
 // applyClusterLinks checks the whole record before it changes anything: a refused
 // record leaves the state as it was.
+// startMirrorOnExisting makes an existing topic a mirror (failback). Its logs hold
+// epochs of its own, up to each partition's current leader epoch: the epoch floor starts
+// there, so that a later promotion starts above them too, and the partition epoch is
+// bumped so that every replica takes the mirror role.
+func (c *change) startMirrorOnExisting(m *pb.MirrorTopicState) {
+	m = proto.Clone(m).(*pb.MirrorTopicState)
+	n := c.partitionCount(m.Topic)
+	m.SourceEpochs = make([]int32, n)
+	for i := int32(0); i < n; i++ {
+		p, ok := c.partition(m.Topic, i)
+		if !ok {
+			continue
+		}
+		m.SourceEpochs[i] = p.LeaderEpoch
+		np := proto.Clone(p).(*pb.PartitionState)
+		np.PartitionEpoch++
+		c.setPartition(m.Topic, np)
+	}
+	c.setMirror(m)
+}
+
 func (f *fsm) applyClusterLinks(c *change, r *pb.ClusterLinksRecord) applyResult {
 	deleting := map[string]bool{}
 	for _, name := range r.DeletedLinks {
@@ -271,6 +292,11 @@ func (f *fsm) applyClusterLinks(c *change, r *pb.ClusterLinksRecord) applyResult
 		old := c.mirror(m.Topic)
 		if metadata.MirrorState(m.State) == metadata.MirrorStopped && old != nil {
 			c.stopMirror(old, r.TimeMs)
+			continue
+		}
+		if metadata.MirrorState(m.State) == metadata.MirrorActive && !creating[m.Topic] &&
+			(old == nil || metadata.MirrorState(old.State) != metadata.MirrorActive) {
+			c.startMirrorOnExisting(m)
 			continue
 		}
 		c.setMirror(m)

@@ -116,3 +116,23 @@ func TestDeleteLinkStopsItsMirrors(t *testing.T) {
 		t.Fatalf("mirror of a deleted link %+v, want stopped", m)
 	}
 }
+
+// TestExistingTopicBecomesAMirror: failback makes an existing topic a mirror; its epoch
+// floor starts at each partition's leader epoch and every replica gets the new state.
+func TestExistingTopicBecomesAMirror(t *testing.T) {
+	h := buildBusyFSM(t)
+	h.apply(linksRecord(&pb.ClusterLinksRecord{Links: []*pb.ClusterLinkState{{Name: "back", Id: topicID(80)}}}))
+	before := []metadata.Partition{h.part("topic-1", 0), h.part("topic-1", 1)}
+	if res := h.apply(linksRecord(&pb.ClusterLinksRecord{Mirrors: []*pb.MirrorTopicState{{Topic: "topic-1", Link: "back", SourceTopic: "topic-1"}}})); res.err != nil {
+		t.Fatal(res.err)
+	}
+	m := h.f.img.Mirror("topic-1")
+	if !m.Active() || !reflect.DeepEqual(m.SourceEpochs, []int32{before[0].LeaderEpoch, before[1].LeaderEpoch}) {
+		t.Fatalf("mirror %+v, leader epochs %d %d", m, before[0].LeaderEpoch, before[1].LeaderEpoch)
+	}
+	for i := range before {
+		if p := h.part("topic-1", int32(i)); p.PartitionEpoch != before[i].PartitionEpoch+1 || p.LeaderEpoch != before[i].LeaderEpoch {
+			t.Fatalf("partition %d %+v, before %+v", i, p, before[i])
+		}
+	}
+}

@@ -90,6 +90,9 @@ func (v *service) CreateMirrorTopic(ctx context.Context, req *pb.CreateMirrorTop
 	if err := topicconfig.Validate(req.Configs); err != nil {
 		return fail(err)
 	}
+	if req.Existing {
+		return v.convertToMirror(ctx, req)
+	}
 	id := req.Id
 	if len(id) == 0 {
 		id = newTopicID()
@@ -179,4 +182,31 @@ func (v *service) RaiseMirrorEpoch(ctx context.Context, req *pb.RaiseMirrorEpoch
 		return nil, v.rpcError(err)
 	}
 	return &pb.RaiseMirrorEpochResponse{Error: toPBError(res.err)}, nil
+}
+
+// convertToMirror makes an existing topic a mirror (failback).
+func (v *service) convertToMirror(ctx context.Context, req *pb.CreateMirrorTopicRequest) (*pb.CreateMirrorTopicResponse, error) {
+	im := v.s.fsm.image()
+	t := im.Topic(req.Topic)
+	if t == nil {
+		return &pb.CreateMirrorTopicResponse{Error: toPBError(kafkaErrorf(kerr.UnknownTopicOrPartition, "topic %q does not exist", req.Topic))}, nil
+	}
+	if m := im.Mirrors[req.Topic]; m.Active() {
+		return &pb.CreateMirrorTopicResponse{Error: toPBError(kafkaErrorf(kerr.InvalidRequest, "topic %q is already an active mirror", req.Topic))}, nil
+	}
+	if int(req.NumPartitions) != len(t.Partitions) {
+		return &pb.CreateMirrorTopicResponse{Error: toPBError(kafkaErrorf(kerr.InvalidPartitions,
+			"topic %q has %d partitions, its source %q has %d", req.Topic, len(t.Partitions), req.SourceTopic, req.NumPartitions))}, nil
+	}
+	now := time.Now().UnixMilli()
+	rec := &pb.ClusterLinksRecord{TimeMs: now, Mirrors: []*pb.MirrorTopicState{{
+		Topic: req.Topic, Link: req.Link, SourceTopic: req.SourceTopic, State: int32(metadata.MirrorActive), StateChangedMs: now}}}
+	res, _, err := v.s.propose(ctx, &pb.Record{Record: &pb.Record_ClusterLinks{ClusterLinks: rec}})
+	if err != nil {
+		return nil, v.rpcError(err)
+	}
+	if res.err == nil {
+		v.s.log.Info("topic made a mirror", "topic", req.Topic, "link", req.Link, "source_topic", req.SourceTopic)
+	}
+	return &pb.CreateMirrorTopicResponse{Error: toPBError(res.err)}, nil
 }

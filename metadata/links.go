@@ -286,6 +286,9 @@ type MirrorSpec struct {
 	// Configs are the source topic's configs that matter to consumers (MirroredConfigs).
 	Configs map[string]string
 	ID      [16]byte // the destination topic's id, fixed so that a retry is idempotent
+	// Existing makes an existing topic, of the same partition count, a mirror (failback:
+	// its log is truncated to where it and the source's diverge, then copies on).
+	Existing bool
 }
 
 // MirroredConfigs are the topic configs a mirror copies from its source: those that

@@ -25,7 +25,9 @@ copies a source topic at the same offsets and is read-only until it is promoted.
             cluster.link.fetch.bytes.per.sec, consumer.offset.sync.enable, ...)
   describe  [--link L]: the links, or one link with its mirror topics and their states
   delete    --link L [--force]: remove a link (--force stops its active mirrors)
-  mirror    --link L --source-topic T [--topic D]: create mirror topic D (default T)
+  mirror    --link L --source-topic T [--topic D] [--reverse]: create mirror topic D
+            (default T); with --reverse make the existing topic D a mirror again, from
+            where it and the source diverged (failback, over a link the other way)
   promote   --link L [--topic T]...: stop mirroring and make the topics writable (all
             of the link's active mirrors without --topic); the source must answer, and
             the lag at that moment (records, bytes, age) is printed
@@ -285,13 +287,14 @@ func linkMirror(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	source := c.fs.String("source-topic", "", "the source cluster's `topic`")
 	topic := c.fs.String("topic", "", "the mirror `topic` (default: the source topic's name)")
 	rfactor := c.fs.Int("replication-factor", 0, "the mirror's replication `factor` (default: default.replication.factor)")
+	reverse := c.fs.Bool("reverse", false, "make the existing --topic a mirror of the source topic, truncated to where the two diverged (failback after a failover)")
 	if _, code, ok := c.parse(args, stdout, stderr); !ok {
 		return code
 	}
 	if *link == "" || *source == "" {
 		return c.usageErr(stderr, "name the link with --link and the source topic with --source-topic")
 	}
-	body := map[string]any{"source_topic_name": *source, "mirror_topic_name": *topic, "replication_factor": *rfactor}
+	body := map[string]any{"source_topic_name": *source, "mirror_topic_name": *topic, "replication_factor": *rfactor, "reverse": *reverse}
 	var m mirrorInfo
 	if err := rf.call(ctx, http.MethodPost, "/links/"+url.PathEscape(*link)+"/mirrors", body, &m); err != nil {
 		fmt.Fprintf(stderr, "shale link mirror: %v\n", err)

@@ -5021,8 +5021,11 @@ type CreateMirrorTopicRequest struct {
 	ReplicationFactor int32                  `protobuf:"varint,5,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"` // -1: default.replication.factor
 	Configs           map[string]string      `protobuf:"bytes,6,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Id                []byte                 `protobuf:"bytes,7,opt,name=id,proto3" json:"id,omitempty"` // the new topic's id, fixed by the caller so retries are idempotent
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Make the existing topic (not a mirror, or a stopped one) a mirror: failback, a
+	// reverse link that copies from the point where the two logs diverged.
+	Existing      bool `protobuf:"varint,8,opt,name=existing,proto3" json:"existing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateMirrorTopicRequest) Reset() {
@@ -5102,6 +5105,13 @@ func (x *CreateMirrorTopicRequest) GetId() []byte {
 		return x.Id
 	}
 	return nil
+}
+
+func (x *CreateMirrorTopicRequest) GetExisting() bool {
+	if x != nil {
+		return x.Existing
+	}
+	return false
 }
 
 type CreateMirrorTopicResponse struct {
@@ -5676,7 +5686,7 @@ const file_controller_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"M\n" +
 	"\x19DeleteClusterLinkResponse\x120\n" +
-	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\xdf\x02\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\xfb\x02\n" +
 	"\x18CreateMirrorTopicRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04link\x18\x02 \x01(\tR\x04link\x12!\n" +
@@ -5684,7 +5694,8 @@ const file_controller_proto_rawDesc = "" +
 	"\x0enum_partitions\x18\x04 \x01(\x05R\rnumPartitions\x12-\n" +
 	"\x12replication_factor\x18\x05 \x01(\x05R\x11replicationFactor\x12T\n" +
 	"\aconfigs\x18\x06 \x03(\v2:.shale.controller.v1.CreateMirrorTopicRequest.ConfigsEntryR\aconfigs\x12\x0e\n" +
-	"\x02id\x18\a \x01(\fR\x02id\x1a:\n" +
+	"\x02id\x18\a \x01(\fR\x02id\x12\x1a\n" +
+	"\bexisting\x18\b \x01(\bR\bexisting\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"M\n" +

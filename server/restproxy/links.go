@@ -46,6 +46,9 @@ type createMirrorRequest struct {
 	SourceTopicName   string `json:"source_topic_name"`
 	MirrorTopicName   string `json:"mirror_topic_name,omitempty"`
 	ReplicationFactor int16  `json:"replication_factor,omitempty"`
+	// Reverse makes the existing mirror_topic_name (not an active mirror) a mirror of
+	// the source topic: failback, from where the two logs diverged.
+	Reverse bool `json:"reverse,omitempty"`
 }
 
 type mirrorData struct {
@@ -260,7 +263,7 @@ func (s *Server) createMirror(w http.ResponseWriter, r *http.Request) error {
 		rf = -1
 	}
 	spec := metadata.MirrorSpec{Topic: req.MirrorTopicName, Link: l.Name, SourceTopic: req.SourceTopicName,
-		Partitions: int32(len(td.Partitions)), ReplicationFactor: rf, Configs: configs}
+		Partitions: int32(len(td.Partitions)), ReplicationFactor: rf, Configs: configs, Existing: req.Reverse}
 	if err := ls.CreateMirrorTopic(ctx, spec); err != nil {
 		return toAPIError(err)
 	}
