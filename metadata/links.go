@@ -299,8 +299,9 @@ var MirroredConfigs = []string{
 	"compression.type", "message.timestamp.difference.max.ms",
 }
 
-// ErrMirrorReadOnly refuses a produce to an active mirror topic: INVALID_REQUEST, with
-// the message naming the link, as Cluster Linking does.
+// ErrMirrorReadOnly refuses a produce to an active mirror topic: INVALID_REQUEST (not
+// retriable: retrying cannot succeed until an operator promotes the topic), with a
+// message that names the link. Confluent documents only that such a produce fails.
 func ErrMirrorReadOnly(m *MirrorTopic) error {
 	return fmt.Errorf("%w: topic %q is a mirror of %q over cluster link %q and is read-only until it is promoted",
 		kerr.InvalidRequest, m.Topic, m.SourceTopic, m.Link)
