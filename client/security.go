@@ -44,7 +44,7 @@ func LoadSecurity(path string) (Security, error) {
 	if err != nil {
 		return Security{}, fmt.Errorf("client config: %w", err)
 	}
-	s := Security{}
+	props := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -55,17 +55,26 @@ func LoadSecurity(path string) (Security, error) {
 		if !ok {
 			continue
 		}
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		props[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return SecurityFrom(props), nil
+}
+
+// SecurityFrom reads the security settings of Kafka client properties (a properties
+// file's, or a cluster link's configs).
+func SecurityFrom(props map[string]string) Security {
+	s := Security{}
+	for k, v := range props {
 		switch k {
 		case "security.protocol":
 			s.Protocol = strings.ToUpper(v)
 		case "sasl.mechanism", "sasl.mechanisms":
 			s.Mechanism = strings.ToUpper(v)
 		case "sasl.jaas.config":
-			if m := jaasOption("username").FindStringSubmatch(v); m != nil {
+			if m := jaasOption("username").FindStringSubmatch(v); m != nil && props["sasl.username"] == "" {
 				s.Username = m[1]
 			}
-			if m := jaasOption("password").FindStringSubmatch(v); m != nil {
+			if m := jaasOption("password").FindStringSubmatch(v); m != nil && props["sasl.password"] == "" {
 				s.Password = m[1]
 			}
 		case "sasl.username":
@@ -80,7 +89,7 @@ func LoadSecurity(path string) (Security, error) {
 			s.SkipHostnameCheck = v == ""
 		}
 	}
-	return s, nil
+	return s
 }
 
 func jaasOption(name string) *regexp.Regexp {

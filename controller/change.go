@@ -43,6 +43,8 @@ type change struct {
 	groupConfigs map[string]*pb.GroupConfigState
 	// remoteLogs are the partitions' remote logs set, complete (fsm_remotelog.go).
 	remoteLogs map[metadata.RemoteLogKey]*pb.RemoteLogState
+	// lc are the cluster links and mirror topics changed (fsm_links.go).
+	lc linkChange
 	// sideEffects change the FSM's state outside the image (offsets, producer ids...).
 	sideEffects []func()
 }
@@ -279,9 +281,10 @@ func (c *change) delta() *pb.MetadataDelta {
 	d.ClientMetrics = c.clientMetricsDelta()
 	d.GroupConfigs = c.groupConfigsDelta()
 	d.RemoteLogs = c.remoteLogsDelta()
+	c.linksDelta(d)
 	if d.ClusterId == nil && d.SchemaRegistry == nil && d.ControllerId == nil && c.acls.empty() && len(d.Brokers) == 0 && len(d.UnregisteredBrokers) == 0 &&
 		len(d.Topics) == 0 && len(d.DeletedTopics) == 0 &&
-		len(d.Coordinators) == 0 && len(d.ClientQuotas) == 0 && len(d.ClientMetrics) == 0 && len(d.GroupConfigs) == 0 && len(d.RemoteLogs) == 0 {
+		len(d.Coordinators) == 0 && len(d.ClientQuotas) == 0 && len(d.ClientMetrics) == 0 && len(d.GroupConfigs) == 0 && len(d.RemoteLogs) == 0 && !linksChanged(d) {
 		return nil
 	}
 	return d

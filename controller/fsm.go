@@ -182,6 +182,8 @@ func (f *fsm) dispatch(c *change, rec *pb.Record) applyResult {
 		return f.applyClientMetricsRecord(c, r.ClientMetrics)
 	case *pb.Record_GroupConfigs:
 		return f.applyGroupConfigsRecord(c, r.GroupConfigs)
+	case *pb.Record_ClusterLinks:
+		return f.applyClusterLinks(c, r.ClusterLinks)
 	case *pb.Record_SchemaRegistry:
 		return f.applySchemaRegistry(c, r.SchemaRegistry)
 	case *pb.Record_RemoteLog:

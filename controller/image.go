@@ -149,6 +149,9 @@ func applyDelta(im *metadata.Image, d *pb.MetadataDelta) (*metadata.Image, error
 	if len(d.RemoteLogs) > 0 {
 		out.RemoteLogs = applyRemoteLogs(out.RemoteLogs, d.RemoteLogs)
 	}
+	if linksChanged(d) {
+		out.Links, out.Mirrors = applyLinks(im.Links, im.Mirrors, d.ClusterLinks, d.DeletedClusterLinks, d.MirrorTopics, d.DeletedMirrorTopics)
+	}
 	if len(d.Topics) == 0 && len(d.DeletedTopics) == 0 {
 		return &out, nil
 	}
@@ -214,7 +217,7 @@ func imageChunks(im *metadata.Image, brokers []*pb.BrokerState, maxPartitions in
 	first := &pb.MetadataImageChunk{Offset: im.Offset, ClusterId: im.ClusterID, ControllerId: im.ControllerID,
 		Brokers: brokers, First: true, Coordinators: coordinatorsToPB(im.Coordinators), Acls: aclsToPB(im.ACLs.All()),
 		ClientQuotas: clientQuotasToPB(im.ClientQuotas), ClientMetrics: clientMetricsToPB(im.ClientMetrics),
-		GroupConfigs: groupConfigsToPB(im.GroupConfigs)}
+		GroupConfigs: groupConfigsToPB(im.GroupConfigs), ClusterLinks: linksToPB(im.Links), MirrorTopics: mirrorsToPB(im.Mirrors)}
 	if im.SchemaRegistry != nil {
 		first.SchemaRegistry = registryToPB(im.SchemaRegistry)
 	}
@@ -261,6 +264,7 @@ func (a *imageAssembler) add(c *pb.MetadataImageChunk) (*metadata.Image, error) 
 		a.im.ClientQuotas = applyClientQuotas(nil, c.ClientQuotas)
 		a.im.ClientMetrics = applyClientMetrics(nil, c.ClientMetrics)
 		a.im.GroupConfigs = applyGroupConfigs(nil, c.GroupConfigs)
+		a.im.Links, a.im.Mirrors = applyLinks(nil, nil, c.ClusterLinks, nil, c.MirrorTopics, nil)
 		if c.SchemaRegistry != nil {
 			a.im.SchemaRegistry = applyRegistryDelta(nil, c.SchemaRegistry)
 		}

@@ -60,7 +60,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		share:   f.shareSnapshotLocked(),
 		remote:  remoteLogsToPB(f.img.RemoteLogs),
 	}
-	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.img.ClientMetrics) + len(s.img.GroupConfigs) + len(s.scram) + len(s.txns) + len(s.share) + len(s.remote))
+	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.img.ClientMetrics) + len(s.img.GroupConfigs) + len(s.img.Links) + len(s.img.Mirrors) + len(s.scram) + len(s.txns) + len(s.share) + len(s.remote))
 	if s.img.SchemaRegistry != nil {
 		s.header.ItemCount++
 	}
@@ -131,6 +131,16 @@ func (s *fsmSnapshot) write(sink io.Writer) error {
 	}
 	for _, g := range groupConfigsToPB(s.img.GroupConfigs) {
 		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_GroupConfigs{GroupConfigs: g}}); err != nil {
+			return err
+		}
+	}
+	for _, l := range linksToPB(s.img.Links) {
+		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_ClusterLink{ClusterLink: l}}); err != nil {
+			return err
+		}
+	}
+	for _, m := range mirrorsToPB(s.img.Mirrors) {
+		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_MirrorTopic{MirrorTopic: m}}); err != nil {
 			return err
 		}
 	}
@@ -251,6 +261,10 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 			st.img.ClientMetrics = applyClientMetrics(st.img.ClientMetrics, []*pb.ClientMetricsState{x.ClientMetrics})
 		case *pb.SnapshotItem_GroupConfigs:
 			st.img.GroupConfigs = applyGroupConfigs(st.img.GroupConfigs, []*pb.GroupConfigState{x.GroupConfigs})
+		case *pb.SnapshotItem_ClusterLink:
+			st.img.Links, _ = applyLinks(st.img.Links, nil, []*pb.ClusterLinkState{x.ClusterLink}, nil, nil, nil)
+		case *pb.SnapshotItem_MirrorTopic:
+			_, st.img.Mirrors = applyLinks(nil, st.img.Mirrors, nil, nil, []*pb.MirrorTopicState{x.MirrorTopic}, nil)
 		case *pb.SnapshotItem_SchemaRegistry:
 			st.img.SchemaRegistry = applyRegistryDelta(nil, x.SchemaRegistry)
 		case *pb.SnapshotItem_ScramCredential:

@@ -74,6 +74,9 @@ type Image struct {
 	GroupConfigs GroupConfigs
 	// RemoteLogs are the partitions' remote logs (tiered storage, remotelog.go). Immutable.
 	RemoteLogs RemoteLogs
+	// Links are the cluster links and Mirrors the mirror topics (links.go). Immutable.
+	Links   ClusterLinks
+	Mirrors MirrorTopics
 }
 
 // Topic returns the named topic, or nil.

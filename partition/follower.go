@@ -20,11 +20,22 @@ func (p *Partition) AppendAsFollower(records []byte, leaderEpoch int32) (int, er
 	if p.Role() != RoleFollower || p.state.LeaderEpoch != leaderEpoch {
 		return 0, fmt.Errorf("%w: no longer following the leader of epoch %d", ErrNotLeader, leaderEpoch)
 	}
+	n, err := p.appendReplicatedLocked(records, "the leader")
+	if n > 0 {
+		defer p.wake()
+	}
+	return n, err
+}
+
+// appendReplicatedLocked appends whole batches copied from another log (from, for
+// errors: "the leader", "the source"), keeping their offsets and leader epochs; a partial
+// batch at the end and batches already held are skipped. It returns the bytes appended.
+func (p *Partition) appendReplicatedLocked(records []byte, from string) (int, error) {
 	n := 0
 	for len(records) >= shalelog.BatchHeaderSize {
 		h, err := shalelog.ParseHeader(records)
 		if err != nil {
-			return n, fmt.Errorf("batch from the leader at offset %d: %w", p.log.EndOffset(), err)
+			return n, fmt.Errorf("batch from %s at offset %d: %w", from, p.log.EndOffset(), err)
 		}
 		size := h.Size()
 		if size > len(records) {
@@ -55,7 +66,7 @@ func (p *Partition) AppendAsFollower(records []byte, leaderEpoch int32) (int, er
 		// transactions are open.
 		if h.IsControl() {
 			if m, err := parseMarker(b); err != nil {
-				p.lg.Warn("skipping an unreadable control batch from the leader", "offset", h.BaseOffset, "err", err)
+				p.lg.Warn("skipping an unreadable control batch", "from", from, "offset", h.BaseOffset, "err", err)
 			} else if err := p.recordMarkerLocked(h, m, true); err != nil && appendErr == nil {
 				return n, err
 			}
@@ -70,12 +81,10 @@ func (p *Partition) AppendAsFollower(records []byte, leaderEpoch int32) (int, er
 			return n, p.failLocked(appendErr)
 		}
 	}
-	if n > 0 {
-		if p.durable.Load() {
-			// The fetcher sends its next fetch offset once this is synced.
-			p.log.RequestSync()
-		}
-		defer p.wake()
+	if n > 0 && p.durable.Load() {
+		// A follower's fetcher (a mirror leader's copier) sends its next fetch offset once
+		// this is synced.
+		p.log.RequestSync()
 	}
 	return n, nil
 }

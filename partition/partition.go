@@ -47,6 +47,10 @@ type State struct {
 	PartitionEpoch int32
 	Replicas       []int32
 	ISR            []int32
+	// Mirror: the partition belongs to an active mirror topic (mirror.go). Its leader
+	// takes batches only through AppendMirrored, keeping the source's offsets and leader
+	// epochs, and records no epoch of its own when it becomes leader.
+	Mirror bool
 }
 
 // Partition is one replica of one partition on this broker.
@@ -394,13 +398,15 @@ func (p *Partition) ApplyState(s State, now time.Time) (Transition, error) {
 	p.partitionEpoch.Store(s.PartitionEpoch)
 	p.pendingISR = nil
 	p.followers = nil
-	if s.Role == RoleLeader {
+	if s.Role == RoleLeader && !s.Mirror {
 		if err := p.assignEpochLocked(s.LeaderEpoch, p.log.EndOffset()); err != nil {
 			// Not leading without the epoch on disk: a restart could not fence our writes.
 			p.role.Store(int32(RoleNone))
 			p.leaderEpoch.Store(s.LeaderEpoch)
 			return NewEpoch, err
 		}
+	}
+	if s.Role == RoleLeader {
 		p.epochStart = p.log.EndOffset()
 		p.resetPendingLocked()
 		p.resetFollowersLocked(now, true)
@@ -442,6 +448,10 @@ func (p *Partition) AppendAsLeader(batch []byte, h shalelog.Header, acks int16) 
 	if p.Role() != RoleLeader {
 		p.mu.Unlock()
 		return AppendResult{}, ErrNotLeader
+	}
+	if p.state.Mirror {
+		p.mu.Unlock()
+		return AppendResult{}, ErrMirror
 	}
 	if acks == -1 && len(p.state.ISR) < p.cfg.MinInsyncReplicas {
 		isr, want := len(p.state.ISR), p.cfg.MinInsyncReplicas

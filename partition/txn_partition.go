@@ -56,6 +56,11 @@ func (p *Partition) AppendMarker(producerID int64, producerEpoch int16, m record
 		p.mu.Unlock()
 		return MarkerResult{}, ErrNotLeader
 	}
+	if p.state.Mirror {
+		// A mirror's markers are the source's, copied with its batches.
+		p.mu.Unlock()
+		return MarkerResult{}, ErrMirror
+	}
 	if len(p.state.ISR) < p.cfg.MinInsyncReplicas {
 		isr, want := len(p.state.ISR), p.cfg.MinInsyncReplicas
 		p.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 
 	shalelog "github.com/shalelog/shale/log"
 	"github.com/shalelog/shale/log/records"
+	"github.com/shalelog/shale/metadata"
 	"github.com/shalelog/shale/partition"
 )
 
@@ -70,6 +71,10 @@ func (m *Manager) Append(ctx context.Context, acks int16, parts []*ProducePartit
 		p, err := m.Leader(pp.Topic, pp.Index, -1)
 		if err != nil {
 			pp.Err = err
+			continue
+		}
+		if mt := m.Image().Mirror(pp.Topic); mt.Active() {
+			pp.Err = metadata.ErrMirrorReadOnly(mt)
 			continue
 		}
 		pp.p = p

@@ -9,5 +9,7 @@
 // reach the followers, runs the follower fetchers
 // that copy leaders' logs (truncating by leader epoch first), and, on the leader side,
 // tracks each follower's position to advance the high watermark and proposes ISR shrinks
-// and expansions through AlterPartition.
+// and expansions through AlterPartition. The leaders of mirror topics' partitions copy
+// them from their source clusters over cluster links (mirror.go, whose comment gives the
+// design of leader epochs and truncation across clusters).
 package replication

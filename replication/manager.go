@@ -93,6 +93,13 @@ type Config struct {
 	// Dial reaches a leader for the replica fetchers; nil is a Kafka client over TCP
 	// with FetcherOpts.
 	Dial func(leader metadata.Broker) (BrokerConn, error)
+	// DialLink reaches a cluster link's source cluster for the mirror copiers
+	// (mirror.go); nil is a Kafka client with the link's configs.
+	DialLink func(link *metadata.ClusterLink) (LinkConn, error)
+	// DialSelf reaches this broker's own cluster for the consumer offset sync
+	// (mirror_offsets.go); nil is a Kafka client of this broker's advertised listener
+	// with FetcherOpts.
+	DialSelf func() (LinkConn, error)
 	// Spawn runs a background call (an ISR proposal); nil runs each on its own
 	// goroutine.
 	Spawn func(func())
@@ -228,6 +235,8 @@ type Manager struct {
 	appliedCh chan struct{}
 
 	fetchers *fetcherPool
+	// mirrors copy the mirror partitions this broker leads from their sources (mirror.go).
+	mirrors *mirrorPool
 	// isrRetries are the ISR changes whose outcome is unknown, to send again (isr.go).
 	isrRetries isrRetries
 	autoCreate autoCreator
@@ -272,12 +281,13 @@ func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 		m.tier = newTiering(m)
 	}
 	if cfg.Registry != nil {
-		cfg.Registry.MustRegister(m.m, newExporterMetrics(m))
+		cfg.Registry.MustRegister(m.m, newExporterMetrics(m), newMirrorMetrics(m))
 		if m.tier != nil {
 			cfg.Registry.MustRegister(m.tier)
 		}
 	}
 	m.fetchers = newFetcherPool(m)
+	m.mirrors = newMirrorPool(m)
 	m.apply(store.Current(), true)
 	if cfg.Driven {
 		return m, nil
@@ -371,6 +381,7 @@ func (m *Manager) Crash() {
 	m.mu.Unlock()
 	m.cancel()
 	m.fetchers.close()
+	m.mirrors.close()
 	if !m.cfg.Driven {
 		// (A Driven manager's background calls wait in its caller's queue, which
 		// drops them.)
@@ -388,6 +399,7 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	m.cancel()
 	m.fetchers.close()
+	m.mirrors.close()
 	m.wg.Wait()
 	return m.parts.Close()
 }
@@ -505,6 +517,7 @@ func (m *Manager) apply(im *metadata.Image, startup bool) {
 	now := m.now()
 	want := map[partition.TopicPartition]bool{}
 	follow := map[partition.TopicPartition]followTarget{}
+	copying := map[partition.TopicPartition]mirrorTarget{}
 	m.removeRecreated(im)
 	openErrs := m.openMissing(im, id)
 	for _, t := range im.Topics {
@@ -544,14 +557,24 @@ func (m *Manager) apply(im *metadata.Image, startup bool) {
 			case mp.Leader < 0:
 				role = partition.RoleNone
 			}
+			mirror := im.Mirror(t.Name)
 			st := partition.State{Role: role, Leader: mp.Leader, LeaderEpoch: mp.LeaderEpoch, PartitionEpoch: mp.PartitionEpoch,
-				Replicas: mp.Replicas, ISR: mp.ISR}
+				Replicas: mp.Replicas, ISR: mp.ISR, Mirror: mirror.Active()}
 			tr, err := p.ApplyState(st, now)
 			if err != nil {
 				m.lg.Error("cannot take the partition's new state", "partition", tp, "err", err)
 			}
 			if tr == partition.NewEpoch {
 				m.lg.Info("partition state", "partition", tp, "role", role, "leader", mp.Leader, "leader_epoch", mp.LeaderEpoch, "isr", mp.ISR)
+			}
+			if tr == partition.NewEpoch && role == partition.RoleLeader && mirror != nil && !mirror.Active() {
+				// A promoted mirror: end what the source left open (mirror.go).
+				if n, err := p.AbortSourceTransactions(floorOf(mirror, mp.Index)); err != nil {
+					m.lg.Error("cannot abort the transactions a mirror's source left open", "partition", tp, "aborted", n, "err", err)
+				}
+			}
+			if mirror.Active() && p.Role() == partition.RoleLeader && p.LeaderEpoch() == mp.LeaderEpoch {
+				copying[tp] = mirrorTarget{p: p, leaderEpoch: mp.LeaderEpoch, mirror: mirror, topicID: t.ID}
 			}
 			if p.Role() == partition.RoleFollower && p.LeaderEpoch() == mp.LeaderEpoch {
 				if b, ok := im.Brokers[mp.Leader]; ok {
@@ -568,6 +591,7 @@ func (m *Manager) apply(im *metadata.Image, startup bool) {
 		}
 	}
 	m.fetchers.update(follow)
+	m.mirrors.update(im, copying)
 	for _, p := range m.parts.All() {
 		tp := partition.TopicPartition{Topic: p.Topic(), Index: p.Index()}
 		if !want[tp] {

@@ -617,7 +617,7 @@ func (n *node) startRESTProxy(ctx context.Context, ln net.Listener) error {
 	}
 	ln = tln
 	srv, err := restproxy.New(restproxy.Options{Images: bc, Kafka: kopts, Authorizer: n.cfg.Authorizer(),
-		Registerer: n.reg, Log: lg, Wrap: auth.Wrap})
+		Registerer: n.reg, Log: lg, Wrap: auth.Wrap, Links: bc})
 	if err != nil {
 		ln.Close()
 		return err

@@ -39,6 +39,7 @@ Commands:
   controller  add, remove or list the controller quorum's voters
   broker      drain a broker of its replicas, or unregister it
   cluster     rebalance replicas and leaders over the brokers
+  link        cluster links and mirror topics: create, describe, delete, mirror, promote, failover
   produce     send lines from stdin as records
   consume     print records as lines
   bench       benchmark a Kafka-compatible cluster
@@ -92,6 +93,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return brokerCommand(ctx, rest, stdout, stderr)
 	case "cluster":
 		return clusterCommand(ctx, rest, stdout, stderr)
+	case "link", "links":
+		return linkCommand(ctx, rest, stdout, stderr)
 	case "produce":
 		return produceCommand(ctx, rest, stdin, stdout, stderr)
 	case "consume":
@@ -115,7 +118,7 @@ func helpCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	switch args[0] {
 	case "serve", "topic", "topics", "group", "groups", "acl", "acls", "quota", "quotas", "user", "users", "schema", "schemas", "produce", "consume", "bench",
-		"client-metrics", "controller", "controllers", "broker", "brokers", "cluster":
+		"client-metrics", "controller", "controllers", "broker", "brokers", "cluster", "link", "links":
 		return run(ctx, []string{args[0], "--help"}, nil, stdout, stderr)
 	case "version", "help":
 		fmt.Fprint(stdout, usageHeader)

@@ -4900,6 +4900,553 @@ func (x *UpdateRemoteLogResponse) GetError() *Error {
 	return nil
 }
 
+type CreateClusterLinkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Configs       map[string]string      `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ValidateOnly  bool                   `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateClusterLinkRequest) Reset() {
+	*x = CreateClusterLinkRequest{}
+	mi := &file_controller_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateClusterLinkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateClusterLinkRequest) ProtoMessage() {}
+
+func (x *CreateClusterLinkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateClusterLinkRequest.ProtoReflect.Descriptor instead.
+func (*CreateClusterLinkRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *CreateClusterLinkRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateClusterLinkRequest) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+func (x *CreateClusterLinkRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+type CreateClusterLinkResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateClusterLinkResponse) Reset() {
+	*x = CreateClusterLinkResponse{}
+	mi := &file_controller_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateClusterLinkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateClusterLinkResponse) ProtoMessage() {}
+
+func (x *CreateClusterLinkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateClusterLinkResponse.ProtoReflect.Descriptor instead.
+func (*CreateClusterLinkResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *CreateClusterLinkResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type DeleteClusterLinkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Force         bool                   `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"` // delete even while mirror topics use it (they are stopped)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteClusterLinkRequest) Reset() {
+	*x = DeleteClusterLinkRequest{}
+	mi := &file_controller_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteClusterLinkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteClusterLinkRequest) ProtoMessage() {}
+
+func (x *DeleteClusterLinkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteClusterLinkRequest.ProtoReflect.Descriptor instead.
+func (*DeleteClusterLinkRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *DeleteClusterLinkRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteClusterLinkRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type DeleteClusterLinkResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteClusterLinkResponse) Reset() {
+	*x = DeleteClusterLinkResponse{}
+	mi := &file_controller_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteClusterLinkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteClusterLinkResponse) ProtoMessage() {}
+
+func (x *DeleteClusterLinkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteClusterLinkResponse.ProtoReflect.Descriptor instead.
+func (*DeleteClusterLinkResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *DeleteClusterLinkResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type CreateMirrorTopicRequest struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Topic             string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Link              string                 `protobuf:"bytes,2,opt,name=link,proto3" json:"link,omitempty"`
+	SourceTopic       string                 `protobuf:"bytes,3,opt,name=source_topic,json=sourceTopic,proto3" json:"source_topic,omitempty"`
+	NumPartitions     int32                  `protobuf:"varint,4,opt,name=num_partitions,json=numPartitions,proto3" json:"num_partitions,omitempty"`
+	ReplicationFactor int32                  `protobuf:"varint,5,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"` // -1: default.replication.factor
+	Configs           map[string]string      `protobuf:"bytes,6,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Id                []byte                 `protobuf:"bytes,7,opt,name=id,proto3" json:"id,omitempty"` // the new topic's id, fixed by the caller so retries are idempotent
+	// Make the existing topic (not a mirror, or a stopped one) a mirror: failback, a
+	// reverse link that copies from the point where the two logs diverged.
+	Existing      bool `protobuf:"varint,8,opt,name=existing,proto3" json:"existing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateMirrorTopicRequest) Reset() {
+	*x = CreateMirrorTopicRequest{}
+	mi := &file_controller_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateMirrorTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateMirrorTopicRequest) ProtoMessage() {}
+
+func (x *CreateMirrorTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateMirrorTopicRequest.ProtoReflect.Descriptor instead.
+func (*CreateMirrorTopicRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *CreateMirrorTopicRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *CreateMirrorTopicRequest) GetLink() string {
+	if x != nil {
+		return x.Link
+	}
+	return ""
+}
+
+func (x *CreateMirrorTopicRequest) GetSourceTopic() string {
+	if x != nil {
+		return x.SourceTopic
+	}
+	return ""
+}
+
+func (x *CreateMirrorTopicRequest) GetNumPartitions() int32 {
+	if x != nil {
+		return x.NumPartitions
+	}
+	return 0
+}
+
+func (x *CreateMirrorTopicRequest) GetReplicationFactor() int32 {
+	if x != nil {
+		return x.ReplicationFactor
+	}
+	return 0
+}
+
+func (x *CreateMirrorTopicRequest) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+func (x *CreateMirrorTopicRequest) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *CreateMirrorTopicRequest) GetExisting() bool {
+	if x != nil {
+		return x.Existing
+	}
+	return false
+}
+
+type CreateMirrorTopicResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateMirrorTopicResponse) Reset() {
+	*x = CreateMirrorTopicResponse{}
+	mi := &file_controller_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateMirrorTopicResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateMirrorTopicResponse) ProtoMessage() {}
+
+func (x *CreateMirrorTopicResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateMirrorTopicResponse.ProtoReflect.Descriptor instead.
+func (*CreateMirrorTopicResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *CreateMirrorTopicResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// AlterMirrorTopicsRequest moves mirror topics to a new state (promote, failover).
+type AlterMirrorTopicsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topics        []string               `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	State         int32                  `protobuf:"varint,2,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterMirrorTopicsRequest) Reset() {
+	*x = AlterMirrorTopicsRequest{}
+	mi := &file_controller_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterMirrorTopicsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterMirrorTopicsRequest) ProtoMessage() {}
+
+func (x *AlterMirrorTopicsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterMirrorTopicsRequest.ProtoReflect.Descriptor instead.
+func (*AlterMirrorTopicsRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *AlterMirrorTopicsRequest) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *AlterMirrorTopicsRequest) GetState() int32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+type AlterMirrorTopicsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Errors        []*Error               `protobuf:"bytes,1,rep,name=errors,proto3" json:"errors,omitempty"` // one per topic, null when it succeeded
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterMirrorTopicsResponse) Reset() {
+	*x = AlterMirrorTopicsResponse{}
+	mi := &file_controller_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterMirrorTopicsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterMirrorTopicsResponse) ProtoMessage() {}
+
+func (x *AlterMirrorTopicsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterMirrorTopicsResponse.ProtoReflect.Descriptor instead.
+func (*AlterMirrorTopicsResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *AlterMirrorTopicsResponse) GetErrors() []*Error {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+type RaiseMirrorEpochRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Epoch         int32                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaiseMirrorEpochRequest) Reset() {
+	*x = RaiseMirrorEpochRequest{}
+	mi := &file_controller_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaiseMirrorEpochRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaiseMirrorEpochRequest) ProtoMessage() {}
+
+func (x *RaiseMirrorEpochRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaiseMirrorEpochRequest.ProtoReflect.Descriptor instead.
+func (*RaiseMirrorEpochRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *RaiseMirrorEpochRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *RaiseMirrorEpochRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *RaiseMirrorEpochRequest) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type RaiseMirrorEpochResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaiseMirrorEpochResponse) Reset() {
+	*x = RaiseMirrorEpochResponse{}
+	mi := &file_controller_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaiseMirrorEpochResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaiseMirrorEpochResponse) ProtoMessage() {}
+
+func (x *RaiseMirrorEpochResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaiseMirrorEpochResponse.ProtoReflect.Descriptor instead.
+func (*RaiseMirrorEpochResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{98}
+}
+
+func (x *RaiseMirrorEpochResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 var File_controller_proto protoreflect.FileDescriptor
 
 const file_controller_proto_rawDesc = "" +
@@ -5217,7 +5764,46 @@ const file_controller_proto_rawDesc = "" +
 	"\x16UpdateRemoteLogRequest\x12<\n" +
 	"\x06record\x18\x01 \x01(\v2$.shale.controller.v1.RemoteLogRecordR\x06record\"K\n" +
 	"\x17UpdateRemoteLogResponse\x120\n" +
-	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error2\xf2!\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\xe5\x01\n" +
+	"\x18CreateClusterLinkRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12T\n" +
+	"\aconfigs\x18\x02 \x03(\v2:.shale.controller.v1.CreateClusterLinkRequest.ConfigsEntryR\aconfigs\x12#\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"M\n" +
+	"\x19CreateClusterLinkResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"D\n" +
+	"\x18DeleteClusterLinkRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"M\n" +
+	"\x19DeleteClusterLinkResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\xfb\x02\n" +
+	"\x18CreateMirrorTopicRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
+	"\x04link\x18\x02 \x01(\tR\x04link\x12!\n" +
+	"\fsource_topic\x18\x03 \x01(\tR\vsourceTopic\x12%\n" +
+	"\x0enum_partitions\x18\x04 \x01(\x05R\rnumPartitions\x12-\n" +
+	"\x12replication_factor\x18\x05 \x01(\x05R\x11replicationFactor\x12T\n" +
+	"\aconfigs\x18\x06 \x03(\v2:.shale.controller.v1.CreateMirrorTopicRequest.ConfigsEntryR\aconfigs\x12\x0e\n" +
+	"\x02id\x18\a \x01(\fR\x02id\x12\x1a\n" +
+	"\bexisting\x18\b \x01(\bR\bexisting\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"M\n" +
+	"\x19CreateMirrorTopicResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"H\n" +
+	"\x18AlterMirrorTopicsRequest\x12\x16\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\x05R\x05state\"O\n" +
+	"\x19AlterMirrorTopicsResponse\x122\n" +
+	"\x06errors\x18\x01 \x03(\v2\x1a.shale.controller.v1.ErrorR\x06errors\"c\n" +
+	"\x17RaiseMirrorEpochRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x05R\x05epoch\"L\n" +
+	"\x18RaiseMirrorEpochResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error2\xb3&\n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -5241,7 +5827,12 @@ const file_controller_proto_rawDesc = "" +
 	"DeleteAcls\x12&.shale.controller.v1.DeleteAclsRequest\x1a'.shale.controller.v1.DeleteAclsResponse\x12r\n" +
 	"\x11AlterClientQuotas\x12-.shale.controller.v1.AlterClientQuotasRequest\x1a..shale.controller.v1.AlterClientQuotasResponse\x12u\n" +
 	"\x12AlterClientMetrics\x12..shale.controller.v1.AlterClientMetricsRequest\x1a/.shale.controller.v1.AlterClientMetricsResponse\x12r\n" +
-	"\x11AlterGroupConfigs\x12-.shale.controller.v1.AlterGroupConfigsRequest\x1a..shale.controller.v1.AlterGroupConfigsResponse\x12~\n" +
+	"\x11AlterGroupConfigs\x12-.shale.controller.v1.AlterGroupConfigsRequest\x1a..shale.controller.v1.AlterGroupConfigsResponse\x12r\n" +
+	"\x11CreateClusterLink\x12-.shale.controller.v1.CreateClusterLinkRequest\x1a..shale.controller.v1.CreateClusterLinkResponse\x12r\n" +
+	"\x11DeleteClusterLink\x12-.shale.controller.v1.DeleteClusterLinkRequest\x1a..shale.controller.v1.DeleteClusterLinkResponse\x12r\n" +
+	"\x11CreateMirrorTopic\x12-.shale.controller.v1.CreateMirrorTopicRequest\x1a..shale.controller.v1.CreateMirrorTopicResponse\x12r\n" +
+	"\x11AlterMirrorTopics\x12-.shale.controller.v1.AlterMirrorTopicsRequest\x1a..shale.controller.v1.AlterMirrorTopicsResponse\x12o\n" +
+	"\x10RaiseMirrorEpoch\x12,.shale.controller.v1.RaiseMirrorEpochRequest\x1a-.shale.controller.v1.RaiseMirrorEpochResponse\x12~\n" +
 	"\x15AlterScramCredentials\x121.shale.controller.v1.AlterScramCredentialsRequest\x1a2.shale.controller.v1.AlterScramCredentialsResponse\x12\x87\x01\n" +
 	"\x18DescribeScramCredentials\x124.shale.controller.v1.DescribeScramCredentialsRequest\x1a5.shale.controller.v1.DescribeScramCredentialsResponse\x12x\n" +
 	"\x13AlterSchemaRegistry\x12/.shale.controller.v1.AlterSchemaRegistryRequest\x1a0.shale.controller.v1.AlterSchemaRegistryResponse\x12f\n" +
@@ -5274,7 +5865,7 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 102)
 var file_controller_proto_goTypes = []any{
 	(*NotLeader)(nil),                           // 0: shale.controller.v1.NotLeader
 	(*RegisterBrokerRequest)(nil),               // 1: shale.controller.v1.RegisterBrokerRequest
@@ -5365,206 +5956,235 @@ var file_controller_proto_goTypes = []any{
 	(*AlterSchemaRegistryResponse)(nil),         // 86: shale.controller.v1.AlterSchemaRegistryResponse
 	(*UpdateRemoteLogRequest)(nil),              // 87: shale.controller.v1.UpdateRemoteLogRequest
 	(*UpdateRemoteLogResponse)(nil),             // 88: shale.controller.v1.UpdateRemoteLogResponse
-	nil,                                         // 89: shale.controller.v1.CreatableTopic.ConfigsEntry
-	(*Listener)(nil),                            // 90: shale.controller.v1.Listener
-	(*Error)(nil),                               // 91: shale.controller.v1.Error
-	(*MetadataDelta)(nil),                       // 92: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),                  // 93: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),                         // 94: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),                          // 95: shale.controller.v1.TopicState
-	(*PartitionState)(nil),                      // 96: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),                         // 97: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                     // 98: shale.controller.v1.TopicPartitions
-	(ElectionType)(0),                           // 99: shale.controller.v1.ElectionType
-	(*AclBinding)(nil),                          // 100: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),                           // 101: shale.controller.v1.AclFilter
-	(*ClientQuotaEntity)(nil),                   // 102: shale.controller.v1.ClientQuotaEntity
-	(*ScramCredential)(nil),                     // 103: shale.controller.v1.ScramCredential
-	(*ScramCredentialKey)(nil),                  // 104: shale.controller.v1.ScramCredentialKey
-	(*TxnStateRecord)(nil),                      // 105: shale.controller.v1.TxnStateRecord
-	(*TxnOffsetCommitRecord)(nil),               // 106: shale.controller.v1.TxnOffsetCommitRecord
-	(*TxnState)(nil),                            // 107: shale.controller.v1.TxnState
-	(*PartitionReassignment)(nil),               // 108: shale.controller.v1.PartitionReassignment
-	(*SharePartitionState)(nil),                 // 109: shale.controller.v1.SharePartitionState
-	(*SchemaRegistryRecord)(nil),                // 110: shale.controller.v1.SchemaRegistryRecord
-	(*RemoteLogRecord)(nil),                     // 111: shale.controller.v1.RemoteLogRecord
+	(*CreateClusterLinkRequest)(nil),            // 89: shale.controller.v1.CreateClusterLinkRequest
+	(*CreateClusterLinkResponse)(nil),           // 90: shale.controller.v1.CreateClusterLinkResponse
+	(*DeleteClusterLinkRequest)(nil),            // 91: shale.controller.v1.DeleteClusterLinkRequest
+	(*DeleteClusterLinkResponse)(nil),           // 92: shale.controller.v1.DeleteClusterLinkResponse
+	(*CreateMirrorTopicRequest)(nil),            // 93: shale.controller.v1.CreateMirrorTopicRequest
+	(*CreateMirrorTopicResponse)(nil),           // 94: shale.controller.v1.CreateMirrorTopicResponse
+	(*AlterMirrorTopicsRequest)(nil),            // 95: shale.controller.v1.AlterMirrorTopicsRequest
+	(*AlterMirrorTopicsResponse)(nil),           // 96: shale.controller.v1.AlterMirrorTopicsResponse
+	(*RaiseMirrorEpochRequest)(nil),             // 97: shale.controller.v1.RaiseMirrorEpochRequest
+	(*RaiseMirrorEpochResponse)(nil),            // 98: shale.controller.v1.RaiseMirrorEpochResponse
+	nil,                                         // 99: shale.controller.v1.CreatableTopic.ConfigsEntry
+	nil,                                         // 100: shale.controller.v1.CreateClusterLinkRequest.ConfigsEntry
+	nil,                                         // 101: shale.controller.v1.CreateMirrorTopicRequest.ConfigsEntry
+	(*Listener)(nil),                            // 102: shale.controller.v1.Listener
+	(*Error)(nil),                               // 103: shale.controller.v1.Error
+	(*MetadataDelta)(nil),                       // 104: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),                  // 105: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),                         // 106: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),                          // 107: shale.controller.v1.TopicState
+	(*PartitionState)(nil),                      // 108: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),                         // 109: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                     // 110: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),                           // 111: shale.controller.v1.ElectionType
+	(*AclBinding)(nil),                          // 112: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),                           // 113: shale.controller.v1.AclFilter
+	(*ClientQuotaEntity)(nil),                   // 114: shale.controller.v1.ClientQuotaEntity
+	(*ScramCredential)(nil),                     // 115: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),                  // 116: shale.controller.v1.ScramCredentialKey
+	(*TxnStateRecord)(nil),                      // 117: shale.controller.v1.TxnStateRecord
+	(*TxnOffsetCommitRecord)(nil),               // 118: shale.controller.v1.TxnOffsetCommitRecord
+	(*TxnState)(nil),                            // 119: shale.controller.v1.TxnState
+	(*PartitionReassignment)(nil),               // 120: shale.controller.v1.PartitionReassignment
+	(*SharePartitionState)(nil),                 // 121: shale.controller.v1.SharePartitionState
+	(*SchemaRegistryRecord)(nil),                // 122: shale.controller.v1.SchemaRegistryRecord
+	(*RemoteLogRecord)(nil),                     // 123: shale.controller.v1.RemoteLogRecord
 }
 var file_controller_proto_depIdxs = []int32{
-	90,  // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	91,  // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	91,  // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	92,  // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	93,  // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	94,  // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	89,  // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	102, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	103, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	103, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	104, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	105, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	106, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	99,  // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
 	7,   // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	91,  // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	95,  // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	103, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	107, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
 	9,   // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	91,  // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	94,  // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	103, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	106, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
 	13,  // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	91,  // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	103, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
 	16,  // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	91,  // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	103, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
 	16,  // 17: shale.controller.v1.AlterClientMetricsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	91,  // 18: shale.controller.v1.AlterClientMetricsResponse.error:type_name -> shale.controller.v1.Error
+	103, // 18: shale.controller.v1.AlterClientMetricsResponse.error:type_name -> shale.controller.v1.Error
 	16,  // 19: shale.controller.v1.AlterGroupConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	91,  // 20: shale.controller.v1.AlterGroupConfigsResponse.error:type_name -> shale.controller.v1.Error
-	91,  // 21: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	96,  // 22: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	91,  // 23: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	97,  // 24: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	91,  // 25: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	98,  // 26: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	91,  // 27: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	97,  // 28: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	98,  // 29: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	97,  // 30: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
-	91,  // 31: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
+	103, // 20: shale.controller.v1.AlterGroupConfigsResponse.error:type_name -> shale.controller.v1.Error
+	103, // 21: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	108, // 22: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	103, // 23: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	109, // 24: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	103, // 25: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	110, // 26: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	103, // 27: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	109, // 28: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	110, // 29: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	109, // 30: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
+	103, // 31: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
 	33,  // 32: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
-	91,  // 33: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	91,  // 34: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	99,  // 35: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
-	98,  // 36: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	91,  // 37: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
-	91,  // 38: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	103, // 33: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	103, // 34: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	111, // 35: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	110, // 36: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	103, // 37: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	103, // 38: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
 	39,  // 39: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
-	100, // 40: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
-	91,  // 41: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
-	91,  // 42: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
-	101, // 43: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
-	91,  // 44: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
-	100, // 45: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
-	91,  // 46: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
+	112, // 40: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
+	103, // 41: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
+	103, // 42: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
+	113, // 43: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
+	103, // 44: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
+	112, // 45: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
+	103, // 46: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
 	44,  // 47: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
-	102, // 48: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	114, // 48: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
 	46,  // 49: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
 	47,  // 50: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
-	91,  // 51: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
-	103, // 52: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
-	104, // 53: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	91,  // 54: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	91,  // 55: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
-	91,  // 56: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
-	91,  // 57: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	103, // 58: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
-	105, // 59: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
-	91,  // 60: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
-	106, // 61: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
-	91,  // 62: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
-	91,  // 63: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
-	107, // 64: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
-	91,  // 65: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	98,  // 66: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
-	91,  // 67: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
-	91,  // 68: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
-	91,  // 69: shale.controller.v1.UpdateVoterResponse.error:type_name -> shale.controller.v1.Error
-	91,  // 70: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
+	103, // 51: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
+	115, // 52: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
+	116, // 53: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	103, // 54: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	103, // 55: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
+	103, // 56: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
+	103, // 57: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	115, // 58: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
+	117, // 59: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
+	103, // 60: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
+	118, // 61: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
+	103, // 62: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
+	103, // 63: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
+	119, // 64: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
+	103, // 65: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	110, // 66: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
+	103, // 67: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
+	103, // 68: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
+	103, // 69: shale.controller.v1.UpdateVoterResponse.error:type_name -> shale.controller.v1.Error
+	103, // 70: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
 	69,  // 71: shale.controller.v1.DescribeQuorumResponse.voters:type_name -> shale.controller.v1.QuorumReplica
 	69,  // 72: shale.controller.v1.DescribeQuorumResponse.observers:type_name -> shale.controller.v1.QuorumReplica
-	91,  // 73: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	108, // 74: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	91,  // 75: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
+	103, // 73: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	120, // 74: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	103, // 75: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
 	39,  // 76: shale.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> shale.controller.v1.PartitionError
-	109, // 77: shale.controller.v1.WriteShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
-	91,  // 78: shale.controller.v1.WriteShareStateResponse.error:type_name -> shale.controller.v1.Error
-	91,  // 79: shale.controller.v1.WriteShareStateResponse.errors:type_name -> shale.controller.v1.Error
-	98,  // 80: shale.controller.v1.ReadShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	91,  // 81: shale.controller.v1.ReadShareStateResponse.error:type_name -> shale.controller.v1.Error
-	109, // 82: shale.controller.v1.ReadShareStateResponse.states:type_name -> shale.controller.v1.SharePartitionState
-	109, // 83: shale.controller.v1.InitializeShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
-	91,  // 84: shale.controller.v1.InitializeShareStateResponse.error:type_name -> shale.controller.v1.Error
-	91,  // 85: shale.controller.v1.InitializeShareStateResponse.errors:type_name -> shale.controller.v1.Error
-	98,  // 86: shale.controller.v1.DeleteShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	91,  // 87: shale.controller.v1.DeleteShareStateResponse.error:type_name -> shale.controller.v1.Error
-	91,  // 88: shale.controller.v1.ListShareStateGroupsResponse.error:type_name -> shale.controller.v1.Error
-	110, // 89: shale.controller.v1.AlterSchemaRegistryRequest.record:type_name -> shale.controller.v1.SchemaRegistryRecord
-	111, // 90: shale.controller.v1.UpdateRemoteLogRequest.record:type_name -> shale.controller.v1.RemoteLogRecord
-	91,  // 91: shale.controller.v1.UpdateRemoteLogResponse.error:type_name -> shale.controller.v1.Error
-	1,   // 92: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,   // 93: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,   // 94: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,   // 95: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11,  // 96: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14,  // 97: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17,  // 98: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	23,  // 99: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	25,  // 100: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	27,  // 101: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	29,  // 102: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	31,  // 103: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	36,  // 104: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	32,  // 105: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
-	38,  // 106: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
-	41,  // 107: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
-	43,  // 108: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
-	48,  // 109: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
-	19,  // 110: shale.controller.v1.Controller.AlterClientMetrics:input_type -> shale.controller.v1.AlterClientMetricsRequest
-	21,  // 111: shale.controller.v1.Controller.AlterGroupConfigs:input_type -> shale.controller.v1.AlterGroupConfigsRequest
-	50,  // 112: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
-	52,  // 113: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
-	85,  // 114: shale.controller.v1.Controller.AlterSchemaRegistry:input_type -> shale.controller.v1.AlterSchemaRegistryRequest
-	54,  // 115: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
-	56,  // 116: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
-	58,  // 117: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
-	60,  // 118: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
-	62,  // 119: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
-	64,  // 120: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
-	66,  // 121: shale.controller.v1.Controller.UpdateVoter:input_type -> shale.controller.v1.UpdateVoterRequest
-	68,  // 122: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
-	71,  // 123: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
-	73,  // 124: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
-	75,  // 125: shale.controller.v1.Controller.WriteShareState:input_type -> shale.controller.v1.WriteShareStateRequest
-	77,  // 126: shale.controller.v1.Controller.ReadShareState:input_type -> shale.controller.v1.ReadShareStateRequest
-	79,  // 127: shale.controller.v1.Controller.InitializeShareState:input_type -> shale.controller.v1.InitializeShareStateRequest
-	81,  // 128: shale.controller.v1.Controller.DeleteShareState:input_type -> shale.controller.v1.DeleteShareStateRequest
-	83,  // 129: shale.controller.v1.Controller.ListShareStateGroups:input_type -> shale.controller.v1.ListShareStateGroupsRequest
-	87,  // 130: shale.controller.v1.Controller.UpdateRemoteLog:input_type -> shale.controller.v1.UpdateRemoteLogRequest
-	2,   // 131: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,   // 132: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,   // 133: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10,  // 134: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12,  // 135: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15,  // 136: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18,  // 137: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	24,  // 138: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	26,  // 139: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	28,  // 140: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	30,  // 141: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	35,  // 142: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	37,  // 143: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	34,  // 144: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
-	40,  // 145: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
-	42,  // 146: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
-	45,  // 147: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
-	49,  // 148: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
-	20,  // 149: shale.controller.v1.Controller.AlterClientMetrics:output_type -> shale.controller.v1.AlterClientMetricsResponse
-	22,  // 150: shale.controller.v1.Controller.AlterGroupConfigs:output_type -> shale.controller.v1.AlterGroupConfigsResponse
-	51,  // 151: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
-	53,  // 152: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
-	86,  // 153: shale.controller.v1.Controller.AlterSchemaRegistry:output_type -> shale.controller.v1.AlterSchemaRegistryResponse
-	55,  // 154: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
-	57,  // 155: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
-	59,  // 156: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
-	61,  // 157: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
-	63,  // 158: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
-	65,  // 159: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
-	67,  // 160: shale.controller.v1.Controller.UpdateVoter:output_type -> shale.controller.v1.UpdateVoterResponse
-	70,  // 161: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
-	72,  // 162: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
-	74,  // 163: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
-	76,  // 164: shale.controller.v1.Controller.WriteShareState:output_type -> shale.controller.v1.WriteShareStateResponse
-	78,  // 165: shale.controller.v1.Controller.ReadShareState:output_type -> shale.controller.v1.ReadShareStateResponse
-	80,  // 166: shale.controller.v1.Controller.InitializeShareState:output_type -> shale.controller.v1.InitializeShareStateResponse
-	82,  // 167: shale.controller.v1.Controller.DeleteShareState:output_type -> shale.controller.v1.DeleteShareStateResponse
-	84,  // 168: shale.controller.v1.Controller.ListShareStateGroups:output_type -> shale.controller.v1.ListShareStateGroupsResponse
-	88,  // 169: shale.controller.v1.Controller.UpdateRemoteLog:output_type -> shale.controller.v1.UpdateRemoteLogResponse
-	131, // [131:170] is the sub-list for method output_type
-	92,  // [92:131] is the sub-list for method input_type
-	92,  // [92:92] is the sub-list for extension type_name
-	92,  // [92:92] is the sub-list for extension extendee
-	0,   // [0:92] is the sub-list for field type_name
+	121, // 77: shale.controller.v1.WriteShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
+	103, // 78: shale.controller.v1.WriteShareStateResponse.error:type_name -> shale.controller.v1.Error
+	103, // 79: shale.controller.v1.WriteShareStateResponse.errors:type_name -> shale.controller.v1.Error
+	110, // 80: shale.controller.v1.ReadShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	103, // 81: shale.controller.v1.ReadShareStateResponse.error:type_name -> shale.controller.v1.Error
+	121, // 82: shale.controller.v1.ReadShareStateResponse.states:type_name -> shale.controller.v1.SharePartitionState
+	121, // 83: shale.controller.v1.InitializeShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
+	103, // 84: shale.controller.v1.InitializeShareStateResponse.error:type_name -> shale.controller.v1.Error
+	103, // 85: shale.controller.v1.InitializeShareStateResponse.errors:type_name -> shale.controller.v1.Error
+	110, // 86: shale.controller.v1.DeleteShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	103, // 87: shale.controller.v1.DeleteShareStateResponse.error:type_name -> shale.controller.v1.Error
+	103, // 88: shale.controller.v1.ListShareStateGroupsResponse.error:type_name -> shale.controller.v1.Error
+	122, // 89: shale.controller.v1.AlterSchemaRegistryRequest.record:type_name -> shale.controller.v1.SchemaRegistryRecord
+	123, // 90: shale.controller.v1.UpdateRemoteLogRequest.record:type_name -> shale.controller.v1.RemoteLogRecord
+	103, // 91: shale.controller.v1.UpdateRemoteLogResponse.error:type_name -> shale.controller.v1.Error
+	100, // 92: shale.controller.v1.CreateClusterLinkRequest.configs:type_name -> shale.controller.v1.CreateClusterLinkRequest.ConfigsEntry
+	103, // 93: shale.controller.v1.CreateClusterLinkResponse.error:type_name -> shale.controller.v1.Error
+	103, // 94: shale.controller.v1.DeleteClusterLinkResponse.error:type_name -> shale.controller.v1.Error
+	101, // 95: shale.controller.v1.CreateMirrorTopicRequest.configs:type_name -> shale.controller.v1.CreateMirrorTopicRequest.ConfigsEntry
+	103, // 96: shale.controller.v1.CreateMirrorTopicResponse.error:type_name -> shale.controller.v1.Error
+	103, // 97: shale.controller.v1.AlterMirrorTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	103, // 98: shale.controller.v1.RaiseMirrorEpochResponse.error:type_name -> shale.controller.v1.Error
+	1,   // 99: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,   // 100: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,   // 101: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,   // 102: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11,  // 103: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14,  // 104: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17,  // 105: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	23,  // 106: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	25,  // 107: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	27,  // 108: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	29,  // 109: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	31,  // 110: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	36,  // 111: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	32,  // 112: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
+	38,  // 113: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	41,  // 114: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
+	43,  // 115: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
+	48,  // 116: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
+	19,  // 117: shale.controller.v1.Controller.AlterClientMetrics:input_type -> shale.controller.v1.AlterClientMetricsRequest
+	21,  // 118: shale.controller.v1.Controller.AlterGroupConfigs:input_type -> shale.controller.v1.AlterGroupConfigsRequest
+	89,  // 119: shale.controller.v1.Controller.CreateClusterLink:input_type -> shale.controller.v1.CreateClusterLinkRequest
+	91,  // 120: shale.controller.v1.Controller.DeleteClusterLink:input_type -> shale.controller.v1.DeleteClusterLinkRequest
+	93,  // 121: shale.controller.v1.Controller.CreateMirrorTopic:input_type -> shale.controller.v1.CreateMirrorTopicRequest
+	95,  // 122: shale.controller.v1.Controller.AlterMirrorTopics:input_type -> shale.controller.v1.AlterMirrorTopicsRequest
+	97,  // 123: shale.controller.v1.Controller.RaiseMirrorEpoch:input_type -> shale.controller.v1.RaiseMirrorEpochRequest
+	50,  // 124: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
+	52,  // 125: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
+	85,  // 126: shale.controller.v1.Controller.AlterSchemaRegistry:input_type -> shale.controller.v1.AlterSchemaRegistryRequest
+	54,  // 127: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
+	56,  // 128: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
+	58,  // 129: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
+	60,  // 130: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
+	62,  // 131: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
+	64,  // 132: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
+	66,  // 133: shale.controller.v1.Controller.UpdateVoter:input_type -> shale.controller.v1.UpdateVoterRequest
+	68,  // 134: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
+	71,  // 135: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
+	73,  // 136: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
+	75,  // 137: shale.controller.v1.Controller.WriteShareState:input_type -> shale.controller.v1.WriteShareStateRequest
+	77,  // 138: shale.controller.v1.Controller.ReadShareState:input_type -> shale.controller.v1.ReadShareStateRequest
+	79,  // 139: shale.controller.v1.Controller.InitializeShareState:input_type -> shale.controller.v1.InitializeShareStateRequest
+	81,  // 140: shale.controller.v1.Controller.DeleteShareState:input_type -> shale.controller.v1.DeleteShareStateRequest
+	83,  // 141: shale.controller.v1.Controller.ListShareStateGroups:input_type -> shale.controller.v1.ListShareStateGroupsRequest
+	87,  // 142: shale.controller.v1.Controller.UpdateRemoteLog:input_type -> shale.controller.v1.UpdateRemoteLogRequest
+	2,   // 143: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,   // 144: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,   // 145: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10,  // 146: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12,  // 147: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15,  // 148: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18,  // 149: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	24,  // 150: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	26,  // 151: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	28,  // 152: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	30,  // 153: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	35,  // 154: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	37,  // 155: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	34,  // 156: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
+	40,  // 157: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	42,  // 158: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
+	45,  // 159: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
+	49,  // 160: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
+	20,  // 161: shale.controller.v1.Controller.AlterClientMetrics:output_type -> shale.controller.v1.AlterClientMetricsResponse
+	22,  // 162: shale.controller.v1.Controller.AlterGroupConfigs:output_type -> shale.controller.v1.AlterGroupConfigsResponse
+	90,  // 163: shale.controller.v1.Controller.CreateClusterLink:output_type -> shale.controller.v1.CreateClusterLinkResponse
+	92,  // 164: shale.controller.v1.Controller.DeleteClusterLink:output_type -> shale.controller.v1.DeleteClusterLinkResponse
+	94,  // 165: shale.controller.v1.Controller.CreateMirrorTopic:output_type -> shale.controller.v1.CreateMirrorTopicResponse
+	96,  // 166: shale.controller.v1.Controller.AlterMirrorTopics:output_type -> shale.controller.v1.AlterMirrorTopicsResponse
+	98,  // 167: shale.controller.v1.Controller.RaiseMirrorEpoch:output_type -> shale.controller.v1.RaiseMirrorEpochResponse
+	51,  // 168: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
+	53,  // 169: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
+	86,  // 170: shale.controller.v1.Controller.AlterSchemaRegistry:output_type -> shale.controller.v1.AlterSchemaRegistryResponse
+	55,  // 171: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
+	57,  // 172: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
+	59,  // 173: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
+	61,  // 174: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
+	63,  // 175: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
+	65,  // 176: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
+	67,  // 177: shale.controller.v1.Controller.UpdateVoter:output_type -> shale.controller.v1.UpdateVoterResponse
+	70,  // 178: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
+	72,  // 179: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
+	74,  // 180: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
+	76,  // 181: shale.controller.v1.Controller.WriteShareState:output_type -> shale.controller.v1.WriteShareStateResponse
+	78,  // 182: shale.controller.v1.Controller.ReadShareState:output_type -> shale.controller.v1.ReadShareStateResponse
+	80,  // 183: shale.controller.v1.Controller.InitializeShareState:output_type -> shale.controller.v1.InitializeShareStateResponse
+	82,  // 184: shale.controller.v1.Controller.DeleteShareState:output_type -> shale.controller.v1.DeleteShareStateResponse
+	84,  // 185: shale.controller.v1.Controller.ListShareStateGroups:output_type -> shale.controller.v1.ListShareStateGroupsResponse
+	88,  // 186: shale.controller.v1.Controller.UpdateRemoteLog:output_type -> shale.controller.v1.UpdateRemoteLogResponse
+	143, // [143:187] is the sub-list for method output_type
+	99,  // [99:143] is the sub-list for method input_type
+	99,  // [99:99] is the sub-list for extension type_name
+	99,  // [99:99] is the sub-list for extension extendee
+	0,   // [0:99] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -5586,7 +6206,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   90,
+			NumMessages:   102,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

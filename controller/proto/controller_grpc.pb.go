@@ -43,6 +43,11 @@ const (
 	Controller_AlterClientQuotas_FullMethodName           = "/shale.controller.v1.Controller/AlterClientQuotas"
 	Controller_AlterClientMetrics_FullMethodName          = "/shale.controller.v1.Controller/AlterClientMetrics"
 	Controller_AlterGroupConfigs_FullMethodName           = "/shale.controller.v1.Controller/AlterGroupConfigs"
+	Controller_CreateClusterLink_FullMethodName           = "/shale.controller.v1.Controller/CreateClusterLink"
+	Controller_DeleteClusterLink_FullMethodName           = "/shale.controller.v1.Controller/DeleteClusterLink"
+	Controller_CreateMirrorTopic_FullMethodName           = "/shale.controller.v1.Controller/CreateMirrorTopic"
+	Controller_AlterMirrorTopics_FullMethodName           = "/shale.controller.v1.Controller/AlterMirrorTopics"
+	Controller_RaiseMirrorEpoch_FullMethodName            = "/shale.controller.v1.Controller/RaiseMirrorEpoch"
 	Controller_AlterScramCredentials_FullMethodName       = "/shale.controller.v1.Controller/AlterScramCredentials"
 	Controller_DescribeScramCredentials_FullMethodName    = "/shale.controller.v1.Controller/DescribeScramCredentials"
 	Controller_AlterSchemaRegistry_FullMethodName         = "/shale.controller.v1.Controller/AlterSchemaRegistry"
@@ -98,6 +103,12 @@ type ControllerClient interface {
 	AlterClientMetrics(ctx context.Context, in *AlterClientMetricsRequest, opts ...grpc.CallOption) (*AlterClientMetricsResponse, error)
 	// AlterGroupConfigs changes one group's configs (KIP-848/KIP-932 GROUP resources).
 	AlterGroupConfigs(ctx context.Context, in *AlterGroupConfigsRequest, opts ...grpc.CallOption) (*AlterGroupConfigsResponse, error)
+	// Cluster links and mirror topics (fsm_links.go).
+	CreateClusterLink(ctx context.Context, in *CreateClusterLinkRequest, opts ...grpc.CallOption) (*CreateClusterLinkResponse, error)
+	DeleteClusterLink(ctx context.Context, in *DeleteClusterLinkRequest, opts ...grpc.CallOption) (*DeleteClusterLinkResponse, error)
+	CreateMirrorTopic(ctx context.Context, in *CreateMirrorTopicRequest, opts ...grpc.CallOption) (*CreateMirrorTopicResponse, error)
+	AlterMirrorTopics(ctx context.Context, in *AlterMirrorTopicsRequest, opts ...grpc.CallOption) (*AlterMirrorTopicsResponse, error)
+	RaiseMirrorEpoch(ctx context.Context, in *RaiseMirrorEpochRequest, opts ...grpc.CallOption) (*RaiseMirrorEpochResponse, error)
 	// AlterScramCredentials upserts and deletes salted SCRAM credentials (KIP-554).
 	AlterScramCredentials(ctx context.Context, in *AlterScramCredentialsRequest, opts ...grpc.CallOption) (*AlterScramCredentialsResponse, error)
 	// DescribeScramCredentials returns stored credentials, secrets included: brokers check
@@ -367,6 +378,56 @@ func (c *controllerClient) AlterGroupConfigs(ctx context.Context, in *AlterGroup
 	return out, nil
 }
 
+func (c *controllerClient) CreateClusterLink(ctx context.Context, in *CreateClusterLinkRequest, opts ...grpc.CallOption) (*CreateClusterLinkResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateClusterLinkResponse)
+	err := c.cc.Invoke(ctx, Controller_CreateClusterLink_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) DeleteClusterLink(ctx context.Context, in *DeleteClusterLinkRequest, opts ...grpc.CallOption) (*DeleteClusterLinkResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteClusterLinkResponse)
+	err := c.cc.Invoke(ctx, Controller_DeleteClusterLink_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) CreateMirrorTopic(ctx context.Context, in *CreateMirrorTopicRequest, opts ...grpc.CallOption) (*CreateMirrorTopicResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateMirrorTopicResponse)
+	err := c.cc.Invoke(ctx, Controller_CreateMirrorTopic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) AlterMirrorTopics(ctx context.Context, in *AlterMirrorTopicsRequest, opts ...grpc.CallOption) (*AlterMirrorTopicsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterMirrorTopicsResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterMirrorTopics_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) RaiseMirrorEpoch(ctx context.Context, in *RaiseMirrorEpochRequest, opts ...grpc.CallOption) (*RaiseMirrorEpochResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RaiseMirrorEpochResponse)
+	err := c.cc.Invoke(ctx, Controller_RaiseMirrorEpoch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerClient) AlterScramCredentials(ctx context.Context, in *AlterScramCredentialsRequest, opts ...grpc.CallOption) (*AlterScramCredentialsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AlterScramCredentialsResponse)
@@ -591,6 +652,12 @@ type ControllerServer interface {
 	AlterClientMetrics(context.Context, *AlterClientMetricsRequest) (*AlterClientMetricsResponse, error)
 	// AlterGroupConfigs changes one group's configs (KIP-848/KIP-932 GROUP resources).
 	AlterGroupConfigs(context.Context, *AlterGroupConfigsRequest) (*AlterGroupConfigsResponse, error)
+	// Cluster links and mirror topics (fsm_links.go).
+	CreateClusterLink(context.Context, *CreateClusterLinkRequest) (*CreateClusterLinkResponse, error)
+	DeleteClusterLink(context.Context, *DeleteClusterLinkRequest) (*DeleteClusterLinkResponse, error)
+	CreateMirrorTopic(context.Context, *CreateMirrorTopicRequest) (*CreateMirrorTopicResponse, error)
+	AlterMirrorTopics(context.Context, *AlterMirrorTopicsRequest) (*AlterMirrorTopicsResponse, error)
+	RaiseMirrorEpoch(context.Context, *RaiseMirrorEpochRequest) (*RaiseMirrorEpochResponse, error)
 	// AlterScramCredentials upserts and deletes salted SCRAM credentials (KIP-554).
 	AlterScramCredentials(context.Context, *AlterScramCredentialsRequest) (*AlterScramCredentialsResponse, error)
 	// DescribeScramCredentials returns stored credentials, secrets included: brokers check
@@ -710,6 +777,21 @@ func (UnimplementedControllerServer) AlterClientMetrics(context.Context, *AlterC
 }
 func (UnimplementedControllerServer) AlterGroupConfigs(context.Context, *AlterGroupConfigsRequest) (*AlterGroupConfigsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterGroupConfigs not implemented")
+}
+func (UnimplementedControllerServer) CreateClusterLink(context.Context, *CreateClusterLinkRequest) (*CreateClusterLinkResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateClusterLink not implemented")
+}
+func (UnimplementedControllerServer) DeleteClusterLink(context.Context, *DeleteClusterLinkRequest) (*DeleteClusterLinkResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteClusterLink not implemented")
+}
+func (UnimplementedControllerServer) CreateMirrorTopic(context.Context, *CreateMirrorTopicRequest) (*CreateMirrorTopicResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateMirrorTopic not implemented")
+}
+func (UnimplementedControllerServer) AlterMirrorTopics(context.Context, *AlterMirrorTopicsRequest) (*AlterMirrorTopicsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterMirrorTopics not implemented")
+}
+func (UnimplementedControllerServer) RaiseMirrorEpoch(context.Context, *RaiseMirrorEpochRequest) (*RaiseMirrorEpochResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RaiseMirrorEpoch not implemented")
 }
 func (UnimplementedControllerServer) AlterScramCredentials(context.Context, *AlterScramCredentialsRequest) (*AlterScramCredentialsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterScramCredentials not implemented")
@@ -1142,6 +1224,96 @@ func _Controller_AlterGroupConfigs_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_CreateClusterLink_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateClusterLinkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).CreateClusterLink(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_CreateClusterLink_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).CreateClusterLink(ctx, req.(*CreateClusterLinkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_DeleteClusterLink_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteClusterLinkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).DeleteClusterLink(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_DeleteClusterLink_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).DeleteClusterLink(ctx, req.(*DeleteClusterLinkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_CreateMirrorTopic_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateMirrorTopicRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).CreateMirrorTopic(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_CreateMirrorTopic_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).CreateMirrorTopic(ctx, req.(*CreateMirrorTopicRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_AlterMirrorTopics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterMirrorTopicsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterMirrorTopics(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterMirrorTopics_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterMirrorTopics(ctx, req.(*AlterMirrorTopicsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_RaiseMirrorEpoch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RaiseMirrorEpochRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).RaiseMirrorEpoch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_RaiseMirrorEpoch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).RaiseMirrorEpoch(ctx, req.(*RaiseMirrorEpochRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Controller_AlterScramCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(AlterScramCredentialsRequest)
 	if err := dec(in); err != nil {
@@ -1566,6 +1738,26 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AlterGroupConfigs",
 			Handler:    _Controller_AlterGroupConfigs_Handler,
+		},
+		{
+			MethodName: "CreateClusterLink",
+			Handler:    _Controller_CreateClusterLink_Handler,
+		},
+		{
+			MethodName: "DeleteClusterLink",
+			Handler:    _Controller_DeleteClusterLink_Handler,
+		},
+		{
+			MethodName: "CreateMirrorTopic",
+			Handler:    _Controller_CreateMirrorTopic_Handler,
+		},
+		{
+			MethodName: "AlterMirrorTopics",
+			Handler:    _Controller_AlterMirrorTopics_Handler,
+		},
+		{
+			MethodName: "RaiseMirrorEpoch",
+			Handler:    _Controller_RaiseMirrorEpoch_Handler,
 		},
 		{
 			MethodName: "AlterScramCredentials",

@@ -444,6 +444,11 @@ type MetadataDelta struct {
 	ClientMetrics []*ClientMetricsState `protobuf:"bytes,190,rep,name=client_metrics,json=clientMetrics,proto3" json:"client_metrics,omitempty"`
 	// Groups whose configs changed, complete; one with no configs is removed.
 	GroupConfigs []*GroupConfigState `protobuf:"bytes,200,rep,name=group_configs,json=groupConfigs,proto3" json:"group_configs,omitempty"`
+	// Cluster links and mirror topics changed, complete; deletions apply first.
+	ClusterLinks        []*ClusterLinkState `protobuf:"bytes,240,rep,name=cluster_links,json=clusterLinks,proto3" json:"cluster_links,omitempty"`
+	DeletedClusterLinks []string            `protobuf:"bytes,241,rep,name=deleted_cluster_links,json=deletedClusterLinks,proto3" json:"deleted_cluster_links,omitempty"`
+	MirrorTopics        []*MirrorTopicState `protobuf:"bytes,242,rep,name=mirror_topics,json=mirrorTopics,proto3" json:"mirror_topics,omitempty"`
+	DeletedMirrorTopics []string            `protobuf:"bytes,243,rep,name=deleted_mirror_topics,json=deletedMirrorTopics,proto3" json:"deleted_mirror_topics,omitempty"`
 	// Partitions whose remote log changed, complete (fsm_remotelog.go).
 	RemoteLogs    []*RemoteLogState `protobuf:"bytes,260,rep,name=remote_logs,json=remoteLogs,proto3" json:"remote_logs,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -581,6 +586,34 @@ func (x *MetadataDelta) GetClientMetrics() []*ClientMetricsState {
 func (x *MetadataDelta) GetGroupConfigs() []*GroupConfigState {
 	if x != nil {
 		return x.GroupConfigs
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetClusterLinks() []*ClusterLinkState {
+	if x != nil {
+		return x.ClusterLinks
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetDeletedClusterLinks() []string {
+	if x != nil {
+		return x.DeletedClusterLinks
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetMirrorTopics() []*MirrorTopicState {
+	if x != nil {
+		return x.MirrorTopics
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetDeletedMirrorTopics() []string {
+	if x != nil {
+		return x.DeletedMirrorTopics
 	}
 	return nil
 }
@@ -766,6 +799,8 @@ type MetadataImageChunk struct {
 	ClientQuotas   []*ClientQuotaState   `protobuf:"bytes,80,rep,name=client_quotas,json=clientQuotas,proto3" json:"client_quotas,omitempty"`     // in the first chunk
 	ClientMetrics  []*ClientMetricsState `protobuf:"bytes,190,rep,name=client_metrics,json=clientMetrics,proto3" json:"client_metrics,omitempty"` // in the first chunk
 	GroupConfigs   []*GroupConfigState   `protobuf:"bytes,200,rep,name=group_configs,json=groupConfigs,proto3" json:"group_configs,omitempty"`    // in the first chunk
+	ClusterLinks   []*ClusterLinkState   `protobuf:"bytes,240,rep,name=cluster_links,json=clusterLinks,proto3" json:"cluster_links,omitempty"`    // in the first chunk
+	MirrorTopics   []*MirrorTopicState   `protobuf:"bytes,242,rep,name=mirror_topics,json=mirrorTopics,proto3" json:"mirror_topics,omitempty"`    // in the first chunk
 	RemoteLogs     []*RemoteLogState     `protobuf:"bytes,260,rep,name=remote_logs,json=remoteLogs,proto3" json:"remote_logs,omitempty"`          // in the chunk of their topic
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -888,6 +923,20 @@ func (x *MetadataImageChunk) GetClientMetrics() []*ClientMetricsState {
 func (x *MetadataImageChunk) GetGroupConfigs() []*GroupConfigState {
 	if x != nil {
 		return x.GroupConfigs
+	}
+	return nil
+}
+
+func (x *MetadataImageChunk) GetClusterLinks() []*ClusterLinkState {
+	if x != nil {
+		return x.ClusterLinks
+	}
+	return nil
+}
+
+func (x *MetadataImageChunk) GetMirrorTopics() []*MirrorTopicState {
+	if x != nil {
+		return x.MirrorTopics
 	}
 	return nil
 }
@@ -2040,6 +2089,164 @@ func (x *SchemaRegistryDelta) GetNextId() int32 {
 	return 0
 }
 
+// ClusterLinkState is one cluster link: a source cluster named as a client would name it
+// (bootstrap.servers, security.protocol, sasl.*, ssl.*) and the link's own settings.
+type ClusterLinkState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Id            []byte                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Configs       map[string]string      `protobuf:"bytes,3,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	CreatedMs     int64                  `protobuf:"varint,4,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterLinkState) Reset() {
+	*x = ClusterLinkState{}
+	mi := &file_metadata_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterLinkState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterLinkState) ProtoMessage() {}
+
+func (x *ClusterLinkState) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterLinkState.ProtoReflect.Descriptor instead.
+func (*ClusterLinkState) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ClusterLinkState) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ClusterLinkState) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *ClusterLinkState) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+func (x *ClusterLinkState) GetCreatedMs() int64 {
+	if x != nil {
+		return x.CreatedMs
+	}
+	return 0
+}
+
+// MirrorTopicState is one mirror topic: a destination topic that copies source_topic
+// through link, until it is promoted (state MIRROR_STATE_STOPPED).
+type MirrorTopicState struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Link           string                 `protobuf:"bytes,2,opt,name=link,proto3" json:"link,omitempty"`
+	SourceTopic    string                 `protobuf:"bytes,3,opt,name=source_topic,json=sourceTopic,proto3" json:"source_topic,omitempty"`
+	State          int32                  `protobuf:"varint,4,opt,name=state,proto3" json:"state,omitempty"` // metadata.MirrorState
+	StateChangedMs int64                  `protobuf:"varint,5,opt,name=state_changed_ms,json=stateChangedMs,proto3" json:"state_changed_ms,omitempty"`
+	// Per partition, the highest source leader epoch any destination replica may hold
+	// in its log (a leader raises it before appending a batch of a newer epoch).
+	SourceEpochs  []int32 `protobuf:"varint,6,rep,packed,name=source_epochs,json=sourceEpochs,proto3" json:"source_epochs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MirrorTopicState) Reset() {
+	*x = MirrorTopicState{}
+	mi := &file_metadata_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MirrorTopicState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MirrorTopicState) ProtoMessage() {}
+
+func (x *MirrorTopicState) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MirrorTopicState.ProtoReflect.Descriptor instead.
+func (*MirrorTopicState) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *MirrorTopicState) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *MirrorTopicState) GetLink() string {
+	if x != nil {
+		return x.Link
+	}
+	return ""
+}
+
+func (x *MirrorTopicState) GetSourceTopic() string {
+	if x != nil {
+		return x.SourceTopic
+	}
+	return ""
+}
+
+func (x *MirrorTopicState) GetState() int32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+func (x *MirrorTopicState) GetStateChangedMs() int64 {
+	if x != nil {
+		return x.StateChangedMs
+	}
+	return 0
+}
+
+func (x *MirrorTopicState) GetSourceEpochs() []int32 {
+	if x != nil {
+		return x.SourceEpochs
+	}
+	return nil
+}
+
 // RemoteLogSegment is one segment of a partition's remote log (tiered storage, KIP-405;
 // Kafka's RemoteLogSegmentMetadata): fsm_remotelog.go.
 type RemoteLogSegment struct {
@@ -2059,7 +2266,7 @@ type RemoteLogSegment struct {
 
 func (x *RemoteLogSegment) Reset() {
 	*x = RemoteLogSegment{}
-	mi := &file_metadata_proto_msgTypes[26]
+	mi := &file_metadata_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2278,7 @@ func (x *RemoteLogSegment) String() string {
 func (*RemoteLogSegment) ProtoMessage() {}
 
 func (x *RemoteLogSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[26]
+	mi := &file_metadata_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2291,7 @@ func (x *RemoteLogSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteLogSegment.ProtoReflect.Descriptor instead.
 func (*RemoteLogSegment) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{26}
+	return file_metadata_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RemoteLogSegment) GetUploadId() string {
@@ -2160,7 +2367,7 @@ type RemoteEpochStart struct {
 
 func (x *RemoteEpochStart) Reset() {
 	*x = RemoteEpochStart{}
-	mi := &file_metadata_proto_msgTypes[27]
+	mi := &file_metadata_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2172,7 +2379,7 @@ func (x *RemoteEpochStart) String() string {
 func (*RemoteEpochStart) ProtoMessage() {}
 
 func (x *RemoteEpochStart) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[27]
+	mi := &file_metadata_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2185,7 +2392,7 @@ func (x *RemoteEpochStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteEpochStart.ProtoReflect.Descriptor instead.
 func (*RemoteEpochStart) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{27}
+	return file_metadata_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RemoteEpochStart) GetEpoch() int32 {
@@ -2217,7 +2424,7 @@ type RemoteLogState struct {
 
 func (x *RemoteLogState) Reset() {
 	*x = RemoteLogState{}
-	mi := &file_metadata_proto_msgTypes[28]
+	mi := &file_metadata_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2229,7 +2436,7 @@ func (x *RemoteLogState) String() string {
 func (*RemoteLogState) ProtoMessage() {}
 
 func (x *RemoteLogState) ProtoReflect() protoreflect.Message {
-	mi := &file_metadata_proto_msgTypes[28]
+	mi := &file_metadata_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2242,7 +2449,7 @@ func (x *RemoteLogState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteLogState.ProtoReflect.Descriptor instead.
 func (*RemoteLogState) Descriptor() ([]byte, []int) {
-	return file_metadata_proto_rawDescGZIP(), []int{28}
+	return file_metadata_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RemoteLogState) GetTopic() string {
@@ -2320,7 +2527,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdf\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe3\t\n" +
 	"\rMetadataDelta\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1f\n" +
 	"\vprev_offset\x18\x02 \x01(\x04R\n" +
@@ -2338,7 +2545,11 @@ const file_metadata_proto_rawDesc = "" +
 	"\x14unregistered_brokers\x18\x82\x01 \x03(\x05R\x13unregisteredBrokers\x12R\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaR\x0eschemaRegistry\x12O\n" +
 	"\x0eclient_metrics\x18\xbe\x01 \x03(\v2'.shale.controller.v1.ClientMetricsStateR\rclientMetrics\x12K\n" +
-	"\rgroup_configs\x18\xc8\x01 \x03(\v2%.shale.controller.v1.GroupConfigStateR\fgroupConfigs\x12E\n" +
+	"\rgroup_configs\x18\xc8\x01 \x03(\v2%.shale.controller.v1.GroupConfigStateR\fgroupConfigs\x12K\n" +
+	"\rcluster_links\x18\xf0\x01 \x03(\v2%.shale.controller.v1.ClusterLinkStateR\fclusterLinks\x123\n" +
+	"\x15deleted_cluster_links\x18\xf1\x01 \x03(\tR\x13deletedClusterLinks\x12K\n" +
+	"\rmirror_topics\x18\xf2\x01 \x03(\v2%.shale.controller.v1.MirrorTopicStateR\fmirrorTopics\x123\n" +
+	"\x15deleted_mirror_topics\x18\xf3\x01 \x03(\tR\x13deletedMirrorTopics\x12E\n" +
 	"\vremote_logs\x18\x84\x02 \x03(\v2#.shale.controller.v1.RemoteLogStateR\n" +
 	"remoteLogsB\r\n" +
 	"\v_cluster_idB\x10\n" +
@@ -2360,7 +2571,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x06\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xae\a\n" +
 	"\x12MetadataImageChunk\x12R\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaR\x0eschemaRegistry\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1d\n" +
@@ -2375,7 +2586,9 @@ const file_metadata_proto_rawDesc = "" +
 	"\x04acls\x18< \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\x12J\n" +
 	"\rclient_quotas\x18P \x03(\v2%.shale.controller.v1.ClientQuotaStateR\fclientQuotas\x12O\n" +
 	"\x0eclient_metrics\x18\xbe\x01 \x03(\v2'.shale.controller.v1.ClientMetricsStateR\rclientMetrics\x12K\n" +
-	"\rgroup_configs\x18\xc8\x01 \x03(\v2%.shale.controller.v1.GroupConfigStateR\fgroupConfigs\x12E\n" +
+	"\rgroup_configs\x18\xc8\x01 \x03(\v2%.shale.controller.v1.GroupConfigStateR\fgroupConfigs\x12K\n" +
+	"\rcluster_links\x18\xf0\x01 \x03(\v2%.shale.controller.v1.ClusterLinkStateR\fclusterLinks\x12K\n" +
+	"\rmirror_topics\x18\xf2\x01 \x03(\v2%.shale.controller.v1.MirrorTopicStateR\fmirrorTopics\x12E\n" +
 	"\vremote_logs\x18\x84\x02 \x03(\v2#.shale.controller.v1.RemoteLogStateR\n" +
 	"remoteLogs\"?\n" +
 	"\x0fQuotaEntityPart\x12\x18\n" +
@@ -2484,7 +2697,23 @@ const file_metadata_proto_rawDesc = "" +
 	"\bversions\x18\x02 \x03(\v2+.shale.controller.v1.RegistrySubjectVersionR\bversions\x12E\n" +
 	"\aremoved\x18\x03 \x03(\v2+.shale.controller.v1.RegistrySubjectVersionR\aremoved\x12=\n" +
 	"\aconfigs\x18\x04 \x03(\v2#.shale.controller.v1.RegistryConfigR\aconfigs\x12\x17\n" +
-	"\anext_id\x18\x05 \x01(\x05R\x06nextId\"\xd9\x02\n" +
+	"\anext_id\x18\x05 \x01(\x05R\x06nextId\"\xdf\x01\n" +
+	"\x10ClusterLinkState\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\fR\x02id\x12L\n" +
+	"\aconfigs\x18\x03 \x03(\v22.shale.controller.v1.ClusterLinkState.ConfigsEntryR\aconfigs\x12\x1d\n" +
+	"\n" +
+	"created_ms\x18\x04 \x01(\x03R\tcreatedMs\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc4\x01\n" +
+	"\x10MirrorTopicState\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
+	"\x04link\x18\x02 \x01(\tR\x04link\x12!\n" +
+	"\fsource_topic\x18\x03 \x01(\tR\vsourceTopic\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\x05R\x05state\x12(\n" +
+	"\x10state_changed_ms\x18\x05 \x01(\x03R\x0estateChangedMs\x12#\n" +
+	"\rsource_epochs\x18\x06 \x03(\x05R\fsourceEpochs\"\xd9\x02\n" +
 	"\x10RemoteLogSegment\x12\x1b\n" +
 	"\tupload_id\x18\x01 \x01(\tR\buploadId\x12\x1f\n" +
 	"\vbase_offset\x18\x02 \x01(\x03R\n" +
@@ -2520,7 +2749,7 @@ func file_metadata_proto_rawDescGZIP() []byte {
 	return file_metadata_proto_rawDescData
 }
 
-var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_metadata_proto_goTypes = []any{
 	(*Error)(nil),                   // 0: shale.controller.v1.Error
 	(*Listener)(nil),                // 1: shale.controller.v1.Listener
@@ -2548,18 +2777,21 @@ var file_metadata_proto_goTypes = []any{
 	(*RegistrySubjectVersion)(nil),  // 23: shale.controller.v1.RegistrySubjectVersion
 	(*RegistryConfig)(nil),          // 24: shale.controller.v1.RegistryConfig
 	(*SchemaRegistryDelta)(nil),     // 25: shale.controller.v1.SchemaRegistryDelta
-	(*RemoteLogSegment)(nil),        // 26: shale.controller.v1.RemoteLogSegment
-	(*RemoteEpochStart)(nil),        // 27: shale.controller.v1.RemoteEpochStart
-	(*RemoteLogState)(nil),          // 28: shale.controller.v1.RemoteLogState
-	nil,                             // 29: shale.controller.v1.TopicState.ConfigsEntry
-	nil,                             // 30: shale.controller.v1.TopicDelta.ConfigsEntry
-	nil,                             // 31: shale.controller.v1.ClientQuotaState.ValuesEntry
-	nil,                             // 32: shale.controller.v1.ClientMetricsState.ConfigsEntry
-	nil,                             // 33: shale.controller.v1.GroupConfigState.ConfigsEntry
+	(*ClusterLinkState)(nil),        // 26: shale.controller.v1.ClusterLinkState
+	(*MirrorTopicState)(nil),        // 27: shale.controller.v1.MirrorTopicState
+	(*RemoteLogSegment)(nil),        // 28: shale.controller.v1.RemoteLogSegment
+	(*RemoteEpochStart)(nil),        // 29: shale.controller.v1.RemoteEpochStart
+	(*RemoteLogState)(nil),          // 30: shale.controller.v1.RemoteLogState
+	nil,                             // 31: shale.controller.v1.TopicState.ConfigsEntry
+	nil,                             // 32: shale.controller.v1.TopicDelta.ConfigsEntry
+	nil,                             // 33: shale.controller.v1.ClientQuotaState.ValuesEntry
+	nil,                             // 34: shale.controller.v1.ClientMetricsState.ConfigsEntry
+	nil,                             // 35: shale.controller.v1.GroupConfigState.ConfigsEntry
+	nil,                             // 36: shale.controller.v1.ClusterLinkState.ConfigsEntry
 }
 var file_metadata_proto_depIdxs = []int32{
 	1,  // 0: shale.controller.v1.BrokerState.listeners:type_name -> shale.controller.v1.Listener
-	29, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
+	31, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
 	3,  // 2: shale.controller.v1.TopicState.partitions:type_name -> shale.controller.v1.PartitionState
 	2,  // 3: shale.controller.v1.MetadataDelta.brokers:type_name -> shale.controller.v1.BrokerState
 	7,  // 4: shale.controller.v1.MetadataDelta.topics:type_name -> shale.controller.v1.TopicDelta
@@ -2570,36 +2802,41 @@ var file_metadata_proto_depIdxs = []int32{
 	25, // 9: shale.controller.v1.MetadataDelta.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
 	12, // 10: shale.controller.v1.MetadataDelta.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
 	13, // 11: shale.controller.v1.MetadataDelta.group_configs:type_name -> shale.controller.v1.GroupConfigState
-	28, // 12: shale.controller.v1.MetadataDelta.remote_logs:type_name -> shale.controller.v1.RemoteLogState
-	30, // 13: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
-	3,  // 14: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
-	25, // 15: shale.controller.v1.MetadataImageChunk.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
-	2,  // 16: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
-	4,  // 17: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
-	6,  // 18: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	17, // 19: shale.controller.v1.MetadataImageChunk.acls:type_name -> shale.controller.v1.AclBinding
-	11, // 20: shale.controller.v1.MetadataImageChunk.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
-	12, // 21: shale.controller.v1.MetadataImageChunk.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
-	13, // 22: shale.controller.v1.MetadataImageChunk.group_configs:type_name -> shale.controller.v1.GroupConfigState
-	28, // 23: shale.controller.v1.MetadataImageChunk.remote_logs:type_name -> shale.controller.v1.RemoteLogState
-	9,  // 24: shale.controller.v1.ClientQuotaEntity.user:type_name -> shale.controller.v1.QuotaEntityPart
-	9,  // 25: shale.controller.v1.ClientQuotaEntity.client_id:type_name -> shale.controller.v1.QuotaEntityPart
-	10, // 26: shale.controller.v1.ClientQuotaState.entity:type_name -> shale.controller.v1.ClientQuotaEntity
-	31, // 27: shale.controller.v1.ClientQuotaState.values:type_name -> shale.controller.v1.ClientQuotaState.ValuesEntry
-	32, // 28: shale.controller.v1.ClientMetricsState.configs:type_name -> shale.controller.v1.ClientMetricsState.ConfigsEntry
-	33, // 29: shale.controller.v1.GroupConfigState.configs:type_name -> shale.controller.v1.GroupConfigState.ConfigsEntry
-	22, // 30: shale.controller.v1.RegistrySchema.references:type_name -> shale.controller.v1.RegistrySchemaReference
-	21, // 31: shale.controller.v1.SchemaRegistryDelta.schemas:type_name -> shale.controller.v1.RegistrySchema
-	23, // 32: shale.controller.v1.SchemaRegistryDelta.versions:type_name -> shale.controller.v1.RegistrySubjectVersion
-	23, // 33: shale.controller.v1.SchemaRegistryDelta.removed:type_name -> shale.controller.v1.RegistrySubjectVersion
-	24, // 34: shale.controller.v1.SchemaRegistryDelta.configs:type_name -> shale.controller.v1.RegistryConfig
-	27, // 35: shale.controller.v1.RemoteLogSegment.epochs:type_name -> shale.controller.v1.RemoteEpochStart
-	26, // 36: shale.controller.v1.RemoteLogState.segments:type_name -> shale.controller.v1.RemoteLogSegment
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	26, // 12: shale.controller.v1.MetadataDelta.cluster_links:type_name -> shale.controller.v1.ClusterLinkState
+	27, // 13: shale.controller.v1.MetadataDelta.mirror_topics:type_name -> shale.controller.v1.MirrorTopicState
+	30, // 14: shale.controller.v1.MetadataDelta.remote_logs:type_name -> shale.controller.v1.RemoteLogState
+	32, // 15: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
+	3,  // 16: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
+	25, // 17: shale.controller.v1.MetadataImageChunk.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
+	2,  // 18: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
+	4,  // 19: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
+	6,  // 20: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	17, // 21: shale.controller.v1.MetadataImageChunk.acls:type_name -> shale.controller.v1.AclBinding
+	11, // 22: shale.controller.v1.MetadataImageChunk.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
+	12, // 23: shale.controller.v1.MetadataImageChunk.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
+	13, // 24: shale.controller.v1.MetadataImageChunk.group_configs:type_name -> shale.controller.v1.GroupConfigState
+	26, // 25: shale.controller.v1.MetadataImageChunk.cluster_links:type_name -> shale.controller.v1.ClusterLinkState
+	27, // 26: shale.controller.v1.MetadataImageChunk.mirror_topics:type_name -> shale.controller.v1.MirrorTopicState
+	30, // 27: shale.controller.v1.MetadataImageChunk.remote_logs:type_name -> shale.controller.v1.RemoteLogState
+	9,  // 28: shale.controller.v1.ClientQuotaEntity.user:type_name -> shale.controller.v1.QuotaEntityPart
+	9,  // 29: shale.controller.v1.ClientQuotaEntity.client_id:type_name -> shale.controller.v1.QuotaEntityPart
+	10, // 30: shale.controller.v1.ClientQuotaState.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	33, // 31: shale.controller.v1.ClientQuotaState.values:type_name -> shale.controller.v1.ClientQuotaState.ValuesEntry
+	34, // 32: shale.controller.v1.ClientMetricsState.configs:type_name -> shale.controller.v1.ClientMetricsState.ConfigsEntry
+	35, // 33: shale.controller.v1.GroupConfigState.configs:type_name -> shale.controller.v1.GroupConfigState.ConfigsEntry
+	22, // 34: shale.controller.v1.RegistrySchema.references:type_name -> shale.controller.v1.RegistrySchemaReference
+	21, // 35: shale.controller.v1.SchemaRegistryDelta.schemas:type_name -> shale.controller.v1.RegistrySchema
+	23, // 36: shale.controller.v1.SchemaRegistryDelta.versions:type_name -> shale.controller.v1.RegistrySubjectVersion
+	23, // 37: shale.controller.v1.SchemaRegistryDelta.removed:type_name -> shale.controller.v1.RegistrySubjectVersion
+	24, // 38: shale.controller.v1.SchemaRegistryDelta.configs:type_name -> shale.controller.v1.RegistryConfig
+	36, // 39: shale.controller.v1.ClusterLinkState.configs:type_name -> shale.controller.v1.ClusterLinkState.ConfigsEntry
+	29, // 40: shale.controller.v1.RemoteLogSegment.epochs:type_name -> shale.controller.v1.RemoteEpochStart
+	28, // 41: shale.controller.v1.RemoteLogState.segments:type_name -> shale.controller.v1.RemoteLogSegment
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_metadata_proto_init() }
@@ -2615,7 +2852,7 @@ func file_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_proto_rawDesc), len(file_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

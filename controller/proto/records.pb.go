@@ -179,6 +179,7 @@ type Record struct {
 	//	*Record_SchemaRegistry
 	//	*Record_ClientMetrics
 	//	*Record_GroupConfigs
+	//	*Record_ClusterLinks
 	//	*Record_RemoteLog
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
@@ -447,6 +448,15 @@ func (x *Record) GetGroupConfigs() *GroupConfigsRecord {
 	return nil
 }
 
+func (x *Record) GetClusterLinks() *ClusterLinksRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_ClusterLinks); ok {
+			return x.ClusterLinks
+		}
+	}
+	return nil
+}
+
 func (x *Record) GetRemoteLog() *RemoteLogRecord {
 	if x != nil {
 		if x, ok := x.Record.(*Record_RemoteLog); ok {
@@ -560,6 +570,10 @@ type Record_GroupConfigs struct {
 	GroupConfigs *GroupConfigsRecord `protobuf:"bytes,200,opt,name=group_configs,json=groupConfigs,proto3,oneof"`
 }
 
+type Record_ClusterLinks struct {
+	ClusterLinks *ClusterLinksRecord `protobuf:"bytes,240,opt,name=cluster_links,json=clusterLinks,proto3,oneof"`
+}
+
 type Record_RemoteLog struct {
 	RemoteLog *RemoteLogRecord `protobuf:"bytes,260,opt,name=remote_log,json=remoteLog,proto3,oneof"`
 }
@@ -613,6 +627,8 @@ func (*Record_SchemaRegistry) isRecord_Record() {}
 func (*Record_ClientMetrics) isRecord_Record() {}
 
 func (*Record_GroupConfigs) isRecord_Record() {}
+
+func (*Record_ClusterLinks) isRecord_Record() {}
 
 func (*Record_RemoteLog) isRecord_Record() {}
 
@@ -1888,6 +1904,8 @@ type SnapshotItem struct {
 	//	*SnapshotItem_SchemaRegistry
 	//	*SnapshotItem_ClientMetrics
 	//	*SnapshotItem_GroupConfigs
+	//	*SnapshotItem_ClusterLink
+	//	*SnapshotItem_MirrorTopic
 	//	*SnapshotItem_RemoteLog
 	Item          isSnapshotItem_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
@@ -2030,6 +2048,24 @@ func (x *SnapshotItem) GetGroupConfigs() *GroupConfigState {
 	return nil
 }
 
+func (x *SnapshotItem) GetClusterLink() *ClusterLinkState {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_ClusterLink); ok {
+			return x.ClusterLink
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotItem) GetMirrorTopic() *MirrorTopicState {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_MirrorTopic); ok {
+			return x.MirrorTopic
+		}
+	}
+	return nil
+}
+
 func (x *SnapshotItem) GetRemoteLog() *RemoteLogState {
 	if x != nil {
 		if x, ok := x.Item.(*SnapshotItem_RemoteLog); ok {
@@ -2087,6 +2123,14 @@ type SnapshotItem_GroupConfigs struct {
 	GroupConfigs *GroupConfigState `protobuf:"bytes,200,opt,name=group_configs,json=groupConfigs,proto3,oneof"`
 }
 
+type SnapshotItem_ClusterLink struct {
+	ClusterLink *ClusterLinkState `protobuf:"bytes,240,opt,name=cluster_link,json=clusterLink,proto3,oneof"`
+}
+
+type SnapshotItem_MirrorTopic struct {
+	MirrorTopic *MirrorTopicState `protobuf:"bytes,242,opt,name=mirror_topic,json=mirrorTopic,proto3,oneof"`
+}
+
 type SnapshotItem_RemoteLog struct {
 	RemoteLog *RemoteLogState `protobuf:"bytes,260,opt,name=remote_log,json=remoteLog,proto3,oneof"`
 }
@@ -2112,6 +2156,10 @@ func (*SnapshotItem_SchemaRegistry) isSnapshotItem_Item() {}
 func (*SnapshotItem_ClientMetrics) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_GroupConfigs) isSnapshotItem_Item() {}
+
+func (*SnapshotItem_ClusterLink) isSnapshotItem_Item() {}
+
+func (*SnapshotItem_MirrorTopic) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_RemoteLog) isSnapshotItem_Item() {}
 
@@ -3770,11 +3818,161 @@ func (x *RemoteDeleteFinish) GetUploadIds() []string {
 	return nil
 }
 
+// ClusterLinksRecord changes cluster links and mirror topics (fsm_links.go): links and
+// mirrors are upserted whole, deletions apply first, and mirror_topics creates each
+// mirror's destination topic in the same record, so that a topic never exists as a
+// mirror without its state, nor the state without the topic.
+type ClusterLinksRecord struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Links        []*ClusterLinkState    `protobuf:"bytes,1,rep,name=links,proto3" json:"links,omitempty"`
+	DeletedLinks []string               `protobuf:"bytes,2,rep,name=deleted_links,json=deletedLinks,proto3" json:"deleted_links,omitempty"`
+	Mirrors      []*MirrorTopicState    `protobuf:"bytes,3,rep,name=mirrors,proto3" json:"mirrors,omitempty"`
+	MirrorTopics []*NewTopic            `protobuf:"bytes,4,rep,name=mirror_topics,json=mirrorTopics,proto3" json:"mirror_topics,omitempty"`
+	// Per mirror: the source epoch floor rises to at least this (see MirrorTopicState).
+	Epochs []*MirrorEpoch `protobuf:"bytes,5,rep,name=epochs,proto3" json:"epochs,omitempty"`
+	// When the leader proposed the record: the time of the state changes it makes.
+	TimeMs        int64 `protobuf:"varint,6,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterLinksRecord) Reset() {
+	*x = ClusterLinksRecord{}
+	mi := &file_records_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterLinksRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterLinksRecord) ProtoMessage() {}
+
+func (x *ClusterLinksRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterLinksRecord.ProtoReflect.Descriptor instead.
+func (*ClusterLinksRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ClusterLinksRecord) GetLinks() []*ClusterLinkState {
+	if x != nil {
+		return x.Links
+	}
+	return nil
+}
+
+func (x *ClusterLinksRecord) GetDeletedLinks() []string {
+	if x != nil {
+		return x.DeletedLinks
+	}
+	return nil
+}
+
+func (x *ClusterLinksRecord) GetMirrors() []*MirrorTopicState {
+	if x != nil {
+		return x.Mirrors
+	}
+	return nil
+}
+
+func (x *ClusterLinksRecord) GetMirrorTopics() []*NewTopic {
+	if x != nil {
+		return x.MirrorTopics
+	}
+	return nil
+}
+
+func (x *ClusterLinksRecord) GetEpochs() []*MirrorEpoch {
+	if x != nil {
+		return x.Epochs
+	}
+	return nil
+}
+
+func (x *ClusterLinksRecord) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+type MirrorEpoch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Epoch         int32                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MirrorEpoch) Reset() {
+	*x = MirrorEpoch{}
+	mi := &file_records_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MirrorEpoch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MirrorEpoch) ProtoMessage() {}
+
+func (x *MirrorEpoch) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MirrorEpoch.ProtoReflect.Descriptor instead.
+func (*MirrorEpoch) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *MirrorEpoch) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *MirrorEpoch) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *MirrorEpoch) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xb8\x11\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\x89\x12\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -3804,7 +4002,8 @@ const file_records_proto_rawDesc = "" +
 	"\x0fshare_state_ops\x18\x96\x01 \x01(\v2(.shale.controller.v1.ShareStateOpsRecordH\x00R\rshareStateOps\x12U\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2).shale.controller.v1.SchemaRegistryRecordH\x00R\x0eschemaRegistry\x12R\n" +
 	"\x0eclient_metrics\x18\xbe\x01 \x01(\v2(.shale.controller.v1.ClientMetricsRecordH\x00R\rclientMetrics\x12O\n" +
-	"\rgroup_configs\x18\xc8\x01 \x01(\v2'.shale.controller.v1.GroupConfigsRecordH\x00R\fgroupConfigs\x12F\n" +
+	"\rgroup_configs\x18\xc8\x01 \x01(\v2'.shale.controller.v1.GroupConfigsRecordH\x00R\fgroupConfigs\x12O\n" +
+	"\rcluster_links\x18\xf0\x01 \x01(\v2'.shale.controller.v1.ClusterLinksRecordH\x00R\fclusterLinks\x12F\n" +
 	"\n" +
 	"remote_log\x18\x84\x02 \x01(\v2$.shale.controller.v1.RemoteLogRecordH\x00R\tremoteLogB\b\n" +
 	"\x06record\"\xc9\x01\n" +
@@ -3909,7 +4108,7 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\x03R\roffsetsLogEnd\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xed\x06\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\x87\b\n" +
 	"\fSnapshotItem\x12:\n" +
 	"\x06broker\x18\x01 \x01(\v2 .shale.controller.v1.BrokerStateH\x00R\x06broker\x127\n" +
 	"\x05topic\x18\x02 \x01(\v2\x1f.shale.controller.v1.TopicStateH\x00R\x05topic\x129\n" +
@@ -3921,7 +4120,9 @@ const file_records_proto_rawDesc = "" +
 	"\x0fshare_partition\x18\x96\x01 \x01(\v2(.shale.controller.v1.SharePartitionStateH\x00R\x0esharePartition\x12T\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaH\x00R\x0eschemaRegistry\x12Q\n" +
 	"\x0eclient_metrics\x18\xbe\x01 \x01(\v2'.shale.controller.v1.ClientMetricsStateH\x00R\rclientMetrics\x12M\n" +
-	"\rgroup_configs\x18\xc8\x01 \x01(\v2%.shale.controller.v1.GroupConfigStateH\x00R\fgroupConfigs\x12E\n" +
+	"\rgroup_configs\x18\xc8\x01 \x01(\v2%.shale.controller.v1.GroupConfigStateH\x00R\fgroupConfigs\x12K\n" +
+	"\fcluster_link\x18\xf0\x01 \x01(\v2%.shale.controller.v1.ClusterLinkStateH\x00R\vclusterLink\x12K\n" +
+	"\fmirror_topic\x18\xf2\x01 \x01(\v2%.shale.controller.v1.MirrorTopicStateH\x00R\vmirrorTopic\x12E\n" +
 	"\n" +
 	"remote_log\x18\x84\x02 \x01(\v2#.shale.controller.v1.RemoteLogStateH\x00R\tremoteLogB\x06\n" +
 	"\x04item\"G\n" +
@@ -4047,7 +4248,18 @@ const file_records_proto_rawDesc = "" +
 	"\tlog_start\x18\x02 \x01(\x03R\blogStart\"3\n" +
 	"\x12RemoteDeleteFinish\x12\x1d\n" +
 	"\n" +
-	"upload_ids\x18\x01 \x03(\tR\tuploadIds*~\n" +
+	"upload_ids\x18\x01 \x03(\tR\tuploadIds\"\xce\x02\n" +
+	"\x12ClusterLinksRecord\x12;\n" +
+	"\x05links\x18\x01 \x03(\v2%.shale.controller.v1.ClusterLinkStateR\x05links\x12#\n" +
+	"\rdeleted_links\x18\x02 \x03(\tR\fdeletedLinks\x12?\n" +
+	"\amirrors\x18\x03 \x03(\v2%.shale.controller.v1.MirrorTopicStateR\amirrors\x12B\n" +
+	"\rmirror_topics\x18\x04 \x03(\v2\x1d.shale.controller.v1.NewTopicR\fmirrorTopics\x128\n" +
+	"\x06epochs\x18\x05 \x03(\v2 .shale.controller.v1.MirrorEpochR\x06epochs\x12\x17\n" +
+	"\atime_ms\x18\x06 \x01(\x03R\x06timeMs\"W\n" +
+	"\vMirrorEpoch\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x05R\x05epoch*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
@@ -4076,7 +4288,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                         // 0: shale.controller.v1.ElectionType
 	(TxnStatus)(0),                            // 1: shale.controller.v1.TxnStatus
@@ -4124,27 +4336,31 @@ var file_records_proto_goTypes = []any{
 	(*RemoteLogRecord)(nil),                   // 43: shale.controller.v1.RemoteLogRecord
 	(*RemoteDeleteStart)(nil),                 // 44: shale.controller.v1.RemoteDeleteStart
 	(*RemoteDeleteFinish)(nil),                // 45: shale.controller.v1.RemoteDeleteFinish
-	nil,                                       // 46: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                                       // 47: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                          // 48: shale.controller.v1.Listener
-	(*ReplicaList)(nil),                       // 49: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),                       // 50: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                   // 51: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),                  // 52: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),                       // 53: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                        // 54: shale.controller.v1.TopicState
-	(*AclBinding)(nil),                        // 55: shale.controller.v1.AclBinding
-	(*ClientQuotaState)(nil),                  // 56: shale.controller.v1.ClientQuotaState
-	(*ScramCredential)(nil),                   // 57: shale.controller.v1.ScramCredential
-	(*SchemaRegistryDelta)(nil),               // 58: shale.controller.v1.SchemaRegistryDelta
-	(*ClientMetricsState)(nil),                // 59: shale.controller.v1.ClientMetricsState
-	(*GroupConfigState)(nil),                  // 60: shale.controller.v1.GroupConfigState
-	(*RemoteLogState)(nil),                    // 61: shale.controller.v1.RemoteLogState
-	(*AclFilter)(nil),                         // 62: shale.controller.v1.AclFilter
-	(*ScramCredentialKey)(nil),                // 63: shale.controller.v1.ScramCredentialKey
-	(*RegistryConfig)(nil),                    // 64: shale.controller.v1.RegistryConfig
-	(*RegistrySchema)(nil),                    // 65: shale.controller.v1.RegistrySchema
-	(*RemoteLogSegment)(nil),                  // 66: shale.controller.v1.RemoteLogSegment
+	(*ClusterLinksRecord)(nil),                // 46: shale.controller.v1.ClusterLinksRecord
+	(*MirrorEpoch)(nil),                       // 47: shale.controller.v1.MirrorEpoch
+	nil,                                       // 48: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                                       // 49: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                          // 50: shale.controller.v1.Listener
+	(*ReplicaList)(nil),                       // 51: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),                       // 52: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                   // 53: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),                  // 54: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),                       // 55: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                        // 56: shale.controller.v1.TopicState
+	(*AclBinding)(nil),                        // 57: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),                  // 58: shale.controller.v1.ClientQuotaState
+	(*ScramCredential)(nil),                   // 59: shale.controller.v1.ScramCredential
+	(*SchemaRegistryDelta)(nil),               // 60: shale.controller.v1.SchemaRegistryDelta
+	(*ClientMetricsState)(nil),                // 61: shale.controller.v1.ClientMetricsState
+	(*GroupConfigState)(nil),                  // 62: shale.controller.v1.GroupConfigState
+	(*ClusterLinkState)(nil),                  // 63: shale.controller.v1.ClusterLinkState
+	(*MirrorTopicState)(nil),                  // 64: shale.controller.v1.MirrorTopicState
+	(*RemoteLogState)(nil),                    // 65: shale.controller.v1.RemoteLogState
+	(*AclFilter)(nil),                         // 66: shale.controller.v1.AclFilter
+	(*ScramCredentialKey)(nil),                // 67: shale.controller.v1.ScramCredentialKey
+	(*RegistryConfig)(nil),                    // 68: shale.controller.v1.RegistryConfig
+	(*RegistrySchema)(nil),                    // 69: shale.controller.v1.RegistrySchema
+	(*RemoteLogSegment)(nil),                  // 70: shale.controller.v1.RemoteLogSegment
 }
 var file_records_proto_depIdxs = []int32{
 	3,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -4172,66 +4388,73 @@ var file_records_proto_depIdxs = []int32{
 	39, // 22: shale.controller.v1.Record.schema_registry:type_name -> shale.controller.v1.SchemaRegistryRecord
 	26, // 23: shale.controller.v1.Record.client_metrics:type_name -> shale.controller.v1.ClientMetricsRecord
 	27, // 24: shale.controller.v1.Record.group_configs:type_name -> shale.controller.v1.GroupConfigsRecord
-	43, // 25: shale.controller.v1.Record.remote_log:type_name -> shale.controller.v1.RemoteLogRecord
-	48, // 26: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	49, // 27: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	46, // 28: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	7,  // 29: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	9,  // 30: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	49, // 31: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	11, // 32: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	47, // 33: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	50, // 34: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	51, // 35: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	16, // 36: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 37: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	51, // 38: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	52, // 39: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	50, // 40: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	53, // 41: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	54, // 42: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	21, // 43: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	55, // 44: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	56, // 45: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
-	57, // 46: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
-	29, // 47: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
-	36, // 48: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
-	58, // 49: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
-	59, // 50: shale.controller.v1.SnapshotItem.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
-	60, // 51: shale.controller.v1.SnapshotItem.group_configs:type_name -> shale.controller.v1.GroupConfigState
-	61, // 52: shale.controller.v1.SnapshotItem.remote_log:type_name -> shale.controller.v1.RemoteLogState
-	55, // 53: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	62, // 54: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	56, // 55: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
-	59, // 56: shale.controller.v1.ClientMetricsRecord.subscriptions:type_name -> shale.controller.v1.ClientMetricsState
-	60, // 57: shale.controller.v1.GroupConfigsRecord.groups:type_name -> shale.controller.v1.GroupConfigState
-	57, // 58: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
-	63, // 59: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	1,  // 60: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
-	51, // 61: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
-	21, // 62: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
-	29, // 63: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
-	50, // 64: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
-	33, // 65: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	35, // 66: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
-	36, // 67: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
-	36, // 68: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
-	51, // 69: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
-	37, // 70: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
-	40, // 71: shale.controller.v1.SchemaRegistryRecord.register:type_name -> shale.controller.v1.RegisterSchemaOp
-	41, // 72: shale.controller.v1.SchemaRegistryRecord.delete_subject:type_name -> shale.controller.v1.DeleteSubjectOp
-	42, // 73: shale.controller.v1.SchemaRegistryRecord.delete_version:type_name -> shale.controller.v1.DeleteVersionOp
-	64, // 74: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
-	64, // 75: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
-	65, // 76: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
-	66, // 77: shale.controller.v1.RemoteLogRecord.commit:type_name -> shale.controller.v1.RemoteLogSegment
-	44, // 78: shale.controller.v1.RemoteLogRecord.delete_start:type_name -> shale.controller.v1.RemoteDeleteStart
-	45, // 79: shale.controller.v1.RemoteLogRecord.delete_finish:type_name -> shale.controller.v1.RemoteDeleteFinish
-	80, // [80:80] is the sub-list for method output_type
-	80, // [80:80] is the sub-list for method input_type
-	80, // [80:80] is the sub-list for extension type_name
-	80, // [80:80] is the sub-list for extension extendee
-	0,  // [0:80] is the sub-list for field type_name
+	46, // 25: shale.controller.v1.Record.cluster_links:type_name -> shale.controller.v1.ClusterLinksRecord
+	43, // 26: shale.controller.v1.Record.remote_log:type_name -> shale.controller.v1.RemoteLogRecord
+	50, // 27: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	51, // 28: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	48, // 29: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	7,  // 30: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	9,  // 31: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	51, // 32: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	11, // 33: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	49, // 34: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	52, // 35: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	53, // 36: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	16, // 37: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 38: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	53, // 39: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	54, // 40: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	52, // 41: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	55, // 42: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	56, // 43: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	21, // 44: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	57, // 45: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	58, // 46: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	59, // 47: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	29, // 48: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
+	36, // 49: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
+	60, // 50: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
+	61, // 51: shale.controller.v1.SnapshotItem.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
+	62, // 52: shale.controller.v1.SnapshotItem.group_configs:type_name -> shale.controller.v1.GroupConfigState
+	63, // 53: shale.controller.v1.SnapshotItem.cluster_link:type_name -> shale.controller.v1.ClusterLinkState
+	64, // 54: shale.controller.v1.SnapshotItem.mirror_topic:type_name -> shale.controller.v1.MirrorTopicState
+	65, // 55: shale.controller.v1.SnapshotItem.remote_log:type_name -> shale.controller.v1.RemoteLogState
+	57, // 56: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	66, // 57: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	58, // 58: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	61, // 59: shale.controller.v1.ClientMetricsRecord.subscriptions:type_name -> shale.controller.v1.ClientMetricsState
+	62, // 60: shale.controller.v1.GroupConfigsRecord.groups:type_name -> shale.controller.v1.GroupConfigState
+	59, // 61: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	67, // 62: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	1,  // 63: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
+	53, // 64: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
+	21, // 65: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
+	29, // 66: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
+	52, // 67: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
+	33, // 68: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	35, // 69: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
+	36, // 70: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
+	36, // 71: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
+	53, // 72: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
+	37, // 73: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
+	40, // 74: shale.controller.v1.SchemaRegistryRecord.register:type_name -> shale.controller.v1.RegisterSchemaOp
+	41, // 75: shale.controller.v1.SchemaRegistryRecord.delete_subject:type_name -> shale.controller.v1.DeleteSubjectOp
+	42, // 76: shale.controller.v1.SchemaRegistryRecord.delete_version:type_name -> shale.controller.v1.DeleteVersionOp
+	68, // 77: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
+	68, // 78: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
+	69, // 79: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
+	70, // 80: shale.controller.v1.RemoteLogRecord.commit:type_name -> shale.controller.v1.RemoteLogSegment
+	44, // 81: shale.controller.v1.RemoteLogRecord.delete_start:type_name -> shale.controller.v1.RemoteDeleteStart
+	45, // 82: shale.controller.v1.RemoteLogRecord.delete_finish:type_name -> shale.controller.v1.RemoteDeleteFinish
+	63, // 83: shale.controller.v1.ClusterLinksRecord.links:type_name -> shale.controller.v1.ClusterLinkState
+	64, // 84: shale.controller.v1.ClusterLinksRecord.mirrors:type_name -> shale.controller.v1.MirrorTopicState
+	7,  // 85: shale.controller.v1.ClusterLinksRecord.mirror_topics:type_name -> shale.controller.v1.NewTopic
+	47, // 86: shale.controller.v1.ClusterLinksRecord.epochs:type_name -> shale.controller.v1.MirrorEpoch
+	87, // [87:87] is the sub-list for method output_type
+	87, // [87:87] is the sub-list for method input_type
+	87, // [87:87] is the sub-list for extension type_name
+	87, // [87:87] is the sub-list for extension extendee
+	0,  // [0:87] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -4266,6 +4489,7 @@ func file_records_proto_init() {
 		(*Record_SchemaRegistry)(nil),
 		(*Record_ClientMetrics)(nil),
 		(*Record_GroupConfigs)(nil),
+		(*Record_ClusterLinks)(nil),
 		(*Record_RemoteLog)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
@@ -4280,6 +4504,8 @@ func file_records_proto_init() {
 		(*SnapshotItem_SchemaRegistry)(nil),
 		(*SnapshotItem_ClientMetrics)(nil),
 		(*SnapshotItem_GroupConfigs)(nil),
+		(*SnapshotItem_ClusterLink)(nil),
+		(*SnapshotItem_MirrorTopic)(nil),
 		(*SnapshotItem_RemoteLog)(nil),
 	}
 	file_records_proto_msgTypes[27].OneofWrappers = []any{}
@@ -4301,7 +4527,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   46,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

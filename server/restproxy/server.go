@@ -49,6 +49,9 @@ type Options struct {
 	Timeout time.Duration
 	// Registerer, when set, gets the proxy's metrics.
 	Registerer prometheus.Registerer
+	// Links, when set, serves the cluster link and mirror topic routes (links.go): the
+	// broker's metadata store.
+	Links metadata.LinkStore
 	// MaxBodyBytes bounds a produce request's body, and half of it each record of a
 	// streamed one; 0 means 64 MiB.
 	MaxBodyBytes int64
@@ -69,6 +72,8 @@ type Server struct {
 	adm     *kadm.Client
 	handler http.Handler
 	metrics *metrics
+	// linkStore changes cluster links and mirrors; nil without Options.Links.
+	linkStore metadata.LinkStore
 }
 
 // metrics are the proxy's Prometheus series.
@@ -136,7 +141,8 @@ const (
 
 // New returns a Server. Its Kafka client dials nothing until the first request needs it.
 func New(o Options) (*Server, error) {
-	s := &Server{images: o.Images, authz: o.Authorizer, log: o.Log, timeout: o.Timeout, kafka: o.Kafka, serde: schemaregistry.NewSerde()}
+	s := &Server{images: o.Images, authz: o.Authorizer, log: o.Log, timeout: o.Timeout, kafka: o.Kafka, serde: schemaregistry.NewSerde(),
+		linkStore: o.Links}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -171,6 +177,14 @@ func New(o Options) (*Server, error) {
 		"GET /v3/clusters/{cluster}/topics/{topic}/partitions/{partition}":         s.getPartition,
 		"POST /v3/clusters/{cluster}/topics/{topic}/records":                       s.produce,
 		"GET /v3/clusters/{cluster}/topics/{topic}/partitions/{partition}/records": s.readRecords,
+		"POST /v3/clusters/{cluster}/links":                                        s.createLink,
+		"GET /v3/clusters/{cluster}/links":                                         s.listLinks,
+		"GET /v3/clusters/{cluster}/links/{link}":                                  s.getLink,
+		"DELETE /v3/clusters/{cluster}/links/{link}":                               s.deleteLink,
+		"POST /v3/clusters/{cluster}/links/{link}/mirrors":                         s.createMirror,
+		"GET /v3/clusters/{cluster}/links/{link}/mirrors":                          s.listMirrors,
+		"POST /v3/clusters/{cluster}/links/{link}/mirrors:promote":                 s.promoteMirrors(false),
+		"POST /v3/clusters/{cluster}/links/{link}/mirrors:failover":                s.promoteMirrors(true),
 	} {
 		mux.Handle(pattern, s.wrap(pattern, h))
 	}
