@@ -76,7 +76,7 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Result {
 		}
 		rp.BaseOffset, rp.LogAppendTime = pp.Result.BaseOffset, pp.Result.LogAppendTime
 		rp.LogStartOffset = pp.LogStartOffset()
-		if req.Acks == -1 && pp.NeedsReplication() {
+		if req.Acks == -1 && pp.NeedsReplication() || req.Acks == 1 && pp.NeedsFlush() {
 			waiting = append(waiting, pp.ProducePartition)
 		} else if pp.Err != nil {
 			s.producePartitionError(rp, pp.Err, r.Version)
@@ -93,7 +93,11 @@ func (s *Server) handleProduce(ctx context.Context, r *Request) Result {
 	}
 	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
 	return Result{Wait: func(ctx context.Context) Result {
-		s.deps.Replicas.AwaitReplication(ctx, waiting, timeout)
+		if req.Acks == 1 {
+			s.deps.Replicas.AwaitFlush(ctx, waiting, timeout)
+		} else {
+			s.deps.Replicas.AwaitReplication(ctx, waiting, timeout)
+		}
 		for _, pp := range parts {
 			if pp.Err != nil {
 				s.producePartitionError(&resp.Topics[pp.rt].Partitions[pp.rp], pp.Err, r.Version)

@@ -192,6 +192,82 @@ func (pp *ProducePartition) NeedsReplication() bool {
 	return !done
 }
 
+// NeedsFlush reports whether an acks=1 append still waits for the leader's fsync: under
+// flush.messages=1 Kafka fsyncs every append before it answers, whatever the acks, and
+// the group commit has moved that fsync off the request goroutine, so the answer waits
+// for it instead. (acks=-1 waits for it through the high watermark.)
+func (pp *ProducePartition) NeedsFlush() bool {
+	if pp.Err != nil || pp.p == nil || pp.p.Settings().Log.FlushMessages != 1 {
+		return false
+	}
+	done, err := flushDone(pp)
+	if err != nil {
+		pp.Err = err
+		return false
+	}
+	return !done
+}
+
+// flushDone reports whether pp's batch is below the leader's flushed offset, in the
+// leader epoch it was appended in. The flushed offset is loaded before the role and epoch
+// are checked, as ReplicationDone loads the high watermark: a flushed offset past the
+// batch that this leadership still holds covers this batch, not a successor's.
+func flushDone(pp *ProducePartition) (bool, error) {
+	p := pp.p
+	flushed := p.FlushedOffset()
+	if p.Role() != partition.RoleLeader || p.LeaderEpoch() != pp.Result.LeaderEpoch {
+		return false, fmt.Errorf("%w: leadership changed before the batch was flushed", kerr.NotLeaderForPartition)
+	}
+	if flushed > pp.Result.LastOffset {
+		return true, nil
+	}
+	if err := p.SyncErr(); err != nil {
+		return false, err // wraps ErrStorage: KAFKA_STORAGE_ERROR
+	}
+	return false, nil
+}
+
+// AwaitFlush waits until every partition's batch is flushed on the leader (NeedsFlush),
+// the leader steps down, its fsync fails (KAFKA_STORAGE_ERROR), the timeout passes
+// (REQUEST_TIMED_OUT) or ctx ends. Every partition not flushed by then gets an error.
+func (m *Manager) AwaitFlush(ctx context.Context, parts []*ProducePartition, timeout time.Duration) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for i, pp := range parts {
+		for pp.Err == nil {
+			w := pp.p.FlushWaiter()
+			done, err := flushDone(pp)
+			if err != nil {
+				pp.Err = err
+			}
+			if done || err != nil {
+				break
+			}
+			pp.p.RequestSync()
+			var cause error
+			select {
+			case <-w:
+				continue
+			case <-deadline.C:
+				cause = fmt.Errorf("%w: not flushed within %v", kerr.RequestTimedOut, timeout)
+			case <-ctx.Done():
+				cause = fmt.Errorf("%w: the request ended before its records were flushed: %w", kerr.RequestTimedOut, ctx.Err())
+			}
+			for _, rest := range parts[i:] {
+				if rest.Err != nil {
+					continue
+				}
+				if done, err := flushDone(rest); err != nil {
+					rest.Err = err
+				} else if !done {
+					rest.Err = cause
+				}
+			}
+			return
+		}
+	}
+}
+
 // AwaitReplication waits until every partition's batch is committed in the leader epoch
 // it was appended in (the high watermark passed it), the leader steps down
 // (NOT_LEADER_OR_FOLLOWER), the timeout passes (REQUEST_TIMED_OUT) or ctx ends (the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shalelog/shale/internal/testutil"
 	"github.com/shalelog/shale/metadata"
+	"github.com/shalelog/shale/replication"
 )
 
 // TestAcksAllFsyncAcknowledgesOnlyFlushedRecords: three brokers, a topic with
@@ -78,6 +79,43 @@ func TestAcksAllFsyncAcknowledgesOnlyFlushedRecords(t *testing.T) {
 		p := rep.m.Replica("d", 0)
 		if !p.DurableAcks() {
 			t.Errorf("broker %d: acks.all.fsync did not reach the replica", rep.id)
+		}
+	}
+}
+
+// lateBackground runs each log's background work (the group commit among it) a little
+// later than asked, so that an answer that does not wait for the fsync shows.
+type lateBackground struct{}
+
+func (lateBackground) Go(fn func()) { time.AfterFunc(30*time.Millisecond, fn) }
+
+// TestFlushMessagesOneAcks1WaitsForTheFsync: under flush.messages=1 Kafka fsyncs every
+// append before it answers, whatever the acks. The group commit runs apart from the
+// request, so an acks=1 answer must wait for it: when the answer arrives, the leader's
+// flushed offset is past the record.
+func TestFlushMessagesOneAcks1WaitsForTheFsync(t *testing.T) {
+	_, rs := startClusterTuned(t, func(_ int32, cfg *replication.Config) { cfg.LogBackground = lateBackground{} })
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	res := rs[0].store.CreateTopics(ctx, []metadata.TopicSpec{{Name: "f", NumPartitions: -1, ReplicationFactor: -1,
+		Assignments: [][]int32{{1}}, Configs: map[string]string{"flush.messages": "1"}}}, false)
+	if res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the replica of f open", func() bool { return rs[0].m.Replica("f", 0) != nil })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(rs[0].addr), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
+		kgo.DefaultProduceTopic("f"), kgo.RecordDeliveryTimeout(60*time.Second), kgo.WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := range 20 {
+		r, err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprint(i))}).First()
+		if err != nil {
+			t.Fatalf("acks=1 produce: %v", err)
+		}
+		if f := rs[0].m.Replica("f", 0).FlushedOffset(); f <= r.Offset {
+			t.Fatalf("offset %d acknowledged (acks=1, flush.messages=1) while the leader has flushed only below %d", r.Offset, f)
 		}
 	}
 }
