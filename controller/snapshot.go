@@ -29,6 +29,8 @@ type fsmSnapshot struct {
 	scram   []*pb.ScramCredential
 	txns    []*pb.TxnState
 	share   []*pb.SharePartitionState
+	// consumerGroups are KIP-848 consumer groups' states (fsm_consumergroups.go).
+	consumerGroups []*pb.ConsumerGroupState
 }
 
 // Snapshot captures the state for Raft; Persist then writes it while Apply carries on.
@@ -57,8 +59,10 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		scram:   f.scramSnapshotLocked(),
 		txns:    f.txnSnapshotLocked(),
 		share:   f.shareSnapshotLocked(),
+
+		consumerGroups: f.consumerGroupSnapshotLocked(),
 	}
-	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.img.ClientMetrics) + len(s.img.GroupConfigs) + len(s.scram) + len(s.txns) + len(s.share))
+	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.img.ClientMetrics) + len(s.img.GroupConfigs) + len(s.scram) + len(s.txns) + len(s.share) + len(s.consumerGroups))
 	if s.img.SchemaRegistry != nil {
 		s.header.ItemCount++
 	}
@@ -147,6 +151,11 @@ func (s *fsmSnapshot) write(sink io.Writer) error {
 			return err
 		}
 	}
+	for _, cg := range s.consumerGroups {
+		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_ConsumerGroup{ConsumerGroup: cg}}); err != nil {
+			return err
+		}
+	}
 	return w.Flush()
 }
 
@@ -166,6 +175,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.img, f.brokers, f.groups, f.scram, f.txns, f.share = st.img, st.brokers, st.groups, st.scram, st.txns, st.share
+	f.consumerGroups = st.consumerGroups
 	f.unclean, f.nextProducerID, f.lastApplied = st.unclean, st.nextProducerID, st.appliedIndex
 	f.deltas.reset(st.img.Offset)
 	f.offsetsLog.restore(st.offsetsLogEnd)
@@ -179,6 +189,7 @@ type restoredState struct {
 	scram          map[string]map[string]*pb.ScramCredential
 	txns           map[string]*pb.TxnState
 	share          map[shareKey]*pb.SharePartitionState
+	consumerGroups map[string]*pb.ConsumerGroupState
 	unclean        bool
 	nextProducerID int64
 	appliedIndex   uint64
@@ -201,6 +212,7 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 		scram:          map[string]map[string]*pb.ScramCredential{},
 		txns:           map[string]*pb.TxnState{},
 		share:          map[shareKey]*pb.SharePartitionState{},
+		consumerGroups: map[string]*pb.ConsumerGroupState{},
 		unclean:        h.UncleanLeaderElection,
 		nextProducerID: h.NextProducerId,
 		appliedIndex:   h.AppliedIndex,
@@ -251,6 +263,8 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 			st.txns[x.TxnState.TransactionalId] = x.TxnState
 		case *pb.SnapshotItem_SharePartition:
 			st.share[shareKeyOf(x.SharePartition)] = x.SharePartition
+		case *pb.SnapshotItem_ConsumerGroup:
+			st.consumerGroups[x.ConsumerGroup.Group] = x.ConsumerGroup
 		default:
 			return nil, fmt.Errorf("item %d: unknown kind", i)
 		}

@@ -4812,6 +4812,191 @@ func (x *AlterSchemaRegistryResponse) GetVersions() []int32 {
 	return nil
 }
 
+type WriteConsumerGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Record        *ConsumerGroupRecord   `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteConsumerGroupRequest) Reset() {
+	*x = WriteConsumerGroupRequest{}
+	mi := &file_controller_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteConsumerGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteConsumerGroupRequest) ProtoMessage() {}
+
+func (x *WriteConsumerGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteConsumerGroupRequest.ProtoReflect.Descriptor instead.
+func (*WriteConsumerGroupRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *WriteConsumerGroupRequest) GetRecord() *ConsumerGroupRecord {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+type WriteConsumerGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteConsumerGroupResponse) Reset() {
+	*x = WriteConsumerGroupResponse{}
+	mi := &file_controller_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteConsumerGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteConsumerGroupResponse) ProtoMessage() {}
+
+func (x *WriteConsumerGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteConsumerGroupResponse.ProtoReflect.Descriptor instead.
+func (*WriteConsumerGroupResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *WriteConsumerGroupResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type LoadConsumerGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadConsumerGroupRequest) Reset() {
+	*x = LoadConsumerGroupRequest{}
+	mi := &file_controller_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadConsumerGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadConsumerGroupRequest) ProtoMessage() {}
+
+func (x *LoadConsumerGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadConsumerGroupRequest.ProtoReflect.Descriptor instead.
+func (*LoadConsumerGroupRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *LoadConsumerGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type LoadConsumerGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Error *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	// Unset when the group has no stored state.
+	State         *ConsumerGroupState `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadConsumerGroupResponse) Reset() {
+	*x = LoadConsumerGroupResponse{}
+	mi := &file_controller_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadConsumerGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadConsumerGroupResponse) ProtoMessage() {}
+
+func (x *LoadConsumerGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadConsumerGroupResponse.ProtoReflect.Descriptor instead.
+func (*LoadConsumerGroupResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *LoadConsumerGroupResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *LoadConsumerGroupResponse) GetState() *ConsumerGroupState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
 var File_controller_proto protoreflect.FileDescriptor
 
 const file_controller_proto_rawDesc = "" +
@@ -5125,7 +5310,16 @@ const file_controller_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
 	"\tschema_id\x18\x03 \x01(\x05R\bschemaId\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x05R\aversion\x12\x1a\n" +
-	"\bversions\x18\x05 \x03(\x05R\bversions2\x84!\n" +
+	"\bversions\x18\x05 \x03(\x05R\bversions\"]\n" +
+	"\x19WriteConsumerGroupRequest\x12@\n" +
+	"\x06record\x18\x01 \x01(\v2(.shale.controller.v1.ConsumerGroupRecordR\x06record\"N\n" +
+	"\x1aWriteConsumerGroupResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"0\n" +
+	"\x18LoadConsumerGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\x8c\x01\n" +
+	"\x19LoadConsumerGroupResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12=\n" +
+	"\x05state\x18\x02 \x01(\v2'.shale.controller.v1.ConsumerGroupStateR\x05state2\xef\"\n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -5167,7 +5361,9 @@ const file_controller_proto_rawDesc = "" +
 	"\x0eReadShareState\x12*.shale.controller.v1.ReadShareStateRequest\x1a+.shale.controller.v1.ReadShareStateResponse\x12{\n" +
 	"\x14InitializeShareState\x120.shale.controller.v1.InitializeShareStateRequest\x1a1.shale.controller.v1.InitializeShareStateResponse\x12o\n" +
 	"\x10DeleteShareState\x12,.shale.controller.v1.DeleteShareStateRequest\x1a-.shale.controller.v1.DeleteShareStateResponse\x12{\n" +
-	"\x14ListShareStateGroups\x120.shale.controller.v1.ListShareStateGroupsRequest\x1a1.shale.controller.v1.ListShareStateGroupsResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\x14ListShareStateGroups\x120.shale.controller.v1.ListShareStateGroupsRequest\x1a1.shale.controller.v1.ListShareStateGroupsResponse\x12u\n" +
+	"\x12WriteConsumerGroup\x12..shale.controller.v1.WriteConsumerGroupRequest\x1a/.shale.controller.v1.WriteConsumerGroupResponse\x12r\n" +
+	"\x11LoadConsumerGroup\x12-.shale.controller.v1.LoadConsumerGroupRequest\x1a..shale.controller.v1.LoadConsumerGroupResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_controller_proto_rawDescOnce sync.Once
@@ -5181,7 +5377,7 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 92)
 var file_controller_proto_goTypes = []any{
 	(*NotLeader)(nil),                           // 0: shale.controller.v1.NotLeader
 	(*RegisterBrokerRequest)(nil),               // 1: shale.controller.v1.RegisterBrokerRequest
@@ -5270,201 +5466,215 @@ var file_controller_proto_goTypes = []any{
 	(*ListShareStateGroupsResponse)(nil),        // 84: shale.controller.v1.ListShareStateGroupsResponse
 	(*AlterSchemaRegistryRequest)(nil),          // 85: shale.controller.v1.AlterSchemaRegistryRequest
 	(*AlterSchemaRegistryResponse)(nil),         // 86: shale.controller.v1.AlterSchemaRegistryResponse
-	nil,                                         // 87: shale.controller.v1.CreatableTopic.ConfigsEntry
-	(*Listener)(nil),                            // 88: shale.controller.v1.Listener
-	(*Error)(nil),                               // 89: shale.controller.v1.Error
-	(*MetadataDelta)(nil),                       // 90: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),                  // 91: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),                         // 92: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),                          // 93: shale.controller.v1.TopicState
-	(*PartitionState)(nil),                      // 94: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),                         // 95: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                     // 96: shale.controller.v1.TopicPartitions
-	(ElectionType)(0),                           // 97: shale.controller.v1.ElectionType
-	(*AclBinding)(nil),                          // 98: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),                           // 99: shale.controller.v1.AclFilter
-	(*ClientQuotaEntity)(nil),                   // 100: shale.controller.v1.ClientQuotaEntity
-	(*ScramCredential)(nil),                     // 101: shale.controller.v1.ScramCredential
-	(*ScramCredentialKey)(nil),                  // 102: shale.controller.v1.ScramCredentialKey
-	(*TxnStateRecord)(nil),                      // 103: shale.controller.v1.TxnStateRecord
-	(*TxnOffsetCommitRecord)(nil),               // 104: shale.controller.v1.TxnOffsetCommitRecord
-	(*TxnState)(nil),                            // 105: shale.controller.v1.TxnState
-	(*PartitionReassignment)(nil),               // 106: shale.controller.v1.PartitionReassignment
-	(*SharePartitionState)(nil),                 // 107: shale.controller.v1.SharePartitionState
-	(*SchemaRegistryRecord)(nil),                // 108: shale.controller.v1.SchemaRegistryRecord
+	(*WriteConsumerGroupRequest)(nil),           // 87: shale.controller.v1.WriteConsumerGroupRequest
+	(*WriteConsumerGroupResponse)(nil),          // 88: shale.controller.v1.WriteConsumerGroupResponse
+	(*LoadConsumerGroupRequest)(nil),            // 89: shale.controller.v1.LoadConsumerGroupRequest
+	(*LoadConsumerGroupResponse)(nil),           // 90: shale.controller.v1.LoadConsumerGroupResponse
+	nil,                                         // 91: shale.controller.v1.CreatableTopic.ConfigsEntry
+	(*Listener)(nil),                            // 92: shale.controller.v1.Listener
+	(*Error)(nil),                               // 93: shale.controller.v1.Error
+	(*MetadataDelta)(nil),                       // 94: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),                  // 95: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),                         // 96: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),                          // 97: shale.controller.v1.TopicState
+	(*PartitionState)(nil),                      // 98: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),                         // 99: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                     // 100: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),                           // 101: shale.controller.v1.ElectionType
+	(*AclBinding)(nil),                          // 102: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),                           // 103: shale.controller.v1.AclFilter
+	(*ClientQuotaEntity)(nil),                   // 104: shale.controller.v1.ClientQuotaEntity
+	(*ScramCredential)(nil),                     // 105: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),                  // 106: shale.controller.v1.ScramCredentialKey
+	(*TxnStateRecord)(nil),                      // 107: shale.controller.v1.TxnStateRecord
+	(*TxnOffsetCommitRecord)(nil),               // 108: shale.controller.v1.TxnOffsetCommitRecord
+	(*TxnState)(nil),                            // 109: shale.controller.v1.TxnState
+	(*PartitionReassignment)(nil),               // 110: shale.controller.v1.PartitionReassignment
+	(*SharePartitionState)(nil),                 // 111: shale.controller.v1.SharePartitionState
+	(*SchemaRegistryRecord)(nil),                // 112: shale.controller.v1.SchemaRegistryRecord
+	(*ConsumerGroupRecord)(nil),                 // 113: shale.controller.v1.ConsumerGroupRecord
+	(*ConsumerGroupState)(nil),                  // 114: shale.controller.v1.ConsumerGroupState
 }
 var file_controller_proto_depIdxs = []int32{
-	88,  // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	89,  // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	90,  // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	91,  // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	92,  // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	87,  // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	92,  // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	93,  // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	94,  // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	95,  // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	96,  // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	91,  // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
 	7,   // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	89,  // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	93,  // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	93,  // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	97,  // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
 	9,   // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	89,  // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	92,  // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	93,  // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	96,  // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
 	13,  // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	89,  // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	93,  // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
 	16,  // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	89,  // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
 	16,  // 17: shale.controller.v1.AlterClientMetricsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	89,  // 18: shale.controller.v1.AlterClientMetricsResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 18: shale.controller.v1.AlterClientMetricsResponse.error:type_name -> shale.controller.v1.Error
 	16,  // 19: shale.controller.v1.AlterGroupConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	89,  // 20: shale.controller.v1.AlterGroupConfigsResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 21: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	94,  // 22: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	89,  // 23: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	95,  // 24: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	89,  // 25: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	96,  // 26: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	89,  // 27: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	95,  // 28: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	96,  // 29: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	95,  // 30: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
-	89,  // 31: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 20: shale.controller.v1.AlterGroupConfigsResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 21: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	98,  // 22: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	93,  // 23: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	99,  // 24: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	93,  // 25: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	100, // 26: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	93,  // 27: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	99,  // 28: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	100, // 29: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	99,  // 30: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
+	93,  // 31: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
 	33,  // 32: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
-	89,  // 33: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 34: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	97,  // 35: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
-	96,  // 36: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	89,  // 37: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
-	89,  // 38: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 33: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 34: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	101, // 35: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	100, // 36: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	93,  // 37: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	93,  // 38: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
 	39,  // 39: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
-	98,  // 40: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
-	89,  // 41: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 42: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
-	99,  // 43: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
-	89,  // 44: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
-	98,  // 45: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
-	89,  // 46: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
+	102, // 40: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
+	93,  // 41: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 42: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
+	103, // 43: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
+	93,  // 44: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
+	102, // 45: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
+	93,  // 46: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
 	44,  // 47: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
-	100, // 48: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	104, // 48: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
 	46,  // 49: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
 	47,  // 50: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
-	89,  // 51: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
-	101, // 52: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
-	102, // 53: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	89,  // 54: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 55: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
-	89,  // 56: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
-	89,  // 57: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	101, // 58: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
-	103, // 59: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
-	89,  // 60: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
-	104, // 61: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
-	89,  // 62: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 63: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
-	105, // 64: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
-	89,  // 65: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	96,  // 66: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
-	89,  // 67: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 68: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 69: shale.controller.v1.UpdateVoterResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 70: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 51: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
+	105, // 52: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
+	106, // 53: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	93,  // 54: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 55: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
+	93,  // 56: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
+	93,  // 57: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	105, // 58: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
+	107, // 59: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
+	93,  // 60: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
+	108, // 61: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
+	93,  // 62: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 63: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
+	109, // 64: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
+	93,  // 65: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	100, // 66: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
+	93,  // 67: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 68: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 69: shale.controller.v1.UpdateVoterResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 70: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
 	69,  // 71: shale.controller.v1.DescribeQuorumResponse.voters:type_name -> shale.controller.v1.QuorumReplica
 	69,  // 72: shale.controller.v1.DescribeQuorumResponse.observers:type_name -> shale.controller.v1.QuorumReplica
-	89,  // 73: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	106, // 74: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	89,  // 75: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 73: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	110, // 74: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	93,  // 75: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
 	39,  // 76: shale.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> shale.controller.v1.PartitionError
-	107, // 77: shale.controller.v1.WriteShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
-	89,  // 78: shale.controller.v1.WriteShareStateResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 79: shale.controller.v1.WriteShareStateResponse.errors:type_name -> shale.controller.v1.Error
-	96,  // 80: shale.controller.v1.ReadShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	89,  // 81: shale.controller.v1.ReadShareStateResponse.error:type_name -> shale.controller.v1.Error
-	107, // 82: shale.controller.v1.ReadShareStateResponse.states:type_name -> shale.controller.v1.SharePartitionState
-	107, // 83: shale.controller.v1.InitializeShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
-	89,  // 84: shale.controller.v1.InitializeShareStateResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 85: shale.controller.v1.InitializeShareStateResponse.errors:type_name -> shale.controller.v1.Error
-	96,  // 86: shale.controller.v1.DeleteShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	89,  // 87: shale.controller.v1.DeleteShareStateResponse.error:type_name -> shale.controller.v1.Error
-	89,  // 88: shale.controller.v1.ListShareStateGroupsResponse.error:type_name -> shale.controller.v1.Error
-	108, // 89: shale.controller.v1.AlterSchemaRegistryRequest.record:type_name -> shale.controller.v1.SchemaRegistryRecord
-	1,   // 90: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,   // 91: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,   // 92: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,   // 93: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11,  // 94: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14,  // 95: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17,  // 96: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	23,  // 97: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	25,  // 98: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	27,  // 99: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	29,  // 100: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	31,  // 101: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	36,  // 102: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	32,  // 103: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
-	38,  // 104: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
-	41,  // 105: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
-	43,  // 106: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
-	48,  // 107: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
-	19,  // 108: shale.controller.v1.Controller.AlterClientMetrics:input_type -> shale.controller.v1.AlterClientMetricsRequest
-	21,  // 109: shale.controller.v1.Controller.AlterGroupConfigs:input_type -> shale.controller.v1.AlterGroupConfigsRequest
-	50,  // 110: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
-	52,  // 111: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
-	85,  // 112: shale.controller.v1.Controller.AlterSchemaRegistry:input_type -> shale.controller.v1.AlterSchemaRegistryRequest
-	54,  // 113: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
-	56,  // 114: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
-	58,  // 115: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
-	60,  // 116: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
-	62,  // 117: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
-	64,  // 118: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
-	66,  // 119: shale.controller.v1.Controller.UpdateVoter:input_type -> shale.controller.v1.UpdateVoterRequest
-	68,  // 120: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
-	71,  // 121: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
-	73,  // 122: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
-	75,  // 123: shale.controller.v1.Controller.WriteShareState:input_type -> shale.controller.v1.WriteShareStateRequest
-	77,  // 124: shale.controller.v1.Controller.ReadShareState:input_type -> shale.controller.v1.ReadShareStateRequest
-	79,  // 125: shale.controller.v1.Controller.InitializeShareState:input_type -> shale.controller.v1.InitializeShareStateRequest
-	81,  // 126: shale.controller.v1.Controller.DeleteShareState:input_type -> shale.controller.v1.DeleteShareStateRequest
-	83,  // 127: shale.controller.v1.Controller.ListShareStateGroups:input_type -> shale.controller.v1.ListShareStateGroupsRequest
-	2,   // 128: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,   // 129: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,   // 130: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10,  // 131: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12,  // 132: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15,  // 133: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18,  // 134: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	24,  // 135: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	26,  // 136: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	28,  // 137: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	30,  // 138: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	35,  // 139: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	37,  // 140: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	34,  // 141: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
-	40,  // 142: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
-	42,  // 143: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
-	45,  // 144: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
-	49,  // 145: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
-	20,  // 146: shale.controller.v1.Controller.AlterClientMetrics:output_type -> shale.controller.v1.AlterClientMetricsResponse
-	22,  // 147: shale.controller.v1.Controller.AlterGroupConfigs:output_type -> shale.controller.v1.AlterGroupConfigsResponse
-	51,  // 148: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
-	53,  // 149: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
-	86,  // 150: shale.controller.v1.Controller.AlterSchemaRegistry:output_type -> shale.controller.v1.AlterSchemaRegistryResponse
-	55,  // 151: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
-	57,  // 152: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
-	59,  // 153: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
-	61,  // 154: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
-	63,  // 155: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
-	65,  // 156: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
-	67,  // 157: shale.controller.v1.Controller.UpdateVoter:output_type -> shale.controller.v1.UpdateVoterResponse
-	70,  // 158: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
-	72,  // 159: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
-	74,  // 160: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
-	76,  // 161: shale.controller.v1.Controller.WriteShareState:output_type -> shale.controller.v1.WriteShareStateResponse
-	78,  // 162: shale.controller.v1.Controller.ReadShareState:output_type -> shale.controller.v1.ReadShareStateResponse
-	80,  // 163: shale.controller.v1.Controller.InitializeShareState:output_type -> shale.controller.v1.InitializeShareStateResponse
-	82,  // 164: shale.controller.v1.Controller.DeleteShareState:output_type -> shale.controller.v1.DeleteShareStateResponse
-	84,  // 165: shale.controller.v1.Controller.ListShareStateGroups:output_type -> shale.controller.v1.ListShareStateGroupsResponse
-	128, // [128:166] is the sub-list for method output_type
-	90,  // [90:128] is the sub-list for method input_type
-	90,  // [90:90] is the sub-list for extension type_name
-	90,  // [90:90] is the sub-list for extension extendee
-	0,   // [0:90] is the sub-list for field type_name
+	111, // 77: shale.controller.v1.WriteShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
+	93,  // 78: shale.controller.v1.WriteShareStateResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 79: shale.controller.v1.WriteShareStateResponse.errors:type_name -> shale.controller.v1.Error
+	100, // 80: shale.controller.v1.ReadShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	93,  // 81: shale.controller.v1.ReadShareStateResponse.error:type_name -> shale.controller.v1.Error
+	111, // 82: shale.controller.v1.ReadShareStateResponse.states:type_name -> shale.controller.v1.SharePartitionState
+	111, // 83: shale.controller.v1.InitializeShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
+	93,  // 84: shale.controller.v1.InitializeShareStateResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 85: shale.controller.v1.InitializeShareStateResponse.errors:type_name -> shale.controller.v1.Error
+	100, // 86: shale.controller.v1.DeleteShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	93,  // 87: shale.controller.v1.DeleteShareStateResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 88: shale.controller.v1.ListShareStateGroupsResponse.error:type_name -> shale.controller.v1.Error
+	112, // 89: shale.controller.v1.AlterSchemaRegistryRequest.record:type_name -> shale.controller.v1.SchemaRegistryRecord
+	113, // 90: shale.controller.v1.WriteConsumerGroupRequest.record:type_name -> shale.controller.v1.ConsumerGroupRecord
+	93,  // 91: shale.controller.v1.WriteConsumerGroupResponse.error:type_name -> shale.controller.v1.Error
+	93,  // 92: shale.controller.v1.LoadConsumerGroupResponse.error:type_name -> shale.controller.v1.Error
+	114, // 93: shale.controller.v1.LoadConsumerGroupResponse.state:type_name -> shale.controller.v1.ConsumerGroupState
+	1,   // 94: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,   // 95: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,   // 96: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,   // 97: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11,  // 98: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14,  // 99: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17,  // 100: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	23,  // 101: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	25,  // 102: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	27,  // 103: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	29,  // 104: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	31,  // 105: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	36,  // 106: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	32,  // 107: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
+	38,  // 108: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	41,  // 109: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
+	43,  // 110: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
+	48,  // 111: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
+	19,  // 112: shale.controller.v1.Controller.AlterClientMetrics:input_type -> shale.controller.v1.AlterClientMetricsRequest
+	21,  // 113: shale.controller.v1.Controller.AlterGroupConfigs:input_type -> shale.controller.v1.AlterGroupConfigsRequest
+	50,  // 114: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
+	52,  // 115: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
+	85,  // 116: shale.controller.v1.Controller.AlterSchemaRegistry:input_type -> shale.controller.v1.AlterSchemaRegistryRequest
+	54,  // 117: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
+	56,  // 118: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
+	58,  // 119: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
+	60,  // 120: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
+	62,  // 121: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
+	64,  // 122: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
+	66,  // 123: shale.controller.v1.Controller.UpdateVoter:input_type -> shale.controller.v1.UpdateVoterRequest
+	68,  // 124: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
+	71,  // 125: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
+	73,  // 126: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
+	75,  // 127: shale.controller.v1.Controller.WriteShareState:input_type -> shale.controller.v1.WriteShareStateRequest
+	77,  // 128: shale.controller.v1.Controller.ReadShareState:input_type -> shale.controller.v1.ReadShareStateRequest
+	79,  // 129: shale.controller.v1.Controller.InitializeShareState:input_type -> shale.controller.v1.InitializeShareStateRequest
+	81,  // 130: shale.controller.v1.Controller.DeleteShareState:input_type -> shale.controller.v1.DeleteShareStateRequest
+	83,  // 131: shale.controller.v1.Controller.ListShareStateGroups:input_type -> shale.controller.v1.ListShareStateGroupsRequest
+	87,  // 132: shale.controller.v1.Controller.WriteConsumerGroup:input_type -> shale.controller.v1.WriteConsumerGroupRequest
+	89,  // 133: shale.controller.v1.Controller.LoadConsumerGroup:input_type -> shale.controller.v1.LoadConsumerGroupRequest
+	2,   // 134: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,   // 135: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,   // 136: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10,  // 137: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12,  // 138: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15,  // 139: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18,  // 140: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	24,  // 141: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	26,  // 142: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	28,  // 143: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	30,  // 144: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	35,  // 145: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	37,  // 146: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	34,  // 147: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
+	40,  // 148: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	42,  // 149: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
+	45,  // 150: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
+	49,  // 151: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
+	20,  // 152: shale.controller.v1.Controller.AlterClientMetrics:output_type -> shale.controller.v1.AlterClientMetricsResponse
+	22,  // 153: shale.controller.v1.Controller.AlterGroupConfigs:output_type -> shale.controller.v1.AlterGroupConfigsResponse
+	51,  // 154: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
+	53,  // 155: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
+	86,  // 156: shale.controller.v1.Controller.AlterSchemaRegistry:output_type -> shale.controller.v1.AlterSchemaRegistryResponse
+	55,  // 157: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
+	57,  // 158: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
+	59,  // 159: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
+	61,  // 160: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
+	63,  // 161: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
+	65,  // 162: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
+	67,  // 163: shale.controller.v1.Controller.UpdateVoter:output_type -> shale.controller.v1.UpdateVoterResponse
+	70,  // 164: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
+	72,  // 165: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
+	74,  // 166: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
+	76,  // 167: shale.controller.v1.Controller.WriteShareState:output_type -> shale.controller.v1.WriteShareStateResponse
+	78,  // 168: shale.controller.v1.Controller.ReadShareState:output_type -> shale.controller.v1.ReadShareStateResponse
+	80,  // 169: shale.controller.v1.Controller.InitializeShareState:output_type -> shale.controller.v1.InitializeShareStateResponse
+	82,  // 170: shale.controller.v1.Controller.DeleteShareState:output_type -> shale.controller.v1.DeleteShareStateResponse
+	84,  // 171: shale.controller.v1.Controller.ListShareStateGroups:output_type -> shale.controller.v1.ListShareStateGroupsResponse
+	88,  // 172: shale.controller.v1.Controller.WriteConsumerGroup:output_type -> shale.controller.v1.WriteConsumerGroupResponse
+	90,  // 173: shale.controller.v1.Controller.LoadConsumerGroup:output_type -> shale.controller.v1.LoadConsumerGroupResponse
+	134, // [134:174] is the sub-list for method output_type
+	94,  // [94:134] is the sub-list for method input_type
+	94,  // [94:94] is the sub-list for extension type_name
+	94,  // [94:94] is the sub-list for extension extendee
+	0,   // [0:94] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -5486,7 +5696,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   88,
+			NumMessages:   92,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

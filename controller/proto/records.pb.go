@@ -179,6 +179,7 @@ type Record struct {
 	//	*Record_SchemaRegistry
 	//	*Record_ClientMetrics
 	//	*Record_GroupConfigs
+	//	*Record_ConsumerGroup
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -446,6 +447,15 @@ func (x *Record) GetGroupConfigs() *GroupConfigsRecord {
 	return nil
 }
 
+func (x *Record) GetConsumerGroup() *ConsumerGroupRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_ConsumerGroup); ok {
+			return x.ConsumerGroup
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -550,6 +560,10 @@ type Record_GroupConfigs struct {
 	GroupConfigs *GroupConfigsRecord `protobuf:"bytes,200,opt,name=group_configs,json=groupConfigs,proto3,oneof"`
 }
 
+type Record_ConsumerGroup struct {
+	ConsumerGroup *ConsumerGroupRecord `protobuf:"bytes,210,opt,name=consumer_group,json=consumerGroup,proto3,oneof"`
+}
+
 func (*Record_LeaderChange) isRecord_Record() {}
 
 func (*Record_RegisterBroker) isRecord_Record() {}
@@ -599,6 +613,8 @@ func (*Record_SchemaRegistry) isRecord_Record() {}
 func (*Record_ClientMetrics) isRecord_Record() {}
 
 func (*Record_GroupConfigs) isRecord_Record() {}
+
+func (*Record_ConsumerGroup) isRecord_Record() {}
 
 // LeaderChangeRecord is written by every newly elected controller. The first one also
 // names the cluster; the cluster-wide defaults the FSM needs come from the latest one.
@@ -1872,6 +1888,7 @@ type SnapshotItem struct {
 	//	*SnapshotItem_SchemaRegistry
 	//	*SnapshotItem_ClientMetrics
 	//	*SnapshotItem_GroupConfigs
+	//	*SnapshotItem_ConsumerGroup
 	Item          isSnapshotItem_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2013,6 +2030,15 @@ func (x *SnapshotItem) GetGroupConfigs() *GroupConfigState {
 	return nil
 }
 
+func (x *SnapshotItem) GetConsumerGroup() *ConsumerGroupState {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_ConsumerGroup); ok {
+			return x.ConsumerGroup
+		}
+	}
+	return nil
+}
+
 type isSnapshotItem_Item interface {
 	isSnapshotItem_Item()
 }
@@ -2061,6 +2087,10 @@ type SnapshotItem_GroupConfigs struct {
 	GroupConfigs *GroupConfigState `protobuf:"bytes,200,opt,name=group_configs,json=groupConfigs,proto3,oneof"`
 }
 
+type SnapshotItem_ConsumerGroup struct {
+	ConsumerGroup *ConsumerGroupState `protobuf:"bytes,210,opt,name=consumer_group,json=consumerGroup,proto3,oneof"`
+}
+
 func (*SnapshotItem_Broker) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Topic) isSnapshotItem_Item() {}
@@ -2082,6 +2112,8 @@ func (*SnapshotItem_SchemaRegistry) isSnapshotItem_Item() {}
 func (*SnapshotItem_ClientMetrics) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_GroupConfigs) isSnapshotItem_Item() {}
+
+func (*SnapshotItem_ConsumerGroup) isSnapshotItem_Item() {}
 
 // CreateAclsRecord stores ACL bindings the leader validated; bindings already stored are
 // kept once.
@@ -3499,11 +3531,447 @@ func (x *DeleteVersionOp) GetPermanent() bool {
 	return false
 }
 
+// ConsumerGroupRecord stores the whole state of a consumer group (KIP-848) as its
+// coordinator last wrote it, fenced by the coordinator epoch of the group's offsets
+// partition; remove deletes it. A record older than the stored state (by coordinator
+// epoch, then version) is superseded and changes nothing: the coordinator writes
+// full states, so the newest one holds every older one's changes.
+type ConsumerGroupRecord struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	CoordinatorId    int32                  `protobuf:"varint,1,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	CoordinatorEpoch int32                  `protobuf:"varint,2,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	State            *ConsumerGroupState    `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Remove           bool                   `protobuf:"varint,4,opt,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ConsumerGroupRecord) Reset() {
+	*x = ConsumerGroupRecord{}
+	mi := &file_records_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerGroupRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerGroupRecord) ProtoMessage() {}
+
+func (x *ConsumerGroupRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerGroupRecord.ProtoReflect.Descriptor instead.
+func (*ConsumerGroupRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ConsumerGroupRecord) GetCoordinatorId() int32 {
+	if x != nil {
+		return x.CoordinatorId
+	}
+	return 0
+}
+
+func (x *ConsumerGroupRecord) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *ConsumerGroupRecord) GetState() *ConsumerGroupState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *ConsumerGroupRecord) GetRemove() bool {
+	if x != nil {
+		return x.Remove
+	}
+	return false
+}
+
+type ConsumerGroupState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// The coordinator epoch the state was written under, and its version within it.
+	CoordinatorEpoch int32                  `protobuf:"varint,2,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	Version          int64                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	GroupEpoch       int32                  `protobuf:"varint,4,opt,name=group_epoch,json=groupEpoch,proto3" json:"group_epoch,omitempty"`
+	Assignor         string                 `protobuf:"bytes,5,opt,name=assignor,proto3" json:"assignor,omitempty"`
+	Topics           []*ConsumerGroupTopic  `protobuf:"bytes,6,rep,name=topics,proto3" json:"topics,omitempty"`
+	Members          []*ConsumerGroupMember `protobuf:"bytes,7,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ConsumerGroupState) Reset() {
+	*x = ConsumerGroupState{}
+	mi := &file_records_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerGroupState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerGroupState) ProtoMessage() {}
+
+func (x *ConsumerGroupState) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerGroupState.ProtoReflect.Descriptor instead.
+func (*ConsumerGroupState) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ConsumerGroupState) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ConsumerGroupState) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *ConsumerGroupState) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ConsumerGroupState) GetGroupEpoch() int32 {
+	if x != nil {
+		return x.GroupEpoch
+	}
+	return 0
+}
+
+func (x *ConsumerGroupState) GetAssignor() string {
+	if x != nil {
+		return x.Assignor
+	}
+	return ""
+}
+
+func (x *ConsumerGroupState) GetTopics() []*ConsumerGroupTopic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *ConsumerGroupState) GetMembers() []*ConsumerGroupMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+// ConsumerGroupTopic is a subscribed topic as the target assignment was computed from it.
+type ConsumerGroupTopic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	TopicId       []byte                 `protobuf:"bytes,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partitions    int32                  `protobuf:"varint,3,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumerGroupTopic) Reset() {
+	*x = ConsumerGroupTopic{}
+	mi := &file_records_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerGroupTopic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerGroupTopic) ProtoMessage() {}
+
+func (x *ConsumerGroupTopic) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerGroupTopic.ProtoReflect.Descriptor instead.
+func (*ConsumerGroupTopic) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ConsumerGroupTopic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConsumerGroupTopic) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
+}
+
+func (x *ConsumerGroupTopic) GetPartitions() int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+type ConsumerGroupMember struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	MemberId            string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	InstanceId          string                 `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	RackId              string                 `protobuf:"bytes,3,opt,name=rack_id,json=rackId,proto3" json:"rack_id,omitempty"`
+	ClientId            string                 `protobuf:"bytes,4,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	ClientHost          string                 `protobuf:"bytes,5,opt,name=client_host,json=clientHost,proto3" json:"client_host,omitempty"`
+	MemberEpoch         int32                  `protobuf:"varint,6,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	PreviousMemberEpoch int32                  `protobuf:"varint,7,opt,name=previous_member_epoch,json=previousMemberEpoch,proto3" json:"previous_member_epoch,omitempty"`
+	// 0 stable, 1 unrevoked partitions, 2 unreleased partitions.
+	State                int32                      `protobuf:"varint,8,opt,name=state,proto3" json:"state,omitempty"`
+	RebalanceTimeoutMs   int32                      `protobuf:"varint,9,opt,name=rebalance_timeout_ms,json=rebalanceTimeoutMs,proto3" json:"rebalance_timeout_ms,omitempty"`
+	SubscribedTopicNames []string                   `protobuf:"bytes,10,rep,name=subscribed_topic_names,json=subscribedTopicNames,proto3" json:"subscribed_topic_names,omitempty"`
+	SubscribedTopicRegex string                     `protobuf:"bytes,11,opt,name=subscribed_topic_regex,json=subscribedTopicRegex,proto3" json:"subscribed_topic_regex,omitempty"`
+	ServerAssignor       string                     `protobuf:"bytes,12,opt,name=server_assignor,json=serverAssignor,proto3" json:"server_assignor,omitempty"`
+	Assigned             []*ConsumerGroupPartitions `protobuf:"bytes,13,rep,name=assigned,proto3" json:"assigned,omitempty"`
+	Revoking             []*ConsumerGroupPartitions `protobuf:"bytes,14,rep,name=revoking,proto3" json:"revoking,omitempty"`
+	Target               []*ConsumerGroupPartitions `protobuf:"bytes,15,rep,name=target,proto3" json:"target,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ConsumerGroupMember) Reset() {
+	*x = ConsumerGroupMember{}
+	mi := &file_records_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerGroupMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerGroupMember) ProtoMessage() {}
+
+func (x *ConsumerGroupMember) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerGroupMember.ProtoReflect.Descriptor instead.
+func (*ConsumerGroupMember) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ConsumerGroupMember) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ConsumerGroupMember) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *ConsumerGroupMember) GetRackId() string {
+	if x != nil {
+		return x.RackId
+	}
+	return ""
+}
+
+func (x *ConsumerGroupMember) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ConsumerGroupMember) GetClientHost() string {
+	if x != nil {
+		return x.ClientHost
+	}
+	return ""
+}
+
+func (x *ConsumerGroupMember) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *ConsumerGroupMember) GetPreviousMemberEpoch() int32 {
+	if x != nil {
+		return x.PreviousMemberEpoch
+	}
+	return 0
+}
+
+func (x *ConsumerGroupMember) GetState() int32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+func (x *ConsumerGroupMember) GetRebalanceTimeoutMs() int32 {
+	if x != nil {
+		return x.RebalanceTimeoutMs
+	}
+	return 0
+}
+
+func (x *ConsumerGroupMember) GetSubscribedTopicNames() []string {
+	if x != nil {
+		return x.SubscribedTopicNames
+	}
+	return nil
+}
+
+func (x *ConsumerGroupMember) GetSubscribedTopicRegex() string {
+	if x != nil {
+		return x.SubscribedTopicRegex
+	}
+	return ""
+}
+
+func (x *ConsumerGroupMember) GetServerAssignor() string {
+	if x != nil {
+		return x.ServerAssignor
+	}
+	return ""
+}
+
+func (x *ConsumerGroupMember) GetAssigned() []*ConsumerGroupPartitions {
+	if x != nil {
+		return x.Assigned
+	}
+	return nil
+}
+
+func (x *ConsumerGroupMember) GetRevoking() []*ConsumerGroupPartitions {
+	if x != nil {
+		return x.Revoking
+	}
+	return nil
+}
+
+func (x *ConsumerGroupMember) GetTarget() []*ConsumerGroupPartitions {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+type ConsumerGroupPartitions struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TopicId       []byte                 `protobuf:"bytes,1,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partitions    []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumerGroupPartitions) Reset() {
+	*x = ConsumerGroupPartitions{}
+	mi := &file_records_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerGroupPartitions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerGroupPartitions) ProtoMessage() {}
+
+func (x *ConsumerGroupPartitions) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerGroupPartitions.ProtoReflect.Descriptor instead.
+func (*ConsumerGroupPartitions) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ConsumerGroupPartitions) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
+}
+
+func (x *ConsumerGroupPartitions) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xf0\x10\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xc4\x11\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -3533,7 +4001,8 @@ const file_records_proto_rawDesc = "" +
 	"\x0fshare_state_ops\x18\x96\x01 \x01(\v2(.shale.controller.v1.ShareStateOpsRecordH\x00R\rshareStateOps\x12U\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2).shale.controller.v1.SchemaRegistryRecordH\x00R\x0eschemaRegistry\x12R\n" +
 	"\x0eclient_metrics\x18\xbe\x01 \x01(\v2(.shale.controller.v1.ClientMetricsRecordH\x00R\rclientMetrics\x12O\n" +
-	"\rgroup_configs\x18\xc8\x01 \x01(\v2'.shale.controller.v1.GroupConfigsRecordH\x00R\fgroupConfigsB\b\n" +
+	"\rgroup_configs\x18\xc8\x01 \x01(\v2'.shale.controller.v1.GroupConfigsRecordH\x00R\fgroupConfigs\x12R\n" +
+	"\x0econsumer_group\x18\xd2\x01 \x01(\v2(.shale.controller.v1.ConsumerGroupRecordH\x00R\rconsumerGroupB\b\n" +
 	"\x06record\"\xc9\x01\n" +
 	"\x12LeaderChangeRecord\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x1d\n" +
@@ -3636,7 +4105,7 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\x03R\roffsetsLogEnd\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xa6\x06\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xf9\x06\n" +
 	"\fSnapshotItem\x12:\n" +
 	"\x06broker\x18\x01 \x01(\v2 .shale.controller.v1.BrokerStateH\x00R\x06broker\x127\n" +
 	"\x05topic\x18\x02 \x01(\v2\x1f.shale.controller.v1.TopicStateH\x00R\x05topic\x129\n" +
@@ -3648,7 +4117,8 @@ const file_records_proto_rawDesc = "" +
 	"\x0fshare_partition\x18\x96\x01 \x01(\v2(.shale.controller.v1.SharePartitionStateH\x00R\x0esharePartition\x12T\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaH\x00R\x0eschemaRegistry\x12Q\n" +
 	"\x0eclient_metrics\x18\xbe\x01 \x01(\v2'.shale.controller.v1.ClientMetricsStateH\x00R\rclientMetrics\x12M\n" +
-	"\rgroup_configs\x18\xc8\x01 \x01(\v2%.shale.controller.v1.GroupConfigStateH\x00R\fgroupConfigsB\x06\n" +
+	"\rgroup_configs\x18\xc8\x01 \x01(\v2%.shale.controller.v1.GroupConfigStateH\x00R\fgroupConfigs\x12Q\n" +
+	"\x0econsumer_group\x18\xd2\x01 \x01(\v2'.shale.controller.v1.ConsumerGroupStateH\x00R\rconsumerGroupB\x06\n" +
 	"\x04item\"G\n" +
 	"\x10CreateAclsRecord\x123\n" +
 	"\x04acls\x18\x01 \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\"L\n" +
@@ -3754,7 +4224,51 @@ const file_records_proto_rawDesc = "" +
 	"\x0fDeleteVersionOp\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x05R\aversion\x12\x1c\n" +
-	"\tpermanent\x18\x03 \x01(\bR\tpermanent*~\n" +
+	"\tpermanent\x18\x03 \x01(\bR\tpermanent\"\xc0\x01\n" +
+	"\x13ConsumerGroupRecord\x12%\n" +
+	"\x0ecoordinator_id\x18\x01 \x01(\x05R\rcoordinatorId\x12+\n" +
+	"\x11coordinator_epoch\x18\x02 \x01(\x05R\x10coordinatorEpoch\x12=\n" +
+	"\x05state\x18\x03 \x01(\v2'.shale.controller.v1.ConsumerGroupStateR\x05state\x12\x16\n" +
+	"\x06remove\x18\x04 \x01(\bR\x06remove\"\xb3\x02\n" +
+	"\x12ConsumerGroupState\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12+\n" +
+	"\x11coordinator_epoch\x18\x02 \x01(\x05R\x10coordinatorEpoch\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x03R\aversion\x12\x1f\n" +
+	"\vgroup_epoch\x18\x04 \x01(\x05R\n" +
+	"groupEpoch\x12\x1a\n" +
+	"\bassignor\x18\x05 \x01(\tR\bassignor\x12?\n" +
+	"\x06topics\x18\x06 \x03(\v2'.shale.controller.v1.ConsumerGroupTopicR\x06topics\x12B\n" +
+	"\amembers\x18\a \x03(\v2(.shale.controller.v1.ConsumerGroupMemberR\amembers\"c\n" +
+	"\x12ConsumerGroupTopic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
+	"\btopic_id\x18\x02 \x01(\fR\atopicId\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x01(\x05R\n" +
+	"partitions\"\xb8\x05\n" +
+	"\x13ConsumerGroupMember\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
+	"\vinstance_id\x18\x02 \x01(\tR\n" +
+	"instanceId\x12\x17\n" +
+	"\arack_id\x18\x03 \x01(\tR\x06rackId\x12\x1b\n" +
+	"\tclient_id\x18\x04 \x01(\tR\bclientId\x12\x1f\n" +
+	"\vclient_host\x18\x05 \x01(\tR\n" +
+	"clientHost\x12!\n" +
+	"\fmember_epoch\x18\x06 \x01(\x05R\vmemberEpoch\x122\n" +
+	"\x15previous_member_epoch\x18\a \x01(\x05R\x13previousMemberEpoch\x12\x14\n" +
+	"\x05state\x18\b \x01(\x05R\x05state\x120\n" +
+	"\x14rebalance_timeout_ms\x18\t \x01(\x05R\x12rebalanceTimeoutMs\x124\n" +
+	"\x16subscribed_topic_names\x18\n" +
+	" \x03(\tR\x14subscribedTopicNames\x124\n" +
+	"\x16subscribed_topic_regex\x18\v \x01(\tR\x14subscribedTopicRegex\x12'\n" +
+	"\x0fserver_assignor\x18\f \x01(\tR\x0eserverAssignor\x12H\n" +
+	"\bassigned\x18\r \x03(\v2,.shale.controller.v1.ConsumerGroupPartitionsR\bassigned\x12H\n" +
+	"\brevoking\x18\x0e \x03(\v2,.shale.controller.v1.ConsumerGroupPartitionsR\brevoking\x12D\n" +
+	"\x06target\x18\x0f \x03(\v2,.shale.controller.v1.ConsumerGroupPartitionsR\x06target\"T\n" +
+	"\x17ConsumerGroupPartitions\x12\x19\n" +
+	"\btopic_id\x18\x01 \x01(\fR\atopicId\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
@@ -3783,7 +4297,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                         // 0: shale.controller.v1.ElectionType
 	(TxnStatus)(0),                            // 1: shale.controller.v1.TxnStatus
@@ -3828,25 +4342,30 @@ var file_records_proto_goTypes = []any{
 	(*RegisterSchemaOp)(nil),                  // 40: shale.controller.v1.RegisterSchemaOp
 	(*DeleteSubjectOp)(nil),                   // 41: shale.controller.v1.DeleteSubjectOp
 	(*DeleteVersionOp)(nil),                   // 42: shale.controller.v1.DeleteVersionOp
-	nil,                                       // 43: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                                       // 44: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                          // 45: shale.controller.v1.Listener
-	(*ReplicaList)(nil),                       // 46: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),                       // 47: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                   // 48: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),                  // 49: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),                       // 50: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                        // 51: shale.controller.v1.TopicState
-	(*AclBinding)(nil),                        // 52: shale.controller.v1.AclBinding
-	(*ClientQuotaState)(nil),                  // 53: shale.controller.v1.ClientQuotaState
-	(*ScramCredential)(nil),                   // 54: shale.controller.v1.ScramCredential
-	(*SchemaRegistryDelta)(nil),               // 55: shale.controller.v1.SchemaRegistryDelta
-	(*ClientMetricsState)(nil),                // 56: shale.controller.v1.ClientMetricsState
-	(*GroupConfigState)(nil),                  // 57: shale.controller.v1.GroupConfigState
-	(*AclFilter)(nil),                         // 58: shale.controller.v1.AclFilter
-	(*ScramCredentialKey)(nil),                // 59: shale.controller.v1.ScramCredentialKey
-	(*RegistryConfig)(nil),                    // 60: shale.controller.v1.RegistryConfig
-	(*RegistrySchema)(nil),                    // 61: shale.controller.v1.RegistrySchema
+	(*ConsumerGroupRecord)(nil),               // 43: shale.controller.v1.ConsumerGroupRecord
+	(*ConsumerGroupState)(nil),                // 44: shale.controller.v1.ConsumerGroupState
+	(*ConsumerGroupTopic)(nil),                // 45: shale.controller.v1.ConsumerGroupTopic
+	(*ConsumerGroupMember)(nil),               // 46: shale.controller.v1.ConsumerGroupMember
+	(*ConsumerGroupPartitions)(nil),           // 47: shale.controller.v1.ConsumerGroupPartitions
+	nil,                                       // 48: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                                       // 49: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                          // 50: shale.controller.v1.Listener
+	(*ReplicaList)(nil),                       // 51: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),                       // 52: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                   // 53: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),                  // 54: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),                       // 55: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                        // 56: shale.controller.v1.TopicState
+	(*AclBinding)(nil),                        // 57: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),                  // 58: shale.controller.v1.ClientQuotaState
+	(*ScramCredential)(nil),                   // 59: shale.controller.v1.ScramCredential
+	(*SchemaRegistryDelta)(nil),               // 60: shale.controller.v1.SchemaRegistryDelta
+	(*ClientMetricsState)(nil),                // 61: shale.controller.v1.ClientMetricsState
+	(*GroupConfigState)(nil),                  // 62: shale.controller.v1.GroupConfigState
+	(*AclFilter)(nil),                         // 63: shale.controller.v1.AclFilter
+	(*ScramCredentialKey)(nil),                // 64: shale.controller.v1.ScramCredentialKey
+	(*RegistryConfig)(nil),                    // 65: shale.controller.v1.RegistryConfig
+	(*RegistrySchema)(nil),                    // 66: shale.controller.v1.RegistrySchema
 }
 var file_records_proto_depIdxs = []int32{
 	3,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -3874,61 +4393,69 @@ var file_records_proto_depIdxs = []int32{
 	39, // 22: shale.controller.v1.Record.schema_registry:type_name -> shale.controller.v1.SchemaRegistryRecord
 	26, // 23: shale.controller.v1.Record.client_metrics:type_name -> shale.controller.v1.ClientMetricsRecord
 	27, // 24: shale.controller.v1.Record.group_configs:type_name -> shale.controller.v1.GroupConfigsRecord
-	45, // 25: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	46, // 26: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	43, // 27: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	7,  // 28: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	9,  // 29: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	46, // 30: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	11, // 31: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	44, // 32: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	47, // 33: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	48, // 34: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	16, // 35: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 36: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	48, // 37: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	49, // 38: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	47, // 39: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	50, // 40: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	51, // 41: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	21, // 42: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	52, // 43: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	53, // 44: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
-	54, // 45: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
-	29, // 46: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
-	36, // 47: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
-	55, // 48: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
-	56, // 49: shale.controller.v1.SnapshotItem.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
-	57, // 50: shale.controller.v1.SnapshotItem.group_configs:type_name -> shale.controller.v1.GroupConfigState
-	52, // 51: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	58, // 52: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	53, // 53: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
-	56, // 54: shale.controller.v1.ClientMetricsRecord.subscriptions:type_name -> shale.controller.v1.ClientMetricsState
-	57, // 55: shale.controller.v1.GroupConfigsRecord.groups:type_name -> shale.controller.v1.GroupConfigState
-	54, // 56: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
-	59, // 57: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	1,  // 58: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
-	48, // 59: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
-	21, // 60: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
-	29, // 61: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
-	47, // 62: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
-	33, // 63: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	35, // 64: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
-	36, // 65: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
-	36, // 66: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
-	48, // 67: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
-	37, // 68: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
-	40, // 69: shale.controller.v1.SchemaRegistryRecord.register:type_name -> shale.controller.v1.RegisterSchemaOp
-	41, // 70: shale.controller.v1.SchemaRegistryRecord.delete_subject:type_name -> shale.controller.v1.DeleteSubjectOp
-	42, // 71: shale.controller.v1.SchemaRegistryRecord.delete_version:type_name -> shale.controller.v1.DeleteVersionOp
-	60, // 72: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
-	60, // 73: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
-	61, // 74: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
-	75, // [75:75] is the sub-list for method output_type
-	75, // [75:75] is the sub-list for method input_type
-	75, // [75:75] is the sub-list for extension type_name
-	75, // [75:75] is the sub-list for extension extendee
-	0,  // [0:75] is the sub-list for field type_name
+	43, // 25: shale.controller.v1.Record.consumer_group:type_name -> shale.controller.v1.ConsumerGroupRecord
+	50, // 26: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	51, // 27: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	48, // 28: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	7,  // 29: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	9,  // 30: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	51, // 31: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	11, // 32: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	49, // 33: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	52, // 34: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	53, // 35: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	16, // 36: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 37: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	53, // 38: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	54, // 39: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	52, // 40: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	55, // 41: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	56, // 42: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	21, // 43: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	57, // 44: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	58, // 45: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	59, // 46: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	29, // 47: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
+	36, // 48: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
+	60, // 49: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
+	61, // 50: shale.controller.v1.SnapshotItem.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
+	62, // 51: shale.controller.v1.SnapshotItem.group_configs:type_name -> shale.controller.v1.GroupConfigState
+	44, // 52: shale.controller.v1.SnapshotItem.consumer_group:type_name -> shale.controller.v1.ConsumerGroupState
+	57, // 53: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	63, // 54: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	58, // 55: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	61, // 56: shale.controller.v1.ClientMetricsRecord.subscriptions:type_name -> shale.controller.v1.ClientMetricsState
+	62, // 57: shale.controller.v1.GroupConfigsRecord.groups:type_name -> shale.controller.v1.GroupConfigState
+	59, // 58: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	64, // 59: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	1,  // 60: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
+	53, // 61: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
+	21, // 62: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
+	29, // 63: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
+	52, // 64: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
+	33, // 65: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	35, // 66: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
+	36, // 67: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
+	36, // 68: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
+	53, // 69: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
+	37, // 70: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
+	40, // 71: shale.controller.v1.SchemaRegistryRecord.register:type_name -> shale.controller.v1.RegisterSchemaOp
+	41, // 72: shale.controller.v1.SchemaRegistryRecord.delete_subject:type_name -> shale.controller.v1.DeleteSubjectOp
+	42, // 73: shale.controller.v1.SchemaRegistryRecord.delete_version:type_name -> shale.controller.v1.DeleteVersionOp
+	65, // 74: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
+	65, // 75: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
+	66, // 76: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
+	44, // 77: shale.controller.v1.ConsumerGroupRecord.state:type_name -> shale.controller.v1.ConsumerGroupState
+	45, // 78: shale.controller.v1.ConsumerGroupState.topics:type_name -> shale.controller.v1.ConsumerGroupTopic
+	46, // 79: shale.controller.v1.ConsumerGroupState.members:type_name -> shale.controller.v1.ConsumerGroupMember
+	47, // 80: shale.controller.v1.ConsumerGroupMember.assigned:type_name -> shale.controller.v1.ConsumerGroupPartitions
+	47, // 81: shale.controller.v1.ConsumerGroupMember.revoking:type_name -> shale.controller.v1.ConsumerGroupPartitions
+	47, // 82: shale.controller.v1.ConsumerGroupMember.target:type_name -> shale.controller.v1.ConsumerGroupPartitions
+	83, // [83:83] is the sub-list for method output_type
+	83, // [83:83] is the sub-list for method input_type
+	83, // [83:83] is the sub-list for extension type_name
+	83, // [83:83] is the sub-list for extension extendee
+	0,  // [0:83] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -3963,6 +4490,7 @@ func file_records_proto_init() {
 		(*Record_SchemaRegistry)(nil),
 		(*Record_ClientMetrics)(nil),
 		(*Record_GroupConfigs)(nil),
+		(*Record_ConsumerGroup)(nil),
 	}
 	file_records_proto_msgTypes[20].OneofWrappers = []any{
 		(*SnapshotItem_Broker)(nil),
@@ -3976,6 +4504,7 @@ func file_records_proto_init() {
 		(*SnapshotItem_SchemaRegistry)(nil),
 		(*SnapshotItem_ClientMetrics)(nil),
 		(*SnapshotItem_GroupConfigs)(nil),
+		(*SnapshotItem_ConsumerGroup)(nil),
 	}
 	file_records_proto_msgTypes[27].OneofWrappers = []any{}
 	file_records_proto_msgTypes[37].OneofWrappers = []any{
@@ -3991,7 +4520,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   43,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
