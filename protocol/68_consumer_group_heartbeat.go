@@ -54,7 +54,7 @@ func (s *Server) handleConsumerGroupHeartbeat(ctx context.Context, r *Request) R
 			hr.Owned = append(hr.Owned, group.TopicPartitions{TopicID: t.TopicID, Partitions: t.Partitions})
 		}
 	}
-	out := s.deps.Groups.ConsumerHeartbeat(hr)
+	out := s.deps.Groups.ConsumerHeartbeat(ctx, hr)
 	resp.HeartbeatIntervalMillis = int32(out.HeartbeatInterval.Milliseconds())
 	if out.Err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errorCode(out.Err), errorMessage(out.Err)

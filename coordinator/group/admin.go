@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/shalelog/shale/metadata"
 )
 
 // Description is one group as DescribeGroups reports it.
@@ -172,6 +174,14 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) error {
 	err = storeError(c.store.DeleteGroupOffsets(ctx, id, c.fence(g), nil))
 	g.offsetsLock.Unlock()
 	c.fenced(g, err)
+	if err == nil && g.cg != nil {
+		// A consumer group's state in the quorum goes with it.
+		c.mu.Lock()
+		g.cg.version++
+		st := &metadata.ConsumerGroupState{Group: id, CoordinatorEpoch: g.coordEpoch, Version: g.cg.version}
+		c.mu.Unlock()
+		err = c.persistConsumer(ctx, g, st, true)
+	}
 
 	c.mu.Lock()
 	if c.groups[id] == g {

@@ -2,6 +2,7 @@ package group
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"maps"
 	"regexp"
@@ -169,6 +170,11 @@ type consumerGroup struct {
 	topics map[string]consumerTopic
 	// assignor is the assignor the target was computed with.
 	assignor string
+	// version numbers the states written to the quorum under this coordinator epoch;
+	// persisted is the last one written (or loaded), nil when the next heartbeat must
+	// write the state whatever it is (consumer_store.go).
+	version   int64
+	persisted *metadata.ConsumerGroupState
 }
 
 type consumerTopic struct {
@@ -258,15 +264,35 @@ const maxConsumerMemberIDLen = 255
 // ConsumerHeartbeat handles a ConsumerGroupHeartbeat: a join (epoch 0), a leave (-1, or
 // -2 for a static member), or a heartbeat that keeps the member's session, may carry a
 // new subscription and reports what it owns, from which its reconciliation moves on.
-func (c *Coordinator) ConsumerHeartbeat(req ConsumerHeartbeatRequest) ConsumerHeartbeatResponse {
+//
+// A heartbeat that changed the group is answered once the group's state is committed
+// to the quorum (consumer_store.go).
+func (c *Coordinator) ConsumerHeartbeat(ctx context.Context, req ConsumerHeartbeatRequest) ConsumerHeartbeatResponse {
 	resp := ConsumerHeartbeatResponse{MemberID: req.MemberID, MemberEpoch: req.MemberEpoch}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	resp.HeartbeatInterval = c.consumerHeartbeatInterval(req.Group)
 	if err := validateConsumerHeartbeat(req); err != nil {
 		resp.Err = err
+		resp.HeartbeatInterval = c.consumerHeartbeatInterval(req.Group)
 		return resp
 	}
+	if err := c.loadConsumerGroup(ctx, req.Group); err != nil {
+		resp.Err = err
+		resp.HeartbeatInterval = c.consumerHeartbeatInterval(req.Group)
+		return resp
+	}
+	c.mu.Lock()
+	resp = c.consumerHeartbeat(req, resp)
+	g := c.groups[req.Group]
+	st := c.consumerSnapshot(g)
+	c.mu.Unlock()
+	if err := c.persistConsumer(ctx, g, st, false); err != nil {
+		return ConsumerHeartbeatResponse{Err: err, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch, HeartbeatInterval: resp.HeartbeatInterval}
+	}
+	return resp
+}
+
+// consumerHeartbeat is ConsumerHeartbeat's work on the group; callers hold c.mu.
+func (c *Coordinator) consumerHeartbeat(req ConsumerHeartbeatRequest, resp ConsumerHeartbeatResponse) ConsumerHeartbeatResponse {
+	resp.HeartbeatInterval = c.consumerHeartbeatInterval(req.Group)
 	if err := c.owns(req.Group); err != nil {
 		resp.Err = err
 		return resp
@@ -630,17 +656,7 @@ func (c *Coordinator) nextAssignment(g *group, m *consumerMember) {
 	if revoke.size() > 0 {
 		m.state = memberUnrevoked
 		m.assigned, m.revoking = keep, revoke
-		rt := m.rebalanceTimeout
-		if rt <= 0 {
-			rt = c.consumerSessionTimeout(g.id)
-		}
-		c.timers.Arm(&m.revoke, rt, func() {
-			if c.groups[g.id] != g || g.cg == nil || g.cg.members[m.id] != m || m.state != memberUnrevoked {
-				return
-			}
-			c.lg.Info("consumer group member did not revoke partitions within its rebalance timeout", "group", g.id, "member", m.id)
-			c.removeConsumerMember(g, m)
-		})
+		c.armRevoke(g, m)
 		return
 	}
 	unreleased := false
@@ -661,6 +677,21 @@ func (c *Coordinator) nextAssignment(g *group, m *consumerMember) {
 	} else {
 		m.state = memberStable
 	}
+}
+
+// armRevoke gives a member its rebalance timeout to revoke what it was told to.
+func (c *Coordinator) armRevoke(g *group, m *consumerMember) {
+	rt := m.rebalanceTimeout
+	if rt <= 0 {
+		rt = c.consumerSessionTimeout(g.id)
+	}
+	c.timers.Arm(&m.revoke, rt, func() {
+		if c.groups[g.id] != g || g.cg == nil || g.cg.members[m.id] != m || m.state != memberUnrevoked {
+			return
+		}
+		c.lg.Info("consumer group member did not revoke partitions within its rebalance timeout", "group", g.id, "member", m.id)
+		c.removeConsumerMember(g, m)
+	})
 }
 
 // setConsumerState is the group's state from its members': Empty without members,

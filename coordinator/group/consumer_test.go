@@ -93,7 +93,7 @@ func (cl *consumerClient) request() ConsumerHeartbeatRequest {
 // heartbeat sends a full heartbeat and applies the answer.
 func (cl *consumerClient) heartbeat() ConsumerHeartbeatResponse {
 	cl.t.Helper()
-	resp := cl.c.ConsumerHeartbeat(cl.request())
+	resp := cl.c.ConsumerHeartbeat(context.Background(), cl.request())
 	if resp.Err == nil {
 		cl.epoch = resp.MemberEpoch
 		if resp.Assignment != nil {
@@ -116,7 +116,7 @@ func (cl *consumerClient) leave() {
 	cl.t.Helper()
 	req := cl.request()
 	req.MemberEpoch = -1
-	if resp := cl.c.ConsumerHeartbeat(req); resp.Err != nil {
+	if resp := cl.c.ConsumerHeartbeat(context.Background(), req); resp.Err != nil {
 		cl.t.Fatalf("member %s leave: %v", cl.id, resp.Err)
 	}
 	cl.owned, cl.epoch = nil, 0
@@ -219,13 +219,13 @@ func TestConsumerRevocationBeforeReassignment(t *testing.T) {
 	keep := a.request()
 	keep.Owned, keep.Names = nil, nil
 	keep.RebalanceTimeout = -1
-	if r := c.ConsumerHeartbeat(keep); r.Err != nil || r.MemberEpoch != 1 {
+	if r := c.ConsumerHeartbeat(context.Background(), keep); r.Err != nil || r.MemberEpoch != 1 {
 		t.Fatalf("keepalive: %+v", r)
 	}
 	// A heartbeat that still reports the revoked partitions keeps them withheld.
 	stale := a.request()
 	stale.Owned = ownedBefore
-	if r := c.ConsumerHeartbeat(stale); r.Err != nil || r.MemberEpoch != 1 {
+	if r := c.ConsumerHeartbeat(context.Background(), stale); r.Err != nil || r.MemberEpoch != 1 {
 		t.Fatalf("heartbeat still owning revoked partitions: %+v", r)
 	}
 	b.mustHeartbeat()
@@ -273,19 +273,19 @@ func TestConsumerFencing(t *testing.T) {
 	} {
 		req := a.request()
 		req.MemberEpoch, req.Owned = tc.epoch, tc.owned
-		resp := c.ConsumerHeartbeat(req)
+		resp := c.ConsumerHeartbeat(context.Background(), req)
 		if !errors.Is(resp.Err, tc.want) && !(tc.want == nil && resp.Err == nil) {
 			t.Errorf("%s: %v, want %v", tc.name, resp.Err, tc.want)
 		}
 	}
 	req := a.request()
 	req.MemberID = "nobody"
-	if resp := c.ConsumerHeartbeat(req); !errors.Is(resp.Err, kerr.UnknownMemberID) {
+	if resp := c.ConsumerHeartbeat(context.Background(), req); !errors.Is(resp.Err, kerr.UnknownMemberID) {
 		t.Errorf("unknown member: %v, want UNKNOWN_MEMBER_ID", resp.Err)
 	}
 	req = a.request()
 	req.Group = "other"
-	if resp := c.ConsumerHeartbeat(req); !errors.Is(resp.Err, kerr.UnknownMemberID) {
+	if resp := c.ConsumerHeartbeat(context.Background(), req); !errors.Is(resp.Err, kerr.UnknownMemberID) {
 		t.Errorf("unknown group: %v, want UNKNOWN_MEMBER_ID", resp.Err)
 	}
 }
@@ -330,7 +330,7 @@ func TestConsumerRebalanceTimeoutRemovesMemberThatDoesNotRevoke(t *testing.T) {
 		clock.advance(3 * time.Second)
 		req := a.request()
 		req.Owned = all
-		if resp := c.ConsumerHeartbeat(req); resp.Err != nil {
+		if resp := c.ConsumerHeartbeat(context.Background(), req); resp.Err != nil {
 			t.Fatalf("a: %v", resp.Err)
 		}
 		b.mustHeartbeat()
@@ -447,7 +447,7 @@ func TestConsumerRangeAssignor(t *testing.T) {
 		for _, cl := range cls {
 			req := cl.request()
 			req.Assignor = &rangeName
-			resp := c.ConsumerHeartbeat(req)
+			resp := c.ConsumerHeartbeat(context.Background(), req)
 			if resp.Err != nil {
 				t.Fatal(resp.Err)
 			}
@@ -526,7 +526,7 @@ func TestConsumerHeartbeatErrors(t *testing.T) {
 	bogus := "sticky"
 	req := newConsumerClient(t, c, "h", "a", "t").request()
 	req.Assignor = &bogus
-	if resp := c.ConsumerHeartbeat(req); !errors.Is(resp.Err, kerr.UnsupportedAssignor) {
+	if resp := c.ConsumerHeartbeat(context.Background(), req); !errors.Is(resp.Err, kerr.UnsupportedAssignor) {
 		t.Errorf("assignor sticky: %v, want UNSUPPORTED_ASSIGNOR", resp.Err)
 	}
 	for name, mut := range map[string]func(*ConsumerHeartbeatRequest){
@@ -539,7 +539,7 @@ func TestConsumerHeartbeatErrors(t *testing.T) {
 	} {
 		req := newConsumerClient(t, c, "h", "a", "t").request()
 		mut(&req)
-		if resp := c.ConsumerHeartbeat(req); !errors.Is(resp.Err, kerr.InvalidRequest) {
+		if resp := c.ConsumerHeartbeat(context.Background(), req); !errors.Is(resp.Err, kerr.InvalidRequest) {
 			t.Errorf("%s: %v, want INVALID_REQUEST", name, resp.Err)
 		}
 	}
@@ -622,5 +622,58 @@ func TestConsumerAndClassicGroupsShareIDs(t *testing.T) {
 		if l.Type != ClassicGroupType {
 			t.Fatalf("listing %+v, want every group classic now", l)
 		}
+	}
+}
+
+// TestConsumerGroupSurvivesCoordinatorRestart: a new coordinator (as after a failover or
+// a restart) continues the group from the quorum at the same epochs and assignments,
+// mid-revocation included, and a member's heartbeat at its epoch is not fenced.
+func TestConsumerGroupSurvivesCoordinatorRestart(t *testing.T) {
+	store := newTestStore(t)
+	cfg := testConfig()
+	cfg.Clock = &consumerClock{}
+	c1 := New(cfg, store)
+	a := newConsumerClient(t, c1, "g", "a", "t")
+	a.mustHeartbeat()
+	b := newConsumerClient(t, c1, "g", "b", "t")
+	b.mustHeartbeat()
+	a.mustHeartbeat() // a is told to revoke 2 partitions: UNREVOKED_PARTITIONS at epoch 1
+	if a.epoch != 1 || a.count() != 2 || b.epoch != 2 || b.count() != 0 {
+		t.Fatalf("before the restart: a %+v@%d, b %+v@%d", a.owned, a.epoch, b.owned, b.epoch)
+	}
+	want := c1.DescribeConsumerGroups(context.Background(), []string{"g"})[0]
+	c1.Close()
+
+	c2 := newTestCoordinator(t, cfg, store)
+	a.c, b.c = c2, c2
+	// b first: a has not confirmed its revocation, so b still gets nothing.
+	b.mustHeartbeat()
+	if b.epoch != 2 || b.count() != 0 {
+		t.Fatalf("b after the restart: %+v@%d, want nothing at epoch 2", b.owned, b.epoch)
+	}
+	got := c2.DescribeConsumerGroups(context.Background(), []string{"g"})[0]
+	if got.Epoch != want.Epoch || got.State != want.State || len(got.Members) != 2 {
+		t.Fatalf("described after the restart %+v, before %+v", got, want)
+	}
+	for i := range want.Members {
+		w, g := want.Members[i], got.Members[i]
+		if w.MemberID != g.MemberID || w.MemberEpoch != g.MemberEpoch || fmt.Sprint(w.Assignment) != fmt.Sprint(g.Assignment) || fmt.Sprint(w.Target) != fmt.Sprint(g.Target) {
+			t.Fatalf("member after the restart %+v, before %+v", g, w)
+		}
+	}
+	a.mustHeartbeat() // confirms the revocation
+	b.mustHeartbeat()
+	if a.epoch != 2 || b.epoch != 2 || a.count() != 2 || b.count() != 2 {
+		t.Fatalf("after converging: a %+v@%d, b %+v@%d", a.owned, a.epoch, b.owned, b.epoch)
+	}
+	checkDisjoint(t, []*consumerClient{a, b})
+	// Deleting the group (once empty) deletes its stored state too.
+	a.leave()
+	b.leave()
+	if errs := c2.DeleteGroups(context.Background(), []string{"g"}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if st, err := store.(metadata.ConsumerGroupStore).LoadConsumerGroup(context.Background(), "g"); err != nil || st != nil {
+		t.Fatalf("stored state after DeleteGroups: %+v, %v", st, err)
 	}
 }
