@@ -13,7 +13,7 @@
 // One TCP port per controller carries both Raft and gRPC: see mux.go.
 //
 // Where code lives: each record family F (brokers, topics, offsets, coordinators, txn,
-// share, acls, quotas, scram, schemas, clientmetrics, groupconfigs, reassign, unregister, quorum,
+// share, acls, quotas, scram, schemas, clientmetrics, groupconfigs, consumergroups, reassign, unregister, quorum,
 // watch) keeps its FSM apply (the apply* methods and the state they touch) in fsm_F.go,
 // its gRPC handlers (methods of service) in service_F.go, and its BrokerClient methods
 // in broker_F.go; a family's FSM tests go in fsm_F_test.go. What the families share

@@ -677,3 +677,62 @@ func TestConsumerGroupSurvivesCoordinatorRestart(t *testing.T) {
 		t.Fatalf("stored state after DeleteGroups: %+v, %v", st, err)
 	}
 }
+
+// TestConsumerFiftyMembers: 50 members join a 100-partition topic one after another and
+// half of them then leave, everyone heartbeating in between: no partition is ever owned
+// by two members, and the group settles balanced with every partition assigned.
+func TestConsumerFiftyMembers(t *testing.T) {
+	n := newTestNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if res := n.Store().CreateTopics(ctx, []metadata.TopicSpec{{Name: "big", NumPartitions: 100, ReplicationFactor: 1}}, false); res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	waitTopic(t, n.Store(), "big")
+	cfg := testConfig()
+	cfg.Clock = &consumerClock{}
+	c := newTestCoordinator(t, cfg, n.Store())
+	rng := rand.New(rand.NewPCG(50, 1))
+	var live []*consumerClient
+	round := func(times int) {
+		for range times {
+			for _, i := range rng.Perm(len(live)) {
+				live[i].mustHeartbeat()
+			}
+			checkDisjoint(t, live)
+		}
+	}
+	for i := range 50 {
+		live = append(live, newConsumerClient(t, c, "g", fmt.Sprintf("m%02d", i), "big"))
+		round(1)
+	}
+	for range 25 {
+		i := rng.IntN(len(live))
+		live[i].leave()
+		live = slices.Delete(live, i, i+1)
+		round(1)
+	}
+	round(4)
+	st, epoch := c.consumerState("g")
+	total := 0
+	for _, cl := range live {
+		if cl.epoch != epoch || cl.count() != 4 {
+			t.Fatalf("member %s owns %d partitions at epoch %d; want 4 at %d", cl.id, cl.count(), cl.epoch, epoch)
+		}
+		total += cl.count()
+	}
+	if st != Stable || total != 100 {
+		t.Fatalf("group %v with %d partitions owned, want Stable with 100", st, total)
+	}
+}
+
+func waitTopic(t *testing.T, store metadata.Store, name string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for store.Current().Topic(name) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("topic %s never appeared", name)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
