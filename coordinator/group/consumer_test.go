@@ -736,3 +736,21 @@ func waitTopic(t *testing.T, store metadata.Store, name string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A member's commit at its epoch to a coordinator that has not seen the group yet
+// (after a failover) loads the group rather than answering UNKNOWN_MEMBER_ID.
+func TestConsumerCommitLoadsGroup(t *testing.T) {
+	store := newTestStore(t)
+	cfg := testConfig()
+	cfg.Clock = &consumerClock{}
+	c1 := New(cfg, store)
+	a := newConsumerClient(t, c1, "g", "a", "t")
+	a.mustHeartbeat()
+	c1.Close()
+	c2 := newTestCoordinator(t, cfg, store)
+	errs, err := c2.CommitOffsets(context.Background(), CommitRequest{Group: "g", MemberID: "a", Generation: a.epoch, MemberEpochs: true,
+		Offsets: []metadata.CommittedOffset{{Topic: "t", Partition: 0, Offset: 1, LeaderEpoch: -1}}})
+	if err != nil || errs[0] != nil {
+		t.Fatalf("commit after the takeover: %v %v", err, errs)
+	}
+}

@@ -33,6 +33,13 @@ type CommitRequest struct {
 // through the metadata store. A non-nil error applies to every partition; otherwise
 // the slice holds each offset's outcome, in request order.
 func (c *Coordinator) CommitOffsets(ctx context.Context, req CommitRequest) ([]error, error) {
+	if req.MemberEpochs && req.MemberID != "" {
+		// A consumer group's member may commit before its first heartbeat to a
+		// coordinator that took the group over: load the group as that would.
+		if err := c.loadConsumerGroup(ctx, req.Group); err != nil {
+			return nil, err
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		g, err := c.groupForCommit(req)
 		if err != nil {
