@@ -163,6 +163,14 @@ func TestConsumerGroupKIP848(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// DescribeGroups (classic, v0-v5) reports a consumer group Dead without an error,
+	// as Kafka does before v6.
+	dreq := kmsg.NewPtrDescribeGroupsRequest()
+	dreq.Groups = []string{groupID}
+	dresp, err := dreq.RequestWith(ctxTimeout(t, 10*time.Second), tb.client())
+	if err != nil || dresp.Groups[0].ErrorCode != 0 || dresp.Groups[0].State != "Dead" || len(dresp.Groups[0].Members) != 0 {
+		t.Fatalf("DescribeGroups of a consumer group: %v %+v", err, dresp)
+	}
 	listed, err := adm.ListGroups(ctxTimeout(t, 10*time.Second), "Stable")
 	if err != nil {
 		t.Fatal(err)
