@@ -13,8 +13,8 @@
 // One TCP port per controller carries both Raft and gRPC: see mux.go.
 //
 // Where code lives: each record family F (brokers, topics, offsets, coordinators, txn,
-// share, acls, quotas, scram, schemas, clientmetrics, groupconfigs, links, reassign, unregister, quorum,
-// watch, remotelog) keeps its FSM apply (the apply* methods and the state they touch) in fsm_F.go,
+// share, acls, quotas, scram, schemas, clientmetrics, groupconfigs, consumergroups, links, reassign,
+// unregister, quorum, watch, remotelog) keeps its FSM apply (the apply* methods and the state they touch) in fsm_F.go,
 // its gRPC handlers (methods of service) in service_F.go, and its BrokerClient methods
 // in broker_F.go; a family's FSM tests go in fsm_F_test.go. What the families share
 // stays outside them: the FSM core and dispatch (fsm.go, change.go), the service type

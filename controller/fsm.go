@@ -37,6 +37,9 @@ type fsm struct {
 	txns map[string]*pb.TxnState
 	// share holds share groups' partition states (fsm_share.go).
 	share map[shareKey]*pb.SharePartitionState
+	// consumerGroups holds consumer groups' (KIP-848) states by group id
+	// (fsm_consumergroups.go); values are replaced, never modified.
+	consumerGroups map[string]*pb.ConsumerGroupState
 }
 
 type topicPartition struct {
@@ -184,6 +187,8 @@ func (f *fsm) dispatch(c *change, rec *pb.Record) applyResult {
 		return f.applyGroupConfigsRecord(c, r.GroupConfigs)
 	case *pb.Record_ClusterLinks:
 		return f.applyClusterLinks(c, r.ClusterLinks)
+	case *pb.Record_ConsumerGroup:
+		return f.applyConsumerGroup(c, r.ConsumerGroup)
 	case *pb.Record_SchemaRegistry:
 		return f.applySchemaRegistry(c, r.SchemaRegistry)
 	case *pb.Record_RemoteLog:

@@ -30,6 +30,8 @@ type fsmSnapshot struct {
 	txns    []*pb.TxnState
 	share   []*pb.SharePartitionState
 	remote  []*pb.RemoteLogState
+	// consumerGroups are KIP-848 consumer groups' states (fsm_consumergroups.go).
+	consumerGroups []*pb.ConsumerGroupState
 }
 
 // Snapshot captures the state for Raft; Persist then writes it while Apply carries on.
@@ -59,8 +61,10 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		txns:    f.txnSnapshotLocked(),
 		share:   f.shareSnapshotLocked(),
 		remote:  remoteLogsToPB(f.img.RemoteLogs),
+
+		consumerGroups: f.consumerGroupSnapshotLocked(),
 	}
-	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.img.ClientMetrics) + len(s.img.GroupConfigs) + len(s.img.Links) + len(s.img.Mirrors) + len(s.scram) + len(s.txns) + len(s.share) + len(s.remote))
+	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.img.ClientMetrics) + len(s.img.GroupConfigs) + len(s.img.Links) + len(s.img.Mirrors) + len(s.scram) + len(s.txns) + len(s.share) + len(s.remote) + len(s.consumerGroups))
 	if s.img.SchemaRegistry != nil {
 		s.header.ItemCount++
 	}
@@ -164,6 +168,11 @@ func (s *fsmSnapshot) write(sink io.Writer) error {
 			return err
 		}
 	}
+	for _, cg := range s.consumerGroups {
+		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_ConsumerGroup{ConsumerGroup: cg}}); err != nil {
+			return err
+		}
+	}
 	return w.Flush()
 }
 
@@ -183,6 +192,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.img, f.brokers, f.groups, f.scram, f.txns, f.share = st.img, st.brokers, st.groups, st.scram, st.txns, st.share
+	f.consumerGroups = st.consumerGroups
 	f.unclean, f.nextProducerID, f.lastApplied = st.unclean, st.nextProducerID, st.appliedIndex
 	f.deltas.reset(st.img.Offset)
 	f.offsetsLog.restore(st.offsetsLogEnd)
@@ -196,6 +206,7 @@ type restoredState struct {
 	scram          map[string]map[string]*pb.ScramCredential
 	txns           map[string]*pb.TxnState
 	share          map[shareKey]*pb.SharePartitionState
+	consumerGroups map[string]*pb.ConsumerGroupState
 	unclean        bool
 	nextProducerID int64
 	appliedIndex   uint64
@@ -218,6 +229,7 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 		scram:          map[string]map[string]*pb.ScramCredential{},
 		txns:           map[string]*pb.TxnState{},
 		share:          map[shareKey]*pb.SharePartitionState{},
+		consumerGroups: map[string]*pb.ConsumerGroupState{},
 		unclean:        h.UncleanLeaderElection,
 		nextProducerID: h.NextProducerId,
 		appliedIndex:   h.AppliedIndex,
@@ -275,6 +287,8 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 			st.share[shareKeyOf(x.SharePartition)] = x.SharePartition
 		case *pb.SnapshotItem_RemoteLog:
 			remote = append(remote, x.RemoteLog)
+		case *pb.SnapshotItem_ConsumerGroup:
+			st.consumerGroups[x.ConsumerGroup.Group] = x.ConsumerGroup
 		default:
 			return nil, fmt.Errorf("item %d: unknown kind", i)
 		}

@@ -18,6 +18,8 @@ func (s *Server) handleOffsetCommit(ctx context.Context, r *Request) Result {
 		MemberID:   req.MemberID,
 		InstanceID: optString(req.InstanceID),
 		Generation: req.Generation,
+		// From v9 the generation of a consumer group's member is its member epoch.
+		MemberEpochs: r.Version >= 9,
 	}
 	if r.Version >= 2 && r.Version <= 4 && req.RetentionTimeMillis > 0 {
 		cr.Retention = time.Duration(req.RetentionTimeMillis) * time.Millisecond
@@ -80,5 +82,6 @@ func offsetCommitError(req *kmsg.OffsetCommitRequest, code int16) *kmsg.OffsetCo
 }
 
 // offsetCommitAPI: from v2, the first that librdkafka needs and the first without v1's
-// per-partition commit timestamps; capped below KIP-848 (v9) and topic ids (v10).
-var offsetCommitAPI = api{key: kmsg.OffsetCommit, min: 2, max: 8, handle: (*Server).handleOffsetCommit, needs: needGroups, errors: errorsOf(offsetCommitError)}
+// per-partition commit timestamps; v9 is KIP-848's (member epochs, STALE_MEMBER_EPOCH);
+// capped below topic ids (v10).
+var offsetCommitAPI = api{key: kmsg.OffsetCommit, min: 2, max: 9, handle: (*Server).handleOffsetCommit, needs: needGroups, errors: errorsOf(offsetCommitError)}

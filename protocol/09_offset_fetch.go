@@ -127,7 +127,14 @@ func (s *Server) handleOffsetFetch(ctx context.Context, r *Request) Result {
 					topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 				}
 			}
-			fts, err := s.fetchGroupOffsets(ctx, r, g.Group, topics, order, req.RequireStable)
+			var fts []fetchedTopic
+			err := error(nil)
+			if r.Version >= 9 && s.allowed(r, opDescribe, resGroup, g.Group) {
+				err = s.deps.Groups.ValidateOffsetFetch(g.Group, optString(g.MemberID), g.MemberEpoch)
+			}
+			if err == nil {
+				fts, err = s.fetchGroupOffsets(ctx, r, g.Group, topics, order, req.RequireStable)
+			}
 			rg.ErrorCode = errorCode(err)
 			for _, ft := range fts {
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
@@ -203,6 +210,7 @@ func offsetFetchError(req *kmsg.OffsetFetchRequest, code int16) *kmsg.OffsetFetc
 	return resp
 }
 
-// offsetFetchAPI: from v1 (v0 read ZooKeeper's offsets); v8 is the batched form; capped
-// below KIP-848 (v9) and topic ids (v10).
-var offsetFetchAPI = api{key: kmsg.OffsetFetch, min: 1, max: 8, handle: (*Server).handleOffsetFetch, needs: needGroups, errors: errorsOf(offsetFetchError)}
+// offsetFetchAPI: from v1 (v0 read ZooKeeper's offsets); v8 is the batched form, v9
+// KIP-848's (a consumer group member's fetch carries its member epoch); capped below
+// topic ids (v10).
+var offsetFetchAPI = api{key: kmsg.OffsetFetch, min: 1, max: 9, handle: (*Server).handleOffsetFetch, needs: needGroups, errors: errorsOf(offsetFetchError)}

@@ -2,7 +2,9 @@ package protocol
 
 import (
 	"context"
+	"errors"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -35,6 +37,11 @@ func (s *Server) handleDescribeGroups(ctx context.Context, r *Request) Result {
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group = d.Group
 		rg.ErrorCode = errorCode(d.Err)
+		if r.Version < 6 && errors.Is(d.Err, kerr.GroupIDNotFound) {
+			// A group of another type (KIP-848): before v6 Kafka answers Dead without an
+			// error.
+			rg.ErrorCode = 0
+		}
 		rg.State = d.State.String()
 		rg.ProtocolType = d.ProtocolType
 		rg.Protocol = d.Protocol

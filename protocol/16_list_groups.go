@@ -11,8 +11,8 @@ import (
 )
 
 // handleListGroups lists the groups this broker coordinates, classic and share; clients
-// ask every broker. From v5 a type filter picks group types ("consumer", KIP-848's, has
-// no groups here).
+// ask every broker. From v5 a type filter picks group types ("classic", "consumer",
+// "share").
 func (s *Server) handleListGroups(ctx context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.ListGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)

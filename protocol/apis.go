@@ -98,6 +98,8 @@ var apis = []*api{
 	&unregisterBrokerAPI,
 	&describeTransactionsAPI,
 	&listTransactionsAPI,
+	&consumerGroupHeartbeatAPI,
+	&consumerGroupDescribeAPI,
 	&getTelemetrySubscriptionsAPI,
 	&pushTelemetryAPI,
 	&listClientMetricsResourcesAPI,

@@ -37,8 +37,9 @@ func (n *shaleNode) kill() {
 	}
 }
 
-// startShaleCluster builds cmd/shale and starts three nodes on loopback.
-func startShaleCluster(t *testing.T) []*shaleNode {
+// startShaleCluster builds cmd/shale and starts three nodes on loopback, with extra
+// flags for every node.
+func startShaleCluster(t *testing.T, extra ...string) []*shaleNode {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "shale")
@@ -82,6 +83,7 @@ func startShaleCluster(t *testing.T) []*shaleNode {
 			"--broker.session.timeout.ms=3000",
 			"--broker.heartbeat.interval.ms=500",
 		)
+		n.cmd.Args = append(n.cmd.Args, extra...)
 		n.cmd.Stdout, n.cmd.Stderr = logf, logf
 		n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := n.cmd.Start(); err != nil {

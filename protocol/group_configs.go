@@ -14,8 +14,9 @@ import (
 // of the group.consumer.*, group.share.* and group.streams.* broker settings, described
 // and altered like client metrics subscriptions and stored through the controller. The
 // share keys take effect in the share-group coordinator and the share-partition
-// manager; the consumer.* and streams.* keys are stored, validated and described only,
-// since Shale has no KIP-848 or KIP-1071 group coordinator yet that would use them.
+// manager, the consumer.* keys in the consumer-group (KIP-848) coordinator; the
+// streams.* keys are stored, validated and described only, since Shale has no KIP-1071
+// group coordinator yet that would use them.
 
 // groupConfigBounds are this broker's bounds and defaults for group configs.
 func (s *Server) groupConfigBounds() *metadata.GroupConfigBounds {

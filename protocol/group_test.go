@@ -38,9 +38,11 @@ func TestGroupAPIsAdvertised(t *testing.T) {
 	req.Version = 3
 	resp := rc.roundTrip(req).(*kmsg.ApiVersionsResponse)
 	want := map[kmsg.Key][2]int16{
-		kmsg.OffsetCommit: {2, 8}, kmsg.OffsetFetch: {1, 8}, kmsg.FindCoordinator: {0, 4},
+		kmsg.OffsetCommit: {2, 9}, kmsg.OffsetFetch: {1, 9}, kmsg.FindCoordinator: {0, 4},
 		kmsg.JoinGroup: {0, 9}, kmsg.Heartbeat: {0, 4}, kmsg.LeaveGroup: {0, 5}, kmsg.SyncGroup: {0, 5},
 		kmsg.DescribeGroups: {0, 5}, kmsg.ListGroups: {0, 5}, kmsg.DeleteGroups: {0, 2}, kmsg.OffsetDelete: {0, 0},
+		// KIP-848: franz-go uses it only with kgo.ServerSideBalancer.
+		kmsg.ConsumerGroupHeartbeat: {0, 1}, kmsg.ConsumerGroupDescribe: {0, 1},
 	}
 	for _, k := range resp.ApiKeys {
 		if w, ok := want[kmsg.Key(k.ApiKey)]; ok {
@@ -48,9 +50,6 @@ func TestGroupAPIsAdvertised(t *testing.T) {
 				t.Errorf("%s: %d-%d, want %d-%d", kmsg.NameForKey(k.ApiKey), k.MinVersion, k.MaxVersion, w[0], w[1])
 			}
 			delete(want, kmsg.Key(k.ApiKey))
-		}
-		if k.ApiKey == kmsg.ConsumerGroupHeartbeat.Int16() {
-			t.Error("ConsumerGroupHeartbeat advertised: franz-go would switch to KIP-848")
 		}
 	}
 	if len(want) != 0 {

@@ -5447,6 +5447,191 @@ func (x *RaiseMirrorEpochResponse) GetError() *Error {
 	return nil
 }
 
+type WriteConsumerGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Record        *ConsumerGroupRecord   `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteConsumerGroupRequest) Reset() {
+	*x = WriteConsumerGroupRequest{}
+	mi := &file_controller_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteConsumerGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteConsumerGroupRequest) ProtoMessage() {}
+
+func (x *WriteConsumerGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteConsumerGroupRequest.ProtoReflect.Descriptor instead.
+func (*WriteConsumerGroupRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{99}
+}
+
+func (x *WriteConsumerGroupRequest) GetRecord() *ConsumerGroupRecord {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+type WriteConsumerGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteConsumerGroupResponse) Reset() {
+	*x = WriteConsumerGroupResponse{}
+	mi := &file_controller_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteConsumerGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteConsumerGroupResponse) ProtoMessage() {}
+
+func (x *WriteConsumerGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteConsumerGroupResponse.ProtoReflect.Descriptor instead.
+func (*WriteConsumerGroupResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{100}
+}
+
+func (x *WriteConsumerGroupResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type LoadConsumerGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadConsumerGroupRequest) Reset() {
+	*x = LoadConsumerGroupRequest{}
+	mi := &file_controller_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadConsumerGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadConsumerGroupRequest) ProtoMessage() {}
+
+func (x *LoadConsumerGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadConsumerGroupRequest.ProtoReflect.Descriptor instead.
+func (*LoadConsumerGroupRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{101}
+}
+
+func (x *LoadConsumerGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type LoadConsumerGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Error *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	// Unset when the group has no stored state.
+	State         *ConsumerGroupState `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadConsumerGroupResponse) Reset() {
+	*x = LoadConsumerGroupResponse{}
+	mi := &file_controller_proto_msgTypes[102]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadConsumerGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadConsumerGroupResponse) ProtoMessage() {}
+
+func (x *LoadConsumerGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[102]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadConsumerGroupResponse.ProtoReflect.Descriptor instead.
+func (*LoadConsumerGroupResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{102}
+}
+
+func (x *LoadConsumerGroupResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *LoadConsumerGroupResponse) GetState() *ConsumerGroupState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
 var File_controller_proto protoreflect.FileDescriptor
 
 const file_controller_proto_rawDesc = "" +
@@ -5803,7 +5988,16 @@ const file_controller_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x05R\x05epoch\"L\n" +
 	"\x18RaiseMirrorEpochResponse\x120\n" +
-	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error2\xb3&\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"]\n" +
+	"\x19WriteConsumerGroupRequest\x12@\n" +
+	"\x06record\x18\x01 \x01(\v2(.shale.controller.v1.ConsumerGroupRecordR\x06record\"N\n" +
+	"\x1aWriteConsumerGroupResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"0\n" +
+	"\x18LoadConsumerGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\x8c\x01\n" +
+	"\x19LoadConsumerGroupResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12=\n" +
+	"\x05state\x18\x02 \x01(\v2'.shale.controller.v1.ConsumerGroupStateR\x05state2\x9e(\n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -5851,7 +6045,9 @@ const file_controller_proto_rawDesc = "" +
 	"\x14InitializeShareState\x120.shale.controller.v1.InitializeShareStateRequest\x1a1.shale.controller.v1.InitializeShareStateResponse\x12o\n" +
 	"\x10DeleteShareState\x12,.shale.controller.v1.DeleteShareStateRequest\x1a-.shale.controller.v1.DeleteShareStateResponse\x12{\n" +
 	"\x14ListShareStateGroups\x120.shale.controller.v1.ListShareStateGroupsRequest\x1a1.shale.controller.v1.ListShareStateGroupsResponse\x12l\n" +
-	"\x0fUpdateRemoteLog\x12+.shale.controller.v1.UpdateRemoteLogRequest\x1a,.shale.controller.v1.UpdateRemoteLogResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\x0fUpdateRemoteLog\x12+.shale.controller.v1.UpdateRemoteLogRequest\x1a,.shale.controller.v1.UpdateRemoteLogResponse\x12u\n" +
+	"\x12WriteConsumerGroup\x12..shale.controller.v1.WriteConsumerGroupRequest\x1a/.shale.controller.v1.WriteConsumerGroupResponse\x12r\n" +
+	"\x11LoadConsumerGroup\x12-.shale.controller.v1.LoadConsumerGroupRequest\x1a..shale.controller.v1.LoadConsumerGroupResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_controller_proto_rawDescOnce sync.Once
@@ -5865,7 +6061,7 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 102)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 106)
 var file_controller_proto_goTypes = []any{
 	(*NotLeader)(nil),                           // 0: shale.controller.v1.NotLeader
 	(*RegisterBrokerRequest)(nil),               // 1: shale.controller.v1.RegisterBrokerRequest
@@ -5966,225 +6162,239 @@ var file_controller_proto_goTypes = []any{
 	(*AlterMirrorTopicsResponse)(nil),           // 96: shale.controller.v1.AlterMirrorTopicsResponse
 	(*RaiseMirrorEpochRequest)(nil),             // 97: shale.controller.v1.RaiseMirrorEpochRequest
 	(*RaiseMirrorEpochResponse)(nil),            // 98: shale.controller.v1.RaiseMirrorEpochResponse
-	nil,                                         // 99: shale.controller.v1.CreatableTopic.ConfigsEntry
-	nil,                                         // 100: shale.controller.v1.CreateClusterLinkRequest.ConfigsEntry
-	nil,                                         // 101: shale.controller.v1.CreateMirrorTopicRequest.ConfigsEntry
-	(*Listener)(nil),                            // 102: shale.controller.v1.Listener
-	(*Error)(nil),                               // 103: shale.controller.v1.Error
-	(*MetadataDelta)(nil),                       // 104: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),                  // 105: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),                         // 106: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),                          // 107: shale.controller.v1.TopicState
-	(*PartitionState)(nil),                      // 108: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),                         // 109: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                     // 110: shale.controller.v1.TopicPartitions
-	(ElectionType)(0),                           // 111: shale.controller.v1.ElectionType
-	(*AclBinding)(nil),                          // 112: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),                           // 113: shale.controller.v1.AclFilter
-	(*ClientQuotaEntity)(nil),                   // 114: shale.controller.v1.ClientQuotaEntity
-	(*ScramCredential)(nil),                     // 115: shale.controller.v1.ScramCredential
-	(*ScramCredentialKey)(nil),                  // 116: shale.controller.v1.ScramCredentialKey
-	(*TxnStateRecord)(nil),                      // 117: shale.controller.v1.TxnStateRecord
-	(*TxnOffsetCommitRecord)(nil),               // 118: shale.controller.v1.TxnOffsetCommitRecord
-	(*TxnState)(nil),                            // 119: shale.controller.v1.TxnState
-	(*PartitionReassignment)(nil),               // 120: shale.controller.v1.PartitionReassignment
-	(*SharePartitionState)(nil),                 // 121: shale.controller.v1.SharePartitionState
-	(*SchemaRegistryRecord)(nil),                // 122: shale.controller.v1.SchemaRegistryRecord
-	(*RemoteLogRecord)(nil),                     // 123: shale.controller.v1.RemoteLogRecord
+	(*WriteConsumerGroupRequest)(nil),           // 99: shale.controller.v1.WriteConsumerGroupRequest
+	(*WriteConsumerGroupResponse)(nil),          // 100: shale.controller.v1.WriteConsumerGroupResponse
+	(*LoadConsumerGroupRequest)(nil),            // 101: shale.controller.v1.LoadConsumerGroupRequest
+	(*LoadConsumerGroupResponse)(nil),           // 102: shale.controller.v1.LoadConsumerGroupResponse
+	nil,                                         // 103: shale.controller.v1.CreatableTopic.ConfigsEntry
+	nil,                                         // 104: shale.controller.v1.CreateClusterLinkRequest.ConfigsEntry
+	nil,                                         // 105: shale.controller.v1.CreateMirrorTopicRequest.ConfigsEntry
+	(*Listener)(nil),                            // 106: shale.controller.v1.Listener
+	(*Error)(nil),                               // 107: shale.controller.v1.Error
+	(*MetadataDelta)(nil),                       // 108: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),                  // 109: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),                         // 110: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),                          // 111: shale.controller.v1.TopicState
+	(*PartitionState)(nil),                      // 112: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),                         // 113: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                     // 114: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),                           // 115: shale.controller.v1.ElectionType
+	(*AclBinding)(nil),                          // 116: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),                           // 117: shale.controller.v1.AclFilter
+	(*ClientQuotaEntity)(nil),                   // 118: shale.controller.v1.ClientQuotaEntity
+	(*ScramCredential)(nil),                     // 119: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),                  // 120: shale.controller.v1.ScramCredentialKey
+	(*TxnStateRecord)(nil),                      // 121: shale.controller.v1.TxnStateRecord
+	(*TxnOffsetCommitRecord)(nil),               // 122: shale.controller.v1.TxnOffsetCommitRecord
+	(*TxnState)(nil),                            // 123: shale.controller.v1.TxnState
+	(*PartitionReassignment)(nil),               // 124: shale.controller.v1.PartitionReassignment
+	(*SharePartitionState)(nil),                 // 125: shale.controller.v1.SharePartitionState
+	(*SchemaRegistryRecord)(nil),                // 126: shale.controller.v1.SchemaRegistryRecord
+	(*RemoteLogRecord)(nil),                     // 127: shale.controller.v1.RemoteLogRecord
+	(*ConsumerGroupRecord)(nil),                 // 128: shale.controller.v1.ConsumerGroupRecord
+	(*ConsumerGroupState)(nil),                  // 129: shale.controller.v1.ConsumerGroupState
 }
 var file_controller_proto_depIdxs = []int32{
-	102, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	103, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	103, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	104, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	105, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	106, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	99,  // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	106, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	107, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	107, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	108, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	109, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	110, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	103, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
 	7,   // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	103, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	107, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	107, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	111, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
 	9,   // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	103, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	106, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	107, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	110, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
 	13,  // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	103, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	107, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
 	16,  // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	103, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	107, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
 	16,  // 17: shale.controller.v1.AlterClientMetricsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	103, // 18: shale.controller.v1.AlterClientMetricsResponse.error:type_name -> shale.controller.v1.Error
+	107, // 18: shale.controller.v1.AlterClientMetricsResponse.error:type_name -> shale.controller.v1.Error
 	16,  // 19: shale.controller.v1.AlterGroupConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	103, // 20: shale.controller.v1.AlterGroupConfigsResponse.error:type_name -> shale.controller.v1.Error
-	103, // 21: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	108, // 22: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	103, // 23: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	109, // 24: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	103, // 25: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	110, // 26: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	103, // 27: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	109, // 28: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	110, // 29: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	109, // 30: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
-	103, // 31: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
+	107, // 20: shale.controller.v1.AlterGroupConfigsResponse.error:type_name -> shale.controller.v1.Error
+	107, // 21: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	112, // 22: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	107, // 23: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	113, // 24: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	107, // 25: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	114, // 26: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	107, // 27: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	113, // 28: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	114, // 29: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	113, // 30: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
+	107, // 31: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
 	33,  // 32: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
-	103, // 33: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	103, // 34: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	111, // 35: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
-	110, // 36: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	103, // 37: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
-	103, // 38: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	107, // 33: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	107, // 34: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	115, // 35: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	114, // 36: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	107, // 37: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	107, // 38: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
 	39,  // 39: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
-	112, // 40: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
-	103, // 41: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
-	103, // 42: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
-	113, // 43: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
-	103, // 44: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
-	112, // 45: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
-	103, // 46: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
+	116, // 40: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
+	107, // 41: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
+	107, // 42: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
+	117, // 43: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
+	107, // 44: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
+	116, // 45: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
+	107, // 46: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
 	44,  // 47: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
-	114, // 48: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	118, // 48: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
 	46,  // 49: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
 	47,  // 50: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
-	103, // 51: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
-	115, // 52: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
-	116, // 53: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	103, // 54: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	103, // 55: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
-	103, // 56: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
-	103, // 57: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	115, // 58: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
-	117, // 59: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
-	103, // 60: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
-	118, // 61: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
-	103, // 62: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
-	103, // 63: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
-	119, // 64: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
-	103, // 65: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	110, // 66: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
-	103, // 67: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
-	103, // 68: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
-	103, // 69: shale.controller.v1.UpdateVoterResponse.error:type_name -> shale.controller.v1.Error
-	103, // 70: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
+	107, // 51: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
+	119, // 52: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
+	120, // 53: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	107, // 54: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	107, // 55: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
+	107, // 56: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
+	107, // 57: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	119, // 58: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
+	121, // 59: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
+	107, // 60: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
+	122, // 61: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
+	107, // 62: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
+	107, // 63: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
+	123, // 64: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
+	107, // 65: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	114, // 66: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
+	107, // 67: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
+	107, // 68: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
+	107, // 69: shale.controller.v1.UpdateVoterResponse.error:type_name -> shale.controller.v1.Error
+	107, // 70: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
 	69,  // 71: shale.controller.v1.DescribeQuorumResponse.voters:type_name -> shale.controller.v1.QuorumReplica
 	69,  // 72: shale.controller.v1.DescribeQuorumResponse.observers:type_name -> shale.controller.v1.QuorumReplica
-	103, // 73: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	120, // 74: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	103, // 75: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
+	107, // 73: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	124, // 74: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	107, // 75: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
 	39,  // 76: shale.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> shale.controller.v1.PartitionError
-	121, // 77: shale.controller.v1.WriteShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
-	103, // 78: shale.controller.v1.WriteShareStateResponse.error:type_name -> shale.controller.v1.Error
-	103, // 79: shale.controller.v1.WriteShareStateResponse.errors:type_name -> shale.controller.v1.Error
-	110, // 80: shale.controller.v1.ReadShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	103, // 81: shale.controller.v1.ReadShareStateResponse.error:type_name -> shale.controller.v1.Error
-	121, // 82: shale.controller.v1.ReadShareStateResponse.states:type_name -> shale.controller.v1.SharePartitionState
-	121, // 83: shale.controller.v1.InitializeShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
-	103, // 84: shale.controller.v1.InitializeShareStateResponse.error:type_name -> shale.controller.v1.Error
-	103, // 85: shale.controller.v1.InitializeShareStateResponse.errors:type_name -> shale.controller.v1.Error
-	110, // 86: shale.controller.v1.DeleteShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	103, // 87: shale.controller.v1.DeleteShareStateResponse.error:type_name -> shale.controller.v1.Error
-	103, // 88: shale.controller.v1.ListShareStateGroupsResponse.error:type_name -> shale.controller.v1.Error
-	122, // 89: shale.controller.v1.AlterSchemaRegistryRequest.record:type_name -> shale.controller.v1.SchemaRegistryRecord
-	123, // 90: shale.controller.v1.UpdateRemoteLogRequest.record:type_name -> shale.controller.v1.RemoteLogRecord
-	103, // 91: shale.controller.v1.UpdateRemoteLogResponse.error:type_name -> shale.controller.v1.Error
-	100, // 92: shale.controller.v1.CreateClusterLinkRequest.configs:type_name -> shale.controller.v1.CreateClusterLinkRequest.ConfigsEntry
-	103, // 93: shale.controller.v1.CreateClusterLinkResponse.error:type_name -> shale.controller.v1.Error
-	103, // 94: shale.controller.v1.DeleteClusterLinkResponse.error:type_name -> shale.controller.v1.Error
-	101, // 95: shale.controller.v1.CreateMirrorTopicRequest.configs:type_name -> shale.controller.v1.CreateMirrorTopicRequest.ConfigsEntry
-	103, // 96: shale.controller.v1.CreateMirrorTopicResponse.error:type_name -> shale.controller.v1.Error
-	103, // 97: shale.controller.v1.AlterMirrorTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	103, // 98: shale.controller.v1.RaiseMirrorEpochResponse.error:type_name -> shale.controller.v1.Error
-	1,   // 99: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,   // 100: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,   // 101: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,   // 102: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11,  // 103: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14,  // 104: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17,  // 105: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	23,  // 106: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	25,  // 107: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	27,  // 108: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	29,  // 109: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	31,  // 110: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	36,  // 111: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	32,  // 112: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
-	38,  // 113: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
-	41,  // 114: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
-	43,  // 115: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
-	48,  // 116: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
-	19,  // 117: shale.controller.v1.Controller.AlterClientMetrics:input_type -> shale.controller.v1.AlterClientMetricsRequest
-	21,  // 118: shale.controller.v1.Controller.AlterGroupConfigs:input_type -> shale.controller.v1.AlterGroupConfigsRequest
-	89,  // 119: shale.controller.v1.Controller.CreateClusterLink:input_type -> shale.controller.v1.CreateClusterLinkRequest
-	91,  // 120: shale.controller.v1.Controller.DeleteClusterLink:input_type -> shale.controller.v1.DeleteClusterLinkRequest
-	93,  // 121: shale.controller.v1.Controller.CreateMirrorTopic:input_type -> shale.controller.v1.CreateMirrorTopicRequest
-	95,  // 122: shale.controller.v1.Controller.AlterMirrorTopics:input_type -> shale.controller.v1.AlterMirrorTopicsRequest
-	97,  // 123: shale.controller.v1.Controller.RaiseMirrorEpoch:input_type -> shale.controller.v1.RaiseMirrorEpochRequest
-	50,  // 124: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
-	52,  // 125: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
-	85,  // 126: shale.controller.v1.Controller.AlterSchemaRegistry:input_type -> shale.controller.v1.AlterSchemaRegistryRequest
-	54,  // 127: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
-	56,  // 128: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
-	58,  // 129: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
-	60,  // 130: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
-	62,  // 131: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
-	64,  // 132: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
-	66,  // 133: shale.controller.v1.Controller.UpdateVoter:input_type -> shale.controller.v1.UpdateVoterRequest
-	68,  // 134: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
-	71,  // 135: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
-	73,  // 136: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
-	75,  // 137: shale.controller.v1.Controller.WriteShareState:input_type -> shale.controller.v1.WriteShareStateRequest
-	77,  // 138: shale.controller.v1.Controller.ReadShareState:input_type -> shale.controller.v1.ReadShareStateRequest
-	79,  // 139: shale.controller.v1.Controller.InitializeShareState:input_type -> shale.controller.v1.InitializeShareStateRequest
-	81,  // 140: shale.controller.v1.Controller.DeleteShareState:input_type -> shale.controller.v1.DeleteShareStateRequest
-	83,  // 141: shale.controller.v1.Controller.ListShareStateGroups:input_type -> shale.controller.v1.ListShareStateGroupsRequest
-	87,  // 142: shale.controller.v1.Controller.UpdateRemoteLog:input_type -> shale.controller.v1.UpdateRemoteLogRequest
-	2,   // 143: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,   // 144: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,   // 145: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10,  // 146: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12,  // 147: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15,  // 148: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18,  // 149: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	24,  // 150: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	26,  // 151: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	28,  // 152: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	30,  // 153: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	35,  // 154: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	37,  // 155: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	34,  // 156: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
-	40,  // 157: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
-	42,  // 158: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
-	45,  // 159: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
-	49,  // 160: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
-	20,  // 161: shale.controller.v1.Controller.AlterClientMetrics:output_type -> shale.controller.v1.AlterClientMetricsResponse
-	22,  // 162: shale.controller.v1.Controller.AlterGroupConfigs:output_type -> shale.controller.v1.AlterGroupConfigsResponse
-	90,  // 163: shale.controller.v1.Controller.CreateClusterLink:output_type -> shale.controller.v1.CreateClusterLinkResponse
-	92,  // 164: shale.controller.v1.Controller.DeleteClusterLink:output_type -> shale.controller.v1.DeleteClusterLinkResponse
-	94,  // 165: shale.controller.v1.Controller.CreateMirrorTopic:output_type -> shale.controller.v1.CreateMirrorTopicResponse
-	96,  // 166: shale.controller.v1.Controller.AlterMirrorTopics:output_type -> shale.controller.v1.AlterMirrorTopicsResponse
-	98,  // 167: shale.controller.v1.Controller.RaiseMirrorEpoch:output_type -> shale.controller.v1.RaiseMirrorEpochResponse
-	51,  // 168: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
-	53,  // 169: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
-	86,  // 170: shale.controller.v1.Controller.AlterSchemaRegistry:output_type -> shale.controller.v1.AlterSchemaRegistryResponse
-	55,  // 171: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
-	57,  // 172: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
-	59,  // 173: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
-	61,  // 174: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
-	63,  // 175: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
-	65,  // 176: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
-	67,  // 177: shale.controller.v1.Controller.UpdateVoter:output_type -> shale.controller.v1.UpdateVoterResponse
-	70,  // 178: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
-	72,  // 179: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
-	74,  // 180: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
-	76,  // 181: shale.controller.v1.Controller.WriteShareState:output_type -> shale.controller.v1.WriteShareStateResponse
-	78,  // 182: shale.controller.v1.Controller.ReadShareState:output_type -> shale.controller.v1.ReadShareStateResponse
-	80,  // 183: shale.controller.v1.Controller.InitializeShareState:output_type -> shale.controller.v1.InitializeShareStateResponse
-	82,  // 184: shale.controller.v1.Controller.DeleteShareState:output_type -> shale.controller.v1.DeleteShareStateResponse
-	84,  // 185: shale.controller.v1.Controller.ListShareStateGroups:output_type -> shale.controller.v1.ListShareStateGroupsResponse
-	88,  // 186: shale.controller.v1.Controller.UpdateRemoteLog:output_type -> shale.controller.v1.UpdateRemoteLogResponse
-	143, // [143:187] is the sub-list for method output_type
-	99,  // [99:143] is the sub-list for method input_type
-	99,  // [99:99] is the sub-list for extension type_name
-	99,  // [99:99] is the sub-list for extension extendee
-	0,   // [0:99] is the sub-list for field type_name
+	125, // 77: shale.controller.v1.WriteShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
+	107, // 78: shale.controller.v1.WriteShareStateResponse.error:type_name -> shale.controller.v1.Error
+	107, // 79: shale.controller.v1.WriteShareStateResponse.errors:type_name -> shale.controller.v1.Error
+	114, // 80: shale.controller.v1.ReadShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	107, // 81: shale.controller.v1.ReadShareStateResponse.error:type_name -> shale.controller.v1.Error
+	125, // 82: shale.controller.v1.ReadShareStateResponse.states:type_name -> shale.controller.v1.SharePartitionState
+	125, // 83: shale.controller.v1.InitializeShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
+	107, // 84: shale.controller.v1.InitializeShareStateResponse.error:type_name -> shale.controller.v1.Error
+	107, // 85: shale.controller.v1.InitializeShareStateResponse.errors:type_name -> shale.controller.v1.Error
+	114, // 86: shale.controller.v1.DeleteShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	107, // 87: shale.controller.v1.DeleteShareStateResponse.error:type_name -> shale.controller.v1.Error
+	107, // 88: shale.controller.v1.ListShareStateGroupsResponse.error:type_name -> shale.controller.v1.Error
+	126, // 89: shale.controller.v1.AlterSchemaRegistryRequest.record:type_name -> shale.controller.v1.SchemaRegistryRecord
+	127, // 90: shale.controller.v1.UpdateRemoteLogRequest.record:type_name -> shale.controller.v1.RemoteLogRecord
+	107, // 91: shale.controller.v1.UpdateRemoteLogResponse.error:type_name -> shale.controller.v1.Error
+	104, // 92: shale.controller.v1.CreateClusterLinkRequest.configs:type_name -> shale.controller.v1.CreateClusterLinkRequest.ConfigsEntry
+	107, // 93: shale.controller.v1.CreateClusterLinkResponse.error:type_name -> shale.controller.v1.Error
+	107, // 94: shale.controller.v1.DeleteClusterLinkResponse.error:type_name -> shale.controller.v1.Error
+	105, // 95: shale.controller.v1.CreateMirrorTopicRequest.configs:type_name -> shale.controller.v1.CreateMirrorTopicRequest.ConfigsEntry
+	107, // 96: shale.controller.v1.CreateMirrorTopicResponse.error:type_name -> shale.controller.v1.Error
+	107, // 97: shale.controller.v1.AlterMirrorTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	107, // 98: shale.controller.v1.RaiseMirrorEpochResponse.error:type_name -> shale.controller.v1.Error
+	128, // 99: shale.controller.v1.WriteConsumerGroupRequest.record:type_name -> shale.controller.v1.ConsumerGroupRecord
+	107, // 100: shale.controller.v1.WriteConsumerGroupResponse.error:type_name -> shale.controller.v1.Error
+	107, // 101: shale.controller.v1.LoadConsumerGroupResponse.error:type_name -> shale.controller.v1.Error
+	129, // 102: shale.controller.v1.LoadConsumerGroupResponse.state:type_name -> shale.controller.v1.ConsumerGroupState
+	1,   // 103: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,   // 104: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,   // 105: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,   // 106: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11,  // 107: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14,  // 108: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17,  // 109: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	23,  // 110: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	25,  // 111: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	27,  // 112: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	29,  // 113: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	31,  // 114: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	36,  // 115: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	32,  // 116: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
+	38,  // 117: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	41,  // 118: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
+	43,  // 119: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
+	48,  // 120: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
+	19,  // 121: shale.controller.v1.Controller.AlterClientMetrics:input_type -> shale.controller.v1.AlterClientMetricsRequest
+	21,  // 122: shale.controller.v1.Controller.AlterGroupConfigs:input_type -> shale.controller.v1.AlterGroupConfigsRequest
+	89,  // 123: shale.controller.v1.Controller.CreateClusterLink:input_type -> shale.controller.v1.CreateClusterLinkRequest
+	91,  // 124: shale.controller.v1.Controller.DeleteClusterLink:input_type -> shale.controller.v1.DeleteClusterLinkRequest
+	93,  // 125: shale.controller.v1.Controller.CreateMirrorTopic:input_type -> shale.controller.v1.CreateMirrorTopicRequest
+	95,  // 126: shale.controller.v1.Controller.AlterMirrorTopics:input_type -> shale.controller.v1.AlterMirrorTopicsRequest
+	97,  // 127: shale.controller.v1.Controller.RaiseMirrorEpoch:input_type -> shale.controller.v1.RaiseMirrorEpochRequest
+	50,  // 128: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
+	52,  // 129: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
+	85,  // 130: shale.controller.v1.Controller.AlterSchemaRegistry:input_type -> shale.controller.v1.AlterSchemaRegistryRequest
+	54,  // 131: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
+	56,  // 132: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
+	58,  // 133: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
+	60,  // 134: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
+	62,  // 135: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
+	64,  // 136: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
+	66,  // 137: shale.controller.v1.Controller.UpdateVoter:input_type -> shale.controller.v1.UpdateVoterRequest
+	68,  // 138: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
+	71,  // 139: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
+	73,  // 140: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
+	75,  // 141: shale.controller.v1.Controller.WriteShareState:input_type -> shale.controller.v1.WriteShareStateRequest
+	77,  // 142: shale.controller.v1.Controller.ReadShareState:input_type -> shale.controller.v1.ReadShareStateRequest
+	79,  // 143: shale.controller.v1.Controller.InitializeShareState:input_type -> shale.controller.v1.InitializeShareStateRequest
+	81,  // 144: shale.controller.v1.Controller.DeleteShareState:input_type -> shale.controller.v1.DeleteShareStateRequest
+	83,  // 145: shale.controller.v1.Controller.ListShareStateGroups:input_type -> shale.controller.v1.ListShareStateGroupsRequest
+	87,  // 146: shale.controller.v1.Controller.UpdateRemoteLog:input_type -> shale.controller.v1.UpdateRemoteLogRequest
+	99,  // 147: shale.controller.v1.Controller.WriteConsumerGroup:input_type -> shale.controller.v1.WriteConsumerGroupRequest
+	101, // 148: shale.controller.v1.Controller.LoadConsumerGroup:input_type -> shale.controller.v1.LoadConsumerGroupRequest
+	2,   // 149: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,   // 150: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,   // 151: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10,  // 152: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12,  // 153: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15,  // 154: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18,  // 155: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	24,  // 156: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	26,  // 157: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	28,  // 158: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	30,  // 159: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	35,  // 160: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	37,  // 161: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	34,  // 162: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
+	40,  // 163: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	42,  // 164: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
+	45,  // 165: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
+	49,  // 166: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
+	20,  // 167: shale.controller.v1.Controller.AlterClientMetrics:output_type -> shale.controller.v1.AlterClientMetricsResponse
+	22,  // 168: shale.controller.v1.Controller.AlterGroupConfigs:output_type -> shale.controller.v1.AlterGroupConfigsResponse
+	90,  // 169: shale.controller.v1.Controller.CreateClusterLink:output_type -> shale.controller.v1.CreateClusterLinkResponse
+	92,  // 170: shale.controller.v1.Controller.DeleteClusterLink:output_type -> shale.controller.v1.DeleteClusterLinkResponse
+	94,  // 171: shale.controller.v1.Controller.CreateMirrorTopic:output_type -> shale.controller.v1.CreateMirrorTopicResponse
+	96,  // 172: shale.controller.v1.Controller.AlterMirrorTopics:output_type -> shale.controller.v1.AlterMirrorTopicsResponse
+	98,  // 173: shale.controller.v1.Controller.RaiseMirrorEpoch:output_type -> shale.controller.v1.RaiseMirrorEpochResponse
+	51,  // 174: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
+	53,  // 175: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
+	86,  // 176: shale.controller.v1.Controller.AlterSchemaRegistry:output_type -> shale.controller.v1.AlterSchemaRegistryResponse
+	55,  // 177: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
+	57,  // 178: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
+	59,  // 179: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
+	61,  // 180: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
+	63,  // 181: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
+	65,  // 182: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
+	67,  // 183: shale.controller.v1.Controller.UpdateVoter:output_type -> shale.controller.v1.UpdateVoterResponse
+	70,  // 184: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
+	72,  // 185: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
+	74,  // 186: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
+	76,  // 187: shale.controller.v1.Controller.WriteShareState:output_type -> shale.controller.v1.WriteShareStateResponse
+	78,  // 188: shale.controller.v1.Controller.ReadShareState:output_type -> shale.controller.v1.ReadShareStateResponse
+	80,  // 189: shale.controller.v1.Controller.InitializeShareState:output_type -> shale.controller.v1.InitializeShareStateResponse
+	82,  // 190: shale.controller.v1.Controller.DeleteShareState:output_type -> shale.controller.v1.DeleteShareStateResponse
+	84,  // 191: shale.controller.v1.Controller.ListShareStateGroups:output_type -> shale.controller.v1.ListShareStateGroupsResponse
+	88,  // 192: shale.controller.v1.Controller.UpdateRemoteLog:output_type -> shale.controller.v1.UpdateRemoteLogResponse
+	100, // 193: shale.controller.v1.Controller.WriteConsumerGroup:output_type -> shale.controller.v1.WriteConsumerGroupResponse
+	102, // 194: shale.controller.v1.Controller.LoadConsumerGroup:output_type -> shale.controller.v1.LoadConsumerGroupResponse
+	149, // [149:195] is the sub-list for method output_type
+	103, // [103:149] is the sub-list for method input_type
+	103, // [103:103] is the sub-list for extension type_name
+	103, // [103:103] is the sub-list for extension extendee
+	0,   // [0:103] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -6206,7 +6416,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   102,
+			NumMessages:   106,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -67,6 +67,8 @@ const (
 	Controller_DeleteShareState_FullMethodName            = "/shale.controller.v1.Controller/DeleteShareState"
 	Controller_ListShareStateGroups_FullMethodName        = "/shale.controller.v1.Controller/ListShareStateGroups"
 	Controller_UpdateRemoteLog_FullMethodName             = "/shale.controller.v1.Controller/UpdateRemoteLog"
+	Controller_WriteConsumerGroup_FullMethodName          = "/shale.controller.v1.Controller/WriteConsumerGroup"
+	Controller_LoadConsumerGroup_FullMethodName           = "/shale.controller.v1.Controller/LoadConsumerGroup"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -159,6 +161,11 @@ type ControllerClient interface {
 	// UpdateRemoteLog commits, or starts or finishes deleting, segments of a partition's
 	// remote log (tiered storage), from the partition's leader.
 	UpdateRemoteLog(ctx context.Context, in *UpdateRemoteLogRequest, opts ...grpc.CallOption) (*UpdateRemoteLogResponse, error)
+	// WriteConsumerGroup stores a consumer group's (KIP-848) state from its coordinator.
+	WriteConsumerGroup(ctx context.Context, in *WriteConsumerGroupRequest, opts ...grpc.CallOption) (*WriteConsumerGroupResponse, error)
+	// LoadConsumerGroup returns a consumer group's stored state, for a coordinator taking
+	// it over.
+	LoadConsumerGroup(ctx context.Context, in *LoadConsumerGroupRequest, opts ...grpc.CallOption) (*LoadConsumerGroupResponse, error)
 }
 
 type controllerClient struct {
@@ -618,6 +625,26 @@ func (c *controllerClient) UpdateRemoteLog(ctx context.Context, in *UpdateRemote
 	return out, nil
 }
 
+func (c *controllerClient) WriteConsumerGroup(ctx context.Context, in *WriteConsumerGroupRequest, opts ...grpc.CallOption) (*WriteConsumerGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WriteConsumerGroupResponse)
+	err := c.cc.Invoke(ctx, Controller_WriteConsumerGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) LoadConsumerGroup(ctx context.Context, in *LoadConsumerGroupRequest, opts ...grpc.CallOption) (*LoadConsumerGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LoadConsumerGroupResponse)
+	err := c.cc.Invoke(ctx, Controller_LoadConsumerGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -708,6 +735,11 @@ type ControllerServer interface {
 	// UpdateRemoteLog commits, or starts or finishes deleting, segments of a partition's
 	// remote log (tiered storage), from the partition's leader.
 	UpdateRemoteLog(context.Context, *UpdateRemoteLogRequest) (*UpdateRemoteLogResponse, error)
+	// WriteConsumerGroup stores a consumer group's (KIP-848) state from its coordinator.
+	WriteConsumerGroup(context.Context, *WriteConsumerGroupRequest) (*WriteConsumerGroupResponse, error)
+	// LoadConsumerGroup returns a consumer group's stored state, for a coordinator taking
+	// it over.
+	LoadConsumerGroup(context.Context, *LoadConsumerGroupRequest) (*LoadConsumerGroupResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -849,6 +881,12 @@ func (UnimplementedControllerServer) ListShareStateGroups(context.Context, *List
 }
 func (UnimplementedControllerServer) UpdateRemoteLog(context.Context, *UpdateRemoteLogRequest) (*UpdateRemoteLogResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateRemoteLog not implemented")
+}
+func (UnimplementedControllerServer) WriteConsumerGroup(context.Context, *WriteConsumerGroupRequest) (*WriteConsumerGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WriteConsumerGroup not implemented")
+}
+func (UnimplementedControllerServer) LoadConsumerGroup(context.Context, *LoadConsumerGroupRequest) (*LoadConsumerGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LoadConsumerGroup not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -1656,6 +1694,42 @@ func _Controller_UpdateRemoteLog_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_WriteConsumerGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WriteConsumerGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).WriteConsumerGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_WriteConsumerGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).WriteConsumerGroup(ctx, req.(*WriteConsumerGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_LoadConsumerGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LoadConsumerGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).LoadConsumerGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_LoadConsumerGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).LoadConsumerGroup(ctx, req.(*LoadConsumerGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1834,6 +1908,14 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateRemoteLog",
 			Handler:    _Controller_UpdateRemoteLog_Handler,
+		},
+		{
+			MethodName: "WriteConsumerGroup",
+			Handler:    _Controller_WriteConsumerGroup_Handler,
+		},
+		{
+			MethodName: "LoadConsumerGroup",
+			Handler:    _Controller_LoadConsumerGroup_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -179,6 +179,7 @@ type Record struct {
 	//	*Record_SchemaRegistry
 	//	*Record_ClientMetrics
 	//	*Record_GroupConfigs
+	//	*Record_ConsumerGroup
 	//	*Record_ClusterLinks
 	//	*Record_RemoteLog
 	Record        isRecord_Record `protobuf_oneof:"record"`
@@ -448,6 +449,15 @@ func (x *Record) GetGroupConfigs() *GroupConfigsRecord {
 	return nil
 }
 
+func (x *Record) GetConsumerGroup() *ConsumerGroupRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_ConsumerGroup); ok {
+			return x.ConsumerGroup
+		}
+	}
+	return nil
+}
+
 func (x *Record) GetClusterLinks() *ClusterLinksRecord {
 	if x != nil {
 		if x, ok := x.Record.(*Record_ClusterLinks); ok {
@@ -570,6 +580,10 @@ type Record_GroupConfigs struct {
 	GroupConfigs *GroupConfigsRecord `protobuf:"bytes,200,opt,name=group_configs,json=groupConfigs,proto3,oneof"`
 }
 
+type Record_ConsumerGroup struct {
+	ConsumerGroup *ConsumerGroupRecord `protobuf:"bytes,210,opt,name=consumer_group,json=consumerGroup,proto3,oneof"`
+}
+
 type Record_ClusterLinks struct {
 	ClusterLinks *ClusterLinksRecord `protobuf:"bytes,240,opt,name=cluster_links,json=clusterLinks,proto3,oneof"`
 }
@@ -627,6 +641,8 @@ func (*Record_SchemaRegistry) isRecord_Record() {}
 func (*Record_ClientMetrics) isRecord_Record() {}
 
 func (*Record_GroupConfigs) isRecord_Record() {}
+
+func (*Record_ConsumerGroup) isRecord_Record() {}
 
 func (*Record_ClusterLinks) isRecord_Record() {}
 
@@ -1904,6 +1920,7 @@ type SnapshotItem struct {
 	//	*SnapshotItem_SchemaRegistry
 	//	*SnapshotItem_ClientMetrics
 	//	*SnapshotItem_GroupConfigs
+	//	*SnapshotItem_ConsumerGroup
 	//	*SnapshotItem_ClusterLink
 	//	*SnapshotItem_MirrorTopic
 	//	*SnapshotItem_RemoteLog
@@ -2048,6 +2065,15 @@ func (x *SnapshotItem) GetGroupConfigs() *GroupConfigState {
 	return nil
 }
 
+func (x *SnapshotItem) GetConsumerGroup() *ConsumerGroupState {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_ConsumerGroup); ok {
+			return x.ConsumerGroup
+		}
+	}
+	return nil
+}
+
 func (x *SnapshotItem) GetClusterLink() *ClusterLinkState {
 	if x != nil {
 		if x, ok := x.Item.(*SnapshotItem_ClusterLink); ok {
@@ -2123,6 +2149,10 @@ type SnapshotItem_GroupConfigs struct {
 	GroupConfigs *GroupConfigState `protobuf:"bytes,200,opt,name=group_configs,json=groupConfigs,proto3,oneof"`
 }
 
+type SnapshotItem_ConsumerGroup struct {
+	ConsumerGroup *ConsumerGroupState `protobuf:"bytes,210,opt,name=consumer_group,json=consumerGroup,proto3,oneof"`
+}
+
 type SnapshotItem_ClusterLink struct {
 	ClusterLink *ClusterLinkState `protobuf:"bytes,240,opt,name=cluster_link,json=clusterLink,proto3,oneof"`
 }
@@ -2156,6 +2186,8 @@ func (*SnapshotItem_SchemaRegistry) isSnapshotItem_Item() {}
 func (*SnapshotItem_ClientMetrics) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_GroupConfigs) isSnapshotItem_Item() {}
+
+func (*SnapshotItem_ConsumerGroup) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_ClusterLink) isSnapshotItem_Item() {}
 
@@ -3968,11 +4000,447 @@ func (x *MirrorEpoch) GetEpoch() int32 {
 	return 0
 }
 
+// ConsumerGroupRecord stores the whole state of a consumer group (KIP-848) as its
+// coordinator last wrote it, fenced by the coordinator epoch of the group's offsets
+// partition; remove deletes it. A record older than the stored state (by coordinator
+// epoch, then version) is superseded and changes nothing: the coordinator writes
+// full states, so the newest one holds every older one's changes.
+type ConsumerGroupRecord struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	CoordinatorId    int32                  `protobuf:"varint,1,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	CoordinatorEpoch int32                  `protobuf:"varint,2,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	State            *ConsumerGroupState    `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Remove           bool                   `protobuf:"varint,4,opt,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ConsumerGroupRecord) Reset() {
+	*x = ConsumerGroupRecord{}
+	mi := &file_records_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerGroupRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerGroupRecord) ProtoMessage() {}
+
+func (x *ConsumerGroupRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerGroupRecord.ProtoReflect.Descriptor instead.
+func (*ConsumerGroupRecord) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ConsumerGroupRecord) GetCoordinatorId() int32 {
+	if x != nil {
+		return x.CoordinatorId
+	}
+	return 0
+}
+
+func (x *ConsumerGroupRecord) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *ConsumerGroupRecord) GetState() *ConsumerGroupState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *ConsumerGroupRecord) GetRemove() bool {
+	if x != nil {
+		return x.Remove
+	}
+	return false
+}
+
+type ConsumerGroupState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// The coordinator epoch the state was written under, and its version within it.
+	CoordinatorEpoch int32                  `protobuf:"varint,2,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	Version          int64                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	GroupEpoch       int32                  `protobuf:"varint,4,opt,name=group_epoch,json=groupEpoch,proto3" json:"group_epoch,omitempty"`
+	Assignor         string                 `protobuf:"bytes,5,opt,name=assignor,proto3" json:"assignor,omitempty"`
+	Topics           []*ConsumerGroupTopic  `protobuf:"bytes,6,rep,name=topics,proto3" json:"topics,omitempty"`
+	Members          []*ConsumerGroupMember `protobuf:"bytes,7,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ConsumerGroupState) Reset() {
+	*x = ConsumerGroupState{}
+	mi := &file_records_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerGroupState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerGroupState) ProtoMessage() {}
+
+func (x *ConsumerGroupState) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerGroupState.ProtoReflect.Descriptor instead.
+func (*ConsumerGroupState) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ConsumerGroupState) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ConsumerGroupState) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *ConsumerGroupState) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ConsumerGroupState) GetGroupEpoch() int32 {
+	if x != nil {
+		return x.GroupEpoch
+	}
+	return 0
+}
+
+func (x *ConsumerGroupState) GetAssignor() string {
+	if x != nil {
+		return x.Assignor
+	}
+	return ""
+}
+
+func (x *ConsumerGroupState) GetTopics() []*ConsumerGroupTopic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *ConsumerGroupState) GetMembers() []*ConsumerGroupMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+// ConsumerGroupTopic is a subscribed topic as the target assignment was computed from it.
+type ConsumerGroupTopic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	TopicId       []byte                 `protobuf:"bytes,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partitions    int32                  `protobuf:"varint,3,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumerGroupTopic) Reset() {
+	*x = ConsumerGroupTopic{}
+	mi := &file_records_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerGroupTopic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerGroupTopic) ProtoMessage() {}
+
+func (x *ConsumerGroupTopic) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerGroupTopic.ProtoReflect.Descriptor instead.
+func (*ConsumerGroupTopic) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ConsumerGroupTopic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConsumerGroupTopic) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
+}
+
+func (x *ConsumerGroupTopic) GetPartitions() int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+type ConsumerGroupMember struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	MemberId            string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	InstanceId          string                 `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	RackId              string                 `protobuf:"bytes,3,opt,name=rack_id,json=rackId,proto3" json:"rack_id,omitempty"`
+	ClientId            string                 `protobuf:"bytes,4,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	ClientHost          string                 `protobuf:"bytes,5,opt,name=client_host,json=clientHost,proto3" json:"client_host,omitempty"`
+	MemberEpoch         int32                  `protobuf:"varint,6,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	PreviousMemberEpoch int32                  `protobuf:"varint,7,opt,name=previous_member_epoch,json=previousMemberEpoch,proto3" json:"previous_member_epoch,omitempty"`
+	// 0 stable, 1 unrevoked partitions, 2 unreleased partitions.
+	State                int32                      `protobuf:"varint,8,opt,name=state,proto3" json:"state,omitempty"`
+	RebalanceTimeoutMs   int32                      `protobuf:"varint,9,opt,name=rebalance_timeout_ms,json=rebalanceTimeoutMs,proto3" json:"rebalance_timeout_ms,omitempty"`
+	SubscribedTopicNames []string                   `protobuf:"bytes,10,rep,name=subscribed_topic_names,json=subscribedTopicNames,proto3" json:"subscribed_topic_names,omitempty"`
+	SubscribedTopicRegex string                     `protobuf:"bytes,11,opt,name=subscribed_topic_regex,json=subscribedTopicRegex,proto3" json:"subscribed_topic_regex,omitempty"`
+	ServerAssignor       string                     `protobuf:"bytes,12,opt,name=server_assignor,json=serverAssignor,proto3" json:"server_assignor,omitempty"`
+	Assigned             []*ConsumerGroupPartitions `protobuf:"bytes,13,rep,name=assigned,proto3" json:"assigned,omitempty"`
+	Revoking             []*ConsumerGroupPartitions `protobuf:"bytes,14,rep,name=revoking,proto3" json:"revoking,omitempty"`
+	Target               []*ConsumerGroupPartitions `protobuf:"bytes,15,rep,name=target,proto3" json:"target,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ConsumerGroupMember) Reset() {
+	*x = ConsumerGroupMember{}
+	mi := &file_records_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerGroupMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerGroupMember) ProtoMessage() {}
+
+func (x *ConsumerGroupMember) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerGroupMember.ProtoReflect.Descriptor instead.
+func (*ConsumerGroupMember) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ConsumerGroupMember) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ConsumerGroupMember) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *ConsumerGroupMember) GetRackId() string {
+	if x != nil {
+		return x.RackId
+	}
+	return ""
+}
+
+func (x *ConsumerGroupMember) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ConsumerGroupMember) GetClientHost() string {
+	if x != nil {
+		return x.ClientHost
+	}
+	return ""
+}
+
+func (x *ConsumerGroupMember) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *ConsumerGroupMember) GetPreviousMemberEpoch() int32 {
+	if x != nil {
+		return x.PreviousMemberEpoch
+	}
+	return 0
+}
+
+func (x *ConsumerGroupMember) GetState() int32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+func (x *ConsumerGroupMember) GetRebalanceTimeoutMs() int32 {
+	if x != nil {
+		return x.RebalanceTimeoutMs
+	}
+	return 0
+}
+
+func (x *ConsumerGroupMember) GetSubscribedTopicNames() []string {
+	if x != nil {
+		return x.SubscribedTopicNames
+	}
+	return nil
+}
+
+func (x *ConsumerGroupMember) GetSubscribedTopicRegex() string {
+	if x != nil {
+		return x.SubscribedTopicRegex
+	}
+	return ""
+}
+
+func (x *ConsumerGroupMember) GetServerAssignor() string {
+	if x != nil {
+		return x.ServerAssignor
+	}
+	return ""
+}
+
+func (x *ConsumerGroupMember) GetAssigned() []*ConsumerGroupPartitions {
+	if x != nil {
+		return x.Assigned
+	}
+	return nil
+}
+
+func (x *ConsumerGroupMember) GetRevoking() []*ConsumerGroupPartitions {
+	if x != nil {
+		return x.Revoking
+	}
+	return nil
+}
+
+func (x *ConsumerGroupMember) GetTarget() []*ConsumerGroupPartitions {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+type ConsumerGroupPartitions struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TopicId       []byte                 `protobuf:"bytes,1,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partitions    []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumerGroupPartitions) Reset() {
+	*x = ConsumerGroupPartitions{}
+	mi := &file_records_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerGroupPartitions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerGroupPartitions) ProtoMessage() {}
+
+func (x *ConsumerGroupPartitions) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerGroupPartitions.ProtoReflect.Descriptor instead.
+func (*ConsumerGroupPartitions) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ConsumerGroupPartitions) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
+}
+
+func (x *ConsumerGroupPartitions) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\x89\x12\n" +
+	"\rrecords.proto\x12\x13shale.controller.v1\x1a\x0emetadata.proto\"\xdd\x12\n" +
 	"\x06Record\x12N\n" +
 	"\rleader_change\x18\x01 \x01(\v2'.shale.controller.v1.LeaderChangeRecordH\x00R\fleaderChange\x12T\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2).shale.controller.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12N\n" +
@@ -4002,7 +4470,8 @@ const file_records_proto_rawDesc = "" +
 	"\x0fshare_state_ops\x18\x96\x01 \x01(\v2(.shale.controller.v1.ShareStateOpsRecordH\x00R\rshareStateOps\x12U\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2).shale.controller.v1.SchemaRegistryRecordH\x00R\x0eschemaRegistry\x12R\n" +
 	"\x0eclient_metrics\x18\xbe\x01 \x01(\v2(.shale.controller.v1.ClientMetricsRecordH\x00R\rclientMetrics\x12O\n" +
-	"\rgroup_configs\x18\xc8\x01 \x01(\v2'.shale.controller.v1.GroupConfigsRecordH\x00R\fgroupConfigs\x12O\n" +
+	"\rgroup_configs\x18\xc8\x01 \x01(\v2'.shale.controller.v1.GroupConfigsRecordH\x00R\fgroupConfigs\x12R\n" +
+	"\x0econsumer_group\x18\xd2\x01 \x01(\v2(.shale.controller.v1.ConsumerGroupRecordH\x00R\rconsumerGroup\x12O\n" +
 	"\rcluster_links\x18\xf0\x01 \x01(\v2'.shale.controller.v1.ClusterLinksRecordH\x00R\fclusterLinks\x12F\n" +
 	"\n" +
 	"remote_log\x18\x84\x02 \x01(\v2$.shale.controller.v1.RemoteLogRecordH\x00R\tremoteLogB\b\n" +
@@ -4108,7 +4577,7 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\x03R\roffsetsLogEnd\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\x87\b\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xda\b\n" +
 	"\fSnapshotItem\x12:\n" +
 	"\x06broker\x18\x01 \x01(\v2 .shale.controller.v1.BrokerStateH\x00R\x06broker\x127\n" +
 	"\x05topic\x18\x02 \x01(\v2\x1f.shale.controller.v1.TopicStateH\x00R\x05topic\x129\n" +
@@ -4120,7 +4589,8 @@ const file_records_proto_rawDesc = "" +
 	"\x0fshare_partition\x18\x96\x01 \x01(\v2(.shale.controller.v1.SharePartitionStateH\x00R\x0esharePartition\x12T\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaH\x00R\x0eschemaRegistry\x12Q\n" +
 	"\x0eclient_metrics\x18\xbe\x01 \x01(\v2'.shale.controller.v1.ClientMetricsStateH\x00R\rclientMetrics\x12M\n" +
-	"\rgroup_configs\x18\xc8\x01 \x01(\v2%.shale.controller.v1.GroupConfigStateH\x00R\fgroupConfigs\x12K\n" +
+	"\rgroup_configs\x18\xc8\x01 \x01(\v2%.shale.controller.v1.GroupConfigStateH\x00R\fgroupConfigs\x12Q\n" +
+	"\x0econsumer_group\x18\xd2\x01 \x01(\v2'.shale.controller.v1.ConsumerGroupStateH\x00R\rconsumerGroup\x12K\n" +
 	"\fcluster_link\x18\xf0\x01 \x01(\v2%.shale.controller.v1.ClusterLinkStateH\x00R\vclusterLink\x12K\n" +
 	"\fmirror_topic\x18\xf2\x01 \x01(\v2%.shale.controller.v1.MirrorTopicStateH\x00R\vmirrorTopic\x12E\n" +
 	"\n" +
@@ -4259,7 +4729,51 @@ const file_records_proto_rawDesc = "" +
 	"\vMirrorEpoch\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x05R\x05epoch*~\n" +
+	"\x05epoch\x18\x03 \x01(\x05R\x05epoch\"\xc0\x01\n" +
+	"\x13ConsumerGroupRecord\x12%\n" +
+	"\x0ecoordinator_id\x18\x01 \x01(\x05R\rcoordinatorId\x12+\n" +
+	"\x11coordinator_epoch\x18\x02 \x01(\x05R\x10coordinatorEpoch\x12=\n" +
+	"\x05state\x18\x03 \x01(\v2'.shale.controller.v1.ConsumerGroupStateR\x05state\x12\x16\n" +
+	"\x06remove\x18\x04 \x01(\bR\x06remove\"\xb3\x02\n" +
+	"\x12ConsumerGroupState\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12+\n" +
+	"\x11coordinator_epoch\x18\x02 \x01(\x05R\x10coordinatorEpoch\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x03R\aversion\x12\x1f\n" +
+	"\vgroup_epoch\x18\x04 \x01(\x05R\n" +
+	"groupEpoch\x12\x1a\n" +
+	"\bassignor\x18\x05 \x01(\tR\bassignor\x12?\n" +
+	"\x06topics\x18\x06 \x03(\v2'.shale.controller.v1.ConsumerGroupTopicR\x06topics\x12B\n" +
+	"\amembers\x18\a \x03(\v2(.shale.controller.v1.ConsumerGroupMemberR\amembers\"c\n" +
+	"\x12ConsumerGroupTopic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
+	"\btopic_id\x18\x02 \x01(\fR\atopicId\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x01(\x05R\n" +
+	"partitions\"\xb8\x05\n" +
+	"\x13ConsumerGroupMember\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
+	"\vinstance_id\x18\x02 \x01(\tR\n" +
+	"instanceId\x12\x17\n" +
+	"\arack_id\x18\x03 \x01(\tR\x06rackId\x12\x1b\n" +
+	"\tclient_id\x18\x04 \x01(\tR\bclientId\x12\x1f\n" +
+	"\vclient_host\x18\x05 \x01(\tR\n" +
+	"clientHost\x12!\n" +
+	"\fmember_epoch\x18\x06 \x01(\x05R\vmemberEpoch\x122\n" +
+	"\x15previous_member_epoch\x18\a \x01(\x05R\x13previousMemberEpoch\x12\x14\n" +
+	"\x05state\x18\b \x01(\x05R\x05state\x120\n" +
+	"\x14rebalance_timeout_ms\x18\t \x01(\x05R\x12rebalanceTimeoutMs\x124\n" +
+	"\x16subscribed_topic_names\x18\n" +
+	" \x03(\tR\x14subscribedTopicNames\x124\n" +
+	"\x16subscribed_topic_regex\x18\v \x01(\tR\x14subscribedTopicRegex\x12'\n" +
+	"\x0fserver_assignor\x18\f \x01(\tR\x0eserverAssignor\x12H\n" +
+	"\bassigned\x18\r \x03(\v2,.shale.controller.v1.ConsumerGroupPartitionsR\bassigned\x12H\n" +
+	"\brevoking\x18\x0e \x03(\v2,.shale.controller.v1.ConsumerGroupPartitionsR\brevoking\x12D\n" +
+	"\x06target\x18\x0f \x03(\v2,.shale.controller.v1.ConsumerGroupPartitionsR\x06target\"T\n" +
+	"\x17ConsumerGroupPartitions\x12\x19\n" +
+	"\btopic_id\x18\x01 \x01(\fR\atopicId\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
@@ -4288,7 +4802,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                         // 0: shale.controller.v1.ElectionType
 	(TxnStatus)(0),                            // 1: shale.controller.v1.TxnStatus
@@ -4338,29 +4852,34 @@ var file_records_proto_goTypes = []any{
 	(*RemoteDeleteFinish)(nil),                // 45: shale.controller.v1.RemoteDeleteFinish
 	(*ClusterLinksRecord)(nil),                // 46: shale.controller.v1.ClusterLinksRecord
 	(*MirrorEpoch)(nil),                       // 47: shale.controller.v1.MirrorEpoch
-	nil,                                       // 48: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                                       // 49: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                          // 50: shale.controller.v1.Listener
-	(*ReplicaList)(nil),                       // 51: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),                       // 52: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                   // 53: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),                  // 54: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),                       // 55: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                        // 56: shale.controller.v1.TopicState
-	(*AclBinding)(nil),                        // 57: shale.controller.v1.AclBinding
-	(*ClientQuotaState)(nil),                  // 58: shale.controller.v1.ClientQuotaState
-	(*ScramCredential)(nil),                   // 59: shale.controller.v1.ScramCredential
-	(*SchemaRegistryDelta)(nil),               // 60: shale.controller.v1.SchemaRegistryDelta
-	(*ClientMetricsState)(nil),                // 61: shale.controller.v1.ClientMetricsState
-	(*GroupConfigState)(nil),                  // 62: shale.controller.v1.GroupConfigState
-	(*ClusterLinkState)(nil),                  // 63: shale.controller.v1.ClusterLinkState
-	(*MirrorTopicState)(nil),                  // 64: shale.controller.v1.MirrorTopicState
-	(*RemoteLogState)(nil),                    // 65: shale.controller.v1.RemoteLogState
-	(*AclFilter)(nil),                         // 66: shale.controller.v1.AclFilter
-	(*ScramCredentialKey)(nil),                // 67: shale.controller.v1.ScramCredentialKey
-	(*RegistryConfig)(nil),                    // 68: shale.controller.v1.RegistryConfig
-	(*RegistrySchema)(nil),                    // 69: shale.controller.v1.RegistrySchema
-	(*RemoteLogSegment)(nil),                  // 70: shale.controller.v1.RemoteLogSegment
+	(*ConsumerGroupRecord)(nil),               // 48: shale.controller.v1.ConsumerGroupRecord
+	(*ConsumerGroupState)(nil),                // 49: shale.controller.v1.ConsumerGroupState
+	(*ConsumerGroupTopic)(nil),                // 50: shale.controller.v1.ConsumerGroupTopic
+	(*ConsumerGroupMember)(nil),               // 51: shale.controller.v1.ConsumerGroupMember
+	(*ConsumerGroupPartitions)(nil),           // 52: shale.controller.v1.ConsumerGroupPartitions
+	nil,                                       // 53: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                                       // 54: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                          // 55: shale.controller.v1.Listener
+	(*ReplicaList)(nil),                       // 56: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),                       // 57: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                   // 58: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),                  // 59: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),                       // 60: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                        // 61: shale.controller.v1.TopicState
+	(*AclBinding)(nil),                        // 62: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),                  // 63: shale.controller.v1.ClientQuotaState
+	(*ScramCredential)(nil),                   // 64: shale.controller.v1.ScramCredential
+	(*SchemaRegistryDelta)(nil),               // 65: shale.controller.v1.SchemaRegistryDelta
+	(*ClientMetricsState)(nil),                // 66: shale.controller.v1.ClientMetricsState
+	(*GroupConfigState)(nil),                  // 67: shale.controller.v1.GroupConfigState
+	(*ClusterLinkState)(nil),                  // 68: shale.controller.v1.ClusterLinkState
+	(*MirrorTopicState)(nil),                  // 69: shale.controller.v1.MirrorTopicState
+	(*RemoteLogState)(nil),                    // 70: shale.controller.v1.RemoteLogState
+	(*AclFilter)(nil),                         // 71: shale.controller.v1.AclFilter
+	(*ScramCredentialKey)(nil),                // 72: shale.controller.v1.ScramCredentialKey
+	(*RegistryConfig)(nil),                    // 73: shale.controller.v1.RegistryConfig
+	(*RegistrySchema)(nil),                    // 74: shale.controller.v1.RegistrySchema
+	(*RemoteLogSegment)(nil),                  // 75: shale.controller.v1.RemoteLogSegment
 }
 var file_records_proto_depIdxs = []int32{
 	3,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -4388,73 +4907,81 @@ var file_records_proto_depIdxs = []int32{
 	39, // 22: shale.controller.v1.Record.schema_registry:type_name -> shale.controller.v1.SchemaRegistryRecord
 	26, // 23: shale.controller.v1.Record.client_metrics:type_name -> shale.controller.v1.ClientMetricsRecord
 	27, // 24: shale.controller.v1.Record.group_configs:type_name -> shale.controller.v1.GroupConfigsRecord
-	46, // 25: shale.controller.v1.Record.cluster_links:type_name -> shale.controller.v1.ClusterLinksRecord
-	43, // 26: shale.controller.v1.Record.remote_log:type_name -> shale.controller.v1.RemoteLogRecord
-	50, // 27: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	51, // 28: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	48, // 29: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
-	7,  // 30: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
-	9,  // 31: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	51, // 32: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
-	11, // 33: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	49, // 34: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	52, // 35: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	53, // 36: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
-	16, // 37: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
-	0,  // 38: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	53, // 39: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	54, // 40: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	52, // 41: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	55, // 42: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	56, // 43: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
-	21, // 44: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	57, // 45: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	58, // 46: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
-	59, // 47: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
-	29, // 48: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
-	36, // 49: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
-	60, // 50: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
-	61, // 51: shale.controller.v1.SnapshotItem.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
-	62, // 52: shale.controller.v1.SnapshotItem.group_configs:type_name -> shale.controller.v1.GroupConfigState
-	63, // 53: shale.controller.v1.SnapshotItem.cluster_link:type_name -> shale.controller.v1.ClusterLinkState
-	64, // 54: shale.controller.v1.SnapshotItem.mirror_topic:type_name -> shale.controller.v1.MirrorTopicState
-	65, // 55: shale.controller.v1.SnapshotItem.remote_log:type_name -> shale.controller.v1.RemoteLogState
-	57, // 56: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	66, // 57: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	58, // 58: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
-	61, // 59: shale.controller.v1.ClientMetricsRecord.subscriptions:type_name -> shale.controller.v1.ClientMetricsState
-	62, // 60: shale.controller.v1.GroupConfigsRecord.groups:type_name -> shale.controller.v1.GroupConfigState
-	59, // 61: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
-	67, // 62: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	1,  // 63: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
-	53, // 64: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
-	21, // 65: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
-	29, // 66: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
-	52, // 67: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
-	33, // 68: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	35, // 69: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
-	36, // 70: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
-	36, // 71: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
-	53, // 72: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
-	37, // 73: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
-	40, // 74: shale.controller.v1.SchemaRegistryRecord.register:type_name -> shale.controller.v1.RegisterSchemaOp
-	41, // 75: shale.controller.v1.SchemaRegistryRecord.delete_subject:type_name -> shale.controller.v1.DeleteSubjectOp
-	42, // 76: shale.controller.v1.SchemaRegistryRecord.delete_version:type_name -> shale.controller.v1.DeleteVersionOp
-	68, // 77: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
-	68, // 78: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
-	69, // 79: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
-	70, // 80: shale.controller.v1.RemoteLogRecord.commit:type_name -> shale.controller.v1.RemoteLogSegment
-	44, // 81: shale.controller.v1.RemoteLogRecord.delete_start:type_name -> shale.controller.v1.RemoteDeleteStart
-	45, // 82: shale.controller.v1.RemoteLogRecord.delete_finish:type_name -> shale.controller.v1.RemoteDeleteFinish
-	63, // 83: shale.controller.v1.ClusterLinksRecord.links:type_name -> shale.controller.v1.ClusterLinkState
-	64, // 84: shale.controller.v1.ClusterLinksRecord.mirrors:type_name -> shale.controller.v1.MirrorTopicState
-	7,  // 85: shale.controller.v1.ClusterLinksRecord.mirror_topics:type_name -> shale.controller.v1.NewTopic
-	47, // 86: shale.controller.v1.ClusterLinksRecord.epochs:type_name -> shale.controller.v1.MirrorEpoch
-	87, // [87:87] is the sub-list for method output_type
-	87, // [87:87] is the sub-list for method input_type
-	87, // [87:87] is the sub-list for extension type_name
-	87, // [87:87] is the sub-list for extension extendee
-	0,  // [0:87] is the sub-list for field type_name
+	48, // 25: shale.controller.v1.Record.consumer_group:type_name -> shale.controller.v1.ConsumerGroupRecord
+	46, // 26: shale.controller.v1.Record.cluster_links:type_name -> shale.controller.v1.ClusterLinksRecord
+	43, // 27: shale.controller.v1.Record.remote_log:type_name -> shale.controller.v1.RemoteLogRecord
+	55, // 28: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	56, // 29: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	53, // 30: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	7,  // 31: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
+	9,  // 32: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
+	56, // 33: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	11, // 34: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
+	54, // 35: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	57, // 36: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	58, // 37: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	16, // 38: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
+	0,  // 39: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
+	58, // 40: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	59, // 41: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	57, // 42: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	60, // 43: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	61, // 44: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	21, // 45: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
+	62, // 46: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	63, // 47: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	64, // 48: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	29, // 49: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
+	36, // 50: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
+	65, // 51: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
+	66, // 52: shale.controller.v1.SnapshotItem.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
+	67, // 53: shale.controller.v1.SnapshotItem.group_configs:type_name -> shale.controller.v1.GroupConfigState
+	49, // 54: shale.controller.v1.SnapshotItem.consumer_group:type_name -> shale.controller.v1.ConsumerGroupState
+	68, // 55: shale.controller.v1.SnapshotItem.cluster_link:type_name -> shale.controller.v1.ClusterLinkState
+	69, // 56: shale.controller.v1.SnapshotItem.mirror_topic:type_name -> shale.controller.v1.MirrorTopicState
+	70, // 57: shale.controller.v1.SnapshotItem.remote_log:type_name -> shale.controller.v1.RemoteLogState
+	62, // 58: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	71, // 59: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	63, // 60: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	66, // 61: shale.controller.v1.ClientMetricsRecord.subscriptions:type_name -> shale.controller.v1.ClientMetricsState
+	67, // 62: shale.controller.v1.GroupConfigsRecord.groups:type_name -> shale.controller.v1.GroupConfigState
+	64, // 63: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	72, // 64: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	1,  // 65: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
+	58, // 66: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
+	21, // 67: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
+	29, // 68: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
+	57, // 69: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
+	33, // 70: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	35, // 71: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
+	36, // 72: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
+	36, // 73: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
+	58, // 74: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
+	37, // 75: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
+	40, // 76: shale.controller.v1.SchemaRegistryRecord.register:type_name -> shale.controller.v1.RegisterSchemaOp
+	41, // 77: shale.controller.v1.SchemaRegistryRecord.delete_subject:type_name -> shale.controller.v1.DeleteSubjectOp
+	42, // 78: shale.controller.v1.SchemaRegistryRecord.delete_version:type_name -> shale.controller.v1.DeleteVersionOp
+	73, // 79: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
+	73, // 80: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
+	74, // 81: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
+	75, // 82: shale.controller.v1.RemoteLogRecord.commit:type_name -> shale.controller.v1.RemoteLogSegment
+	44, // 83: shale.controller.v1.RemoteLogRecord.delete_start:type_name -> shale.controller.v1.RemoteDeleteStart
+	45, // 84: shale.controller.v1.RemoteLogRecord.delete_finish:type_name -> shale.controller.v1.RemoteDeleteFinish
+	68, // 85: shale.controller.v1.ClusterLinksRecord.links:type_name -> shale.controller.v1.ClusterLinkState
+	69, // 86: shale.controller.v1.ClusterLinksRecord.mirrors:type_name -> shale.controller.v1.MirrorTopicState
+	7,  // 87: shale.controller.v1.ClusterLinksRecord.mirror_topics:type_name -> shale.controller.v1.NewTopic
+	47, // 88: shale.controller.v1.ClusterLinksRecord.epochs:type_name -> shale.controller.v1.MirrorEpoch
+	49, // 89: shale.controller.v1.ConsumerGroupRecord.state:type_name -> shale.controller.v1.ConsumerGroupState
+	50, // 90: shale.controller.v1.ConsumerGroupState.topics:type_name -> shale.controller.v1.ConsumerGroupTopic
+	51, // 91: shale.controller.v1.ConsumerGroupState.members:type_name -> shale.controller.v1.ConsumerGroupMember
+	52, // 92: shale.controller.v1.ConsumerGroupMember.assigned:type_name -> shale.controller.v1.ConsumerGroupPartitions
+	52, // 93: shale.controller.v1.ConsumerGroupMember.revoking:type_name -> shale.controller.v1.ConsumerGroupPartitions
+	52, // 94: shale.controller.v1.ConsumerGroupMember.target:type_name -> shale.controller.v1.ConsumerGroupPartitions
+	95, // [95:95] is the sub-list for method output_type
+	95, // [95:95] is the sub-list for method input_type
+	95, // [95:95] is the sub-list for extension type_name
+	95, // [95:95] is the sub-list for extension extendee
+	0,  // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -4489,6 +5016,7 @@ func file_records_proto_init() {
 		(*Record_SchemaRegistry)(nil),
 		(*Record_ClientMetrics)(nil),
 		(*Record_GroupConfigs)(nil),
+		(*Record_ConsumerGroup)(nil),
 		(*Record_ClusterLinks)(nil),
 		(*Record_RemoteLog)(nil),
 	}
@@ -4504,6 +5032,7 @@ func file_records_proto_init() {
 		(*SnapshotItem_SchemaRegistry)(nil),
 		(*SnapshotItem_ClientMetrics)(nil),
 		(*SnapshotItem_GroupConfigs)(nil),
+		(*SnapshotItem_ConsumerGroup)(nil),
 		(*SnapshotItem_ClusterLink)(nil),
 		(*SnapshotItem_MirrorTopic)(nil),
 		(*SnapshotItem_RemoteLog)(nil),
@@ -4527,7 +5056,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   48,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

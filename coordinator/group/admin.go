@@ -2,10 +2,13 @@ package group
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/shalelog/shale/metadata"
 )
 
 // Description is one group as DescribeGroups reports it.
@@ -48,6 +51,13 @@ func (c *Coordinator) describe(ctx context.Context, id string) Description {
 		d.Err = err
 		return d
 	}
+	if g := c.groups[id]; g != nil && g.cg != nil {
+		c.mu.Unlock()
+		// Kafka's DescribeGroups describes classic groups only; ConsumerGroupDescribe
+		// describes consumer groups.
+		d.Err = fmt.Errorf("%w: group %s is not a classic group", kerr.GroupIDNotFound, id)
+		return d
+	}
 	if g := c.groups[id]; g != nil {
 		defer c.mu.Unlock()
 		d.State, d.ProtocolType = g.state, g.protocolType
@@ -80,7 +90,7 @@ func (c *Coordinator) describe(ctx context.Context, id string) Description {
 type Listing struct {
 	Group        string
 	ProtocolType string
-	// Type is Kafka's group type: "classic" (share groups are listed by
+	// Type is Kafka's group type: "classic" or "consumer" (share groups are listed by
 	// coordinator/share).
 	Type  string
 	State State
@@ -107,7 +117,11 @@ func (c *Coordinator) ListGroups(ctx context.Context, states []string) ([]Listin
 	var out []Listing
 	for _, g := range c.groups {
 		if g.state != Dead && want(g.state) {
-			out = append(out, Listing{Group: g.id, ProtocolType: g.protocolType, Type: ClassicGroupType, State: g.state})
+			typ := ClassicGroupType
+			if g.cg != nil {
+				typ = ConsumerGroupType
+			}
+			out = append(out, Listing{Group: g.id, ProtocolType: g.protocolType, Type: typ, State: g.state})
 		}
 	}
 	if want(Empty) {
@@ -160,6 +174,14 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) error {
 	err = storeError(c.store.DeleteGroupOffsets(ctx, id, c.fence(g), nil))
 	g.offsetsLock.Unlock()
 	c.fenced(g, err)
+	if err == nil && g.cg != nil {
+		// A consumer group's state in the quorum goes with it.
+		c.mu.Lock()
+		g.cg.version++
+		st := &metadata.ConsumerGroupState{Group: id, CoordinatorEpoch: g.coordEpoch, Version: g.cg.version}
+		c.mu.Unlock()
+		err = c.persistConsumer(ctx, g, st, true)
+	}
 
 	c.mu.Lock()
 	if c.groups[id] == g {

@@ -43,6 +43,19 @@ type Config struct {
 	// (retention sweeps, metric scrapes). Default 10s.
 	StoreTimeout time.Duration
 
+	// ConsumerAssignors is group.consumer.assignors (default uniform, range): the
+	// server-side assignors consumer groups (KIP-848) may ask for, the first the default.
+	ConsumerAssignors []string
+	// ConsumerSessionTimeout and ConsumerHeartbeatInterval are
+	// group.consumer.session.timeout.ms (default 45s) and
+	// group.consumer.heartbeat.interval.ms (default 5s), for groups whose
+	// consumer.session.timeout.ms and consumer.heartbeat.interval.ms group configs are
+	// unset.
+	ConsumerSessionTimeout    time.Duration
+	ConsumerHeartbeatInterval time.Duration
+	// ConsumerMaxGroupSize is group.consumer.max.size; 0 means no limit.
+	ConsumerMaxGroupSize int
+
 	Logger *slog.Logger
 	// Now is the clock for commit timestamps and retention; nil is time.Now.
 	Now func() time.Time
@@ -80,6 +93,15 @@ func (c Config) withDefaults() Config {
 	c.OffsetMetadataMaxBytes = min(c.OffsetMetadataMaxBytes, metadata.MaxOffsetMetadataBytes)
 	if c.StoreTimeout <= 0 {
 		c.StoreTimeout = 10 * time.Second
+	}
+	if len(c.ConsumerAssignors) == 0 {
+		c.ConsumerAssignors = DefaultConsumerAssignors
+	}
+	if c.ConsumerSessionTimeout <= 0 {
+		c.ConsumerSessionTimeout = 45 * time.Second
+	}
+	if c.ConsumerHeartbeatInterval <= 0 {
+		c.ConsumerHeartbeatInterval = 5 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -210,6 +210,9 @@ func (c *Coordinator) unload(g *group, err error) {
 	}
 	g.joinTimer.Stop()
 	g.syncTimer.Stop()
+	if g.cg != nil {
+		g.cg.stopTimers()
+	}
 	g.transition(Dead, c.cfg.Now())
 	if c.groups[g.id] == g {
 		delete(c.groups, g.id)

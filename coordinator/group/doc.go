@@ -1,6 +1,15 @@
-// Package group is Shale's classic (pre-KIP-848) consumer-group coordinator, the broker
-// side of JoinGroup, SyncGroup, Heartbeat, LeaveGroup, the offset APIs and the group
-// admin APIs.
+// Package group is Shale's consumer-group coordinator: classic groups (JoinGroup,
+// SyncGroup, Heartbeat, LeaveGroup), consumer groups of KIP-848's protocol
+// (ConsumerGroupHeartbeat, ConsumerGroupDescribe: consumer.go), the offset APIs and the
+// group admin APIs.
+//
+// Consumer groups share the classic groups' map, lock, offsets and fences (a group with
+// cg set is one), so that the offset and admin APIs and the one namespace of group ids
+// apply to both; an empty group converts from one protocol to the other. Unlike classic
+// groups, whose membership lives only in memory, a consumer group's whole state (epochs,
+// subscriptions, target and current assignments) goes through the controller quorum
+// before a heartbeat that changed it is answered (consumer_store.go), so a coordinator
+// taking the group over continues it without a rejoin, as Kafka's does.
 //
 // As in Kafka's GroupCoordinator, a group's membership, generation and rebalance state
 // live only in the memory of the broker that coordinates the group; a broker picked

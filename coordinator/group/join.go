@@ -139,6 +139,18 @@ func (c *Coordinator) join(req JoinRequest, call *JoinCall) {
 		req.RebalanceTimeout = req.SessionTimeout
 	}
 	g := c.groups[req.Group]
+	if g != nil && g.cg != nil {
+		if len(g.cg.members) > 0 || g.state == Dead {
+			// Kafka lets classic members join a consumer group; Shale does not yet.
+			fail(fmt.Errorf("%w: group %s is a consumer group", kerr.InconsistentGroupProtocol, req.Group))
+			return
+		}
+		// An empty consumer group becomes a classic one (Kafka's downgrade of an
+		// empty group).
+		c.lg.Info("empty consumer group converted to a classic group", "group", g.id)
+		g.cg.stopTimers()
+		g.cg, g.protocolType = nil, ""
+	}
 	created := false
 	if g == nil {
 		if req.MemberID != "" {

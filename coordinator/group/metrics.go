@@ -64,7 +64,7 @@ func (l *lagCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	for _, g := range c.groups {
 		if g.state != Dead {
-			ch <- prometheus.MustNewConstMetric(l.members, prometheus.GaugeValue, float64(len(g.members)), g.id, g.state.String())
+			ch <- prometheus.MustNewConstMetric(l.members, prometheus.GaugeValue, float64(g.memberCount()), g.id, g.state.String())
 			ch <- prometheus.MustNewConstMetric(l.keMembers, prometheus.GaugeValue, float64(len(g.members)), g.id)
 		}
 	}

@@ -21,6 +21,9 @@ type CommitRequest struct {
 	// Retention (OffsetCommit v2-v4 retention_time_ms) gives these offsets an explicit
 	// expiry; zero or negative follows offsets.retention.minutes.
 	Retention time.Duration
+	// MemberEpochs is set for OffsetCommit v9+, whose generation is a consumer group
+	// member's epoch (KIP-848).
+	MemberEpochs bool
 	// Offsets to commit: Topic, Partition, Offset, LeaderEpoch and Metadata are used;
 	// the commit and expiry times are set here.
 	Offsets []metadata.CommittedOffset
@@ -30,6 +33,13 @@ type CommitRequest struct {
 // through the metadata store. A non-nil error applies to every partition; otherwise
 // the slice holds each offset's outcome, in request order.
 func (c *Coordinator) CommitOffsets(ctx context.Context, req CommitRequest) ([]error, error) {
+	if req.MemberEpochs && req.MemberID != "" {
+		// A consumer group's member may commit before its first heartbeat to a
+		// coordinator that took the group over: load the group as that would.
+		if err := c.loadConsumerGroup(ctx, req.Group); err != nil {
+			return nil, err
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		g, err := c.groupForCommit(req)
 		if err != nil {
@@ -109,6 +119,11 @@ func (c *Coordinator) groupForCommit(req CommitRequest) (*group, error) {
 	}
 	g := c.groups[req.Group]
 	if g == nil {
+		if req.MemberEpochs && req.MemberID != "" {
+			// A consumer group this coordinator does not have: the member must join
+			// again.
+			return nil, kerr.UnknownMemberID
+		}
 		if req.Generation >= 0 {
 			// A member of a generation this coordinator never formed (it took over, or
 			// the group was deleted): the member must rejoin.
@@ -124,6 +139,9 @@ func (c *Coordinator) groupForCommit(req CommitRequest) (*group, error) {
 func (c *Coordinator) validateCommit(g *group, req CommitRequest) error {
 	if g.state == Dead {
 		return kerr.CoordinatorNotAvailable
+	}
+	if g.cg != nil {
+		return g.validateConsumerCommit(req, false)
 	}
 	if req.Generation >= 0 || req.MemberID != "" || req.InstanceID != "" {
 		if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {

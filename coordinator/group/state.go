@@ -40,6 +40,10 @@ func (s State) String() string {
 		return "Stable"
 	case Dead:
 		return "Dead"
+	case Reconciling:
+		return "Reconciling"
+	case Assigning:
+		return "Assigning"
 	}
 	return "Unknown"
 }
@@ -86,6 +90,17 @@ type group struct {
 	// coordEpoch is the coordinator epoch this broker loaded the group under; its offset
 	// writes carry it.
 	coordEpoch int32
+
+	// cg is set for a consumer group (KIP-848, consumer.go); members is then empty.
+	cg *consumerGroup
+}
+
+// memberCount is how many members the group has, of either protocol.
+func (g *group) memberCount() int {
+	if g.cg != nil {
+		return len(g.cg.members)
+	}
+	return len(g.members)
 }
 
 type member struct {
@@ -322,6 +337,10 @@ func (g *group) computeSubscribed() {
 }
 
 func (g *group) isSubscribedTo(topic string) bool {
+	if g.cg != nil {
+		_, ok := g.cg.topics[topic]
+		return ok
+	}
 	_, ok := g.subscribed[topic]
 	return ok
 }

@@ -30,6 +30,8 @@ func (c *Coordinator) CommitTxnOffsets(ctx context.Context, req CommitRequest, w
 	switch {
 	case c.groups[g.id] != g || g.state == Dead:
 		err = kerr.CoordinatorNotAvailable
+	case g.cg != nil:
+		err = g.validateConsumerCommit(req, true)
 	case req.Generation >= 0 || req.MemberID != "" || req.InstanceID != "":
 		if err = g.validateMember(req.MemberID, req.InstanceID); err == nil && req.Generation != g.generation {
 			err = kerr.IllegalGeneration

@@ -262,8 +262,13 @@ type Config struct {
 	// group.consumer.heartbeat.interval.ms (5000), the consumer.* GROUP keys' defaults,
 	// and the group.{consumer,share}.{min,max}.* bounds of the GROUP keys (Kafka's
 	// defaults: sessions 45000-60000, heartbeats 5000-15000, record locks 15000-60000).
-	GroupConsumerSessionTimeoutMs       int32
-	GroupConsumerHeartbeatIntervalMs    int32
+	GroupConsumerSessionTimeoutMs    int32
+	GroupConsumerHeartbeatIntervalMs int32
+	// GroupConsumerAssignors is group.consumer.assignors (default uniform,range), the
+	// server-side assignors of consumer groups; GroupConsumerMaxSize is
+	// group.consumer.max.size (default 2147483647, Kafka's: no practical limit).
+	GroupConsumerAssignors              []string
+	GroupConsumerMaxSize                int32
 	GroupConsumerMinSessionTimeoutMs    int32
 	GroupConsumerMaxSessionTimeoutMs    int32
 	GroupConsumerMinHeartbeatIntervalMs int32

@@ -359,10 +359,14 @@ func buildKeys() []*keyDef {
 		// Group configs (KIP-848, KIP-932): the defaults of the consumer.* GROUP keys and
 		// the bounds of every timing GROUP key, as Kafka's GroupCoordinatorConfig and
 		// ShareGroupConfig have them.
-		key("group.consumer.session.timeout.ms", "45000", "The consumer.session.timeout.ms of a group that sets none (stored for KIP-848 groups; Shale has no KIP-848 coordinator yet).",
+		key("group.consumer.session.timeout.ms", "45000", "A consumer-group (KIP-848) member not heard from for this long leaves its group, unless the group sets consumer.session.timeout.ms.",
 			i32(func(c *Config) *int32 { return &c.GroupConsumerSessionTimeoutMs }, 1)),
-		key("group.consumer.heartbeat.interval.ms", "5000", "The consumer.heartbeat.interval.ms of a group that sets none (stored for KIP-848 groups; Shale has no KIP-848 coordinator yet).",
+		key("group.consumer.heartbeat.interval.ms", "5000", "How often consumer-group (KIP-848) members are told to heartbeat, unless the group sets consumer.heartbeat.interval.ms.",
 			i32(func(c *Config) *int32 { return &c.GroupConsumerHeartbeatIntervalMs }, 1)),
+		key("group.consumer.assignors", "uniform,range", "Server-side assignors of consumer groups (KIP-848), the first the default: uniform, range.",
+			consumerAssignorsField(func(c *Config) *[]string { return &c.GroupConsumerAssignors })),
+		key("group.consumer.max.size", "2147483647", "Most members a consumer group (KIP-848) may have.",
+			i32(func(c *Config) *int32 { return &c.GroupConsumerMaxSize }, 1)),
 		key("group.consumer.min.session.timeout.ms", "45000", "Smallest consumer.session.timeout.ms a group config may set.",
 			i32(func(c *Config) *int32 { return &c.GroupConsumerMinSessionTimeoutMs }, 1)),
 		key("group.consumer.max.session.timeout.ms", "60000", "Largest consumer.session.timeout.ms a group config may set.",

@@ -65,6 +65,19 @@ func (c *Config) finish() error {
 	if c.GroupShareHeartbeatIntervalMs >= c.GroupShareSessionTimeoutMs {
 		fail("group.share.heartbeat.interval.ms", "must be less than group.share.session.timeout.ms (%d)", c.GroupShareSessionTimeoutMs)
 	}
+	if c.GroupConsumerHeartbeatIntervalMs >= c.GroupConsumerSessionTimeoutMs {
+		fail("group.consumer.heartbeat.interval.ms", "must be less than group.consumer.session.timeout.ms (%d)", c.GroupConsumerSessionTimeoutMs)
+	}
+	// Kafka's GroupCoordinatorConfig: the broker-wide defaults lie within the bounds
+	// the group configs are held to.
+	if c.GroupConsumerSessionTimeoutMs < c.GroupConsumerMinSessionTimeoutMs || c.GroupConsumerSessionTimeoutMs > c.GroupConsumerMaxSessionTimeoutMs {
+		fail("group.consumer.session.timeout.ms", "must be within group.consumer.min.session.timeout.ms (%d) and group.consumer.max.session.timeout.ms (%d)",
+			c.GroupConsumerMinSessionTimeoutMs, c.GroupConsumerMaxSessionTimeoutMs)
+	}
+	if c.GroupConsumerHeartbeatIntervalMs < c.GroupConsumerMinHeartbeatIntervalMs || c.GroupConsumerHeartbeatIntervalMs > c.GroupConsumerMaxHeartbeatIntervalMs {
+		fail("group.consumer.heartbeat.interval.ms", "must be within group.consumer.min.heartbeat.interval.ms (%d) and group.consumer.max.heartbeat.interval.ms (%d)",
+			c.GroupConsumerMinHeartbeatIntervalMs, c.GroupConsumerMaxHeartbeatIntervalMs)
+	}
 	if c.OffsetMetadataMaxBytes > metadata.MaxOffsetMetadataBytes {
 		// The controller's bound on what it stores: above it, commits the coordinator
 		// accepted would be refused by the controller.
