@@ -88,6 +88,8 @@ func TestRestartWithStaleVotersUsesBootstrapServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	q.servers[moved] = s
+	// A new slice: the running servers' configs share the old one's backing array.
+	q.voters = slices.Clone(q.voters)
 	q.voters[moved].Addr = newAddr
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
