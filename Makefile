@@ -78,6 +78,12 @@ bench-sustained: build
 bench-coldread: build
 	bench/coldread.sh
 
+# Issue 29 (bench/RESULTS.md): a cluster link's copy throughput and a mirror's lag at half
+# of the source's peak, two one-node clusters on loopback (about 5 minutes).
+.PHONY: bench-mirror
+bench-mirror: build
+	bench/mirror.sh
+
 fuzz:
 	@bash tests/fuzz.sh $(FUZZTIME)
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -322,6 +323,8 @@ type copier struct {
 	pending   int64
 	caughtUp  time.Time
 	lastFetch time.Time
+
+	configErr string // the last config sync's error, logged once; only run touches it
 }
 
 func startCopier(m *Manager, lr *linkRuntime, tp partition.TopicPartition, t mirrorTarget) *copier {
@@ -383,8 +386,8 @@ func (c *copier) run(ctx context.Context) {
 	var lastErr string
 	for ctx.Err() == nil {
 		now := c.m.now()
-		// Partition 0's copier also follows the source's partition count, re-reading
-		// the metadata every topic.config.sync.ms.
+		// Partition 0's copier also follows the source's partition count and configs,
+		// re-reading them every topic.config.sync.ms.
 		if src == nil || (c.tp.Index == 0 && now.Sub(lastLookup) >= time.Duration(c.link.link.ConfigInt(metadata.LinkTopicSyncMs))*time.Millisecond) {
 			s, err := c.lookup(ctx)
 			lastLookup = now
@@ -399,6 +402,7 @@ func (c *copier) run(ctx context.Context) {
 			src = s
 			if c.tp.Index == 0 {
 				c.followPartitionCount(ctx, s.partitions)
+				c.syncConfigs(ctx)
 			}
 		}
 		if w := c.link.quota.wait(c.m.now()); w > 0 {
@@ -482,6 +486,81 @@ func (c *copier) followPartitionCount(ctx context.Context, n int) {
 		return
 	}
 	c.m.lg.Info("mirror topic follows its source's partition count", "topic", c.tp.Topic, "partitions", n)
+}
+
+// syncConfigs makes the mirror's configs that matter to consumers
+// (metadata.MirroredConfigs) those set on the source topic: creating the mirror copied
+// them once, and the source's may change later (a retention change is the common one). A
+// config the source no longer sets reverts to the destination's default; configs outside
+// MirroredConfigs are the destination's own and left alone. Failures are logged once
+// each and retried at the next sync.
+func (c *copier) syncConfigs(ctx context.Context) {
+	want, err := c.sourceConfigs(ctx)
+	if err == nil {
+		err = c.applyConfigs(ctx, want)
+	}
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	if msg != "" && msg != c.configErr && ctx.Err() == nil {
+		c.m.lg.Warn("mirror cannot sync its source's topic configs", "topic", c.tp.Topic, "link", c.link.link.Name, "err", err)
+	}
+	c.configErr = msg
+}
+
+func (c *copier) sourceConfigs(ctx context.Context) (map[string]string, error) {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType = kmsg.ConfigResourceTypeTopic
+	res.ResourceName = c.t.mirror.SourceTopic
+	req.Resources = append(req.Resources, res)
+	resp, err := c.link.conn.Request(ctx, -1, req)
+	if err != nil {
+		return nil, fmt.Errorf("source DescribeConfigs: %w", err)
+	}
+	dr := resp.(*kmsg.DescribeConfigsResponse)
+	if len(dr.Resources) != 1 {
+		return nil, fmt.Errorf("source answered DescribeConfigs for %d resources", len(dr.Resources))
+	}
+	if err := kerr.ErrorForCode(dr.Resources[0].ErrorCode); err != nil {
+		return nil, fmt.Errorf("source DescribeConfigs of %q: %w", c.t.mirror.SourceTopic, err)
+	}
+	// As at creation (server/restproxy): only what is set on the topic itself, not the
+	// source brokers' defaults, which the destination has its own of.
+	want := map[string]string{}
+	for _, cfg := range dr.Resources[0].Configs {
+		if cfg.Value != nil && cfg.Source == kmsg.ConfigSourceDynamicTopicConfig && slices.Contains(metadata.MirroredConfigs, cfg.Name) {
+			want[cfg.Name] = *cfg.Value
+		}
+	}
+	return want, nil
+}
+
+func (c *copier) applyConfigs(ctx context.Context, want map[string]string) error {
+	t := c.m.Image().Topic(c.tp.Topic)
+	if t == nil {
+		return nil
+	}
+	var ops []metadata.ConfigOp
+	for _, k := range metadata.MirroredConfigs {
+		v, set := want[k]
+		have, has := t.Configs[k]
+		switch {
+		case set && (!has || have != v):
+			ops = append(ops, metadata.ConfigOp{Name: k, Value: &v, Op: metadata.ConfigSet})
+		case !set && has:
+			ops = append(ops, metadata.ConfigOp{Name: k, Op: metadata.ConfigDelete})
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	if err := c.m.store.AlterTopicConfigs(ctx, c.tp.Topic, ops, true, false); err != nil {
+		return fmt.Errorf("alter the mirror's configs: %w", err)
+	}
+	c.m.lg.Info("mirror topic follows its source's configs", "topic", c.tp.Topic, "link", c.link.link.Name, "changes", len(ops))
+	return nil
 }
 
 // fetchOnce fetches from the source leader once and applies what it answers.

@@ -419,3 +419,64 @@ func TestMirrorSyncsConsumerOffsets(t *testing.T) {
 		t.Fatalf("excluded group gx synced: %v %+v", err, got)
 	}
 }
+
+// TestMirrorResyncsTopicConfigs: the source topic's configs that matter to consumers are
+// copied to the mirror at creation and again whenever they change on the source (every
+// topic.config.sync.ms): set, changed and removed; the destination's other configs stay.
+func TestMirrorResyncsTopicConfigs(t *testing.T) {
+	src := startFullCluster(t)
+	dst := startFullCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	res := src[0].store.CreateTopics(ctx, []metadata.TopicSpec{{Name: "c", NumPartitions: 1, ReplicationFactor: 3,
+		Configs: map[string]string{"retention.ms": "604800001", "max.message.bytes": "200000", "min.insync.replicas": "2"}}}, false)
+	if res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	ls := linkStore(t, dst)
+	if err := ls.CreateClusterLink(ctx, "src", map[string]string{"bootstrap.servers": addrsOf(src), "topic.config.sync.ms": "200"}, false); err != nil {
+		t.Fatal(err)
+	}
+	// Created with a stale copy (as if the source changed right after creation read it).
+	if err := ls.CreateMirrorTopic(ctx, metadata.MirrorSpec{Topic: "c", Link: "src", SourceTopic: "c", Partitions: 1, ReplicationFactor: 3,
+		Configs: map[string]string{"retention.ms": "1000", "segment.ms": "3600000"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The destination's own, not one that a mirror copies: the sync leaves it.
+	two := "2"
+	if err := dst[0].store.AlterTopicConfigs(ctx, "c", []metadata.ConfigOp{{Name: "min.insync.replicas", Value: &two, Op: metadata.ConfigSet}}, true, false); err != nil {
+		t.Fatal(err)
+	}
+	same := func(what string, want map[string]string) {
+		t.Helper()
+		for _, r := range dst {
+			// Not brokertest's WaitApplied, whose 10 s can be short on a loaded machine.
+			ok := r.m.WaitApplied(ctx, func(im *metadata.Image) bool {
+				tp := im.Topic("c")
+				if tp == nil || tp.Configs["min.insync.replicas"] != "2" {
+					return false
+				}
+				for _, k := range metadata.MirroredConfigs {
+					if tp.Configs[k] != want[k] {
+						return false
+					}
+				}
+				return true
+			})
+			if !ok {
+				t.Fatalf("broker %d: %s not applied: %v", r.id, what, r.m.Image().Topic("c").Configs)
+			}
+		}
+	}
+	same("the source's configs", map[string]string{"retention.ms": "604800001", "max.message.bytes": "200000"})
+
+	week, compact := "604800002", "compact"
+	if err := src[0].store.AlterTopicConfigs(ctx, "c", []metadata.ConfigOp{
+		{Name: "retention.ms", Value: &week, Op: metadata.ConfigSet},
+		{Name: "cleanup.policy", Value: &compact, Op: metadata.ConfigSet},
+		{Name: "max.message.bytes", Op: metadata.ConfigDelete},
+	}, true, false); err != nil {
+		t.Fatal(err)
+	}
+	same("the source's changed configs", map[string]string{"retention.ms": week, "cleanup.policy": compact})
+}

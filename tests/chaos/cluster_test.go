@@ -204,10 +204,19 @@ func newClusterArgs(t *testing.T, l layout, extra []string) *cluster {
 		count = 6
 	}
 	nw := netns.New(t, count+1)
+	return newClusterOn(t, l, nw, nw.Nodes[:count], nw.Nodes[count], func(*node) []string { return extra })
+}
+
+// newClusterOn builds a cluster of layout l on namespaces of an existing network, so that
+// two clusters can share one (the mirror test cuts the links between them). spare, which
+// may be nil, is the namespace of the spare broker; extra gives each node's extra flags.
+func newClusterOn(t *testing.T, l layout, nw *netns.Network, nodes []*netns.Node, spare *netns.Node, extra func(*node) []string) *cluster {
+	t.Helper()
 	c := &cluster{t: t, layout: l, net: nw}
-	last := nw.Nodes[count]
-	c.spare = &node{t: t, id: int32(count + 1), net: last, dir: t.TempDir(), broker: true}
-	for i, nn := range nw.Nodes[:count] {
+	if spare != nil {
+		c.spare = &node{t: t, id: int32(len(nodes) + 1), net: spare, dir: t.TempDir(), broker: true}
+	}
+	for i, nn := range nodes {
 		n := &node{t: t, id: int32(i + 1), net: nn, dir: t.TempDir()}
 		switch {
 		case l == combined:
@@ -229,7 +238,11 @@ func newClusterArgs(t *testing.T, l layout, extra []string) *cluster {
 	for _, n := range c.controllers {
 		voters = append(voters, fmt.Sprintf("%d@%s", n.id, n.controllerAddr()))
 	}
-	for _, n := range append(slices.Clone(c.nodes), c.spare) {
+	all := slices.Clone(c.nodes)
+	if c.spare != nil {
+		all = append(all, c.spare)
+	}
+	for _, n := range all {
 		var roles, listeners []string
 		if n.broker {
 			roles = append(roles, "broker")
@@ -255,7 +268,7 @@ func newClusterArgs(t *testing.T, l layout, extra []string) *cluster {
 			"--unclean.leader.election.enable=false",
 			"--group.initial.rebalance.delay.ms=0",
 		}
-		n.args = append(n.args, extra...)
+		n.args = append(n.args, extra(n)...)
 		if n.broker {
 			probe, err := kgo.NewClient(kgo.SeedBrokers(n.brokerAddr()), kgo.RequestRetries(0), kgo.DialTimeout(time.Second))
 			if err != nil {
@@ -278,7 +291,7 @@ func newClusterArgs(t *testing.T, l layout, extra []string) *cluster {
 				n.probe.Close()
 			}
 		}
-		if !slices.Contains(c.nodes, c.spare) {
+		if c.spare != nil && !slices.Contains(c.nodes, c.spare) {
 			c.spare.probe.Close()
 		}
 		if t.Failed() {

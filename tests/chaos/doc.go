@@ -17,6 +17,10 @@
 // follower is stopped (retention may remove only what is below the high watermark, so
 // every acknowledged record was readable before it went).
 //
+// A mirror (issue 29, mirror_test.go) runs across two clusters on one bridge: the link
+// between them is cut and healed while franz-go and kcat (librdkafka) producers write to
+// the source, and the destination must then hold every acknowledged record at its offset.
+//
 // The tests need root (to create namespaces) and skip without it. A short run (three faults
 // on the combined layout) is part of `go test ./...`; SHALE_CHAOS=full (what `make chaos`
 // sets) runs both layouts with many more faults, the acks=1 demonstration and the
