@@ -168,6 +168,22 @@ func (s *Server) NewStore(t testing.TB, prefix string) *s3.Store {
 	return st
 }
 
+// CredentialsFile writes the server's keys as an AWS shared-credentials file ([default]
+// profile) in a temporary directory of t, for a process configured with
+// remote.storage.s3.credentials.file, and returns its path.
+func (s *Server) CredentialsFile(t testing.TB) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "credentials")
+	body := "[default]\naws_access_key_id = " + accessKey + "\naws_secret_access_key = " + secretKey + "\n"
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Signal sends sig to the server process (SIGSTOP and SIGCONT make the store stall).
+func (s *Server) Signal(sig os.Signal) error { return s.cmd.Process.Signal(sig) }
+
 // Stop kills the server and waits for it to exit. Stopping twice is harmless.
 func (s *Server) Stop() {
 	s.stop.Do(func() {
