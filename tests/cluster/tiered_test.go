@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -376,9 +377,48 @@ func TestTieredStorageEndToEnd(t *testing.T) {
 	}
 	t.Logf("bucket: %d bytes (segments, indexes, epochs)", dirBytes(t, s3.Dir, "", ""))
 
+	d := describeTiered(t, c, tieredTopic)
+	t.Logf("shale topic describe: %v", d)
+	// Nothing is produced any more, but the uploader and retention may still move on.
+	if d["LogStartOffset"] != 0 || d["LogEndOffset"] != n || d["LocalLogStartOffset"] < o.earliestLocal ||
+		d["HighestRemoteOffset"] < d["LocalLogStartOffset"]-1 || d["LocalSizeBytes"] <= 0 {
+		t.Fatalf("shale topic describe: %v; ListOffsets said %+v", d, o)
+	}
+
 	seeds := c.seeds()
 	checkSame(t, "franz-go", want, readFranz(t, seeds, tieredTopic, n))
 	checkSame(t, "kafka-go", want, readKafkaGo(t, seeds, tieredTopic, n))
 	checkSame(t, "librdkafka (confluent_kafka)", want, readLibrdkafka(t, seeds, tieredTopic, n))
 	t.Logf("took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// describeTiered runs `shale topic describe` on a one-partition tiered topic and returns
+// the numeric columns of its partition line.
+func describeTiered(t *testing.T, c *cluster, topic string) map[string]int64 {
+	t.Helper()
+	out, err := exec.Command(shaleBin, "topic", "describe", "--bootstrap-server", strings.Join(c.seeds(), ","), "--topic", topic).CombinedOutput()
+	if err != nil {
+		t.Fatalf("shale topic describe: %v: %s", err, out)
+	}
+	cols := map[string]int64{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if !strings.Contains(line, "\tPartition: 0\t") {
+			continue
+		}
+		for _, f := range strings.Split(line, "\t") {
+			k, v, ok := strings.Cut(f, ": ")
+			if !ok {
+				continue
+			}
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				cols[k] = n
+			}
+		}
+	}
+	for _, k := range []string{"LogStartOffset", "LocalLogStartOffset", "HighestRemoteOffset", "LogEndOffset", "LocalSizeBytes"} {
+		if _, ok := cols[k]; !ok {
+			t.Fatalf("shale topic describe has no %s column:\n%s", k, out)
+		}
+	}
+	return cols
 }
