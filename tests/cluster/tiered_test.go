@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -421,4 +423,96 @@ func describeTiered(t *testing.T, c *cluster, topic string) map[string]int64 {
 		}
 	}
 	return cols
+}
+
+// localSegmentBases lists the base offsets of a broker's local segments of partition 0.
+func localSegmentBases(t *testing.T, b *proc, topic string) []int64 {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(b.dir, "data", topic+"-0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bases []int64
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".log")
+		if !ok {
+			continue
+		}
+		base, err := strconv.ParseInt(name, 10, 64)
+		if err != nil {
+			t.Fatalf("segment file %s: %v", e.Name(), err)
+		}
+		bases = append(bases, base)
+	}
+	return bases
+}
+
+// A follower whose disk is wiped rejoins by copying only the leader's local log (as
+// KIP-1023 has it): its log starts at the leader's local log start, not at 0, and the
+// history stays in the remote log, from which every record is still read.
+func TestTieredWipedFollowerCopiesLocalLogOnly(t *testing.T) {
+	start := time.Now()
+	c, _ := newTieredCluster(t)
+	createTieredTopic(t, c, tieredTopic)
+	cl := c.kafkaClient(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	const n = 400
+	want := produceNumbered(t, cl, tieredTopic, 0, n)
+	before := waitTiered(t, cl, tieredTopic, n/2)
+
+	var state partitionState
+	testutil.Eventually(t, 30*time.Second, "the partition's leader and full ISR", func() bool {
+		resp, err := metadataFrom(context.Background(), c.brokers[0].addr)
+		if err != nil {
+			return false
+		}
+		ps, ok := topicState(resp, tieredTopic)
+		if !ok || len(ps) != 1 || ps[0].leader < 0 || len(ps[0].isr) != 3 {
+			return false
+		}
+		state = ps[0]
+		return true
+	})
+	var victim *proc
+	for _, b := range c.brokers {
+		if b.id != state.leader {
+			victim = b
+			break
+		}
+	}
+	victim.terminate()
+	if err := os.RemoveAll(filepath.Join(victim.dir, "data")); err != nil {
+		t.Fatal(err)
+	}
+	// Records written while it is away go to the other two (min.insync.replicas=2).
+	want = append(want, produceNumbered(t, cl, tieredTopic, n, 40)...)
+	victim.start()
+	c.waitBrokerReady(victim)
+	testutil.Eventually(t, 60*time.Second, fmt.Sprintf("broker %d back in the ISR", victim.id), func() bool {
+		resp, err := metadataFrom(context.Background(), c.brokers[0].addr)
+		if err != nil {
+			return false
+		}
+		ps, ok := topicState(resp, tieredTopic)
+		return ok && len(ps) == 1 && slices.Contains(ps[0].isr, victim.id)
+	})
+	bases := localSegmentBases(t, victim, tieredTopic)
+	o, err := readTieredOffsets(cl, tieredTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("broker %d rejoined after %v; its segments start at %v; leader: %+v (before the wipe: local start %d)",
+		victim.id, time.Since(start).Round(time.Millisecond), bases, o, before.earliestLocal)
+	// The follower restarted at the leader's local log start at the time, which is at or
+	// above the one seen before the wipe; retention may have moved both on since.
+	if len(bases) == 0 || bases[0] < before.earliestLocal || bases[0] == 0 {
+		t.Fatalf("broker %d's local log starts at %v, want at the leader's local log start (>= %d), not 0", victim.id, bases, before.earliestLocal)
+	}
+	for _, b := range c.brokers {
+		t.Logf("broker %d: %d bytes of %s segments on local disk", b.id, dirBytes(t, filepath.Join(b.dir, "data"), tieredTopic+"-0", ".log"), tieredTopic)
+	}
+	if o.earliest != 0 || o.latest != int64(len(want)) {
+		t.Fatalf("after the rejoin the leader lists earliest %d and latest %d, want 0 and %d", o.earliest, o.latest, len(want))
+	}
+	checkSame(t, "franz-go", want, readFranz(t, c.seeds(), tieredTopic, len(want)))
+	t.Logf("took %v", time.Since(start).Round(time.Millisecond))
 }
