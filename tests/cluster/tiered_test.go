@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +23,8 @@ import (
 
 	"github.com/shalelog/shale/internal/testutil"
 	"github.com/shalelog/shale/tests/s3server"
+	"github.com/shalelog/shale/tiered/objstore"
+	"github.com/shalelog/shale/tiered/remotelog"
 )
 
 // Tiered storage (KIP-405) end to end: real Shale processes upload to a real S3 server
@@ -513,6 +516,115 @@ func TestTieredWipedFollowerCopiesLocalLogOnly(t *testing.T) {
 	if o.earliest != 0 || o.latest != int64(len(want)) {
 		t.Fatalf("after the rejoin the leader lists earliest %d and latest %d, want 0 and %d", o.earliest, o.latest, len(want))
 	}
+	checkSame(t, "franz-go", want, readFranz(t, c.seeds(), tieredTopic, len(want)))
+	t.Logf("took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// remoteUploads lists a partition's uploads in the bucket: "base-end" for each complete
+// one (from its manifest), "base-?(incomplete)" for the others, by base offset.
+func remoteUploads(t *testing.T, store objstore.Store, topicID [16]byte, p int32) (spans []string, complete []remotelog.Segment) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ups, err := remotelog.ListUploads(ctx, store, topicID, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range ups {
+		if !u.Complete {
+			spans = append(spans, fmt.Sprintf("%d-?(incomplete %x, %d objects)", u.Segment.BaseOffset, u.Segment.UploadID[:4], u.Objects))
+			continue
+		}
+		s, err := remotelog.ReadManifest(ctx, store, u.Segment)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spans = append(spans, fmt.Sprintf("%d-%d", s.BaseOffset, s.EndOffset))
+		complete = append(complete, s)
+	}
+	return spans, complete
+}
+
+// chained reports whether the uploads are exactly a gapless, overlap-free chain from 0 to
+// highest.
+func chained(spans []string, complete []remotelog.Segment, highest int64) bool {
+	if len(spans) != len(complete) {
+		return false
+	}
+	next := int64(0)
+	for _, s := range complete {
+		if s.BaseOffset != next {
+			return false
+		}
+		next = s.EndOffset + 1
+	}
+	return next-1 == highest
+}
+
+// An upload cut short by a stalled store (SIGSTOP of versitygw beyond the request
+// timeout) leaves objects behind; the leader's orphan scan deletes them once the store
+// is back, so that the bucket again holds exactly the remote log.
+func TestTieredStalledStoreLeavesNoOrphans(t *testing.T) {
+	start := time.Now()
+	s3 := s3server.Start(t)
+	c := newCluster(t,
+		"--remote.log.storage.system.enable=true",
+		"--remote.log.manager.task.interval.ms=200",
+		"--log.retention.check.interval.ms=200",
+		"--remote.storage.s3.request.timeout.ms=1000",
+		"--remote.storage.s3.endpoint="+s3.Endpoint,
+		"--remote.storage.s3.bucket="+s3.Bucket,
+		"--remote.storage.s3.path.style=true",
+		"--remote.storage.s3.credentials.file="+s3.CredentialsFile(t),
+	)
+	createTieredTopic(t, c, tieredTopic)
+	cl := c.kafkaClient(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	want := produceNumbered(t, cl, tieredTopic, 0, 200)
+	waitTiered(t, cl, tieredTopic, 50)
+
+	if err := s3.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// Segments close while the store is stopped: each pass's upload times out.
+	want = append(want, produceNumbered(t, cl, tieredTopic, 200, 200)...)
+	time.Sleep(3 * time.Second)
+	if err := s3.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, produceNumbered(t, cl, tieredTopic, 400, 200)...)
+	o := waitTiered(t, cl, tieredTopic, 400)
+
+	resp, err := metadataFrom(context.Background(), c.brokers[0].addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id [16]byte
+	for _, tp := range resp.Topics {
+		if tp.Topic != nil && *tp.Topic == tieredTopic {
+			id = tp.TopicID
+		}
+	}
+	store := s3.NewStore(t, "")
+	var spans []string
+	var hr int64
+	ok := false
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		var complete []remotelog.Segment
+		spans, complete = remoteUploads(t, store, id, 0)
+		o2, err := readTieredOffsets(cl, tieredTopic)
+		if err != nil {
+			continue
+		}
+		hr = o2.highestRemote
+		if chained(spans, complete, hr) {
+			ok = true
+			break
+		}
+	}
+	if !ok {
+		t.Fatalf("the bucket holds uploads %v, not the remote log's chain to %d", spans, hr)
+	}
+	t.Logf("%d uploads after the stall, remote log to %d, local from %d", len(spans), hr, o.earliestLocal)
 	checkSame(t, "franz-go", want, readFranz(t, c.seeds(), tieredTopic, len(want)))
 	t.Logf("took %v", time.Since(start).Round(time.Millisecond))
 }
