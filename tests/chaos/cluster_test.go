@@ -199,11 +199,19 @@ func newCluster(t *testing.T, l layout) *cluster {
 // newClusterArgs is newCluster with extra flags for every node.
 func newClusterArgs(t *testing.T, l layout, extra []string) *cluster {
 	t.Helper()
+	return newClusterOn(t, l, func(*netns.Network) []string { return extra })
+}
+
+// newClusterOn is newClusterArgs with the extra flags made once the network exists, for
+// flags that name an address on it (a server the test runs on the bridge, say).
+func newClusterOn(t *testing.T, l layout, extraFor func(*netns.Network) []string) *cluster {
+	t.Helper()
 	count := 3
 	if l == dedicated {
 		count = 6
 	}
 	nw := netns.New(t, count+1)
+	extra := extraFor(nw)
 	c := &cluster{t: t, layout: l, net: nw}
 	last := nw.Nodes[count]
 	c.spare = &node{t: t, id: int32(count + 1), net: last, dir: t.TempDir(), broker: true}
