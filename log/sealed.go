@@ -19,9 +19,13 @@ type SealedSegment struct {
 
 // SealedSegments lists the closed segments (every one but the active segment), oldest
 // first. A segment listed may be deleted (by retention or DeleteRecords) while its files
-// are being read: a reader then fails and tries again later.
+// are being read: a reader then fails and tries again later. A closed or deleted log
+// (its segment list emptied, as the uploader may find it) has none.
 func (l *Log) SealedSegments() []SealedSegment {
 	segs := l.segments()
+	if len(segs) < 2 {
+		return nil
+	}
 	out := make([]SealedSegment, 0, len(segs)-1)
 	for i, s := range segs[:len(segs)-1] {
 		logName, index, timeIndex := SegmentFileNames(s.base)

@@ -44,3 +44,28 @@ func TestSealedSegments(t *testing.T) {
 		}
 	}
 }
+
+// A closed or deleted log lists no sealed segments (the tiered uploader may ask one that
+// a topic deletion or a shutdown has just closed); it used to panic on the empty list.
+func TestSealedSegmentsClosedLog(t *testing.T) {
+	for _, how := range []string{"close", "delete"} {
+		cfg := testConfig(newFakeClock(1000))
+		cfg.SegmentBytes = 1024
+		l := mustOpen(t, t.TempDir(), cfg)
+		for i := range 20 {
+			mustAppend(t, l, makeBatch(t, batchSpec{records: 3, valueSize: 100, timestamp: int64(100 + i)}), 0)
+		}
+		var err error
+		if how == "close" {
+			err = l.Close()
+		} else {
+			err = l.Delete()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := l.SealedSegments(); len(got) != 0 {
+			t.Fatalf("after %s: sealed segments %+v", how, got)
+		}
+	}
+}

@@ -66,7 +66,16 @@ type tierPartition struct {
 	// straddle is the base offset of a local segment that begins inside the remote log,
 	// reported once.
 	straddle int64
+	// passes counts the uploader's passes over the partition at this epoch, for the
+	// periodic orphan scan.
+	passes int
 }
+
+// orphanScanEvery is how many passes apart the uploader scans a partition for orphans
+// even when nothing failed: an object store may apply a write after its client gave up
+// on it (a PUT that timed out while queued on a stalled server lands when the server
+// resumes), which the one scan right after the failure can miss.
+const orphanScanEvery = 20
 
 func newTiering(m *Manager) *tiering {
 	return &tiering{
@@ -261,7 +270,8 @@ func (m *Manager) tierPartition(ctx context.Context, im *metadata.Image, tp part
 
 	m.uploadSegments(ctx, tp, topic.ID, p, rl, st, lg)
 	m.retainRemote(ctx, tp, topic, p, rl, epoch, lg)
-	if st.scan {
+	st.passes++
+	if st.scan || st.passes%orphanScanEvery == 0 {
 		m.cleanOrphans(ctx, im, tp, topic.ID, rl, st, lg)
 	}
 }

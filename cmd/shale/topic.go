@@ -103,7 +103,7 @@ func topicList(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 func topicDescribe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("shale topic describe", "shale topic describe [--topic T]... [flags]",
-		"Prints topics' partitions (leader, replicas, in-sync replicas) and the configs\nset for them or by the broker, as kafka-topics.sh --describe does.")
+		"Prints topics' partitions (leader, replicas, in-sync replicas) and the configs\nset for them or by the broker, as kafka-topics.sh --describe does. For a topic with\nremote.storage.enable (tiered storage) each partition's line also has its log start,\nthe leader's local log start, the remote log's last offset, the log end, and the\nleader's local size in bytes (ListOffsets -2, -4, -5, -1 and DescribeLogDirs).")
 	var tf topicFlags
 	tf.register(c)
 	allConfigs := c.fs.Bool("all-configs", false, "print every config, defaults included")
@@ -121,7 +121,7 @@ func topicDescribe(ctx context.Context, args []string, stdout, stderr io.Writer)
 			if filtered {
 				for _, p := range t.Partitions {
 					if (*underReplicated && p.UnderReplicated()) || (*unavailable && p.Unavailable()) {
-						printPartition(stdout, t.Name, p)
+						printPartition(stdout, t.Name, p, "")
 					}
 				}
 				continue
@@ -139,15 +139,61 @@ func topicDescribe(ctx context.Context, args []string, stdout, stderr io.Writer)
 			}
 			fmt.Fprintf(stdout, "Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
 				t.Name, t.ID, len(t.Partitions), t.ReplicationFactor(), strings.Join(configs, ","))
+			tiered := tieredColumns(opCtx, cl, t)
 			for _, p := range t.Partitions {
-				printPartition(stdout, t.Name, p)
+				printPartition(stdout, t.Name, p, tiered[p.Partition])
 			}
 		}
 		return exitOK
 	})
 }
 
-func printPartition(w io.Writer, topic string, p client.Partition) {
+// tieredColumns are, for a topic with remote.storage.enable (tiered storage, KIP-405),
+// the columns that say where each partition's records are: its log start, the leader's
+// local log start (below it the records are in the remote log only), the remote log's
+// last offset, the log end, and the leader's local size in bytes. Other topics get none.
+func tieredColumns(ctx context.Context, cl *client.Client, t client.Topic) map[int32]string {
+	on := false
+	for _, cfg := range t.Configs {
+		if cfg.Name == "remote.storage.enable" && strings.EqualFold(cfg.Value, "true") {
+			on = true
+		}
+	}
+	if !on {
+		return nil
+	}
+	out := map[int32]string{}
+	leaders := map[int32]int32{}
+	for _, p := range t.Partitions {
+		if p.Leader >= 0 {
+			leaders[p.Partition] = p.Leader
+		} else {
+			out[p.Partition] = "\tTiered: no leader to ask"
+		}
+	}
+	if len(leaders) == 0 {
+		return out
+	}
+	tps, err := cl.TieredPartitions(ctx, t.Name, leaders)
+	if err != nil {
+		for p := range leaders {
+			out[p] = fmt.Sprintf("\tTieredError: %v", err)
+		}
+		return out
+	}
+	for _, tp := range tps {
+		if tp.Err != nil {
+			out[tp.Partition] = fmt.Sprintf("\tTieredError: %v", tp.Err)
+			continue
+		}
+		out[tp.Partition] = fmt.Sprintf("\tLogStartOffset: %d\tLocalLogStartOffset: %d\tHighestRemoteOffset: %d\tLogEndOffset: %d\tLocalSizeBytes: %d",
+			tp.LogStart, tp.LocalLogStart, tp.HighestRemote, tp.LogEnd, tp.LocalSize)
+	}
+	return out
+}
+
+// printPartition prints a partition's line; extra are further columns.
+func printPartition(w io.Writer, topic string, p client.Partition, extra string) {
 	leader := "none"
 	if p.Leader >= 0 {
 		leader = strconv.Itoa(int(p.Leader))
@@ -159,7 +205,7 @@ func printPartition(w io.Writer, topic string, p client.Partition) {
 	if p.Err != nil {
 		fmt.Fprintf(w, "\tError: %v", p.Err)
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintln(w, extra)
 }
 
 func ids(ns []int32) string {

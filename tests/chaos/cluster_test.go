@@ -199,11 +199,19 @@ func newCluster(t *testing.T, l layout) *cluster {
 // newClusterArgs is newCluster with extra flags for every node.
 func newClusterArgs(t *testing.T, l layout, extra []string) *cluster {
 	t.Helper()
+	return newClusterNet(t, l, func(*netns.Network) []string { return extra })
+}
+
+// newClusterNet is newClusterArgs with the extra flags made once the network exists, for
+// flags that name an address on it (a server the test runs on the bridge, say).
+func newClusterNet(t *testing.T, l layout, extraFor func(*netns.Network) []string) *cluster {
+	t.Helper()
 	count := 3
 	if l == dedicated {
 		count = 6
 	}
 	nw := netns.New(t, count+1)
+	extra := extraFor(nw)
 	return newClusterOn(t, l, nw, nw.Nodes[:count], nw.Nodes[count], func(*node) []string { return extra })
 }
 

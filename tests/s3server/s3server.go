@@ -50,7 +50,7 @@ func Binary() string {
 
 // Server is a running versitygw.
 type Server struct {
-	// Endpoint is its URL, http://127.0.0.1:PORT.
+	// Endpoint is its URL, http://HOST:PORT (HOST 127.0.0.1 unless StartOn says).
 	Endpoint string
 	// Bucket exists on it.
 	Bucket string
@@ -66,6 +66,13 @@ type Server struct {
 // Start starts versitygw for t and creates Bucket ("shale"). It is stopped when t ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartOn(t, "127.0.0.1")
+}
+
+// StartOn is Start listening on host, an IP address of this machine: one that processes
+// in other network namespaces reach (tests/netns's BridgeIP), say.
+func StartOn(t testing.TB, host string) *Server {
+	t.Helper()
 	bin := Binary()
 	if _, err := os.Stat(bin); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -76,7 +83,7 @@ func Start(t testing.TB) *Server {
 	var lastErr error
 	// A port found free may be taken before versitygw binds it: try a few.
 	for range 5 {
-		s, err := start(t, bin)
+		s, err := start(t, bin, host)
 		if err == nil {
 			return s
 		}
@@ -86,8 +93,8 @@ func Start(t testing.TB) *Server {
 	return nil
 }
 
-func start(t testing.TB, bin string) (*Server, error) {
-	port, err := freePort()
+func start(t testing.TB, bin, host string) (*Server, error) {
+	port, err := freePort(host)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +103,7 @@ func start(t testing.TB, bin string) (*Server, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	s := &Server{Endpoint: "http://" + addr, Bucket: "shale", Dir: dir, exited: make(chan struct{}), output: &syncBuffer{}}
 	// Metadata (etags, content types) goes to a sidecar directory rather than to
 	// extended attributes, which tmpfs may not take.
@@ -158,6 +165,8 @@ func (s *Server) NewStore(t testing.TB, prefix string) *s3.Store {
 	t.Helper()
 	st, err := s3.New(s3.Config{
 		Endpoint: s.Endpoint, Bucket: s.Bucket, Prefix: prefix, PathStyle: true,
+		// The server speaks plain http, on the bridge address too (StartOn).
+		AllowHTTP: true,
 		Getenv: func(k string) string {
 			return map[string]string{"AWS_ACCESS_KEY_ID": accessKey, "AWS_SECRET_ACCESS_KEY": secretKey}[k]
 		},
@@ -167,6 +176,22 @@ func (s *Server) NewStore(t testing.TB, prefix string) *s3.Store {
 	}
 	return st
 }
+
+// CredentialsFile writes the server's keys as an AWS shared-credentials file ([default]
+// profile) in a temporary directory of t, for a process configured with
+// remote.storage.s3.credentials.file, and returns its path.
+func (s *Server) CredentialsFile(t testing.TB) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "credentials")
+	body := "[default]\naws_access_key_id = " + accessKey + "\naws_secret_access_key = " + secretKey + "\n"
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Signal sends sig to the server process (SIGSTOP and SIGCONT make the store stall).
+func (s *Server) Signal(sig os.Signal) error { return s.cmd.Process.Signal(sig) }
 
 // Stop kills the server and waits for it to exit. Stopping twice is harmless.
 func (s *Server) Stop() {
@@ -179,8 +204,8 @@ func (s *Server) Stop() {
 // Exited is closed when the process has exited.
 func (s *Server) Exited() <-chan struct{} { return s.exited }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(host string) (int, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, err
 	}
