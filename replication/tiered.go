@@ -301,26 +301,24 @@ func (m *Manager) uploadSegments(ctx context.Context, tp partition.TopicPartitio
 	entries := p.EpochEntries()
 	for len(todo) > 0 {
 		s := todo[0]
-		if s.BaseOffset <= highest {
-			// A segment this replica rolled elsewhere than the uploader of the remote
-			// log's last segment did: it would count offsets twice.
+		// A segment this replica rolled elsewhere than the uploader of the remote log's
+		// last segment did (a former follower, segment.ms, a truncation) goes on from
+		// the remote log's end: only its part above is uploaded.
+		part, err := segmentPart(p, s, highest)
+		if err != nil {
+			t.errs.WithLabelValues("upload").Inc()
 			if st.straddle != s.BaseOffset {
 				st.straddle = s.BaseOffset
-				lg.Warn("a local segment begins inside the remote log; it is not uploaded", "base_offset", s.BaseOffset, "remote_highest_offset", highest)
+				lg.Warn("cannot upload a segment", "base_offset", s.BaseOffset, "remote_highest_offset", highest, "err", err)
 			}
 			return
 		}
-		end, err := lastOffsetIn(p, s)
-		if err != nil {
-			t.errs.WithLabelValues("upload").Inc()
-			lg.Warn("cannot read a segment to upload", "base_offset", s.BaseOffset, "err", err)
-			return
-		}
 		seg := remotelog.Segment{TopicID: topicID, Partition: tp.Index, UploadID: remotelog.NewUploadID(),
-			BaseOffset: s.BaseOffset, EndOffset: end, MaxTimestamp: s.MaxTimestamp, SizeBytes: s.Size,
-			Epochs: epochsIn(entries, s.BaseOffset, end)}
+			BaseOffset: part.base, EndOffset: part.end, MaxTimestamp: part.maxTs, SizeBytes: s.Size - part.pos,
+			Epochs: epochsIn(entries, part.base, part.end)}
 		cctx, cancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
-		err = remotelog.Upload(cctx, t.store, seg, remotelog.Files{Log: s.Log, OffsetIndex: s.OffsetIndex, TimeIndex: s.TimeIndex, TxnIndex: s.TxnIndex})
+		err = remotelog.Upload(cctx, t.store, seg, remotelog.Files{Log: s.Log, OffsetIndex: s.OffsetIndex, TimeIndex: s.TimeIndex, TxnIndex: s.TxnIndex,
+			LogPosition: part.pos})
 		cancel()
 		if err != nil {
 			// Whatever the store kept is an orphan for the next scan.
@@ -348,27 +346,55 @@ func (m *Manager) uploadSegments(ctx context.Context, tp partition.TopicPartitio
 			lg.Warn("committing an uploaded segment failed", "base_offset", s.BaseOffset, "err", err)
 			return
 		}
-		t.uploadedBytes.Add(float64(s.Size))
+		t.uploadedBytes.Add(float64(seg.SizeBytes))
 		t.uploadedSegments.Inc()
-		highest = end
+		highest = seg.EndOffset
 		todo = todo[1:]
 	}
 }
 
-// lastOffsetIn is the last offset of a closed segment's last batch.
-func lastOffsetIn(p *partition.Partition, s shalelog.SealedSegment) (int64, error) {
-	last := int64(-1)
+// segPart is the part of a closed segment to upload: from the batch at base, at byte
+// position pos of its file, to end, the offset of its last record; maxTs is the largest
+// batch timestamp in it.
+type segPart struct {
+	pos, base, end, maxTs int64
+}
+
+// segmentPart finds the part of a closed segment above highest, the remote log's last
+// offset: the whole segment when it begins above. A batch that straddles highest
+// cannot be split: the remote log ends where a batch of this log does, since every
+// replica holds the same batches below the high watermark, so it is an error.
+func segmentPart(p *partition.Partition, s shalelog.SealedSegment, highest int64) (segPart, error) {
+	out := segPart{base: -1, end: -1, maxTs: -1}
+	pos := int64(0)
+	var bad error
 	err := p.ScanHeaders(s.BaseOffset, func(h shalelog.Header) bool {
 		if h.BaseOffset >= s.NextOffset {
 			return false
 		}
-		last = h.LastOffset()
+		switch {
+		case h.LastOffset() <= highest:
+			pos += int64(h.Size())
+			return true
+		case h.BaseOffset <= highest:
+			bad = fmt.Errorf("the batch %d-%d straddles the remote log's end %d", h.BaseOffset, h.LastOffset(), highest)
+			return false
+		}
+		if out.base < 0 {
+			out.base, out.pos = h.BaseOffset, pos
+		}
+		out.end, out.maxTs = h.LastOffset(), max(out.maxTs, h.MaxTimestamp)
 		return true
 	})
-	if err == nil && last < s.BaseOffset {
-		err = fmt.Errorf("segment %d has no batch", s.BaseOffset)
+	switch {
+	case err != nil:
+		return out, err
+	case bad != nil:
+		return out, bad
+	case out.base < 0:
+		return out, fmt.Errorf("segment %d has no batch above %d", s.BaseOffset, highest)
 	}
-	return last, err
+	return out, nil
 }
 
 // epochsIn are the leader epoch entries of [base, end]: the epoch in force at base, then
