@@ -33,6 +33,10 @@ import (
 const (
 	DefaultRemoteTaskInterval   = 30 * time.Second
 	DefaultRemoteRequestTimeout = 30 * time.Second
+
+	DefaultRemoteLogReaderThreads         = 10
+	DefaultRemoteLogReaderMaxPendingTasks = 100
+	DefaultRemoteFetchMaxWait             = 500 * time.Millisecond
 )
 
 // tiering is the uploader's state: it is touched by the uploader goroutine only, but
@@ -54,6 +58,32 @@ type tiering struct {
 
 	uploadedBytes, uploadedSegments, readBytes prometheus.Counter
 	errs                                       *prometheus.CounterVec
+
+	// readTasks queues the remote reads of consumers' fetches for the reader pool
+	// (nil when driven: the read is then done inline); inflight are those queued or
+	// running, by what they read, so that a fetch asking again while its read is slow
+	// waits for the same read instead of queueing another.
+	readTasks chan func()
+	inflight  map[remoteReadKey]*remoteReadCall
+}
+
+// remoteReadKey is what one remote read reads.
+type remoteReadKey struct {
+	topicID               [16]byte
+	partition             int32
+	uploadID              string
+	offset                int64
+	maxBytes              int
+	minOne, readCommitted bool
+}
+
+// remoteReadCall is a remote read queued or running; done is closed once its result is
+// set.
+type remoteReadCall struct {
+	done    chan struct{}
+	view    *shalelog.View
+	aborted []partition.AbortedTxn
+	err     error
 }
 
 // tierPartition is what the uploader remembers of one partition it leads.
@@ -593,6 +623,81 @@ func logStart(p *partition.Partition, rl *metadata.RemoteLog) int64 {
 		return rl.StartOffset
 	}
 	return local
+}
+
+// startRemoteReaders starts the reader pool, which stops with the manager.
+func (m *Manager) startRemoteReaders() {
+	m.tier.readTasks = make(chan func(), m.cfg.RemoteLogReaderMaxPendingTasks)
+	m.tier.inflight = map[remoteReadKey]*remoteReadCall{}
+	for range m.cfg.RemoteLogReaderThreads {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			for {
+				select {
+				case <-m.ctx.Done():
+					return
+				case task := <-m.tier.readTasks:
+					task()
+				}
+			}
+		}()
+	}
+}
+
+// errRemoteReadersBusy answers a fetch whose remote read finds the reader pool's queue
+// full, as Kafka answers one its RemoteLogReader executor rejects (UNKNOWN_SERVER_ERROR).
+var errRemoteReadersBusy = fmt.Errorf("%w: too many remote log reads pending", kerr.UnknownServerError)
+
+// remoteFetch is remoteRead for a consumer's fetch, done by the reader pool so that a
+// slow store holds up neither the request goroutine nor the fetch's other partitions
+// for longer than RemoteFetchMaxWait: the partition is answered empty then (the
+// consumer asks again, and the read goes on, warming the chunk cache), never with an
+// error for a merely slow store. A fetch asking for a read already queued or running
+// waits for that one.
+func (m *Manager) remoteFetch(rl *metadata.RemoteLog, offset int64, maxBytes int, minOne, readCommitted bool) (*shalelog.View, []partition.AbortedTxn, error) {
+	t := m.tier
+	if t.readTasks == nil {
+		return m.remoteRead(rl, offset, maxBytes, minOne, readCommitted)
+	}
+	s, ok := rl.Find(offset)
+	if !ok || s.BaseOffset > offset {
+		return nil, nil, fmt.Errorf("%w: offset %d is not in the remote log", kerr.OffsetOutOfRange, offset)
+	}
+	key := remoteReadKey{topicID: s.TopicID, partition: s.Partition, uploadID: s.UploadID, offset: offset, maxBytes: maxBytes, minOne: minOne, readCommitted: readCommitted}
+	t.mu.Lock()
+	call := t.inflight[key]
+	if call == nil {
+		call = &remoteReadCall{done: make(chan struct{})}
+		task := func() {
+			call.view, call.aborted, call.err = m.remoteRead(rl, offset, maxBytes, minOne, readCommitted)
+			t.mu.Lock()
+			delete(t.inflight, key)
+			t.mu.Unlock()
+			close(call.done)
+		}
+		select {
+		case t.readTasks <- task:
+			t.inflight[key] = call
+		default:
+			t.mu.Unlock()
+			t.errs.WithLabelValues("read").Inc()
+			return nil, nil, errRemoteReadersBusy
+		}
+	}
+	t.mu.Unlock()
+	select {
+	case <-call.done:
+		if call.err != nil {
+			return nil, nil, call.err
+		}
+		// Each fetch releases its own View; the bytes are shared, read-only.
+		v := *call.view
+		return &v, call.aborted, nil
+	case <-m.after(m.cfg.RemoteFetchMaxWait):
+	case <-m.ctx.Done():
+	}
+	return &shalelog.View{FirstOffset: offset, NextOffset: offset}, nil, nil
 }
 
 // remoteRead answers a consumer's read below the local log start from the remote log:
