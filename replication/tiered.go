@@ -348,7 +348,7 @@ func (m *Manager) uploadSegments(ctx context.Context, tp partition.TopicPartitio
 			Epochs: epochsIn(entries, part.base, part.end)}
 		cctx, cancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
 		err = remotelog.Upload(cctx, t.store, seg, remotelog.Files{Log: s.Log, OffsetIndex: s.OffsetIndex, TimeIndex: s.TimeIndex, TxnIndex: s.TxnIndex,
-			LogPosition: part.pos})
+			LogPosition: part.pos, ProducerSnapshot: p.ProducerSnapshotAt(s.NextOffset)})
 		cancel()
 		if err != nil {
 			// Whatever the store kept is an orphan for the next scan.
