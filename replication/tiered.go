@@ -93,8 +93,8 @@ type tierPartition struct {
 	epoch    int32
 	scan     bool
 	suspects map[string]uint64 // orphan upload id -> image offset when first seen
-	// straddle is the base offset of a local segment that begins inside the remote log,
-	// reported once.
+	// straddle is the base offset of a local segment that cannot be uploaded (a batch
+	// across the remote log's end), reported once.
 	straddle int64
 }
 
