@@ -86,6 +86,10 @@ func TestTieredStorageLeaderWithOtherSegmentBoundaries(t *testing.T) {
 	})
 	old := first.Store.Current().Partition(topic, 0)
 	next := old.Replicas[0] + old.Replicas[1] - old.Leader
+	// A topic is created with every replica in its ISR: wait for both to exist.
+	waitFor(t, "both replicas", func() bool {
+		return brokers[old.Leader].Replicas().Replica(topic, 0) != nil && brokers[next].Replicas().Replica(topic, 0) != nil
+	})
 	leaderP := brokers[old.Leader].Replicas().Replica(topic, 0)
 	followerP := brokers[next].Replicas().Replica(topic, 0)
 	bases := func(segs []shalelog.SealedSegment) []int64 {
@@ -162,7 +166,7 @@ func TestTieredStorageLeaderWithOtherSegmentBoundaries(t *testing.T) {
 	end := int64(len(produced))
 	waitFor(t, "the new leader's uploads past the cut and its local log shrunk", func() bool {
 		rl := remote()
-		return rl.CoveredEnd() > cut && followerP.LocalLogStartOffset() > cut
+		return rl.CoveredEnd() > cut && brokers[next].Replicas().Replica(topic, 0).LocalLogStartOffset() > cut
 	})
 
 	rl := remote()
