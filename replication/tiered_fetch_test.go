@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -161,4 +162,71 @@ func TestTieredFetchDoesNotWaitForASlowStore(t *testing.T) {
 		}
 		return len(c.RecordBatches) > 0
 	})
+}
+
+// TestTieredFetchReaderQueueFull: with one reader busy on a hanging store and its queue
+// of one full, a further remote read is refused with UNKNOWN_SERVER_ERROR, as Kafka
+// answers a read its RemoteLogReader pool rejects; those accepted are answered empty.
+func TestTieredFetchReaderQueueFull(t *testing.T) {
+	store := &gateStore{Store: objstore.NewMemory()}
+	b := brokertest.Start(t, brokertest.WithOptions(func(o *broker.Options) {
+		o.Replication = replication.Config{Logger: quiet(), RemoteStore: store, RemoteTaskInterval: 50 * time.Millisecond,
+			RemoteRequestTimeout: 10 * time.Minute, RetentionCheckInterval: 50 * time.Millisecond,
+			RemoteFetchMaxWait: 100 * time.Millisecond, RemoteLogReaderThreads: 1, RemoteLogReaderMaxPendingTasks: 1}
+		o.Protocol = protocol.Config{Logger: quiet()}
+		o.ShutdownGrace = time.Second
+	}), brokertest.WithController(controllertest.WithConfig(func(c *controller.Config) { c.RemoteLogStorageSystemEnable = true })))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := b.Client(kgo.ProducerLinger(0))
+	defer cl.Close()
+	const topic = "queued"
+	res, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{
+		"remote.storage.enable": kadm.StringPtr("true"), "segment.bytes": kadm.StringPtr("2048"), "local.retention.bytes": kadm.StringPtr("1"),
+	}, topic)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprintf("value-%d-%0100d", i, i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := b.Replicas().Replica(topic, 0)
+	waitFor(t, "the start of the log only remote", func() bool { return p.LocalLogStartOffset() > 100 })
+	store.setClosed(true)
+	defer store.setClosed(false)
+	fetchAt := func(offset int64) kmsg.FetchResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 1, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = topic, p.TopicID()
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 0, offset, 64<<10, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, b.Client())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0]
+	}
+	// Three reads of three places: one reader and one queued slot take at most two.
+	refused := 0
+	for _, off := range []int64{0, 30, 60} {
+		got := fetchAt(off)
+		switch {
+		case got.ErrorCode == kerr.UnknownServerError.Code:
+			refused++
+		case got.ErrorCode != 0 || len(got.RecordBatches) != 0:
+			t.Fatalf("fetch at %d with the store hanging: error %d, %d bytes", off, got.ErrorCode, len(got.RecordBatches))
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no remote read refused with the readers busy and the queue full")
+	}
 }
