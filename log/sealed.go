@@ -17,6 +17,10 @@ type SealedSegment struct {
 	Log, OffsetIndex, TimeIndex, TxnIndex string
 }
 
+// ActiveBaseOffset is the base offset of the active segment: a batch appended at it is
+// the first of its segment.
+func (l *Log) ActiveBaseOffset() int64 { return l.active().base }
+
 // SealedSegments lists the closed segments (every one but the active segment), oldest
 // first. A segment listed may be deleted (by retention or DeleteRecords) while its files
 // are being read: a reader then fails and tries again later. A closed or deleted log

@@ -62,6 +62,9 @@ func (p *Partition) appendReplicatedLocked(records []byte, from string) (int, er
 		// leader's does, or this replica would append a producer's retry again once it
 		// leads (and the leader would not refetch it anyway).
 		p.noteAppendedLocked(h.BaseOffset, size)
+		if appendErr == nil {
+			p.snapshotAtRollLocked(h.BaseOffset)
+		}
 		// The same producer state as the leader's, so that a new leader knows which
 		// transactions are open.
 		if h.IsControl() {
@@ -137,6 +140,7 @@ func (p *Partition) TruncateTo(offset int64) error {
 	if offset < p.hw.Load() {
 		p.lg.Warn("truncating below the high watermark (an unclean election or a lost disk)", "offset", offset, "high_watermark", p.hw.Load())
 	}
+	p.rollSnaps = nil // the log is cut: they may describe offsets written anew
 	if err := removeSnapshot(p.dir); err != nil {
 		return err
 	}
@@ -166,6 +170,7 @@ func (p *Partition) RestartAt(offset int64) error {
 	if p.Role() != RoleFollower {
 		return errNotFollowing // as in TruncateTo
 	}
+	p.rollSnaps = nil // the log is cut: they may describe offsets written anew
 	if err := removeSnapshot(p.dir); err != nil {
 		return err
 	}

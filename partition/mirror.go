@@ -95,6 +95,7 @@ func (p *Partition) TruncateMirror(offset int64, leaderEpoch int32, now time.Tim
 		p.lg.Warn("mirror truncating below the high watermark: the source lost records it had committed (an unclean election)",
 			"offset", offset, "high_watermark", p.hw.Load())
 	}
+	p.rollSnaps = nil // the log is cut: they may describe offsets written anew
 	if err := removeSnapshot(p.dir); err != nil {
 		return err
 	}
@@ -130,6 +131,7 @@ func (p *Partition) RestartMirrorAt(offset int64, leaderEpoch int32) error {
 	if offset <= p.log.EndOffset() {
 		return nil
 	}
+	p.rollSnaps = nil // the log is cut: they may describe offsets written anew
 	if err := removeSnapshot(p.dir); err != nil {
 		return err
 	}

@@ -67,6 +67,10 @@ type Partition struct {
 	// its followers; reads of the log do not take it.
 	mu        sync.Mutex
 	producers *producerState
+	// rollSnaps are, for a Tiered partition, the producer state as of each local
+	// segment's base offset, encoded as a producer snapshot: the state as of the end of
+	// the segment before, uploaded with it (tiered.go).
+	rollSnaps map[int64][]byte
 	epochs    epochCache
 	// savedEpochs is what the leader-epoch-checkpoint holds, so that close rewrites it
 	// only when a save failed since.
@@ -494,6 +498,7 @@ func (p *Partition) appendLocked(batch []byte, h shalelog.Header) (AppendResult,
 	h.BaseOffset = info.BaseOffset
 	h.PartitionLeaderEpoch = epoch
 	p.noteAppendedLocked(info.BaseOffset, len(batch))
+	p.snapshotAtRollLocked(info.BaseOffset)
 	p.producers.record(h)
 	if h.IsTransactional() {
 		p.noteTxnsLocked()

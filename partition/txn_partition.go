@@ -98,6 +98,7 @@ func (p *Partition) appendMarkerLocked(producerID int64, producerEpoch int16, m 
 	// In the log even if its flush failed (see appendLocked).
 	h.BaseOffset, h.PartitionLeaderEpoch = info.BaseOffset, epoch
 	p.noteAppendedLocked(info.BaseOffset, len(batch))
+	p.snapshotAtRollLocked(info.BaseOffset)
 	rerr := p.recordMarkerLocked(h, m, true)
 	if err != nil {
 		return MarkerResult{}, p.failLocked(err)
@@ -217,9 +218,13 @@ type ProducerInfo struct {
 func (p *Partition) Producers() []ProducerInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]ProducerInfo, 0, len(p.producers.producers))
-	for id, e := range p.producers.producers {
-		start, ok := p.producers.txns.Ongoing[id]
+	return p.producers.describe()
+}
+
+func (s *producerState) describe() []ProducerInfo {
+	out := make([]ProducerInfo, 0, len(s.producers))
+	for id, e := range s.producers {
+		start, ok := s.txns.Ongoing[id]
 		if !ok {
 			start = -1
 		}

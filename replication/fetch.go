@@ -197,7 +197,7 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
 		res.LogStartOffset = logStart(p, rl)
 		if f.FetchOffset < p.LogStartOffset() && f.FetchOffset >= rl.StartOffset {
 			res.LastStableOffset = p.LastStableOffset()
-			view, aborted, err := m.remoteRead(rl, f.FetchOffset, max(f.MaxBytes, 0), f.MinOne,
+			view, aborted, err := m.remoteFetch(rl, f.FetchOffset, max(f.MaxBytes, 0), f.MinOne,
 				isolationFor(false, f.ReadCommitted) == isolationCommitted)
 			if err != nil {
 				res.Err = err

@@ -104,8 +104,53 @@ func (m *Manager) listRemoteOffset(p *partition.Partition, rl *metadata.RemoteLo
 		return out, true, nil
 	case ts >= 0:
 		return m.remoteOffsetForTimestamp(rl, ts, min(iso.limit(p), p.LogStartOffset()))
+	case ts == ListMaxTimestamp:
+		return m.remoteMaxTimestamp(p, rl, iso)
 	}
 	return none, false, nil
+}
+
+// remoteMaxTimestamp answers max-timestamp over the whole log: the remote log's record
+// with the largest timestamp when no local record's is larger (on a tie the earlier
+// offset, as the local scan keeps the first), else the local log's.
+func (m *Manager) remoteMaxTimestamp(p *partition.Partition, rl *metadata.RemoteLog, iso isolation) (ListedOffset, bool, error) {
+	local, err := findMaxTimestamp(p, iso.limit(p))
+	if err != nil {
+		return local, false, m.ReplicaGone(p.Topic(), p.Index(), err)
+	}
+	var best metadata.RemoteSegment
+	found := false
+	for _, s := range rl.Segments {
+		if s.EndOffset >= rl.StartOffset && (!found || s.MaxTimestampMs > best.MaxTimestampMs) {
+			best, found = s, true
+		}
+	}
+	if !found || best.MaxTimestampMs < 0 || (local.Offset >= 0 && local.Timestamp > best.MaxTimestampMs) {
+		return local, true, nil
+	}
+	seg, ok := storeSegment(best)
+	if !ok {
+		return local, true, nil
+	}
+	ctx, cancel := m.withTimeout(m.ctx, m.cfg.RemoteRequestTimeout)
+	defer cancel()
+	base, ok, err := m.tier.reader.OffsetForTimestamp(ctx, seg, best.MaxTimestampMs)
+	if err == nil && ok {
+		var b []byte
+		if b, err = m.tier.reader.Read(ctx, seg, max(base, rl.StartOffset), 1); err == nil {
+			var out ListedOffset
+			out, ok, err = recordAtOrAfter(b, rl.StartOffset, best.EndOffset+1, best.MaxTimestampMs)
+			if err == nil && ok && out.Timestamp == best.MaxTimestampMs {
+				return out, true, nil
+			}
+		}
+	}
+	if err != nil {
+		m.tier.errs.WithLabelValues("read").Inc()
+		return ListedOffset{Offset: -1, Timestamp: -1, LeaderEpoch: -1}, false, fmt.Errorf("%w: reading the remote log: %w", kerr.KafkaStorageError, err)
+	}
+	// The record is below the log start (DeleteRecords cut into the segment).
+	return local, true, nil
 }
 
 func listOffset(p *partition.Partition, ts int64, iso isolation) (ListedOffset, error) {

@@ -133,6 +133,14 @@ type Config struct {
 	// RemoteRequestTimeout bounds each call to the object store and each remote log
 	// commit (default 30 s).
 	RemoteRequestTimeout time.Duration
+	// RemoteLogReaderThreads (remote.log.reader.threads, default 10) read the remote
+	// log for consumers' fetches, off the request goroutines; at most
+	// RemoteLogReaderMaxPendingTasks (remote.log.reader.max.pending.tasks, default 100)
+	// reads wait for one. A fetch waits RemoteFetchMaxWait (remote.fetch.max.wait.ms,
+	// default 500 ms) for its remote read, then answers the partition empty.
+	RemoteLogReaderThreads         int
+	RemoteLogReaderMaxPendingTasks int
+	RemoteFetchMaxWait             time.Duration
 }
 
 func (c *Config) defaults() {
@@ -180,6 +188,15 @@ func (c *Config) defaults() {
 	}
 	if c.RemoteRequestTimeout <= 0 {
 		c.RemoteRequestTimeout = DefaultRemoteRequestTimeout
+	}
+	if c.RemoteLogReaderThreads <= 0 {
+		c.RemoteLogReaderThreads = DefaultRemoteLogReaderThreads
+	}
+	if c.RemoteLogReaderMaxPendingTasks <= 0 {
+		c.RemoteLogReaderMaxPendingTasks = DefaultRemoteLogReaderMaxPendingTasks
+	}
+	if c.RemoteFetchMaxWait <= 0 {
+		c.RemoteFetchMaxWait = DefaultRemoteFetchMaxWait
 	}
 }
 
@@ -307,6 +324,7 @@ func NewManager(cfg Config, store metadata.Store) (*Manager, error) {
 			defer m.wg.Done()
 			m.tierLoop()
 		}()
+		m.startRemoteReaders()
 	}
 	return m, nil
 }

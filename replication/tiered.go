@@ -33,6 +33,10 @@ import (
 const (
 	DefaultRemoteTaskInterval   = 30 * time.Second
 	DefaultRemoteRequestTimeout = 30 * time.Second
+
+	DefaultRemoteLogReaderThreads         = 10
+	DefaultRemoteLogReaderMaxPendingTasks = 100
+	DefaultRemoteFetchMaxWait             = 500 * time.Millisecond
 )
 
 // tiering is the uploader's state: it is touched by the uploader goroutine only, but
@@ -54,6 +58,32 @@ type tiering struct {
 
 	uploadedBytes, uploadedSegments, readBytes prometheus.Counter
 	errs                                       *prometheus.CounterVec
+
+	// readTasks queues the remote reads of consumers' fetches for the reader pool
+	// (nil when driven: the read is then done inline); inflight are those queued or
+	// running, by what they read, so that a fetch asking again while its read is slow
+	// waits for the same read instead of queueing another.
+	readTasks chan func()
+	inflight  map[remoteReadKey]*remoteReadCall
+}
+
+// remoteReadKey is what one remote read reads.
+type remoteReadKey struct {
+	topicID               [16]byte
+	partition             int32
+	uploadID              string
+	offset                int64
+	maxBytes              int
+	minOne, readCommitted bool
+}
+
+// remoteReadCall is a remote read queued or running; done is closed once its result is
+// set.
+type remoteReadCall struct {
+	done    chan struct{}
+	view    *shalelog.View
+	aborted []partition.AbortedTxn
+	err     error
 }
 
 // tierPartition is what the uploader remembers of one partition it leads.
@@ -63,8 +93,8 @@ type tierPartition struct {
 	epoch    int32
 	scan     bool
 	suspects map[string]uint64 // orphan upload id -> image offset when first seen
-	// straddle is the base offset of a local segment that begins inside the remote log,
-	// reported once.
+	// straddle is the base offset of a local segment that cannot be uploaded (a batch
+	// across the remote log's end), reported once.
 	straddle int64
 	// passes counts the uploader's passes over the partition at this epoch, for the
 	// periodic orphan scan.
@@ -311,26 +341,24 @@ func (m *Manager) uploadSegments(ctx context.Context, tp partition.TopicPartitio
 	entries := p.EpochEntries()
 	for len(todo) > 0 {
 		s := todo[0]
-		if s.BaseOffset <= highest {
-			// A segment this replica rolled elsewhere than the uploader of the remote
-			// log's last segment did: it would count offsets twice.
+		// A segment this replica rolled elsewhere than the uploader of the remote log's
+		// last segment did (a former follower, segment.ms, a truncation) goes on from
+		// the remote log's end: only its part above is uploaded.
+		part, err := segmentPart(p, s, highest)
+		if err != nil {
+			t.errs.WithLabelValues("upload").Inc()
 			if st.straddle != s.BaseOffset {
 				st.straddle = s.BaseOffset
-				lg.Warn("a local segment begins inside the remote log; it is not uploaded", "base_offset", s.BaseOffset, "remote_highest_offset", highest)
+				lg.Warn("cannot upload a segment", "base_offset", s.BaseOffset, "remote_highest_offset", highest, "err", err)
 			}
 			return
 		}
-		end, err := lastOffsetIn(p, s)
-		if err != nil {
-			t.errs.WithLabelValues("upload").Inc()
-			lg.Warn("cannot read a segment to upload", "base_offset", s.BaseOffset, "err", err)
-			return
-		}
 		seg := remotelog.Segment{TopicID: topicID, Partition: tp.Index, UploadID: remotelog.NewUploadID(),
-			BaseOffset: s.BaseOffset, EndOffset: end, MaxTimestamp: s.MaxTimestamp, SizeBytes: s.Size,
-			Epochs: epochsIn(entries, s.BaseOffset, end)}
+			BaseOffset: part.base, EndOffset: part.end, MaxTimestamp: part.maxTs, SizeBytes: s.Size - part.pos,
+			Epochs: epochsIn(entries, part.base, part.end)}
 		cctx, cancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
-		err = remotelog.Upload(cctx, t.store, seg, remotelog.Files{Log: s.Log, OffsetIndex: s.OffsetIndex, TimeIndex: s.TimeIndex, TxnIndex: s.TxnIndex})
+		err = remotelog.Upload(cctx, t.store, seg, remotelog.Files{Log: s.Log, OffsetIndex: s.OffsetIndex, TimeIndex: s.TimeIndex, TxnIndex: s.TxnIndex,
+			LogPosition: part.pos, ProducerSnapshot: p.ProducerSnapshotAt(s.NextOffset)})
 		cancel()
 		if err != nil {
 			// Whatever the store kept is an orphan for the next scan.
@@ -358,27 +386,55 @@ func (m *Manager) uploadSegments(ctx context.Context, tp partition.TopicPartitio
 			lg.Warn("committing an uploaded segment failed", "base_offset", s.BaseOffset, "err", err)
 			return
 		}
-		t.uploadedBytes.Add(float64(s.Size))
+		t.uploadedBytes.Add(float64(seg.SizeBytes))
 		t.uploadedSegments.Inc()
-		highest = end
+		highest = seg.EndOffset
 		todo = todo[1:]
 	}
 }
 
-// lastOffsetIn is the last offset of a closed segment's last batch.
-func lastOffsetIn(p *partition.Partition, s shalelog.SealedSegment) (int64, error) {
-	last := int64(-1)
+// segPart is the part of a closed segment to upload: from the batch at base, at byte
+// position pos of its file, to end, the offset of its last record; maxTs is the largest
+// batch timestamp in it.
+type segPart struct {
+	pos, base, end, maxTs int64
+}
+
+// segmentPart finds the part of a closed segment above highest, the remote log's last
+// offset: the whole segment when it begins above. A batch that straddles highest
+// cannot be split: the remote log ends where a batch of this log does, since every
+// replica holds the same batches below the high watermark, so it is an error.
+func segmentPart(p *partition.Partition, s shalelog.SealedSegment, highest int64) (segPart, error) {
+	out := segPart{base: -1, end: -1, maxTs: -1}
+	pos := int64(0)
+	var bad error
 	err := p.ScanHeaders(s.BaseOffset, func(h shalelog.Header) bool {
 		if h.BaseOffset >= s.NextOffset {
 			return false
 		}
-		last = h.LastOffset()
+		switch {
+		case h.LastOffset() <= highest:
+			pos += int64(h.Size())
+			return true
+		case h.BaseOffset <= highest:
+			bad = fmt.Errorf("the batch %d-%d straddles the remote log's end %d", h.BaseOffset, h.LastOffset(), highest)
+			return false
+		}
+		if out.base < 0 {
+			out.base, out.pos = h.BaseOffset, pos
+		}
+		out.end, out.maxTs = h.LastOffset(), max(out.maxTs, h.MaxTimestamp)
 		return true
 	})
-	if err == nil && last < s.BaseOffset {
-		err = fmt.Errorf("segment %d has no batch", s.BaseOffset)
+	switch {
+	case err != nil:
+		return out, err
+	case bad != nil:
+		return out, bad
+	case out.base < 0:
+		return out, fmt.Errorf("segment %d has no batch above %d", s.BaseOffset, highest)
 	}
-	return last, err
+	return out, nil
 }
 
 // epochsIn are the leader epoch entries of [base, end]: the epoch in force at base, then
@@ -577,6 +633,81 @@ func logStart(p *partition.Partition, rl *metadata.RemoteLog) int64 {
 		return rl.StartOffset
 	}
 	return local
+}
+
+// startRemoteReaders starts the reader pool, which stops with the manager.
+func (m *Manager) startRemoteReaders() {
+	m.tier.readTasks = make(chan func(), m.cfg.RemoteLogReaderMaxPendingTasks)
+	m.tier.inflight = map[remoteReadKey]*remoteReadCall{}
+	for range m.cfg.RemoteLogReaderThreads {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			for {
+				select {
+				case <-m.ctx.Done():
+					return
+				case task := <-m.tier.readTasks:
+					task()
+				}
+			}
+		}()
+	}
+}
+
+// errRemoteReadersBusy answers a fetch whose remote read finds the reader pool's queue
+// full, as Kafka answers one its RemoteLogReader executor rejects (UNKNOWN_SERVER_ERROR).
+var errRemoteReadersBusy = fmt.Errorf("%w: too many remote log reads pending", kerr.UnknownServerError)
+
+// remoteFetch is remoteRead for a consumer's fetch, done by the reader pool so that a
+// slow store holds up neither the request goroutine nor the fetch's other partitions
+// for longer than RemoteFetchMaxWait: the partition is answered empty then (the
+// consumer asks again, and the read goes on, warming the chunk cache), never with an
+// error for a merely slow store. A fetch asking for a read already queued or running
+// waits for that one.
+func (m *Manager) remoteFetch(rl *metadata.RemoteLog, offset int64, maxBytes int, minOne, readCommitted bool) (*shalelog.View, []partition.AbortedTxn, error) {
+	t := m.tier
+	if t.readTasks == nil {
+		return m.remoteRead(rl, offset, maxBytes, minOne, readCommitted)
+	}
+	s, ok := rl.Find(offset)
+	if !ok || s.BaseOffset > offset {
+		return nil, nil, fmt.Errorf("%w: offset %d is not in the remote log", kerr.OffsetOutOfRange, offset)
+	}
+	key := remoteReadKey{topicID: s.TopicID, partition: s.Partition, uploadID: s.UploadID, offset: offset, maxBytes: maxBytes, minOne: minOne, readCommitted: readCommitted}
+	t.mu.Lock()
+	call := t.inflight[key]
+	if call == nil {
+		call = &remoteReadCall{done: make(chan struct{})}
+		task := func() {
+			call.view, call.aborted, call.err = m.remoteRead(rl, offset, maxBytes, minOne, readCommitted)
+			t.mu.Lock()
+			delete(t.inflight, key)
+			t.mu.Unlock()
+			close(call.done)
+		}
+		select {
+		case t.readTasks <- task:
+			t.inflight[key] = call
+		default:
+			t.mu.Unlock()
+			t.errs.WithLabelValues("read").Inc()
+			return nil, nil, errRemoteReadersBusy
+		}
+	}
+	t.mu.Unlock()
+	select {
+	case <-call.done:
+		if call.err != nil {
+			return nil, nil, call.err
+		}
+		// Each fetch releases its own View; the bytes are shared, read-only.
+		v := *call.view
+		return &v, call.aborted, nil
+	case <-m.after(m.cfg.RemoteFetchMaxWait):
+	case <-m.ctx.Done():
+	}
+	return &shalelog.View{FirstOffset: offset, NextOffset: offset}, nil, nil
 }
 
 // remoteRead answers a consumer's read below the local log start from the remote log:

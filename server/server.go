@@ -483,6 +483,10 @@ func replicationConfig(cfg *config.Config, selector replication.ReplicaSelector)
 		// set where the store is built, when remote.log.storage.system.enable is on.
 		RemoteTaskInterval:   time.Duration(cfg.RemoteStorage.TaskIntervalMs) * time.Millisecond,
 		RemoteRequestTimeout: time.Duration(cfg.RemoteStorage.RequestTimeoutMs) * time.Millisecond,
+		// KIP-405's remote log reader pool.
+		RemoteLogReaderThreads:         int(cfg.RemoteStorage.ReaderThreads),
+		RemoteLogReaderMaxPendingTasks: int(cfg.RemoteStorage.ReaderMaxPendingTasks),
+		RemoteFetchMaxWait:             time.Duration(cfg.RemoteStorage.FetchMaxWaitMs) * time.Millisecond,
 	}
 }
 

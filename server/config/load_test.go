@@ -75,7 +75,8 @@ func TestDefault(t *testing.T) {
 		SSLKeystoreType: "PEM", SSLTruststoreType: "PEM", SSLClientAuth: "none", SSLPrincipalMappingRules: "DEFAULT",
 		SSLEndpointIdentificationAlgorithm: "https", SASLEnabledMechanisms: []string{"SCRAM-SHA-256", "SCRAM-SHA-512"},
 		SASLMechanismInterBrokerProtocol: "SCRAM-SHA-512",
-		RemoteStorage:                    RemoteStorage{TaskIntervalMs: 30000, Region: "us-east-1", RequestTimeoutMs: 30000, CacheSizeBytes: 1 << 30, CacheChunkBytes: 1 << 20},
+		RemoteStorage: RemoteStorage{TaskIntervalMs: 30000, Region: "us-east-1", RequestTimeoutMs: 30000, CacheSizeBytes: 1 << 30, CacheChunkBytes: 1 << 20,
+			ReaderThreads: 10, ReaderMaxPendingTasks: 100, FetchMaxWaitMs: 500},
 	}
 	// Compare the scalar fields by zeroing the ones checked above or not comparable.
 	got := *c

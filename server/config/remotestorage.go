@@ -58,6 +58,16 @@ type RemoteStorage struct {
 	// RequestTimeoutMs is remote.storage.s3.request.timeout.ms (default 30000): the most
 	// one request to the store may take before it is abandoned and retried later.
 	RequestTimeoutMs int64
+	// ReaderThreads is remote.log.reader.threads (default 10): the reads of the remote
+	// log for consumers' fetches run on this many goroutines, off the request's.
+	ReaderThreads int64
+	// ReaderMaxPendingTasks is remote.log.reader.max.pending.tasks (default 100): the
+	// most remote reads waiting for a reader; a fetch past it is answered
+	// UNKNOWN_SERVER_ERROR for that partition, as Kafka does.
+	ReaderMaxPendingTasks int64
+	// FetchMaxWaitMs is remote.fetch.max.wait.ms (default 500): how long a fetch waits
+	// for a remote read before answering that partition empty.
+	FetchMaxWaitMs int64
 }
 
 func remoteStorageKeys() []*keyDef {
@@ -93,6 +103,12 @@ func remoteStorageKeys() []*keyDef {
 			i64(func(c *Config) *int64 { return &c.RemoteStorage.CacheChunkBytes }, 4096)),
 		key("remote.storage.s3.request.timeout.ms", "30000", "Shale: the longest one request to the object store may take before it is abandoned (and retried later); a slow store never holds up produce or fetch.",
 			i64(func(c *Config) *int64 { return &c.RemoteStorage.RequestTimeoutMs }, 1)),
+		key("remote.log.reader.threads", "10", "Goroutines that read the remote log for consumers' fetches, off the request's.",
+			i64(func(c *Config) *int64 { return &c.RemoteStorage.ReaderThreads }, 1)),
+		key("remote.log.reader.max.pending.tasks", "100", "The most remote log reads waiting for a reader; a fetch past it is answered UNKNOWN_SERVER_ERROR for that partition.",
+			i64(func(c *Config) *int64 { return &c.RemoteStorage.ReaderMaxPendingTasks }, 1)),
+		key("remote.fetch.max.wait.ms", "500", "How long a fetch waits for a read of the remote log before answering that partition empty (the consumer asks again).",
+			i64(func(c *Config) *int64 { return &c.RemoteStorage.FetchMaxWaitMs }, 1)),
 	}
 }
 

@@ -19,6 +19,15 @@ import (
 // the partition's log directory. TxnIndex may be "" when the segment has none.
 type Files struct {
 	Log, OffsetIndex, TimeIndex, TxnIndex string
+	// LogPosition is the byte position in Log of the batch at seg.BaseOffset: 0 for a
+	// whole segment. Above 0 only the segment's part from there is uploaded, as
+	// seg.SizeBytes bytes: a local segment that begins inside the remote log (rolled
+	// elsewhere than the uploader of the remote log's last segment rolled it) goes on
+	// from the remote log's end, so that remote segments stay contiguous without
+	// overlap. The local indexes are relative to the file's start then, so the part's
+	// offset and time indexes are rebuilt from its batches, and its transaction index
+	// keeps the aborts whose markers are in the part.
+	LogPosition int64
 	// ProducerSnapshot is the producer state as of the segment's end (EndOffset+1),
 	// in the broker's snapshot format; nil when there is none.
 	ProducerSnapshot []byte
@@ -39,21 +48,31 @@ func Upload(ctx context.Context, store objstore.Store, seg Segment, files Files)
 	if err := checkSegment(seg); err != nil {
 		return err
 	}
+	if files.LogPosition < 0 {
+		return fmt.Errorf("%w: log position %d", ErrInvalidSegment, files.LogPosition)
+	}
 	logFile, err := os.Open(files.Log)
 	if err != nil {
 		return fmt.Errorf("remotelog: upload segment %d: %w", seg.BaseOffset, err)
 	}
 	defer logFile.Close()
-	if err := checkLogFile(logFile, seg); err != nil {
+	var rebuilt *indexBuilder
+	if files.LogPosition > 0 {
+		rebuilt = &indexBuilder{base: seg.BaseOffset, lastTs: -1}
+	}
+	if err := checkLogFile(logFile, files.LogPosition, seg, rebuilt); err != nil {
 		return err
 	}
-	index, err := readIndex(files.OffsetIndex, shalelog.OffsetIndexEntrySize, validOffsetEntries(seg))
-	if err != nil {
-		return err
-	}
-	timeIndex, err := readIndex(files.TimeIndex, shalelog.TimeIndexEntrySize, validTimeEntries(seg))
-	if err != nil {
-		return err
+	var index, timeIndex []byte
+	if rebuilt != nil {
+		index, timeIndex = rebuilt.index, rebuilt.timeIndex
+	} else {
+		if index, err = readIndex(files.OffsetIndex, shalelog.OffsetIndexEntrySize, validOffsetEntries(seg)); err != nil {
+			return err
+		}
+		if timeIndex, err = readIndex(files.TimeIndex, shalelog.TimeIndexEntrySize, validTimeEntries(seg)); err != nil {
+			return err
+		}
 	}
 	var txnIndex []byte
 	if files.TxnIndex != "" {
@@ -61,14 +80,25 @@ func Upload(ctx context.Context, store objstore.Store, seg Segment, files Files)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remotelog: upload segment %d: %w", seg.BaseOffset, err)
 		}
-		if _, derr := shalelog.DecodeTxnIndex(b); derr != nil {
+		txns, derr := shalelog.DecodeTxnIndex(b)
+		if derr != nil {
 			return fmt.Errorf("%w: transaction index %s: %w", ErrInvalidSegment, files.TxnIndex, derr)
 		}
 		txnIndex = b
+		if rebuilt != nil {
+			// The aborts whose markers are below the part are in the remote
+			// segment that holds those markers.
+			txnIndex = nil
+			for _, a := range txns {
+				if a.LastOffset >= seg.BaseOffset {
+					txnIndex = shalelog.EncodeAbortedTxn(txnIndex, a)
+				}
+			}
+		}
 	}
 
 	objects := map[string]int64{suffixLog: seg.SizeBytes}
-	if err := store.Put(ctx, seg.Key(suffixLog), io.NewSectionReader(logFile, 0, seg.SizeBytes), seg.SizeBytes); err != nil {
+	if err := store.Put(ctx, seg.Key(suffixLog), io.NewSectionReader(logFile, files.LogPosition, seg.SizeBytes), seg.SizeBytes); err != nil {
 		return fmt.Errorf("remotelog: upload segment %d log: %w", seg.BaseOffset, err)
 	}
 	for _, o := range []struct {
@@ -146,14 +176,46 @@ func parseBatchHeader(b []byte) (batchHeader, error) {
 	}, nil
 }
 
-// checkLogFile walks the batch headers of the segment's first SizeBytes bytes: whole
-// batches, in offset order, inside [BaseOffset, EndOffset], the last one ending at
-// EndOffset.
-func checkLogFile(f *os.File, seg Segment) error {
+// indexBuilder rebuilds the offset and time indexes of a part of a segment from its
+// batch headers, in the local formats, relative to the part's base offset and first
+// byte: an offset entry every index interval of log bytes, and a time entry whenever
+// such an entry sees a larger timestamp than the last time entry (as the local log
+// writes them).
+type indexBuilder struct {
+	base             int64
+	index, timeIndex []byte
+	sinceEntry       int64 // bytes since the last offset entry
+	maxTs, maxTsOff  int64 // largest timestamp so far and the base offset of its batch
+	lastTs           int64 // timestamp of the last time entry
+}
+
+// add notes the batch h at pos (relative to the part's first byte).
+func (b *indexBuilder) add(pos int64, h batchHeader) {
+	if pos == 0 || h.maxTs > b.maxTs {
+		b.maxTs, b.maxTsOff = h.maxTs, h.base
+	}
+	if pos > 0 && b.sinceEntry >= shalelog.DefaultIndexIntervalBytes {
+		b.index = binary.BigEndian.AppendUint32(b.index, uint32(h.base-b.base))
+		b.index = binary.BigEndian.AppendUint32(b.index, uint32(pos))
+		b.sinceEntry = 0
+		if b.maxTs > b.lastTs && b.maxTs > 0 {
+			b.timeIndex = binary.BigEndian.AppendUint64(b.timeIndex, uint64(b.maxTs))
+			b.timeIndex = binary.BigEndian.AppendUint32(b.timeIndex, uint32(b.maxTsOff-b.base))
+			b.lastTs = b.maxTs
+		}
+	}
+	b.sinceEntry += h.size
+}
+
+// checkLogFile walks the batch headers of the SizeBytes bytes of f from start: whole
+// batches, in offset order, inside [BaseOffset, EndOffset], the first one at
+// BaseOffset when start is not 0 (a part begins where a batch does), the last one
+// ending at EndOffset. When rebuild is not nil it gets every batch.
+func checkLogFile(f *os.File, start int64, seg Segment, rebuild *indexBuilder) error {
 	var hdr [shalelog.BatchHeaderSize]byte
 	prevLast := seg.BaseOffset - 1
 	for pos := int64(0); pos < seg.SizeBytes; {
-		if _, err := f.ReadAt(hdr[:], pos); err != nil {
+		if _, err := f.ReadAt(hdr[:], start+pos); err != nil {
 			return fmt.Errorf("%w: segment %d: reading the batch at %d: %w", ErrInvalidSegment, seg.BaseOffset, pos, err)
 		}
 		h, err := parseBatchHeader(hdr[:])
@@ -163,6 +225,12 @@ func checkLogFile(f *os.File, seg Segment) error {
 		if h.base <= prevLast || h.last > seg.EndOffset || pos+h.size > seg.SizeBytes {
 			return fmt.Errorf("%w: segment %d position %d: batch %d-%d (%d bytes) after %d, segment ends at %d (%d bytes)",
 				ErrInvalidSegment, seg.BaseOffset, pos, h.base, h.last, h.size, prevLast, seg.EndOffset, seg.SizeBytes)
+		}
+		if pos == 0 && start > 0 && h.base != seg.BaseOffset {
+			return fmt.Errorf("%w: segment %d: the batch at position %d begins at %d", ErrInvalidSegment, seg.BaseOffset, start, h.base)
+		}
+		if rebuild != nil {
+			rebuild.add(pos, h)
 		}
 		prevLast = h.last
 		pos += h.size

@@ -1,0 +1,232 @@
+package replication_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/controller"
+	"github.com/shalelog/shale/controller/controllertest"
+	"github.com/shalelog/shale/protocol"
+	"github.com/shalelog/shale/replication"
+	"github.com/shalelog/shale/server/broker"
+	"github.com/shalelog/shale/server/broker/brokertest"
+	"github.com/shalelog/shale/tiered/objstore"
+)
+
+// gateStore holds every Get while closed, until it opens or the call's context ends,
+// as a store that has become very slow.
+type gateStore struct {
+	objstore.Store
+	mu      sync.Mutex
+	closed  bool
+	open    chan struct{}
+	blocked int
+}
+
+func (g *gateStore) setClosed(v bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if v && !g.closed {
+		g.open = make(chan struct{})
+	}
+	if !v && g.closed {
+		close(g.open)
+	}
+	g.closed = v
+}
+
+func (g *gateStore) blockedCalls() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.blocked
+}
+
+func (g *gateStore) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	g.mu.Lock()
+	closed, open := g.closed, g.open
+	if closed {
+		g.blocked++
+	}
+	g.mu.Unlock()
+	if closed {
+		select {
+		case <-open:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.Store.Get(ctx, key, off, n)
+}
+
+// TestTieredFetchDoesNotWaitForASlowStore: a fetch of two partitions, one read from a
+// remote log whose store hangs and one read locally, is answered within
+// remote.fetch.max.wait.ms: the local partition's records, and the remote one empty
+// without an error, so that the consumer asks again. Once the store answers, the remote
+// partition reads.
+func TestTieredFetchDoesNotWaitForASlowStore(t *testing.T) {
+	store := &gateStore{Store: objstore.NewMemory()}
+	b := brokertest.Start(t, brokertest.WithOptions(func(o *broker.Options) {
+		o.Replication = replication.Config{Logger: quiet(), RemoteStore: store, RemoteTaskInterval: 50 * time.Millisecond,
+			RemoteRequestTimeout: 30 * time.Second, RetentionCheckInterval: 50 * time.Millisecond,
+			RemoteFetchMaxWait: 200 * time.Millisecond}
+		o.Protocol = protocol.Config{Logger: quiet()}
+		o.ShutdownGrace = time.Second
+	}), brokertest.WithController(controllertest.WithConfig(func(c *controller.Config) { c.RemoteLogStorageSystemEnable = true })))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := b.Client(kgo.ProducerLinger(0))
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for topic, cfg := range map[string]map[string]*string{
+		"cold": {"remote.storage.enable": kadm.StringPtr("true"), "segment.bytes": kadm.StringPtr("2048"), "local.retention.bytes": kadm.StringPtr("1")},
+		"hot":  nil,
+	} {
+		res, err := adm.CreateTopic(ctx, 1, 1, cfg, topic)
+		if err == nil {
+			err = res.Err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 200 {
+		for _, topic := range []string{"cold", "hot"} {
+			v := []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat("c", 100)))
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: v}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cold := b.Replicas().Replica("cold", 0)
+	waitFor(t, "the cold partition's start uploaded and removed locally", func() bool { return cold.LocalLogStartOffset() > 100 })
+
+	fetch := func() *kmsg.FetchResponse {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 100, 1, 1<<20
+		for _, topic := range []string{"cold", "hot"} {
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic, rt.TopicID = topic, b.Replicas().Replica(topic, 0).TopicID()
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 0, 0, 64<<10, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(ctx, b.Client())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != 0 || len(resp.Topics) != 2 {
+			t.Fatalf("fetch: error %d, %d topics", resp.ErrorCode, len(resp.Topics))
+		}
+		return resp
+	}
+	part := func(resp *kmsg.FetchResponse, topic string) kmsg.FetchResponseTopicPartition {
+		id := b.Replicas().Replica(topic, 0).TopicID()
+		for _, rt := range resp.Topics {
+			if rt.Topic == topic || rt.TopicID == id {
+				return rt.Partitions[0]
+			}
+		}
+		t.Fatalf("no %s in the fetch response", topic)
+		return kmsg.FetchResponseTopicPartition{}
+	}
+
+	store.setClosed(true)
+	resp := fetch()
+	if hot := part(resp, "hot"); hot.ErrorCode != 0 || len(hot.RecordBatches) == 0 {
+		t.Fatalf("local partition: error %d, %d bytes of records", hot.ErrorCode, len(hot.RecordBatches))
+	}
+	if c := part(resp, "cold"); c.ErrorCode != 0 || len(c.RecordBatches) != 0 || c.LogStartOffset != 0 {
+		t.Fatalf("remote partition with the store hanging: error %d, %d bytes, log start %d; want an empty answer", c.ErrorCode, len(c.RecordBatches), c.LogStartOffset)
+	}
+	if store.blockedCalls() == 0 {
+		t.Fatal("the remote read never reached the store")
+	}
+
+	store.setClosed(false)
+	waitFor(t, "the remote partition read once the store answers", func() bool {
+		c := part(fetch(), "cold")
+		if c.ErrorCode != 0 {
+			t.Fatalf("remote partition: error %d", c.ErrorCode)
+		}
+		return len(c.RecordBatches) > 0
+	})
+}
+
+// TestTieredFetchReaderQueueFull: with one reader busy on a hanging store and its queue
+// of one full, a further remote read is refused with UNKNOWN_SERVER_ERROR, as Kafka
+// answers a read its RemoteLogReader pool rejects; those accepted are answered empty.
+func TestTieredFetchReaderQueueFull(t *testing.T) {
+	store := &gateStore{Store: objstore.NewMemory()}
+	b := brokertest.Start(t, brokertest.WithOptions(func(o *broker.Options) {
+		o.Replication = replication.Config{Logger: quiet(), RemoteStore: store, RemoteTaskInterval: 50 * time.Millisecond,
+			RemoteRequestTimeout: 10 * time.Minute, RetentionCheckInterval: 50 * time.Millisecond,
+			RemoteFetchMaxWait: 100 * time.Millisecond, RemoteLogReaderThreads: 1, RemoteLogReaderMaxPendingTasks: 1}
+		o.Protocol = protocol.Config{Logger: quiet()}
+		o.ShutdownGrace = time.Second
+	}), brokertest.WithController(controllertest.WithConfig(func(c *controller.Config) { c.RemoteLogStorageSystemEnable = true })))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := b.Client(kgo.ProducerLinger(0))
+	defer cl.Close()
+	const topic = "queued"
+	res, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{
+		"remote.storage.enable": kadm.StringPtr("true"), "segment.bytes": kadm.StringPtr("2048"), "local.retention.bytes": kadm.StringPtr("1"),
+	}, topic)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprintf("value-%d-%0100d", i, i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := b.Replicas().Replica(topic, 0)
+	waitFor(t, "the start of the log only remote", func() bool { return p.LocalLogStartOffset() > 100 })
+	store.setClosed(true)
+	defer store.setClosed(false)
+	fetchAt := func(offset int64) kmsg.FetchResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 1, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = topic, p.TopicID()
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 0, offset, 64<<10, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, b.Client())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0]
+	}
+	// Three reads of three places: one reader and one queued slot take at most two.
+	refused := 0
+	for _, off := range []int64{0, 30, 60} {
+		got := fetchAt(off)
+		switch {
+		case got.ErrorCode == kerr.UnknownServerError.Code:
+			refused++
+		case got.ErrorCode != 0 || len(got.RecordBatches) != 0:
+			t.Fatalf("fetch at %d with the store hanging: error %d, %d bytes", off, got.ErrorCode, len(got.RecordBatches))
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no remote read refused with the readers busy and the queue full")
+	}
+}
