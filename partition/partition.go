@@ -203,8 +203,12 @@ func open(topic string, topicID [16]byte, index, nodeID int32, dir string, hw in
 		return nil, err
 	}
 	// Only what was known replicated before the restart is visible; the leader raises it
-	// again as its followers report their positions.
-	p.hw.Store(min(max(hw, 0), l.EndOffset()))
+	// again as its followers report their positions. Never below the log start, as
+	// Kafka's UnifiedLog.updateHighWatermark clamps it: the log start only ever passed
+	// committed offsets, and a checkpoint older than the deletion that moved it (a power
+	// cut can take the checkpoint back to its last fsync while the deletion stays) must not
+	// make the replica's high watermark trail what it no longer holds.
+	p.hw.Store(min(max(hw, l.StartOffset()), l.EndOffset()))
 	l.SetSyncListener(p.onSynced)
 	return p, nil
 }

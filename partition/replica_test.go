@@ -420,3 +420,31 @@ func TestRestartedSoleISRMemberCommitsItsLogEnd(t *testing.T) {
 		t.Fatalf("leader with ISR [1] after a restart: HW %d, want its log end 5", p.HighWatermark())
 	}
 }
+
+// TestReopenedHighWatermarkNotBelowLogStart: a checkpointed high watermark older than the
+// deletion that moved the log start (a power cut takes the checkpoint back to its last
+// fsync while the deletion stays) is raised to the log start on open, as Kafka's
+// updateHighWatermark clamps it; the simulation's seed 235 found a leader whose log start
+// passed its high watermark after such a cut.
+func TestReopenedHighWatermarkNotBelowLogStart(t *testing.T) {
+	dir := t.TempDir()
+	p, err := open("t", testID, 0, 1, dir, -1, testSettings(), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.ApplyState(State{Role: RoleLeader, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1}, ISR: []int32{1}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	appendLeader(t, p, 10, 1)
+	if hw := p.HighWatermark(); hw != 10 {
+		t.Fatalf("HW %d, want 10", hw)
+	}
+	if _, err := p.DeleteRecordsBefore(6); err != nil {
+		t.Fatal(err)
+	}
+	p.close()
+	q := openTest(t, dir, 1, 3)
+	if start, hw := q.LogStartOffset(), q.HighWatermark(); start != 6 || hw != 6 {
+		t.Fatalf("reopened with checkpoint 3: log start %d, HW %d; want 6 and 6", start, hw)
+	}
+}
