@@ -205,6 +205,8 @@ type consumerMember struct {
 	revoking assignment
 	expiry   timer.Slot
 	revoke   timer.Slot
+	// classic is set for a member using the classic protocol (consumer_classic.go).
+	classic *classicMember
 }
 
 func newConsumerGroup() *consumerGroup {
@@ -321,14 +323,22 @@ func (c *Coordinator) consumerHeartbeat(req ConsumerHeartbeatRequest, resp Consu
 	}
 	if g != nil && g.cg == nil {
 		// A classic group converts when it is empty (Kafka's upgrade of an empty
-		// group); one with members keeps the classic protocol.
-		if req.MemberEpoch != 0 || len(g.members) > 0 || len(g.pending) > 0 || g.state != Empty {
+		// group), or, as the migration policy allows, when a member joins it live.
+		empty := len(g.members) == 0 && len(g.pending) == 0 && g.state == Empty
+		switch {
+		case req.MemberEpoch != 0:
 			resp.Err = fmt.Errorf("%w: group %s is not a consumer group", kerr.GroupIDNotFound, req.Group)
 			return resp
+		case empty:
+			c.lg.Info("empty classic group converted to a consumer group", "group", g.id)
+			g.cg = newConsumerGroup()
+			g.protocolType, g.protocol = consumerProtocolType, ""
+		default:
+			if err := c.upgradeClassicGroup(g); err != nil {
+				resp.Err = err
+				return resp
+			}
 		}
-		c.lg.Info("empty classic group converted to a consumer group", "group", g.id)
-		g.cg = newConsumerGroup()
-		g.protocolType, g.protocol = consumerProtocolType, ""
 	}
 	switch req.MemberEpoch {
 	case 0:
@@ -345,6 +355,7 @@ func (c *Coordinator) consumerHeartbeat(req ConsumerHeartbeatRequest, resp Consu
 		}
 		c.lg.Info("consumer group member left", "group", g.id, "member", m.id)
 		c.removeConsumerMember(g, m)
+		c.maybeDowngrade(g)
 		return resp
 	}
 	if g == nil {
@@ -517,12 +528,17 @@ func (c *Coordinator) consumerHeartbeatInterval(group string) time.Duration {
 
 // consumerTouch restarts the member's session.
 func (c *Coordinator) consumerTouch(g *group, m *consumerMember) {
-	c.timers.Arm(&m.expiry, c.consumerSessionTimeout(g.id), func() {
+	timeout := c.consumerSessionTimeout(g.id)
+	if m.classic != nil {
+		timeout = m.classic.sessionTimeout
+	}
+	c.timers.Arm(&m.expiry, timeout, func() {
 		if c.groups[g.id] != g || g.cg == nil || g.cg.members[m.id] != m {
 			return
 		}
 		c.lg.Info("consumer group member session expired", "group", g.id, "member", m.id)
 		c.removeConsumerMember(g, m)
+		c.maybeDowngrade(g)
 	})
 }
 
@@ -691,6 +707,7 @@ func (c *Coordinator) armRevoke(g *group, m *consumerMember) {
 		}
 		c.lg.Info("consumer group member did not revoke partitions within its rebalance timeout", "group", g.id, "member", m.id)
 		c.removeConsumerMember(g, m)
+		c.maybeDowngrade(g)
 	})
 }
 

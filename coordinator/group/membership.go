@@ -28,6 +28,9 @@ func (c *Coordinator) Heartbeat(req HeartbeatRequest) error {
 	if g.state == Dead {
 		return kerr.CoordinatorNotAvailable
 	}
+	if g.cg != nil {
+		return c.classicHeartbeatConsumer(g, req)
+	}
 	if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
 		return err
 	}
@@ -112,6 +115,15 @@ func (c *Coordinator) Leave(groupID string, members []LeavingMember) ([]error, e
 	if g.state == Dead {
 		return nil, kerr.CoordinatorNotAvailable
 	}
+	if g.cg != nil {
+		return c.classicLeaveConsumer(g, members), nil
+	}
+	return c.leaveClassic(g, members)
+}
+
+// leaveClassic is Leave for a classic group; callers hold c.mu.
+func (c *Coordinator) leaveClassic(g *group, members []LeavingMember) ([]error, error) {
+	out := make([]error, len(members))
 	for i, lm := range members {
 		switch {
 		case lm.MemberID == "":

@@ -97,6 +97,10 @@ func (c *Coordinator) sync(req SyncRequest, call *SyncCall) error {
 	if g.state == Dead {
 		return kerr.CoordinatorNotAvailable
 	}
+	if g.cg != nil {
+		call.complete(c.classicSyncConsumer(g, req))
+		return nil
+	}
 	if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
 		return err
 	}
