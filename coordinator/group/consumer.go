@@ -353,6 +353,15 @@ func (c *Coordinator) consumerHeartbeat(req ConsumerHeartbeatRequest, resp Consu
 			resp.Err = kerr.UnknownMemberID
 			return resp
 		}
+		if req.MemberEpoch == -2 && m.instanceID != "" {
+			// A static member's temporary leave (KIP-848): it keeps its partitions
+			// and its place until its session expires, for an instance with the same
+			// group.instance.id to take over.
+			c.lg.Info("static consumer group member left temporarily", "group", g.id, "member", m.id, "instance", m.instanceID)
+			m.previousEpoch, m.epoch = m.epoch, staticLeaveEpoch
+			c.setConsumerState(g)
+			return resp
+		}
 		c.lg.Info("consumer group member left", "group", g.id, "member", m.id)
 		c.removeConsumerMember(g, m)
 		c.maybeDowngrade(g)
@@ -460,6 +469,15 @@ func (c *Coordinator) consumerJoin(g *group, req ConsumerHeartbeatRequest, re *r
 		c.lg.Info("consumer group member joined again with epoch 0", "group", g.id, "member", old.id)
 		c.removeConsumerMember(g, old)
 	}
+	if req.InstanceID != nil {
+		if old := g.cg.staticMember(*req.InstanceID); old != nil {
+			if old.epoch != staticLeaveEpoch {
+				resp.Err = fmt.Errorf("%w: instance %s is still used by member %s", kerr.UnreleasedInstanceID, *req.InstanceID, old.id)
+				return resp
+			}
+			return c.replaceStaticConsumerMember(g, old, req, re, resp)
+		}
+	}
 	if max := c.cfg.ConsumerMaxGroupSize; max > 0 && len(g.cg.members) >= max {
 		resp.Err = fmt.Errorf("%w: consumer group %s has %d members (group.consumer.max.size)", kerr.GroupMaxSizeReached, g.id, len(g.cg.members))
 		if created {
@@ -472,6 +490,55 @@ func (c *Coordinator) consumerJoin(g *group, req ConsumerHeartbeatRequest, re *r
 	c.lg.Info("consumer group member joined", "group", g.id, "member", m.id, "client_id", req.ClientID)
 	c.updateConsumerMember(g, m, req, re)
 	c.consumerUpdate(g, true)
+	c.consumerTouch(g, m)
+	c.reconcile(g, m, assignment{})
+	c.setConsumerState(g)
+	resp.MemberEpoch = m.epoch
+	resp.Assignment = c.assignmentOf(g, m.assigned)
+	return resp
+}
+
+// staticLeaveEpoch is the member epoch of a static member that left temporarily
+// (Kafka's LEAVE_GROUP_STATIC_MEMBER_EPOCH).
+const staticLeaveEpoch = -2
+
+// staticMember is the member with the group.instance.id, nil when none has it.
+func (cg *consumerGroup) staticMember(instanceID string) *consumerMember {
+	for _, m := range cg.members {
+		if m.instanceID == instanceID {
+			return m
+		}
+	}
+	return nil
+}
+
+// replaceStaticConsumerMember: a static member that left temporarily (epoch -2) is
+// replaced by the new member joining with its group.instance.id, which takes over its
+// assignment, target and epoch, so that a restart moves no partition and does not bump
+// the group epoch (unless the subscription changed), as KIP-848 specifies. The new
+// instance owns nothing yet, so partitions the old one was revoking are released.
+func (c *Coordinator) replaceStaticConsumerMember(g *group, old *consumerMember, req ConsumerHeartbeatRequest, re *regexp.Regexp, resp ConsumerHeartbeatResponse) ConsumerHeartbeatResponse {
+	cg := g.cg
+	old.expiry.Stop()
+	old.revoke.Stop()
+	m := &consumerMember{
+		id: req.MemberID, instanceID: old.instanceID, rackID: old.rackID, rebalanceTimeout: old.rebalanceTimeout,
+		names: old.names, regex: old.regex, re: old.re, assignor: old.assignor,
+		epoch: old.previousEpoch, previousEpoch: old.previousEpoch, state: old.state,
+		assigned: old.assigned, revoking: old.revoking, classic: old.classic,
+	}
+	delete(cg.members, old.id)
+	cg.members[m.id] = m
+	cg.target[m.id] = cg.target[old.id]
+	delete(cg.target, old.id)
+	for k, owner := range cg.owners {
+		if owner == old.id {
+			cg.owners[k] = m.id
+		}
+	}
+	c.lg.Info("static consumer group member replaced", "group", g.id, "instance", m.instanceID, "old_member", old.id, "member", m.id)
+	changed := c.updateConsumerMember(g, m, req, re)
+	c.consumerUpdate(g, changed)
 	c.consumerTouch(g, m)
 	c.reconcile(g, m, assignment{})
 	c.setConsumerState(g)

@@ -75,6 +75,8 @@ type consumerClient struct {
 	topics []string
 	regex  *string
 	owned  []TopicPartitions
+	// instance is the group.instance.id of a static member, nil for a dynamic one.
+	instance *string
 }
 
 func newConsumerClient(t *testing.T, c *Coordinator, group, id string, topics ...string) *consumerClient {
@@ -87,7 +89,7 @@ func (cl *consumerClient) request() ConsumerHeartbeatRequest {
 		owned = []TopicPartitions{}
 	}
 	return ConsumerHeartbeatRequest{Group: cl.group, MemberID: cl.id, MemberEpoch: cl.epoch, RebalanceTimeout: 10 * time.Second,
-		Names: cl.topics, Regex: cl.regex, Owned: owned, ClientID: "cl", ClientHost: "/127.0.0.1"}
+		Names: cl.topics, Regex: cl.regex, Owned: owned, ClientID: "cl", ClientHost: "/127.0.0.1", InstanceID: cl.instance}
 }
 
 // heartbeat sends a full heartbeat and applies the answer.
