@@ -31,6 +31,16 @@ func (c *BrokerClient) LoadConsumerGroup(ctx context.Context, group string) (*me
 	return &st, nil
 }
 
+// ListConsumerGroups lists the groups with stored consumer-group state; see
+// metadata.ConsumerGroupStore.
+func (c *BrokerClient) ListConsumerGroups(ctx context.Context) ([]string, error) {
+	resp, err := rpc(ctx, c, pb.ControllerClient.ListConsumerGroups, &pb.ListConsumerGroupsRequest{})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Groups, nil
+}
+
 func consumerGroupToPB(st metadata.ConsumerGroupState) *pb.ConsumerGroupState {
 	out := &pb.ConsumerGroupState{Group: st.Group, CoordinatorEpoch: st.CoordinatorEpoch, Version: st.Version,
 		GroupEpoch: st.GroupEpoch, Assignor: st.Assignor}

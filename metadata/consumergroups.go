@@ -15,6 +15,9 @@ type ConsumerGroupStore interface {
 	// LoadConsumerGroup returns the group's stored state, nil when it has none. It
 	// reflects every write committed before the call.
 	LoadConsumerGroup(ctx context.Context, group string) (*ConsumerGroupState, error)
+	// ListConsumerGroups lists the groups with stored state, sorted. It reflects every
+	// write committed before the call.
+	ListConsumerGroups(ctx context.Context) ([]string, error)
 }
 
 // ConsumerGroupState is a consumer group's whole state as its coordinator wrote it.

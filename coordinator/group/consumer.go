@@ -332,6 +332,7 @@ func (c *Coordinator) consumerHeartbeat(req ConsumerHeartbeatRequest, resp Consu
 		case empty:
 			c.lg.Info("empty classic group converted to a consumer group", "group", g.id)
 			g.cg = newConsumerGroup()
+			g.cg.version = g.cgVersion
 			g.protocolType, g.protocol = consumerProtocolType, ""
 		default:
 			if err := c.upgradeClassicGroup(g); err != nil {

@@ -313,6 +313,7 @@ func (c *Coordinator) upgradeClassicGroup(g *group) error {
 	im := c.store.Current()
 	cg := newConsumerGroup()
 	cg.epoch = g.generation
+	cg.version = g.cgVersion
 	for _, m := range g.members {
 		var meta kmsg.ConsumerMemberMetadata
 		if err := meta.ReadFrom(m.metadataFor(g.protocol)); err != nil {
@@ -412,6 +413,7 @@ func (c *Coordinator) maybeDowngrade(g *group) {
 
 	if c.consumerStore() != nil {
 		cg.version++
+		g.cgVersion = cg.version
 		st := &metadata.ConsumerGroupState{Group: g.id, CoordinatorEpoch: g.coordEpoch, Version: cg.version}
 		c.wg.Add(1)
 		go func() {

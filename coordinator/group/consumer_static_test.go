@@ -86,3 +86,32 @@ func TestConsumerStaticMembership(t *testing.T) {
 func sameOwned(x, y []TopicPartitions) bool {
 	return ownedOf(x).equal(ownedOf(y))
 }
+
+// TestConsumerListAndDescribeLoadGroup: a coordinator that takes a consumer group over
+// lists and describes it from the quorum before any member has heartbeated to it.
+func TestConsumerListAndDescribeLoadGroup(t *testing.T) {
+	store := newTestStore(t)
+	cfg := testConfig()
+	cfg.Clock = &consumerClock{}
+	c1 := New(cfg, store)
+	a := newConsumerClient(t, c1, "g", "a", "t")
+	a.mustHeartbeat()
+	b := newConsumerClient(t, c1, "h", "b", "u")
+	b.mustHeartbeat()
+	c1.Close()
+
+	c2 := newTestCoordinator(t, cfg, store)
+	ls, err := c2.ListGroups(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 2 || ls[0].Group != "g" || ls[0].Type != ConsumerGroupType || ls[0].State != Stable || ls[1].Group != "h" || ls[1].Type != ConsumerGroupType {
+		t.Fatalf("listed after the takeover: %+v, want g and h, consumer groups, Stable", ls)
+	}
+
+	c3 := newTestCoordinator(t, cfg, store)
+	d := c3.DescribeConsumerGroups(t.Context(), []string{"h"})[0]
+	if d.Err != nil || d.State != Stable || len(d.Members) != 1 || d.Members[0].MemberID != "b" || len(d.Members[0].Assignment) != 1 {
+		t.Fatalf("described after the takeover: %+v", d)
+	}
+}

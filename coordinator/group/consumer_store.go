@@ -160,3 +160,23 @@ func assignmentFrom(m map[[16]byte][]int32) assignment {
 	}
 	return out
 }
+
+// loadConsumerGroups loads every consumer group in the quorum that this broker
+// coordinates and has not loaded yet (after a failover), so that ListGroups shows them
+// with their state rather than as offsets only, or not at all.
+func (c *Coordinator) loadConsumerGroups(ctx context.Context) error {
+	store := c.consumerStore()
+	if store == nil {
+		return nil
+	}
+	ids, err := store.ListConsumerGroups(ctx)
+	if err != nil {
+		return storeError(err)
+	}
+	for _, id := range ids {
+		if err := c.loadConsumerGroup(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
