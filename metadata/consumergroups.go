@@ -53,4 +53,19 @@ type ConsumerGroupMember struct {
 	Assignor           string
 	// Assigned, Revoking and Target map topic ids to sorted partitions.
 	Assigned, Revoking, Target map[[16]byte][]int32
+	// Classic is set for a member using the classic protocol.
+	Classic *ConsumerGroupClassicMember
+}
+
+// ConsumerGroupClassicMember is a classic-protocol member's session timeout and
+// JoinGroup protocols.
+type ConsumerGroupClassicMember struct {
+	SessionTimeoutMs int32
+	Protocols        []ConsumerGroupClassicProtocol
+}
+
+// ConsumerGroupClassicProtocol is one protocol of a classic member's JoinGroup.
+type ConsumerGroupClassicProtocol struct {
+	Name     string
+	Metadata []byte
 }

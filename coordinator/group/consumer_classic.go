@@ -36,6 +36,10 @@ import (
 // group whose last KIP-848 member leaves while classic members remain converts back to
 // a classic group, which then rebalances. The policy allows each direction; empty groups
 // convert whatever it says.
+//
+// A classic member's session timeout and protocols go through the quorum with the rest
+// of the group's state, and its SyncGroup and Heartbeat load the group like a KIP-848
+// heartbeat does, so a coordinator taking the group over continues it without a rejoin.
 
 // Migration policies (group.consumer.migration.policy).
 const (
@@ -60,6 +64,28 @@ func (c *Coordinator) downgradeEnabled() bool {
 type classicMember struct {
 	sessionTimeout time.Duration
 	protocols      []Protocol
+}
+
+func (cm *classicMember) toState() *metadata.ConsumerGroupClassicMember {
+	if cm == nil {
+		return nil
+	}
+	out := &metadata.ConsumerGroupClassicMember{SessionTimeoutMs: int32(cm.sessionTimeout.Milliseconds())}
+	for _, p := range cm.protocols {
+		out.Protocols = append(out.Protocols, metadata.ConsumerGroupClassicProtocol{Name: p.Name, Metadata: p.Metadata})
+	}
+	return out
+}
+
+func classicFromState(st *metadata.ConsumerGroupClassicMember) *classicMember {
+	if st == nil {
+		return nil
+	}
+	out := &classicMember{sessionTimeout: time.Duration(st.SessionTimeoutMs) * time.Millisecond}
+	for _, p := range st.Protocols {
+		out.protocols = append(out.protocols, Protocol{Name: p.Name, Metadata: p.Metadata})
+	}
+	return out
 }
 
 // supports reports whether the member offers the named protocol.

@@ -397,3 +397,36 @@ func TestMigrationPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestClassicMemberSurvivesCoordinatorRestart: a classic member of a consumer group goes
+// on heartbeating at its generation on a coordinator that took the group over, and the
+// group still downgrades when its KIP-848 member leaves there.
+func TestClassicMemberSurvivesCoordinatorRestart(t *testing.T) {
+	store := newTestStore(t)
+	cfg := testConfig()
+	cfg.Clock = &consumerClock{}
+	cfg.ConsumerSessionTimeout = 45 * time.Second
+	c1 := New(cfg, store)
+	a := newConsumerClient(t, c1, "g", "a", "t")
+	a.mustHeartbeat()
+	k := newClassicClient(t, c1, store, "g")
+	check := func() { checkOwnership(t, store, []*consumerClient{a}, []*classicClient{k}) }
+	k.rejoin()
+	a.mustHeartbeat() // told to revoke 2
+	a.mustHeartbeat() // revoked
+	k.settle(check)
+	if len(k.owned) != 2 || a.count() != 2 {
+		t.Fatalf("before the restart: classic %v, a %+v", k.owned, a.owned)
+	}
+	c1.Close()
+
+	c2 := newTestCoordinator(t, cfg, store)
+	a.c, k.c = c2, c2
+	if err := k.heartbeat(); err != nil {
+		t.Fatalf("classic heartbeat on the new coordinator: %v", err)
+	}
+	a.leave()
+	if typ := c2.groupType("g"); typ != ClassicGroupType {
+		t.Fatalf("group type %q after the KIP-848 member left on the new coordinator, want classic", typ)
+	}
+}

@@ -13,6 +13,11 @@ type HeartbeatRequest struct {
 // Heartbeat keeps a member's session alive. It fails with REBALANCE_IN_PROGRESS only
 // while the group is preparing a rebalance, which is how members learn to rejoin.
 func (c *Coordinator) Heartbeat(req HeartbeatRequest) error {
+	// A consumer group with classic members that this broker took over is loaded
+	// from the quorum first, so that they go on without rejoining.
+	if err := c.loadConsumerGroupNow(req.Group); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if req.Group == "" {
