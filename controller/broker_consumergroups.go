@@ -31,6 +31,16 @@ func (c *BrokerClient) LoadConsumerGroup(ctx context.Context, group string) (*me
 	return &st, nil
 }
 
+// ListConsumerGroups lists the groups with stored consumer-group state; see
+// metadata.ConsumerGroupStore.
+func (c *BrokerClient) ListConsumerGroups(ctx context.Context) ([]string, error) {
+	resp, err := rpc(ctx, c, pb.ControllerClient.ListConsumerGroups, &pb.ListConsumerGroupsRequest{})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Groups, nil
+}
+
 func consumerGroupToPB(st metadata.ConsumerGroupState) *pb.ConsumerGroupState {
 	out := &pb.ConsumerGroupState{Group: st.Group, CoordinatorEpoch: st.CoordinatorEpoch, Version: st.Version,
 		GroupEpoch: st.GroupEpoch, Assignor: st.Assignor}
@@ -43,7 +53,7 @@ func consumerGroupToPB(st metadata.ConsumerGroupState) *pb.ConsumerGroupState {
 			MemberEpoch: m.MemberEpoch, PreviousMemberEpoch: m.PreviousMemberEpoch, State: int32(m.State),
 			RebalanceTimeoutMs: m.RebalanceTimeoutMs, SubscribedTopicNames: m.Names, SubscribedTopicRegex: m.Regex,
 			ServerAssignor: m.Assignor, Assigned: partitionsToPB(m.Assigned), Revoking: partitionsToPB(m.Revoking),
-			Target: partitionsToPB(m.Target),
+			Target: partitionsToPB(m.Target), Classic: classicMemberToPB(m.Classic),
 		})
 	}
 	return out
@@ -61,7 +71,7 @@ func consumerGroupFromPB(p *pb.ConsumerGroupState) metadata.ConsumerGroupState {
 			MemberEpoch: m.MemberEpoch, PreviousMemberEpoch: m.PreviousMemberEpoch, State: int8(m.State),
 			RebalanceTimeoutMs: m.RebalanceTimeoutMs, Names: m.SubscribedTopicNames, Regex: m.SubscribedTopicRegex,
 			Assignor: m.ServerAssignor, Assigned: partitionsFromPB(m.Assigned), Revoking: partitionsFromPB(m.Revoking),
-			Target: partitionsFromPB(m.Target),
+			Target: partitionsFromPB(m.Target), Classic: classicMemberFromPB(m.Classic),
 		})
 	}
 	return st
@@ -92,5 +102,27 @@ func padID(b []byte) []byte {
 	}
 	out := make([]byte, 16)
 	copy(out, b)
+	return out
+}
+
+func classicMemberToPB(c *metadata.ConsumerGroupClassicMember) *pb.ConsumerGroupClassicMember {
+	if c == nil {
+		return nil
+	}
+	out := &pb.ConsumerGroupClassicMember{SessionTimeoutMs: c.SessionTimeoutMs}
+	for _, p := range c.Protocols {
+		out.Protocols = append(out.Protocols, &pb.ConsumerGroupClassicProtocol{Name: p.Name, Metadata: p.Metadata})
+	}
+	return out
+}
+
+func classicMemberFromPB(c *pb.ConsumerGroupClassicMember) *metadata.ConsumerGroupClassicMember {
+	if c == nil {
+		return nil
+	}
+	out := &metadata.ConsumerGroupClassicMember{SessionTimeoutMs: c.SessionTimeoutMs}
+	for _, p := range c.Protocols {
+		out.Protocols = append(out.Protocols, metadata.ConsumerGroupClassicProtocol{Name: p.Name, Metadata: p.Metadata})
+	}
 	return out
 }

@@ -53,6 +53,13 @@ func (f *fsm) loadConsumerGroup(group string) *pb.ConsumerGroupState {
 	return nil
 }
 
+// listConsumerGroups is the ids of the groups with stored state, sorted.
+func (f *fsm) listConsumerGroups() []string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return slices.Sorted(maps.Keys(f.consumerGroups))
+}
+
 func (f *fsm) consumerGroupSnapshotLocked() []*pb.ConsumerGroupState {
 	out := make([]*pb.ConsumerGroupState, 0, len(f.consumerGroups))
 	for _, id := range slices.Sorted(maps.Keys(f.consumerGroups)) {

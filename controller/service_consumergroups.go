@@ -37,3 +37,14 @@ func (v *service) LoadConsumerGroup(ctx context.Context, req *pb.LoadConsumerGro
 	}
 	return &pb.LoadConsumerGroupResponse{State: v.s.fsm.loadConsumerGroup(req.Group)}, nil
 }
+
+func (v *service) ListConsumerGroups(ctx context.Context, _ *pb.ListConsumerGroupsRequest) (*pb.ListConsumerGroupsResponse, error) {
+	if _, err := v.s.awaitSession(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	// A coordinator listing groups it has not loaded must see every stored one.
+	if err := v.s.verifyLeader(ctx); err != nil {
+		return nil, v.rpcError(err)
+	}
+	return &pb.ListConsumerGroupsResponse{Groups: v.s.fsm.listConsumerGroups()}, nil
+}

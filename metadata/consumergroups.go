@@ -15,6 +15,9 @@ type ConsumerGroupStore interface {
 	// LoadConsumerGroup returns the group's stored state, nil when it has none. It
 	// reflects every write committed before the call.
 	LoadConsumerGroup(ctx context.Context, group string) (*ConsumerGroupState, error)
+	// ListConsumerGroups lists the groups with stored state, sorted. It reflects every
+	// write committed before the call.
+	ListConsumerGroups(ctx context.Context) ([]string, error)
 }
 
 // ConsumerGroupState is a consumer group's whole state as its coordinator wrote it.
@@ -50,4 +53,19 @@ type ConsumerGroupMember struct {
 	Assignor           string
 	// Assigned, Revoking and Target map topic ids to sorted partitions.
 	Assigned, Revoking, Target map[[16]byte][]int32
+	// Classic is set for a member using the classic protocol.
+	Classic *ConsumerGroupClassicMember
+}
+
+// ConsumerGroupClassicMember is a classic-protocol member's session timeout and
+// JoinGroup protocols.
+type ConsumerGroupClassicMember struct {
+	SessionTimeoutMs int32
+	Protocols        []ConsumerGroupClassicProtocol
+}
+
+// ConsumerGroupClassicProtocol is one protocol of a classic member's JoinGroup.
+type ConsumerGroupClassicProtocol struct {
+	Name     string
+	Metadata []byte
 }

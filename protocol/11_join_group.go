@@ -40,7 +40,7 @@ func (s *Server) handleJoinGroup(ctx context.Context, r *Request) Result {
 	for _, p := range req.Protocols {
 		jr.Protocols = append(jr.Protocols, group.Protocol{Name: p.Name, Metadata: p.Metadata})
 	}
-	call := s.deps.Groups.Join(jr)
+	call := s.deps.Groups.JoinContext(ctx, jr)
 	build := func(res group.JoinResult) Result {
 		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 		resp.ErrorCode = errorCode(res.Err)

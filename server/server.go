@@ -410,6 +410,7 @@ func (n *node) startBroker(ctx context.Context, ln net.Listener, others map[stri
 			ConsumerSessionTimeout:    time.Duration(cfg.GroupConsumerSessionTimeoutMs) * time.Millisecond,
 			ConsumerHeartbeatInterval: time.Duration(cfg.GroupConsumerHeartbeatIntervalMs) * time.Millisecond,
 			ConsumerMaxGroupSize:      int(cfg.GroupConsumerMaxSize),
+			ConsumerMigrationPolicy:   cfg.GroupConsumerMigrationPolicy,
 		},
 		ShareGroups: &sharegroup.Config{
 			SessionTimeout:    time.Duration(cfg.GroupShareSessionTimeoutMs) * time.Millisecond,

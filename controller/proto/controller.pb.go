@@ -5632,6 +5632,94 @@ func (x *LoadConsumerGroupResponse) GetState() *ConsumerGroupState {
 	return nil
 }
 
+type ListConsumerGroupsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConsumerGroupsRequest) Reset() {
+	*x = ListConsumerGroupsRequest{}
+	mi := &file_controller_proto_msgTypes[103]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConsumerGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConsumerGroupsRequest) ProtoMessage() {}
+
+func (x *ListConsumerGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[103]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConsumerGroupsRequest.ProtoReflect.Descriptor instead.
+func (*ListConsumerGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{103}
+}
+
+type ListConsumerGroupsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Groups        []string               `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConsumerGroupsResponse) Reset() {
+	*x = ListConsumerGroupsResponse{}
+	mi := &file_controller_proto_msgTypes[104]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConsumerGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConsumerGroupsResponse) ProtoMessage() {}
+
+func (x *ListConsumerGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_controller_proto_msgTypes[104]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConsumerGroupsResponse.ProtoReflect.Descriptor instead.
+func (*ListConsumerGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_controller_proto_rawDescGZIP(), []int{104}
+}
+
+func (x *ListConsumerGroupsResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *ListConsumerGroupsResponse) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
 var File_controller_proto protoreflect.FileDescriptor
 
 const file_controller_proto_rawDesc = "" +
@@ -5997,7 +6085,11 @@ const file_controller_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x8c\x01\n" +
 	"\x19LoadConsumerGroupResponse\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12=\n" +
-	"\x05state\x18\x02 \x01(\v2'.shale.controller.v1.ConsumerGroupStateR\x05state2\x9e(\n" +
+	"\x05state\x18\x02 \x01(\v2'.shale.controller.v1.ConsumerGroupStateR\x05state\"\x1b\n" +
+	"\x19ListConsumerGroupsRequest\"f\n" +
+	"\x1aListConsumerGroupsResponse\x120\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12\x16\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups2\x95)\n" +
 	"\n" +
 	"Controller\x12i\n" +
 	"\x0eRegisterBroker\x12*.shale.controller.v1.RegisterBrokerRequest\x1a+.shale.controller.v1.RegisterBrokerResponse\x12l\n" +
@@ -6047,7 +6139,8 @@ const file_controller_proto_rawDesc = "" +
 	"\x14ListShareStateGroups\x120.shale.controller.v1.ListShareStateGroupsRequest\x1a1.shale.controller.v1.ListShareStateGroupsResponse\x12l\n" +
 	"\x0fUpdateRemoteLog\x12+.shale.controller.v1.UpdateRemoteLogRequest\x1a,.shale.controller.v1.UpdateRemoteLogResponse\x12u\n" +
 	"\x12WriteConsumerGroup\x12..shale.controller.v1.WriteConsumerGroupRequest\x1a/.shale.controller.v1.WriteConsumerGroupResponse\x12r\n" +
-	"\x11LoadConsumerGroup\x12-.shale.controller.v1.LoadConsumerGroupRequest\x1a..shale.controller.v1.LoadConsumerGroupResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\x11LoadConsumerGroup\x12-.shale.controller.v1.LoadConsumerGroupRequest\x1a..shale.controller.v1.LoadConsumerGroupResponse\x12u\n" +
+	"\x12ListConsumerGroups\x12..shale.controller.v1.ListConsumerGroupsRequest\x1a/.shale.controller.v1.ListConsumerGroupsResponseB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_controller_proto_rawDescOnce sync.Once
@@ -6061,7 +6154,7 @@ func file_controller_proto_rawDescGZIP() []byte {
 	return file_controller_proto_rawDescData
 }
 
-var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 106)
+var file_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 108)
 var file_controller_proto_goTypes = []any{
 	(*NotLeader)(nil),                           // 0: shale.controller.v1.NotLeader
 	(*RegisterBrokerRequest)(nil),               // 1: shale.controller.v1.RegisterBrokerRequest
@@ -6166,235 +6259,240 @@ var file_controller_proto_goTypes = []any{
 	(*WriteConsumerGroupResponse)(nil),          // 100: shale.controller.v1.WriteConsumerGroupResponse
 	(*LoadConsumerGroupRequest)(nil),            // 101: shale.controller.v1.LoadConsumerGroupRequest
 	(*LoadConsumerGroupResponse)(nil),           // 102: shale.controller.v1.LoadConsumerGroupResponse
-	nil,                                         // 103: shale.controller.v1.CreatableTopic.ConfigsEntry
-	nil,                                         // 104: shale.controller.v1.CreateClusterLinkRequest.ConfigsEntry
-	nil,                                         // 105: shale.controller.v1.CreateMirrorTopicRequest.ConfigsEntry
-	(*Listener)(nil),                            // 106: shale.controller.v1.Listener
-	(*Error)(nil),                               // 107: shale.controller.v1.Error
-	(*MetadataDelta)(nil),                       // 108: shale.controller.v1.MetadataDelta
-	(*MetadataImageChunk)(nil),                  // 109: shale.controller.v1.MetadataImageChunk
-	(*ReplicaList)(nil),                         // 110: shale.controller.v1.ReplicaList
-	(*TopicState)(nil),                          // 111: shale.controller.v1.TopicState
-	(*PartitionState)(nil),                      // 112: shale.controller.v1.PartitionState
-	(*OffsetEntry)(nil),                         // 113: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                     // 114: shale.controller.v1.TopicPartitions
-	(ElectionType)(0),                           // 115: shale.controller.v1.ElectionType
-	(*AclBinding)(nil),                          // 116: shale.controller.v1.AclBinding
-	(*AclFilter)(nil),                           // 117: shale.controller.v1.AclFilter
-	(*ClientQuotaEntity)(nil),                   // 118: shale.controller.v1.ClientQuotaEntity
-	(*ScramCredential)(nil),                     // 119: shale.controller.v1.ScramCredential
-	(*ScramCredentialKey)(nil),                  // 120: shale.controller.v1.ScramCredentialKey
-	(*TxnStateRecord)(nil),                      // 121: shale.controller.v1.TxnStateRecord
-	(*TxnOffsetCommitRecord)(nil),               // 122: shale.controller.v1.TxnOffsetCommitRecord
-	(*TxnState)(nil),                            // 123: shale.controller.v1.TxnState
-	(*PartitionReassignment)(nil),               // 124: shale.controller.v1.PartitionReassignment
-	(*SharePartitionState)(nil),                 // 125: shale.controller.v1.SharePartitionState
-	(*SchemaRegistryRecord)(nil),                // 126: shale.controller.v1.SchemaRegistryRecord
-	(*RemoteLogRecord)(nil),                     // 127: shale.controller.v1.RemoteLogRecord
-	(*ConsumerGroupRecord)(nil),                 // 128: shale.controller.v1.ConsumerGroupRecord
-	(*ConsumerGroupState)(nil),                  // 129: shale.controller.v1.ConsumerGroupState
+	(*ListConsumerGroupsRequest)(nil),           // 103: shale.controller.v1.ListConsumerGroupsRequest
+	(*ListConsumerGroupsResponse)(nil),          // 104: shale.controller.v1.ListConsumerGroupsResponse
+	nil,                                         // 105: shale.controller.v1.CreatableTopic.ConfigsEntry
+	nil,                                         // 106: shale.controller.v1.CreateClusterLinkRequest.ConfigsEntry
+	nil,                                         // 107: shale.controller.v1.CreateMirrorTopicRequest.ConfigsEntry
+	(*Listener)(nil),                            // 108: shale.controller.v1.Listener
+	(*Error)(nil),                               // 109: shale.controller.v1.Error
+	(*MetadataDelta)(nil),                       // 110: shale.controller.v1.MetadataDelta
+	(*MetadataImageChunk)(nil),                  // 111: shale.controller.v1.MetadataImageChunk
+	(*ReplicaList)(nil),                         // 112: shale.controller.v1.ReplicaList
+	(*TopicState)(nil),                          // 113: shale.controller.v1.TopicState
+	(*PartitionState)(nil),                      // 114: shale.controller.v1.PartitionState
+	(*OffsetEntry)(nil),                         // 115: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                     // 116: shale.controller.v1.TopicPartitions
+	(ElectionType)(0),                           // 117: shale.controller.v1.ElectionType
+	(*AclBinding)(nil),                          // 118: shale.controller.v1.AclBinding
+	(*AclFilter)(nil),                           // 119: shale.controller.v1.AclFilter
+	(*ClientQuotaEntity)(nil),                   // 120: shale.controller.v1.ClientQuotaEntity
+	(*ScramCredential)(nil),                     // 121: shale.controller.v1.ScramCredential
+	(*ScramCredentialKey)(nil),                  // 122: shale.controller.v1.ScramCredentialKey
+	(*TxnStateRecord)(nil),                      // 123: shale.controller.v1.TxnStateRecord
+	(*TxnOffsetCommitRecord)(nil),               // 124: shale.controller.v1.TxnOffsetCommitRecord
+	(*TxnState)(nil),                            // 125: shale.controller.v1.TxnState
+	(*PartitionReassignment)(nil),               // 126: shale.controller.v1.PartitionReassignment
+	(*SharePartitionState)(nil),                 // 127: shale.controller.v1.SharePartitionState
+	(*SchemaRegistryRecord)(nil),                // 128: shale.controller.v1.SchemaRegistryRecord
+	(*RemoteLogRecord)(nil),                     // 129: shale.controller.v1.RemoteLogRecord
+	(*ConsumerGroupRecord)(nil),                 // 130: shale.controller.v1.ConsumerGroupRecord
+	(*ConsumerGroupState)(nil),                  // 131: shale.controller.v1.ConsumerGroupState
 }
 var file_controller_proto_depIdxs = []int32{
-	106, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
-	107, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	107, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
-	108, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
-	109, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
-	110, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	103, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
+	108, // 0: shale.controller.v1.RegisterBrokerRequest.listeners:type_name -> shale.controller.v1.Listener
+	109, // 1: shale.controller.v1.RegisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	109, // 2: shale.controller.v1.BrokerHeartbeatResponse.error:type_name -> shale.controller.v1.Error
+	110, // 3: shale.controller.v1.MetadataUpdate.delta:type_name -> shale.controller.v1.MetadataDelta
+	111, // 4: shale.controller.v1.MetadataUpdate.image:type_name -> shale.controller.v1.MetadataImageChunk
+	112, // 5: shale.controller.v1.CreatableTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	105, // 6: shale.controller.v1.CreatableTopic.configs:type_name -> shale.controller.v1.CreatableTopic.ConfigsEntry
 	7,   // 7: shale.controller.v1.CreateTopicsRequest.topics:type_name -> shale.controller.v1.CreatableTopic
-	107, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
-	111, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
+	109, // 8: shale.controller.v1.CreateTopicResult.error:type_name -> shale.controller.v1.Error
+	113, // 9: shale.controller.v1.CreateTopicResult.topic:type_name -> shale.controller.v1.TopicState
 	9,   // 10: shale.controller.v1.CreateTopicsResponse.results:type_name -> shale.controller.v1.CreateTopicResult
-	107, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	110, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
+	109, // 11: shale.controller.v1.DeleteTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	112, // 12: shale.controller.v1.PartitionsSpec.assignments:type_name -> shale.controller.v1.ReplicaList
 	13,  // 13: shale.controller.v1.CreatePartitionsRequest.specs:type_name -> shale.controller.v1.PartitionsSpec
-	107, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
+	109, // 14: shale.controller.v1.CreatePartitionsResponse.errors:type_name -> shale.controller.v1.Error
 	16,  // 15: shale.controller.v1.AlterTopicConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	107, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
+	109, // 16: shale.controller.v1.AlterTopicConfigsResponse.error:type_name -> shale.controller.v1.Error
 	16,  // 17: shale.controller.v1.AlterClientMetricsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	107, // 18: shale.controller.v1.AlterClientMetricsResponse.error:type_name -> shale.controller.v1.Error
+	109, // 18: shale.controller.v1.AlterClientMetricsResponse.error:type_name -> shale.controller.v1.Error
 	16,  // 19: shale.controller.v1.AlterGroupConfigsRequest.ops:type_name -> shale.controller.v1.ConfigOp
-	107, // 20: shale.controller.v1.AlterGroupConfigsResponse.error:type_name -> shale.controller.v1.Error
-	107, // 21: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
-	112, // 22: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
-	107, // 23: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
-	113, // 24: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
-	107, // 25: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	114, // 26: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	107, // 27: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	113, // 28: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
-	114, // 29: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
-	113, // 30: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
-	107, // 31: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
+	109, // 20: shale.controller.v1.AlterGroupConfigsResponse.error:type_name -> shale.controller.v1.Error
+	109, // 21: shale.controller.v1.AlterPartitionResponse.error:type_name -> shale.controller.v1.Error
+	114, // 22: shale.controller.v1.AlterPartitionResponse.partition:type_name -> shale.controller.v1.PartitionState
+	109, // 23: shale.controller.v1.AllocateProducerIdsResponse.error:type_name -> shale.controller.v1.Error
+	115, // 24: shale.controller.v1.CommitOffsetsRequest.offsets:type_name -> shale.controller.v1.OffsetEntry
+	109, // 25: shale.controller.v1.CommitOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	116, // 26: shale.controller.v1.FetchOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	109, // 27: shale.controller.v1.FetchOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	115, // 28: shale.controller.v1.FetchOffsetsResponse.offsets:type_name -> shale.controller.v1.OffsetEntry
+	116, // 29: shale.controller.v1.DeleteGroupOffsetsRequest.topics:type_name -> shale.controller.v1.TopicPartitions
+	115, // 30: shale.controller.v1.OffsetsLogRecord.offset:type_name -> shale.controller.v1.OffsetEntry
+	109, // 31: shale.controller.v1.ReadOffsetsLogResponse.error:type_name -> shale.controller.v1.Error
 	33,  // 32: shale.controller.v1.ReadOffsetsLogResponse.records:type_name -> shale.controller.v1.OffsetsLogRecord
-	107, // 33: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	107, // 34: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
-	115, // 35: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
-	114, // 36: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	107, // 37: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
-	107, // 38: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
+	109, // 33: shale.controller.v1.DeleteGroupOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	109, // 34: shale.controller.v1.ListOffsetGroupsResponse.error:type_name -> shale.controller.v1.Error
+	117, // 35: shale.controller.v1.ElectLeadersRequest.type:type_name -> shale.controller.v1.ElectionType
+	116, // 36: shale.controller.v1.ElectLeadersRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	109, // 37: shale.controller.v1.PartitionError.error:type_name -> shale.controller.v1.Error
+	109, // 38: shale.controller.v1.ElectLeadersResponse.error:type_name -> shale.controller.v1.Error
 	39,  // 39: shale.controller.v1.ElectLeadersResponse.results:type_name -> shale.controller.v1.PartitionError
-	116, // 40: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
-	107, // 41: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
-	107, // 42: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
-	117, // 43: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
-	107, // 44: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
-	116, // 45: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
-	107, // 46: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
+	118, // 40: shale.controller.v1.CreateAclsRequest.acls:type_name -> shale.controller.v1.AclBinding
+	109, // 41: shale.controller.v1.CreateAclsResponse.error:type_name -> shale.controller.v1.Error
+	109, // 42: shale.controller.v1.CreateAclsResponse.results:type_name -> shale.controller.v1.Error
+	119, // 43: shale.controller.v1.DeleteAclsRequest.filters:type_name -> shale.controller.v1.AclFilter
+	109, // 44: shale.controller.v1.DeleteAclsFilterResult.error:type_name -> shale.controller.v1.Error
+	118, // 45: shale.controller.v1.DeleteAclsFilterResult.deleted:type_name -> shale.controller.v1.AclBinding
+	109, // 46: shale.controller.v1.DeleteAclsResponse.error:type_name -> shale.controller.v1.Error
 	44,  // 47: shale.controller.v1.DeleteAclsResponse.results:type_name -> shale.controller.v1.DeleteAclsFilterResult
-	118, // 48: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	120, // 48: shale.controller.v1.ClientQuotaAlteration.entity:type_name -> shale.controller.v1.ClientQuotaEntity
 	46,  // 49: shale.controller.v1.ClientQuotaAlteration.ops:type_name -> shale.controller.v1.ClientQuotaOp
 	47,  // 50: shale.controller.v1.AlterClientQuotasRequest.entries:type_name -> shale.controller.v1.ClientQuotaAlteration
-	107, // 51: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
-	119, // 52: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
-	120, // 53: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	107, // 54: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	107, // 55: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
-	107, // 56: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
-	107, // 57: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
-	119, // 58: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
-	121, // 59: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
-	107, // 60: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
-	122, // 61: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
-	107, // 62: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
-	107, // 63: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
-	123, // 64: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
-	107, // 65: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
-	114, // 66: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
-	107, // 67: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
-	107, // 68: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
-	107, // 69: shale.controller.v1.UpdateVoterResponse.error:type_name -> shale.controller.v1.Error
-	107, // 70: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
+	109, // 51: shale.controller.v1.AlterClientQuotasResponse.errors:type_name -> shale.controller.v1.Error
+	121, // 52: shale.controller.v1.AlterScramCredentialsRequest.upserts:type_name -> shale.controller.v1.ScramCredential
+	122, // 53: shale.controller.v1.AlterScramCredentialsRequest.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	109, // 54: shale.controller.v1.AlterScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	109, // 55: shale.controller.v1.AlterScramCredentialsResponse.deletion_errors:type_name -> shale.controller.v1.Error
+	109, // 56: shale.controller.v1.AlterScramCredentialsResponse.upsert_errors:type_name -> shale.controller.v1.Error
+	109, // 57: shale.controller.v1.DescribeScramCredentialsResponse.error:type_name -> shale.controller.v1.Error
+	121, // 58: shale.controller.v1.DescribeScramCredentialsResponse.credentials:type_name -> shale.controller.v1.ScramCredential
+	123, // 59: shale.controller.v1.WriteTxnStateRequest.record:type_name -> shale.controller.v1.TxnStateRecord
+	109, // 60: shale.controller.v1.WriteTxnStateResponse.error:type_name -> shale.controller.v1.Error
+	124, // 61: shale.controller.v1.TxnOffsetCommitRequest.record:type_name -> shale.controller.v1.TxnOffsetCommitRecord
+	109, // 62: shale.controller.v1.TxnOffsetCommitResponse.error:type_name -> shale.controller.v1.Error
+	109, // 63: shale.controller.v1.LoadTxnStatesResponse.error:type_name -> shale.controller.v1.Error
+	125, // 64: shale.controller.v1.LoadTxnStatesResponse.states:type_name -> shale.controller.v1.TxnState
+	109, // 65: shale.controller.v1.PendingTxnOffsetsResponse.error:type_name -> shale.controller.v1.Error
+	116, // 66: shale.controller.v1.PendingTxnOffsetsResponse.partitions:type_name -> shale.controller.v1.TopicPartitions
+	109, // 67: shale.controller.v1.AddVoterResponse.error:type_name -> shale.controller.v1.Error
+	109, // 68: shale.controller.v1.RemoveVoterResponse.error:type_name -> shale.controller.v1.Error
+	109, // 69: shale.controller.v1.UpdateVoterResponse.error:type_name -> shale.controller.v1.Error
+	109, // 70: shale.controller.v1.DescribeQuorumResponse.error:type_name -> shale.controller.v1.Error
 	69,  // 71: shale.controller.v1.DescribeQuorumResponse.voters:type_name -> shale.controller.v1.QuorumReplica
 	69,  // 72: shale.controller.v1.DescribeQuorumResponse.observers:type_name -> shale.controller.v1.QuorumReplica
-	107, // 73: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
-	124, // 74: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	107, // 75: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
+	109, // 73: shale.controller.v1.UnregisterBrokerResponse.error:type_name -> shale.controller.v1.Error
+	126, // 74: shale.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	109, // 75: shale.controller.v1.AlterPartitionReassignmentsResponse.error:type_name -> shale.controller.v1.Error
 	39,  // 76: shale.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> shale.controller.v1.PartitionError
-	125, // 77: shale.controller.v1.WriteShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
-	107, // 78: shale.controller.v1.WriteShareStateResponse.error:type_name -> shale.controller.v1.Error
-	107, // 79: shale.controller.v1.WriteShareStateResponse.errors:type_name -> shale.controller.v1.Error
-	114, // 80: shale.controller.v1.ReadShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	107, // 81: shale.controller.v1.ReadShareStateResponse.error:type_name -> shale.controller.v1.Error
-	125, // 82: shale.controller.v1.ReadShareStateResponse.states:type_name -> shale.controller.v1.SharePartitionState
-	125, // 83: shale.controller.v1.InitializeShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
-	107, // 84: shale.controller.v1.InitializeShareStateResponse.error:type_name -> shale.controller.v1.Error
-	107, // 85: shale.controller.v1.InitializeShareStateResponse.errors:type_name -> shale.controller.v1.Error
-	114, // 86: shale.controller.v1.DeleteShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
-	107, // 87: shale.controller.v1.DeleteShareStateResponse.error:type_name -> shale.controller.v1.Error
-	107, // 88: shale.controller.v1.ListShareStateGroupsResponse.error:type_name -> shale.controller.v1.Error
-	126, // 89: shale.controller.v1.AlterSchemaRegistryRequest.record:type_name -> shale.controller.v1.SchemaRegistryRecord
-	127, // 90: shale.controller.v1.UpdateRemoteLogRequest.record:type_name -> shale.controller.v1.RemoteLogRecord
-	107, // 91: shale.controller.v1.UpdateRemoteLogResponse.error:type_name -> shale.controller.v1.Error
-	104, // 92: shale.controller.v1.CreateClusterLinkRequest.configs:type_name -> shale.controller.v1.CreateClusterLinkRequest.ConfigsEntry
-	107, // 93: shale.controller.v1.CreateClusterLinkResponse.error:type_name -> shale.controller.v1.Error
-	107, // 94: shale.controller.v1.DeleteClusterLinkResponse.error:type_name -> shale.controller.v1.Error
-	105, // 95: shale.controller.v1.CreateMirrorTopicRequest.configs:type_name -> shale.controller.v1.CreateMirrorTopicRequest.ConfigsEntry
-	107, // 96: shale.controller.v1.CreateMirrorTopicResponse.error:type_name -> shale.controller.v1.Error
-	107, // 97: shale.controller.v1.AlterMirrorTopicsResponse.errors:type_name -> shale.controller.v1.Error
-	107, // 98: shale.controller.v1.RaiseMirrorEpochResponse.error:type_name -> shale.controller.v1.Error
-	128, // 99: shale.controller.v1.WriteConsumerGroupRequest.record:type_name -> shale.controller.v1.ConsumerGroupRecord
-	107, // 100: shale.controller.v1.WriteConsumerGroupResponse.error:type_name -> shale.controller.v1.Error
-	107, // 101: shale.controller.v1.LoadConsumerGroupResponse.error:type_name -> shale.controller.v1.Error
-	129, // 102: shale.controller.v1.LoadConsumerGroupResponse.state:type_name -> shale.controller.v1.ConsumerGroupState
-	1,   // 103: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
-	3,   // 104: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
-	5,   // 105: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
-	8,   // 106: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
-	11,  // 107: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
-	14,  // 108: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
-	17,  // 109: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
-	23,  // 110: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
-	25,  // 111: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
-	27,  // 112: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
-	29,  // 113: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
-	31,  // 114: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
-	36,  // 115: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
-	32,  // 116: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
-	38,  // 117: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
-	41,  // 118: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
-	43,  // 119: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
-	48,  // 120: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
-	19,  // 121: shale.controller.v1.Controller.AlterClientMetrics:input_type -> shale.controller.v1.AlterClientMetricsRequest
-	21,  // 122: shale.controller.v1.Controller.AlterGroupConfigs:input_type -> shale.controller.v1.AlterGroupConfigsRequest
-	89,  // 123: shale.controller.v1.Controller.CreateClusterLink:input_type -> shale.controller.v1.CreateClusterLinkRequest
-	91,  // 124: shale.controller.v1.Controller.DeleteClusterLink:input_type -> shale.controller.v1.DeleteClusterLinkRequest
-	93,  // 125: shale.controller.v1.Controller.CreateMirrorTopic:input_type -> shale.controller.v1.CreateMirrorTopicRequest
-	95,  // 126: shale.controller.v1.Controller.AlterMirrorTopics:input_type -> shale.controller.v1.AlterMirrorTopicsRequest
-	97,  // 127: shale.controller.v1.Controller.RaiseMirrorEpoch:input_type -> shale.controller.v1.RaiseMirrorEpochRequest
-	50,  // 128: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
-	52,  // 129: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
-	85,  // 130: shale.controller.v1.Controller.AlterSchemaRegistry:input_type -> shale.controller.v1.AlterSchemaRegistryRequest
-	54,  // 131: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
-	56,  // 132: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
-	58,  // 133: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
-	60,  // 134: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
-	62,  // 135: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
-	64,  // 136: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
-	66,  // 137: shale.controller.v1.Controller.UpdateVoter:input_type -> shale.controller.v1.UpdateVoterRequest
-	68,  // 138: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
-	71,  // 139: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
-	73,  // 140: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
-	75,  // 141: shale.controller.v1.Controller.WriteShareState:input_type -> shale.controller.v1.WriteShareStateRequest
-	77,  // 142: shale.controller.v1.Controller.ReadShareState:input_type -> shale.controller.v1.ReadShareStateRequest
-	79,  // 143: shale.controller.v1.Controller.InitializeShareState:input_type -> shale.controller.v1.InitializeShareStateRequest
-	81,  // 144: shale.controller.v1.Controller.DeleteShareState:input_type -> shale.controller.v1.DeleteShareStateRequest
-	83,  // 145: shale.controller.v1.Controller.ListShareStateGroups:input_type -> shale.controller.v1.ListShareStateGroupsRequest
-	87,  // 146: shale.controller.v1.Controller.UpdateRemoteLog:input_type -> shale.controller.v1.UpdateRemoteLogRequest
-	99,  // 147: shale.controller.v1.Controller.WriteConsumerGroup:input_type -> shale.controller.v1.WriteConsumerGroupRequest
-	101, // 148: shale.controller.v1.Controller.LoadConsumerGroup:input_type -> shale.controller.v1.LoadConsumerGroupRequest
-	2,   // 149: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
-	4,   // 150: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
-	6,   // 151: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
-	10,  // 152: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
-	12,  // 153: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
-	15,  // 154: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
-	18,  // 155: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
-	24,  // 156: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
-	26,  // 157: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
-	28,  // 158: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
-	30,  // 159: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
-	35,  // 160: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
-	37,  // 161: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
-	34,  // 162: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
-	40,  // 163: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
-	42,  // 164: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
-	45,  // 165: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
-	49,  // 166: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
-	20,  // 167: shale.controller.v1.Controller.AlterClientMetrics:output_type -> shale.controller.v1.AlterClientMetricsResponse
-	22,  // 168: shale.controller.v1.Controller.AlterGroupConfigs:output_type -> shale.controller.v1.AlterGroupConfigsResponse
-	90,  // 169: shale.controller.v1.Controller.CreateClusterLink:output_type -> shale.controller.v1.CreateClusterLinkResponse
-	92,  // 170: shale.controller.v1.Controller.DeleteClusterLink:output_type -> shale.controller.v1.DeleteClusterLinkResponse
-	94,  // 171: shale.controller.v1.Controller.CreateMirrorTopic:output_type -> shale.controller.v1.CreateMirrorTopicResponse
-	96,  // 172: shale.controller.v1.Controller.AlterMirrorTopics:output_type -> shale.controller.v1.AlterMirrorTopicsResponse
-	98,  // 173: shale.controller.v1.Controller.RaiseMirrorEpoch:output_type -> shale.controller.v1.RaiseMirrorEpochResponse
-	51,  // 174: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
-	53,  // 175: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
-	86,  // 176: shale.controller.v1.Controller.AlterSchemaRegistry:output_type -> shale.controller.v1.AlterSchemaRegistryResponse
-	55,  // 177: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
-	57,  // 178: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
-	59,  // 179: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
-	61,  // 180: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
-	63,  // 181: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
-	65,  // 182: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
-	67,  // 183: shale.controller.v1.Controller.UpdateVoter:output_type -> shale.controller.v1.UpdateVoterResponse
-	70,  // 184: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
-	72,  // 185: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
-	74,  // 186: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
-	76,  // 187: shale.controller.v1.Controller.WriteShareState:output_type -> shale.controller.v1.WriteShareStateResponse
-	78,  // 188: shale.controller.v1.Controller.ReadShareState:output_type -> shale.controller.v1.ReadShareStateResponse
-	80,  // 189: shale.controller.v1.Controller.InitializeShareState:output_type -> shale.controller.v1.InitializeShareStateResponse
-	82,  // 190: shale.controller.v1.Controller.DeleteShareState:output_type -> shale.controller.v1.DeleteShareStateResponse
-	84,  // 191: shale.controller.v1.Controller.ListShareStateGroups:output_type -> shale.controller.v1.ListShareStateGroupsResponse
-	88,  // 192: shale.controller.v1.Controller.UpdateRemoteLog:output_type -> shale.controller.v1.UpdateRemoteLogResponse
-	100, // 193: shale.controller.v1.Controller.WriteConsumerGroup:output_type -> shale.controller.v1.WriteConsumerGroupResponse
-	102, // 194: shale.controller.v1.Controller.LoadConsumerGroup:output_type -> shale.controller.v1.LoadConsumerGroupResponse
-	149, // [149:195] is the sub-list for method output_type
-	103, // [103:149] is the sub-list for method input_type
-	103, // [103:103] is the sub-list for extension type_name
-	103, // [103:103] is the sub-list for extension extendee
-	0,   // [0:103] is the sub-list for field type_name
+	127, // 77: shale.controller.v1.WriteShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
+	109, // 78: shale.controller.v1.WriteShareStateResponse.error:type_name -> shale.controller.v1.Error
+	109, // 79: shale.controller.v1.WriteShareStateResponse.errors:type_name -> shale.controller.v1.Error
+	116, // 80: shale.controller.v1.ReadShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	109, // 81: shale.controller.v1.ReadShareStateResponse.error:type_name -> shale.controller.v1.Error
+	127, // 82: shale.controller.v1.ReadShareStateResponse.states:type_name -> shale.controller.v1.SharePartitionState
+	127, // 83: shale.controller.v1.InitializeShareStateRequest.states:type_name -> shale.controller.v1.SharePartitionState
+	109, // 84: shale.controller.v1.InitializeShareStateResponse.error:type_name -> shale.controller.v1.Error
+	109, // 85: shale.controller.v1.InitializeShareStateResponse.errors:type_name -> shale.controller.v1.Error
+	116, // 86: shale.controller.v1.DeleteShareStateRequest.partitions:type_name -> shale.controller.v1.TopicPartitions
+	109, // 87: shale.controller.v1.DeleteShareStateResponse.error:type_name -> shale.controller.v1.Error
+	109, // 88: shale.controller.v1.ListShareStateGroupsResponse.error:type_name -> shale.controller.v1.Error
+	128, // 89: shale.controller.v1.AlterSchemaRegistryRequest.record:type_name -> shale.controller.v1.SchemaRegistryRecord
+	129, // 90: shale.controller.v1.UpdateRemoteLogRequest.record:type_name -> shale.controller.v1.RemoteLogRecord
+	109, // 91: shale.controller.v1.UpdateRemoteLogResponse.error:type_name -> shale.controller.v1.Error
+	106, // 92: shale.controller.v1.CreateClusterLinkRequest.configs:type_name -> shale.controller.v1.CreateClusterLinkRequest.ConfigsEntry
+	109, // 93: shale.controller.v1.CreateClusterLinkResponse.error:type_name -> shale.controller.v1.Error
+	109, // 94: shale.controller.v1.DeleteClusterLinkResponse.error:type_name -> shale.controller.v1.Error
+	107, // 95: shale.controller.v1.CreateMirrorTopicRequest.configs:type_name -> shale.controller.v1.CreateMirrorTopicRequest.ConfigsEntry
+	109, // 96: shale.controller.v1.CreateMirrorTopicResponse.error:type_name -> shale.controller.v1.Error
+	109, // 97: shale.controller.v1.AlterMirrorTopicsResponse.errors:type_name -> shale.controller.v1.Error
+	109, // 98: shale.controller.v1.RaiseMirrorEpochResponse.error:type_name -> shale.controller.v1.Error
+	130, // 99: shale.controller.v1.WriteConsumerGroupRequest.record:type_name -> shale.controller.v1.ConsumerGroupRecord
+	109, // 100: shale.controller.v1.WriteConsumerGroupResponse.error:type_name -> shale.controller.v1.Error
+	109, // 101: shale.controller.v1.LoadConsumerGroupResponse.error:type_name -> shale.controller.v1.Error
+	131, // 102: shale.controller.v1.LoadConsumerGroupResponse.state:type_name -> shale.controller.v1.ConsumerGroupState
+	109, // 103: shale.controller.v1.ListConsumerGroupsResponse.error:type_name -> shale.controller.v1.Error
+	1,   // 104: shale.controller.v1.Controller.RegisterBroker:input_type -> shale.controller.v1.RegisterBrokerRequest
+	3,   // 105: shale.controller.v1.Controller.BrokerHeartbeat:input_type -> shale.controller.v1.BrokerHeartbeatRequest
+	5,   // 106: shale.controller.v1.Controller.WatchMetadata:input_type -> shale.controller.v1.WatchMetadataRequest
+	8,   // 107: shale.controller.v1.Controller.CreateTopics:input_type -> shale.controller.v1.CreateTopicsRequest
+	11,  // 108: shale.controller.v1.Controller.DeleteTopics:input_type -> shale.controller.v1.DeleteTopicsRequest
+	14,  // 109: shale.controller.v1.Controller.CreatePartitions:input_type -> shale.controller.v1.CreatePartitionsRequest
+	17,  // 110: shale.controller.v1.Controller.AlterTopicConfigs:input_type -> shale.controller.v1.AlterTopicConfigsRequest
+	23,  // 111: shale.controller.v1.Controller.AlterPartition:input_type -> shale.controller.v1.AlterPartitionRequest
+	25,  // 112: shale.controller.v1.Controller.AllocateProducerIds:input_type -> shale.controller.v1.AllocateProducerIdsRequest
+	27,  // 113: shale.controller.v1.Controller.CommitOffsets:input_type -> shale.controller.v1.CommitOffsetsRequest
+	29,  // 114: shale.controller.v1.Controller.FetchOffsets:input_type -> shale.controller.v1.FetchOffsetsRequest
+	31,  // 115: shale.controller.v1.Controller.DeleteGroupOffsets:input_type -> shale.controller.v1.DeleteGroupOffsetsRequest
+	36,  // 116: shale.controller.v1.Controller.ListOffsetGroups:input_type -> shale.controller.v1.ListOffsetGroupsRequest
+	32,  // 117: shale.controller.v1.Controller.ReadOffsetsLog:input_type -> shale.controller.v1.ReadOffsetsLogRequest
+	38,  // 118: shale.controller.v1.Controller.ElectLeaders:input_type -> shale.controller.v1.ElectLeadersRequest
+	41,  // 119: shale.controller.v1.Controller.CreateAcls:input_type -> shale.controller.v1.CreateAclsRequest
+	43,  // 120: shale.controller.v1.Controller.DeleteAcls:input_type -> shale.controller.v1.DeleteAclsRequest
+	48,  // 121: shale.controller.v1.Controller.AlterClientQuotas:input_type -> shale.controller.v1.AlterClientQuotasRequest
+	19,  // 122: shale.controller.v1.Controller.AlterClientMetrics:input_type -> shale.controller.v1.AlterClientMetricsRequest
+	21,  // 123: shale.controller.v1.Controller.AlterGroupConfigs:input_type -> shale.controller.v1.AlterGroupConfigsRequest
+	89,  // 124: shale.controller.v1.Controller.CreateClusterLink:input_type -> shale.controller.v1.CreateClusterLinkRequest
+	91,  // 125: shale.controller.v1.Controller.DeleteClusterLink:input_type -> shale.controller.v1.DeleteClusterLinkRequest
+	93,  // 126: shale.controller.v1.Controller.CreateMirrorTopic:input_type -> shale.controller.v1.CreateMirrorTopicRequest
+	95,  // 127: shale.controller.v1.Controller.AlterMirrorTopics:input_type -> shale.controller.v1.AlterMirrorTopicsRequest
+	97,  // 128: shale.controller.v1.Controller.RaiseMirrorEpoch:input_type -> shale.controller.v1.RaiseMirrorEpochRequest
+	50,  // 129: shale.controller.v1.Controller.AlterScramCredentials:input_type -> shale.controller.v1.AlterScramCredentialsRequest
+	52,  // 130: shale.controller.v1.Controller.DescribeScramCredentials:input_type -> shale.controller.v1.DescribeScramCredentialsRequest
+	85,  // 131: shale.controller.v1.Controller.AlterSchemaRegistry:input_type -> shale.controller.v1.AlterSchemaRegistryRequest
+	54,  // 132: shale.controller.v1.Controller.WriteTxnState:input_type -> shale.controller.v1.WriteTxnStateRequest
+	56,  // 133: shale.controller.v1.Controller.TxnOffsetCommit:input_type -> shale.controller.v1.TxnOffsetCommitRequest
+	58,  // 134: shale.controller.v1.Controller.LoadTxnStates:input_type -> shale.controller.v1.LoadTxnStatesRequest
+	60,  // 135: shale.controller.v1.Controller.PendingTxnOffsets:input_type -> shale.controller.v1.PendingTxnOffsetsRequest
+	62,  // 136: shale.controller.v1.Controller.AddVoter:input_type -> shale.controller.v1.AddVoterRequest
+	64,  // 137: shale.controller.v1.Controller.RemoveVoter:input_type -> shale.controller.v1.RemoveVoterRequest
+	66,  // 138: shale.controller.v1.Controller.UpdateVoter:input_type -> shale.controller.v1.UpdateVoterRequest
+	68,  // 139: shale.controller.v1.Controller.DescribeQuorum:input_type -> shale.controller.v1.DescribeQuorumRequest
+	71,  // 140: shale.controller.v1.Controller.UnregisterBroker:input_type -> shale.controller.v1.UnregisterBrokerRequest
+	73,  // 141: shale.controller.v1.Controller.AlterPartitionReassignments:input_type -> shale.controller.v1.AlterPartitionReassignmentsRequest
+	75,  // 142: shale.controller.v1.Controller.WriteShareState:input_type -> shale.controller.v1.WriteShareStateRequest
+	77,  // 143: shale.controller.v1.Controller.ReadShareState:input_type -> shale.controller.v1.ReadShareStateRequest
+	79,  // 144: shale.controller.v1.Controller.InitializeShareState:input_type -> shale.controller.v1.InitializeShareStateRequest
+	81,  // 145: shale.controller.v1.Controller.DeleteShareState:input_type -> shale.controller.v1.DeleteShareStateRequest
+	83,  // 146: shale.controller.v1.Controller.ListShareStateGroups:input_type -> shale.controller.v1.ListShareStateGroupsRequest
+	87,  // 147: shale.controller.v1.Controller.UpdateRemoteLog:input_type -> shale.controller.v1.UpdateRemoteLogRequest
+	99,  // 148: shale.controller.v1.Controller.WriteConsumerGroup:input_type -> shale.controller.v1.WriteConsumerGroupRequest
+	101, // 149: shale.controller.v1.Controller.LoadConsumerGroup:input_type -> shale.controller.v1.LoadConsumerGroupRequest
+	103, // 150: shale.controller.v1.Controller.ListConsumerGroups:input_type -> shale.controller.v1.ListConsumerGroupsRequest
+	2,   // 151: shale.controller.v1.Controller.RegisterBroker:output_type -> shale.controller.v1.RegisterBrokerResponse
+	4,   // 152: shale.controller.v1.Controller.BrokerHeartbeat:output_type -> shale.controller.v1.BrokerHeartbeatResponse
+	6,   // 153: shale.controller.v1.Controller.WatchMetadata:output_type -> shale.controller.v1.MetadataUpdate
+	10,  // 154: shale.controller.v1.Controller.CreateTopics:output_type -> shale.controller.v1.CreateTopicsResponse
+	12,  // 155: shale.controller.v1.Controller.DeleteTopics:output_type -> shale.controller.v1.DeleteTopicsResponse
+	15,  // 156: shale.controller.v1.Controller.CreatePartitions:output_type -> shale.controller.v1.CreatePartitionsResponse
+	18,  // 157: shale.controller.v1.Controller.AlterTopicConfigs:output_type -> shale.controller.v1.AlterTopicConfigsResponse
+	24,  // 158: shale.controller.v1.Controller.AlterPartition:output_type -> shale.controller.v1.AlterPartitionResponse
+	26,  // 159: shale.controller.v1.Controller.AllocateProducerIds:output_type -> shale.controller.v1.AllocateProducerIdsResponse
+	28,  // 160: shale.controller.v1.Controller.CommitOffsets:output_type -> shale.controller.v1.CommitOffsetsResponse
+	30,  // 161: shale.controller.v1.Controller.FetchOffsets:output_type -> shale.controller.v1.FetchOffsetsResponse
+	35,  // 162: shale.controller.v1.Controller.DeleteGroupOffsets:output_type -> shale.controller.v1.DeleteGroupOffsetsResponse
+	37,  // 163: shale.controller.v1.Controller.ListOffsetGroups:output_type -> shale.controller.v1.ListOffsetGroupsResponse
+	34,  // 164: shale.controller.v1.Controller.ReadOffsetsLog:output_type -> shale.controller.v1.ReadOffsetsLogResponse
+	40,  // 165: shale.controller.v1.Controller.ElectLeaders:output_type -> shale.controller.v1.ElectLeadersResponse
+	42,  // 166: shale.controller.v1.Controller.CreateAcls:output_type -> shale.controller.v1.CreateAclsResponse
+	45,  // 167: shale.controller.v1.Controller.DeleteAcls:output_type -> shale.controller.v1.DeleteAclsResponse
+	49,  // 168: shale.controller.v1.Controller.AlterClientQuotas:output_type -> shale.controller.v1.AlterClientQuotasResponse
+	20,  // 169: shale.controller.v1.Controller.AlterClientMetrics:output_type -> shale.controller.v1.AlterClientMetricsResponse
+	22,  // 170: shale.controller.v1.Controller.AlterGroupConfigs:output_type -> shale.controller.v1.AlterGroupConfigsResponse
+	90,  // 171: shale.controller.v1.Controller.CreateClusterLink:output_type -> shale.controller.v1.CreateClusterLinkResponse
+	92,  // 172: shale.controller.v1.Controller.DeleteClusterLink:output_type -> shale.controller.v1.DeleteClusterLinkResponse
+	94,  // 173: shale.controller.v1.Controller.CreateMirrorTopic:output_type -> shale.controller.v1.CreateMirrorTopicResponse
+	96,  // 174: shale.controller.v1.Controller.AlterMirrorTopics:output_type -> shale.controller.v1.AlterMirrorTopicsResponse
+	98,  // 175: shale.controller.v1.Controller.RaiseMirrorEpoch:output_type -> shale.controller.v1.RaiseMirrorEpochResponse
+	51,  // 176: shale.controller.v1.Controller.AlterScramCredentials:output_type -> shale.controller.v1.AlterScramCredentialsResponse
+	53,  // 177: shale.controller.v1.Controller.DescribeScramCredentials:output_type -> shale.controller.v1.DescribeScramCredentialsResponse
+	86,  // 178: shale.controller.v1.Controller.AlterSchemaRegistry:output_type -> shale.controller.v1.AlterSchemaRegistryResponse
+	55,  // 179: shale.controller.v1.Controller.WriteTxnState:output_type -> shale.controller.v1.WriteTxnStateResponse
+	57,  // 180: shale.controller.v1.Controller.TxnOffsetCommit:output_type -> shale.controller.v1.TxnOffsetCommitResponse
+	59,  // 181: shale.controller.v1.Controller.LoadTxnStates:output_type -> shale.controller.v1.LoadTxnStatesResponse
+	61,  // 182: shale.controller.v1.Controller.PendingTxnOffsets:output_type -> shale.controller.v1.PendingTxnOffsetsResponse
+	63,  // 183: shale.controller.v1.Controller.AddVoter:output_type -> shale.controller.v1.AddVoterResponse
+	65,  // 184: shale.controller.v1.Controller.RemoveVoter:output_type -> shale.controller.v1.RemoveVoterResponse
+	67,  // 185: shale.controller.v1.Controller.UpdateVoter:output_type -> shale.controller.v1.UpdateVoterResponse
+	70,  // 186: shale.controller.v1.Controller.DescribeQuorum:output_type -> shale.controller.v1.DescribeQuorumResponse
+	72,  // 187: shale.controller.v1.Controller.UnregisterBroker:output_type -> shale.controller.v1.UnregisterBrokerResponse
+	74,  // 188: shale.controller.v1.Controller.AlterPartitionReassignments:output_type -> shale.controller.v1.AlterPartitionReassignmentsResponse
+	76,  // 189: shale.controller.v1.Controller.WriteShareState:output_type -> shale.controller.v1.WriteShareStateResponse
+	78,  // 190: shale.controller.v1.Controller.ReadShareState:output_type -> shale.controller.v1.ReadShareStateResponse
+	80,  // 191: shale.controller.v1.Controller.InitializeShareState:output_type -> shale.controller.v1.InitializeShareStateResponse
+	82,  // 192: shale.controller.v1.Controller.DeleteShareState:output_type -> shale.controller.v1.DeleteShareStateResponse
+	84,  // 193: shale.controller.v1.Controller.ListShareStateGroups:output_type -> shale.controller.v1.ListShareStateGroupsResponse
+	88,  // 194: shale.controller.v1.Controller.UpdateRemoteLog:output_type -> shale.controller.v1.UpdateRemoteLogResponse
+	100, // 195: shale.controller.v1.Controller.WriteConsumerGroup:output_type -> shale.controller.v1.WriteConsumerGroupResponse
+	102, // 196: shale.controller.v1.Controller.LoadConsumerGroup:output_type -> shale.controller.v1.LoadConsumerGroupResponse
+	104, // 197: shale.controller.v1.Controller.ListConsumerGroups:output_type -> shale.controller.v1.ListConsumerGroupsResponse
+	151, // [151:198] is the sub-list for method output_type
+	104, // [104:151] is the sub-list for method input_type
+	104, // [104:104] is the sub-list for extension type_name
+	104, // [104:104] is the sub-list for extension extendee
+	0,   // [0:104] is the sub-list for field type_name
 }
 
 func init() { file_controller_proto_init() }
@@ -6416,7 +6514,7 @@ func file_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_controller_proto_rawDesc), len(file_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   106,
+			NumMessages:   108,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

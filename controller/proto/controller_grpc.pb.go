@@ -69,6 +69,7 @@ const (
 	Controller_UpdateRemoteLog_FullMethodName             = "/shale.controller.v1.Controller/UpdateRemoteLog"
 	Controller_WriteConsumerGroup_FullMethodName          = "/shale.controller.v1.Controller/WriteConsumerGroup"
 	Controller_LoadConsumerGroup_FullMethodName           = "/shale.controller.v1.Controller/LoadConsumerGroup"
+	Controller_ListConsumerGroups_FullMethodName          = "/shale.controller.v1.Controller/ListConsumerGroups"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -166,6 +167,9 @@ type ControllerClient interface {
 	// LoadConsumerGroup returns a consumer group's stored state, for a coordinator taking
 	// it over.
 	LoadConsumerGroup(ctx context.Context, in *LoadConsumerGroupRequest, opts ...grpc.CallOption) (*LoadConsumerGroupResponse, error)
+	// ListConsumerGroups lists the groups with stored consumer-group state, for
+	// ListGroups on a coordinator that has not loaded them yet.
+	ListConsumerGroups(ctx context.Context, in *ListConsumerGroupsRequest, opts ...grpc.CallOption) (*ListConsumerGroupsResponse, error)
 }
 
 type controllerClient struct {
@@ -645,6 +649,16 @@ func (c *controllerClient) LoadConsumerGroup(ctx context.Context, in *LoadConsum
 	return out, nil
 }
 
+func (c *controllerClient) ListConsumerGroups(ctx context.Context, in *ListConsumerGroupsRequest, opts ...grpc.CallOption) (*ListConsumerGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListConsumerGroupsResponse)
+	err := c.cc.Invoke(ctx, Controller_ListConsumerGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -740,6 +754,9 @@ type ControllerServer interface {
 	// LoadConsumerGroup returns a consumer group's stored state, for a coordinator taking
 	// it over.
 	LoadConsumerGroup(context.Context, *LoadConsumerGroupRequest) (*LoadConsumerGroupResponse, error)
+	// ListConsumerGroups lists the groups with stored consumer-group state, for
+	// ListGroups on a coordinator that has not loaded them yet.
+	ListConsumerGroups(context.Context, *ListConsumerGroupsRequest) (*ListConsumerGroupsResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -887,6 +904,9 @@ func (UnimplementedControllerServer) WriteConsumerGroup(context.Context, *WriteC
 }
 func (UnimplementedControllerServer) LoadConsumerGroup(context.Context, *LoadConsumerGroupRequest) (*LoadConsumerGroupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method LoadConsumerGroup not implemented")
+}
+func (UnimplementedControllerServer) ListConsumerGroups(context.Context, *ListConsumerGroupsRequest) (*ListConsumerGroupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListConsumerGroups not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -1730,6 +1750,24 @@ func _Controller_LoadConsumerGroup_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_ListConsumerGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListConsumerGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).ListConsumerGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_ListConsumerGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).ListConsumerGroups(ctx, req.(*ListConsumerGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1916,6 +1954,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LoadConsumerGroup",
 			Handler:    _Controller_LoadConsumerGroup_Handler,
+		},
+		{
+			MethodName: "ListConsumerGroups",
+			Handler:    _Controller_ListConsumerGroups_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

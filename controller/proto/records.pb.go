@@ -4245,8 +4245,10 @@ type ConsumerGroupMember struct {
 	Assigned             []*ConsumerGroupPartitions `protobuf:"bytes,13,rep,name=assigned,proto3" json:"assigned,omitempty"`
 	Revoking             []*ConsumerGroupPartitions `protobuf:"bytes,14,rep,name=revoking,proto3" json:"revoking,omitempty"`
 	Target               []*ConsumerGroupPartitions `protobuf:"bytes,15,rep,name=target,proto3" json:"target,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Set for a member using the classic protocol.
+	Classic       *ConsumerGroupClassicMember `protobuf:"bytes,16,opt,name=classic,proto3" json:"classic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsumerGroupMember) Reset() {
@@ -4384,6 +4386,13 @@ func (x *ConsumerGroupMember) GetTarget() []*ConsumerGroupPartitions {
 	return nil
 }
 
+func (x *ConsumerGroupMember) GetClassic() *ConsumerGroupClassicMember {
+	if x != nil {
+		return x.Classic
+	}
+	return nil
+}
+
 type ConsumerGroupPartitions struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TopicId       []byte                 `protobuf:"bytes,1,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
@@ -4432,6 +4441,112 @@ func (x *ConsumerGroupPartitions) GetTopicId() []byte {
 func (x *ConsumerGroupPartitions) GetPartitions() []int32 {
 	if x != nil {
 		return x.Partitions
+	}
+	return nil
+}
+
+// ConsumerGroupClassicMember is what a consumer-group member using the classic protocol
+// (JoinGroup/SyncGroup/Heartbeat) has beyond a KIP-848 member.
+type ConsumerGroupClassicMember struct {
+	state            protoimpl.MessageState          `protogen:"open.v1"`
+	SessionTimeoutMs int32                           `protobuf:"varint,1,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
+	Protocols        []*ConsumerGroupClassicProtocol `protobuf:"bytes,2,rep,name=protocols,proto3" json:"protocols,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ConsumerGroupClassicMember) Reset() {
+	*x = ConsumerGroupClassicMember{}
+	mi := &file_records_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerGroupClassicMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerGroupClassicMember) ProtoMessage() {}
+
+func (x *ConsumerGroupClassicMember) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerGroupClassicMember.ProtoReflect.Descriptor instead.
+func (*ConsumerGroupClassicMember) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ConsumerGroupClassicMember) GetSessionTimeoutMs() int32 {
+	if x != nil {
+		return x.SessionTimeoutMs
+	}
+	return 0
+}
+
+func (x *ConsumerGroupClassicMember) GetProtocols() []*ConsumerGroupClassicProtocol {
+	if x != nil {
+		return x.Protocols
+	}
+	return nil
+}
+
+type ConsumerGroupClassicProtocol struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Metadata      []byte                 `protobuf:"bytes,2,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumerGroupClassicProtocol) Reset() {
+	*x = ConsumerGroupClassicProtocol{}
+	mi := &file_records_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerGroupClassicProtocol) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerGroupClassicProtocol) ProtoMessage() {}
+
+func (x *ConsumerGroupClassicProtocol) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerGroupClassicProtocol.ProtoReflect.Descriptor instead.
+func (*ConsumerGroupClassicProtocol) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ConsumerGroupClassicProtocol) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConsumerGroupClassicProtocol) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
 	}
 	return nil
 }
@@ -4749,7 +4864,7 @@ const file_records_proto_rawDesc = "" +
 	"\btopic_id\x18\x02 \x01(\fR\atopicId\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x03 \x01(\x05R\n" +
-	"partitions\"\xb8\x05\n" +
+	"partitions\"\x83\x06\n" +
 	"\x13ConsumerGroupMember\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -4768,12 +4883,19 @@ const file_records_proto_rawDesc = "" +
 	"\x0fserver_assignor\x18\f \x01(\tR\x0eserverAssignor\x12H\n" +
 	"\bassigned\x18\r \x03(\v2,.shale.controller.v1.ConsumerGroupPartitionsR\bassigned\x12H\n" +
 	"\brevoking\x18\x0e \x03(\v2,.shale.controller.v1.ConsumerGroupPartitionsR\brevoking\x12D\n" +
-	"\x06target\x18\x0f \x03(\v2,.shale.controller.v1.ConsumerGroupPartitionsR\x06target\"T\n" +
+	"\x06target\x18\x0f \x03(\v2,.shale.controller.v1.ConsumerGroupPartitionsR\x06target\x12I\n" +
+	"\aclassic\x18\x10 \x01(\v2/.shale.controller.v1.ConsumerGroupClassicMemberR\aclassic\"T\n" +
 	"\x17ConsumerGroupPartitions\x12\x19\n" +
 	"\btopic_id\x18\x01 \x01(\fR\atopicId\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\x05R\n" +
-	"partitions*~\n" +
+	"partitions\"\x9b\x01\n" +
+	"\x1aConsumerGroupClassicMember\x12,\n" +
+	"\x12session_timeout_ms\x18\x01 \x01(\x05R\x10sessionTimeoutMs\x12O\n" +
+	"\tprotocols\x18\x02 \x03(\v21.shale.controller.v1.ConsumerGroupClassicProtocolR\tprotocols\"N\n" +
+	"\x1cConsumerGroupClassicProtocol\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bmetadata\x18\x02 \x01(\fR\bmetadata*~\n" +
 	"\fElectionType\x12\x18\n" +
 	"\x14ELECTION_TYPE_LEGACY\x10\x00\x12\x1c\n" +
 	"\x18ELECTION_TYPE_LEADERLESS\x10\x01\x12\x1b\n" +
@@ -4802,7 +4924,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                         // 0: shale.controller.v1.ElectionType
 	(TxnStatus)(0),                            // 1: shale.controller.v1.TxnStatus
@@ -4857,29 +4979,31 @@ var file_records_proto_goTypes = []any{
 	(*ConsumerGroupTopic)(nil),                // 50: shale.controller.v1.ConsumerGroupTopic
 	(*ConsumerGroupMember)(nil),               // 51: shale.controller.v1.ConsumerGroupMember
 	(*ConsumerGroupPartitions)(nil),           // 52: shale.controller.v1.ConsumerGroupPartitions
-	nil,                                       // 53: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                                       // 54: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                          // 55: shale.controller.v1.Listener
-	(*ReplicaList)(nil),                       // 56: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),                       // 57: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                   // 58: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),                  // 59: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),                       // 60: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                        // 61: shale.controller.v1.TopicState
-	(*AclBinding)(nil),                        // 62: shale.controller.v1.AclBinding
-	(*ClientQuotaState)(nil),                  // 63: shale.controller.v1.ClientQuotaState
-	(*ScramCredential)(nil),                   // 64: shale.controller.v1.ScramCredential
-	(*SchemaRegistryDelta)(nil),               // 65: shale.controller.v1.SchemaRegistryDelta
-	(*ClientMetricsState)(nil),                // 66: shale.controller.v1.ClientMetricsState
-	(*GroupConfigState)(nil),                  // 67: shale.controller.v1.GroupConfigState
-	(*ClusterLinkState)(nil),                  // 68: shale.controller.v1.ClusterLinkState
-	(*MirrorTopicState)(nil),                  // 69: shale.controller.v1.MirrorTopicState
-	(*RemoteLogState)(nil),                    // 70: shale.controller.v1.RemoteLogState
-	(*AclFilter)(nil),                         // 71: shale.controller.v1.AclFilter
-	(*ScramCredentialKey)(nil),                // 72: shale.controller.v1.ScramCredentialKey
-	(*RegistryConfig)(nil),                    // 73: shale.controller.v1.RegistryConfig
-	(*RegistrySchema)(nil),                    // 74: shale.controller.v1.RegistrySchema
-	(*RemoteLogSegment)(nil),                  // 75: shale.controller.v1.RemoteLogSegment
+	(*ConsumerGroupClassicMember)(nil),        // 53: shale.controller.v1.ConsumerGroupClassicMember
+	(*ConsumerGroupClassicProtocol)(nil),      // 54: shale.controller.v1.ConsumerGroupClassicProtocol
+	nil,                                       // 55: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                                       // 56: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                          // 57: shale.controller.v1.Listener
+	(*ReplicaList)(nil),                       // 58: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),                       // 59: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                   // 60: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),                  // 61: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),                       // 62: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                        // 63: shale.controller.v1.TopicState
+	(*AclBinding)(nil),                        // 64: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),                  // 65: shale.controller.v1.ClientQuotaState
+	(*ScramCredential)(nil),                   // 66: shale.controller.v1.ScramCredential
+	(*SchemaRegistryDelta)(nil),               // 67: shale.controller.v1.SchemaRegistryDelta
+	(*ClientMetricsState)(nil),                // 68: shale.controller.v1.ClientMetricsState
+	(*GroupConfigState)(nil),                  // 69: shale.controller.v1.GroupConfigState
+	(*ClusterLinkState)(nil),                  // 70: shale.controller.v1.ClusterLinkState
+	(*MirrorTopicState)(nil),                  // 71: shale.controller.v1.MirrorTopicState
+	(*RemoteLogState)(nil),                    // 72: shale.controller.v1.RemoteLogState
+	(*AclFilter)(nil),                         // 73: shale.controller.v1.AclFilter
+	(*ScramCredentialKey)(nil),                // 74: shale.controller.v1.ScramCredentialKey
+	(*RegistryConfig)(nil),                    // 75: shale.controller.v1.RegistryConfig
+	(*RegistrySchema)(nil),                    // 76: shale.controller.v1.RegistrySchema
+	(*RemoteLogSegment)(nil),                  // 77: shale.controller.v1.RemoteLogSegment
 }
 var file_records_proto_depIdxs = []int32{
 	3,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -4910,65 +5034,65 @@ var file_records_proto_depIdxs = []int32{
 	48, // 25: shale.controller.v1.Record.consumer_group:type_name -> shale.controller.v1.ConsumerGroupRecord
 	46, // 26: shale.controller.v1.Record.cluster_links:type_name -> shale.controller.v1.ClusterLinksRecord
 	43, // 27: shale.controller.v1.Record.remote_log:type_name -> shale.controller.v1.RemoteLogRecord
-	55, // 28: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	56, // 29: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	53, // 30: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	57, // 28: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	58, // 29: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	55, // 30: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
 	7,  // 31: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
 	9,  // 32: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	56, // 33: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	58, // 33: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
 	11, // 34: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	54, // 35: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	57, // 36: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	58, // 37: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	56, // 35: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	59, // 36: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	60, // 37: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
 	16, // 38: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
 	0,  // 39: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	58, // 40: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	59, // 41: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	57, // 42: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	60, // 43: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	61, // 44: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	60, // 40: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	61, // 41: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	59, // 42: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	62, // 43: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	63, // 44: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
 	21, // 45: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	62, // 46: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	63, // 47: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
-	64, // 48: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	64, // 46: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	65, // 47: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	66, // 48: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
 	29, // 49: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
 	36, // 50: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
-	65, // 51: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
-	66, // 52: shale.controller.v1.SnapshotItem.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
-	67, // 53: shale.controller.v1.SnapshotItem.group_configs:type_name -> shale.controller.v1.GroupConfigState
+	67, // 51: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
+	68, // 52: shale.controller.v1.SnapshotItem.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
+	69, // 53: shale.controller.v1.SnapshotItem.group_configs:type_name -> shale.controller.v1.GroupConfigState
 	49, // 54: shale.controller.v1.SnapshotItem.consumer_group:type_name -> shale.controller.v1.ConsumerGroupState
-	68, // 55: shale.controller.v1.SnapshotItem.cluster_link:type_name -> shale.controller.v1.ClusterLinkState
-	69, // 56: shale.controller.v1.SnapshotItem.mirror_topic:type_name -> shale.controller.v1.MirrorTopicState
-	70, // 57: shale.controller.v1.SnapshotItem.remote_log:type_name -> shale.controller.v1.RemoteLogState
-	62, // 58: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	71, // 59: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	63, // 60: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
-	66, // 61: shale.controller.v1.ClientMetricsRecord.subscriptions:type_name -> shale.controller.v1.ClientMetricsState
-	67, // 62: shale.controller.v1.GroupConfigsRecord.groups:type_name -> shale.controller.v1.GroupConfigState
-	64, // 63: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
-	72, // 64: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	70, // 55: shale.controller.v1.SnapshotItem.cluster_link:type_name -> shale.controller.v1.ClusterLinkState
+	71, // 56: shale.controller.v1.SnapshotItem.mirror_topic:type_name -> shale.controller.v1.MirrorTopicState
+	72, // 57: shale.controller.v1.SnapshotItem.remote_log:type_name -> shale.controller.v1.RemoteLogState
+	64, // 58: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	73, // 59: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	65, // 60: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	68, // 61: shale.controller.v1.ClientMetricsRecord.subscriptions:type_name -> shale.controller.v1.ClientMetricsState
+	69, // 62: shale.controller.v1.GroupConfigsRecord.groups:type_name -> shale.controller.v1.GroupConfigState
+	66, // 63: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	74, // 64: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
 	1,  // 65: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
-	58, // 66: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
+	60, // 66: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
 	21, // 67: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
 	29, // 68: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
-	57, // 69: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
+	59, // 69: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
 	33, // 70: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
 	35, // 71: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
 	36, // 72: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
 	36, // 73: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
-	58, // 74: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
+	60, // 74: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
 	37, // 75: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
 	40, // 76: shale.controller.v1.SchemaRegistryRecord.register:type_name -> shale.controller.v1.RegisterSchemaOp
 	41, // 77: shale.controller.v1.SchemaRegistryRecord.delete_subject:type_name -> shale.controller.v1.DeleteSubjectOp
 	42, // 78: shale.controller.v1.SchemaRegistryRecord.delete_version:type_name -> shale.controller.v1.DeleteVersionOp
-	73, // 79: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
-	73, // 80: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
-	74, // 81: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
-	75, // 82: shale.controller.v1.RemoteLogRecord.commit:type_name -> shale.controller.v1.RemoteLogSegment
+	75, // 79: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
+	75, // 80: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
+	76, // 81: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
+	77, // 82: shale.controller.v1.RemoteLogRecord.commit:type_name -> shale.controller.v1.RemoteLogSegment
 	44, // 83: shale.controller.v1.RemoteLogRecord.delete_start:type_name -> shale.controller.v1.RemoteDeleteStart
 	45, // 84: shale.controller.v1.RemoteLogRecord.delete_finish:type_name -> shale.controller.v1.RemoteDeleteFinish
-	68, // 85: shale.controller.v1.ClusterLinksRecord.links:type_name -> shale.controller.v1.ClusterLinkState
-	69, // 86: shale.controller.v1.ClusterLinksRecord.mirrors:type_name -> shale.controller.v1.MirrorTopicState
+	70, // 85: shale.controller.v1.ClusterLinksRecord.links:type_name -> shale.controller.v1.ClusterLinkState
+	71, // 86: shale.controller.v1.ClusterLinksRecord.mirrors:type_name -> shale.controller.v1.MirrorTopicState
 	7,  // 87: shale.controller.v1.ClusterLinksRecord.mirror_topics:type_name -> shale.controller.v1.NewTopic
 	47, // 88: shale.controller.v1.ClusterLinksRecord.epochs:type_name -> shale.controller.v1.MirrorEpoch
 	49, // 89: shale.controller.v1.ConsumerGroupRecord.state:type_name -> shale.controller.v1.ConsumerGroupState
@@ -4977,11 +5101,13 @@ var file_records_proto_depIdxs = []int32{
 	52, // 92: shale.controller.v1.ConsumerGroupMember.assigned:type_name -> shale.controller.v1.ConsumerGroupPartitions
 	52, // 93: shale.controller.v1.ConsumerGroupMember.revoking:type_name -> shale.controller.v1.ConsumerGroupPartitions
 	52, // 94: shale.controller.v1.ConsumerGroupMember.target:type_name -> shale.controller.v1.ConsumerGroupPartitions
-	95, // [95:95] is the sub-list for method output_type
-	95, // [95:95] is the sub-list for method input_type
-	95, // [95:95] is the sub-list for extension type_name
-	95, // [95:95] is the sub-list for extension extendee
-	0,  // [0:95] is the sub-list for field type_name
+	53, // 95: shale.controller.v1.ConsumerGroupMember.classic:type_name -> shale.controller.v1.ConsumerGroupClassicMember
+	54, // 96: shale.controller.v1.ConsumerGroupClassicMember.protocols:type_name -> shale.controller.v1.ConsumerGroupClassicProtocol
+	97, // [97:97] is the sub-list for method output_type
+	97, // [97:97] is the sub-list for method input_type
+	97, // [97:97] is the sub-list for extension type_name
+	97, // [97:97] is the sub-list for extension extendee
+	0,  // [0:97] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -5056,7 +5182,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   53,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

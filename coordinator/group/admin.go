@@ -106,6 +106,9 @@ func (c *Coordinator) ListGroups(ctx context.Context, states []string) ([]Listin
 	if err != nil {
 		return nil, storeError(err)
 	}
+	if err := c.loadConsumerGroups(ctx); err != nil {
+		return nil, err
+	}
 	want := func(s State) bool {
 		return len(states) == 0 || slices.ContainsFunc(states, func(x string) bool { return strings.EqualFold(x, s.String()) })
 	}

@@ -55,6 +55,11 @@ type Config struct {
 	ConsumerHeartbeatInterval time.Duration
 	// ConsumerMaxGroupSize is group.consumer.max.size; 0 means no limit.
 	ConsumerMaxGroupSize int
+	// ConsumerMigrationPolicy is group.consumer.migration.policy: which online
+	// conversions between the classic and the consumer protocol a live group may make
+	// (MigrationBidirectional, the default, MigrationUpgrade, MigrationDowngrade,
+	// MigrationDisabled). Empty groups convert whatever it says, as in Kafka.
+	ConsumerMigrationPolicy string
 
 	Logger *slog.Logger
 	// Now is the clock for commit timestamps and retention; nil is time.Now.
@@ -102,6 +107,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ConsumerHeartbeatInterval <= 0 {
 		c.ConsumerHeartbeatInterval = 5 * time.Second
+	}
+	if c.ConsumerMigrationPolicy == "" {
+		c.ConsumerMigrationPolicy = MigrationBidirectional
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

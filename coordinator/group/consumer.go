@@ -205,6 +205,8 @@ type consumerMember struct {
 	revoking assignment
 	expiry   timer.Slot
 	revoke   timer.Slot
+	// classic is set for a member using the classic protocol (consumer_classic.go).
+	classic *classicMember
 }
 
 func newConsumerGroup() *consumerGroup {
@@ -321,14 +323,23 @@ func (c *Coordinator) consumerHeartbeat(req ConsumerHeartbeatRequest, resp Consu
 	}
 	if g != nil && g.cg == nil {
 		// A classic group converts when it is empty (Kafka's upgrade of an empty
-		// group); one with members keeps the classic protocol.
-		if req.MemberEpoch != 0 || len(g.members) > 0 || len(g.pending) > 0 || g.state != Empty {
+		// group), or, as the migration policy allows, when a member joins it live.
+		empty := len(g.members) == 0 && len(g.pending) == 0 && g.state == Empty
+		switch {
+		case req.MemberEpoch != 0:
 			resp.Err = fmt.Errorf("%w: group %s is not a consumer group", kerr.GroupIDNotFound, req.Group)
 			return resp
+		case empty:
+			c.lg.Info("empty classic group converted to a consumer group", "group", g.id)
+			g.cg = newConsumerGroup()
+			g.cg.version = g.cgVersion
+			g.protocolType, g.protocol = consumerProtocolType, ""
+		default:
+			if err := c.upgradeClassicGroup(g); err != nil {
+				resp.Err = err
+				return resp
+			}
 		}
-		c.lg.Info("empty classic group converted to a consumer group", "group", g.id)
-		g.cg = newConsumerGroup()
-		g.protocolType, g.protocol = consumerProtocolType, ""
 	}
 	switch req.MemberEpoch {
 	case 0:
@@ -343,8 +354,18 @@ func (c *Coordinator) consumerHeartbeat(req ConsumerHeartbeatRequest, resp Consu
 			resp.Err = kerr.UnknownMemberID
 			return resp
 		}
+		if req.MemberEpoch == -2 && m.instanceID != "" {
+			// A static member's temporary leave (KIP-848): it keeps its partitions
+			// and its place until its session expires, for an instance with the same
+			// group.instance.id to take over.
+			c.lg.Info("static consumer group member left temporarily", "group", g.id, "member", m.id, "instance", m.instanceID)
+			m.previousEpoch, m.epoch = m.epoch, staticLeaveEpoch
+			c.setConsumerState(g)
+			return resp
+		}
 		c.lg.Info("consumer group member left", "group", g.id, "member", m.id)
 		c.removeConsumerMember(g, m)
+		c.maybeDowngrade(g)
 		return resp
 	}
 	if g == nil {
@@ -449,6 +470,15 @@ func (c *Coordinator) consumerJoin(g *group, req ConsumerHeartbeatRequest, re *r
 		c.lg.Info("consumer group member joined again with epoch 0", "group", g.id, "member", old.id)
 		c.removeConsumerMember(g, old)
 	}
+	if req.InstanceID != nil {
+		if old := g.cg.staticMember(*req.InstanceID); old != nil {
+			if old.epoch != staticLeaveEpoch {
+				resp.Err = fmt.Errorf("%w: instance %s is still used by member %s", kerr.UnreleasedInstanceID, *req.InstanceID, old.id)
+				return resp
+			}
+			return c.replaceStaticConsumerMember(g, old, req, re, resp)
+		}
+	}
 	if max := c.cfg.ConsumerMaxGroupSize; max > 0 && len(g.cg.members) >= max {
 		resp.Err = fmt.Errorf("%w: consumer group %s has %d members (group.consumer.max.size)", kerr.GroupMaxSizeReached, g.id, len(g.cg.members))
 		if created {
@@ -461,6 +491,55 @@ func (c *Coordinator) consumerJoin(g *group, req ConsumerHeartbeatRequest, re *r
 	c.lg.Info("consumer group member joined", "group", g.id, "member", m.id, "client_id", req.ClientID)
 	c.updateConsumerMember(g, m, req, re)
 	c.consumerUpdate(g, true)
+	c.consumerTouch(g, m)
+	c.reconcile(g, m, assignment{})
+	c.setConsumerState(g)
+	resp.MemberEpoch = m.epoch
+	resp.Assignment = c.assignmentOf(g, m.assigned)
+	return resp
+}
+
+// staticLeaveEpoch is the member epoch of a static member that left temporarily
+// (Kafka's LEAVE_GROUP_STATIC_MEMBER_EPOCH).
+const staticLeaveEpoch = -2
+
+// staticMember is the member with the group.instance.id, nil when none has it.
+func (cg *consumerGroup) staticMember(instanceID string) *consumerMember {
+	for _, m := range cg.members {
+		if m.instanceID == instanceID {
+			return m
+		}
+	}
+	return nil
+}
+
+// replaceStaticConsumerMember: a static member that left temporarily (epoch -2) is
+// replaced by the new member joining with its group.instance.id, which takes over its
+// assignment, target and epoch, so that a restart moves no partition and does not bump
+// the group epoch (unless the subscription changed), as KIP-848 specifies. The new
+// instance owns nothing yet, so partitions the old one was revoking are released.
+func (c *Coordinator) replaceStaticConsumerMember(g *group, old *consumerMember, req ConsumerHeartbeatRequest, re *regexp.Regexp, resp ConsumerHeartbeatResponse) ConsumerHeartbeatResponse {
+	cg := g.cg
+	old.expiry.Stop()
+	old.revoke.Stop()
+	m := &consumerMember{
+		id: req.MemberID, instanceID: old.instanceID, rackID: old.rackID, rebalanceTimeout: old.rebalanceTimeout,
+		names: old.names, regex: old.regex, re: old.re, assignor: old.assignor,
+		epoch: old.previousEpoch, previousEpoch: old.previousEpoch, state: old.state,
+		assigned: old.assigned, revoking: old.revoking, classic: old.classic,
+	}
+	delete(cg.members, old.id)
+	cg.members[m.id] = m
+	cg.target[m.id] = cg.target[old.id]
+	delete(cg.target, old.id)
+	for k, owner := range cg.owners {
+		if owner == old.id {
+			cg.owners[k] = m.id
+		}
+	}
+	c.lg.Info("static consumer group member replaced", "group", g.id, "instance", m.instanceID, "old_member", old.id, "member", m.id)
+	changed := c.updateConsumerMember(g, m, req, re)
+	c.consumerUpdate(g, changed)
 	c.consumerTouch(g, m)
 	c.reconcile(g, m, assignment{})
 	c.setConsumerState(g)
@@ -517,12 +596,17 @@ func (c *Coordinator) consumerHeartbeatInterval(group string) time.Duration {
 
 // consumerTouch restarts the member's session.
 func (c *Coordinator) consumerTouch(g *group, m *consumerMember) {
-	c.timers.Arm(&m.expiry, c.consumerSessionTimeout(g.id), func() {
+	timeout := c.consumerSessionTimeout(g.id)
+	if m.classic != nil {
+		timeout = m.classic.sessionTimeout
+	}
+	c.timers.Arm(&m.expiry, timeout, func() {
 		if c.groups[g.id] != g || g.cg == nil || g.cg.members[m.id] != m {
 			return
 		}
 		c.lg.Info("consumer group member session expired", "group", g.id, "member", m.id)
 		c.removeConsumerMember(g, m)
+		c.maybeDowngrade(g)
 	})
 }
 
@@ -691,6 +775,7 @@ func (c *Coordinator) armRevoke(g *group, m *consumerMember) {
 		}
 		c.lg.Info("consumer group member did not revoke partitions within its rebalance timeout", "group", g.id, "member", m.id)
 		c.removeConsumerMember(g, m)
+		c.maybeDowngrade(g)
 	})
 }
 

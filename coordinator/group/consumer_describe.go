@@ -49,6 +49,12 @@ func (c *Coordinator) DescribeConsumerGroups(ctx context.Context, ids []string) 
 
 func (c *Coordinator) describeConsumer(ctx context.Context, id string) ConsumerDescription {
 	d := ConsumerDescription{Group: id, State: Dead}
+	// A group this broker coordinates but has not loaded yet (after a failover) is
+	// described from the quorum, as its heartbeats and commits would find it.
+	if err := c.loadConsumerGroup(ctx, id); err != nil {
+		d.Err = err
+		return d
+	}
 	c.mu.Lock()
 	if err := c.owns(id); err != nil {
 		c.mu.Unlock()

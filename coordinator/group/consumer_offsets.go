@@ -23,6 +23,13 @@ func (g *group) validateConsumerCommit(req CommitRequest, transactional bool) er
 	if m == nil {
 		return kerr.UnknownMemberID
 	}
+	if m.classic != nil && !req.MemberEpochs {
+		// A classic member commits with its generation, which is its member epoch.
+		if req.Generation != m.epoch {
+			return fmt.Errorf("%w: generation %d, member epoch %d", kerr.IllegalGeneration, req.Generation, m.epoch)
+		}
+		return nil
+	}
 	if !transactional && !req.MemberEpochs {
 		return fmt.Errorf("%w: members of consumer groups commit with OffsetCommit v9 or later", kerr.UnsupportedVersion)
 	}

@@ -47,6 +47,7 @@ func (c *Coordinator) consumerSnapshot(g *group) *metadata.ConsumerGroupState {
 			MemberEpoch: m.epoch, PreviousMemberEpoch: m.previousEpoch, State: int8(m.state),
 			RebalanceTimeoutMs: int32(m.rebalanceTimeout.Milliseconds()), Names: slices.Clone(m.names), Regex: m.regex,
 			Assignor: m.assignor, Assigned: m.assigned.clone(), Revoking: m.revoking.clone(), Target: cg.target[m.id].clone(),
+			Classic: m.classic.toState(),
 		})
 	}
 	if cg.persisted != nil {
@@ -128,6 +129,7 @@ func (c *Coordinator) loadConsumerGroup(ctx context.Context, id string) error {
 			epoch: ms.MemberEpoch, previousEpoch: ms.PreviousMemberEpoch, state: memberState(ms.State),
 			rebalanceTimeout: time.Duration(ms.RebalanceTimeoutMs) * time.Millisecond, names: ms.Names, regex: ms.Regex,
 			assignor: ms.Assignor, assigned: assignmentFrom(ms.Assigned), revoking: assignmentFrom(ms.Revoking),
+			classic: classicFromState(ms.Classic),
 		}
 		if m.regex != "" {
 			// Stored only after it compiled; a failure here would be a corrupt store.
@@ -159,4 +161,32 @@ func assignmentFrom(m map[[16]byte][]int32) assignment {
 		}
 	}
 	return out
+}
+
+// loadConsumerGroups loads every consumer group in the quorum that this broker
+// coordinates and has not loaded yet (after a failover), so that ListGroups shows them
+// with their state rather than as offsets only, or not at all.
+func (c *Coordinator) loadConsumerGroups(ctx context.Context) error {
+	store := c.consumerStore()
+	if store == nil {
+		return nil
+	}
+	ids, err := store.ListConsumerGroups(ctx)
+	if err != nil {
+		return storeError(err)
+	}
+	for _, id := range ids {
+		if err := c.loadConsumerGroup(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadConsumerGroupNow is loadConsumerGroup for the calls that have no context of
+// their own (SyncGroup, Heartbeat), bounded by StoreTimeout.
+func (c *Coordinator) loadConsumerGroupNow(id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.StoreTimeout)
+	defer cancel()
+	return c.loadConsumerGroup(ctx, id)
 }

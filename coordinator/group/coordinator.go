@@ -40,7 +40,10 @@ type Coordinator struct {
 	rebalances atomic.Uint64 // generations formed, for metrics
 
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// bg is cancelled by Close; background store writes (a downgraded group's removal)
+	// run under it and are waited for in wg.
+	bg context.Context
+	wg sync.WaitGroup
 }
 
 // New starts a coordinator over store: it follows the store's images to drop the groups
@@ -55,6 +58,7 @@ func New(cfg Config, store metadata.Store) *Coordinator {
 		lg:     cfg.Logger.With("component", "group-coordinator"),
 		groups: map[string]*group{},
 		cancel: cancel,
+		bg:     ctx,
 	}
 	c.timers = timer.NewSet(cfg.Clock, &c.mu)
 	c.wg.Add(2)

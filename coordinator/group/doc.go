@@ -5,7 +5,9 @@
 //
 // Consumer groups share the classic groups' map, lock, offsets and fences (a group with
 // cg set is one), so that the offset and admin APIs and the one namespace of group ids
-// apply to both; an empty group converts from one protocol to the other. Unlike classic
+// apply to both. An empty group converts from one protocol to the other; a live one does
+// as group.consumer.migration.policy allows, and classic members may take part in a
+// consumer group (consumer_classic.go). Unlike classic
 // groups, whose membership lives only in memory, a consumer group's whole state (epochs,
 // subscriptions, target and current assignments) goes through the controller quorum
 // before a heartbeat that changed it is answered (consumer_store.go), so a coordinator

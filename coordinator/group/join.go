@@ -60,6 +60,9 @@ type JoinCall struct {
 	res   JoinResult
 	g     *group
 	m     *member
+	// staged is the answer to a classic member's join of a consumer group, given once
+	// the group's state is written (JoinContext).
+	staged *JoinResult
 }
 
 func (c *Coordinator) newJoinCall() *JoinCall { return &JoinCall{c: c, done: make(chan struct{})} }
@@ -109,11 +112,9 @@ func (j *JoinCall) Wait(ctx context.Context) JoinResult {
 // member id to retry with, a rejoin that changes nothing); otherwise it completes when
 // the rebalance does.
 func (c *Coordinator) Join(req JoinRequest) *JoinCall {
-	call := c.newJoinCall()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.join(req, call)
-	return call
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.StoreTimeout)
+	defer cancel()
+	return c.JoinContext(ctx, req)
 }
 
 func (c *Coordinator) join(req JoinRequest, call *JoinCall) {
@@ -140,9 +141,12 @@ func (c *Coordinator) join(req JoinRequest, call *JoinCall) {
 	}
 	g := c.groups[req.Group]
 	if g != nil && g.cg != nil {
-		if len(g.cg.members) > 0 || g.state == Dead {
-			// Kafka lets classic members join a consumer group; Shale does not yet.
-			fail(fmt.Errorf("%w: group %s is a consumer group", kerr.InconsistentGroupProtocol, req.Group))
+		if g.state == Dead {
+			fail(kerr.CoordinatorNotAvailable)
+			return
+		}
+		if len(g.cg.members) > 0 {
+			c.classicJoinConsumer(g, req, call)
 			return
 		}
 		// An empty consumer group becomes a classic one (Kafka's downgrade of an

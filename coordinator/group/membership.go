@@ -13,6 +13,11 @@ type HeartbeatRequest struct {
 // Heartbeat keeps a member's session alive. It fails with REBALANCE_IN_PROGRESS only
 // while the group is preparing a rebalance, which is how members learn to rejoin.
 func (c *Coordinator) Heartbeat(req HeartbeatRequest) error {
+	// A consumer group with classic members that this broker took over is loaded
+	// from the quorum first, so that they go on without rejoining.
+	if err := c.loadConsumerGroupNow(req.Group); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if req.Group == "" {
@@ -27,6 +32,9 @@ func (c *Coordinator) Heartbeat(req HeartbeatRequest) error {
 	}
 	if g.state == Dead {
 		return kerr.CoordinatorNotAvailable
+	}
+	if g.cg != nil {
+		return c.classicHeartbeatConsumer(g, req)
 	}
 	if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
 		return err
@@ -112,6 +120,15 @@ func (c *Coordinator) Leave(groupID string, members []LeavingMember) ([]error, e
 	if g.state == Dead {
 		return nil, kerr.CoordinatorNotAvailable
 	}
+	if g.cg != nil {
+		return c.classicLeaveConsumer(g, members), nil
+	}
+	return c.leaveClassic(g, members)
+}
+
+// leaveClassic is Leave for a classic group; callers hold c.mu.
+func (c *Coordinator) leaveClassic(g *group, members []LeavingMember) ([]error, error) {
+	out := make([]error, len(members))
 	for i, lm := range members {
 		switch {
 		case lm.MemberID == "":

@@ -93,6 +93,10 @@ type group struct {
 
 	// cg is set for a consumer group (KIP-848, consumer.go); members is then empty.
 	cg *consumerGroup
+	// cgVersion is the last version a consumer group that was downgraded to this
+	// classic group wrote (its removal): a later upgrade writes above it, or the
+	// quorum would take its first states for overtaken ones.
+	cgVersion int64
 }
 
 // memberCount is how many members the group has, of either protocol.

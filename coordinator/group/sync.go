@@ -75,6 +75,10 @@ func (s *SyncCall) Wait(ctx context.Context) SyncResult {
 // call distributes it and makes the group Stable.
 func (c *Coordinator) Sync(req SyncRequest) *SyncCall {
 	call := &SyncCall{c: c, done: make(chan struct{})}
+	if err := c.loadConsumerGroupNow(req.Group); err != nil {
+		call.complete(SyncResult{Err: err})
+		return call
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.sync(req, call); err != nil {
@@ -96,6 +100,10 @@ func (c *Coordinator) sync(req SyncRequest, call *SyncCall) error {
 	}
 	if g.state == Dead {
 		return kerr.CoordinatorNotAvailable
+	}
+	if g.cg != nil {
+		call.complete(c.classicSyncConsumer(g, req))
+		return nil
 	}
 	if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
 		return err

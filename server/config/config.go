@@ -267,8 +267,12 @@ type Config struct {
 	// GroupConsumerAssignors is group.consumer.assignors (default uniform,range), the
 	// server-side assignors of consumer groups; GroupConsumerMaxSize is
 	// group.consumer.max.size (default 2147483647, Kafka's: no practical limit).
-	GroupConsumerAssignors              []string
-	GroupConsumerMaxSize                int32
+	GroupConsumerAssignors []string
+	GroupConsumerMaxSize   int32
+	// GroupConsumerMigrationPolicy is group.consumer.migration.policy (default
+	// bidirectional): disabled, upgrade, downgrade or bidirectional online conversion of
+	// live groups between the classic and the consumer protocol.
+	GroupConsumerMigrationPolicy        string
 	GroupConsumerMinSessionTimeoutMs    int32
 	GroupConsumerMaxSessionTimeoutMs    int32
 	GroupConsumerMinHeartbeatIntervalMs int32

@@ -367,6 +367,8 @@ func buildKeys() []*keyDef {
 			consumerAssignorsField(func(c *Config) *[]string { return &c.GroupConsumerAssignors })),
 		key("group.consumer.max.size", "2147483647", "Most members a consumer group (KIP-848) may have.",
 			i32(func(c *Config) *int32 { return &c.GroupConsumerMaxSize }, 1)),
+		key("group.consumer.migration.policy", "bidirectional", "Online conversion of live groups between the classic and the consumer (KIP-848) protocol: bidirectional, upgrade, downgrade or disabled.",
+			stringField(func(c *Config) *string { return &c.GroupConsumerMigrationPolicy })),
 		key("group.consumer.min.session.timeout.ms", "45000", "Smallest consumer.session.timeout.ms a group config may set.",
 			i32(func(c *Config) *int32 { return &c.GroupConsumerMinSessionTimeoutMs }, 1)),
 		key("group.consumer.max.session.timeout.ms", "60000", "Largest consumer.session.timeout.ms a group config may set.",

@@ -58,7 +58,7 @@ func TestDefault(t *testing.T) {
 		OffsetsRetentionMinutes: 10080, OffsetMetadataMaxBytes: 4096, OffsetsTopicNumPartitions: 50, GroupInitialRebalanceDelayMs: 3000, GroupMinSessionTimeoutMs: 6000,
 		GroupShareRecordLockDurationMs: 30000, GroupShareDeliveryCountLimit: 5, GroupSharePartitionMaxRecordLocks: 2000, ShareAutoOffsetReset: "latest",
 		GroupConsumerSessionTimeoutMs: 45000, GroupConsumerHeartbeatIntervalMs: 5000,
-		GroupConsumerAssignors: []string{"uniform", "range"}, GroupConsumerMaxSize: 2147483647,
+		GroupConsumerAssignors: []string{"uniform", "range"}, GroupConsumerMaxSize: 2147483647, GroupConsumerMigrationPolicy: "bidirectional",
 		GroupConsumerMinSessionTimeoutMs: 45000, GroupConsumerMaxSessionTimeoutMs: 60000,
 		GroupConsumerMinHeartbeatIntervalMs: 5000, GroupConsumerMaxHeartbeatIntervalMs: 15000,
 		GroupShareMinSessionTimeoutMs: 45000, GroupShareMaxSessionTimeoutMs: 60000,

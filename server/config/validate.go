@@ -100,6 +100,11 @@ func (c *Config) finish() error {
 			fail(b.name, "must not exceed %s (%d)", strings.Replace(b.name, ".min.", ".max.", 1), b.max)
 		}
 	}
+	switch c.GroupConsumerMigrationPolicy {
+	case "disabled", "upgrade", "downgrade", "bidirectional":
+	default:
+		fail("group.consumer.migration.policy", "must be disabled, upgrade, downgrade or bidirectional")
+	}
 	if c.ShareAutoOffsetReset != "latest" && c.ShareAutoOffsetReset != "earliest" {
 		fail("share.auto.offset.reset", "must be latest or earliest (Kafka's by_duration is not supported)")
 	}
