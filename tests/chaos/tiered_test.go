@@ -23,7 +23,7 @@ import (
 // 16 KiB segments, 32 KiB local retention) uploads a segment every second or so while
 // two acks=all idempotent producers write numbered records. Faults, one after the other:
 // kill -9 of partition 0's leader (mid-upload, likely: uploads run every 200 ms), the
-// object store stopped (SIGSTOP) for 6 s under load and resumed, and kill -9 of the
+// object store stopped (SIGSTOP) for storeStall under load and resumed, and kill -9 of the
 // active controller (which commits the uploads). Afterwards:
 //   - no acknowledged record is lost: each is read back, from offset 0, at the offset it
 //     was acknowledged at, with every offset read once (most of them from the remote log);
@@ -139,13 +139,13 @@ func TestChaosTiered(t *testing.T) {
 	if err := s3.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(6 * time.Second)
+	time.Sleep(storeStall)
 	during := ackCount() - before
 	if err := s3.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	if during == 0 {
-		t.Errorf("no record was acknowledged while the object store was stopped for 6 s: produce must not wait for it")
+		t.Errorf("no record was acknowledged while the object store was stopped for %v: produce must not wait for it", storeStall)
 	}
 	heal("the object store's stall")
 	waitUploads("after the object store's stall")
@@ -285,3 +285,8 @@ func checkRemoteChain(store objstore.Store, topicID [16]byte, p int32, highest i
 	}
 	return len(segs), nil
 }
+
+// storeStall is how long the object store is stopped: a minute, as issue 26 asks, longer
+// than the S3 client's request timeout, so that uploads in flight time out and are retried
+// (or leave orphans to clean) rather than merely wait.
+const storeStall = time.Minute
