@@ -84,6 +84,13 @@ bench-coldread: build
 bench-mirror: build
 	bench/mirror.sh
 
+# Issue 26 (bench/RESULTS.md): produce throughput while uploading, remote against local
+# reads, and a wiped broker's rejoin with and without tiering, against a real S3 server
+# (versitygw, built into ~/.cache/shale once; about 6 minutes, up to 25 GB under .tmp/).
+.PHONY: bench-tiered
+bench-tiered: build
+	bench/tiered.sh
+
 fuzz:
 	@bash tests/fuzz.sh $(FUZZTIME)
 

@@ -20,6 +20,9 @@
 #      costs beyond 4 is the disk, not the reader's CPU.
 # The tail consumers' send-to-receive p50/p99/p99.9 of 2, 3 and 4 are printed side by side,
 # with the catch-up reader's rate and the node's major faults and read bytes.
+# The catch-up reader's client id is shale-bench-catchup; -q BYTES gives it a Kafka
+# consumer_byte_rate quota of BYTES per second (`shale quota set`), which is how a Kafka
+# operator keeps a catch-up reader from taking the machine from the tail.
 # SHALE=path picks the binary (default bin/shale, built by `make build`); PERF=1 also
 # records the stacks of the broker's major page faults during 3.
 set -euo pipefail
@@ -29,14 +32,16 @@ rate=50000
 dur=20
 out=""
 data_root=""
-while getopts "g:r:d:o:D:h" opt; do
+quota=""
+while getopts "g:r:d:o:D:q:h" opt; do
 	case $opt in
 	g) gb=$OPTARG ;;
 	r) rate=$OPTARG ;;
 	d) dur=$OPTARG ;;
 	o) out=$OPTARG ;;
 	D) data_root=$OPTARG ;;
-	*) sed -n '2,24p' "$0"; exit 2 ;;
+	q) quota=$OPTARG ;;
+	*) sed -n '2,27p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -100,6 +105,9 @@ print(f"dropped the cached pages of {n/1e9:.2f} GB of files", file=sys.stderr)
 EOF
 fincore -b $(find "$data" -name '*.log' | sort | head -3) >&2 || true
 start_broker "$@"
+if [ -n "$quota" ]; then
+	"$SHALE" quota set --bootstrap-server "$kafka" --client shale-bench-catchup "consumer_byte_rate=$quota" >&2
+fi
 
 # sample NAME: CPU and IO pressure every 2 s until killed.
 sample() {
@@ -117,7 +125,7 @@ io0=$(proc_io)
 e2e alone
 io1=$(proc_io)
 echo "beside a catch-up reader (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-"$SHALE" bench consume --bootstrap-server "$kafka" --topic cold --preload=false --consumers 1 \
+"$SHALE" bench consume --bootstrap-server "$kafka" --topic cold --preload=false --consumers 1 --client-id shale-bench-catchup \
 	--duration "${dur}s" --progress=false --json >"$out/catchup.json" 2>"$out/catchup.err" &
 catchup=$!
 sample beside &
@@ -141,7 +149,7 @@ fincore -b $(find "$data" -name '*.log' | sort | head -2) >&2 || true
 	i=0
 	while [ ! -e "$out/warm.stop" ]; do
 		i=$((i + 1))
-		"$SHALE" bench consume --bootstrap-server "$kafka" --topic cold --preload=false --consumers 1 \
+		"$SHALE" bench consume --bootstrap-server "$kafka" --topic cold --preload=false --consumers 1 --client-id shale-bench-catchup \
 			--duration "${dur}s" --progress=false --json >"$out/catchup-warm.$i.json" 2>>"$out/catchup-warm.err" &
 		echo $! >"$out/warm.pid"
 		wait $! || true

@@ -109,6 +109,10 @@ type commonFlags struct {
 	json      bool
 	progress  bool
 	preset    string
+	// clientID, when set, replaces the bench's own client ids (shale-bench-producer,
+	// shale-bench-consumer) on every client of the run, so that a client quota can
+	// single out one run's clients among others on the same cluster.
+	clientID string
 	// security is --command-config's TLS and SASL settings.
 	security client.Security
 }
@@ -117,6 +121,7 @@ func bindWorkload(fs *flag.FlagSet, w *Workload, c *commonFlags) {
 	fs.StringVar(&c.bootstrap, "bootstrap-server", "127.0.0.1:9092", "comma-separated `host:port` list of seed brokers")
 	fs.BoolVar(&c.json, "json", false, "print the report as JSON on stdout instead of a table")
 	fs.BoolVar(&c.progress, "progress", true, "print a progress line to stderr every second")
+	fs.StringVar(&c.clientID, "client-id", "", "client `id` of every client of the run, for quotas and logs (default: shale-bench-producer, shale-bench-consumer, shale-bench-admin)")
 	fs.StringVar(&c.preset, "preset", "", "start from the workload of this `name` (see shale bench presets); other flags override it")
 	fs.Func("command-config", "Kafka client properties `file` for a secured listener (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location)",
 		func(path string) error {

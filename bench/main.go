@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/shalelog/shale/bench/nullbroker"
 )
 
@@ -100,6 +102,10 @@ func runCommand(ctx context.Context, mode Mode, args []string, stdout, stderr io
 	opt := RunOptions{Bootstrap: splitList(c.bootstrap), Target: c.bootstrap}
 	if opt.ClientOpts, err = c.security.KgoOpts(); err != nil {
 		return usageError(stderr, string(mode), err)
+	}
+	if c.clientID != "" {
+		// Appended after each client's own options, so it wins.
+		opt.ClientOpts = append(opt.ClientOpts, kgo.ClientID(c.clientID))
 	}
 	if c.progress {
 		opt.Progress = stderr
