@@ -81,7 +81,9 @@ type RemoteLog struct {
 	// HighestOffset is the last offset of the last committed segment, -1 when none: the
 	// next upload starts above it.
 	HighestOffset int64
-	// SizeBytes is the committed segments' size.
+	// SizeBytes is the committed segments' size, those wholly below LogStart included
+	// (retention's bookkeeping subtracts them as it deletes them); the remote log's size
+	// as reported is Size's.
 	SizeBytes int64
 }
 
@@ -128,6 +130,27 @@ func (r *RemoteLog) CoveredEnd() int64 {
 		return 0
 	}
 	return max(r.HighestOffset+1, r.LogStart)
+}
+
+// Size is the remote log's size as Kafka reports it (KIP-963's RemoteLogSizeBytes): the
+// bytes and number of the segments still part of the log, that is the committed ones
+// that hold an offset at or above LogStart. Segments whose deletion has started are out
+// of the log, and so are committed ones wholly below LogStart: DeleteRecords moved the
+// start past a segment committed after it chose which to delete, and the next retention
+// pass starts their deletion. No segment is ever superseded by another: the controller
+// refuses a commit that overlaps a committed or deleting segment. A partly deleted
+// segment (LogStart inside it) counts whole, since its objects are all still stored.
+func (r *RemoteLog) Size() (bytes int64, segments int) {
+	if r == nil {
+		return 0, 0
+	}
+	for _, s := range r.Segments {
+		if s.EndOffset >= r.LogStart {
+			bytes += s.SizeBytes
+			segments++
+		}
+	}
+	return bytes, segments
 }
 
 // Find returns the committed segment holding offset, or the first one after it (a read

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -42,6 +43,9 @@ const (
 // tiering is the uploader's state: it is touched by the uploader goroutine only, but
 // for the counters and the lag gauges, which the scrape reads under mu.
 type tiering struct {
+	// m is the manager, whose replicas and image the scrape reads for the remote log
+	// size gauges.
+	m      *Manager
 	store  objstore.Store
 	logs   metadata.RemoteLogStore
 	reader *remotelog.Reader
@@ -109,7 +113,7 @@ const orphanScanEvery = 20
 
 func newTiering(m *Manager) *tiering {
 	return &tiering{
-		store: m.cfg.RemoteStore, logs: m.cfg.RemoteLogs, reader: remotelog.NewReader(m.remoteSource()),
+		m: m, store: m.cfg.RemoteStore, logs: m.cfg.RemoteLogs, reader: remotelog.NewReader(m.remoteSource()),
 		parts: map[partition.TopicPartition]*tierPartition{}, lagBytes: map[partition.TopicPartition]int64{},
 		lagSegments:   map[partition.TopicPartition]int64{},
 		uploadedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "shale_remote_log_upload_bytes_total", Help: "Bytes of segments this broker uploaded to the remote log and committed."}),
@@ -133,11 +137,19 @@ var (
 		"Bytes of closed segments below the high watermark that the remote log does not hold yet, over the tiered partitions this broker leads.", nil, nil)
 	tierLagSegments = prometheus.NewDesc("shale_remote_log_upload_lag_segments",
 		"Closed segments below the high watermark that the remote log does not hold yet, over the tiered partitions this broker leads.", nil, nil)
+	// KIP-963's RemoteLogSizeBytes, per partition as Kafka's, from the partition's leader
+	// only, so that a sum over the brokers counts each remote log once.
+	tierSizeBytes = prometheus.NewDesc("shale_remote_log_size_bytes",
+		"Bytes of a tiered partition's remote log (its committed segments still part of the log), from the partition's leader.", []string{"topic", "partition"}, nil)
+	tierSegments = prometheus.NewDesc("shale_remote_log_segments",
+		"Segments of a tiered partition's remote log (committed, still part of the log), from the partition's leader.", []string{"topic", "partition"}, nil)
 )
 
 func (t *tiering) Describe(ch chan<- *prometheus.Desc) {
 	ch <- tierLagBytes
 	ch <- tierLagSegments
+	ch <- tierSizeBytes
+	ch <- tierSegments
 	t.uploadedBytes.Describe(ch)
 	t.uploadedSegments.Describe(ch)
 	t.readBytes.Describe(ch)
@@ -154,10 +166,31 @@ func (t *tiering) Collect(ch chan<- prometheus.Metric) {
 	t.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(tierLagBytes, prometheus.GaugeValue, float64(b))
 	ch <- prometheus.MustNewConstMetric(tierLagSegments, prometheus.GaugeValue, float64(s))
+	t.collectSizes(ch)
 	t.uploadedBytes.Collect(ch)
 	t.uploadedSegments.Collect(ch)
 	t.readBytes.Collect(ch)
 	t.errs.Collect(ch)
+}
+
+// collectSizes reports the remote log size of each tiered partition led here, from the
+// applied image at scrape time: a partition that goes away or whose leadership moves
+// drops out at the next scrape. One led before its first upload reports 0.
+func (t *tiering) collectSizes(ch chan<- prometheus.Metric) {
+	im := t.m.Image()
+	for _, p := range t.m.parts.All() {
+		if p.Role() != partition.RoleLeader || !p.Settings().Tiered {
+			continue
+		}
+		var size int64
+		var segs int
+		if rl := im.RemoteLog(p.Topic(), p.Index()); rl != nil && rl.TopicID == p.TopicID() {
+			size, segs = rl.Size()
+		}
+		labels := []string{p.Topic(), strconv.Itoa(int(p.Index()))}
+		ch <- prometheus.MustNewConstMetric(tierSizeBytes, prometheus.GaugeValue, float64(size), labels...)
+		ch <- prometheus.MustNewConstMetric(tierSegments, prometheus.GaugeValue, float64(segs), labels...)
+	}
 }
 
 // withTimeout bounds one call to the store or the controller by the manager's clock.

@@ -56,10 +56,16 @@ type restFlags struct {
 }
 
 func (rf *restFlags) register(c *command) {
-	c.fs.StringVar(&rf.url, "rest-url", "http://127.0.0.1:8082", "`URL` of a broker's HTTP API (rest.proxy.listener)")
+	rf.registerAPI(c, "http://127.0.0.1:8082", "`URL` of a broker's HTTP API (rest.proxy.listener)")
+	c.fs.DurationVar(&rf.timeout, "timeout", 60*time.Second, "how long to wait for the answer")
+}
+
+// registerAPI registers --rest-url (defaulting to def) and the basic authentication
+// flags, for a command that has its own --timeout: the context of its calls bounds them.
+func (rf *restFlags) registerAPI(c *command, def, usage string) {
+	c.fs.StringVar(&rf.url, "rest-url", def, usage)
 	c.fs.StringVar(&rf.user, "user", "", "`name` for HTTP basic authentication")
 	c.fs.StringVar(&rf.password, "password", "", "`password` for HTTP basic authentication")
-	c.fs.DurationVar(&rf.timeout, "timeout", 60*time.Second, "how long to wait for the answer")
 }
 
 // restError is the API's error body.

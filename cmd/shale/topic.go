@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
-	"github.com/shalelog/shale/client"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/shalelog/shale/client"
 )
 
 const topicUsage = `Usage: shale topic <create|list|describe|delete|alter|elect-leaders> [flags]
@@ -17,7 +20,8 @@ const topicUsage = `Usage: shale topic <create|list|describe|delete|alter|elect-
   create    --topic T [--partitions N] [--replication-factor R] [--config k=v]...
   list      [--exclude-internal]
   describe  [--topic T]... [--under-replicated-partitions] [--unavailable-partitions]
-            (every topic when none is named)
+            [--rest-url URL] (every topic when none is named; --rest-url adds tiered
+            partitions' remote log size)
   delete    --topic T...
   alter     --topic T [--add-config k=v]... [--delete-config k]... [--partitions N]
   elect-leaders  --election-type preferred|unclean (--topic T [--partition N] | --all-topic-partitions)
@@ -103,9 +107,11 @@ func topicList(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 func topicDescribe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("shale topic describe", "shale topic describe [--topic T]... [flags]",
-		"Prints topics' partitions (leader, replicas, in-sync replicas) and the configs\nset for them or by the broker, as kafka-topics.sh --describe does. For a topic with\nremote.storage.enable (tiered storage) each partition's line also has its log start,\nthe leader's local log start, the remote log's last offset, the log end, and the\nleader's local size in bytes (ListOffsets -2, -4, -5, -1 and DescribeLogDirs).")
+		"Prints topics' partitions (leader, replicas, in-sync replicas) and the configs\nset for them or by the broker, as kafka-topics.sh --describe does. For a topic with\nremote.storage.enable (tiered storage) each partition's line also has its log start,\nthe leader's local log start, the remote log's last offset, the log end, and the\nleader's local size in bytes (ListOffsets -2, -4, -5, -1 and DescribeLogDirs).\nWith --rest-url it also has the remote log's size in bytes and segments, which no\nKafka API carries: they come from a broker's REST proxy (rest.proxy.listener,\nGET .../topics/T/partitions/-/remote-log).")
 	var tf topicFlags
 	tf.register(c)
+	var rf restFlags
+	rf.registerAPI(c, "", "`URL` of a broker's REST proxy (rest.proxy.listener), for tiered partitions' remote log size")
 	allConfigs := c.fs.Bool("all-configs", false, "print every config, defaults included")
 	underReplicated := c.fs.Bool("under-replicated-partitions", false, "only partitions whose ISR is smaller than their replica set")
 	unavailable := c.fs.Bool("unavailable-partitions", false, "only partitions without a leader, or whose leader is not a live broker")
@@ -117,6 +123,7 @@ func topicDescribe(ctx context.Context, args []string, stdout, stderr io.Writer)
 		// As in kafka-topics.sh, the filters print only the matching partitions' lines (either
 		// filter matching), without the topics' header lines.
 		filtered := *underReplicated || *unavailable
+		status, hint := exitOK, false
 		for _, t := range topics {
 			if filtered {
 				for _, p := range t.Partitions {
@@ -140,12 +147,49 @@ func topicDescribe(ctx context.Context, args []string, stdout, stderr io.Writer)
 			fmt.Fprintf(stdout, "Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
 				t.Name, t.ID, len(t.Partitions), t.ReplicationFactor(), strings.Join(configs, ","))
 			tiered := tieredColumns(opCtx, cl, t)
+			if tiered != nil {
+				if rf.url == "" {
+					hint = true
+				} else if err := remoteSizeColumns(opCtx, &rf, t, tiered); err != nil {
+					fmt.Fprintf(stderr, "%s: remote log size of topic %s: %v\n", c.fs.Name(), t.Name, err)
+					status = exitFailed
+				}
+			}
 			for _, p := range t.Partitions {
 				printPartition(stdout, t.Name, p, tiered[p.Partition])
 			}
 		}
-		return exitOK
+		if hint {
+			// Once, on stderr, so that the lines keep kafka-topics.sh's shape.
+			fmt.Fprintf(stderr, "%s: for the remote log size of tiered partitions, add --rest-url URL (a broker's rest.proxy.listener)\n", c.fs.Name())
+		}
+		return status
 	})
+}
+
+// remoteLogInfo is a partition's remote log as the REST proxy's remote-log resource
+// answers it (server/restproxy/remotelog.go).
+type remoteLogInfo struct {
+	PartitionID   int32 `json:"partition_id"`
+	SizeBytes     int64 `json:"size_bytes"`
+	SegmentsCount int64 `json:"segments_count"`
+}
+
+// remoteSizeColumns appends to each tiered partition's columns the size of its remote
+// log, in bytes and segments, as the REST proxy's broker sees it in its metadata image.
+func remoteSizeColumns(ctx context.Context, rf *restFlags, t client.Topic, cols map[int32]string) error {
+	var res struct {
+		Data []remoteLogInfo `json:"data"`
+	}
+	if err := rf.call(ctx, http.MethodGet, "/topics/"+url.PathEscape(t.Name)+"/partitions/-/remote-log", nil, &res); err != nil {
+		return err
+	}
+	for _, r := range res.Data {
+		if _, ok := cols[r.PartitionID]; ok {
+			cols[r.PartitionID] += fmt.Sprintf("\tRemoteSizeBytes: %d\tRemoteSegments: %d", r.SizeBytes, r.SegmentsCount)
+		}
+	}
+	return nil
 }
 
 // tieredColumns are, for a topic with remote.storage.enable (tiered storage, KIP-405),

@@ -1,9 +1,10 @@
 // Package restproxy is Shale's built-in HTTP proxy: the part of Confluent REST Proxy's v3
 // API that people use (clusters, topics, partitions, topic configs, and producing records
 // with POST /v3/clusters/{c}/topics/{t}/records, one record or a stream of them), with
-// Confluent's JSON shapes and error codes, plus Shale's own endpoint for reading a
-// partition's committed records by offset, which Confluent's v3 API lacks. Every broker
-// serves it on rest.proxy.listener.
+// Confluent's JSON shapes and error codes, plus Shale's own endpoints, which Confluent's
+// v3 API lacks: a partition's committed records by offset, and a tiered partition's
+// remote log (its offsets, size and segments, remotelog.go). Every broker serves it on
+// rest.proxy.listener.
 //
 // Metadata (clusters, topics, partitions) is answered from the broker's metadata image.
 // Everything that touches data or changes topics goes through an in-process franz-go

@@ -188,6 +188,9 @@ func New(o Options) (*Server, error) {
 	} {
 		mux.Handle(pattern, s.wrap(pattern, h))
 	}
+	for pattern, h := range s.remoteLogRoutes() {
+		mux.Handle(pattern, s.wrap(pattern, h))
+	}
 	mux.Handle("/", s.wrap("other", func(http.ResponseWriter, *http.Request) error {
 		return errorf(codeNotFound, "HTTP 404 Not Found")
 	}))

@@ -38,8 +38,14 @@ const tieredTopic = "tiered"
 // leave the local disks within seconds.
 func newTieredCluster(t *testing.T) (*cluster, *s3server.Server) {
 	t.Helper()
+	return newTieredClusterWith(t, nil)
+}
+
+// newTieredClusterWith is newTieredCluster with brokerExtra settings for each broker.
+func newTieredClusterWith(t *testing.T, brokerExtra func(id int32) []string) (*cluster, *s3server.Server) {
+	t.Helper()
 	s3 := s3server.Start(t)
-	c := newCluster(t,
+	c := newClusterWith(t, brokerExtra,
 		"--remote.log.storage.system.enable=true",
 		"--remote.log.manager.task.interval.ms=200",
 		"--log.retention.check.interval.ms=200",
@@ -358,7 +364,14 @@ func (c *cluster) seeds() []string {
 
 func TestTieredStorageEndToEnd(t *testing.T) {
 	start := time.Now()
-	c, s3 := newTieredCluster(t)
+	// Broker 4 serves the REST proxy, for the remote log's size.
+	restPort := testutil.FreePort(t)
+	c, s3 := newTieredClusterWith(t, func(id int32) []string {
+		if id == 4 {
+			return []string{fmt.Sprintf("--rest.proxy.listener=127.0.0.1:%d", restPort)}
+		}
+		return nil
+	})
 	createTieredTopic(t, c, tieredTopic)
 	cl := c.kafkaClient(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 
@@ -389,6 +402,7 @@ func TestTieredStorageEndToEnd(t *testing.T) {
 		d["HighestRemoteOffset"] < d["LocalLogStartOffset"]-1 || d["LocalSizeBytes"] <= 0 {
 		t.Fatalf("shale topic describe: %v; ListOffsets said %+v", d, o)
 	}
+	checkRemoteSize(t, c, s3, fmt.Sprintf("--rest-url=http://127.0.0.1:%d", restPort))
 
 	seeds := c.seeds()
 	checkSame(t, "franz-go", want, readFranz(t, seeds, tieredTopic, n))
@@ -397,11 +411,51 @@ func TestTieredStorageEndToEnd(t *testing.T) {
 	t.Logf("took %v", time.Since(start).Round(time.Millisecond))
 }
 
-// describeTiered runs `shale topic describe` on a one-partition tiered topic and returns
-// the numeric columns of its partition line.
-func describeTiered(t *testing.T, c *cluster, topic string) map[string]int64 {
+// checkRemoteSize checks that the remote log size `shale topic describe --rest-url`
+// shows is the sum of the committed uploads' sizes in the bucket, and their count. It
+// retries while the uploader may still commit: the uploads must then be exactly the
+// chain from 0 to the highest remote offset, so that none is an orphan.
+func checkRemoteSize(t *testing.T, c *cluster, s3 *s3server.Server, restURL string) {
 	t.Helper()
-	out, err := exec.Command(shaleBin, "topic", "describe", "--bootstrap-server", strings.Join(c.seeds(), ","), "--topic", topic).CombinedOutput()
+	resp, err := metadataFrom(context.Background(), c.brokers[0].addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id [16]byte
+	for _, tp := range resp.Topics {
+		if tp.Topic != nil && *tp.Topic == tieredTopic {
+			id = tp.TopicID
+		}
+	}
+	store := s3.NewStore(t, "")
+	var d map[string]int64
+	var spans []string
+	var sum int64
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		d = describeTiered(t, c, tieredTopic, restURL)
+		var complete []remotelog.Segment
+		spans, complete = remoteUploads(t, store, id, 0)
+		sum = 0
+		for _, s := range complete {
+			sum += s.SizeBytes
+		}
+		size, ok := d["RemoteSizeBytes"]
+		if ok && chained(spans, complete, d["HighestRemoteOffset"]) && size == sum && d["RemoteSegments"] == int64(len(complete)) {
+			t.Logf("remote log: %d bytes in %d segments", size, len(complete))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("shale topic describe %v; the bucket holds uploads %v of %d bytes", d, spans, sum)
+		}
+	}
+}
+
+// describeTiered runs `shale topic describe` on a one-partition tiered topic and returns
+// the numeric columns of its partition line; extra are further flags.
+func describeTiered(t *testing.T, c *cluster, topic string, extra ...string) map[string]int64 {
+	t.Helper()
+	args := append([]string{"topic", "describe", "--bootstrap-server", strings.Join(c.seeds(), ","), "--topic", topic}, extra...)
+	out, err := exec.Command(shaleBin, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("shale topic describe: %v: %s", err, out)
 	}
