@@ -25,6 +25,20 @@ type plug struct {
 	mu     sync.Mutex
 	procs  []*shaleproc.Proc
 	mounts []*lazyfs.FS
+	done   bool // the test ran to its end (finish)
+}
+
+// finish records that the test ran to its end: neither a panic nor a t.Fatal cut it short.
+func (p *plug) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done = true
+}
+
+func (p *plug) finished() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
 }
 
 func (p *plug) addProc(pr *shaleproc.Proc) {
