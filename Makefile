@@ -56,7 +56,8 @@ test-deps:
 # data-safety faults (topic recreated, DeleteRecords then a leader kill, retention under a
 # lagging follower; alone: SHALE_CHAOS=data).
 CHAOS_FAULTS ?= 11
-# Then the power-cut run (FUSE; see tests/powerloss): POWERCUT_CUTS cuts of all three nodes.
+# Then the power-cut run (FUSE; see tests/powerloss): POWERCUT_CUTS cuts of all three nodes
+# (`make test` runs a short version: two cuts).
 POWERCUT_CUTS ?= 10
 chaos: test-deps build
 	SHALE_CHAOS=full SHALE_CHAOS_FAULTS=$(CHAOS_FAULTS) SHALE_BIN=$(CURDIR)/$(BIN) \

@@ -13,28 +13,43 @@
 // flush.messages=1, to compare. Either way every node must
 // start and serve after each cut: recovery must make sense of whatever the cut left.
 //
-// It runs only with POWERCUT=1 (a FUSE mount that hangs must not hang `make test`), and
-// needs /dev/fuse and the right to mount (root): it skips, saying why, without them. It is
-// part of `make chaos`. POWERCUT_CUTS sets the number of cuts (default 3; make chaos: 10).
+// It needs /dev/fuse and the right to mount (root, or fusermount's): it skips, saying why,
+// without them. `go test ./...` and `make test` run a short version, two cuts (shortCuts;
+// about 21 s on a loaded 2-core machine); POWERCUT=1, which `make chaos` sets, runs the
+// full one, POWERCUT_CUTS cuts (default 3; make chaos: 10); POWERCUT_CUTS sets the number
+// of cuts of either. A FUSE mount that hangs must not hang `make test`: a watchdog bounds
+// the whole test (5.5 minutes for two cuts; see watchdog), and past it, or after any
+// failure (a panic of the test included), the nodes are killed, the FUSE connections
+// aborted and the mounts detached (plug.pull).
 package powerloss
 
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/shalelog/shale/tests/powerloss/lazyfs"
 	"github.com/shalelog/shale/tests/shaleproc"
 )
 
-var shaleBin string
+var (
+	shaleBin string
+	// unavailable says why the tests cannot run here, nil where they can.
+	unavailable error
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
 func run(m *testing.M) int {
-	if lazyfs.Available() != nil {
+	var err error
+	if unavailable, err = probe(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if unavailable != nil {
 		return m.Run() // every test skips and says why; no binary to build
 	}
 	bin, cleanup, err := shaleproc.Binary()
@@ -45,4 +60,30 @@ func run(m *testing.M) int {
 	defer cleanup()
 	shaleBin = bin
 	return m.Run()
+}
+
+// probe mounts a lazyfs once and unmounts it, so that where FUSE cannot be used (no
+// /dev/fuse, or mounting refused: not root, a container without the right) the tests skip
+// without building a binary for nothing. It returns why they cannot run (unavailable), or
+// an error where the mount came but would not go.
+func probe() (unavailable, err error) {
+	if err := lazyfs.Available(); err != nil {
+		return err, nil
+	}
+	dir, err := os.MkdirTemp("", "powerloss-probe")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	backing, mnt := filepath.Join(dir, "disk"), filepath.Join(dir, "mnt")
+	for _, d := range []string{backing, mnt} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	fs, err := lazyfs.Mount(backing, mnt)
+	if err != nil {
+		return fmt.Errorf("cannot mount FUSE here (unprivileged?): %w", err), nil
+	}
+	return nil, fs.Unmount()
 }

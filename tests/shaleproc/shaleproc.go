@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -61,13 +62,15 @@ func RepoRoot() (string, error) {
 }
 
 // Proc is one process of Bin with Args, restartable; each start logs to a file of its
-// own in LogDir.
+// own in LogDir. Its methods may be called from several goroutines (a test's watchdog
+// kills what the test started).
 type Proc struct {
 	Name   string // for messages and log file names
 	Bin    string
 	Args   []string
 	LogDir string
 
+	mu      sync.Mutex
 	cmd     *exec.Cmd
 	done    chan struct{}
 	starts  int
@@ -77,7 +80,9 @@ type Proc struct {
 // Start starts the process. It must not outlive the test binary: it gets SIGKILL when
 // the thread that started it goes.
 func (p *Proc) Start() error {
-	if p.Running() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running() {
 		return fmt.Errorf("%s is already running", p.Name)
 	}
 	p.starts++
@@ -104,6 +109,12 @@ func (p *Proc) Start() error {
 
 // Running reports whether the process was started and has not exited.
 func (p *Proc) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.running()
+}
+
+func (p *Proc) running() bool {
 	if p.cmd == nil {
 		return false
 	}
@@ -117,7 +128,9 @@ func (p *Proc) Running() bool {
 
 // Signal sends sig without waiting.
 func (p *Proc) Signal(sig syscall.Signal) error {
-	if !p.Running() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.running() {
 		return fmt.Errorf("%s is not running", p.Name)
 	}
 	if err := p.cmd.Process.Signal(sig); err != nil {
@@ -128,11 +141,14 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 
 // Wait waits up to timeout for the process to exit.
 func (p *Proc) Wait(timeout time.Duration) error {
-	if p.cmd == nil {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	if done == nil {
 		return nil
 	}
 	select {
-	case <-p.done:
+	case <-done:
 		return nil
 	case <-time.After(timeout):
 		return fmt.Errorf("%s still running after %v", p.Name, timeout)
@@ -141,22 +157,30 @@ func (p *Proc) Wait(timeout time.Duration) error {
 
 // Kill9 kills the process if it runs and waits (bounded) for it to be gone.
 func (p *Proc) Kill9() error {
-	if !p.Running() {
+	p.mu.Lock()
+	if !p.running() {
+		p.mu.Unlock()
 		return nil
 	}
 	// Already reaped (killed a moment ago, its exit not yet seen by Running): just wait.
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	err := p.cmd.Process.Signal(syscall.SIGKILL)
+	p.mu.Unlock()
+	if err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("kill %s: %w", p.Name, err)
 	}
 	return p.Wait(10 * time.Second)
 }
 
 // LogPath is the log of the latest start.
-func (p *Proc) LogPath() string { return p.logPath }
+func (p *Proc) LogPath() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logPath
+}
 
 // LogTail is the last lines of the latest start's log.
 func (p *Proc) LogTail(lines int) string {
-	b, err := os.ReadFile(p.logPath)
+	b, err := os.ReadFile(p.LogPath())
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err.Error()
 	}

@@ -15,8 +15,14 @@
 // is not rolled back either.
 //
 // A cut unmounts the file system first (the processes that used it must be gone: kill
-// them first), so that the kernel hands over the pages it still holds and keeps none of
-// the dropped data cached; then it rolls back and mounts again.
+// them first), so that the kernel keeps none of the dropped data cached; then it rolls
+// back and mounts again. The unmount aborts the FUSE connection (see Unmount), which
+// drops the dirty pages of shared mappings the kernel still holds: unsynced, so a cut
+// would roll them back anyway.
+//
+// Nothing here may hang a test: an unmount that does not finish in time falls back to
+// Abort, which aborts the FUSE connection (every request pending or to come fails, so no
+// process stays stuck in one, killed or not) and detaches the mount.
 //
 // The file system is served by goroutines of the process that mounts it. That process
 // may use the mount through system calls, but must not touch a mapping of a file on it:
@@ -32,6 +38,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -45,10 +53,24 @@ import (
 type FS struct {
 	backing, mnt string
 
-	mu      sync.Mutex
-	server  *fuse.Server
+	mu      sync.Mutex            // held by the file system's handlers
 	pending map[uint64]*fileState // backing inode -> what to undo
+
+	// mountMu is apart from mu so that Abort never waits on a wedged handler.
+	mountMu sync.Mutex
+	server  *fuse.Server
+	conn    uint32 // the mounted FUSE connection's number (its device), 0 when unmounted
+	aborted bool   // Abort was called: never mount again
 }
+
+const (
+	// unmountTimeout bounds a clean unmount before Unmount aborts the connection.
+	unmountTimeout = 20 * time.Second
+	// serverTimeout bounds the wait for the server's loops once the mount is gone.
+	serverTimeout = 30 * time.Second
+	// fusectlMagic is the file system type of fusectl (FUSE_CTL_SUPER_MAGIC).
+	fusectlMagic = 0x65735543
+)
 
 // fileState is what a file's contents were at its last sync: its size, and the bytes
 // below that size overwritten since, oldest first.
@@ -64,6 +86,11 @@ type span struct {
 
 // Mount mounts backing on mnt (both must exist).
 func Mount(backing, mnt string) (*FS, error) {
+	// Absolute, as /proc/self/mountinfo names it (mountedAt).
+	mnt, err := filepath.Abs(mnt)
+	if err != nil {
+		return nil, err
+	}
 	f := &FS{backing: backing, mnt: mnt, pending: map[uint64]*fileState{}}
 	if err := f.mount(); err != nil {
 		return nil, err
@@ -71,13 +98,9 @@ func Mount(backing, mnt string) (*FS, error) {
 	return f, nil
 }
 
-// Available says why FUSE tests should not run here, or nil if they may: they run only
-// with POWERCUT=1 (as `make chaos` sets; a FUSE mount that hangs would hang `make test`),
-// and only where /dev/fuse exists.
+// Available says why FUSE tests cannot run here, or nil if they may try: /dev/fuse must
+// exist. Whether mounting is allowed only a mount tells (Mount's error).
 func Available() error {
-	if os.Getenv("POWERCUT") != "1" {
-		return errors.New("FUSE tests run only with POWERCUT=1 (make chaos sets it)")
-	}
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return fmt.Errorf("no /dev/fuse: %w", err)
 	}
@@ -85,6 +108,12 @@ func Available() error {
 }
 
 func (f *FS) mount() error {
+	f.mountMu.Lock()
+	aborted := f.aborted
+	f.mountMu.Unlock()
+	if aborted {
+		return fmt.Errorf("lazyfs: %s was aborted; it is not mounted again", f.mnt)
+	}
 	root := &gofs.LoopbackRoot{Path: f.backing}
 	var st syscall.Stat_t
 	if err := syscall.Stat(f.backing, &st); err != nil {
@@ -107,29 +136,137 @@ func (f *FS) mount() error {
 	if err != nil {
 		return fmt.Errorf("lazyfs: mount %s on %s: %w", f.backing, f.mnt, err)
 	}
-	f.mu.Lock()
-	f.server = server
-	f.mu.Unlock()
+	// The connection's number, for Abort, is the device of the mounted file system: known
+	// now, while the server surely answers, rather than when it may not.
+	var mst unix.Stat_t
+	err = unix.Stat(f.mnt, &mst)
+	f.mountMu.Lock()
+	aborted = f.aborted
+	if err == nil && !aborted {
+		f.server = server
+		f.conn = unix.Major(mst.Dev)<<20 | unix.Minor(mst.Dev) // the kernel's dev_t, as fusectl names it
+	}
+	f.mountMu.Unlock()
+	if err != nil || aborted {
+		// Aborted while mounting, or no number to abort it by: the new mount must not
+		// stay.
+		_ = detach(f.mnt)
+		waitServer(server)
+		if aborted {
+			return fmt.Errorf("lazyfs: %s aborted while mounting", f.mnt)
+		}
+		return fmt.Errorf("lazyfs: mount %s on %s: %w", f.backing, f.mnt, err)
+	}
 	return nil
 }
 
-// Unmount unmounts the file system; past a failure to unmount cleanly it detaches the
-// mount lazily, so that a test never hangs on it. It is a no-op when not mounted.
+// Unmount unmounts the file system and ends its server. It aborts the FUSE connection
+// first (as Abort does, where it can), because an unmount alone ends the connection only
+// if no other mount namespace holds a copy of the mount: with private mount propagation
+// any namespace made while it was mounted keeps the file system, its connection and so
+// the server alive (tests/chaos makes them with `ip netns exec`, in parallel with this
+// under go test ./...). Aborting before the unmount, rather than after, is while the
+// mount pins the connection's number, which no other mount can then be given. For a cut
+// it changes nothing: what it drops, dirty pages of shared mappings not synced, a cut
+// drops anyway. An unmount that fails (the mount stays busy: a process still holds a
+// file on it) or does not finish within unmountTimeout falls back to Abort, and Unmount
+// returns why it had to. It is a no-op when not mounted.
 func (f *FS) Unmount() error {
-	f.mu.Lock()
-	server := f.server
+	f.mountMu.Lock()
+	server, conn := f.server, f.conn
 	f.server = nil
-	f.mu.Unlock()
+	f.mountMu.Unlock()
 	if server == nil {
 		return nil
 	}
-	err := server.Unmount()
+	var abortErr error
+	if conn != 0 {
+		// Where this fails (not root, no fusectl) the unmount alone has to do.
+		abortErr = abortConn(conn)
+	}
+	unmounted := make(chan error, 1) // buffered: umount may outlive the wait
+	go func() { unmounted <- umount(f.mnt) }()
+	var err error
+	select {
+	case err = <-unmounted:
+	case <-time.After(unmountTimeout):
+		err = fmt.Errorf("not unmounted after %v", unmountTimeout)
+	}
 	if err != nil {
-		lazy := exec.Command("fusermount", "-uz", f.mnt)
-		if out, lerr := lazy.CombinedOutput(); lerr != nil {
-			return fmt.Errorf("lazyfs: unmount %s: %w; lazy unmount: %v: %s", f.mnt, err, lerr, out)
+		if aerr := f.abort(server); aerr != nil {
+			return fmt.Errorf("lazyfs: unmount %s: %w; abort: %w", f.mnt, err, aerr)
+		}
+		return fmt.Errorf("lazyfs: unmount %s: %w (aborted and detached instead)", f.mnt, err)
+	}
+	f.mountMu.Lock()
+	f.conn = 0
+	f.mountMu.Unlock()
+	if !waitServer(server) {
+		return errors.Join(fmt.Errorf("lazyfs: server of %s still running %v after unmount", f.mnt, serverTimeout), abortErr)
+	}
+	return nil
+}
+
+// umount unmounts mnt, not lazily: a killed process may take a moment to let go of its
+// files, so a busy mount is tried again for a while.
+func umount(mnt string) error {
+	delay := 10 * time.Millisecond
+	for {
+		err := unix.Unmount(mnt, 0)
+		if errors.Is(err, unix.EPERM) {
+			// Not root: the set-uid helper unmounts what it mounted for us.
+			out, ferr := exec.Command("fusermount", "-u", mnt).CombinedOutput()
+			if ferr != nil {
+				return fmt.Errorf("fusermount -u: %w: %s", ferr, out)
+			}
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) || delay > 2*time.Second {
+			return err
+		}
+		time.Sleep(delay)
+		delay *= 2
+	}
+}
+
+// Abort ends the mount at once, whatever state its server and its users are in: it
+// aborts the FUSE connection, so that every request pending or to come fails (ENOTCONN)
+// and no process stays stuck in one, detaches the mount lazily, and waits (bounded) for
+// the server to stop. The FS cannot be mounted again: a Cut after it fails. Abort may be
+// called from any goroutine, at any time, any number of times; it needs root to reach
+// fusectl where it is not mounted, and detaches the mount even without.
+func (f *FS) Abort() error {
+	f.mountMu.Lock()
+	server := f.server
+	f.server = nil
+	f.mountMu.Unlock()
+	return f.abort(server)
+}
+
+func (f *FS) abort(server *fuse.Server) error {
+	f.mountMu.Lock()
+	f.aborted = true
+	conn := f.conn
+	f.conn = 0
+	f.mountMu.Unlock()
+	var errs []error
+	if conn != 0 {
+		if err := abortConn(conn); err != nil {
+			errs = append(errs, err)
 		}
 	}
+	if err := detach(f.mnt); err != nil {
+		errs = append(errs, err)
+	}
+	if server != nil && !waitServer(server) {
+		errs = append(errs, fmt.Errorf("lazyfs: server of %s still running %v after abort", f.mnt, serverTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// waitServer waits up to serverTimeout for the server's read loops to end (they do once
+// the kernel's side of the connection is gone), and says whether they did.
+func waitServer(server *fuse.Server) bool {
 	done := make(chan struct{})
 	go func() {
 		server.Wait()
@@ -137,10 +274,79 @@ func (f *FS) Unmount() error {
 	}()
 	select {
 	case <-done:
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("lazyfs: server of %s still running 30s after unmount", f.mnt)
+		return true
+	case <-time.After(serverTimeout):
+		return false
 	}
-	return err
+}
+
+// abortConn aborts FUSE connection conn through fusectl: at /sys/fs/fuse/connections
+// where it is mounted (systemd mounts it), else on a mount of its own, made for the
+// purpose and removed after (root only). A connection already gone is not an error.
+func abortConn(conn uint32) error {
+	dir, release, err := fusectl()
+	if err != nil {
+		return fmt.Errorf("lazyfs: abort connection %d: %w", conn, err)
+	}
+	defer release()
+	// Not os.WriteFile: fusectl's files do not take O_CREATE|O_TRUNC kindly.
+	file, err := os.OpenFile(filepath.Join(dir, strconv.FormatUint(uint64(conn), 10), "abort"), os.O_WRONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("lazyfs: abort connection %d: %w", conn, err)
+	}
+	defer file.Close()
+	if _, err := file.Write([]byte("1")); err != nil {
+		return fmt.Errorf("lazyfs: abort connection %d: %w", conn, err)
+	}
+	return nil
+}
+
+// fusectl is a directory where fusectl is mounted, and what to call when done with it.
+func fusectl() (dir string, release func(), err error) {
+	const std = "/sys/fs/fuse/connections"
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(std, &sfs); err == nil && sfs.Type == fusectlMagic {
+		return std, func() {}, nil
+	}
+	tmp, err := os.MkdirTemp("", "fusectl")
+	if err != nil {
+		return "", nil, err
+	}
+	if err := unix.Mount("fusectl", tmp, "fusectl", 0, ""); err != nil {
+		os.Remove(tmp)
+		return "", nil, fmt.Errorf("fusectl is not mounted at %s and cannot be mounted: %w", std, err)
+	}
+	return tmp, func() {
+		_ = unix.Unmount(tmp, unix.MNT_DETACH)
+		os.Remove(tmp)
+	}, nil
+}
+
+// detach unmounts mnt lazily (MNT_DETACH: at once for new lookups, fully once the last
+// user lets go); nothing mounted there is not an error. umount2 touches only a mount
+// whose root is mnt, never the file system that holds mnt.
+func detach(mnt string) error {
+	err := unix.Unmount(mnt, unix.MNT_DETACH)
+	switch {
+	case err == nil, errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
+		return nil
+	case errors.Is(err, unix.EPERM):
+		// Not root: the set-uid helper may unmount what it mounted for us, if anything
+		// is still mounted there (umount2 said EPERM before looking).
+		if !mountedAt(mnt) {
+			return nil
+		}
+		out, ferr := exec.Command("fusermount", "-uz", mnt).CombinedOutput()
+		if ferr != nil {
+			return fmt.Errorf("lazyfs: detach %s: %w; fusermount -uz: %w: %s", mnt, err, ferr, out)
+		}
+		return nil
+	default:
+		return fmt.Errorf("lazyfs: detach %s: %w", mnt, err)
+	}
 }
 
 // Cut is a power cut: it unmounts, rolls every file back to its last sync, and mounts
@@ -160,11 +366,14 @@ func (f *FS) Cut() (int, error) {
 // Drop rolls every file in the backing directory back to its last sync. The file system
 // must not be mounted (Cut does all three steps).
 func (f *FS) Drop() (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.server != nil {
+	f.mountMu.Lock()
+	mounted := f.server != nil
+	f.mountMu.Unlock()
+	if mounted {
 		return 0, errors.New("lazyfs: drop while mounted")
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	pending := f.pending
 	f.pending = map[uint64]*fileState{}
 	n := 0
@@ -391,4 +600,40 @@ func (h *file) Allocate(ctx context.Context, off, size uint64, mode uint32) sysc
 		}
 	}
 	return gofs.ToErrno(unix.Fallocate(h.fd, mode, int64(off), int64(size)))
+}
+
+// mountedAt says whether this process sees a mount at mnt, from /proc/self/mountinfo:
+// asking the mount itself (stat) could wait on a wedged server.
+func mountedAt(mnt string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return true // cannot tell: let the caller try
+	}
+	for line := range strings.Lines(string(b)) {
+		// "id parent major:minor root mount-point options ...", spaces in the mount point
+		// written as \040.
+		fields := strings.Fields(line)
+		if len(fields) > 4 && unescapeMountinfo(fields[4]) == mnt {
+			return true
+		}
+	}
+	return false
+}
+
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

@@ -8,14 +8,21 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
+// testLimit bounds each test: these run in `go test ./...`, which a wedged mount must
+// not hang (nor leave mounted when go test's own -timeout kills the binary).
+const testLimit = 2 * time.Minute
+
 // mount mounts a fresh backing directory, skipping where FUSE is unavailable, and
-// unmounts at cleanup even if the test fails.
+// unmounts at cleanup even if the test fails. Past testLimit the mount is aborted, which
+// fails whatever of the test waits on it, and the test fails.
 func mount(t *testing.T) (*FS, string) {
 	t.Helper()
 	if err := Available(); err != nil {
-		t.Skipf("skipped: %v", err)
+		t.Skipf("FUSE tests skipped: %v", err)
 	}
 	dir := t.TempDir()
 	backing, mnt := filepath.Join(dir, "backing"), filepath.Join(dir, "mnt")
@@ -28,7 +35,27 @@ func mount(t *testing.T) (*FS, string) {
 	if err != nil {
 		t.Skipf("cannot mount FUSE here (unprivileged?): %v", err)
 	}
+	stop, expired := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(expired)
+		select {
+		case <-stop:
+		case <-time.After(testLimit):
+			t.Errorf("still running after %v: mount aborted", testLimit)
+			if err := f.Abort(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
 	t.Cleanup(func() {
+		close(stop)
+		<-expired
+		if t.Failed() {
+			// Whatever failed may have left the mount wedged: no clean unmount to wait for.
+			if err := f.Abort(); err != nil {
+				t.Error(err)
+			}
+		}
 		if err := f.Unmount(); err != nil {
 			t.Error(err)
 		}
@@ -186,4 +213,69 @@ func TestMmapChild(t *testing.T) {
 	msync(t, m)
 	copy(m[4096:], "lost")
 	unmapFile(t, m)
+}
+
+// Abort frees a process stuck in a request the server does not answer, detaches the
+// mount, and is final: a cut after it fails rather than mount again. The server is
+// wedged by holding the lock its write handler takes.
+func TestAbortUnblocksAWedgedMount(t *testing.T) {
+	f, mnt := mount(t)
+	_, release, err := fusectl()
+	if err != nil {
+		t.Skipf("Abort cannot abort a connection here: %v", err)
+	}
+	release()
+	p := filepath.Join(mnt, "a")
+	file, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	f.mu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			f.mu.Unlock()
+		}
+	}()
+	written := make(chan error, 1)
+	go func() {
+		_, err := file.WriteAt([]byte("stuck"), 0)
+		written <- err
+	}()
+	aborted := make(chan error, 1)
+	go func() { aborted <- f.Abort() }()
+	select {
+	case err := <-written:
+		if err == nil {
+			t.Fatal("a write to an aborted mount succeeded")
+		}
+		t.Logf("the write failed as it should: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("a write stuck in the server was not freed by Abort within 60s")
+	}
+	// Only now may the wedged handler go on (its answer goes nowhere), and the server end.
+	f.mu.Unlock()
+	locked = false
+	select {
+	case err := <-aborted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Abort did not return within 60s")
+	}
+	var mst, dst unix.Stat_t
+	if err := unix.Stat(mnt, &mst); err != nil {
+		t.Fatalf("mount point after abort: %v", err)
+	}
+	if err := unix.Stat(filepath.Dir(mnt), &dst); err != nil {
+		t.Fatal(err)
+	}
+	if mst.Dev != dst.Dev {
+		t.Fatalf("%s still a mount point after abort", mnt)
+	}
+	if _, err := f.Cut(); err == nil {
+		t.Fatal("a cut after abort mounted again")
+	}
 }
