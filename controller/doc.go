@@ -18,7 +18,8 @@
 // its gRPC handlers (methods of service) in service_F.go, and its BrokerClient methods
 // in broker_F.go; a family's FSM tests go in fsm_F_test.go. What the families share
 // stays outside them: the FSM core and dispatch (fsm.go, change.go), the service type
-// and its error mapping (service.go), BrokerClient itself (broker_client.go), and how a
+// and its error mapping (service.go), the shape of the named-configs families
+// (namedconfigs.go), BrokerClient itself (broker_client.go), and how a
 // call reaches the active controller, follows leader changes and maps the answer
 // (broker_conn.go: send, rpc, perItem, errorList).
 package controller

@@ -1,10 +1,6 @@
 package controller
 
 import (
-	"bytes"
-	"io"
-	"log/slog"
-	"reflect"
 	"testing"
 
 	"github.com/shalelog/shale/metadata"
@@ -23,25 +19,5 @@ func TestClientMetricsInImageSnapshotAndChunks(t *testing.T) {
 		{Name: "gone"},
 	}}}})
 	want := metadata.ClientMetrics{"all": {"metrics": "*", "interval.ms": "1000"}}
-	if got := h.f.img.ClientMetrics; !reflect.DeepEqual(got, want) {
-		t.Fatalf("image subscriptions %v, want %v", got, want)
-	}
-	g := newFSM(slog.New(slog.DiscardHandler))
-	if err := g.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, h.f)))); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(g.img.ClientMetrics, want) {
-		t.Fatalf("restored subscriptions %v, want %v", g.img.ClientMetrics, want)
-	}
-	var a imageAssembler
-	var im *metadata.Image
-	for _, c := range imageChunks(h.f.img, nil, 2) {
-		var err error
-		if im, err = a.add(c); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if im == nil || !reflect.DeepEqual(im.ClientMetrics, want) {
-		t.Fatalf("assembled subscriptions %v, want %v", im, want)
-	}
+	checkInImageSnapshotAndChunks(t, h, "subscriptions", func(im *metadata.Image) any { return im.ClientMetrics }, want)
 }

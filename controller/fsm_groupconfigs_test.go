@@ -1,10 +1,6 @@
 package controller
 
 import (
-	"bytes"
-	"io"
-	"log/slog"
-	"reflect"
 	"testing"
 
 	"github.com/shalelog/shale/metadata"
@@ -23,25 +19,5 @@ func TestGroupConfigsInImageSnapshotAndChunks(t *testing.T) {
 		{Group: "gone"},
 	}}}})
 	want := metadata.GroupConfigs{"shares": {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "20000"}}
-	if got := h.f.img.GroupConfigs; !reflect.DeepEqual(got, want) {
-		t.Fatalf("image group configs %v, want %v", got, want)
-	}
-	g := newFSM(slog.New(slog.DiscardHandler))
-	if err := g.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, h.f)))); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(g.img.GroupConfigs, want) {
-		t.Fatalf("restored group configs %v, want %v", g.img.GroupConfigs, want)
-	}
-	var a imageAssembler
-	var im *metadata.Image
-	for _, c := range imageChunks(h.f.img, nil, 2) {
-		var err error
-		if im, err = a.add(c); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if im == nil || !reflect.DeepEqual(im.GroupConfigs, want) {
-		t.Fatalf("assembled group configs %v, want %v", im, want)
-	}
+	checkInImageSnapshotAndChunks(t, h, "group configs", func(im *metadata.Image) any { return im.GroupConfigs }, want)
 }

@@ -528,6 +528,34 @@ func snapshotBytes(t testing.TB, f *fsm) []byte {
 	return sink.Bytes()
 }
 
+// checkInImageSnapshotAndChunks checks that part of h's image is want, and stays so in
+// an FSM restored from h's snapshot and in the image a broker assembles from h's image
+// chunks; what names the part in failures.
+func checkInImageSnapshotAndChunks(t *testing.T, h *fsmHarness, what string, part func(*metadata.Image) any, want any) {
+	t.Helper()
+	if got := part(h.f.img); !reflect.DeepEqual(got, want) {
+		t.Fatalf("image %s %v, want %v", what, got, want)
+	}
+	g := newFSM(slog.New(slog.DiscardHandler))
+	if err := g.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, h.f)))); err != nil {
+		t.Fatal(err)
+	}
+	if got := part(g.img); !reflect.DeepEqual(got, want) {
+		t.Fatalf("restored %s %v, want %v", what, got, want)
+	}
+	var a imageAssembler
+	var im *metadata.Image
+	for _, c := range imageChunks(h.f.img, nil, 2) {
+		var err error
+		if im, err = a.add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if im == nil || !reflect.DeepEqual(part(im), want) {
+		t.Fatalf("assembled %s %v, want %v", what, im, want)
+	}
+}
+
 // buildBusyFSM runs a mixed workload through a harness.
 func buildBusyFSM(t testing.TB) *fsmHarness {
 	h := newHarness(t)

@@ -2,52 +2,32 @@ package protocol
 
 import (
 	"context"
+	"iter"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shalelog/shale/coordinator/group"
 )
 
-// handleConsumerGroupDescribe: DESCRIBE on the group, then DESCRIBE on every topic in
-// its members' assignments; as in Kafka, one denied topic hides the whole group.
+// handleConsumerGroupDescribe: the group's authorization is describeGroupsAuthorized's,
+// over the topics of its members' assignments and target assignments.
 func (s *Server) handleConsumerGroupDescribe(ctx context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.ConsumerGroupDescribeRequest)
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
-	var asked []string
-	denied := make([]bool, len(req.Groups))
-	for i, g := range req.Groups {
-		if denied[i] = !s.allowed(r, opDescribe, resGroup, g); !denied[i] {
-			asked = append(asked, g)
-		}
-	}
-	described := s.deps.Groups.DescribeConsumerGroups(ctx, asked)
-	for i, g := range req.Groups {
+	answers := describeGroupsAuthorized(s, r, req.Groups, req.IncludeAuthorizedOperations,
+		func(asked []string) []group.ConsumerDescription {
+			return s.deps.Groups.DescribeConsumerGroups(ctx, asked)
+		},
+		func(d group.ConsumerDescription) error { return d.Err }, assignedTopics)
+	for i, a := range answers {
 		rg := kmsg.NewConsumerGroupDescribeResponseGroup()
-		rg.Group, rg.AuthorizedOperations = g, authorizedOpsUnset
-		if denied[i] {
-			rg.ErrorCode = errGroupDenied.Code
+		rg.Group, rg.AuthorizedOperations, rg.ErrorCode, rg.ErrorMessage = req.Groups[i], a.ops, a.code, a.message
+		if !a.ok {
 			resp.Groups = append(resp.Groups, rg)
 			continue
 		}
-		d := described[0]
-		described = described[1:]
-		if d.Err != nil {
-			rg.ErrorCode, rg.ErrorMessage = errorCode(d.Err), errorMessage(d.Err)
-			resp.Groups = append(resp.Groups, rg)
-			continue
-		}
-		if !s.describesAssignedTopics(r, d) {
-			rg.ErrorCode = errTopicDenied.Code
-			resp.Groups = append(resp.Groups, rg)
-			continue
-		}
+		d := a.desc
 		rg.State, rg.Epoch, rg.AssignmentEpoch, rg.AssignorName = d.State.String(), d.Epoch, d.AssignmentEpoch, d.Assignor
-		if req.IncludeAuthorizedOperations {
-			rg.AuthorizedOperations = groupAllOps
-			if s.authorizing() {
-				rg.AuthorizedOperations = s.authorizedOps(r, resGroup, g)
-			}
-		}
 		rg.Members = []kmsg.ConsumerGroupDescribeResponseGroupMember{}
 		for _, m := range d.Members {
 			rm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
@@ -77,17 +57,19 @@ func describedAssignment(tps []group.TopicPartitions) []kmsg.AssignmentTopicPart
 	return out
 }
 
-func (s *Server) describesAssignedTopics(r *Request, d group.ConsumerDescription) bool {
-	for _, m := range d.Members {
-		for _, tps := range [][]group.TopicPartitions{m.Assignment, m.Target} {
-			for _, tp := range tps {
-				if !s.allowed(r, opDescribe, resTopic, tp.Topic) {
-					return false
+// assignedTopics: each member's assignment, then its target assignment.
+func assignedTopics(d group.ConsumerDescription) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for _, m := range d.Members {
+			for _, tps := range [][]group.TopicPartitions{m.Assignment, m.Target} {
+				for _, tp := range tps {
+					if !yield(tp.Topic) {
+						return
+					}
 				}
 			}
 		}
 	}
-	return true
 }
 
 // consumerGroupDescribeAPI: KIP-848; v1 adds each member's type (classic or consumer

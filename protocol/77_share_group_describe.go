@@ -2,53 +2,30 @@ package protocol
 
 import (
 	"context"
+	"iter"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	sharegroup "github.com/shalelog/shale/coordinator/share"
 )
 
-// handleShareGroupDescribe: DESCRIBE on the group, then DESCRIBE on every topic in its
-// assignments; like Kafka, one denied topic hides the whole group (its state and
-// members would tell of the topic).
+// handleShareGroupDescribe: the group's authorization is describeGroupsAuthorized's,
+// over the topics of its members' assignments.
 func (s *Server) handleShareGroupDescribe(ctx context.Context, r *Request) Result {
 	req := r.Kreq.(*kmsg.ShareGroupDescribeRequest)
 	resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
-	var asked []string
-	denied := make([]bool, len(req.GroupIDs))
-	for i, g := range req.GroupIDs {
-		if denied[i] = !s.allowed(r, opDescribe, resGroup, g); !denied[i] {
-			asked = append(asked, g)
-		}
-	}
-	described := s.deps.ShareGroups.DescribeGroups(ctx, asked)
-	for i, g := range req.GroupIDs {
+	answers := describeGroupsAuthorized(s, r, req.GroupIDs, req.IncludeAuthorizedOperations,
+		func(asked []string) []sharegroup.Description { return s.deps.ShareGroups.DescribeGroups(ctx, asked) },
+		func(d sharegroup.Description) error { return d.Err }, shareAssignedTopics)
+	for i, a := range answers {
 		rg := kmsg.NewShareGroupDescribeResponseGroup()
-		rg.GroupID, rg.AuthorizedOperations = g, authorizedOpsUnset
-		if denied[i] {
-			rg.ErrorCode = errGroupDenied.Code
+		rg.GroupID, rg.AuthorizedOperations, rg.ErrorCode, rg.ErrorMessage = req.GroupIDs[i], a.ops, a.code, a.message
+		if !a.ok {
 			resp.Groups = append(resp.Groups, rg)
 			continue
 		}
-		d := described[0]
-		described = described[1:]
-		if d.Err != nil {
-			rg.ErrorCode, rg.ErrorMessage = errorCode(d.Err), errorMessage(d.Err)
-			resp.Groups = append(resp.Groups, rg)
-			continue
-		}
-		if !s.describesAllTopics(r, d) {
-			rg.ErrorCode = errTopicDenied.Code
-			resp.Groups = append(resp.Groups, rg)
-			continue
-		}
+		d := a.desc
 		rg.GroupState, rg.GroupEpoch, rg.AssignmentEpoch, rg.Assignor = d.State.String(), d.Epoch, d.AssignmentEpoch, d.Assignor
-		if req.IncludeAuthorizedOperations {
-			rg.AuthorizedOperations = groupAllOps
-			if s.authorizing() {
-				rg.AuthorizedOperations = s.authorizedOps(r, resGroup, g)
-			}
-		}
 		rg.Members = []kmsg.ShareGroupDescribeResponseGroupMember{}
 		for _, m := range d.Members {
 			rm := kmsg.NewShareGroupDescribeResponseGroupMember()
@@ -67,15 +44,16 @@ func (s *Server) handleShareGroupDescribe(ctx context.Context, r *Request) Resul
 	return Result{Resp: resp}
 }
 
-func (s *Server) describesAllTopics(r *Request, d sharegroup.Description) bool {
-	for _, m := range d.Members {
-		for _, tp := range m.Assignment {
-			if !s.allowed(r, opDescribe, resTopic, tp.Topic) {
-				return false
+func shareAssignedTopics(d sharegroup.Description) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for _, m := range d.Members {
+			for _, tp := range m.Assignment {
+				if !yield(tp.Topic) {
+					return
+				}
 			}
 		}
 	}
-	return true
 }
 
 // shareGroupDescribeAPI: v0 and v1 are the same on the wire (shareGroupHeartbeatAPI).

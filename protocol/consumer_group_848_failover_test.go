@@ -69,19 +69,14 @@ func TestConsumerGroupKIP848CoordinatorFailover(t *testing.T) {
 		t.Fatalf("create topic: %v %+v", err, cresp)
 	}
 
-	own := &ownership{owner: map[int32]string{}, seen: map[string]int{}}
+	own := newOwnership()
 	for i := range 3 {
 		name := fmt.Sprintf("m%d", i)
-		cl := mustClient(t, kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic),
+		cl := mustClient(t, append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic),
 			kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.ServerSideBalancer(),
-			kgo.AutoCommitMarks(), kgo.AutoCommitInterval(100*time.Millisecond),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond),
-			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { own.assigned(name, ps) }),
-			kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) {
-				cl.CommitMarkedOffsets(ctx)
-				own.released(name, ps)
-			}),
-			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { own.released(name, ps) }))
+			kgo.AutoCommitMarks(), kgo.AutoCommitInterval(100 * time.Millisecond),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200 * time.Millisecond),
+		}, own.callbacks(name)...)...)
 		cctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
@@ -176,14 +171,5 @@ func TestConsumerGroupKIP848CoordinatorFailover(t *testing.T) {
 		t.Fatalf("after the failover: epoch %d members %v; before: epoch %d members %v (the members rejoined instead of continuing)",
 			after.Epoch, ids(after), before.Epoch, ids(before))
 	}
-	own.mu.Lock()
-	defer own.mu.Unlock()
-	if len(own.conflicts) > 0 {
-		t.Fatalf("partitions owned twice: %v", own.conflicts)
-	}
-	for i := range produced {
-		if own.seen[fmt.Sprintf("f%05d", i)] == 0 {
-			t.Fatalf("record f%05d never consumed", i)
-		}
-	}
+	own.check(t, "f%05d", produced)
 }

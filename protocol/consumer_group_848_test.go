@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -22,12 +23,57 @@ type ownership struct {
 	owner     map[int32]string
 	conflicts []string
 	seen      map[string]int
+	given     map[string]bool // members ever given a partition
+}
+
+func newOwnership() *ownership {
+	return &ownership{owner: map[int32]string{}, seen: map[string]int{}, given: map[string]bool{}}
+}
+
+// callbacks are the options by which franz-go member name reports its partitions to o.
+func (o *ownership) callbacks(name string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { o.assigned(name, ps) }),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) {
+			// Commit what was processed before letting the partitions go, so the
+			// next owner starts after it.
+			cl.CommitMarkedOffsets(ctx)
+			o.released(name, ps)
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { o.released(name, ps) }),
+	}
+}
+
+// startMember starts franz-go member name of groupID, consuming topic from its start
+// and committing its marked offsets, and reporting its partitions and records to o;
+// extra are its balancer and timing options.
+func (o *ownership) startMember(t *testing.T, addr, groupID, topic, name string, extra ...kgo.Opt) *kgoMember {
+	t.Helper()
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(addr), kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic),
+		kgo.AutoCommitMarks(), kgo.AutoCommitInterval(100 * time.Millisecond),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200 * time.Millisecond),
+	}, o.callbacks(name)...)
+	cl, err := kgo.NewClient(append(opts, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &kgoMember{id: name, cl: cl, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		consumeKgo(ctx, cl, o.record)
+	}()
+	return m
 }
 
 func (o *ownership) assigned(member string, ps map[string][]int32) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, parts := range ps {
+		if len(parts) > 0 {
+			o.given[member] = true
+		}
 		for _, p := range parts {
 			if cur, ok := o.owner[p]; ok && cur != member {
 				o.conflicts = append(o.conflicts, fmt.Sprintf("partition %d given to %s while %s owns it", p, member, cur))
@@ -61,6 +107,61 @@ func (o *ownership) count() int {
 	return len(o.seen)
 }
 
+// everGiven is a copy of the set of members that have been given a partition.
+func (o *ownership) everGiven() map[string]bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.given)
+}
+
+// waitConsumed waits until o has seen n distinct records.
+func (o *ownership) waitConsumed(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for o.count() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("consumed %d distinct records of %d", o.count(), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// check fails t if a partition was given to a member while another owned it, or if a
+// record of value fmt.Sprintf(format, i), i < n, was never consumed.
+func (o *ownership) check(t *testing.T, format string, n int) {
+	t.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.conflicts) > 0 {
+		t.Fatalf("partitions owned twice: %v", o.conflicts)
+	}
+	for i := range n {
+		if v := fmt.Sprintf(format, i); o.seen[v] == 0 {
+			t.Fatalf("record %s never consumed", v)
+		}
+	}
+}
+
+// numberedValue is the value of record i from a numberedProducer.
+const numberedValue = "r%06d"
+
+// numberedProducer produces records r000000, r000001, ... one at a time; n counts them.
+type numberedProducer struct {
+	cl *kgo.Client
+	n  int
+}
+
+func (p *numberedProducer) produce(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		rec := &kgo.Record{Value: fmt.Appendf(nil, numberedValue, p.n)}
+		p.n++
+		if err := p.cl.ProduceSync(ctxTimeout(t, 30*time.Second), rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestConsumerGroupKIP848 runs franz-go consumers with ServerSideBalancer (KIP-848)
 // joining and leaving while a producer writes: no partition is owned by two members at
 // once, and every record is consumed.
@@ -70,73 +171,19 @@ func TestConsumerGroupKIP848(t *testing.T) {
 	const topic, groupID, parts = "kip848", "g848", 12
 	tb.createTopic(topic, parts, nil)
 
-	own := &ownership{owner: map[int32]string{}, seen: map[string]int{}}
-	type member struct {
-		cl     *kgo.Client
-		cancel context.CancelFunc
-		done   chan struct{}
-	}
-	start := func(name string, balancer kgo.GroupBalancer) *member {
-		cl, err := kgo.NewClient(
-			kgo.SeedBrokers(tb.addr), kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic),
-			kgo.Balancers(balancer), kgo.ServerSideBalancer(),
-			kgo.AutoCommitMarks(), kgo.AutoCommitInterval(100*time.Millisecond),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond),
-			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { own.assigned(name, ps) }),
-			kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) {
-				// Commit what was processed before letting the partitions go, so the
-				// next owner starts after it.
-				cl.CommitMarkedOffsets(ctx)
-				own.released(name, ps)
-			}),
-			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { own.released(name, ps) }),
-		)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		m := &member{cl: cl, cancel: cancel, done: make(chan struct{})}
-		go func() {
-			defer close(m.done)
-			consumeKgo(ctx, cl, own.record)
-		}()
-		return m
-	}
-	stop := func(m *member) {
-		m.cancel()
-		<-m.done
-		m.cl.Close() // revokes (committing), then leaves with epoch -1
+	own := newOwnership()
+	start := func(name string) *kgoMember {
+		return own.startMember(t, tb.addr, groupID, topic, name, kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.ServerSideBalancer())
 	}
 
-	producer := tb.client(kgo.DefaultProduceTopic(topic))
-	defer producer.Close()
-	produced := 0
-	produce := func(n int) {
-		t.Helper()
-		for range n {
-			rec := &kgo.Record{Value: fmt.Appendf(nil, "r%06d", produced)}
-			produced++
-			if err := producer.ProduceSync(ctxTimeout(t, 30*time.Second), rec).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	waitConsumed := func() {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for own.count() < produced {
-			if time.Now().After(deadline) {
-				t.Fatalf("consumed %d distinct records of %d", own.count(), produced)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	prod := &numberedProducer{cl: tb.client(kgo.DefaultProduceTopic(topic))}
+	defer prod.cl.Close()
 
-	ms := []*member{start("a", kgo.CooperativeStickyBalancer()), start("b", kgo.CooperativeStickyBalancer())}
-	produce(300)
-	ms = append(ms, start("c", kgo.CooperativeStickyBalancer()), start("d", kgo.CooperativeStickyBalancer()))
-	produce(300)
-	waitConsumed()
+	ms := []*kgoMember{start("a"), start("b")}
+	prod.produce(t, 300)
+	ms = append(ms, start("c"), start("d"))
+	prod.produce(t, 300)
+	own.waitConsumed(t, prod.n)
 
 	// The group is a consumer group with every partition assigned once.
 	adm := kadm.NewClient(tb.client())
@@ -184,28 +231,18 @@ func TestConsumerGroupKIP848(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		stop(ms[0])
-		stop(ms[1])
+		ms[0].leave() // revokes (committing), then leaves with epoch -1
+		ms[1].leave()
 	}()
-	produce(200)
+	prod.produce(t, 200)
 	wg.Wait()
-	ms = append(ms[2:], start("e", kgo.CooperativeStickyBalancer()))
-	produce(200)
-	waitConsumed()
+	ms = append(ms[2:], start("e"))
+	prod.produce(t, 200)
+	own.waitConsumed(t, prod.n)
 	for _, m := range ms {
-		stop(m)
+		m.leave()
 	}
-
-	own.mu.Lock()
-	defer own.mu.Unlock()
-	if len(own.conflicts) > 0 {
-		t.Fatalf("partitions owned twice: %v", own.conflicts)
-	}
-	for i := range produced {
-		if own.seen[fmt.Sprintf("r%06d", i)] == 0 {
-			t.Fatalf("record r%06d never consumed", i)
-		}
-	}
+	own.check(t, numberedValue, prod.n)
 	// Committed offsets cover everything: a new member of the group reads nothing.
 	offs, err := adm.FetchOffsets(ctxTimeout(t, 10*time.Second), groupID)
 	if err != nil {
@@ -213,7 +250,7 @@ func TestConsumerGroupKIP848(t *testing.T) {
 	}
 	committed := int64(0)
 	offs.Each(func(o kadm.OffsetResponse) { committed += o.At })
-	if committed != int64(produced) {
-		t.Fatalf("committed offsets sum to %d, want %d", committed, produced)
+	if committed != int64(prod.n) {
+		t.Fatalf("committed offsets sum to %d, want %d", committed, prod.n)
 	}
 }

@@ -60,6 +60,71 @@ func tieredOptions(store objstore.Store) brokertest.Option {
 	})
 }
 
+// tieredController enables remote log storage on the cluster (remote.log.storage.system.enable).
+func tieredController() brokertest.Option {
+	return brokertest.WithController(controllertest.WithConfig(func(c *controller.Config) { c.RemoteLogStorageSystemEnable = true }))
+}
+
+// startTieredPair starts brokers 1 and 2 of a tiered cluster over one object store.
+func startTieredPair(t *testing.T, store objstore.Store) (first, second *brokertest.Broker) {
+	t.Helper()
+	first = brokertest.Start(t, tieredOptions(store), tieredController())
+	return first, first.AddBroker(2, tieredOptions(store))
+}
+
+// createTieredTopic creates a one-partition topic that keeps almost nothing locally:
+// segments of 2 KiB and one byte of local retention, so that every closed segment is
+// uploaded and then deleted locally.
+func createTieredTopic(t *testing.T, ctx context.Context, adm *kadm.Client, topic string, replicas int16) {
+	t.Helper()
+	res, err := adm.CreateTopic(ctx, 1, replicas, map[string]*string{
+		"remote.storage.enable": kadm.StringPtr("true"), "segment.bytes": kadm.StringPtr("2048"),
+		"local.retention.bytes": kadm.StringPtr("1"),
+	}, topic)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// produceValues produces count values, numbered from, of some 110 bytes each (padded
+// with fill), one at a time, and returns them.
+func produceValues(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, fill string, from, count int) [][]byte {
+	t.Helper()
+	var produced [][]byte
+	for i := from; i < from+count; i++ {
+		v := []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat(fill, 100)))
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		produced = append(produced, v)
+	}
+	return produced
+}
+
+// checkLogFrom0 consumes partition 0 of topic from offset 0 through b until it has
+// len(want) records, and checks that they are want, at offsets 0, 1, ...
+func checkLogFrom0(t *testing.T, ctx context.Context, b *brokertest.Broker, topic string, want [][]byte) {
+	t.Helper()
+	cons := b.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(0)}}))
+	defer cons.Close()
+	var got []*kgo.Record
+	for len(got) < len(want) {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fs.Records()...)
+	}
+	for i, r := range got[:len(want)] {
+		if r.Offset != int64(i) || !bytes.Equal(r.Value, want[i]) {
+			t.Fatalf("record %d: offset %d value %q", i, r.Offset, r.Value)
+		}
+	}
+}
+
 // waitFor polls cond until it holds, failing after a generous timeout.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -81,9 +146,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestTieredStorage(t *testing.T) {
 	mem := objstore.NewMemory()
 	store := &flakyStore{Store: mem, left: 3}
-	first := brokertest.Start(t, tieredOptions(store),
-		brokertest.WithController(controllertest.WithConfig(func(c *controller.Config) { c.RemoteLogStorageSystemEnable = true })))
-	second := first.AddBroker(2, tieredOptions(store))
+	first, second := startTieredPair(t, store)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -91,16 +154,7 @@ func TestTieredStorage(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	const topic = "tiered"
-	res, err := adm.CreateTopic(ctx, 1, 2, map[string]*string{
-		"remote.storage.enable": kadm.StringPtr("true"), "segment.bytes": kadm.StringPtr("2048"),
-		"local.retention.bytes": kadm.StringPtr("1"),
-	}, topic)
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createTieredTopic(t, ctx, adm, topic, 2)
 	first.WaitApplied("topic", func(im *metadata.Image) bool {
 		p := im.Partition(topic, 0)
 		return p != nil && len(p.ISR) == 2
@@ -285,42 +339,20 @@ func TestTieredStorage(t *testing.T) {
 // leader goes on from the remote log's end, so that the remote log is one run of
 // segments without overlap or gap, uploaded by both, and a consumer reads everything.
 func TestTieredStorageLeaderChange(t *testing.T) {
-	store := objstore.NewMemory()
-	first := brokertest.Start(t, tieredOptions(store),
-		brokertest.WithController(controllertest.WithConfig(func(c *controller.Config) { c.RemoteLogStorageSystemEnable = true })))
-	second := first.AddBroker(2, tieredOptions(store))
+	first, second := startTieredPair(t, objstore.NewMemory())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cl := first.Client(kgo.ProducerLinger(0))
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	const topic = "moving"
-	res, err := adm.CreateTopic(ctx, 1, 2, map[string]*string{
-		"remote.storage.enable": kadm.StringPtr("true"), "segment.bytes": kadm.StringPtr("2048"),
-		"local.retention.bytes": kadm.StringPtr("1"),
-	}, topic)
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createTieredTopic(t, ctx, adm, topic, 2)
 	first.WaitApplied("topic", func(im *metadata.Image) bool {
 		p := im.Partition(topic, 0)
 		return p != nil && len(p.ISR) == 2
 	})
-	var produced [][]byte
-	produce := func(count int) {
-		for range count {
-			v := []byte(fmt.Sprintf("value-%d-%s", len(produced), strings.Repeat("x", 100)))
-			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: v}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-			produced = append(produced, v)
-		}
-	}
 	remote := func() *metadata.RemoteLog { return first.Replicas().Image().RemoteLog(topic, 0) }
-	produce(150)
+	produced := produceValues(t, ctx, cl, topic, "x", 0, 150)
 	waitFor(t, "first uploads", func() bool { return remote().CoveredEnd() > 50 })
 
 	old := first.Store.Current().Partition(topic, 0)
@@ -342,7 +374,7 @@ func TestTieredStorageLeaderChange(t *testing.T) {
 	for _, b := range []*brokertest.Broker{first, second} {
 		b.WaitApplied("new leader", func(im *metadata.Image) bool { return im.Partition(topic, 0).Leader == next })
 	}
-	produce(150)
+	produced = append(produced, produceValues(t, ctx, cl, topic, "x", len(produced), 150)...)
 	waitFor(t, "uploads by the new leader", func() bool {
 		rl := remote()
 		return rl.CoveredEnd() > 250 && rl.Segments[len(rl.Segments)-1].Broker == next
@@ -370,21 +402,7 @@ func TestTieredStorageLeaderChange(t *testing.T) {
 	if !uploaders[old.Leader] || !uploaders[next] || rl.Segments[0].BaseOffset != 0 {
 		t.Fatalf("segments from %v starting at %d, want both brokers from 0", uploaders, rl.Segments[0].BaseOffset)
 	}
-	cons := first.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(0)}}))
-	defer cons.Close()
-	var got []*kgo.Record
-	for len(got) < len(produced) {
-		fs := cons.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, fs.Records()...)
-	}
-	for i, r := range got {
-		if r.Offset != int64(i) || !bytes.Equal(r.Value, produced[i]) {
-			t.Fatalf("record %d: offset %d value %q", i, r.Offset, r.Value)
-		}
-	}
+	checkLogFrom0(t, ctx, first, topic, produced)
 }
 
 // downStore is an object store that, while down, holds every call until its context
@@ -446,62 +464,28 @@ func TestTieredStorageStoreDown(t *testing.T) {
 			RemoteRequestTimeout: 200 * time.Millisecond, RetentionCheckInterval: 50 * time.Millisecond}
 		o.Protocol = protocol.Config{Logger: quiet(), DeleteTopicEnable: true}
 		o.ShutdownGrace = time.Second
-	}), brokertest.WithController(controllertest.WithConfig(func(c *controller.Config) { c.RemoteLogStorageSystemEnable = true })))
+	}), tieredController())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cl := b.Client(kgo.ProducerLinger(0))
 	defer cl.Close()
 	const topic = "down"
-	res, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{
-		"remote.storage.enable": kadm.StringPtr("true"), "segment.bytes": kadm.StringPtr("2048"),
-		"local.retention.bytes": kadm.StringPtr("1"),
-	}, topic)
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createTieredTopic(t, ctx, kadm.NewClient(cl), topic, 1)
 	const n = 200
-	var produced [][]byte
-	for i := range n {
-		v := []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat("y", 100)))
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: v}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-		produced = append(produced, v)
-	}
+	produced := produceValues(t, ctx, cl, topic, "y", 0, n)
 	p := b.Replicas().Replica(topic, 0)
 	waitFor(t, "uploads attempted against the unreachable store", func() bool { return store.blockedCalls() >= 3 })
 	if len(p.SealedSegments()) < 5 || p.LocalLogStartOffset() != 0 {
 		t.Fatalf("with the store down: %d closed segments, local log start %d; want them all kept", len(p.SealedSegments()), p.LocalLogStartOffset())
 	}
-	consumeAll := func() {
-		t.Helper()
-		cons := b.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(0)}}))
-		defer cons.Close()
-		var got []*kgo.Record
-		for len(got) < len(produced) {
-			fs := cons.PollFetches(ctx)
-			if err := fs.Err0(); err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, fs.Records()...)
-		}
-		for i, r := range got[:len(produced)] {
-			if r.Offset != int64(i) || !bytes.Equal(r.Value, produced[i]) {
-				t.Fatalf("record %d: offset %d value %q", i, r.Offset, r.Value)
-			}
-		}
-	}
-	consumeAll()
+	checkLogFrom0(t, ctx, b, topic, produced)
 
 	store.setDown(false)
 	waitFor(t, "uploads caught up and local segments removed", func() bool {
 		rl := b.Replicas().Image().RemoteLog(topic, 0)
 		return rl.CoveredEnd() > n/2 && p.LocalLogStartOffset() > n/2
 	})
-	consumeAll()
+	checkLogFrom0(t, ctx, b, topic, produced)
 
 	// After a restart of the broker and its quorum, the remote log is still there and
 	// the uploads go on from its end.
@@ -509,13 +493,7 @@ func TestTieredStorageStoreDown(t *testing.T) {
 	b = b.Restart()
 	cl = b.Client(kgo.ProducerLinger(0))
 	defer cl.Close()
-	for i := n; i < 2*n; i++ {
-		v := []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat("y", 100)))
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: v}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-		produced = append(produced, v)
-	}
+	produced = append(produced, produceValues(t, ctx, cl, topic, "y", n, n)...)
 	p = b.Replicas().Replica(topic, 0)
 	waitFor(t, "uploads after the restart", func() bool {
 		rl := b.Replicas().Image().RemoteLog(topic, 0)
@@ -527,7 +505,7 @@ func TestTieredStorageStoreDown(t *testing.T) {
 			t.Fatalf("remote segments %d-%d and %d-%d overlap or leave a gap", rl.Segments[i-1].BaseOffset, rl.Segments[i-1].EndOffset, s.BaseOffset, s.EndOffset)
 		}
 	}
-	consumeAll()
+	checkLogFrom0(t, ctx, b, topic, produced)
 
 	// Deleting the topic deletes its remote log too.
 	if _, err := kadm.NewClient(cl).DeleteTopic(ctx, topic); err != nil {
@@ -546,38 +524,19 @@ func TestTieredStorageStoreDown(t *testing.T) {
 // history is mostly remote copies only the leader's local log (KIP-1023's aim), joins the
 // ISR, and the partition still reads whole from 0.
 func TestTieredStorageNewReplicaCopiesLocalPart(t *testing.T) {
-	store := objstore.NewMemory()
-	first := brokertest.Start(t, tieredOptions(store),
-		brokertest.WithController(controllertest.WithConfig(func(c *controller.Config) { c.RemoteLogStorageSystemEnable = true })))
-	second := first.AddBroker(2, tieredOptions(store))
+	first, second := startTieredPair(t, objstore.NewMemory())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cl := first.Client(kgo.ProducerLinger(0))
 	defer cl.Close()
 	const topic = "grow"
-	res, err := kadm.NewClient(cl).CreateTopic(ctx, 1, -1, map[string]*string{
-		"remote.storage.enable": kadm.StringPtr("true"), "segment.bytes": kadm.StringPtr("2048"),
-		"local.retention.bytes": kadm.StringPtr("1"),
-	}, topic)
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createTieredTopic(t, ctx, kadm.NewClient(cl), topic, -1)
 	im := first.WaitApplied("topic", func(im *metadata.Image) bool { return im.Partition(topic, 0) != nil })
 	leaderID := im.Partition(topic, 0).Leader
 	brokers := map[int32]*brokertest.Broker{1: first, 2: second}
 	leader, other := brokers[leaderID], brokers[3-leaderID]
 	const n = 200
-	var produced [][]byte
-	for i := range n {
-		v := []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat("z", 100)))
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: v}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-		produced = append(produced, v)
-	}
+	produced := produceValues(t, ctx, cl, topic, "z", 0, n)
 	lp := leader.Replicas().Replica(topic, 0)
 	waitFor(t, "the leader's local log mostly remote", func() bool { return lp.LocalLogStartOffset() > n/2 })
 
@@ -595,19 +554,5 @@ func TestTieredStorageNewReplicaCopiesLocalPart(t *testing.T) {
 	if start := other.Replicas().Replica(topic, 0).LocalLogStartOffset(); start == 0 {
 		t.Fatalf("the new replica copied the whole log (local log start %d)", start)
 	}
-	cons := first.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(0)}}))
-	defer cons.Close()
-	var got []*kgo.Record
-	for len(got) < n {
-		fs := cons.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, fs.Records()...)
-	}
-	for i, r := range got[:n] {
-		if r.Offset != int64(i) || !bytes.Equal(r.Value, produced[i]) {
-			t.Fatalf("record %d: offset %d value %q", i, r.Offset, r.Value)
-		}
-	}
+	checkLogFrom0(t, ctx, first, topic, produced)
 }
