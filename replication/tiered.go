@@ -659,13 +659,47 @@ func (m *Manager) startRemoteReaders() {
 // full, as Kafka answers one its RemoteLogReader executor rejects (UNKNOWN_SERVER_ERROR).
 var errRemoteReadersBusy = fmt.Errorf("%w: too many remote log reads pending", kerr.UnknownServerError)
 
+// RemoteWait is the time one pass over a fetch's partitions may wait for remote reads:
+// RemoteFetchMaxWait from the first remote read that waits, shared by every remote
+// partition of the pass. Without it, a fetch of k partitions below their local log
+// starts would wait k times remote.fetch.max.wait.ms on a slow store, past the
+// consumer's request.timeout.ms for large k, and the consumer would never get an answer;
+// Kafka too waits for a fetch's remote reads together (one DelayedRemoteFetch). The zero
+// value is ready; it is not reused across passes.
+type RemoteWait struct {
+	mu   sync.Mutex
+	over chan struct{} // closed once the wait is spent; nil until a read waits
+}
+
+// expired returns a channel closed once RemoteFetchMaxWait has passed since the pass's
+// first remote wait (or the manager stops). A nil w is a wait of its own.
+func (w *RemoteWait) expired(m *Manager) <-chan struct{} {
+	if w == nil {
+		w = &RemoteWait{}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.over == nil {
+		w.over = make(chan struct{})
+		timer, over := m.after(m.cfg.RemoteFetchMaxWait), w.over
+		go func() { // lives RemoteFetchMaxWait at most, or until the manager stops
+			select {
+			case <-timer:
+			case <-m.ctx.Done():
+			}
+			close(over)
+		}()
+	}
+	return w.over
+}
+
 // remoteFetch is remoteRead for a consumer's fetch, done by the reader pool so that a
 // slow store holds up neither the request goroutine nor the fetch's other partitions
-// for longer than RemoteFetchMaxWait: the partition is answered empty then (the
+// for longer than the pass's RemoteWait: the partition is answered empty then (the
 // consumer asks again, and the read goes on, warming the chunk cache), never with an
 // error for a merely slow store. A fetch asking for a read already queued or running
 // waits for that one.
-func (m *Manager) remoteFetch(rl *metadata.RemoteLog, offset int64, maxBytes int, minOne, readCommitted bool) (*shalelog.View, []partition.AbortedTxn, error) {
+func (m *Manager) remoteFetch(rl *metadata.RemoteLog, offset int64, maxBytes int, minOne, readCommitted bool, wait *RemoteWait) (*shalelog.View, []partition.AbortedTxn, error) {
 	t := m.tier
 	if t.readTasks == nil {
 		return m.remoteRead(rl, offset, maxBytes, minOne, readCommitted)
@@ -704,8 +738,7 @@ func (m *Manager) remoteFetch(rl *metadata.RemoteLog, offset int64, maxBytes int
 		// Each fetch releases its own View; the bytes are shared, read-only.
 		v := *call.view
 		return &v, call.aborted, nil
-	case <-m.after(m.cfg.RemoteFetchMaxWait):
-	case <-m.ctx.Done():
+	case <-wait.expired(m):
 	}
 	return &shalelog.View{FirstOffset: offset, NextOffset: offset}, nil, nil
 }
