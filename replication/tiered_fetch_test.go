@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -356,6 +357,107 @@ func TestTieredFetchWaitsOnceForAllRemotePartitions(t *testing.T) {
 		if rp.ErrorCode != 0 || len(rp.RecordBatches) != 0 {
 			t.Fatalf("partition %d with the store hanging: error %d, %d bytes; want an empty answer", rp.Partition, rp.ErrorCode, len(rp.RecordBatches))
 		}
+	}
+	store.setClosed(false)
+}
+
+// TestTieredFetchKeepsAReadItsFetchGaveUpOn: a remote read that ends after its fetch gave
+// up waiting (the store slower than remote.fetch.max.wait.ms) answers the next fetch of
+// the same offset. Were it dropped, the next fetch would start the read anew and, the
+// store being as slow as before, give up again: the consumer would never get past it.
+func TestTieredFetchKeepsAReadItsFetchGaveUpOn(t *testing.T) {
+	store := &gateStore{Store: objstore.NewMemory()}
+	clock := &gatedWaitClock{wait: 4321 * time.Millisecond}
+	reg := prometheus.NewRegistry()
+	b := brokertest.Start(t, brokertest.WithOptions(func(o *broker.Options) {
+		o.Replication = replication.Config{Logger: quiet(), Clock: clock, RemoteStore: store, RemoteTaskInterval: 50 * time.Millisecond,
+			RemoteRequestTimeout: 30 * time.Second, RetentionCheckInterval: 50 * time.Millisecond,
+			RemoteFetchMaxWait: clock.wait, Registry: reg}
+		o.Protocol = protocol.Config{Logger: quiet()}
+		o.ShutdownGrace = time.Second
+	}), brokertest.WithController(controllertest.WithConfig(func(c *controller.Config) { c.RemoteLogStorageSystemEnable = true })))
+	readBytes := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "shale_remote_log_read_bytes_total" {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := b.Client(kgo.ProducerLinger(0))
+	defer cl.Close()
+	const topic = "cold"
+	res, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{
+		"remote.storage.enable": kadm.StringPtr("true"), "segment.bytes": kadm.StringPtr("2048"), "local.retention.bytes": kadm.StringPtr("1"),
+	}, topic)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		v := []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat("k", 100)))
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := b.Replicas().Replica(topic, 0)
+	waitFor(t, "the partition's start uploaded and removed locally", func() bool { return p.LocalLogStartOffset() > 50 })
+
+	fetch := func() kmsg.FetchResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 0, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = topic, p.TopicID()
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 0, 0, 64<<10, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		done := make(chan *kmsg.FetchResponse, 1)
+		go func() {
+			resp, err := req.RequestWith(ctx, b.Client())
+			if err != nil {
+				t.Error(err)
+			}
+			done <- resp
+		}()
+		for {
+			select {
+			case resp := <-done:
+				if resp == nil || resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+					t.Fatalf("fetch: %+v", resp)
+				}
+				return resp.Topics[0].Partitions[0]
+			case <-time.After(10 * time.Millisecond):
+				clock.fire() // a remote wait, when there is one, runs out at once
+			}
+		}
+	}
+
+	store.setClosed(true)
+	blocked := store.blockedCalls()
+	if rp := fetch(); rp.ErrorCode != 0 || len(rp.RecordBatches) != 0 {
+		t.Fatalf("with the store hanging: error %d, %d bytes; want an empty answer", rp.ErrorCode, len(rp.RecordBatches))
+	}
+	if store.blockedCalls() == blocked {
+		t.Fatal("the remote read never reached the store")
+	}
+	// The store answers the read in flight, and then hangs again for any new one.
+	read := readBytes()
+	store.setClosed(false)
+	waitFor(t, "the read in flight answered", func() bool { return readBytes() > read })
+	store.setClosed(true)
+	rp := fetch()
+	if rp.ErrorCode != 0 || len(rp.RecordBatches) == 0 {
+		t.Fatalf("after the read ended: error %d, %d bytes; want the kept read's records", rp.ErrorCode, len(rp.RecordBatches))
 	}
 	store.setClosed(false)
 }
