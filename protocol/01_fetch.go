@@ -239,6 +239,8 @@ func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version in
 		stop  bool
 	)
 	reads := make([]fetchRead, len(items))
+	// One bound on the remote reads of this pass, however many partitions are remote.
+	remoteWait := new(replication.RemoteWait)
 	for i, it := range items {
 		rp := &reads[i].rp
 		*rp = kmsg.NewFetchResponseTopicPartition()
@@ -288,6 +290,7 @@ func (s *Server) readFetch(items []fetchItem, req *kmsg.FetchRequest, version in
 		f := it.part
 		f.Topic, f.TopicID, f.MaxBytes, f.MinOne = name, fetchTopicID(version, it.key.topicID), max(maxBytes, 0), total == 0
 		f.ReadCommitted = req.IsolationLevel == 1 && version >= 4
+		f.RemoteWait = remoteWait
 		res := s.deps.Replicas.Fetch(who, f)
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
 		for _, a := range res.AbortedTxns {

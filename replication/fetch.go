@@ -49,6 +49,10 @@ type FetchPartition struct {
 	// ReadCommitted (isolation_level 1) reads a consumer's fetch only up to the last
 	// stable offset, and lists the aborted transactions it spans.
 	ReadCommitted bool
+	// RemoteWait, shared by the partitions of one pass over a fetch, bounds the time
+	// the pass waits for remote reads to remote.fetch.max.wait.ms in all; nil gives
+	// this partition a wait of its own.
+	RemoteWait *RemoteWait
 }
 
 // FetchRequestPartition is what one partition of a Fetch request asks of the replica
@@ -198,7 +202,7 @@ func (m *Manager) Fetch(who Reader, f FetchPartition) (res FetchResult) {
 		if f.FetchOffset < p.LogStartOffset() && f.FetchOffset >= rl.StartOffset {
 			res.LastStableOffset = p.LastStableOffset()
 			view, aborted, err := m.remoteFetch(rl, f.FetchOffset, max(f.MaxBytes, 0), f.MinOne,
-				isolationFor(false, f.ReadCommitted) == isolationCommitted)
+				isolationFor(false, f.ReadCommitted) == isolationCommitted, f.RemoteWait)
 			if err != nil {
 				res.Err = err
 				return res

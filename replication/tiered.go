@@ -69,6 +69,27 @@ type tiering struct {
 	// waits for the same read instead of queueing another.
 	readTasks chan func()
 	inflight  map[remoteReadKey]*remoteReadCall
+	// kept are the reads that completed after every fetch waiting for them had given
+	// up, oldest first: they stay in inflight, answered, for the fetch that asks again
+	// (keptReads).
+	kept []keptRead
+}
+
+// A read that completes after its fetches gave up waiting (a store slower than
+// remote.fetch.max.wait.ms) is kept for the fetch that asks for it again, at most
+// keptReadsFor and keptReadsMax of them: otherwise that fetch would start the read anew
+// and, the store being as slow as before, give up again, and the consumer would never
+// read past that offset. keptReadsFor covers a consumer's fetch.max.wait.ms (franz-go's
+// default is 5 s) before it asks again.
+const (
+	keptReadsFor = 15 * time.Second
+	keptReadsMax = 64
+)
+
+type keptRead struct {
+	key  remoteReadKey
+	call *remoteReadCall
+	at   time.Time
 }
 
 // remoteReadKey is what one remote read reads.
@@ -81,13 +102,38 @@ type remoteReadKey struct {
 	minOne, readCommitted bool
 }
 
-// remoteReadCall is a remote read queued or running; done is closed once its result is
-// set.
+// remoteReadCall is a remote read queued, running, or kept once answered; done is closed
+// once its result is set.
 type remoteReadCall struct {
 	done    chan struct{}
 	view    *shalelog.View
 	aborted []partition.AbortedTxn
 	err     error
+	// waiting counts the fetches waiting for it (under tiering.mu).
+	waiting int
+}
+
+// answer is the call's result for one fetch. Each fetch releases its own View; the bytes
+// are shared, read-only.
+func (c *remoteReadCall) answer() (*shalelog.View, []partition.AbortedTxn, error) {
+	if c.err != nil {
+		return nil, nil, c.err
+	}
+	v := *c.view
+	return &v, c.aborted, nil
+}
+
+// expireKept forgets the kept reads past keptReadsFor or keptReadsMax. The caller holds
+// t.mu.
+func (t *tiering) expireKept(now time.Time) {
+	n := 0
+	for n < len(t.kept) && (len(t.kept)-n > keptReadsMax || now.Sub(t.kept[n].at) > keptReadsFor) {
+		if k := t.kept[n]; t.inflight[k.key] == k.call {
+			delete(t.inflight, k.key)
+		}
+		n++
+	}
+	t.kept = t.kept[n:]
 }
 
 // tierPartition is what the uploader remembers of one partition it leads.
@@ -692,13 +738,47 @@ func (m *Manager) startRemoteReaders() {
 // full, as Kafka answers one its RemoteLogReader executor rejects (UNKNOWN_SERVER_ERROR).
 var errRemoteReadersBusy = fmt.Errorf("%w: too many remote log reads pending", kerr.UnknownServerError)
 
+// RemoteWait is the time one pass over a fetch's partitions may wait for remote reads:
+// RemoteFetchMaxWait from the first remote read that waits, shared by every remote
+// partition of the pass. Without it, a fetch of k partitions below their local log
+// starts would wait k times remote.fetch.max.wait.ms on a slow store, past the
+// consumer's request.timeout.ms for large k, and the consumer would never get an answer;
+// Kafka too waits for a fetch's remote reads together (one DelayedRemoteFetch). The zero
+// value is ready; it is not reused across passes.
+type RemoteWait struct {
+	mu   sync.Mutex
+	over chan struct{} // closed once the wait is spent; nil until a read waits
+}
+
+// expired returns a channel closed once RemoteFetchMaxWait has passed since the pass's
+// first remote wait (or the manager stops). A nil w is a wait of its own.
+func (w *RemoteWait) expired(m *Manager) <-chan struct{} {
+	if w == nil {
+		w = &RemoteWait{}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.over == nil {
+		w.over = make(chan struct{})
+		timer, over := m.after(m.cfg.RemoteFetchMaxWait), w.over
+		go func() { // lives RemoteFetchMaxWait at most, or until the manager stops
+			select {
+			case <-timer:
+			case <-m.ctx.Done():
+			}
+			close(over)
+		}()
+	}
+	return w.over
+}
+
 // remoteFetch is remoteRead for a consumer's fetch, done by the reader pool so that a
 // slow store holds up neither the request goroutine nor the fetch's other partitions
-// for longer than RemoteFetchMaxWait: the partition is answered empty then (the
-// consumer asks again, and the read goes on, warming the chunk cache), never with an
-// error for a merely slow store. A fetch asking for a read already queued or running
-// waits for that one.
-func (m *Manager) remoteFetch(rl *metadata.RemoteLog, offset int64, maxBytes int, minOne, readCommitted bool) (*shalelog.View, []partition.AbortedTxn, error) {
+// for longer than the pass's RemoteWait: the partition is answered empty then (the
+// consumer asks again, and the read goes on), never with an error for a merely slow
+// store. A fetch asking for a read already queued or running waits for that one, and
+// one asking for a read that ended after its fetches gave up takes its answer (kept).
+func (m *Manager) remoteFetch(rl *metadata.RemoteLog, offset int64, maxBytes int, minOne, readCommitted bool, wait *RemoteWait) (*shalelog.View, []partition.AbortedTxn, error) {
 	t := m.tier
 	if t.readTasks == nil {
 		return m.remoteRead(rl, offset, maxBytes, minOne, readCommitted)
@@ -709,15 +789,29 @@ func (m *Manager) remoteFetch(rl *metadata.RemoteLog, offset int64, maxBytes int
 	}
 	key := remoteReadKey{topicID: s.TopicID, partition: s.Partition, uploadID: s.UploadID, offset: offset, maxBytes: maxBytes, minOne: minOne, readCommitted: readCommitted}
 	t.mu.Lock()
+	t.expireKept(m.now())
 	call := t.inflight[key]
+	if call != nil {
+		select {
+		case <-call.done: // kept: answered after its fetches gave up; this one takes it
+			delete(t.inflight, key)
+			t.mu.Unlock()
+			return call.answer()
+		default:
+		}
+	}
 	if call == nil {
 		call = &remoteReadCall{done: make(chan struct{})}
 		task := func() {
 			call.view, call.aborted, call.err = m.remoteRead(rl, offset, maxBytes, minOne, readCommitted)
 			t.mu.Lock()
-			delete(t.inflight, key)
-			t.mu.Unlock()
+			if call.waiting > 0 {
+				delete(t.inflight, key)
+			} else {
+				t.kept = append(t.kept, keptRead{key: key, call: call, at: m.now()})
+			}
 			close(call.done)
+			t.mu.Unlock()
 		}
 		select {
 		case t.readTasks <- task:
@@ -728,18 +822,24 @@ func (m *Manager) remoteFetch(rl *metadata.RemoteLog, offset int64, maxBytes int
 			return nil, nil, errRemoteReadersBusy
 		}
 	}
+	call.waiting++
 	t.mu.Unlock()
 	select {
 	case <-call.done:
-		if call.err != nil {
-			return nil, nil, call.err
-		}
-		// Each fetch releases its own View; the bytes are shared, read-only.
-		v := *call.view
-		return &v, call.aborted, nil
-	case <-m.after(m.cfg.RemoteFetchMaxWait):
-	case <-m.ctx.Done():
+	case <-wait.expired(m):
 	}
+	// Under t.mu, where the read's end is published: either it has ended (and this
+	// fetch answers with it, even if the wait ran out at the same moment), or it ends
+	// later and, with no fetch waiting, is kept for the next.
+	t.mu.Lock()
+	call.waiting--
+	select {
+	case <-call.done:
+		t.mu.Unlock()
+		return call.answer()
+	default:
+	}
+	t.mu.Unlock()
 	return &shalelog.View{FirstOffset: offset, NextOffset: offset}, nil, nil
 }
 

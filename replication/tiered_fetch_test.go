@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -229,4 +230,234 @@ func TestTieredFetchReaderQueueFull(t *testing.T) {
 	if refused == 0 {
 		t.Fatal("no remote read refused with the readers busy and the queue full")
 	}
+}
+
+// gatedWaitClock is the wall clock, except that a wait of exactly `wait` (the test's
+// remote.fetch.max.wait.ms, a value no other timer of the broker uses) ends only when the
+// test fires it.
+type gatedWaitClock struct {
+	wait  time.Duration
+	mu    sync.Mutex
+	gates []chan time.Time
+}
+
+func (c *gatedWaitClock) Now() time.Time { return time.Now() }
+
+func (c *gatedWaitClock) After(d time.Duration) <-chan time.Time {
+	if d != c.wait {
+		return time.After(d)
+	}
+	ch := make(chan time.Time, 1)
+	c.mu.Lock()
+	c.gates = append(c.gates, ch)
+	c.mu.Unlock()
+	return ch
+}
+
+func (c *gatedWaitClock) pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.gates)
+}
+
+// fire ends the waits started so far.
+func (c *gatedWaitClock) fire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, g := range c.gates {
+		g <- time.Now()
+	}
+	c.gates = nil
+}
+
+// TestTieredFetchWaitsOnceForAllRemotePartitions: a fetch of several partitions that are
+// all below their local log starts, with the store hanging, is answered after one
+// remote.fetch.max.wait.ms, not one per partition (which, with many partitions, would
+// outlast the consumer's request timeout on every try).
+func TestTieredFetchWaitsOnceForAllRemotePartitions(t *testing.T) {
+	const parts = 4
+	store := &gateStore{Store: objstore.NewMemory()}
+	clock := &gatedWaitClock{wait: 4321 * time.Millisecond}
+	b := brokertest.Start(t, brokertest.WithOptions(func(o *broker.Options) {
+		o.Replication = replication.Config{Logger: quiet(), Clock: clock, RemoteStore: store, RemoteTaskInterval: 50 * time.Millisecond,
+			RemoteRequestTimeout: 30 * time.Second, RetentionCheckInterval: 50 * time.Millisecond,
+			RemoteFetchMaxWait: clock.wait}
+		o.Protocol = protocol.Config{Logger: quiet()}
+		o.ShutdownGrace = time.Second
+	}), brokertest.WithController(controllertest.WithConfig(func(c *controller.Config) { c.RemoteLogStorageSystemEnable = true })))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := b.Client(kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	defer cl.Close()
+	const topic = "cold"
+	res, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 1, map[string]*string{
+		"remote.storage.enable": kadm.StringPtr("true"), "segment.bytes": kadm.StringPtr("2048"), "local.retention.bytes": kadm.StringPtr("1"),
+	}, topic)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		for p := range int32(parts) {
+			v := []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat("c", 100)))
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: v}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitFor(t, "every partition's start uploaded and removed locally", func() bool {
+		for p := range int32(parts) {
+			if b.Replicas().Replica(topic, p).LocalLogStartOffset() < 50 {
+				return false
+			}
+		}
+		return true
+	})
+
+	store.setClosed(true)
+	id := b.Replicas().Replica(topic, 0).TopicID()
+	req := kmsg.NewPtrFetchRequest()
+	// MinBytes 0: one pass over the partitions, no long poll (whose later pass would
+	// start a wait of its own).
+	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 0, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = topic, id
+	for p := range int32(parts) {
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = p, 0, 64<<10, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	type answer struct {
+		resp *kmsg.FetchResponse
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := req.RequestWith(ctx, b.Client())
+		done <- answer{resp, err}
+	}()
+	waitFor(t, "the fetch waiting on the hanging store", func() bool { return store.blockedCalls() > 0 && clock.pending() > 0 })
+	clock.fire() // remote.fetch.max.wait.ms passes once, and only once
+	var a answer
+	select {
+	case a = <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("the fetch of %d remote partitions was not answered after remote.fetch.max.wait.ms passed once (%d waits pending)", parts, clock.pending())
+	}
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if a.resp.ErrorCode != 0 || len(a.resp.Topics) != 1 || len(a.resp.Topics[0].Partitions) != parts {
+		t.Fatalf("fetch: error %d, %d topics", a.resp.ErrorCode, len(a.resp.Topics))
+	}
+	for _, rp := range a.resp.Topics[0].Partitions {
+		if rp.ErrorCode != 0 || len(rp.RecordBatches) != 0 {
+			t.Fatalf("partition %d with the store hanging: error %d, %d bytes; want an empty answer", rp.Partition, rp.ErrorCode, len(rp.RecordBatches))
+		}
+	}
+	store.setClosed(false)
+}
+
+// TestTieredFetchKeepsAReadItsFetchGaveUpOn: a remote read that ends after its fetch gave
+// up waiting (the store slower than remote.fetch.max.wait.ms) answers the next fetch of
+// the same offset. Were it dropped, the next fetch would start the read anew and, the
+// store being as slow as before, give up again: the consumer would never get past it.
+func TestTieredFetchKeepsAReadItsFetchGaveUpOn(t *testing.T) {
+	store := &gateStore{Store: objstore.NewMemory()}
+	clock := &gatedWaitClock{wait: 4321 * time.Millisecond}
+	reg := prometheus.NewRegistry()
+	b := brokertest.Start(t, brokertest.WithOptions(func(o *broker.Options) {
+		o.Replication = replication.Config{Logger: quiet(), Clock: clock, RemoteStore: store, RemoteTaskInterval: 50 * time.Millisecond,
+			RemoteRequestTimeout: 30 * time.Second, RetentionCheckInterval: 50 * time.Millisecond,
+			RemoteFetchMaxWait: clock.wait, Registry: reg}
+		o.Protocol = protocol.Config{Logger: quiet()}
+		o.ShutdownGrace = time.Second
+	}), brokertest.WithController(controllertest.WithConfig(func(c *controller.Config) { c.RemoteLogStorageSystemEnable = true })))
+	readBytes := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "shale_remote_log_read_bytes_total" {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := b.Client(kgo.ProducerLinger(0))
+	defer cl.Close()
+	const topic = "cold"
+	res, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{
+		"remote.storage.enable": kadm.StringPtr("true"), "segment.bytes": kadm.StringPtr("2048"), "local.retention.bytes": kadm.StringPtr("1"),
+	}, topic)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		v := []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat("k", 100)))
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := b.Replicas().Replica(topic, 0)
+	waitFor(t, "the partition's start uploaded and removed locally", func() bool { return p.LocalLogStartOffset() > 50 })
+
+	fetch := func() kmsg.FetchResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 0, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = topic, p.TopicID()
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 0, 0, 64<<10, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		done := make(chan *kmsg.FetchResponse, 1)
+		go func() {
+			resp, err := req.RequestWith(ctx, b.Client())
+			if err != nil {
+				t.Error(err)
+			}
+			done <- resp
+		}()
+		for {
+			select {
+			case resp := <-done:
+				if resp == nil || resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+					t.Fatalf("fetch: %+v", resp)
+				}
+				return resp.Topics[0].Partitions[0]
+			case <-time.After(10 * time.Millisecond):
+				clock.fire() // a remote wait, when there is one, runs out at once
+			}
+		}
+	}
+
+	store.setClosed(true)
+	blocked := store.blockedCalls()
+	if rp := fetch(); rp.ErrorCode != 0 || len(rp.RecordBatches) != 0 {
+		t.Fatalf("with the store hanging: error %d, %d bytes; want an empty answer", rp.ErrorCode, len(rp.RecordBatches))
+	}
+	if store.blockedCalls() == blocked {
+		t.Fatal("the remote read never reached the store")
+	}
+	// The store answers the read in flight, and then hangs again for any new one.
+	read := readBytes()
+	store.setClosed(false)
+	waitFor(t, "the read in flight answered", func() bool { return readBytes() > read })
+	store.setClosed(true)
+	rp := fetch()
+	if rp.ErrorCode != 0 || len(rp.RecordBatches) == 0 {
+		t.Fatalf("after the read ended: error %d, %d bytes; want the kept read's records", rp.ErrorCode, len(rp.RecordBatches))
+	}
+	store.setClosed(false)
 }
