@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/shalelog/shale/internal/testutil"
 	"github.com/shalelog/shale/metadata"
@@ -25,9 +28,15 @@ func TestLeaderFailover(t *testing.T) {
 		mustCreateTopic(t, b, fmt.Sprintf("t%d", i+1), 3, 3)
 	}
 	ctx := ctxFor(t)
-	if err := brokers[0].CommitOffsets(ctx, "g", brokers[0].Current().GroupFence("g"), []metadata.CommittedOffset{{Topic: "t2", Partition: 1, Offset: 99}}); err != nil {
-		t.Fatal(err)
-	}
+	// As a client does, ask again on NOT_COORDINATOR: the coordinators move while the
+	// brokers register, and broker 1's image may not have seen the last move yet.
+	testutil.Eventually(t, 20*time.Second, "offsets committed through the group's coordinator", func() bool {
+		err := brokers[0].CommitOffsets(ctx, "g", brokers[0].Current().GroupFence("g"), []metadata.CommittedOffset{{Topic: "t2", Partition: 1, Offset: 99}})
+		if err != nil && !errors.Is(err, kerr.NotCoordinator) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
 	for _, b := range brokers {
 		waitImage(t, b, "all topics", func(im *metadata.Image) bool { return len(im.Topics) == 3 })
 	}
