@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/shalelog/shale/coordinator/timer/timertest"
 	"github.com/shalelog/shale/metadata"
 )
 
@@ -151,7 +152,7 @@ func totalOwned(kip []*consumerClient, classic []*classicClient) int {
 // is assigned by the server; it learns of assignment changes through
 // REBALANCE_IN_PROGRESS and gives up partitions before anyone else gets them.
 func TestClassicMembersInConsumerGroup(t *testing.T) {
-	c, store := newConsumerCoordinator(t, &consumerClock{})
+	c, store := newConsumerCoordinator(t, &timertest.Manual{})
 	a := newConsumerClient(t, c, "g", "a", "t")
 	a.mustHeartbeat()
 	k := newClassicClient(t, c, store, "g")
@@ -233,13 +234,13 @@ func TestClassicMembersInConsumerGroup(t *testing.T) {
 
 // formClassicGroup forms a classic group of two cooperative members of t with the
 // leader's plan: t-0, t-1 to the first, t-2, t-3 to the second.
-func formClassicGroup(t *testing.T, c *Coordinator, store metadata.Store, clock *consumerClock) (*classicClient, *classicClient) {
+func formClassicGroup(t *testing.T, c *Coordinator, store metadata.Store, clock *timertest.Manual) (*classicClient, *classicClient) {
 	t.Helper()
 	k1, k2 := newClassicClient(t, c, store, "g"), newClassicClient(t, c, store, "g")
 	j1, j2 := k1.join(), k2.join()
 	// The initial join delay (none here), extended once as the second member came.
 	for range 3 {
-		clock.advance(0)
+		clock.Advance(0)
 	}
 	r1, r2 := wait[JoinResult](t, j1), wait[JoinResult](t, j2)
 	if r1.Err != nil || r2.Err != nil {
@@ -287,7 +288,7 @@ func (c *Coordinator) groupType(id string) string {
 // KIP-848 member joins, the classic members keeping their partitions until the server's
 // assignment moves them; it becomes classic again when that member leaves.
 func TestOnlineUpgradeAndDowngrade(t *testing.T) {
-	clock := &consumerClock{}
+	clock := &timertest.Manual{}
 	c, store := newConsumerCoordinator(t, clock)
 	k1, k2 := formClassicGroup(t, c, store, clock)
 	classics := []*classicClient{k1, k2}
@@ -372,7 +373,7 @@ func TestMigrationPolicy(t *testing.T) {
 		{MigrationDowngrade, false, false},
 	} {
 		t.Run(tc.policy, func(t *testing.T) {
-			clock := &consumerClock{}
+			clock := &timertest.Manual{}
 			store := newTestStore(t)
 			cfg := testConfig()
 			cfg.Clock = clock
@@ -404,7 +405,7 @@ func TestMigrationPolicy(t *testing.T) {
 func TestClassicMemberSurvivesCoordinatorRestart(t *testing.T) {
 	store := newTestStore(t)
 	cfg := testConfig()
-	cfg.Clock = &consumerClock{}
+	cfg.Clock = &timertest.Manual{}
 	cfg.ConsumerSessionTimeout = 45 * time.Second
 	c1 := New(cfg, store)
 	a := newConsumerClient(t, c1, "g", "a", "t")

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/shalelog/shale/coordinator/timer/timertest"
 )
 
 func (cl *consumerClient) static(instance string) *consumerClient {
@@ -18,7 +20,7 @@ func (cl *consumerClient) static(instance string) *consumerClient {
 // group epoch; the instance id cannot be taken while its member is still there; and a
 // static member whose session expires is removed like any other.
 func TestConsumerStaticMembership(t *testing.T) {
-	clock := &consumerClock{}
+	clock := &timertest.Manual{}
 	c, _ := newConsumerCoordinator(t, clock)
 	s := newConsumerClient(t, c, "g", "s1", "t").static("i1")
 	a := newConsumerClient(t, c, "g", "a", "t")
@@ -75,7 +77,7 @@ func TestConsumerStaticMembership(t *testing.T) {
 		t.Fatal(resp.Err)
 	}
 	for range 10 {
-		clock.advance(10 * time.Second)
+		clock.Advance(10 * time.Second)
 		a.mustHeartbeat()
 	}
 	if a.count() != 4 {
@@ -92,7 +94,7 @@ func sameOwned(x, y []TopicPartitions) bool {
 func TestConsumerListAndDescribeLoadGroup(t *testing.T) {
 	store := newTestStore(t)
 	cfg := testConfig()
-	cfg.Clock = &consumerClock{}
+	cfg.Clock = &timertest.Manual{}
 	c1 := New(cfg, store)
 	a := newConsumerClient(t, c1, "g", "a", "t")
 	a.mustHeartbeat()

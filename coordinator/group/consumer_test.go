@@ -6,63 +6,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/shalelog/shale/coordinator/timer"
+	"github.com/shalelog/shale/coordinator/timer/timertest"
 	"github.com/shalelog/shale/metadata"
 )
-
-// consumerClock fires timers only when the test advances it, so that session and
-// rebalance timeouts are decided by the test's steps, not by the machine's speed.
-type consumerClock struct {
-	mu     sync.Mutex
-	now    time.Duration
-	timers []*consumerTimer
-}
-
-type consumerTimer struct {
-	clock   *consumerClock
-	at      time.Duration
-	f       func()
-	stopped bool
-}
-
-func (c *consumerClock) AfterFunc(d time.Duration, f func()) timer.Stopper {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &consumerTimer{clock: c, at: c.now + d, f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *consumerTimer) Stop() bool {
-	t.clock.mu.Lock()
-	defer t.clock.mu.Unlock()
-	was := !t.stopped
-	t.stopped = true
-	return was
-}
-
-// advance moves the clock by d and runs, in this goroutine, the timers that came due.
-func (c *consumerClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now += d
-	var due []*consumerTimer
-	for _, t := range c.timers {
-		if !t.stopped && t.at <= c.now {
-			t.stopped = true
-			due = append(due, t)
-		}
-	}
-	c.mu.Unlock()
-	for _, t := range due {
-		t.f()
-	}
-}
 
 // consumerClient plays a KIP-848 consumer: it owns what its last assignment said, and
 // reports that in every heartbeat (revoking at once what it is no longer assigned).
@@ -169,7 +121,7 @@ func newConsumerCoordinator(t *testing.T, clock timer.Clock) (*Coordinator, meta
 }
 
 func TestConsumerJoinAssignsEverything(t *testing.T) {
-	c, store := newConsumerCoordinator(t, &consumerClock{})
+	c, store := newConsumerCoordinator(t, &timertest.Manual{})
 	a := newConsumerClient(t, c, "g", "a", "t", "u")
 	resp := a.mustHeartbeat()
 	if resp.MemberEpoch != 1 || resp.HeartbeatInterval != 5*time.Second {
@@ -190,7 +142,7 @@ func TestConsumerJoinAssignsEverything(t *testing.T) {
 // TestConsumerRevocationBeforeReassignment walks CurrentAssignmentBuilder's states: a
 // partition moves to a new member only after its old owner reports it revoked.
 func TestConsumerRevocationBeforeReassignment(t *testing.T) {
-	c, _ := newConsumerCoordinator(t, &consumerClock{})
+	c, _ := newConsumerCoordinator(t, &timertest.Manual{})
 	a := newConsumerClient(t, c, "g", "a", "t")
 	a.mustHeartbeat()
 	if a.count() != 4 || a.epoch != 1 {
@@ -251,7 +203,7 @@ func TestConsumerRevocationBeforeReassignment(t *testing.T) {
 }
 
 func TestConsumerFencing(t *testing.T) {
-	c, _ := newConsumerCoordinator(t, &consumerClock{})
+	c, _ := newConsumerCoordinator(t, &timertest.Manual{})
 	a := newConsumerClient(t, c, "g", "a", "t")
 	a.mustHeartbeat()
 	b := newConsumerClient(t, c, "g", "b", "t")
@@ -293,7 +245,7 @@ func TestConsumerFencing(t *testing.T) {
 }
 
 func TestConsumerSessionTimeoutFreesPartitions(t *testing.T) {
-	clock := &consumerClock{}
+	clock := &timertest.Manual{}
 	c, _ := newConsumerCoordinator(t, clock)
 	a := newConsumerClient(t, c, "g", "a", "t")
 	b := newConsumerClient(t, c, "g", "b", "t")
@@ -307,7 +259,7 @@ func TestConsumerSessionTimeoutFreesPartitions(t *testing.T) {
 	}
 	// b keeps heartbeating; a goes silent past the session timeout.
 	for range 10 {
-		clock.advance(5 * time.Second)
+		clock.Advance(5 * time.Second)
 		b.mustHeartbeat()
 	}
 	if b.count() != 4 {
@@ -319,7 +271,7 @@ func TestConsumerSessionTimeoutFreesPartitions(t *testing.T) {
 }
 
 func TestConsumerRebalanceTimeoutRemovesMemberThatDoesNotRevoke(t *testing.T) {
-	clock := &consumerClock{}
+	clock := &timertest.Manual{}
 	c, _ := newConsumerCoordinator(t, clock)
 	a := newConsumerClient(t, c, "g", "a", "t")
 	a.mustHeartbeat()
@@ -329,7 +281,7 @@ func TestConsumerRebalanceTimeoutRemovesMemberThatDoesNotRevoke(t *testing.T) {
 	all := slices.Clone(a.owned)
 	a.mustHeartbeat()
 	for range 3 {
-		clock.advance(3 * time.Second)
+		clock.Advance(3 * time.Second)
 		req := a.request()
 		req.Owned = all
 		if resp := c.ConsumerHeartbeat(context.Background(), req); resp.Err != nil {
@@ -341,7 +293,7 @@ func TestConsumerRebalanceTimeoutRemovesMemberThatDoesNotRevoke(t *testing.T) {
 		}
 	}
 	// Past a's 10s rebalance timeout, a is removed and b gets everything.
-	clock.advance(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	b.mustHeartbeat()
 	if b.count() != 4 {
 		t.Fatalf("b after a's rebalance timeout: %+v, want all 4", b.owned)
@@ -356,7 +308,7 @@ func TestConsumerConvergence(t *testing.T) {
 	for seed := range uint64(8) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 1))
-			c, _ := newConsumerCoordinator(t, &consumerClock{})
+			c, _ := newConsumerCoordinator(t, &timertest.Manual{})
 			var live []*consumerClient
 			next := 0
 			for step := range 40 {
@@ -404,7 +356,7 @@ func TestConsumerConvergence(t *testing.T) {
 }
 
 func TestConsumerUniformIsSticky(t *testing.T) {
-	c, _ := newConsumerCoordinator(t, &consumerClock{})
+	c, _ := newConsumerCoordinator(t, &timertest.Manual{})
 	cls := []*consumerClient{newConsumerClient(t, c, "g", "a", "t", "u"), newConsumerClient(t, c, "g", "b", "t", "u")}
 	for range 3 {
 		for _, cl := range cls {
@@ -442,7 +394,7 @@ func TestConsumerUniformIsSticky(t *testing.T) {
 }
 
 func TestConsumerRangeAssignor(t *testing.T) {
-	c, store := newConsumerCoordinator(t, &consumerClock{})
+	c, store := newConsumerCoordinator(t, &timertest.Manual{})
 	rangeName := RangeAssignor
 	cls := []*consumerClient{newConsumerClient(t, c, "g", "a", "t", "u"), newConsumerClient(t, c, "g", "b", "t", "u")}
 	for range 4 {
@@ -484,7 +436,7 @@ func TestConsumerRangeAssignor(t *testing.T) {
 func TestConsumerRegexSubscription(t *testing.T) {
 	n := newTestNode(t)
 	cfg := testConfig()
-	cfg.Clock = &consumerClock{}
+	cfg.Clock = &timertest.Manual{}
 	c := newTestCoordinator(t, cfg, n.Store())
 	cl := newConsumerClient(t, c, "g", "a")
 	re := "t|v.*"
@@ -518,7 +470,7 @@ func TestConsumerRegexSubscription(t *testing.T) {
 func TestConsumerHeartbeatErrors(t *testing.T) {
 	store := newTestStore(t)
 	cfg := testConfig()
-	cfg.Clock = &consumerClock{}
+	cfg.Clock = &timertest.Manual{}
 	cfg.ConsumerMaxGroupSize = 1
 	c := newTestCoordinator(t, cfg, store)
 	newConsumerClient(t, c, "g", "a", "t").mustHeartbeat()
@@ -548,7 +500,7 @@ func TestConsumerHeartbeatErrors(t *testing.T) {
 }
 
 func TestConsumerOffsetCommitEpochs(t *testing.T) {
-	c, _ := newConsumerCoordinator(t, &consumerClock{})
+	c, _ := newConsumerCoordinator(t, &timertest.Manual{})
 	a := newConsumerClient(t, c, "g", "a", "t")
 	a.mustHeartbeat()
 	b := newConsumerClient(t, c, "g", "b", "t")
@@ -631,7 +583,7 @@ func TestConsumerAndClassicGroupsShareIDs(t *testing.T) {
 func TestConsumerGroupSurvivesCoordinatorRestart(t *testing.T) {
 	store := newTestStore(t)
 	cfg := testConfig()
-	cfg.Clock = &consumerClock{}
+	cfg.Clock = &timertest.Manual{}
 	c1 := New(cfg, store)
 	a := newConsumerClient(t, c1, "g", "a", "t")
 	a.mustHeartbeat()
@@ -690,7 +642,7 @@ func TestConsumerFiftyMembers(t *testing.T) {
 	}
 	waitTopic(t, n.Store(), "big")
 	cfg := testConfig()
-	cfg.Clock = &consumerClock{}
+	cfg.Clock = &timertest.Manual{}
 	c := newTestCoordinator(t, cfg, n.Store())
 	rng := rand.New(rand.NewPCG(50, 1))
 	var live []*consumerClient
@@ -742,7 +694,7 @@ func waitTopic(t *testing.T, store metadata.Store, name string) {
 func TestConsumerCommitLoadsGroup(t *testing.T) {
 	store := newTestStore(t)
 	cfg := testConfig()
-	cfg.Clock = &consumerClock{}
+	cfg.Clock = &timertest.Manual{}
 	c1 := New(cfg, store)
 	a := newConsumerClient(t, c1, "g", "a", "t")
 	a.mustHeartbeat()

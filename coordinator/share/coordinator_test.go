@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/shalelog/shale/coordinator/group"
-	"github.com/shalelog/shale/coordinator/timer"
+	"github.com/shalelog/shale/coordinator/timer/timertest"
 	"github.com/shalelog/shale/internal/testutil"
 	"github.com/shalelog/shale/metadata"
 )
@@ -289,58 +289,10 @@ func TestShareAndClassicJoinsRace(t *testing.T) {
 	}
 }
 
-// manualClock fires timers only when the test advances it, so that a session timeout
-// is decided by the test's steps and not by how long the machine took between them.
-type manualClock struct {
-	mu     sync.Mutex
-	now    time.Duration
-	timers []*manualTimer
-}
-
-type manualTimer struct {
-	clock   *manualClock
-	at      time.Duration
-	f       func()
-	stopped bool
-}
-
-func (c *manualClock) AfterFunc(d time.Duration, f func()) timer.Stopper {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &manualTimer{clock: c, at: c.now + d, f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *manualTimer) Stop() bool {
-	t.clock.mu.Lock()
-	defer t.clock.mu.Unlock()
-	was := !t.stopped
-	t.stopped = true
-	return was
-}
-
-// advance moves the clock by d and runs, in this goroutine, the timers that came due.
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now += d
-	var due []*manualTimer
-	for _, t := range c.timers {
-		if !t.stopped && t.at <= c.now {
-			t.stopped = true
-			due = append(due, t)
-		}
-	}
-	c.mu.Unlock()
-	for _, t := range due {
-		t.f()
-	}
-}
-
 func TestShareSessionTimeoutRemovesMember(t *testing.T) {
 	cfg := testConfig()
 	cfg.SessionTimeout = 50 * time.Millisecond
-	clock := &manualClock{}
+	clock := &timertest.Manual{}
 	cfg.Clock = clock
 	c := newTestCoordinator(t, cfg, newTestStore(t))
 	ctx := context.Background()
@@ -352,7 +304,7 @@ func TestShareSessionTimeoutRemovesMember(t *testing.T) {
 	// An answer carries the assignment only when it changed: keep the last one.
 	var have map[string][]int32
 	for step := 1; step <= 4; step++ {
-		clock.advance(30 * time.Millisecond)
+		clock.Advance(30 * time.Millisecond)
 		r = mustShare(t, c.Heartbeat(ctx, HeartbeatRequest{Group: "sg", MemberID: "stays", MemberEpoch: r.MemberEpoch}))
 		if r.Assignment != nil {
 			have = assigned(r)
@@ -373,7 +325,7 @@ func TestShareSessionTimeoutRemovesMember(t *testing.T) {
 		if i == 100 {
 			t.Fatalf("the remaining member never got every partition: %v", have)
 		}
-		clock.advance(30 * time.Millisecond)
+		clock.Advance(30 * time.Millisecond)
 		r = mustShare(t, c.Heartbeat(ctx, HeartbeatRequest{Group: "sg", MemberID: "stays", MemberEpoch: r.MemberEpoch}))
 		if r.Assignment != nil {
 			have = assigned(r)
