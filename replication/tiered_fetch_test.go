@@ -270,6 +270,19 @@ func (c *gatedWaitClock) fire() {
 	c.gates = nil
 }
 
+// startGatedWaitBroker starts a tiered broker over store whose remote fetch waits end only
+// when clock fires them; reg, when not nil, gets the replica manager's metrics.
+func startGatedWaitBroker(t *testing.T, store objstore.Store, clock *gatedWaitClock, reg prometheus.Registerer) *brokertest.Broker {
+	t.Helper()
+	return brokertest.Start(t, brokertest.WithOptions(func(o *broker.Options) {
+		o.Replication = replication.Config{Logger: quiet(), Clock: clock, RemoteStore: store, RemoteTaskInterval: 50 * time.Millisecond,
+			RemoteRequestTimeout: 30 * time.Second, RetentionCheckInterval: 50 * time.Millisecond,
+			RemoteFetchMaxWait: clock.wait, Registry: reg}
+		o.Protocol = protocol.Config{Logger: quiet()}
+		o.ShutdownGrace = time.Second
+	}), tieredController())
+}
+
 // TestTieredFetchWaitsOnceForAllRemotePartitions: a fetch of several partitions that are
 // all below their local log starts, with the store hanging, is answered after one
 // remote.fetch.max.wait.ms, not one per partition (which, with many partitions, would
@@ -278,13 +291,7 @@ func TestTieredFetchWaitsOnceForAllRemotePartitions(t *testing.T) {
 	const parts = 4
 	store := &gateStore{Store: objstore.NewMemory()}
 	clock := &gatedWaitClock{wait: 4321 * time.Millisecond}
-	b := brokertest.Start(t, brokertest.WithOptions(func(o *broker.Options) {
-		o.Replication = replication.Config{Logger: quiet(), Clock: clock, RemoteStore: store, RemoteTaskInterval: 50 * time.Millisecond,
-			RemoteRequestTimeout: 30 * time.Second, RetentionCheckInterval: 50 * time.Millisecond,
-			RemoteFetchMaxWait: clock.wait}
-		o.Protocol = protocol.Config{Logger: quiet()}
-		o.ShutdownGrace = time.Second
-	}), brokertest.WithController(controllertest.WithConfig(func(c *controller.Config) { c.RemoteLogStorageSystemEnable = true })))
+	b := startGatedWaitBroker(t, store, clock, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cl := b.Client(kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -369,13 +376,7 @@ func TestTieredFetchKeepsAReadItsFetchGaveUpOn(t *testing.T) {
 	store := &gateStore{Store: objstore.NewMemory()}
 	clock := &gatedWaitClock{wait: 4321 * time.Millisecond}
 	reg := prometheus.NewRegistry()
-	b := brokertest.Start(t, brokertest.WithOptions(func(o *broker.Options) {
-		o.Replication = replication.Config{Logger: quiet(), Clock: clock, RemoteStore: store, RemoteTaskInterval: 50 * time.Millisecond,
-			RemoteRequestTimeout: 30 * time.Second, RetentionCheckInterval: 50 * time.Millisecond,
-			RemoteFetchMaxWait: clock.wait, Registry: reg}
-		o.Protocol = protocol.Config{Logger: quiet()}
-		o.ShutdownGrace = time.Second
-	}), brokertest.WithController(controllertest.WithConfig(func(c *controller.Config) { c.RemoteLogStorageSystemEnable = true })))
+	b := startGatedWaitBroker(t, store, clock, reg)
 	readBytes := func() float64 {
 		mfs, err := reg.Gather()
 		if err != nil {
@@ -393,21 +394,8 @@ func TestTieredFetchKeepsAReadItsFetchGaveUpOn(t *testing.T) {
 	cl := b.Client(kgo.ProducerLinger(0))
 	defer cl.Close()
 	const topic = "cold"
-	res, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{
-		"remote.storage.enable": kadm.StringPtr("true"), "segment.bytes": kadm.StringPtr("2048"), "local.retention.bytes": kadm.StringPtr("1"),
-	}, topic)
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 100 {
-		v := []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat("k", 100)))
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: v}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createTieredTopic(t, ctx, kadm.NewClient(cl), topic, 1)
+	produceValues(t, ctx, cl, topic, "k", 0, 100)
 	p := b.Replicas().Replica(topic, 0)
 	waitFor(t, "the partition's start uploaded and removed locally", func() bool { return p.LocalLogStartOffset() > 50 })
 
