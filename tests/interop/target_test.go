@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shalelog/shale/internal/testutil"
+
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -232,19 +234,12 @@ func waitForBroker(ctx context.Context, seeds []string) error {
 
 func freePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		p, err := testutil.ReservePort("127.0.0.1")
 		if err != nil {
 			return nil, fmt.Errorf("finding a free port: %w", err)
 		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, p)
 	}
 	return ports, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shalelog/shale/internal/testutil"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -251,18 +252,12 @@ func startNodes(t *testing.T, pl *plug) []*node {
 	return nodes
 }
 
-// freePorts is n distinct loopback ports that were free a moment ago: all are held open
-// until the last is found, so that none comes up twice.
+// freePorts is n distinct loopback ports (testutil.FreePort).
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
 	var ports []int
 	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, testutil.FreePort(t))
 	}
 	return ports
 }

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shalelog/shale/internal/testutil"
+
 	"github.com/shalelog/shale/tiered/objstore/s3"
 )
 
@@ -205,12 +207,7 @@ func (s *Server) Stop() {
 func (s *Server) Exited() <-chan struct{} { return s.exited }
 
 func freePort(host string) (int, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return testutil.ReservePort(host)
 }
 
 // syncBuffer collects the process's output for failure messages.
