@@ -28,7 +28,9 @@ type Config struct {
 	// (default 100ms).
 	MarkerRetryBackoff time.Duration
 	// CompletionWait bounds how long a request waits for the previous transaction of
-	// its id to complete before it is answered CONCURRENT_TRANSACTIONS (default 1s).
+	// its id to complete before it is answered CONCURRENT_TRANSACTIONS (default 5s: well
+	// under the clients' request timeouts, and long enough for markers on a loaded
+	// broker).
 	CompletionWait time.Duration
 	// StoreTimeout bounds each call to the controller made without a client's context
 	// (loads, completions, timeouts). Default 30s.
@@ -57,7 +59,7 @@ func (c Config) withDefaults() Config {
 		c.MarkerRetryBackoff = 100 * time.Millisecond
 	}
 	if c.CompletionWait <= 0 {
-		c.CompletionWait = time.Second
+		c.CompletionWait = 5 * time.Second
 	}
 	if c.StoreTimeout <= 0 {
 		c.StoreTimeout = 30 * time.Second

@@ -398,13 +398,45 @@ func TestRequestWaitsForThePreviousCompletion(t *testing.T) {
 	// instead of CONCURRENT_TRANSACTIONS.
 	res := make(chan error, 1)
 	go func() { res <- h.c.AddPartitions(bg, a, pid, epoch, map[string][]int32{"t": {1}}) }()
-	// Released only once the request waits: arriving during the Complete* write, a
-	// moment later, it is answered CONCURRENT_TRANSACTIONS, as in Kafka.
 	h.eventually("AddPartitions waiting for the commit to complete", func() bool {
 		buf := make([]byte, 1<<20)
 		return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("(*Coordinator).awaitPrevious"))
 	})
 	close(h.markers.hold)
+	if err := <-res; err != nil {
+		t.Fatalf("AddPartitions after the completion: %v", err)
+	}
+	if st, _ := h.cl.state(a); st.Status != metadata.TxnOngoing || len(st.Partitions["t"]) != 1 || st.Partitions["t"][0] != 1 {
+		t.Fatalf("state %+v", st)
+	}
+}
+
+// A request arriving while the completion commits its Complete* state waits too:
+// answered CONCURRENT_TRANSACTIONS, librdkafka would retry its AddPartitionsToTxn and
+// send an abort's EndTxn as though it had been applied, which the completed
+// transaction answers INVALID_TXN_STATE, fatal for the producer.
+func TestRequestWaitsForTheCompleteWrite(t *testing.T) {
+	h := newHarness(t)
+	a := h.cl.id("a", 1)
+	h.c.cfg.CompletionWait = time.Minute
+	pid, epoch, _ := h.init(a, -1, -1)
+	h.store.mu.Lock()
+	h.store.holdComplete, h.store.completeHeld = make(chan struct{}), make(chan struct{}, 1)
+	h.store.mu.Unlock()
+	if err := h.c.AddPartitions(bg, a, pid, epoch, map[string][]int32{"t": {0}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.endV1(a, pid, epoch, true); err != nil {
+		t.Fatal(err)
+	}
+	<-h.store.completeHeld // the markers are written; CompleteCommit is being committed
+	res := make(chan error, 1)
+	go func() { res <- h.c.AddPartitions(bg, a, pid, epoch, map[string][]int32{"t": {1}}) }()
+	h.eventually("AddPartitions waiting for the Complete* write", func() bool {
+		buf := make([]byte, 1<<20)
+		return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("(*Coordinator).awaitPrevious"))
+	})
+	close(h.store.holdComplete)
 	if err := <-res; err != nil {
 		t.Fatalf("AddPartitions after the completion: %v", err)
 	}

@@ -123,6 +123,10 @@ type store struct {
 	*controller.BrokerClient
 	mu     sync.Mutex
 	writes []metadata.TxnState
+	// holdComplete, when set, holds every write of a Complete* state until it is
+	// closed; completeHeld gets a value as each such write starts to wait.
+	holdComplete chan struct{}
+	completeHeld chan struct{}
 	frozen *metadata.Image // the image the cache is stuck at, nil when following
 	thawed chan struct{}   // closed when the cache follows again
 }
@@ -130,6 +134,17 @@ type store struct {
 func newStore(cl *cluster) *store { return &store{BrokerClient: cl.node.Broker} }
 
 func (s *store) WriteTxnState(ctx context.Context, fence metadata.GroupFence, st metadata.TxnState, remove bool) error {
+	s.mu.Lock()
+	hold, held := s.holdComplete, s.completeHeld
+	s.mu.Unlock()
+	if hold != nil && (st.Status == metadata.TxnCompleteCommit || st.Status == metadata.TxnCompleteAbort) {
+		held <- struct{}{}
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	err := s.BrokerClient.WriteTxnState(ctx, fence, st, remove)
 	if err == nil && !remove {
 		s.mu.Lock()

@@ -156,7 +156,12 @@ func (c *Coordinator) awaitPrevious(ctx context.Context, id string) {
 	c.mu.Lock()
 	var done chan struct{}
 	if ps, err := c.partitionFor(id); err == nil {
-		if t := ps.txns[id]; t != nil && !t.writing &&
+		// The wait covers the completion's own Complete* write too: a request that
+		// arrives while it commits would otherwise be answered CONCURRENT_TRANSACTIONS,
+		// and librdkafka, whose AddPartitionsToTxn is then retried, sends an abort's
+		// EndTxn as though the partitions were added, which the completed transaction
+		// can only answer INVALID_TXN_STATE, fatal for the producer.
+		if t := ps.txns[id]; t != nil && t.completed != nil &&
 			(t.st.Status == metadata.TxnPrepareCommit || t.st.Status == metadata.TxnPrepareAbort) {
 			done = t.completed
 		}
