@@ -102,8 +102,8 @@ print(int(total))' "$name" "$topic"
 
 # wait_uploaded HTTP...: waits (at most 600 s) until no closed segment waits for upload
 # on the nodes and no upload has moved shale_remote_log_upload_bytes_total for 3 s (the
-# lag gauge is as of the last upload pass, per broker, not per topic: one tiered topic
-# is written at a time here), and prints the seconds it took.
+# lag gauge is as of the last upload pass; its per-partition series are summed over all
+# topics, as one tiered topic is written at a time here), and prints the seconds it took.
 wait_uploaded() {
 	local t0 segs up last="" still=0
 	t0=$(date +%s.%N)

@@ -36,3 +36,10 @@ func (c *BrokerClient) updateRemoteLog(ctx context.Context, rec *pb.RemoteLogRec
 	_, err := rpc(ctx, c, pb.ControllerClient.UpdateRemoteLog, &pb.UpdateRemoteLogRequest{Record: rec})
 	return err
 }
+
+// RemotePurged reports a deleted topic's partition's remote objects gone, which drops
+// its purge entry (metadata.RemoteLogStore).
+func (c *BrokerClient) RemotePurged(ctx context.Context, topicID [16]byte, partition int32) error {
+	return c.updateRemoteLog(ctx, &pb.RemoteLogRecord{TopicId: slices.Clone(topicID[:]), Partition: partition,
+		Op: &pb.RemoteLogRecord_Purged{Purged: &pb.RemotePurged{}}})
+}

@@ -43,6 +43,10 @@ type change struct {
 	groupConfigs map[string]*pb.GroupConfigState
 	// remoteLogs are the partitions' remote logs set, complete (fsm_remotelog.go).
 	remoteLogs map[metadata.RemoteLogKey]*pb.RemoteLogState
+	// remotePurges are the purges of deleted tiered topics' remote objects this change
+	// starts, purgesDone those it drops (fsm_remotelog.go).
+	remotePurges map[metadata.RemotePurgeKey]*pb.RemotePurge
+	purgesDone   map[metadata.RemotePurgeKey]bool
 	// lc are the cluster links and mirror topics changed (fsm_links.go).
 	lc linkChange
 	// sideEffects change the FSM's state outside the image (offsets, producer ids...).
@@ -198,6 +202,7 @@ func (c *change) createTopic(td *pb.TopicDelta) {
 }
 
 func (c *change) deleteTopic(name string) {
+	c.purgeRemoteLogs(name)
 	if c.deleted == nil {
 		c.deleted = map[string]bool{}
 	}
@@ -281,10 +286,12 @@ func (c *change) delta() *pb.MetadataDelta {
 	d.ClientMetrics = c.clientMetricsDelta()
 	d.GroupConfigs = c.groupConfigsDelta()
 	d.RemoteLogs = c.remoteLogsDelta()
+	d.RemotePurges, d.RemotePurgesDone = c.remotePurgesDelta()
 	c.linksDelta(d)
 	if d.ClusterId == nil && d.SchemaRegistry == nil && d.ControllerId == nil && c.acls.empty() && len(d.Brokers) == 0 && len(d.UnregisteredBrokers) == 0 &&
 		len(d.Topics) == 0 && len(d.DeletedTopics) == 0 &&
-		len(d.Coordinators) == 0 && len(d.ClientQuotas) == 0 && len(d.ClientMetrics) == 0 && len(d.GroupConfigs) == 0 && len(d.RemoteLogs) == 0 && !linksChanged(d) {
+		len(d.Coordinators) == 0 && len(d.ClientQuotas) == 0 && len(d.ClientMetrics) == 0 && len(d.GroupConfigs) == 0 && len(d.RemoteLogs) == 0 &&
+		len(d.RemotePurges) == 0 && len(d.RemotePurgesDone) == 0 && !linksChanged(d) {
 		return nil
 	}
 	return d

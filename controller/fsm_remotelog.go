@@ -166,6 +166,9 @@ func (c *change) remoteLogsDelta() []*pb.RemoteLogState {
 
 func (f *fsm) applyRemoteLog(c *change, r *pb.RemoteLogRecord) applyResult {
 	fail := func(err error) applyResult { return applyResult{err: err} }
+	if _, ok := r.Op.(*pb.RemoteLogRecord_Purged); ok {
+		return c.remotePurged(r) // the topic is gone: nothing to fence by
+	}
 	t := c.existingTopic(r.Topic)
 	id, _ := topicIDOf(r.TopicId)
 	switch {
@@ -322,4 +325,114 @@ func finishRemoteDelete(st *pb.RemoteLogState, op *pb.RemoteDeleteFinish) (*pb.R
 		return nil, nil
 	}
 	return withSegments(st, segs), nil
+}
+
+// Purges of deleted tiered topics' remote objects (metadata.RemotePurge): the record that
+// deletes a tiered topic keeps one entry per partition, by topic id, and a broker's
+// RemotePurged op drops it once the objects are gone. Kept in the image (deltas, image
+// chunks, snapshots), so that no restart forgets a deletion half done.
+
+func compareRemotePurgeKey(a, b metadata.RemotePurgeKey) int {
+	return cmp.Or(slices.Compare(a.TopicID[:], b.TopicID[:]), cmp.Compare(a.Partition, b.Partition))
+}
+
+func remotePurgeFromPB(p *pb.RemotePurge) (metadata.RemotePurge, bool) {
+	id, ok := topicIDOf(p.TopicId)
+	if !ok {
+		return metadata.RemotePurge{}, false
+	}
+	return metadata.RemotePurge{Topic: p.Topic, TopicID: id, Partition: p.Partition, Leader: p.Leader}, true
+}
+
+func remotePurgeToPB(p metadata.RemotePurge) *pb.RemotePurge {
+	return &pb.RemotePurge{TopicId: slices.Clone(p.TopicID[:]), Partition: p.Partition, Topic: p.Topic, Leader: p.Leader}
+}
+
+// remotePurgesToPB lists purges in key order.
+func remotePurgesToPB(ps metadata.RemotePurges) []*pb.RemotePurge {
+	var out []*pb.RemotePurge
+	for _, k := range slices.SortedFunc(maps.Keys(ps), compareRemotePurgeKey) {
+		out = append(out, remotePurgeToPB(ps[k]))
+	}
+	return out
+}
+
+// applyRemotePurges returns ps without done and with added; nil when none is left, and
+// ps itself when nothing changes (images share what they do not change). ps is left
+// untouched.
+func applyRemotePurges(ps metadata.RemotePurges, added, done []*pb.RemotePurge) metadata.RemotePurges {
+	out := maps.Clone(ps)
+	if out == nil {
+		out = metadata.RemotePurges{}
+	}
+	for _, d := range done {
+		if id, ok := topicIDOf(d.TopicId); ok {
+			delete(out, metadata.RemotePurgeKey{TopicID: id, Partition: d.Partition})
+		}
+	}
+	for _, a := range added {
+		if p, ok := remotePurgeFromPB(a); ok {
+			out[metadata.RemotePurgeKey{TopicID: p.TopicID, Partition: p.Partition}] = p
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// purgeRemoteLogs keeps a purge entry for each partition of a topic this change deletes
+// whose objects may be in the remote store: every partition of a topic with
+// remote.storage.enable, uploaded or not (a failed upload's objects are orphans no
+// remote log names), and any partition that has a remote log. Called before the topic
+// is marked deleted, while its partitions and remote logs are still visible.
+func (c *change) purgeRemoteLogs(name string) {
+	t := c.existingTopic(name)
+	if t == nil {
+		return
+	}
+	tiered := topicconfig.Resolve(c.topicConfigs(name), nil).RemoteStorage()
+	for i := range c.partitionCount(name) {
+		if !tiered && c.remoteLog(name, i) == nil {
+			continue
+		}
+		leader := int32(-1)
+		if ps, ok := c.partition(name, i); ok {
+			leader = ps.Leader
+		}
+		if c.remotePurges == nil {
+			c.remotePurges = map[metadata.RemotePurgeKey]*pb.RemotePurge{}
+		}
+		c.remotePurges[metadata.RemotePurgeKey{TopicID: t.ID, Partition: i}] = remotePurgeToPB(
+			metadata.RemotePurge{Topic: name, TopicID: t.ID, Partition: i, Leader: leader})
+	}
+}
+
+// remotePurged drops a purge entry; one already dropped (a resend, a second broker's
+// report) changes nothing and is no error: the objects of a deleted topic id stay gone.
+func (c *change) remotePurged(r *pb.RemoteLogRecord) applyResult {
+	id, ok := topicIDOf(r.TopicId)
+	if !ok {
+		return applyResult{err: kafkaErrorf(kerr.InvalidRequest, "remote purge of %s-%d: bad topic id", r.Topic, r.Partition)}
+	}
+	k := metadata.RemotePurgeKey{TopicID: id, Partition: r.Partition}
+	if _, ok := c.base.RemotePurges[k]; !ok {
+		return applyResult{}
+	}
+	if c.purgesDone == nil {
+		c.purgesDone = map[metadata.RemotePurgeKey]bool{}
+	}
+	c.purgesDone[k] = true
+	return applyResult{}
+}
+
+// remotePurgesDelta lists the change's added and dropped purges for its delta.
+func (c *change) remotePurgesDelta() (added, done []*pb.RemotePurge) {
+	for _, k := range slices.SortedFunc(maps.Keys(c.remotePurges), compareRemotePurgeKey) {
+		added = append(added, c.remotePurges[k])
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(c.purgesDone), compareRemotePurgeKey) {
+		done = append(done, &pb.RemotePurge{TopicId: slices.Clone(k.TopicID[:]), Partition: k.Partition})
+	}
+	return added, done
 }

@@ -7,7 +7,9 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/shalelog/shale/metadata"
 
@@ -181,5 +183,135 @@ func TestRemoteLogRecords(t *testing.T) {
 	h.apply(&pb.Record{Record: &pb.Record_DeleteTopics{DeleteTopics: &pb.DeleteTopicsRecord{Topics: []*pb.TopicRef{{Name: "tiered"}}}}})
 	if rl := h.f.img.RemoteLog("tiered", 0); rl != nil {
 		t.Fatalf("remote log of a deleted topic kept: %+v", rl)
+	}
+}
+
+func remotePurged(id []byte, p, broker int32) *pb.Record {
+	return &pb.Record{Record: &pb.Record_RemoteLog{RemoteLog: &pb.RemoteLogRecord{TopicId: id, Partition: p, Broker: broker,
+		Op: &pb.RemoteLogRecord_Purged{Purged: &pb.RemotePurged{}}}}}
+}
+
+// Deleting a tiered topic keeps, in the same record, a purge entry for each of its
+// partitions (uploaded or not), by topic id, which survives a topic recreated under the
+// same name, snapshots and image chunks; a broker's purged op drops it, idempotently and
+// from any broker. An untiered topic leaves none.
+func TestRemotePurgeRecords(t *testing.T) {
+	h := newHarness(t)
+	for id := int32(1); id <= 3; id++ {
+		h.register(id, "")
+	}
+	tp := h.createTopic(&pb.NewTopic{Name: "tiered", NumPartitions: 2, ReplicationFactor: 2, Seed: 7,
+		Configs: map[string]string{"remote.storage.enable": "true"}})
+	if tp.err != nil {
+		t.Fatal(tp.err)
+	}
+	plain := h.mustCreate("plain", 1, 1)
+	id := tp.topic.ID
+	p0, p1 := h.part("tiered", 0), h.part("tiered", 1)
+	wantNoErr(t, h.apply(remoteCommit(remoteRec("tiered", id[:], 0, p0.Leader, p0.LeaderEpoch), "u1", 0, 99, 1000)).err)
+
+	// A purged op for a partition that has no entry (a late resend) is accepted and
+	// changes nothing.
+	before := h.f.img
+	wantNoErr(t, h.apply(remotePurged(id[:], 0, 1)).err)
+	if h.f.img != before || h.f.img.RemotePurges != nil {
+		t.Fatalf("purged op before any deletion changed the image: %+v", h.f.img.RemotePurges)
+	}
+
+	res := h.apply(&pb.Record{Record: &pb.Record_DeleteTopics{DeleteTopics: &pb.DeleteTopicsRecord{
+		Topics: []*pb.TopicRef{{Name: "tiered"}, {Name: "plain"}}}}})
+	for _, err := range res.value.([]error) {
+		wantNoErr(t, err)
+	}
+	want := metadata.RemotePurges{
+		{TopicID: id, Partition: 0}: {Topic: "tiered", TopicID: id, Partition: 0, Leader: p0.Leader},
+		{TopicID: id, Partition: 1}: {Topic: "tiered", TopicID: id, Partition: 1, Leader: p1.Leader},
+	}
+	if !reflect.DeepEqual(h.f.img.RemotePurges, want) {
+		t.Fatalf("purges after deleting the topics: %+v, want %+v", h.f.img.RemotePurges, want)
+	}
+	if h.f.img.RemoteLog("tiered", 0) != nil || h.f.img.Topic("plain") != nil || plain == nil {
+		t.Fatal("the deleted topics' state is kept")
+	}
+	// The leader at deletion purges while it is alive; fenced, the lowest live broker.
+	if got := h.f.img.RemotePurger(want[metadata.RemotePurgeKey{TopicID: id, Partition: 0}]); got != p0.Leader {
+		t.Fatalf("purger %d, want the leader %d", got, p0.Leader)
+	}
+
+	// A new topic of the same name: the old one's purges stay, its own remote log is
+	// empty.
+	again := h.createTopic(&pb.NewTopic{Name: "tiered", NumPartitions: 1, ReplicationFactor: 1, Seed: 7,
+		Configs: map[string]string{"remote.storage.enable": "true"}})
+	if again.err != nil || again.topic.ID == id {
+		t.Fatalf("recreating the topic: %v", again.err)
+	}
+	if !reflect.DeepEqual(h.f.img.RemotePurges, want) || h.f.img.RemoteLog("tiered", 0) != nil {
+		t.Fatalf("after recreating the topic: purges %+v, remote log %+v", h.f.img.RemotePurges, h.f.img.RemoteLog("tiered", 0))
+	}
+
+	// A snapshot carries the purges; a restored FSM carries on as the original; a broker
+	// rebuilding from image chunks gets the same.
+	data := snapshotBytes(t, h.f)
+	g := newFSM(slog.New(slog.DiscardHandler))
+	if err := g.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g.img.RemotePurges, want) {
+		t.Fatalf("restored purges %+v, want %+v", g.img.RemotePurges, want)
+	}
+	if !bytes.Equal(snapshotBytes(t, g), data) {
+		t.Fatal("snapshot of the restored state differs")
+	}
+	var a imageAssembler
+	var rebuilt *metadata.Image
+	var err error
+	for _, c := range imageChunks(h.f.img, nil, 1) {
+		if rebuilt, err = a.add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rebuilt == nil || !reflect.DeepEqual(rebuilt.RemotePurges, want) {
+		t.Fatalf("image chunks rebuilt %+v, want %+v", rebuilt, want)
+	}
+
+	// Purged from a broker that never led the partition: the entry goes, on the
+	// original and on the restored FSM alike; a duplicate changes nothing.
+	other := int32(6) - p0.Replicas[0] - p0.Replicas[1]
+	rec := remotePurged(id[:], 0, other)
+	wantNoErr(t, h.apply(rec).err)
+	raw, _ := proto.Marshal(rec)
+	if res, _ := g.Apply(&raft.Log{Index: h.index, Type: raft.LogCommand, Data: raw}).(applyResult); res.err != nil {
+		t.Fatal(res.err)
+	}
+	delete(want, metadata.RemotePurgeKey{TopicID: id, Partition: 0})
+	if !reflect.DeepEqual(h.f.img.RemotePurges, want) || !reflect.DeepEqual(g.img.RemotePurges, want) {
+		t.Fatalf("after purging partition 0: %+v and restored %+v, want %+v", h.f.img.RemotePurges, g.img.RemotePurges, want)
+	}
+	before = h.f.img
+	wantNoErr(t, h.apply(remotePurged(id[:], 0, p0.Leader)).err)
+	if h.f.img != before {
+		t.Fatal("a duplicate purged op changed the image")
+	}
+	wantKafkaErr(t, h.apply(remotePurged([]byte{1, 2}, 1, 1)).err, kerr.InvalidRequest)
+	wantNoErr(t, h.apply(remotePurged(id[:], 1, 1)).err)
+	if h.f.img.RemotePurges != nil {
+		t.Fatalf("purges left after both partitions: %+v", h.f.img.RemotePurges)
+	}
+}
+
+// A tiered topic whose remote storage setting comes from nothing but its own config and
+// that never uploaded still gets its purges: failed uploads may have left objects no
+// remote log names.
+func TestRemotePurgeWithoutUploads(t *testing.T) {
+	h := newHarness(t)
+	h.register(1, "")
+	tp := h.createTopic(&pb.NewTopic{Name: "tiered", NumPartitions: 3, ReplicationFactor: 1, Seed: 7,
+		Configs: map[string]string{"remote.storage.enable": "true"}})
+	if tp.err != nil {
+		t.Fatal(tp.err)
+	}
+	h.apply(&pb.Record{Record: &pb.Record_DeleteTopics{DeleteTopics: &pb.DeleteTopicsRecord{Topics: []*pb.TopicRef{{Name: "tiered"}}}}})
+	if n := len(h.f.img.RemotePurges); n != 3 {
+		t.Fatalf("%d purges, want 3: %+v", n, h.f.img.RemotePurges)
 	}
 }

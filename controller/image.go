@@ -149,6 +149,9 @@ func applyDelta(im *metadata.Image, d *pb.MetadataDelta) (*metadata.Image, error
 	if len(d.RemoteLogs) > 0 {
 		out.RemoteLogs = applyRemoteLogs(out.RemoteLogs, d.RemoteLogs)
 	}
+	if len(d.RemotePurges) > 0 || len(d.RemotePurgesDone) > 0 {
+		out.RemotePurges = applyRemotePurges(im.RemotePurges, d.RemotePurges, d.RemotePurgesDone)
+	}
 	if linksChanged(d) {
 		out.Links, out.Mirrors = applyLinks(im.Links, im.Mirrors, d.ClusterLinks, d.DeletedClusterLinks, d.MirrorTopics, d.DeletedMirrorTopics)
 	}
@@ -217,7 +220,8 @@ func imageChunks(im *metadata.Image, brokers []*pb.BrokerState, maxPartitions in
 	first := &pb.MetadataImageChunk{Offset: im.Offset, ClusterId: im.ClusterID, ControllerId: im.ControllerID,
 		Brokers: brokers, First: true, Coordinators: coordinatorsToPB(im.Coordinators), Acls: aclsToPB(im.ACLs.All()),
 		ClientQuotas: clientQuotasToPB(im.ClientQuotas), ClientMetrics: clientMetricsToPB(im.ClientMetrics),
-		GroupConfigs: groupConfigsToPB(im.GroupConfigs), ClusterLinks: linksToPB(im.Links), MirrorTopics: mirrorsToPB(im.Mirrors)}
+		GroupConfigs: groupConfigsToPB(im.GroupConfigs), ClusterLinks: linksToPB(im.Links), MirrorTopics: mirrorsToPB(im.Mirrors),
+		RemotePurges: remotePurgesToPB(im.RemotePurges)}
 	if im.SchemaRegistry != nil {
 		first.SchemaRegistry = registryToPB(im.SchemaRegistry)
 	}
@@ -265,6 +269,9 @@ func (a *imageAssembler) add(c *pb.MetadataImageChunk) (*metadata.Image, error) 
 		a.im.ClientMetrics = applyClientMetrics(nil, c.ClientMetrics)
 		a.im.GroupConfigs = applyGroupConfigs(nil, c.GroupConfigs)
 		a.im.Links, a.im.Mirrors = applyLinks(nil, nil, c.ClusterLinks, nil, c.MirrorTopics, nil)
+		if len(c.RemotePurges) > 0 {
+			a.im.RemotePurges = applyRemotePurges(nil, c.RemotePurges, nil)
+		}
 		if c.SchemaRegistry != nil {
 			a.im.SchemaRegistry = applyRegistryDelta(nil, c.SchemaRegistry)
 		}

@@ -77,5 +77,22 @@ func TestRemoteLogThroughService(t *testing.T) {
 			rl := im.RemoteLog("tiered", 0)
 			return rl != nil && len(rl.Segments) == 0 && len(rl.Deleting) == 0 && rl.LogStart == 10
 		})
+
+		// Deleting the topic leaves its purge in the broker's image until a broker
+		// reports its objects gone; a resent report is accepted.
+		if errs := b.DeleteTopics(ctx, []string{"tiered"}); errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+		key := metadata.RemotePurgeKey{TopicID: topic.ID, Partition: 0}
+		im = waitImage(t, b, "purge entry", func(im *metadata.Image) bool { return im.Topic("tiered") == nil })
+		if pg, ok := im.RemotePurges[key]; !ok || pg.Topic != "tiered" || pg.Leader != 1 || im.RemotePurger(pg) != 1 {
+			t.Fatalf("purges in the broker's image: %+v", im.RemotePurges)
+		}
+		for range 2 {
+			if err := b.RemotePurged(ctx, topic.ID, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitImage(t, b, "purge entry dropped", func(im *metadata.Image) bool { return len(im.RemotePurges) == 0 })
 	}
 }

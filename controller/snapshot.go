@@ -64,7 +64,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 
 		consumerGroups: f.consumerGroupSnapshotLocked(),
 	}
-	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.img.ClientMetrics) + len(s.img.GroupConfigs) + len(s.img.Links) + len(s.img.Mirrors) + len(s.scram) + len(s.txns) + len(s.share) + len(s.remote) + len(s.consumerGroups))
+	s.header.ItemCount = uint64(len(s.brokers) + len(s.img.Topics) + len(groups) + s.img.ACLs.Len() + len(s.img.ClientQuotas) + len(s.img.ClientMetrics) + len(s.img.GroupConfigs) + len(s.img.Links) + len(s.img.Mirrors) + len(s.scram) + len(s.txns) + len(s.share) + len(s.remote) + len(s.img.RemotePurges) + len(s.consumerGroups))
 	if s.img.SchemaRegistry != nil {
 		s.header.ItemCount++
 	}
@@ -168,6 +168,11 @@ func (s *fsmSnapshot) write(sink io.Writer) error {
 			return err
 		}
 	}
+	for _, p := range remotePurgesToPB(s.img.RemotePurges) {
+		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_RemotePurge{RemotePurge: p}}); err != nil {
+			return err
+		}
+	}
 	for _, cg := range s.consumerGroups {
 		if err := item(&pb.SnapshotItem{Item: &pb.SnapshotItem_ConsumerGroup{ConsumerGroup: cg}}); err != nil {
 			return err
@@ -242,6 +247,7 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 	st.img.Coordinators = cs
 	var acls []acl.Binding
 	var remote []*pb.RemoteLogState
+	var purges []*pb.RemotePurge
 	for i := uint64(0); i < h.ItemCount; i++ {
 		var it pb.SnapshotItem
 		if err := opts.UnmarshalFrom(r, &it); err != nil {
@@ -287,6 +293,8 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 			st.share[shareKeyOf(x.SharePartition)] = x.SharePartition
 		case *pb.SnapshotItem_RemoteLog:
 			remote = append(remote, x.RemoteLog)
+		case *pb.SnapshotItem_RemotePurge:
+			purges = append(purges, x.RemotePurge)
 		case *pb.SnapshotItem_ConsumerGroup:
 			st.consumerGroups[x.ConsumerGroup.Group] = x.ConsumerGroup
 		default:
@@ -298,6 +306,9 @@ func readSnapshot(r *bufio.Reader) (*restoredState, error) {
 	}
 	if len(remote) > 0 {
 		st.img.RemoteLogs = applyRemoteLogs(nil, remote)
+	}
+	if len(purges) > 0 {
+		st.img.RemotePurges = applyRemotePurges(nil, purges, nil)
 	}
 	st.offsetsLogEnd = max(st.offsetsLogEnd, h.OffsetsLogEnd)
 	if _, err := r.ReadByte(); err != io.EOF {

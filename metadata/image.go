@@ -74,6 +74,9 @@ type Image struct {
 	GroupConfigs GroupConfigs
 	// RemoteLogs are the partitions' remote logs (tiered storage, remotelog.go). Immutable.
 	RemoteLogs RemoteLogs
+	// RemotePurges are the partitions of deleted tiered topics whose remote objects are
+	// still to be deleted (remotelog.go); nil when none. Immutable.
+	RemotePurges RemotePurges
 	// Links are the cluster links and Mirrors the mirror topics (links.go). Immutable.
 	Links   ClusterLinks
 	Mirrors MirrorTopics

@@ -17,6 +17,13 @@ import (
 // service (they are no longer read, counted or offered), the leader deletes their
 // objects, then FinishRemoteDelete drops their record. Objects under an upload id that is
 // not in the image (a failed or abandoned upload) are orphans the leader deletes later.
+//
+// Deleting a tiered topic deletes its objects too, as Kafka does. The controller keeps,
+// in the record that deletes the topic, a RemotePurge for each of its partitions, by
+// topic id; one broker (Image.RemotePurger) deletes every object under the partition's
+// prefix and reports it done (RemotePurged), which drops the entry. The entry is in the
+// image, the controller's log and its snapshots, so a broker that restarts before it is
+// done, or every broker restarting, leaves no object behind.
 
 // RemoteSegmentState is where a remote segment is in its life.
 type RemoteSegmentState int8
@@ -228,10 +235,59 @@ func (im *Image) RemoteLog(topic string, partition int32) *RemoteLog {
 	return im.RemoteLogs[RemoteLogKey{topic, partition}]
 }
 
+// RemotePurgeKey names a partition of a deleted topic by its topic id, which no other
+// topic ever takes (a topic recreated under the same name has a new one).
+type RemotePurgeKey struct {
+	TopicID   [16]byte
+	Partition int32
+}
+
+// RemotePurge is a partition of a deleted tiered topic whose objects in the remote store
+// are still to be deleted: every object under remotelog.PartitionPrefix(TopicID,
+// Partition), committed segments and orphans of failed uploads alike.
+type RemotePurge struct {
+	// Topic is the deleted topic's name, for logs.
+	Topic     string
+	TopicID   [16]byte
+	Partition int32
+	// Leader was the partition's leader when the topic was deleted, -1 when none.
+	Leader int32
+}
+
+// RemotePurges are the pending purges, by topic id and partition. Immutable once in an
+// image; nil when there are none.
+type RemotePurges map[RemotePurgeKey]RemotePurge
+
+// RemotePurger returns the broker that is to delete a purge's objects: the partition's
+// leader when its topic was deleted, while that broker is registered and unfenced (it
+// uploaded the segments, and its own uploader runs one pass at a time, so its purge
+// comes after any upload of the partition it had under way), else the registered,
+// unfenced broker of the lowest id; -1 when there is none. One broker per image, not
+// every broker, so that a failing store is not listed by the whole cluster every pass;
+// any other choice would be as safe, since deleting a deleted topic's objects and
+// reporting it done are idempotent: two brokers whose images disagree for a moment both
+// purging is harmless.
+func (im *Image) RemotePurger(p RemotePurge) int32 {
+	if im == nil {
+		return -1
+	}
+	if b, ok := im.Brokers[p.Leader]; ok && !b.Fenced {
+		return p.Leader
+	}
+	out := int32(-1)
+	for id, b := range im.Brokers {
+		if !b.Fenced && (out < 0 || id < out) {
+			out = id
+		}
+	}
+	return out
+}
+
 // RemoteLogStore is what a partition leader needs from the quorum for tiered storage.
-// Every call is fenced: the caller must be the partition's leader at leaderEpoch
-// (FENCED_LEADER_EPOCH otherwise, NOT_LEADER_OR_FOLLOWER when another broker leads at that
-// epoch), and the topic must still be the one topicID names (UNKNOWN_TOPIC_ID).
+// Every call but RemotePurged is fenced: the caller must be the partition's leader at
+// leaderEpoch (FENCED_LEADER_EPOCH otherwise, NOT_LEADER_OR_FOLLOWER when another broker
+// leads at that epoch), and the topic must still be the one topicID names
+// (UNKNOWN_TOPIC_ID).
 type RemoteLogStore interface {
 	// CommitRemoteSegment records an uploaded segment as part of the remote log. A resend
 	// of an already committed upload (same upload id and range) succeeds again; a segment
@@ -249,4 +305,8 @@ type RemoteLogStore interface {
 	// FinishRemoteDelete drops the records of segments whose deletion started, once their
 	// objects are gone. Ids no longer known are accepted (a resend).
 	FinishRemoteDelete(ctx context.Context, topic string, topicID [16]byte, partition, leaderEpoch int32, uploadIDs []string) error
+	// RemotePurged drops the purge entry of a deleted topic's partition once every object
+	// under its prefix is gone. Any broker may send it; an entry already dropped (a
+	// resend, another broker's purge) is accepted.
+	RemotePurged(ctx context.Context, topicID [16]byte, partition int32) error
 }

@@ -40,3 +40,27 @@ func TestRemoteLogSize(t *testing.T) {
 		t.Fatalf("nil remote log: Size() = %d, %d", b, n)
 	}
 }
+
+// TestRemotePurger: the partition's leader at deletion purges while it is registered and
+// unfenced; otherwise the lowest unfenced broker does; nobody when every broker is
+// fenced.
+func TestRemotePurger(t *testing.T) {
+	im := &Image{Brokers: map[int32]Broker{1: {ID: 1}, 2: {ID: 2}, 3: {ID: 3}}}
+	p := RemotePurge{TopicID: [16]byte{1}, Partition: 0, Leader: 3}
+	if got := im.RemotePurger(p); got != 3 {
+		t.Fatalf("leader alive: purger %d, want 3", got)
+	}
+	im.Brokers[3] = Broker{ID: 3, Fenced: true}
+	im.Brokers[1] = Broker{ID: 1, Fenced: true}
+	if got := im.RemotePurger(p); got != 2 {
+		t.Fatalf("leader fenced: purger %d, want 2", got)
+	}
+	delete(im.Brokers, 3)
+	if got := im.RemotePurger(RemotePurge{Leader: -1}); got != 2 {
+		t.Fatalf("no leader: purger %d, want 2", got)
+	}
+	im.Brokers[2] = Broker{ID: 2, Fenced: true}
+	if got := im.RemotePurger(p); got != -1 {
+		t.Fatalf("every broker fenced: purger %d, want -1", got)
+	}
+}

@@ -614,9 +614,6 @@ func (m *Manager) apply(im *metadata.Image, startup bool) {
 		tp := partition.TopicPartition{Topic: p.Topic(), Index: p.Index()}
 		if !want[tp] {
 			m.lg.Info("removing replica", "partition", tp)
-			if t := im.Topic(tp.Topic); t == nil || t.ID != p.TopicID() {
-				m.topicGone(p) // tiered.go
-			}
 			if err := m.parts.Remove(tp.Topic, tp.Index); err != nil {
 				m.lg.Error("cannot remove replica", "partition", tp, "err", err)
 			}
@@ -658,7 +655,6 @@ func (m *Manager) removeRecreated(im *metadata.Image) {
 		tp, oldID := partition.TopicPartition{Topic: p.Topic(), Index: p.Index()}, p.TopicID()
 		m.lg.Warn("topic recreated under the same name; setting the old topic's replica aside", "partition", tp,
 			"old_topic_id", hex.EncodeToString(oldID[:]), "topic_id", hex.EncodeToString(t.ID[:]))
-		m.topicGone(p) // tiered.go
 		if err := m.parts.Remove(tp.Topic, tp.Index); err != nil {
 			// The replica is closed and forgotten all the same; opening the new topic's
 			// finds the old directory by its partition.metadata and sets it aside then.

@@ -1,12 +1,15 @@
 package replication
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -55,10 +58,6 @@ type tiering struct {
 	// lagBytes and lagSegments are, per partition led here, the closed segments wholly
 	// below the high watermark not yet in the remote log, as of the last pass.
 	lagBytes, lagSegments map[partition.TopicPartition]int64
-
-	// gone are partitions of deleted tiered topics whose uploads are still to be
-	// deleted (Kafka deletes a deleted topic's remote log too).
-	gone []goneRemote
 
 	uploadedBytes, uploadedSegments, readBytes prometheus.Counter
 	errs                                       *prometheus.CounterVec
@@ -179,10 +178,12 @@ func (m *Manager) remoteSource() remotelog.Source {
 }
 
 var (
+	// Kafka's RemoteCopyLagBytes and RemoteCopyLagSegments, per partition as Kafka's, from
+	// the partition's leader, as of its uploader's last pass.
 	tierLagBytes = prometheus.NewDesc("shale_remote_log_upload_lag_bytes",
-		"Bytes of closed segments below the high watermark that the remote log does not hold yet, over the tiered partitions this broker leads.", nil, nil)
+		"Bytes of closed segments below the high watermark that the remote log does not hold yet, of a tiered partition this broker leads.", []string{"topic", "partition"}, nil)
 	tierLagSegments = prometheus.NewDesc("shale_remote_log_upload_lag_segments",
-		"Closed segments below the high watermark that the remote log does not hold yet, over the tiered partitions this broker leads.", nil, nil)
+		"Closed segments below the high watermark that the remote log does not hold yet, of a tiered partition this broker leads.", []string{"topic", "partition"}, nil)
 	// KIP-963's RemoteLogSizeBytes, per partition as Kafka's, from the partition's leader
 	// only, so that a sum over the brokers counts each remote log once.
 	tierSizeBytes = prometheus.NewDesc("shale_remote_log_size_bytes",
@@ -204,14 +205,13 @@ func (t *tiering) Describe(ch chan<- *prometheus.Desc) {
 
 func (t *tiering) Collect(ch chan<- prometheus.Metric) {
 	t.mu.Lock()
-	var b, s int64
-	for tp := range t.lagBytes {
-		b += t.lagBytes[tp]
-		s += t.lagSegments[tp]
-	}
+	lagBytes, lagSegments := maps.Clone(t.lagBytes), maps.Clone(t.lagSegments)
 	t.mu.Unlock()
-	ch <- prometheus.MustNewConstMetric(tierLagBytes, prometheus.GaugeValue, float64(b))
-	ch <- prometheus.MustNewConstMetric(tierLagSegments, prometheus.GaugeValue, float64(s))
+	for tp, b := range lagBytes {
+		labels := []string{tp.Topic, strconv.Itoa(int(tp.Index))}
+		ch <- prometheus.MustNewConstMetric(tierLagBytes, prometheus.GaugeValue, float64(b), labels...)
+		ch <- prometheus.MustNewConstMetric(tierLagSegments, prometheus.GaugeValue, float64(lagSegments[tp]), labels...)
+	}
 	t.collectSizes(ch)
 	t.uploadedBytes.Collect(ch)
 	t.uploadedSegments.Collect(ch)
@@ -268,49 +268,45 @@ func (m *Manager) tierLoop() {
 	}
 }
 
-// goneRemote is a partition of a deleted topic, by topic id.
-type goneRemote struct {
-	topicID   [16]byte
-	partition int32
-}
-
-// topicGone notes that a replica's topic was deleted: if it was tiered, its uploads are
-// deleted by the uploader's next passes. Every replica of the partition does it (deleting
-// is idempotent), so that one broker down does not leave them behind; those of a broker
-// that restarts before it is done are left in the store.
-func (m *Manager) topicGone(p *partition.Partition) {
-	if m.tier == nil || !p.Settings().Tiered {
-		return
-	}
-	m.tier.mu.Lock()
-	m.tier.gone = append(m.tier.gone, goneRemote{p.TopicID(), p.Index()})
-	m.tier.mu.Unlock()
-}
-
-// deleteGone deletes the uploads of deleted topics' partitions, keeping those that fail
-// for the next pass.
-func (m *Manager) deleteGone(ctx context.Context) {
+// purgeDeleted deletes the remote objects of the deleted tiered topics' partitions that
+// the image still lists (metadata.Image.RemotePurges) and names this broker to purge
+// (metadata.Image.RemotePurger), and reports each done to the controller, which drops
+// its entry. The list is the quorum's, not this broker's memory, so a purge that a
+// restart (of this broker or of every broker) interrupts is picked up again by whichever
+// broker the image names then. A purge that fails is retried at the next pass.
+func (m *Manager) purgeDeleted(ctx context.Context, im *metadata.Image) {
 	t := m.tier
-	t.mu.Lock()
-	gone := t.gone
-	t.gone = nil
-	t.mu.Unlock()
-	var left []goneRemote
-	for _, g := range gone {
-		if err := m.deleteUploads(ctx, g); err != nil {
+	for _, k := range slices.SortedFunc(maps.Keys(im.RemotePurges), func(a, b metadata.RemotePurgeKey) int {
+		return cmp.Or(slices.Compare(a.TopicID[:], b.TopicID[:]), cmp.Compare(a.Partition, b.Partition))
+	}) {
+		if ctx.Err() != nil {
+			return
+		}
+		p := im.RemotePurges[k]
+		if im.RemotePurger(p) != m.cfg.NodeID {
+			continue
+		}
+		lg := m.lg.With("topic", p.Topic, "topic_id", hex.EncodeToString(p.TopicID[:]), "partition", p.Partition)
+		if err := m.deleteUploads(ctx, p.TopicID, p.Partition); err != nil {
 			t.errs.WithLabelValues("delete").Inc()
-			m.lg.Warn("deleting a deleted topic's remote log failed; retried at the next pass", "topic_id", hex.EncodeToString(g.topicID[:]), "partition", g.partition, "err", err)
-			left = append(left, g)
+			lg.Warn("deleting a deleted topic's remote log failed; retried at the next pass", "err", err)
+			continue
+		}
+		cctx, cancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
+		err := t.logs.RemotePurged(cctx, p.TopicID, p.Partition)
+		cancel()
+		if err != nil {
+			// The objects are gone; the next pass finds none and reports again.
+			t.errs.WithLabelValues("delete").Inc()
+			lg.Warn("reporting a deleted topic's remote log deleted failed; retried at the next pass", "err", err)
 		}
 	}
-	t.mu.Lock()
-	t.gone = append(t.gone, left...)
-	t.mu.Unlock()
 }
 
-func (m *Manager) deleteUploads(ctx context.Context, g goneRemote) error {
+// deleteUploads deletes every upload under a partition's prefix in the store.
+func (m *Manager) deleteUploads(ctx context.Context, topicID [16]byte, partition int32) error {
 	cctx, cancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
-	ups, err := remotelog.ListUploads(cctx, m.tier.store, g.topicID, g.partition)
+	ups, err := remotelog.ListUploads(cctx, m.tier.store, topicID, partition)
 	cancel()
 	if err != nil {
 		return err
@@ -329,8 +325,8 @@ func (m *Manager) deleteUploads(ctx context.Context, g goneRemote) error {
 // tierPass runs one round of the uploader over every tiered partition led here.
 func (m *Manager) tierPass(ctx context.Context) {
 	t := m.tier
-	m.deleteGone(ctx)
 	im := m.Image()
+	m.purgeDeleted(ctx, im)
 	led := map[partition.TopicPartition]bool{}
 	for _, p := range m.parts.All() {
 		if ctx.Err() != nil {

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -459,9 +461,11 @@ func (d *downStore) List(ctx context.Context, prefix string) ([]objstore.Object,
 // local log shrinks, and the whole log still reads from 0.
 func TestTieredStorageStoreDown(t *testing.T) {
 	store := &downStore{Store: objstore.NewMemory(), down: true}
+	var reg *prometheus.Registry // each start of the broker registers anew
 	b := brokertest.Start(t, brokertest.WithOptions(func(o *broker.Options) {
+		reg = prometheus.NewRegistry()
 		o.Replication = replication.Config{Logger: quiet(), RemoteStore: store, RemoteTaskInterval: 50 * time.Millisecond,
-			RemoteRequestTimeout: 200 * time.Millisecond, RetentionCheckInterval: 50 * time.Millisecond}
+			RemoteRequestTimeout: 200 * time.Millisecond, RetentionCheckInterval: 50 * time.Millisecond, Registry: reg}
 		o.Protocol = protocol.Config{Logger: quiet(), DeleteTopicEnable: true}
 		o.ShutdownGrace = time.Second
 	}), tieredController())
@@ -478,6 +482,13 @@ func TestTieredStorageStoreDown(t *testing.T) {
 	if len(p.SealedSegments()) < 5 || p.LocalLogStartOffset() != 0 {
 		t.Fatalf("with the store down: %d closed segments, local log start %d; want them all kept", len(p.SealedSegments()), p.LocalLogStartOffset())
 	}
+	// The upload lag is the partition's, as Kafka's RemoteCopyLagSegments and
+	// RemoteCopyLagBytes: every closed segment below the high watermark.
+	waitFor(t, "the partition's upload lag", func() bool {
+		segs := gaugeOf(t, reg, "shale_remote_log_upload_lag_segments", map[string]string{"topic": topic, "partition": "0"})
+		size := gaugeOf(t, reg, "shale_remote_log_upload_lag_bytes", map[string]string{"topic": topic, "partition": "0"})
+		return segs >= 5 && size >= 5*1024
+	})
 	checkLogFrom0(t, ctx, b, topic, produced)
 
 	store.setDown(false)
@@ -517,6 +528,87 @@ func TestTieredStorageStoreDown(t *testing.T) {
 			t.Fatal(err)
 		}
 		return len(objs) == 0
+	})
+}
+
+// gaugeOf returns the value of the gauge name whose labels are labels in reg, -1 when
+// there is none.
+func gaugeOf(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			if maps.Equal(got, labels) {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+// TestTieredStorageDeletedTopicPurgedAfterRestart: a tiered topic deleted while the
+// object store is down leaves its objects behind for now; the broker and its quorum
+// restart before the store is back, and the restarted broker still deletes every object
+// of the topic and reports it, which drops the purge from the image. No orphan is left.
+func TestTieredStorageDeletedTopicPurgedAfterRestart(t *testing.T) {
+	mem := objstore.NewMemory()
+	store := &downStore{Store: mem}
+	b := brokertest.Start(t, brokertest.WithOptions(func(o *broker.Options) {
+		o.Replication = replication.Config{Logger: quiet(), RemoteStore: store, RemoteTaskInterval: 50 * time.Millisecond,
+			RemoteRequestTimeout: 200 * time.Millisecond, RetentionCheckInterval: 50 * time.Millisecond}
+		o.Protocol = protocol.Config{Logger: quiet(), DeleteTopicEnable: true}
+		o.ShutdownGrace = time.Second
+	}), tieredController())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := b.Client(kgo.ProducerLinger(0))
+	const topic = "purged"
+	createTieredTopic(t, ctx, kadm.NewClient(cl), topic, 1)
+	produceValues(t, ctx, cl, topic, "p", 0, 100)
+	waitFor(t, "uploads", func() bool { return b.Replicas().Image().RemoteLog(topic, 0).CoveredEnd() > 30 })
+	id := b.Replicas().Image().Topic(topic).ID
+	objects := func() int {
+		objs, err := mem.List(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(objs)
+	}
+
+	store.setDown(true)
+	if _, err := kadm.NewClient(cl).DeleteTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	key := metadata.RemotePurgeKey{TopicID: id, Partition: 0}
+	b.WaitApplied("the purge in the image", func(im *metadata.Image) bool {
+		_, ok := im.RemotePurges[key]
+		return im.Topic(topic) == nil && ok
+	})
+	blocked := store.blockedCalls()
+	waitFor(t, "a purge tried against the unreachable store", func() bool { return store.blockedCalls() > blocked })
+	if objects() == 0 {
+		t.Fatal("the objects went with the store down")
+	}
+
+	b = b.Restart()
+	if _, ok := b.Replicas().Image().RemotePurges[key]; !ok {
+		t.Fatalf("the purge did not survive the restart: %+v", b.Replicas().Image().RemotePurges)
+	}
+	store.setDown(false)
+	waitFor(t, "the deleted topic's objects gone and its purge dropped", func() bool {
+		_, ok := b.Replicas().Image().RemotePurges[key]
+		return !ok && objects() == 0
 	})
 }
 

@@ -450,9 +450,13 @@ type MetadataDelta struct {
 	MirrorTopics        []*MirrorTopicState `protobuf:"bytes,242,rep,name=mirror_topics,json=mirrorTopics,proto3" json:"mirror_topics,omitempty"`
 	DeletedMirrorTopics []string            `protobuf:"bytes,243,rep,name=deleted_mirror_topics,json=deletedMirrorTopics,proto3" json:"deleted_mirror_topics,omitempty"`
 	// Partitions whose remote log changed, complete (fsm_remotelog.go).
-	RemoteLogs    []*RemoteLogState `protobuf:"bytes,260,rep,name=remote_logs,json=remoteLogs,proto3" json:"remote_logs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RemoteLogs []*RemoteLogState `protobuf:"bytes,260,rep,name=remote_logs,json=remoteLogs,proto3" json:"remote_logs,omitempty"`
+	// Partitions of deleted tiered topics whose remote objects are now to be deleted,
+	// and those whose objects are gone (topic_id and partition only), applied first.
+	RemotePurges     []*RemotePurge `protobuf:"bytes,261,rep,name=remote_purges,json=remotePurges,proto3" json:"remote_purges,omitempty"`
+	RemotePurgesDone []*RemotePurge `protobuf:"bytes,262,rep,name=remote_purges_done,json=remotePurgesDone,proto3" json:"remote_purges_done,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *MetadataDelta) Reset() {
@@ -621,6 +625,20 @@ func (x *MetadataDelta) GetDeletedMirrorTopics() []string {
 func (x *MetadataDelta) GetRemoteLogs() []*RemoteLogState {
 	if x != nil {
 		return x.RemoteLogs
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetRemotePurges() []*RemotePurge {
+	if x != nil {
+		return x.RemotePurges
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetRemotePurgesDone() []*RemotePurge {
+	if x != nil {
+		return x.RemotePurgesDone
 	}
 	return nil
 }
@@ -802,6 +820,7 @@ type MetadataImageChunk struct {
 	ClusterLinks   []*ClusterLinkState   `protobuf:"bytes,240,rep,name=cluster_links,json=clusterLinks,proto3" json:"cluster_links,omitempty"`    // in the first chunk
 	MirrorTopics   []*MirrorTopicState   `protobuf:"bytes,242,rep,name=mirror_topics,json=mirrorTopics,proto3" json:"mirror_topics,omitempty"`    // in the first chunk
 	RemoteLogs     []*RemoteLogState     `protobuf:"bytes,260,rep,name=remote_logs,json=remoteLogs,proto3" json:"remote_logs,omitempty"`          // in the chunk of their topic
+	RemotePurges   []*RemotePurge        `protobuf:"bytes,261,rep,name=remote_purges,json=remotePurges,proto3" json:"remote_purges,omitempty"`    // in the first chunk
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -944,6 +963,13 @@ func (x *MetadataImageChunk) GetMirrorTopics() []*MirrorTopicState {
 func (x *MetadataImageChunk) GetRemoteLogs() []*RemoteLogState {
 	if x != nil {
 		return x.RemoteLogs
+	}
+	return nil
+}
+
+func (x *MetadataImageChunk) GetRemotePurges() []*RemotePurge {
+	if x != nil {
+		return x.RemotePurges
 	}
 	return nil
 }
@@ -2487,6 +2513,77 @@ func (x *RemoteLogState) GetLogStart() int64 {
 	return 0
 }
 
+// RemotePurge is a partition of a deleted tiered topic whose objects in the remote store
+// are still to be deleted (fsm_remotelog.go). It is named by topic id, which is never
+// reused, not by the topic's name, which a new topic may take.
+type RemotePurge struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TopicId       []byte                 `protobuf:"bytes,1,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Topic         string                 `protobuf:"bytes,3,opt,name=topic,proto3" json:"topic,omitempty"`    // the deleted topic's name, for logs
+	Leader        int32                  `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"` // the partition's leader when the topic was deleted, -1 when none
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemotePurge) Reset() {
+	*x = RemotePurge{}
+	mi := &file_metadata_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemotePurge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemotePurge) ProtoMessage() {}
+
+func (x *RemotePurge) ProtoReflect() protoreflect.Message {
+	mi := &file_metadata_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemotePurge.ProtoReflect.Descriptor instead.
+func (*RemotePurge) Descriptor() ([]byte, []int) {
+	return file_metadata_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *RemotePurge) GetTopicId() []byte {
+	if x != nil {
+		return x.TopicId
+	}
+	return nil
+}
+
+func (x *RemotePurge) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *RemotePurge) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *RemotePurge) GetLeader() int32 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
 var File_metadata_proto protoreflect.FileDescriptor
 
 const file_metadata_proto_rawDesc = "" +
@@ -2527,7 +2624,8 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe3\t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfc\n" +
+	"\n" +
 	"\rMetadataDelta\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1f\n" +
 	"\vprev_offset\x18\x02 \x01(\x04R\n" +
@@ -2551,7 +2649,9 @@ const file_metadata_proto_rawDesc = "" +
 	"\rmirror_topics\x18\xf2\x01 \x03(\v2%.shale.controller.v1.MirrorTopicStateR\fmirrorTopics\x123\n" +
 	"\x15deleted_mirror_topics\x18\xf3\x01 \x03(\tR\x13deletedMirrorTopics\x12E\n" +
 	"\vremote_logs\x18\x84\x02 \x03(\v2#.shale.controller.v1.RemoteLogStateR\n" +
-	"remoteLogsB\r\n" +
+	"remoteLogs\x12F\n" +
+	"\rremote_purges\x18\x85\x02 \x03(\v2 .shale.controller.v1.RemotePurgeR\fremotePurges\x12O\n" +
+	"\x12remote_purges_done\x18\x86\x02 \x03(\v2 .shale.controller.v1.RemotePurgeR\x10remotePurgesDoneB\r\n" +
 	"\v_cluster_idB\x10\n" +
 	"\x0e_controller_id\"\x81\x01\n" +
 	"\x10CoordinatorState\x12\x1c\n" +
@@ -2571,7 +2671,7 @@ const file_metadata_proto_rawDesc = "" +
 	"partitions\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xae\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf6\a\n" +
 	"\x12MetadataImageChunk\x12R\n" +
 	"\x0fschema_registry\x18\xaa\x01 \x01(\v2(.shale.controller.v1.SchemaRegistryDeltaR\x0eschemaRegistry\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1d\n" +
@@ -2590,7 +2690,8 @@ const file_metadata_proto_rawDesc = "" +
 	"\rcluster_links\x18\xf0\x01 \x03(\v2%.shale.controller.v1.ClusterLinkStateR\fclusterLinks\x12K\n" +
 	"\rmirror_topics\x18\xf2\x01 \x03(\v2%.shale.controller.v1.MirrorTopicStateR\fmirrorTopics\x12E\n" +
 	"\vremote_logs\x18\x84\x02 \x03(\v2#.shale.controller.v1.RemoteLogStateR\n" +
-	"remoteLogs\"?\n" +
+	"remoteLogs\x12F\n" +
+	"\rremote_purges\x18\x85\x02 \x03(\v2 .shale.controller.v1.RemotePurgeR\fremotePurges\"?\n" +
 	"\x0fQuotaEntityPart\x12\x18\n" +
 	"\adefault\x18\x01 \x01(\bR\adefault\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"\x90\x01\n" +
@@ -2735,7 +2836,12 @@ const file_metadata_proto_rawDesc = "" +
 	"\btopic_id\x18\x02 \x01(\fR\atopicId\x12\x1c\n" +
 	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12A\n" +
 	"\bsegments\x18\x04 \x03(\v2%.shale.controller.v1.RemoteLogSegmentR\bsegments\x12\x1b\n" +
-	"\tlog_start\x18\x05 \x01(\x03R\blogStartB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
+	"\tlog_start\x18\x05 \x01(\x03R\blogStart\"t\n" +
+	"\vRemotePurge\x12\x19\n" +
+	"\btopic_id\x18\x01 \x01(\fR\atopicId\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
+	"\x05topic\x18\x03 \x01(\tR\x05topic\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\x05R\x06leaderB9Z7github.com/shalelog/shale/controller/proto;controllerpbb\x06proto3"
 
 var (
 	file_metadata_proto_rawDescOnce sync.Once
@@ -2749,7 +2855,7 @@ func file_metadata_proto_rawDescGZIP() []byte {
 	return file_metadata_proto_rawDescData
 }
 
-var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_metadata_proto_goTypes = []any{
 	(*Error)(nil),                   // 0: shale.controller.v1.Error
 	(*Listener)(nil),                // 1: shale.controller.v1.Listener
@@ -2782,16 +2888,17 @@ var file_metadata_proto_goTypes = []any{
 	(*RemoteLogSegment)(nil),        // 28: shale.controller.v1.RemoteLogSegment
 	(*RemoteEpochStart)(nil),        // 29: shale.controller.v1.RemoteEpochStart
 	(*RemoteLogState)(nil),          // 30: shale.controller.v1.RemoteLogState
-	nil,                             // 31: shale.controller.v1.TopicState.ConfigsEntry
-	nil,                             // 32: shale.controller.v1.TopicDelta.ConfigsEntry
-	nil,                             // 33: shale.controller.v1.ClientQuotaState.ValuesEntry
-	nil,                             // 34: shale.controller.v1.ClientMetricsState.ConfigsEntry
-	nil,                             // 35: shale.controller.v1.GroupConfigState.ConfigsEntry
-	nil,                             // 36: shale.controller.v1.ClusterLinkState.ConfigsEntry
+	(*RemotePurge)(nil),             // 31: shale.controller.v1.RemotePurge
+	nil,                             // 32: shale.controller.v1.TopicState.ConfigsEntry
+	nil,                             // 33: shale.controller.v1.TopicDelta.ConfigsEntry
+	nil,                             // 34: shale.controller.v1.ClientQuotaState.ValuesEntry
+	nil,                             // 35: shale.controller.v1.ClientMetricsState.ConfigsEntry
+	nil,                             // 36: shale.controller.v1.GroupConfigState.ConfigsEntry
+	nil,                             // 37: shale.controller.v1.ClusterLinkState.ConfigsEntry
 }
 var file_metadata_proto_depIdxs = []int32{
 	1,  // 0: shale.controller.v1.BrokerState.listeners:type_name -> shale.controller.v1.Listener
-	31, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
+	32, // 1: shale.controller.v1.TopicState.configs:type_name -> shale.controller.v1.TopicState.ConfigsEntry
 	3,  // 2: shale.controller.v1.TopicState.partitions:type_name -> shale.controller.v1.PartitionState
 	2,  // 3: shale.controller.v1.MetadataDelta.brokers:type_name -> shale.controller.v1.BrokerState
 	7,  // 4: shale.controller.v1.MetadataDelta.topics:type_name -> shale.controller.v1.TopicDelta
@@ -2805,38 +2912,41 @@ var file_metadata_proto_depIdxs = []int32{
 	26, // 12: shale.controller.v1.MetadataDelta.cluster_links:type_name -> shale.controller.v1.ClusterLinkState
 	27, // 13: shale.controller.v1.MetadataDelta.mirror_topics:type_name -> shale.controller.v1.MirrorTopicState
 	30, // 14: shale.controller.v1.MetadataDelta.remote_logs:type_name -> shale.controller.v1.RemoteLogState
-	32, // 15: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
-	3,  // 16: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
-	25, // 17: shale.controller.v1.MetadataImageChunk.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
-	2,  // 18: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
-	4,  // 19: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
-	6,  // 20: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	17, // 21: shale.controller.v1.MetadataImageChunk.acls:type_name -> shale.controller.v1.AclBinding
-	11, // 22: shale.controller.v1.MetadataImageChunk.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
-	12, // 23: shale.controller.v1.MetadataImageChunk.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
-	13, // 24: shale.controller.v1.MetadataImageChunk.group_configs:type_name -> shale.controller.v1.GroupConfigState
-	26, // 25: shale.controller.v1.MetadataImageChunk.cluster_links:type_name -> shale.controller.v1.ClusterLinkState
-	27, // 26: shale.controller.v1.MetadataImageChunk.mirror_topics:type_name -> shale.controller.v1.MirrorTopicState
-	30, // 27: shale.controller.v1.MetadataImageChunk.remote_logs:type_name -> shale.controller.v1.RemoteLogState
-	9,  // 28: shale.controller.v1.ClientQuotaEntity.user:type_name -> shale.controller.v1.QuotaEntityPart
-	9,  // 29: shale.controller.v1.ClientQuotaEntity.client_id:type_name -> shale.controller.v1.QuotaEntityPart
-	10, // 30: shale.controller.v1.ClientQuotaState.entity:type_name -> shale.controller.v1.ClientQuotaEntity
-	33, // 31: shale.controller.v1.ClientQuotaState.values:type_name -> shale.controller.v1.ClientQuotaState.ValuesEntry
-	34, // 32: shale.controller.v1.ClientMetricsState.configs:type_name -> shale.controller.v1.ClientMetricsState.ConfigsEntry
-	35, // 33: shale.controller.v1.GroupConfigState.configs:type_name -> shale.controller.v1.GroupConfigState.ConfigsEntry
-	22, // 34: shale.controller.v1.RegistrySchema.references:type_name -> shale.controller.v1.RegistrySchemaReference
-	21, // 35: shale.controller.v1.SchemaRegistryDelta.schemas:type_name -> shale.controller.v1.RegistrySchema
-	23, // 36: shale.controller.v1.SchemaRegistryDelta.versions:type_name -> shale.controller.v1.RegistrySubjectVersion
-	23, // 37: shale.controller.v1.SchemaRegistryDelta.removed:type_name -> shale.controller.v1.RegistrySubjectVersion
-	24, // 38: shale.controller.v1.SchemaRegistryDelta.configs:type_name -> shale.controller.v1.RegistryConfig
-	36, // 39: shale.controller.v1.ClusterLinkState.configs:type_name -> shale.controller.v1.ClusterLinkState.ConfigsEntry
-	29, // 40: shale.controller.v1.RemoteLogSegment.epochs:type_name -> shale.controller.v1.RemoteEpochStart
-	28, // 41: shale.controller.v1.RemoteLogState.segments:type_name -> shale.controller.v1.RemoteLogSegment
-	42, // [42:42] is the sub-list for method output_type
-	42, // [42:42] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	31, // 15: shale.controller.v1.MetadataDelta.remote_purges:type_name -> shale.controller.v1.RemotePurge
+	31, // 16: shale.controller.v1.MetadataDelta.remote_purges_done:type_name -> shale.controller.v1.RemotePurge
+	33, // 17: shale.controller.v1.TopicDelta.configs:type_name -> shale.controller.v1.TopicDelta.ConfigsEntry
+	3,  // 18: shale.controller.v1.TopicDelta.partitions:type_name -> shale.controller.v1.PartitionState
+	25, // 19: shale.controller.v1.MetadataImageChunk.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
+	2,  // 20: shale.controller.v1.MetadataImageChunk.brokers:type_name -> shale.controller.v1.BrokerState
+	4,  // 21: shale.controller.v1.MetadataImageChunk.topics:type_name -> shale.controller.v1.TopicState
+	6,  // 22: shale.controller.v1.MetadataImageChunk.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	17, // 23: shale.controller.v1.MetadataImageChunk.acls:type_name -> shale.controller.v1.AclBinding
+	11, // 24: shale.controller.v1.MetadataImageChunk.client_quotas:type_name -> shale.controller.v1.ClientQuotaState
+	12, // 25: shale.controller.v1.MetadataImageChunk.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
+	13, // 26: shale.controller.v1.MetadataImageChunk.group_configs:type_name -> shale.controller.v1.GroupConfigState
+	26, // 27: shale.controller.v1.MetadataImageChunk.cluster_links:type_name -> shale.controller.v1.ClusterLinkState
+	27, // 28: shale.controller.v1.MetadataImageChunk.mirror_topics:type_name -> shale.controller.v1.MirrorTopicState
+	30, // 29: shale.controller.v1.MetadataImageChunk.remote_logs:type_name -> shale.controller.v1.RemoteLogState
+	31, // 30: shale.controller.v1.MetadataImageChunk.remote_purges:type_name -> shale.controller.v1.RemotePurge
+	9,  // 31: shale.controller.v1.ClientQuotaEntity.user:type_name -> shale.controller.v1.QuotaEntityPart
+	9,  // 32: shale.controller.v1.ClientQuotaEntity.client_id:type_name -> shale.controller.v1.QuotaEntityPart
+	10, // 33: shale.controller.v1.ClientQuotaState.entity:type_name -> shale.controller.v1.ClientQuotaEntity
+	34, // 34: shale.controller.v1.ClientQuotaState.values:type_name -> shale.controller.v1.ClientQuotaState.ValuesEntry
+	35, // 35: shale.controller.v1.ClientMetricsState.configs:type_name -> shale.controller.v1.ClientMetricsState.ConfigsEntry
+	36, // 36: shale.controller.v1.GroupConfigState.configs:type_name -> shale.controller.v1.GroupConfigState.ConfigsEntry
+	22, // 37: shale.controller.v1.RegistrySchema.references:type_name -> shale.controller.v1.RegistrySchemaReference
+	21, // 38: shale.controller.v1.SchemaRegistryDelta.schemas:type_name -> shale.controller.v1.RegistrySchema
+	23, // 39: shale.controller.v1.SchemaRegistryDelta.versions:type_name -> shale.controller.v1.RegistrySubjectVersion
+	23, // 40: shale.controller.v1.SchemaRegistryDelta.removed:type_name -> shale.controller.v1.RegistrySubjectVersion
+	24, // 41: shale.controller.v1.SchemaRegistryDelta.configs:type_name -> shale.controller.v1.RegistryConfig
+	37, // 42: shale.controller.v1.ClusterLinkState.configs:type_name -> shale.controller.v1.ClusterLinkState.ConfigsEntry
+	29, // 43: shale.controller.v1.RemoteLogSegment.epochs:type_name -> shale.controller.v1.RemoteEpochStart
+	28, // 44: shale.controller.v1.RemoteLogState.segments:type_name -> shale.controller.v1.RemoteLogSegment
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_metadata_proto_init() }
@@ -2852,7 +2962,7 @@ func file_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metadata_proto_rawDesc), len(file_metadata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

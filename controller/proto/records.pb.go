@@ -1924,6 +1924,7 @@ type SnapshotItem struct {
 	//	*SnapshotItem_ClusterLink
 	//	*SnapshotItem_MirrorTopic
 	//	*SnapshotItem_RemoteLog
+	//	*SnapshotItem_RemotePurge
 	Item          isSnapshotItem_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2101,6 +2102,15 @@ func (x *SnapshotItem) GetRemoteLog() *RemoteLogState {
 	return nil
 }
 
+func (x *SnapshotItem) GetRemotePurge() *RemotePurge {
+	if x != nil {
+		if x, ok := x.Item.(*SnapshotItem_RemotePurge); ok {
+			return x.RemotePurge
+		}
+	}
+	return nil
+}
+
 type isSnapshotItem_Item interface {
 	isSnapshotItem_Item()
 }
@@ -2165,6 +2175,10 @@ type SnapshotItem_RemoteLog struct {
 	RemoteLog *RemoteLogState `protobuf:"bytes,260,opt,name=remote_log,json=remoteLog,proto3,oneof"`
 }
 
+type SnapshotItem_RemotePurge struct {
+	RemotePurge *RemotePurge `protobuf:"bytes,261,opt,name=remote_purge,json=remotePurge,proto3,oneof"`
+}
+
 func (*SnapshotItem_Broker) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_Topic) isSnapshotItem_Item() {}
@@ -2194,6 +2208,8 @@ func (*SnapshotItem_ClusterLink) isSnapshotItem_Item() {}
 func (*SnapshotItem_MirrorTopic) isSnapshotItem_Item() {}
 
 func (*SnapshotItem_RemoteLog) isSnapshotItem_Item() {}
+
+func (*SnapshotItem_RemotePurge) isSnapshotItem_Item() {}
 
 // CreateAclsRecord stores ACL bindings the leader validated; bindings already stored are
 // kept once.
@@ -3612,7 +3628,7 @@ func (x *DeleteVersionOp) GetPermanent() bool {
 }
 
 // RemoteLogRecord changes one partition's remote log (tiered storage: fsm_remotelog.go).
-// Every op is fenced by the partition's leader and leader epoch.
+// Every op but purged is fenced by the partition's leader and leader epoch.
 type RemoteLogRecord struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Topic       string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -3625,6 +3641,7 @@ type RemoteLogRecord struct {
 	//	*RemoteLogRecord_Commit
 	//	*RemoteLogRecord_DeleteStart
 	//	*RemoteLogRecord_DeleteFinish
+	//	*RemoteLogRecord_Purged
 	Op            isRemoteLogRecord_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3729,6 +3746,15 @@ func (x *RemoteLogRecord) GetDeleteFinish() *RemoteDeleteFinish {
 	return nil
 }
 
+func (x *RemoteLogRecord) GetPurged() *RemotePurged {
+	if x != nil {
+		if x, ok := x.Op.(*RemoteLogRecord_Purged); ok {
+			return x.Purged
+		}
+	}
+	return nil
+}
+
 type isRemoteLogRecord_Op interface {
 	isRemoteLogRecord_Op()
 }
@@ -3748,11 +3774,55 @@ type RemoteLogRecord_DeleteFinish struct {
 	DeleteFinish *RemoteDeleteFinish `protobuf:"bytes,12,opt,name=delete_finish,json=deleteFinish,proto3,oneof"`
 }
 
+type RemoteLogRecord_Purged struct {
+	// The objects of a deleted topic's partition (topic_id, partition) are gone: drop
+	// its purge entry. Not fenced (the topic and its leader are gone) and idempotent.
+	Purged *RemotePurged `protobuf:"bytes,13,opt,name=purged,proto3,oneof"`
+}
+
 func (*RemoteLogRecord_Commit) isRemoteLogRecord_Op() {}
 
 func (*RemoteLogRecord_DeleteStart) isRemoteLogRecord_Op() {}
 
 func (*RemoteLogRecord_DeleteFinish) isRemoteLogRecord_Op() {}
+
+func (*RemoteLogRecord_Purged) isRemoteLogRecord_Op() {}
+
+type RemotePurged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemotePurged) Reset() {
+	*x = RemotePurged{}
+	mi := &file_records_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemotePurged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemotePurged) ProtoMessage() {}
+
+func (x *RemotePurged) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemotePurged.ProtoReflect.Descriptor instead.
+func (*RemotePurged) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{42}
+}
 
 type RemoteDeleteStart struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3764,7 +3834,7 @@ type RemoteDeleteStart struct {
 
 func (x *RemoteDeleteStart) Reset() {
 	*x = RemoteDeleteStart{}
-	mi := &file_records_proto_msgTypes[42]
+	mi := &file_records_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3776,7 +3846,7 @@ func (x *RemoteDeleteStart) String() string {
 func (*RemoteDeleteStart) ProtoMessage() {}
 
 func (x *RemoteDeleteStart) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[42]
+	mi := &file_records_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3789,7 +3859,7 @@ func (x *RemoteDeleteStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteDeleteStart.ProtoReflect.Descriptor instead.
 func (*RemoteDeleteStart) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{42}
+	return file_records_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RemoteDeleteStart) GetUploadIds() []string {
@@ -3815,7 +3885,7 @@ type RemoteDeleteFinish struct {
 
 func (x *RemoteDeleteFinish) Reset() {
 	*x = RemoteDeleteFinish{}
-	mi := &file_records_proto_msgTypes[43]
+	mi := &file_records_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3827,7 +3897,7 @@ func (x *RemoteDeleteFinish) String() string {
 func (*RemoteDeleteFinish) ProtoMessage() {}
 
 func (x *RemoteDeleteFinish) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[43]
+	mi := &file_records_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3840,7 +3910,7 @@ func (x *RemoteDeleteFinish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteDeleteFinish.ProtoReflect.Descriptor instead.
 func (*RemoteDeleteFinish) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{43}
+	return file_records_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RemoteDeleteFinish) GetUploadIds() []string {
@@ -3870,7 +3940,7 @@ type ClusterLinksRecord struct {
 
 func (x *ClusterLinksRecord) Reset() {
 	*x = ClusterLinksRecord{}
-	mi := &file_records_proto_msgTypes[44]
+	mi := &file_records_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3882,7 +3952,7 @@ func (x *ClusterLinksRecord) String() string {
 func (*ClusterLinksRecord) ProtoMessage() {}
 
 func (x *ClusterLinksRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[44]
+	mi := &file_records_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3895,7 +3965,7 @@ func (x *ClusterLinksRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterLinksRecord.ProtoReflect.Descriptor instead.
 func (*ClusterLinksRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{44}
+	return file_records_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ClusterLinksRecord) GetLinks() []*ClusterLinkState {
@@ -3951,7 +4021,7 @@ type MirrorEpoch struct {
 
 func (x *MirrorEpoch) Reset() {
 	*x = MirrorEpoch{}
-	mi := &file_records_proto_msgTypes[45]
+	mi := &file_records_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3963,7 +4033,7 @@ func (x *MirrorEpoch) String() string {
 func (*MirrorEpoch) ProtoMessage() {}
 
 func (x *MirrorEpoch) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[45]
+	mi := &file_records_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3976,7 +4046,7 @@ func (x *MirrorEpoch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MirrorEpoch.ProtoReflect.Descriptor instead.
 func (*MirrorEpoch) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{45}
+	return file_records_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MirrorEpoch) GetTopic() string {
@@ -4017,7 +4087,7 @@ type ConsumerGroupRecord struct {
 
 func (x *ConsumerGroupRecord) Reset() {
 	*x = ConsumerGroupRecord{}
-	mi := &file_records_proto_msgTypes[46]
+	mi := &file_records_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4029,7 +4099,7 @@ func (x *ConsumerGroupRecord) String() string {
 func (*ConsumerGroupRecord) ProtoMessage() {}
 
 func (x *ConsumerGroupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[46]
+	mi := &file_records_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4042,7 +4112,7 @@ func (x *ConsumerGroupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupRecord.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{46}
+	return file_records_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ConsumerGroupRecord) GetCoordinatorId() int32 {
@@ -4089,7 +4159,7 @@ type ConsumerGroupState struct {
 
 func (x *ConsumerGroupState) Reset() {
 	*x = ConsumerGroupState{}
-	mi := &file_records_proto_msgTypes[47]
+	mi := &file_records_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4101,7 +4171,7 @@ func (x *ConsumerGroupState) String() string {
 func (*ConsumerGroupState) ProtoMessage() {}
 
 func (x *ConsumerGroupState) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[47]
+	mi := &file_records_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4114,7 +4184,7 @@ func (x *ConsumerGroupState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupState.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupState) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{47}
+	return file_records_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ConsumerGroupState) GetGroup() string {
@@ -4178,7 +4248,7 @@ type ConsumerGroupTopic struct {
 
 func (x *ConsumerGroupTopic) Reset() {
 	*x = ConsumerGroupTopic{}
-	mi := &file_records_proto_msgTypes[48]
+	mi := &file_records_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4190,7 +4260,7 @@ func (x *ConsumerGroupTopic) String() string {
 func (*ConsumerGroupTopic) ProtoMessage() {}
 
 func (x *ConsumerGroupTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[48]
+	mi := &file_records_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4203,7 +4273,7 @@ func (x *ConsumerGroupTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupTopic.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupTopic) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{48}
+	return file_records_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ConsumerGroupTopic) GetName() string {
@@ -4253,7 +4323,7 @@ type ConsumerGroupMember struct {
 
 func (x *ConsumerGroupMember) Reset() {
 	*x = ConsumerGroupMember{}
-	mi := &file_records_proto_msgTypes[49]
+	mi := &file_records_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4265,7 +4335,7 @@ func (x *ConsumerGroupMember) String() string {
 func (*ConsumerGroupMember) ProtoMessage() {}
 
 func (x *ConsumerGroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[49]
+	mi := &file_records_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4278,7 +4348,7 @@ func (x *ConsumerGroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupMember.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupMember) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{49}
+	return file_records_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ConsumerGroupMember) GetMemberId() string {
@@ -4403,7 +4473,7 @@ type ConsumerGroupPartitions struct {
 
 func (x *ConsumerGroupPartitions) Reset() {
 	*x = ConsumerGroupPartitions{}
-	mi := &file_records_proto_msgTypes[50]
+	mi := &file_records_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4415,7 +4485,7 @@ func (x *ConsumerGroupPartitions) String() string {
 func (*ConsumerGroupPartitions) ProtoMessage() {}
 
 func (x *ConsumerGroupPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[50]
+	mi := &file_records_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4428,7 +4498,7 @@ func (x *ConsumerGroupPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupPartitions.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupPartitions) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{50}
+	return file_records_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ConsumerGroupPartitions) GetTopicId() []byte {
@@ -4457,7 +4527,7 @@ type ConsumerGroupClassicMember struct {
 
 func (x *ConsumerGroupClassicMember) Reset() {
 	*x = ConsumerGroupClassicMember{}
-	mi := &file_records_proto_msgTypes[51]
+	mi := &file_records_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4469,7 +4539,7 @@ func (x *ConsumerGroupClassicMember) String() string {
 func (*ConsumerGroupClassicMember) ProtoMessage() {}
 
 func (x *ConsumerGroupClassicMember) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[51]
+	mi := &file_records_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4482,7 +4552,7 @@ func (x *ConsumerGroupClassicMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupClassicMember.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupClassicMember) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{51}
+	return file_records_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ConsumerGroupClassicMember) GetSessionTimeoutMs() int32 {
@@ -4509,7 +4579,7 @@ type ConsumerGroupClassicProtocol struct {
 
 func (x *ConsumerGroupClassicProtocol) Reset() {
 	*x = ConsumerGroupClassicProtocol{}
-	mi := &file_records_proto_msgTypes[52]
+	mi := &file_records_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4521,7 +4591,7 @@ func (x *ConsumerGroupClassicProtocol) String() string {
 func (*ConsumerGroupClassicProtocol) ProtoMessage() {}
 
 func (x *ConsumerGroupClassicProtocol) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[52]
+	mi := &file_records_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4534,7 +4604,7 @@ func (x *ConsumerGroupClassicProtocol) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupClassicProtocol.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupClassicProtocol) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{52}
+	return file_records_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ConsumerGroupClassicProtocol) GetName() string {
@@ -4692,7 +4762,7 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\x03R\roffsetsLogEnd\"`\n" +
 	"\fGroupOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12:\n" +
-	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xda\b\n" +
+	"\aoffsets\x18\x02 \x03(\v2 .shale.controller.v1.OffsetEntryR\aoffsets\"\xa2\t\n" +
 	"\fSnapshotItem\x12:\n" +
 	"\x06broker\x18\x01 \x01(\v2 .shale.controller.v1.BrokerStateH\x00R\x06broker\x127\n" +
 	"\x05topic\x18\x02 \x01(\v2\x1f.shale.controller.v1.TopicStateH\x00R\x05topic\x129\n" +
@@ -4709,7 +4779,8 @@ const file_records_proto_rawDesc = "" +
 	"\fcluster_link\x18\xf0\x01 \x01(\v2%.shale.controller.v1.ClusterLinkStateH\x00R\vclusterLink\x12K\n" +
 	"\fmirror_topic\x18\xf2\x01 \x01(\v2%.shale.controller.v1.MirrorTopicStateH\x00R\vmirrorTopic\x12E\n" +
 	"\n" +
-	"remote_log\x18\x84\x02 \x01(\v2#.shale.controller.v1.RemoteLogStateH\x00R\tremoteLogB\x06\n" +
+	"remote_log\x18\x84\x02 \x01(\v2#.shale.controller.v1.RemoteLogStateH\x00R\tremoteLog\x12F\n" +
+	"\fremote_purge\x18\x85\x02 \x01(\v2 .shale.controller.v1.RemotePurgeH\x00R\vremotePurgeB\x06\n" +
 	"\x04item\"G\n" +
 	"\x10CreateAclsRecord\x123\n" +
 	"\x04acls\x18\x01 \x03(\v2\x1f.shale.controller.v1.AclBindingR\x04acls\"L\n" +
@@ -4815,7 +4886,7 @@ const file_records_proto_rawDesc = "" +
 	"\x0fDeleteVersionOp\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x05R\aversion\x12\x1c\n" +
-	"\tpermanent\x18\x03 \x01(\bR\tpermanent\"\xff\x02\n" +
+	"\tpermanent\x18\x03 \x01(\bR\tpermanent\"\xbc\x03\n" +
 	"\x0fRemoteLogRecord\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\fR\atopicId\x12\x1c\n" +
@@ -4825,8 +4896,10 @@ const file_records_proto_rawDesc = "" +
 	"\x06commit\x18\n" +
 	" \x01(\v2%.shale.controller.v1.RemoteLogSegmentH\x00R\x06commit\x12K\n" +
 	"\fdelete_start\x18\v \x01(\v2&.shale.controller.v1.RemoteDeleteStartH\x00R\vdeleteStart\x12N\n" +
-	"\rdelete_finish\x18\f \x01(\v2'.shale.controller.v1.RemoteDeleteFinishH\x00R\fdeleteFinishB\x04\n" +
-	"\x02op\"O\n" +
+	"\rdelete_finish\x18\f \x01(\v2'.shale.controller.v1.RemoteDeleteFinishH\x00R\fdeleteFinish\x12;\n" +
+	"\x06purged\x18\r \x01(\v2!.shale.controller.v1.RemotePurgedH\x00R\x06purgedB\x04\n" +
+	"\x02op\"\x0e\n" +
+	"\fRemotePurged\"O\n" +
 	"\x11RemoteDeleteStart\x12\x1d\n" +
 	"\n" +
 	"upload_ids\x18\x01 \x03(\tR\tuploadIds\x12\x1b\n" +
@@ -4924,7 +4997,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_records_proto_goTypes = []any{
 	(ElectionType)(0),                         // 0: shale.controller.v1.ElectionType
 	(TxnStatus)(0),                            // 1: shale.controller.v1.TxnStatus
@@ -4970,40 +5043,42 @@ var file_records_proto_goTypes = []any{
 	(*DeleteSubjectOp)(nil),                   // 41: shale.controller.v1.DeleteSubjectOp
 	(*DeleteVersionOp)(nil),                   // 42: shale.controller.v1.DeleteVersionOp
 	(*RemoteLogRecord)(nil),                   // 43: shale.controller.v1.RemoteLogRecord
-	(*RemoteDeleteStart)(nil),                 // 44: shale.controller.v1.RemoteDeleteStart
-	(*RemoteDeleteFinish)(nil),                // 45: shale.controller.v1.RemoteDeleteFinish
-	(*ClusterLinksRecord)(nil),                // 46: shale.controller.v1.ClusterLinksRecord
-	(*MirrorEpoch)(nil),                       // 47: shale.controller.v1.MirrorEpoch
-	(*ConsumerGroupRecord)(nil),               // 48: shale.controller.v1.ConsumerGroupRecord
-	(*ConsumerGroupState)(nil),                // 49: shale.controller.v1.ConsumerGroupState
-	(*ConsumerGroupTopic)(nil),                // 50: shale.controller.v1.ConsumerGroupTopic
-	(*ConsumerGroupMember)(nil),               // 51: shale.controller.v1.ConsumerGroupMember
-	(*ConsumerGroupPartitions)(nil),           // 52: shale.controller.v1.ConsumerGroupPartitions
-	(*ConsumerGroupClassicMember)(nil),        // 53: shale.controller.v1.ConsumerGroupClassicMember
-	(*ConsumerGroupClassicProtocol)(nil),      // 54: shale.controller.v1.ConsumerGroupClassicProtocol
-	nil,                                       // 55: shale.controller.v1.NewTopic.ConfigsEntry
-	nil,                                       // 56: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	(*Listener)(nil),                          // 57: shale.controller.v1.Listener
-	(*ReplicaList)(nil),                       // 58: shale.controller.v1.ReplicaList
-	(*OffsetEntry)(nil),                       // 59: shale.controller.v1.OffsetEntry
-	(*TopicPartitions)(nil),                   // 60: shale.controller.v1.TopicPartitions
-	(*CoordinatorState)(nil),                  // 61: shale.controller.v1.CoordinatorState
-	(*BrokerState)(nil),                       // 62: shale.controller.v1.BrokerState
-	(*TopicState)(nil),                        // 63: shale.controller.v1.TopicState
-	(*AclBinding)(nil),                        // 64: shale.controller.v1.AclBinding
-	(*ClientQuotaState)(nil),                  // 65: shale.controller.v1.ClientQuotaState
-	(*ScramCredential)(nil),                   // 66: shale.controller.v1.ScramCredential
-	(*SchemaRegistryDelta)(nil),               // 67: shale.controller.v1.SchemaRegistryDelta
-	(*ClientMetricsState)(nil),                // 68: shale.controller.v1.ClientMetricsState
-	(*GroupConfigState)(nil),                  // 69: shale.controller.v1.GroupConfigState
-	(*ClusterLinkState)(nil),                  // 70: shale.controller.v1.ClusterLinkState
-	(*MirrorTopicState)(nil),                  // 71: shale.controller.v1.MirrorTopicState
-	(*RemoteLogState)(nil),                    // 72: shale.controller.v1.RemoteLogState
-	(*AclFilter)(nil),                         // 73: shale.controller.v1.AclFilter
-	(*ScramCredentialKey)(nil),                // 74: shale.controller.v1.ScramCredentialKey
-	(*RegistryConfig)(nil),                    // 75: shale.controller.v1.RegistryConfig
-	(*RegistrySchema)(nil),                    // 76: shale.controller.v1.RegistrySchema
-	(*RemoteLogSegment)(nil),                  // 77: shale.controller.v1.RemoteLogSegment
+	(*RemotePurged)(nil),                      // 44: shale.controller.v1.RemotePurged
+	(*RemoteDeleteStart)(nil),                 // 45: shale.controller.v1.RemoteDeleteStart
+	(*RemoteDeleteFinish)(nil),                // 46: shale.controller.v1.RemoteDeleteFinish
+	(*ClusterLinksRecord)(nil),                // 47: shale.controller.v1.ClusterLinksRecord
+	(*MirrorEpoch)(nil),                       // 48: shale.controller.v1.MirrorEpoch
+	(*ConsumerGroupRecord)(nil),               // 49: shale.controller.v1.ConsumerGroupRecord
+	(*ConsumerGroupState)(nil),                // 50: shale.controller.v1.ConsumerGroupState
+	(*ConsumerGroupTopic)(nil),                // 51: shale.controller.v1.ConsumerGroupTopic
+	(*ConsumerGroupMember)(nil),               // 52: shale.controller.v1.ConsumerGroupMember
+	(*ConsumerGroupPartitions)(nil),           // 53: shale.controller.v1.ConsumerGroupPartitions
+	(*ConsumerGroupClassicMember)(nil),        // 54: shale.controller.v1.ConsumerGroupClassicMember
+	(*ConsumerGroupClassicProtocol)(nil),      // 55: shale.controller.v1.ConsumerGroupClassicProtocol
+	nil,                                       // 56: shale.controller.v1.NewTopic.ConfigsEntry
+	nil,                                       // 57: shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	(*Listener)(nil),                          // 58: shale.controller.v1.Listener
+	(*ReplicaList)(nil),                       // 59: shale.controller.v1.ReplicaList
+	(*OffsetEntry)(nil),                       // 60: shale.controller.v1.OffsetEntry
+	(*TopicPartitions)(nil),                   // 61: shale.controller.v1.TopicPartitions
+	(*CoordinatorState)(nil),                  // 62: shale.controller.v1.CoordinatorState
+	(*BrokerState)(nil),                       // 63: shale.controller.v1.BrokerState
+	(*TopicState)(nil),                        // 64: shale.controller.v1.TopicState
+	(*AclBinding)(nil),                        // 65: shale.controller.v1.AclBinding
+	(*ClientQuotaState)(nil),                  // 66: shale.controller.v1.ClientQuotaState
+	(*ScramCredential)(nil),                   // 67: shale.controller.v1.ScramCredential
+	(*SchemaRegistryDelta)(nil),               // 68: shale.controller.v1.SchemaRegistryDelta
+	(*ClientMetricsState)(nil),                // 69: shale.controller.v1.ClientMetricsState
+	(*GroupConfigState)(nil),                  // 70: shale.controller.v1.GroupConfigState
+	(*ClusterLinkState)(nil),                  // 71: shale.controller.v1.ClusterLinkState
+	(*MirrorTopicState)(nil),                  // 72: shale.controller.v1.MirrorTopicState
+	(*RemoteLogState)(nil),                    // 73: shale.controller.v1.RemoteLogState
+	(*RemotePurge)(nil),                       // 74: shale.controller.v1.RemotePurge
+	(*AclFilter)(nil),                         // 75: shale.controller.v1.AclFilter
+	(*ScramCredentialKey)(nil),                // 76: shale.controller.v1.ScramCredentialKey
+	(*RegistryConfig)(nil),                    // 77: shale.controller.v1.RegistryConfig
+	(*RegistrySchema)(nil),                    // 78: shale.controller.v1.RegistrySchema
+	(*RemoteLogSegment)(nil),                  // 79: shale.controller.v1.RemoteLogSegment
 }
 var file_records_proto_depIdxs = []int32{
 	3,  // 0: shale.controller.v1.Record.leader_change:type_name -> shale.controller.v1.LeaderChangeRecord
@@ -5031,83 +5106,85 @@ var file_records_proto_depIdxs = []int32{
 	39, // 22: shale.controller.v1.Record.schema_registry:type_name -> shale.controller.v1.SchemaRegistryRecord
 	26, // 23: shale.controller.v1.Record.client_metrics:type_name -> shale.controller.v1.ClientMetricsRecord
 	27, // 24: shale.controller.v1.Record.group_configs:type_name -> shale.controller.v1.GroupConfigsRecord
-	48, // 25: shale.controller.v1.Record.consumer_group:type_name -> shale.controller.v1.ConsumerGroupRecord
-	46, // 26: shale.controller.v1.Record.cluster_links:type_name -> shale.controller.v1.ClusterLinksRecord
+	49, // 25: shale.controller.v1.Record.consumer_group:type_name -> shale.controller.v1.ConsumerGroupRecord
+	47, // 26: shale.controller.v1.Record.cluster_links:type_name -> shale.controller.v1.ClusterLinksRecord
 	43, // 27: shale.controller.v1.Record.remote_log:type_name -> shale.controller.v1.RemoteLogRecord
-	57, // 28: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
-	58, // 29: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
-	55, // 30: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
+	58, // 28: shale.controller.v1.RegisterBrokerRecord.listeners:type_name -> shale.controller.v1.Listener
+	59, // 29: shale.controller.v1.NewTopic.assignments:type_name -> shale.controller.v1.ReplicaList
+	56, // 30: shale.controller.v1.NewTopic.configs:type_name -> shale.controller.v1.NewTopic.ConfigsEntry
 	7,  // 31: shale.controller.v1.CreateTopicsRecord.topics:type_name -> shale.controller.v1.NewTopic
 	9,  // 32: shale.controller.v1.DeleteTopicsRecord.topics:type_name -> shale.controller.v1.TopicRef
-	58, // 33: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
+	59, // 33: shale.controller.v1.NewPartitions.assignments:type_name -> shale.controller.v1.ReplicaList
 	11, // 34: shale.controller.v1.CreatePartitionsRecord.specs:type_name -> shale.controller.v1.NewPartitions
-	56, // 35: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
-	59, // 36: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
-	60, // 37: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
+	57, // 35: shale.controller.v1.SetTopicConfigsRecord.configs:type_name -> shale.controller.v1.SetTopicConfigsRecord.ConfigsEntry
+	60, // 36: shale.controller.v1.OffsetOp.commits:type_name -> shale.controller.v1.OffsetEntry
+	61, // 37: shale.controller.v1.OffsetOp.delete_topics:type_name -> shale.controller.v1.TopicPartitions
 	16, // 38: shale.controller.v1.OffsetOpsRecord.ops:type_name -> shale.controller.v1.OffsetOp
 	0,  // 39: shale.controller.v1.ElectLeadersRecord.type:type_name -> shale.controller.v1.ElectionType
-	60, // 40: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
-	61, // 41: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
-	59, // 42: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
-	62, // 43: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
-	63, // 44: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
+	61, // 40: shale.controller.v1.ElectLeadersRecord.partitions:type_name -> shale.controller.v1.TopicPartitions
+	62, // 41: shale.controller.v1.SnapshotHeader.coordinators:type_name -> shale.controller.v1.CoordinatorState
+	60, // 42: shale.controller.v1.GroupOffsets.offsets:type_name -> shale.controller.v1.OffsetEntry
+	63, // 43: shale.controller.v1.SnapshotItem.broker:type_name -> shale.controller.v1.BrokerState
+	64, // 44: shale.controller.v1.SnapshotItem.topic:type_name -> shale.controller.v1.TopicState
 	21, // 45: shale.controller.v1.SnapshotItem.group:type_name -> shale.controller.v1.GroupOffsets
-	64, // 46: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
-	65, // 47: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
-	66, // 48: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
+	65, // 46: shale.controller.v1.SnapshotItem.acl:type_name -> shale.controller.v1.AclBinding
+	66, // 47: shale.controller.v1.SnapshotItem.client_quota:type_name -> shale.controller.v1.ClientQuotaState
+	67, // 48: shale.controller.v1.SnapshotItem.scram_credential:type_name -> shale.controller.v1.ScramCredential
 	29, // 49: shale.controller.v1.SnapshotItem.txn_state:type_name -> shale.controller.v1.TxnState
 	36, // 50: shale.controller.v1.SnapshotItem.share_partition:type_name -> shale.controller.v1.SharePartitionState
-	67, // 51: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
-	68, // 52: shale.controller.v1.SnapshotItem.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
-	69, // 53: shale.controller.v1.SnapshotItem.group_configs:type_name -> shale.controller.v1.GroupConfigState
-	49, // 54: shale.controller.v1.SnapshotItem.consumer_group:type_name -> shale.controller.v1.ConsumerGroupState
-	70, // 55: shale.controller.v1.SnapshotItem.cluster_link:type_name -> shale.controller.v1.ClusterLinkState
-	71, // 56: shale.controller.v1.SnapshotItem.mirror_topic:type_name -> shale.controller.v1.MirrorTopicState
-	72, // 57: shale.controller.v1.SnapshotItem.remote_log:type_name -> shale.controller.v1.RemoteLogState
-	64, // 58: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
-	73, // 59: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
-	65, // 60: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
-	68, // 61: shale.controller.v1.ClientMetricsRecord.subscriptions:type_name -> shale.controller.v1.ClientMetricsState
-	69, // 62: shale.controller.v1.GroupConfigsRecord.groups:type_name -> shale.controller.v1.GroupConfigState
-	66, // 63: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
-	74, // 64: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
-	1,  // 65: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
-	60, // 66: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
-	21, // 67: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
-	29, // 68: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
-	59, // 69: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
-	33, // 70: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
-	35, // 71: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
-	36, // 72: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
-	36, // 73: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
-	60, // 74: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
-	37, // 75: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
-	40, // 76: shale.controller.v1.SchemaRegistryRecord.register:type_name -> shale.controller.v1.RegisterSchemaOp
-	41, // 77: shale.controller.v1.SchemaRegistryRecord.delete_subject:type_name -> shale.controller.v1.DeleteSubjectOp
-	42, // 78: shale.controller.v1.SchemaRegistryRecord.delete_version:type_name -> shale.controller.v1.DeleteVersionOp
-	75, // 79: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
-	75, // 80: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
-	76, // 81: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
-	77, // 82: shale.controller.v1.RemoteLogRecord.commit:type_name -> shale.controller.v1.RemoteLogSegment
-	44, // 83: shale.controller.v1.RemoteLogRecord.delete_start:type_name -> shale.controller.v1.RemoteDeleteStart
-	45, // 84: shale.controller.v1.RemoteLogRecord.delete_finish:type_name -> shale.controller.v1.RemoteDeleteFinish
-	70, // 85: shale.controller.v1.ClusterLinksRecord.links:type_name -> shale.controller.v1.ClusterLinkState
-	71, // 86: shale.controller.v1.ClusterLinksRecord.mirrors:type_name -> shale.controller.v1.MirrorTopicState
-	7,  // 87: shale.controller.v1.ClusterLinksRecord.mirror_topics:type_name -> shale.controller.v1.NewTopic
-	47, // 88: shale.controller.v1.ClusterLinksRecord.epochs:type_name -> shale.controller.v1.MirrorEpoch
-	49, // 89: shale.controller.v1.ConsumerGroupRecord.state:type_name -> shale.controller.v1.ConsumerGroupState
-	50, // 90: shale.controller.v1.ConsumerGroupState.topics:type_name -> shale.controller.v1.ConsumerGroupTopic
-	51, // 91: shale.controller.v1.ConsumerGroupState.members:type_name -> shale.controller.v1.ConsumerGroupMember
-	52, // 92: shale.controller.v1.ConsumerGroupMember.assigned:type_name -> shale.controller.v1.ConsumerGroupPartitions
-	52, // 93: shale.controller.v1.ConsumerGroupMember.revoking:type_name -> shale.controller.v1.ConsumerGroupPartitions
-	52, // 94: shale.controller.v1.ConsumerGroupMember.target:type_name -> shale.controller.v1.ConsumerGroupPartitions
-	53, // 95: shale.controller.v1.ConsumerGroupMember.classic:type_name -> shale.controller.v1.ConsumerGroupClassicMember
-	54, // 96: shale.controller.v1.ConsumerGroupClassicMember.protocols:type_name -> shale.controller.v1.ConsumerGroupClassicProtocol
-	97, // [97:97] is the sub-list for method output_type
-	97, // [97:97] is the sub-list for method input_type
-	97, // [97:97] is the sub-list for extension type_name
-	97, // [97:97] is the sub-list for extension extendee
-	0,  // [0:97] is the sub-list for field type_name
+	68, // 51: shale.controller.v1.SnapshotItem.schema_registry:type_name -> shale.controller.v1.SchemaRegistryDelta
+	69, // 52: shale.controller.v1.SnapshotItem.client_metrics:type_name -> shale.controller.v1.ClientMetricsState
+	70, // 53: shale.controller.v1.SnapshotItem.group_configs:type_name -> shale.controller.v1.GroupConfigState
+	50, // 54: shale.controller.v1.SnapshotItem.consumer_group:type_name -> shale.controller.v1.ConsumerGroupState
+	71, // 55: shale.controller.v1.SnapshotItem.cluster_link:type_name -> shale.controller.v1.ClusterLinkState
+	72, // 56: shale.controller.v1.SnapshotItem.mirror_topic:type_name -> shale.controller.v1.MirrorTopicState
+	73, // 57: shale.controller.v1.SnapshotItem.remote_log:type_name -> shale.controller.v1.RemoteLogState
+	74, // 58: shale.controller.v1.SnapshotItem.remote_purge:type_name -> shale.controller.v1.RemotePurge
+	65, // 59: shale.controller.v1.CreateAclsRecord.acls:type_name -> shale.controller.v1.AclBinding
+	75, // 60: shale.controller.v1.DeleteAclsRecord.filters:type_name -> shale.controller.v1.AclFilter
+	66, // 61: shale.controller.v1.ClientQuotasRecord.quotas:type_name -> shale.controller.v1.ClientQuotaState
+	69, // 62: shale.controller.v1.ClientMetricsRecord.subscriptions:type_name -> shale.controller.v1.ClientMetricsState
+	70, // 63: shale.controller.v1.GroupConfigsRecord.groups:type_name -> shale.controller.v1.GroupConfigState
+	67, // 64: shale.controller.v1.ScramCredentialsRecord.upserts:type_name -> shale.controller.v1.ScramCredential
+	76, // 65: shale.controller.v1.ScramCredentialsRecord.deletions:type_name -> shale.controller.v1.ScramCredentialKey
+	1,  // 66: shale.controller.v1.TxnState.status:type_name -> shale.controller.v1.TxnStatus
+	61, // 67: shale.controller.v1.TxnState.partitions:type_name -> shale.controller.v1.TopicPartitions
+	21, // 68: shale.controller.v1.TxnState.pending_offsets:type_name -> shale.controller.v1.GroupOffsets
+	29, // 69: shale.controller.v1.TxnStateRecord.state:type_name -> shale.controller.v1.TxnState
+	60, // 70: shale.controller.v1.TxnOffsetCommitRecord.offsets:type_name -> shale.controller.v1.OffsetEntry
+	33, // 71: shale.controller.v1.AlterPartitionReassignmentsRecord.reassignments:type_name -> shale.controller.v1.PartitionReassignment
+	35, // 72: shale.controller.v1.SharePartitionState.batches:type_name -> shale.controller.v1.ShareStateBatch
+	36, // 73: shale.controller.v1.ShareStateOp.write:type_name -> shale.controller.v1.SharePartitionState
+	36, // 74: shale.controller.v1.ShareStateOp.initialize:type_name -> shale.controller.v1.SharePartitionState
+	61, // 75: shale.controller.v1.ShareStateOp.delete_partitions:type_name -> shale.controller.v1.TopicPartitions
+	37, // 76: shale.controller.v1.ShareStateOpsRecord.ops:type_name -> shale.controller.v1.ShareStateOp
+	40, // 77: shale.controller.v1.SchemaRegistryRecord.register:type_name -> shale.controller.v1.RegisterSchemaOp
+	41, // 78: shale.controller.v1.SchemaRegistryRecord.delete_subject:type_name -> shale.controller.v1.DeleteSubjectOp
+	42, // 79: shale.controller.v1.SchemaRegistryRecord.delete_version:type_name -> shale.controller.v1.DeleteVersionOp
+	77, // 80: shale.controller.v1.SchemaRegistryRecord.set_config:type_name -> shale.controller.v1.RegistryConfig
+	77, // 81: shale.controller.v1.SchemaRegistryRecord.delete_config:type_name -> shale.controller.v1.RegistryConfig
+	78, // 82: shale.controller.v1.RegisterSchemaOp.schema:type_name -> shale.controller.v1.RegistrySchema
+	79, // 83: shale.controller.v1.RemoteLogRecord.commit:type_name -> shale.controller.v1.RemoteLogSegment
+	45, // 84: shale.controller.v1.RemoteLogRecord.delete_start:type_name -> shale.controller.v1.RemoteDeleteStart
+	46, // 85: shale.controller.v1.RemoteLogRecord.delete_finish:type_name -> shale.controller.v1.RemoteDeleteFinish
+	44, // 86: shale.controller.v1.RemoteLogRecord.purged:type_name -> shale.controller.v1.RemotePurged
+	71, // 87: shale.controller.v1.ClusterLinksRecord.links:type_name -> shale.controller.v1.ClusterLinkState
+	72, // 88: shale.controller.v1.ClusterLinksRecord.mirrors:type_name -> shale.controller.v1.MirrorTopicState
+	7,  // 89: shale.controller.v1.ClusterLinksRecord.mirror_topics:type_name -> shale.controller.v1.NewTopic
+	48, // 90: shale.controller.v1.ClusterLinksRecord.epochs:type_name -> shale.controller.v1.MirrorEpoch
+	50, // 91: shale.controller.v1.ConsumerGroupRecord.state:type_name -> shale.controller.v1.ConsumerGroupState
+	51, // 92: shale.controller.v1.ConsumerGroupState.topics:type_name -> shale.controller.v1.ConsumerGroupTopic
+	52, // 93: shale.controller.v1.ConsumerGroupState.members:type_name -> shale.controller.v1.ConsumerGroupMember
+	53, // 94: shale.controller.v1.ConsumerGroupMember.assigned:type_name -> shale.controller.v1.ConsumerGroupPartitions
+	53, // 95: shale.controller.v1.ConsumerGroupMember.revoking:type_name -> shale.controller.v1.ConsumerGroupPartitions
+	53, // 96: shale.controller.v1.ConsumerGroupMember.target:type_name -> shale.controller.v1.ConsumerGroupPartitions
+	54, // 97: shale.controller.v1.ConsumerGroupMember.classic:type_name -> shale.controller.v1.ConsumerGroupClassicMember
+	55, // 98: shale.controller.v1.ConsumerGroupClassicMember.protocols:type_name -> shale.controller.v1.ConsumerGroupClassicProtocol
+	99, // [99:99] is the sub-list for method output_type
+	99, // [99:99] is the sub-list for method input_type
+	99, // [99:99] is the sub-list for extension type_name
+	99, // [99:99] is the sub-list for extension extendee
+	0,  // [0:99] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -5162,6 +5239,7 @@ func file_records_proto_init() {
 		(*SnapshotItem_ClusterLink)(nil),
 		(*SnapshotItem_MirrorTopic)(nil),
 		(*SnapshotItem_RemoteLog)(nil),
+		(*SnapshotItem_RemotePurge)(nil),
 	}
 	file_records_proto_msgTypes[27].OneofWrappers = []any{}
 	file_records_proto_msgTypes[37].OneofWrappers = []any{
@@ -5175,6 +5253,7 @@ func file_records_proto_init() {
 		(*RemoteLogRecord_Commit)(nil),
 		(*RemoteLogRecord_DeleteStart)(nil),
 		(*RemoteLogRecord_DeleteFinish)(nil),
+		(*RemoteLogRecord_Purged)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -5182,7 +5261,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   55,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
