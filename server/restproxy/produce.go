@@ -126,6 +126,11 @@ func (s *Server) produce(w http.ResponseWriter, r *http.Request) error {
 		body = bounded
 		// Read the rest of the body while responses are written.
 		_ = http.NewResponseController(w).EnableFullDuplex()
+		// A full-duplex handler that returns before the body's end (a record too large,
+		// bad JSON) must close the body itself: otherwise net/http reads the next
+		// request while the body's read is still under way, and panics with "invalid
+		// concurrent Body.Read call" (golang/go#68560), resetting the connection.
+		defer r.Body.Close()
 	}
 	dec := json.NewDecoder(body)
 	if bounded != nil {
