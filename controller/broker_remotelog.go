@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/shalelog/shale/metadata"
@@ -31,10 +32,20 @@ func (c *BrokerClient) FinishRemoteDelete(ctx context.Context, topic string, top
 		LeaderEpoch: leaderEpoch, Op: &pb.RemoteLogRecord_DeleteFinish{DeleteFinish: &pb.RemoteDeleteFinish{UploadIds: uploadIDs}}})
 }
 
+// updateRemoteLog sends one remote log change and returns once this broker's metadata
+// cache shows the controller's answer: an uploader that lists the store right after a
+// commit must not take the upload it just committed for an orphan because its cache
+// lags. A wait cut short is an error, so the caller treats the change as indeterminate.
 func (c *BrokerClient) updateRemoteLog(ctx context.Context, rec *pb.RemoteLogRecord) error {
 	rec.Broker = c.cfg.NodeID
-	_, err := rpc(ctx, c, pb.ControllerClient.UpdateRemoteLog, &pb.UpdateRemoteLogRequest{Record: rec})
-	return err
+	resp, err := send(ctx, c.q, c.cfg.RequestTimeout, pb.ControllerClient.UpdateRemoteLog, &pb.UpdateRemoteLogRequest{Record: rec})
+	if err != nil {
+		return err
+	}
+	if err := c.WaitForOffset(ctx, resp.GetMetadataOffset()); err != nil {
+		return fmt.Errorf("controller client: remote log change answered at metadata offset %d, not yet in the cache: %w", resp.GetMetadataOffset(), err)
+	}
+	return fromPBError(resp.GetError())
 }
 
 // RemotePurged reports a deleted topic's partition's remote objects gone, which drops

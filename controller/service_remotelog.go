@@ -26,5 +26,5 @@ func (v *service) UpdateRemoteLog(ctx context.Context, req *pb.UpdateRemoteLogRe
 			return nil, v.rpcError(err)
 		}
 	}
-	return &pb.UpdateRemoteLogResponse{Error: toPBError(res.err)}, nil
+	return &pb.UpdateRemoteLogResponse{Error: toPBError(res.err), MetadataOffset: v.s.fsm.image().Offset}, nil
 }

@@ -139,9 +139,15 @@ func (t *tiering) expireKept(now time.Time) {
 type tierPartition struct {
 	// epoch is the leader epoch the uploader last worked at: a new one (a restart, a
 	// leadership change) looks for orphans, as does a failed upload or commit.
-	epoch    int32
-	scan     bool
-	suspects map[string]uint64 // orphan upload id -> image offset when first seen
+	epoch int32
+	scan  bool
+	// suspects are the uploads the last scan found outside the remote log: the next scan
+	// deletes those still outside it.
+	suspects map[string]bool
+	// pending is an upload whose commit got no answer (a timeout, a lost connection): it
+	// may have been applied, so its objects are not an orphan's. Its commit is sent
+	// again (a resend of a committed upload succeeds again) until it is answered.
+	pending *remotelog.Segment
 	// straddle is the base offset of a local segment that cannot be uploaded (a batch
 	// across the remote log's end), reported once.
 	straddle int64
@@ -360,7 +366,7 @@ func (m *Manager) tierPartition(ctx context.Context, im *metadata.Image, tp part
 	t.mu.Lock()
 	st := t.parts[tp]
 	if st == nil || st.epoch != epoch {
-		st = &tierPartition{epoch: epoch, scan: true, suspects: map[string]uint64{}, straddle: -1}
+		st = &tierPartition{epoch: epoch, scan: true, suspects: map[string]bool{}, straddle: -1}
 		t.parts[tp] = st
 	}
 	t.mu.Unlock()
@@ -377,7 +383,7 @@ func (m *Manager) tierPartition(ctx context.Context, im *metadata.Image, tp part
 	m.retainRemote(ctx, tp, topic, p, rl, epoch, lg)
 	st.passes++
 	if st.scan || st.passes%orphanScanEvery == 0 {
-		m.cleanOrphans(ctx, im, tp, topic.ID, rl, st, lg)
+		m.cleanOrphans(ctx, tp, topic.ID, st, lg)
 	}
 }
 
@@ -392,6 +398,32 @@ func (m *Manager) uploadSegments(ctx context.Context, tp partition.TopicPartitio
 	highest, covered := int64(-1), int64(0)
 	if rl != nil {
 		highest, covered = rl.HighestOffset, rl.CoveredEnd()
+	}
+	blocked := false
+	if st.pending != nil {
+		seg := *st.pending
+		cctx, cancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
+		err := t.logs.CommitRemoteSegment(cctx, tp.Topic, st.epoch, metaSegment(seg))
+		cancel()
+		var ke *kerr.Error
+		switch {
+		case err == nil:
+			st.pending = nil
+			t.uploadedBytes.Add(float64(seg.SizeBytes))
+			t.uploadedSegments.Inc()
+			highest, covered = max(highest, seg.EndOffset), max(covered, seg.EndOffset+1)
+		case errors.As(err, &ke):
+			// Refused now, yet the first send may have been applied before (and this one
+			// refused for a leader epoch bumped since): the orphan scan decides, from an
+			// image that shows the first send if it was applied.
+			st.pending = nil
+			st.scan = true
+			lg.Info("an uploaded segment's commit, sent again, was refused; the orphan scan decides on its objects", "base_offset", seg.BaseOffset, "err", err)
+		default:
+			t.errs.WithLabelValues("commit").Inc()
+			lg.Warn("committing an uploaded segment again failed; it is retried at the next pass", "base_offset", seg.BaseOffset, "err", err)
+			blocked = true
+		}
 	}
 	bound := min(p.HighWatermark(), p.LastStableOffset())
 	var todo []shalelog.SealedSegment
@@ -413,6 +445,9 @@ func (m *Manager) uploadSegments(ctx context.Context, tp partition.TopicPartitio
 		t.lagBytes[tp], t.lagSegments[tp] = b, int64(len(todo))
 		t.mu.Unlock()
 	}()
+	if blocked {
+		return
+	}
 	entries := p.EpochEntries()
 	for len(todo) > 0 {
 		s := todo[0]
@@ -457,6 +492,9 @@ func (m *Manager) uploadSegments(ctx context.Context, tp partition.TopicPartitio
 					t.errs.WithLabelValues("delete").Inc()
 				}
 				dcancel()
+			} else {
+				// No answer: the commit may have been applied.
+				st.pending = &seg
 			}
 			lg.Warn("committing an uploaded segment failed", "base_offset", s.BaseOffset, "err", err)
 			return
@@ -641,11 +679,14 @@ func (m *Manager) finishRemoteDeletes(ctx context.Context, tp partition.TopicPar
 }
 
 // cleanOrphans deletes the uploads of a partition that the remote log does not hold:
-// failed uploads, and commits refused or lost. An upload is deleted only when a later
-// image, too, does not hold it, so that one committed after the image was taken is
-// never taken for an orphan; a deposed leader's late commit is fenced, since this broker
-// leads at a newer epoch.
-func (m *Manager) cleanOrphans(ctx context.Context, im *metadata.Image, tp partition.TopicPartition, topicID [16]byte, rl *metadata.RemoteLog, st *tierPartition, lg *slog.Logger) {
+// failed uploads, and commits refused. It judges by the image as it is after the
+// listing, which shows every commit this uploader got an answer to (the controller
+// client returns only once its cache shows the answer) and every commit of an earlier
+// leader that was applied (those applied later are fenced by the leader epoch this
+// broker leads at). An upload whose commit got no answer (pending) is kept. An upload is
+// deleted at the second scan that finds it outside the remote log, so that a scan that
+// races with a commit never deletes at once.
+func (m *Manager) cleanOrphans(ctx context.Context, tp partition.TopicPartition, topicID [16]byte, st *tierPartition, lg *slog.Logger) {
 	cctx, cancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
 	ups, err := remotelog.ListUploads(cctx, m.tier.store, topicID, tp.Index)
 	cancel()
@@ -654,19 +695,28 @@ func (m *Manager) cleanOrphans(ctx context.Context, im *metadata.Image, tp parti
 		lg.Warn("listing a partition's uploads failed", "err", err)
 		return
 	}
+	// The metadata cache, which the controller client's answers wait for, may be ahead
+	// of the image this manager has applied.
+	im := m.Image()
+	if c := m.store.Current(); c != nil && c.Offset > im.Offset {
+		im = c
+	}
+	rl := im.RemoteLog(tp.Topic, tp.Index)
+	if rl != nil && rl.TopicID != topicID {
+		return // the topic was deleted and made again since the pass began
+	}
 	seen := map[string]bool{}
 	for _, u := range ups {
 		id := uploadIDString(u.Segment.UploadID)
 		if _, ok := rl.Upload(id); ok {
 			continue
 		}
-		seen[id] = true
-		first, suspected := st.suspects[id]
-		if !suspected {
-			st.suspects[id] = im.Offset
+		if st.pending != nil && uploadIDString(st.pending.UploadID) == id {
 			continue
 		}
-		if im.Offset <= first {
+		seen[id] = true
+		if !st.suspects[id] {
+			st.suspects[id] = true
 			continue
 		}
 		dctx, dcancel := m.withTimeout(ctx, m.cfg.RemoteRequestTimeout)
@@ -676,6 +726,7 @@ func (m *Manager) cleanOrphans(ctx context.Context, im *metadata.Image, tp parti
 			m.tier.errs.WithLabelValues("delete").Inc()
 			continue
 		}
+		lg.Info("deleted an orphan upload", "upload_id", id, "base_offset", u.Segment.BaseOffset)
 		delete(st.suspects, id)
 		delete(seen, id)
 	}

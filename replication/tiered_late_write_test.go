@@ -141,8 +141,8 @@ func TestTieredStorageLateWriteOrphan(t *testing.T) {
 		t.Fatal(err)
 	}
 	late := store.failed()
-	// More uploads as it waits, so that the image moves on past the scan that first
-	// sees the orphan (an orphan is deleted only once a later image does not hold it).
+	// More uploads as it waits (an orphan is deleted at the second scan that finds it
+	// outside the remote log).
 	next := 200
 	waitFor(t, "the late-written object deleted", func() bool {
 		produce(next, 5)

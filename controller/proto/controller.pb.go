@@ -4857,10 +4857,14 @@ func (x *UpdateRemoteLogRequest) GetRecord() *RemoteLogRecord {
 }
 
 type UpdateRemoteLogResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Error *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	// metadata_offset is the controller's metadata offset once the change was applied (or
+	// refused): the broker waits for its cache to reach it, so that what it does next
+	// (an orphan scan) sees the change and every one before it.
+	MetadataOffset uint64 `protobuf:"varint,2,opt,name=metadata_offset,json=metadataOffset,proto3" json:"metadata_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *UpdateRemoteLogResponse) Reset() {
@@ -4898,6 +4902,13 @@ func (x *UpdateRemoteLogResponse) GetError() *Error {
 		return x.Error
 	}
 	return nil
+}
+
+func (x *UpdateRemoteLogResponse) GetMetadataOffset() uint64 {
+	if x != nil {
+		return x.MetadataOffset
+	}
+	return 0
 }
 
 type CreateClusterLinkRequest struct {
@@ -6035,9 +6046,10 @@ const file_controller_proto_rawDesc = "" +
 	"\aversion\x18\x04 \x01(\x05R\aversion\x12\x1a\n" +
 	"\bversions\x18\x05 \x03(\x05R\bversions\"V\n" +
 	"\x16UpdateRemoteLogRequest\x12<\n" +
-	"\x06record\x18\x01 \x01(\v2$.shale.controller.v1.RemoteLogRecordR\x06record\"K\n" +
+	"\x06record\x18\x01 \x01(\v2$.shale.controller.v1.RemoteLogRecordR\x06record\"t\n" +
 	"\x17UpdateRemoteLogResponse\x120\n" +
-	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\"\xe5\x01\n" +
+	"\x05error\x18\x01 \x01(\v2\x1a.shale.controller.v1.ErrorR\x05error\x12'\n" +
+	"\x0fmetadata_offset\x18\x02 \x01(\x04R\x0emetadataOffset\"\xe5\x01\n" +
 	"\x18CreateClusterLinkRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12T\n" +
 	"\aconfigs\x18\x02 \x03(\v2:.shale.controller.v1.CreateClusterLinkRequest.ConfigsEntryR\aconfigs\x12#\n" +
