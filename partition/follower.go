@@ -187,17 +187,9 @@ func (p *Partition) RestartAtWithProducers(offset int64, snapshot []byte) error 
 	if snap.Offset != offset {
 		return fmt.Errorf("%w: it is as of offset %d, not %d", ErrProducerSnapshot, snap.Offset, offset)
 	}
-	s := newProducerState()
-	if snap.Producers != nil {
-		s.producers = snap.Producers
-	}
-	if snap.Txns != nil {
-		s.txns = *snap.Txns
-		s.txns.fill()
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.restartAtLocked(offset, s); err != nil {
+	if err := p.restartAtLocked(offset, snap.state()); err != nil {
 		return err
 	}
 	// The state is not in the log here: it is saved as the producer snapshot that a

@@ -255,6 +255,14 @@ func (p *Partition) rebuild() error {
 		for _, off := range p.rollSnaps {
 			delete(missingSnaps, off)
 		}
+		// Without a producer snapshot as of the local log start or later, the replay
+		// starts from the one of the first local segment: the state as of the log
+		// start, with the producers whose batches are all remote.
+		if from < start {
+			if s, ok := p.rollSnapState(start); ok {
+				p.producers, from = s, start
+			}
+		}
 	}
 	var scanned epochCache
 	if from < end {

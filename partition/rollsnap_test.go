@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	shalelog "github.com/shalelog/shale/log"
+	"github.com/shalelog/shale/log/records"
 )
 
 func tieredTestSettings() Settings {
@@ -53,29 +56,35 @@ func snapshotFiles(t *testing.T, dir string) []int64 {
 	return out
 }
 
-// checkRollSnaps checks that every closed segment but those below from has the producer
-// snapshot as of its end (producer 42, one sequence per offset from 0 at offset 0), and
-// that no other snapshot file is left.
+// checkRollSnaps checks that every local segment has the producer snapshot as of its
+// base, and the last closed one as of its end (producer 42, one sequence per offset from
+// 0 at offset 0), and that no other snapshot file is left.
 func checkRollSnaps(t *testing.T, p *Partition) {
 	t.Helper()
-	var want []int64
-	for _, s := range p.SealedSegments() {
+	segs := p.SealedSegments()
+	want := []int64{segs[0].BaseOffset}
+	for _, s := range segs {
 		want = append(want, s.NextOffset)
-		raw := p.ProducerSnapshotAt(s.NextOffset)
+	}
+	for _, off := range want {
+		raw := p.ProducerSnapshotAt(off)
 		if raw == nil {
-			t.Fatalf("segment %d-%d has no producer snapshot", s.BaseOffset, s.NextOffset-1)
+			t.Fatalf("no producer snapshot at %d", off)
 		}
 		snap, err := DecodeProducerSnapshot(raw)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if snap.Offset != s.NextOffset || len(snap.Producers) != 1 || snap.Producers[0].ProducerID != 42 ||
-			int64(snap.Producers[0].LastSequence) != s.NextOffset-1 {
-			t.Fatalf("segment %d-%d: snapshot %+v, want producer 42 at sequence %d", s.BaseOffset, s.NextOffset-1, snap, s.NextOffset-1)
+		if off == 0 && snap.Offset == 0 && len(snap.Producers) == 0 {
+			continue
+		}
+		if snap.Offset != off || len(snap.Producers) != 1 || snap.Producers[0].ProducerID != 42 ||
+			int64(snap.Producers[0].LastSequence) != off-1 {
+			t.Fatalf("snapshot at %d: %+v, want producer 42 at sequence %d", off, snap, off-1)
 		}
 	}
 	if got := snapshotFiles(t, p.dir); !slices.Equal(got, want) {
-		t.Fatalf("snapshot files at %v, want one per closed segment's end %v (log %d-%d)", got, want, p.LogStartOffset(), p.LogEndOffset())
+		t.Fatalf("snapshot files at %v, want one per local segment's base and the last closed one's end %v (log %d-%d)", got, want, p.LogStartOffset(), p.LogEndOffset())
 	}
 }
 
@@ -121,7 +130,7 @@ func TestRollSnapshotsSurviveReopen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, name := range []string{rollSnapPath(dir, end+10), rollSnapPath(dir, 0), rollSnapPath(dir, end) + ".tmp"} {
+	for _, name := range []string{rollSnapPath(dir, end+10), rollSnapPath(dir, 1), rollSnapPath(dir, end) + ".tmp"} {
 		if err := os.WriteFile(name, []byte("{}"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -180,12 +189,12 @@ func TestRollSnapshotsSurviveReopen(t *testing.T) {
 	}
 }
 
-// TestRestartAtWithProducers: a follower restarting at the tiered offset takes the
-// producer state of the remote segment before it, keeps it across a restart, and, once
-// leader, recognizes the retry of a batch that is only in the remote log.
-func TestRestartAtWithProducers(t *testing.T) {
-	// The leader's side: the snapshot uploaded with its first segment.
+// remoteSnapshot is the producer snapshot a leader uploads with its first segment, and
+// that segment's end: producer 42, one sequence per offset from 0 at offset 0.
+func remoteSnapshot(t *testing.T) ([]byte, int64) {
+	t.Helper()
 	src := openTiered(t, t.TempDir())
+	defer src.close()
 	leadAlone(t, src, 1)
 	seq := int32(0)
 	for range 8 {
@@ -200,43 +209,102 @@ func TestRestartAtWithProducers(t *testing.T) {
 	if snap == nil {
 		t.Fatal("no snapshot at the first roll")
 	}
-	if err := src.close(); err != nil {
-		t.Fatal(err)
-	}
+	return snap, first.NextOffset
+}
 
-	dir := t.TempDir()
-	p := openTiered(t, dir)
+func followAlone(t *testing.T, p *Partition) {
+	t.Helper()
 	follow := State{Role: RoleFollower, Leader: 2, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
 	if _, err := p.ApplyState(follow, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	// One as of another offset is refused and changes nothing.
-	if err := p.RestartAtWithProducers(first.NextOffset+1, snap); err == nil {
-		t.Fatal("a snapshot as of another offset was taken")
+}
+
+// TestRestartAtWithProducers: a follower restarting at the tiered offset takes the
+// producer state of the remote segment before it, keeps it across a restart, and, once
+// leader, recognizes the retry of a batch that is only in the remote log.
+func TestRestartAtWithProducers(t *testing.T) {
+	snap, next := remoteSnapshot(t)
+	// Across an unclean restart: from the state saved when it was taken, or, without
+	// it, from the roll snapshot at the log start that the first batch after it wrote.
+	for _, tc := range []struct {
+		name      string
+		appendOne bool
+	}{{"saved", false}, {"roll snapshot", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := openTiered(t, dir)
+			followAlone(t, p)
+			// One as of another offset is refused and changes nothing.
+			if err := p.RestartAtWithProducers(next+1, snap); err == nil {
+				t.Fatal("a snapshot as of another offset was taken")
+			}
+			if err := p.RestartAtWithProducers(next, []byte("garbage")); err == nil {
+				t.Fatal("an undecodable snapshot was taken")
+			}
+			if p.LogEndOffset() != 0 {
+				t.Fatalf("a refused snapshot moved the log to %d", p.LogEndOffset())
+			}
+			if err := p.RestartAtWithProducers(next, snap); err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Producers(); len(got) != 1 || got[0].ProducerID != 42 || int64(got[0].LastSequence) != next-1 {
+				t.Fatalf("producers after the restart at %d: %+v", next, got)
+			}
+			if tc.appendOne {
+				if _, err := p.AppendAsFollower(batch(t, next, 2, 1), 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := p.log.CloseUnclean(); err != nil {
+				t.Fatal(err)
+			}
+			if tc.appendOne {
+				if err := os.Remove(filepath.Join(dir, producerSnapshotFile)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p = openTiered(t, dir)
+			defer p.close()
+			leadAlone(t, p, 2)
+			// The retry of the last batch below the restart offset is a duplicate, at its
+			// offsets.
+			last, h := idempotentBatch(t, int32(next)-4, 4)
+			res, err := p.AppendAsLeader(last, h, 1)
+			if err != nil || !res.Duplicate || res.LastOffset != next-1 {
+				t.Fatalf("retry of a batch only in the remote log: %+v, %v", res, err)
+			}
+		})
 	}
-	if err := p.RestartAtWithProducers(first.NextOffset, []byte("garbage")); err == nil {
-		t.Fatal("an undecodable snapshot was taken")
-	}
-	if p.LogEndOffset() != 0 {
-		t.Fatalf("a refused snapshot moved the log to %d", p.LogEndOffset())
-	}
-	if err := p.RestartAtWithProducers(first.NextOffset, snap); err != nil {
-		t.Fatal(err)
-	}
-	if got := p.Producers(); len(got) != 1 || got[0].ProducerID != 42 || int64(got[0].LastSequence) != first.NextOffset-1 {
-		t.Fatalf("producers after the restart at %d: %+v", first.NextOffset, got)
-	}
-	// Across an unclean restart too: the state was saved when it was taken.
-	if err := p.log.CloseUnclean(); err != nil {
-		t.Fatal(err)
-	}
-	p = openTiered(t, dir)
+}
+
+// TestTruncationReplayKeepsRemoteProducers: a truncation into a transaction replays the
+// producer state of a Tiered partition from the roll snapshot at its log start, so that
+// the producers whose batches are all remote are still known.
+func TestTruncationReplayKeepsRemoteProducers(t *testing.T) {
+	snap, next := remoteSnapshot(t)
+	p := openTiered(t, t.TempDir())
 	defer p.close()
-	leadAlone(t, p, 2)
-	// The retry of the last batch below the restart offset is a duplicate, at its offsets.
-	last, h := idempotentBatch(t, int32(first.NextOffset)-4, 4)
-	res, err := p.AppendAsLeader(last, h, 1)
-	if err != nil || !res.Duplicate || res.LastOffset != first.NextOffset-1 {
-		t.Fatalf("retry of a batch only in the remote log: %+v, %v", res, err)
+	followAlone(t, p)
+	if err := p.RestartAtWithProducers(next, snap); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.AppendAsFollower(batch(t, next, 2, 1), 1); err != nil {
+		t.Fatal(err)
+	}
+	txn, err := records.Build(shalelog.Header{BaseOffset: next + 2, PartitionLeaderEpoch: 1, Magic: 2, ProducerID: 77, BaseSequence: 0,
+		Attributes: shalelog.AttrTransactional}, shalelog.CodecNone, []records.Record{{Value: []byte("a")}, {OffsetDelta: 1, Value: []byte("b")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.AppendAsFollower(txn, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.TruncateTo(next + 2); err != nil {
+		t.Fatal(err)
+	}
+	got := p.Producers()
+	if len(got) != 1 || got[0].ProducerID != 42 || int64(got[0].LastSequence) != next-1 {
+		t.Fatalf("producers after a truncation into a transaction: %+v, want producer 42 at sequence %d", got, next-1)
 	}
 }

@@ -76,8 +76,10 @@ func (p *Partition) forgetProducersBeforeLocked(start int64, localOnly bool) {
 // with its snapshot too. The log package knows nothing of them: the partition deletes
 // them as their segments leave the local log (retention, DeleteRecords, local deletion
 // after upload) or as truncation cuts the log below them, and sweeps the leftovers of a
-// crash at open. Only segments still local have one, and not the first (whose snapshot
-// would go with a segment already gone).
+// crash at open, so that only segments still local have one. The first local segment's
+// is the state as of the local log start: a replay of the local log without a clean
+// snapshot (an unclean open, a truncation into transactions) starts from it, so that
+// the producers whose batches are all remote are not forgotten then either.
 //
 // They are written without an fsync (a roll is on the append path, and no snapshot is
 // worth a disk flush there): a power cut may lose one or leave it empty, which costs
@@ -148,11 +150,29 @@ func (p *Partition) dropRollSnapsLocked(drop func(off int64) bool) {
 	})
 }
 
-// dropRollSnapsBelowStartLocked deletes the snapshots whose segment before has left the
-// local log: those at or below the log start.
+// dropRollSnapsBelowStartLocked deletes the snapshots of the segments that have left the
+// local log: those below the log start.
 func (p *Partition) dropRollSnapsBelowStartLocked() {
 	start := p.log.StartOffset()
-	p.dropRollSnapsLocked(func(off int64) bool { return off <= start })
+	p.dropRollSnapsLocked(func(off int64) bool { return off < start })
+}
+
+// rollSnapState returns the producer state of the roll snapshot at offset, false when
+// there is none or it is unreadable (a power cut may leave it empty: it is not synced).
+func (p *Partition) rollSnapState(offset int64) (*producerState, bool) {
+	if _, found := slices.BinarySearch(p.rollSnaps, offset); !found {
+		return nil, false
+	}
+	b, err := os.ReadFile(rollSnapPath(p.dir, offset))
+	if err != nil {
+		return nil, false
+	}
+	snap, err := decodeSnapshot(b)
+	if err != nil || snap.Offset != offset {
+		p.lg.Warn("ignoring an unreadable producer snapshot", "offset", offset, "err", err)
+		return nil, false
+	}
+	return snap.state(), true
 }
 
 // dropRollSnapsAboveEndLocked deletes the snapshots past the log end, after a
@@ -163,8 +183,8 @@ func (p *Partition) dropRollSnapsAboveEndLocked() {
 	p.dropRollSnapsLocked(func(off int64) bool { return off > end })
 }
 
-// loadRollSnaps finds the roll snapshots at open, keeping those of local segments other
-// than the first, and deletes the rest: those a crash left past a torn tail that
+// loadRollSnaps finds the roll snapshots at open, keeping those of local segments, and
+// deletes the rest: those a crash left past a torn tail that
 // recovery cut, below a log start that moved before they were removed, and half-written
 // ones.
 func (p *Partition) loadRollSnaps() error {
@@ -187,7 +207,7 @@ func (p *Partition) loadRollSnaps() error {
 			}
 			continue
 		}
-		if bases[base] && base > start && base <= end {
+		if bases[base] && base >= start && base <= end {
 			p.rollSnaps = append(p.rollSnaps, base)
 			continue
 		}
@@ -232,13 +252,7 @@ func DecodeProducerSnapshot(b []byte) (ProducerSnapshotInfo, error) {
 	if err != nil {
 		return ProducerSnapshotInfo{}, err
 	}
-	s := newProducerState()
-	s.producers = snap.Producers
-	if snap.Txns != nil {
-		s.txns = *snap.Txns
-		s.txns.fill()
-	}
-	return ProducerSnapshotInfo{Offset: snap.Offset, Producers: s.describe()}, nil
+	return ProducerSnapshotInfo{Offset: snap.Offset, Producers: snap.state().describe()}, nil
 }
 
 // ErrProducerSnapshot means a producer snapshot is unreadable or not the one asked for.
@@ -250,6 +264,19 @@ func decodeSnapshot(b []byte) (producerSnapshot, error) {
 		return snap, fmt.Errorf("%w: %w", ErrProducerSnapshot, err)
 	}
 	return snap, nil
+}
+
+// state is the producer state a snapshot holds.
+func (snap producerSnapshot) state() *producerState {
+	s := newProducerState()
+	if snap.Producers != nil {
+		s.producers = snap.Producers
+	}
+	if snap.Txns != nil {
+		s.txns = *snap.Txns
+		s.txns.fill()
+	}
+	return s
 }
 
 // EpochStart is a leader epoch and the first offset written in it.
