@@ -263,6 +263,12 @@ func decodeSnapshot(b []byte) (producerSnapshot, error) {
 	if err := json.Unmarshal(b, &snap); err != nil {
 		return snap, fmt.Errorf("%w: %w", ErrProducerSnapshot, err)
 	}
+	// It may come from the object store: nothing in it may crash the replica later.
+	for id, e := range snap.Producers {
+		if e == nil {
+			return snap, fmt.Errorf("%w: producer %d without state", ErrProducerSnapshot, id)
+		}
+	}
 	return snap, nil
 }
 
