@@ -83,7 +83,7 @@ func (p *Partition) forgetProducersBeforeLocked(start int64, localOnly bool) {
 //
 // They are written without an fsync (a roll is on the append path, and no snapshot is
 // worth a disk flush there): a power cut may lose one or leave it empty, which costs
-// only that segment's upload its snapshot. Removals that must not come back (those of a
+// only that segment's upload its snapshot (or a replay its head start). Removals that must not come back (those of a
 // truncation, after which the same offsets are written anew) are made durable by the
 // directory sync of the epoch checkpoint that every truncation writes before it
 // returns.
@@ -184,9 +184,8 @@ func (p *Partition) dropRollSnapsAboveEndLocked() {
 }
 
 // loadRollSnaps finds the roll snapshots at open, keeping those of local segments, and
-// deletes the rest: those a crash left past a torn tail that
-// recovery cut, below a log start that moved before they were removed, and half-written
-// ones.
+// deletes the rest: those a crash left past a torn tail that recovery cut, or below a
+// log start that moved before they were removed, and half-written ones.
 func (p *Partition) loadRollSnaps() error {
 	entries, err := os.ReadDir(p.dir)
 	if err != nil {
@@ -230,8 +229,7 @@ func (p *Partition) ProducerSnapshotAt(offset int64) []byte {
 		p.lg.Warn("no producer snapshot for a segment; it is uploaded without one", "offset", offset, "err", err)
 		return nil
 	}
-	var snap producerSnapshot
-	if err := json.Unmarshal(b, &snap); err != nil || snap.Offset != offset {
+	if snap, err := decodeSnapshot(b); err != nil || snap.Offset != offset {
 		p.lg.Warn("unreadable producer snapshot for a segment; it is uploaded without one", "offset", offset, "snapshot_offset", snap.Offset, "err", err)
 		return nil
 	}
