@@ -23,6 +23,10 @@ import (
 //     high watermarks, from which a restarted replica starts rather than from its log
 //     end. (A replica elected with an ISR of one still commits its whole log at once:
 //     see README, Durability.)
+//   - NNNNNNNNNNNNNNNNNNNN.snapshot, for a Tiered partition: the producer state as of a
+//     local segment's base offset, written at its roll and uploaded with the segment
+//     before (tiered.go); producer-state.json is the one of a clean shutdown
+//     (producers.go).
 
 const (
 	topicIDFile         = "partition.metadata"

@@ -140,11 +140,13 @@ func (p *Partition) TruncateTo(offset int64) error {
 	if offset < p.hw.Load() {
 		p.lg.Warn("truncating below the high watermark (an unclean election or a lost disk)", "offset", offset, "high_watermark", p.hw.Load())
 	}
-	p.rollSnaps = nil // the log is cut: they may describe offsets written anew
 	if err := removeSnapshot(p.dir); err != nil {
 		return err
 	}
-	if err := p.log.Truncate(offset); err != nil {
+	err := p.log.Truncate(offset)
+	// Even after a failure, which may have cut part of the log.
+	p.dropRollSnapsAboveEndLocked()
+	if err != nil {
 		return err
 	}
 	end := p.log.EndOffset()
@@ -167,22 +169,55 @@ func (p *Partition) TruncateTo(offset int64) error {
 func (p *Partition) RestartAt(offset int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.restartAtLocked(offset, newProducerState())
+}
+
+// RestartAtWithProducers is RestartAt for a follower of a Tiered partition that starts
+// from the tiered offset (KIP-1023): the log restarts at offset, the end of a remote
+// segment, and the producer state is the one uploaded with that segment (snapshot, from
+// remotelog.Reader.ProducerSnapshot), as Kafka builds a follower's auxiliary state, so
+// that the producers whose batches are all remote are known here too. A snapshot that
+// does not decode, or that is not as of offset, changes nothing and fails with
+// ErrProducerSnapshot.
+func (p *Partition) RestartAtWithProducers(offset int64, snapshot []byte) error {
+	snap, err := decodeSnapshot(snapshot)
+	if err != nil {
+		return err
+	}
+	if snap.Offset != offset {
+		return fmt.Errorf("%w: it is as of offset %d, not %d", ErrProducerSnapshot, snap.Offset, offset)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.restartAtLocked(offset, snap.state()); err != nil {
+		return err
+	}
+	// The state is not in the log here: it is saved as the producer snapshot that a
+	// restart replays the log from, or a crash would lose it.
+	if err := p.producers.save(p.dir, offset); err != nil {
+		p.lg.Warn("saving the producer state taken from the remote log failed; a restart forgets the producers whose batches are all remote", "offset", offset, "err", err)
+	}
+	return nil
+}
+
+func (p *Partition) restartAtLocked(offset int64, producers *producerState) error {
 	if p.Role() != RoleFollower {
 		return errNotFollowing // as in TruncateTo
 	}
-	p.rollSnaps = nil // the log is cut: they may describe offsets written anew
 	if err := removeSnapshot(p.dir); err != nil {
 		return err
 	}
-	if err := p.log.TruncateFully(offset); err != nil {
+	err := p.log.TruncateFully(offset)
+	p.dropRollSnapsLocked(func(int64) bool { return true }) // as in TruncateTo
+	if err != nil {
 		return err
 	}
 	p.epochs.entries = nil
-	p.producers = newProducerState()
+	p.producers = producers
 	p.noteTxnsLocked()
 	p.hw.Store(offset)
 	p.bumpGen()
-	p.lg.Info("restarted the log at the leader's log start", "offset", offset)
+	p.lg.Info("restarted the log at the leader's log start", "offset", offset, "producers", len(producers.producers))
 	return p.saveEpochsLocked()
 }
 
@@ -194,7 +229,7 @@ func (p *Partition) FollowLogStart(leaderStart int64) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	_, err := p.deleteBeforeLocked(min(leaderStart, p.hw.Load()))
+	_, err := p.deleteBeforeLocked(min(leaderStart, p.hw.Load()), true)
 	return err
 }
 

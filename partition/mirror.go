@@ -95,11 +95,13 @@ func (p *Partition) TruncateMirror(offset int64, leaderEpoch int32, now time.Tim
 		p.lg.Warn("mirror truncating below the high watermark: the source lost records it had committed (an unclean election)",
 			"offset", offset, "high_watermark", p.hw.Load())
 	}
-	p.rollSnaps = nil // the log is cut: they may describe offsets written anew
 	if err := removeSnapshot(p.dir); err != nil {
 		return err
 	}
-	if err := p.log.Truncate(offset); err != nil {
+	err := p.log.Truncate(offset)
+	// Even after a failure, which may have cut part of the log.
+	p.dropRollSnapsAboveEndLocked()
+	if err != nil {
 		return err
 	}
 	end := p.log.EndOffset()
@@ -131,11 +133,12 @@ func (p *Partition) RestartMirrorAt(offset int64, leaderEpoch int32) error {
 	if offset <= p.log.EndOffset() {
 		return nil
 	}
-	p.rollSnaps = nil // the log is cut: they may describe offsets written anew
 	if err := removeSnapshot(p.dir); err != nil {
 		return err
 	}
-	if err := p.log.TruncateFully(offset); err != nil {
+	err := p.log.TruncateFully(offset)
+	p.dropRollSnapsLocked(func(int64) bool { return true }) // as in TruncateTo
+	if err != nil {
 		return err
 	}
 	p.epochs.entries = nil

@@ -67,10 +67,10 @@ type Partition struct {
 	// its followers; reads of the log do not take it.
 	mu        sync.Mutex
 	producers *producerState
-	// rollSnaps are, for a Tiered partition, the producer state as of each local
-	// segment's base offset, encoded as a producer snapshot: the state as of the end of
-	// the segment before, uploaded with it (tiered.go).
-	rollSnaps map[int64][]byte
+	// rollSnaps are the base offsets of the local segments with a roll snapshot file,
+	// ascending: for a Tiered partition, the producer state as of the segment's base,
+	// uploaded with the segment before (tiered.go).
+	rollSnaps []int64
 	epochs    epochCache
 	// savedEpochs is what the leader-epoch-checkpoint holds, so that close rewrites it
 	// only when a save failed since.
@@ -241,6 +241,29 @@ func (p *Partition) rebuild() error {
 	default:
 		return fmt.Errorf("%w: read leader-epoch-checkpoint of %s-%d: %w", shalelog.ErrStorage, p.topic, p.index, err)
 	}
+	// Roll snapshots a crash lost (they are not synced) are written again as the replay
+	// passes their segments' bases, with the state as of there.
+	var missingSnaps map[int64]bool
+	if p.cfg.Tiered {
+		if err := p.loadRollSnaps(); err != nil {
+			return err
+		}
+		missingSnaps = map[int64]bool{p.log.ActiveBaseOffset(): true}
+		for _, s := range p.log.SealedSegments() {
+			missingSnaps[s.BaseOffset] = true
+		}
+		for _, off := range p.rollSnaps {
+			delete(missingSnaps, off)
+		}
+		// Without a producer snapshot as of the local log start or later, the replay
+		// starts from the one of the first local segment: the state as of the log
+		// start, with the producers whose batches are all remote.
+		if from < start {
+			if s, ok := p.rollSnapState(start); ok {
+				p.producers, from = s, start
+			}
+		}
+	}
 	var scanned epochCache
 	if from < end {
 		// The aborts from there are indexed again as the replay meets their markers.
@@ -253,6 +276,11 @@ func (p *Partition) rebuild() error {
 		err := p.log.ScanHeaders(scanFrom, func(h shalelog.Header) bool {
 			scanned.assign(h.PartitionLeaderEpoch, h.BaseOffset)
 			if h.BaseOffset >= from {
+				if missingSnaps[h.BaseOffset] && h.BaseOffset > start {
+					if err := p.writeRollSnapLocked(h.BaseOffset); err != nil {
+						p.lg.Warn("writing a segment's producer snapshot again failed; the segment before is uploaded without it", "offset", h.BaseOffset, "err", err)
+					}
+				}
 				replayErr = p.replayBatch(h, true)
 			}
 			return replayErr == nil
@@ -261,7 +289,7 @@ func (p *Partition) rebuild() error {
 			return fmt.Errorf("rebuild state of %s-%d: %w", p.topic, p.index, err)
 		}
 	}
-	p.producers.removeBefore(start)
+	p.forgetProducersBeforeLocked(start, true)
 	p.noteTxnsLocked()
 	// The checkpoint knows epochs that began without a batch; the log knows epochs whose
 	// checkpoint write a crash may have lost. Entries past the log end are gone with the
@@ -699,10 +727,13 @@ func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
 	if offset < 0 || offset > hw {
 		return 0, fmt.Errorf("%w: offset %d is outside [%d, %d]", kerr.OffsetOutOfRange, offset, p.log.StartOffset(), hw)
 	}
-	return p.deleteBeforeLocked(offset)
+	return p.deleteBeforeLocked(offset, false)
 }
 
-func (p *Partition) deleteBeforeLocked(offset int64) (int64, error) {
+// deleteBeforeLocked moves the log start to offset; localOnly says that only the local
+// log's start moved (a follower following its leader's, which is the leader's local log
+// start for a Tiered partition).
+func (p *Partition) deleteBeforeLocked(offset int64, localOnly bool) (int64, error) {
 	if offset <= p.log.StartOffset() {
 		return p.log.StartOffset(), nil
 	}
@@ -714,7 +745,8 @@ func (p *Partition) deleteBeforeLocked(offset int64) (int64, error) {
 	// wake-up, as before, not wait for enough bytes. (No wake: there was none before.)
 	p.bumpGen()
 	p.epochs.truncateBefore(start)
-	p.producers.removeBefore(start)
+	p.forgetProducersBeforeLocked(start, localOnly)
+	p.dropRollSnapsBelowStartLocked()
 	return start, p.saveEpochsLocked()
 }
 
@@ -734,7 +766,8 @@ func (p *Partition) EnforceRetention() error {
 		p.mu.Lock()
 		start := p.log.StartOffset()
 		p.epochs.truncateBefore(start)
-		p.producers.removeBefore(start)
+		p.forgetProducersBeforeLocked(start, true)
+		p.dropRollSnapsBelowStartLocked()
 		err := p.saveEpochsLocked()
 		p.mu.Unlock()
 		p.lg.Debug("retention deleted segments", "segments", n, "log_start_offset", start)

@@ -356,6 +356,7 @@ func TestCheckpointDecodersRejectGarbage(t *testing.T) {
 func FuzzCheckpointDecoders(f *testing.F) {
 	f.Add([]byte("0\n2\n0 0\n3 17\n"))
 	f.Add([]byte("0\n1\nt 0 42\n"))
+	f.Add([]byte(`{"offset":4,"producers":{"1":{"Epoch":0,"Batches":[{"FirstSeq":0,"LastSeq":0}]}},"transactions":{"ongoing":{"1":2},"last_offset":3}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if e, err := decodeEpochs(b); err == nil {
 			if again, err := decodeEpochs(encodeEpochs(e)); err != nil || !slices.Equal(again, e) {
@@ -363,6 +364,12 @@ func FuzzCheckpointDecoders(f *testing.F) {
 			}
 		}
 		decodeHighWatermarks(b)
+		// Roll snapshots, which a follower also reads from the object store.
+		if snap, err := decodeSnapshot(b); err == nil {
+			s := snap.state()
+			s.describe()
+			s.check(hdr(1, 0, 0, 1, 0))
+		}
 	})
 }
 

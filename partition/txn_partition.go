@@ -183,6 +183,13 @@ func (p *Partition) readMarker(h shalelog.Header) (records.Marker, error) {
 // can tell. The log's truncation already cut its transaction index.
 func (p *Partition) replayProducersLocked() error {
 	p.producers = newProducerState()
+	if p.cfg.Tiered {
+		// From the state as of the log start (tiered.go), which knows the producers
+		// whose batches are all remote.
+		if s, ok := p.rollSnapState(p.log.StartOffset()); ok {
+			p.producers = s
+		}
+	}
 	if p.log.StartOffset() >= p.log.EndOffset() {
 		p.noteTxnsLocked()
 		return nil

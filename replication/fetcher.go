@@ -457,7 +457,7 @@ func (f *fetcher) handlePartition(ctx context.Context, st *fetchState, rp *kmsg.
 	}
 	if rp.DivergingEpoch.Epoch >= 0 || rp.DivergingEpoch.EndOffset >= 0 {
 		leo, epoch := p.LogEndOffset(), p.LatestEpoch()
-		if err := f.truncateDiverged(p, rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset); err != nil {
+		if err := f.truncateDiverged(ctx, p, rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset); err != nil {
 			return err
 		}
 		if p.LogEndOffset() == leo && p.LatestEpoch() == epoch {
@@ -491,7 +491,7 @@ func (f *fetcher) handlePartition(ctx context.Context, st *fetchState, rp *kmsg.
 // leader's: the leader's epoch ended at leaderEnd. When this replica knows that epoch it
 // truncates to the lower end of the two; when it does not, to the end of its own largest
 // epoch below it, and the next fetch compares again (Kafka's truncation by leader epoch).
-func (f *fetcher) truncateDiverged(p *partition.Partition, leaderEpoch int32, leaderEnd int64) error {
+func (f *fetcher) truncateDiverged(ctx context.Context, p *partition.Partition, leaderEpoch int32, leaderEnd int64) error {
 	myEpoch, myEnd := p.EndOffsetForEpoch(leaderEpoch)
 	var to int64
 	switch {
@@ -499,7 +499,9 @@ func (f *fetcher) truncateDiverged(p *partition.Partition, leaderEpoch int32, le
 		// The leader knows no epoch this old: its log starts at leaderEnd, after
 		// everything this replica could share with it.
 		if leaderEnd <= p.LogStartOffset() || p.LogEndOffset() <= leaderEnd {
-			return p.RestartAt(leaderEnd)
+			// Only the remote segment ending exactly there will do: the leader's log end
+			// is not known here.
+			return f.m.restartFollower(ctx, p, leaderEnd, leaderEnd)
 		}
 		to = min(leaderEnd, p.LogEndOffset())
 	case myEpoch == leaderEpoch:
@@ -530,7 +532,7 @@ func (f *fetcher) outOfRange(ctx context.Context, st *fetchState) error {
 		return err
 	}
 	if p.LogEndOffset() < earliest {
-		return p.RestartAt(earliest)
+		return f.m.restartFollower(ctx, p, earliest, latest)
 	}
 	return nil
 }
