@@ -32,7 +32,7 @@ func TestCollector(t *testing.T) {
 	for i, s := range q.servers {
 		var vals map[string]float64
 		// A follower learns the leader's id from its first heartbeat.
-		testutil.Eventually(t, 5*time.Second, "the leader known", func() bool {
+		testutil.Eventually(t, 30*time.Second, "the leader known", func() bool {
 			vals = gatherGauges(t, s.Collector())
 			return vals["shale_controller_active_id"] == leaderID
 		})

@@ -71,7 +71,7 @@ func TestLeaderFailover(t *testing.T) {
 				t.Fatalf("broker %d fenced by the failover", id)
 			}
 		}
-		testutil.Eventually(t, 5*time.Second, "lease", b.LeaseValid)
+		testutil.Eventually(t, 30*time.Second, "lease", b.LeaseValid)
 	}
 	// The old leader comes back as a follower and catches up.
 	q.restart(oldLeader)

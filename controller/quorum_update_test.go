@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"testing"
@@ -107,12 +108,9 @@ func TestRestartWithStaleVotersUsesBootstrapServers(t *testing.T) {
 // servers do not answer yet, forms from controller.quorum.voters.
 func TestBootstrapServersUnreachable(t *testing.T) {
 	checkNoGoroutineLeak(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	// Claimed and never bound: nothing answers there for the whole test, where a port
+	// the kernel handed out and took back could be bound again by another test.
+	dead := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	q := newTestQuorum(t, 1, func(c *Config) {
 		c.BootstrapServers = []string{dead}
 		c.BootstrapTimeout = 300 * time.Millisecond

@@ -183,7 +183,7 @@ func TestSingleNodeCombined(t *testing.T) {
 	if b.LeaseValid() {
 		t.Fatal("lease valid after Close")
 	}
-	testutil.Eventually(t, 5*time.Second, "the closed broker fenced", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the closed broker fenced", func() bool {
 		return q.servers[0].Image().Brokers[1].Fenced
 	})
 }

@@ -3,7 +3,6 @@ package protocol_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/shalelog/shale/internal/testutil"
 )
 
 // shaleNode is one `shale serve` process of a three-node cluster (each node a broker and
@@ -47,18 +48,11 @@ func startShaleCluster(t *testing.T, extra ...string) []*shaleNode {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build shale: %v\n%s", err, out)
 	}
+	// The processes bind these ports a while after they are chosen: testutil.FreePort
+	// keeps them out of the kernel's ephemeral range and away from other test binaries.
 	var ports []int
-	var lns []net.Listener
-	for i := 0; i < 9; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
+	for range 9 {
+		ports = append(ports, testutil.FreePort(t))
 	}
 	var voters []string
 	for i := 0; i < 3; i++ {

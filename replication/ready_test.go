@@ -4,11 +4,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/shalelog/shale/internal/testutil"
 	"github.com/shalelog/shale/metadata"
 )
 
@@ -57,18 +57,15 @@ func (s *handStore) BrokerEpoch() int64 {
 // ready only once registered under its current epoch and back in t-0's ISR.
 func TestInSync(t *testing.T) {
 	// The leader's address refuses connections, so the follower fetcher only backs off.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().(*net.TCPAddr)
-	ln.Close()
+	// Claimed and never bound: a port the kernel handed out and took back could be bound
+	// again by another test, and the fetcher would reach it.
+	port := testutil.FreePort(t)
 
 	image := func(offset uint64, selfEpoch int64, fenced bool, isr0 []int32) *metadata.Image {
 		brokers := map[int32]metadata.Broker{
-			1: {ID: 1, Host: "127.0.0.1", Port: int32(addr.Port), Epoch: 10},
-			2: {ID: 2, Host: "127.0.0.1", Port: int32(addr.Port), Epoch: 11},
-			3: {ID: 3, Host: "127.0.0.1", Port: int32(addr.Port), Epoch: selfEpoch, Fenced: fenced},
+			1: {ID: 1, Host: "127.0.0.1", Port: int32(port), Epoch: 10},
+			2: {ID: 2, Host: "127.0.0.1", Port: int32(port), Epoch: 11},
+			3: {ID: 3, Host: "127.0.0.1", Port: int32(port), Epoch: selfEpoch, Fenced: fenced},
 		}
 		return &metadata.Image{Offset: offset, ControllerID: 1, Brokers: brokers, Topics: map[string]*metadata.Topic{
 			"t": {Name: "t", ID: [16]byte{1}, Partitions: []metadata.Partition{

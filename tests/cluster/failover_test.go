@@ -374,7 +374,7 @@ func TestSIGSTOPLeaderBroker(t *testing.T) {
 	if code, err := produceTo(t, c.broker(4).addr, "paused"); err != nil || code != 6 {
 		t.Fatalf("acks=1 to the deposed broker once it knew: code %d, %v", code, err)
 	}
-	testutil.Eventually(t, 10*time.Second, "broker 4 shows broker 5 as leader", func() bool {
+	testutil.Eventually(t, 30*time.Second, "broker 4 shows broker 5 as leader", func() bool {
 		resp, err := metadataFrom(context.Background(), c.broker(4).addr)
 		if err != nil {
 			return false

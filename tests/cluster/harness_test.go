@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/grpc"
@@ -335,16 +337,31 @@ func createTopic(t *testing.T, brokerAddr string, req *kmsg.CreateTopicsRequest)
 	defer cl.Close()
 	req.TimeoutMillis = 10000
 	deadline := time.Now().Add(60 * time.Second)
+	// An attempt that timed out, lost its answer or was refused as retriable may still
+	// have created its topics (or some of them): the controller commits a creation the
+	// broker stopped waiting for. The topics are new to the test, so on a later attempt
+	// TOPIC_ALREADY_EXISTS for such a topic means that attempt created it.
+	mayExist := map[string]bool{}
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		resp, err := req.RequestWith(ctx, cl)
 		cancel()
-		if err == nil {
+		if err != nil {
+			for _, rt := range req.Topics {
+				mayExist[rt.Topic] = true
+			}
+		} else {
 			var failed error
 			for _, r := range resp.Topics {
-				if e := kerrCode(r.ErrorCode); e != nil {
-					failed = fmt.Errorf("topic %s: %w", r.Topic, e)
+				e := kerrCode(r.ErrorCode)
+				if e == nil || (mayExist[r.Topic] && errors.Is(e, kerr.TopicAlreadyExists)) {
+					mayExist[r.Topic] = true
+					continue
 				}
+				if kerr.IsRetriable(e) {
+					mayExist[r.Topic] = true
+				}
+				failed = fmt.Errorf("topic %s: %w", r.Topic, e)
 			}
 			if failed == nil {
 				return time.Since(start)

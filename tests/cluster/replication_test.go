@@ -185,7 +185,7 @@ func TestRecreatedTopicNeverServesOldRecords(t *testing.T) {
 	c.waitFullISR("re", 20*time.Second)
 	produce("old-1", "old-2", "old-3")
 	// Broker 6 holds the old records, then goes away.
-	testutil.Eventually(t, 10*time.Second, "broker 6 caught up", func() bool {
+	testutil.Eventually(t, 30*time.Second, "broker 6 caught up", func() bool {
 		b, err := os.ReadFile(filepath.Join(c.broker(6).dir, "data", "replication-offset-checkpoint"))
 		return err == nil && strings.Contains(string(b), "re 0 3")
 	})

@@ -17,6 +17,16 @@ const spec = JSON.parse(fs.readFileSync(process.argv[process.argv.length - 1], '
 
 const log = (msg) => process.stderr.write(`group_member.js: ${msg}\n`)
 
+// Writes to a pipe are asynchronous in Node on POSIX: process.exit drops what stdout and
+// stderr still queue when the Go side reads slowly (a loaded machine), cutting the last
+// line in two. exit ends the process once both have handed everything to the kernel.
+const exit = (code) => {
+  let pending = 2
+  const flushed = () => { if (--pending === 0) process.exit(code) }
+  process.stdout.write('', flushed)
+  process.stderr.write('', flushed)
+}
+
 const kafka = new Kafka({
   clientId: 'shale-interop-group-kafkajs',
   brokers: spec.bootstrap.split(','),
@@ -45,11 +55,11 @@ const main = async () => {
     } catch (e) {
       log(`disconnect: ${e}`)
     }
-    process.exit(0)
+    exit(0)
   })
   consumer.on(consumer.events.CRASH, ({ payload }) => {
     log(`consumer crashed (restart: ${payload.restart}): ${payload.error && payload.error.stack}`)
-    if (!payload.restart) process.exit(1)
+    if (!payload.restart) exit(1)
   })
   await consumer.connect()
   await consumer.subscribe({ topics: [spec.topic], fromBeginning: true })
@@ -57,12 +67,16 @@ const main = async () => {
     autoCommitInterval: 200,
     eachMessage: async ({ partition, message }) => {
       const value = message.value === null ? null : message.value.toString('utf8')
-      process.stdout.write(JSON.stringify({ event: 'consumed', partition, offset: Number(message.offset), value }) + '\n')
+      // Resolved once the line is in the pipe, not just queued: a SIGKILL must not lose
+      // the line of a record whose offset kafkajs then commits.
+      await new Promise((resolve) => {
+        process.stdout.write(JSON.stringify({ event: 'consumed', partition, offset: Number(message.offset), value }) + '\n', resolve)
+      })
     },
   })
 }
 
 main().catch((e) => {
   log(e.stack || String(e))
-  process.exit(1)
+  exit(1)
 })

@@ -15,9 +15,19 @@ const { Kafka, CompressionTypes, CompressionCodecs, Partitioners, logLevel } = r
 
 const spec = JSON.parse(fs.readFileSync(process.argv[process.argv.length - 1], 'utf8'))
 
+// Writes to a pipe are asynchronous in Node on POSIX: process.exit drops what stdout and
+// stderr still queue when the Go side reads slowly (a loaded machine), cutting the last
+// line in two. exit ends the process once both have handed everything to the kernel.
+const exit = (code) => {
+  let pending = 2
+  const flushed = () => { if (--pending === 0) process.exit(code) }
+  process.stdout.write('', flushed)
+  process.stderr.write('', flushed)
+}
+
 const fail = (msg) => {
   process.stderr.write(`kafkajs_cell: ${msg}\n`)
-  process.exit(1)
+  exit(1)
 }
 
 // The whole cell must finish in time; the Go side kills us shortly after.
@@ -178,4 +188,4 @@ async function consume (kafka) {
   trace('disconnected')
 }
 
-main().then(() => process.exit(0), (err) => fail(err && err.stack ? err.stack : String(err)))
+main().then(() => exit(0), (err) => fail(err && err.stack ? err.stack : String(err)))

@@ -18,9 +18,19 @@ const { SchemaRegistry, SchemaType } = require('@kafkajs/confluent-schema-regist
 
 const spec = JSON.parse(fs.readFileSync(process.argv[process.argv.length - 1], 'utf8'))
 
+// Writes to a pipe are asynchronous in Node on POSIX: process.exit drops what stdout and
+// stderr still queue when the Go side reads slowly (a loaded machine), cutting the last
+// line in two. exit ends the process once both have handed everything to the kernel.
+const exit = (code) => {
+  let pending = 2
+  const flushed = () => { if (--pending === 0) process.exit(code) }
+  process.stdout.write('', flushed)
+  process.stderr.write('', flushed)
+}
+
 const fail = (msg) => {
   process.stderr.write(`schema_registry.js: ${msg}\n`)
-  process.exit(1)
+  exit(1)
 }
 setTimeout(() => fail(`timed out after ${spec.timeout_ms} ms`), spec.timeout_ms).unref()
 
@@ -133,4 +143,4 @@ async function main() {
   }
 }
 
-main().then(() => process.exit(0), (e) => fail(e && e.stack ? e.stack : String(e)))
+main().then(() => exit(0), (e) => fail(e && e.stack ? e.stack : String(e)))
