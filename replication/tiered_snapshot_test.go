@@ -137,17 +137,10 @@ func TestTieredStorageSnapshotsSurviveRestart(t *testing.T) {
 // a producer whose batches are all remote, as Kafka's follower builds its auxiliary
 // state: once it leads, that producer's retry is a duplicate, not a second copy.
 func TestTieredFollowerTakesRemoteProducerState(t *testing.T) {
-	first, second := startTieredPair(t, objstore.NewMemory())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cl := first.Client(kgo.ProducerLinger(0))
-	defer cl.Close()
 	const topic = "aux-state"
-	createTieredTopic(t, ctx, kadm.NewClient(cl), topic, -1)
-	im := first.WaitApplied("topic", func(im *metadata.Image) bool { return im.Partition(topic, 0) != nil })
-	leaderID := im.Partition(topic, 0).Leader
-	brokers := map[int32]*brokertest.Broker{1: first, 2: second}
-	leader, other := brokers[leaderID], brokers[3-leaderID]
+	tp := startTieredOneReplica(t, topic)
+	ctx, cl, first, leader, other := tp.ctx, tp.cl, tp.first, tp.leader, tp.other
+	leaderID := leader.ID
 
 	// The old producer writes first, then another one fills the log past it.
 	old := first.Client(kgo.ProducerLinger(0))
@@ -170,17 +163,7 @@ func TestTieredFollowerTakesRemoteProducerState(t *testing.T) {
 	})
 
 	// The new replica goes first, to be the preferred leader.
-	errs, err := first.Store.AlterPartitionReassignments(ctx, []metadata.Reassignment{{Topic: topic, Partition: 0, Replicas: []int32{other.ID, leaderID}}})
-	if err == nil {
-		err = errs[0]
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	first.WaitApplied("the new replica in sync", func(im *metadata.Image) bool {
-		p := im.Partition(topic, 0)
-		return len(p.ISR) == 2 && !p.Reassigning()
-	})
+	tp.reassign(topic, other.ID, leaderID)
 	op := other.Replicas().Replica(topic, 0)
 	if start := op.LocalLogStartOffset(); start <= oldN {
 		t.Fatalf("the new replica's local log starts at %d, not above the old producer's batches", start)

@@ -127,6 +127,48 @@ func checkLogFrom0(t *testing.T, ctx context.Context, b *brokertest.Broker, topi
 	}
 }
 
+// tieredOneReplica is a tiered topic of one partition with one replica on a pair of
+// brokers: leader holds it, other is the broker a test adds as a new replica.
+type tieredOneReplica struct {
+	t                    *testing.T
+	ctx                  context.Context
+	cl                   *kgo.Client
+	first, leader, other *brokertest.Broker
+}
+
+// startTieredOneReplica starts the pair and creates topic; ctx (2 minutes) and the
+// client end with the test.
+func startTieredOneReplica(t *testing.T, topic string) *tieredOneReplica {
+	t.Helper()
+	first, second := startTieredPair(t, objstore.NewMemory())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	cl := first.Client(kgo.ProducerLinger(0))
+	t.Cleanup(cl.Close)
+	createTieredTopic(t, ctx, kadm.NewClient(cl), topic, -1)
+	im := first.WaitApplied("topic", func(im *metadata.Image) bool { return im.Partition(topic, 0) != nil })
+	leaderID := im.Partition(topic, 0).Leader
+	brokers := map[int32]*brokertest.Broker{1: first, 2: second}
+	return &tieredOneReplica{t: t, ctx: ctx, cl: cl, first: first, leader: brokers[leaderID], other: brokers[3-leaderID]}
+}
+
+// reassign moves the partition to replicas, the first preferred, and waits until they
+// are all in sync.
+func (r *tieredOneReplica) reassign(topic string, replicas ...int32) {
+	r.t.Helper()
+	errs, err := r.first.Store.AlterPartitionReassignments(r.ctx, []metadata.Reassignment{{Topic: topic, Partition: 0, Replicas: replicas}})
+	if err == nil {
+		err = errs[0]
+	}
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.first.WaitApplied("the new replica in sync", func(im *metadata.Image) bool {
+		p := im.Partition(topic, 0)
+		return len(p.ISR) == len(replicas) && !p.Reassigning()
+	})
+}
+
 // waitFor polls cond until it holds, failing after a generous timeout.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -616,33 +658,15 @@ func TestTieredStorageDeletedTopicPurgedAfterRestart(t *testing.T) {
 // history is mostly remote copies only the leader's local log (KIP-1023's aim), joins the
 // ISR, and the partition still reads whole from 0.
 func TestTieredStorageNewReplicaCopiesLocalPart(t *testing.T) {
-	first, second := startTieredPair(t, objstore.NewMemory())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cl := first.Client(kgo.ProducerLinger(0))
-	defer cl.Close()
 	const topic = "grow"
-	createTieredTopic(t, ctx, kadm.NewClient(cl), topic, -1)
-	im := first.WaitApplied("topic", func(im *metadata.Image) bool { return im.Partition(topic, 0) != nil })
-	leaderID := im.Partition(topic, 0).Leader
-	brokers := map[int32]*brokertest.Broker{1: first, 2: second}
-	leader, other := brokers[leaderID], brokers[3-leaderID]
+	tp := startTieredOneReplica(t, topic)
+	ctx, first, leader, other := tp.ctx, tp.first, tp.leader, tp.other
 	const n = 200
-	produced := produceValues(t, ctx, cl, topic, "z", 0, n)
+	produced := produceValues(t, ctx, tp.cl, topic, "z", 0, n)
 	lp := leader.Replicas().Replica(topic, 0)
 	waitFor(t, "the leader's local log mostly remote", func() bool { return lp.LocalLogStartOffset() > n/2 })
 
-	errs, err := first.Store.AlterPartitionReassignments(ctx, []metadata.Reassignment{{Topic: topic, Partition: 0, Replicas: []int32{leaderID, other.ID}}})
-	if err == nil {
-		err = errs[0]
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	first.WaitApplied("the new replica in sync", func(im *metadata.Image) bool {
-		p := im.Partition(topic, 0)
-		return len(p.ISR) == 2 && !p.Reassigning()
-	})
+	tp.reassign(topic, leader.ID, other.ID)
 	if start := other.Replicas().Replica(topic, 0).LocalLogStartOffset(); start == 0 {
 		t.Fatalf("the new replica copied the whole log (local log start %d)", start)
 	}
