@@ -127,8 +127,8 @@ type store struct {
 	// closed; completeHeld gets a value as each such write starts to wait.
 	holdComplete chan struct{}
 	completeHeld chan struct{}
-	frozen *metadata.Image // the image the cache is stuck at, nil when following
-	thawed chan struct{}   // closed when the cache follows again
+	frozen       *metadata.Image // the image the cache is stuck at, nil when following
+	thawed       chan struct{}   // closed when the cache follows again
 }
 
 func newStore(cl *cluster) *store { return &store{BrokerClient: cl.node.Broker} }
